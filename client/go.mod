@@ -1,0 +1,5 @@
+module github.com/filamq/fila/client
+
+go 1.26
+
+replace github.com/filamq/fila/generated => ../generated

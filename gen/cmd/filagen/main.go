@@ -1,0 +1,97 @@
+// Command filagen generates a protocol's Go codecs from its YAML description.
+//
+//	filagen -spec ../spec/fibp.yaml -out fibp          write the files
+//	filagen -spec ../spec/fibp.yaml -out fibp -check   fail when the files on disk are stale
+//
+// It writes only files named *.gen.go and *_gen_test.go, and removes those it no longer emits;
+// hand-written files beside them are left alone.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/filamq/fila/gen/emit"
+	"github.com/filamq/fila/gen/spec"
+)
+
+func main() {
+	specPath := flag.String("spec", "", "protocol spec (YAML)")
+	outDir := flag.String("out", "", "output package folder")
+	source := flag.String("source", "", "spec path to name in generated headers (default: -spec as given)")
+	check := flag.Bool("check", false, "report stale or missing files instead of writing them")
+	flag.Parse()
+	if *specPath == "" || *outDir == "" {
+		fmt.Fprintln(os.Stderr, "usage: filagen -spec FILE.yaml -out DIR [-check]")
+		os.Exit(2)
+	}
+	if *source == "" {
+		*source = *specPath
+	}
+	stale, err := run(*specPath, *outDir, *source, *check)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if *check && len(stale) > 0 {
+		for _, s := range stale {
+			fmt.Fprintf(os.Stderr, "filagen: %s is stale; run make generate\n", s)
+		}
+		os.Exit(1)
+	}
+}
+
+// run generates the package and returns the files that differ from what is on disk.
+func run(specPath, outDir, source string, check bool) ([]string, error) {
+	s, err := spec.Load(specPath)
+	if err != nil {
+		return nil, err
+	}
+	files, err := emit.Files(s, source)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return nil, err
+	}
+	var stale []string
+	names := make([]string, 0, len(files))
+	for name := range files {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		path := filepath.Join(outDir, name)
+		old, err := os.ReadFile(path)
+		if err == nil && bytes.Equal(old, files[name]) {
+			continue
+		}
+		stale = append(stale, path)
+		if !check {
+			if err := os.WriteFile(path, files[name], 0o644); err != nil {
+				return nil, err
+			}
+		}
+	}
+	entries, err := os.ReadDir(outDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, ent := range entries {
+		if _, ours := files[ent.Name()]; ours || !emit.Generated(ent.Name()) {
+			continue
+		}
+		path := filepath.Join(outDir, ent.Name())
+		stale = append(stale, path)
+		if !check {
+			if err := os.Remove(path); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return stale, nil
+}
