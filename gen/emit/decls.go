@@ -259,7 +259,7 @@ func (e *emitter) dispatchFile() *File {
 		Id("Err").Error(),
 	)
 	f.Func().Params(Id("e").Op("*").Id("FrameError")).Id("Error").Params().String().Block(
-		Return(Lit(e.s.Protocol+": decode ").Op("+").Id("e").Dot("Opcode").Dot("String").Call().Op("+").Lit(": ").Op("+").Id("e").Dot("Err").Dot("Error").Call()),
+		Return(Lit(e.s.Protocol + ": decode ").Op("+").Id("e").Dot("Opcode").Dot("String").Call().Op("+").Lit(": ").Op("+").Id("e").Dot("Err").Dot("Error").Call()),
 	)
 	f.Func().Params(Id("e").Op("*").Id("FrameError")).Id("Unwrap").Params().Error().Block(Return(Id("e").Dot("Err")))
 	f.Comment("Decode decodes body as a frame of opcode op. Byte fields of the result alias body.")

@@ -33,12 +33,16 @@ type emitter struct {
 	s      *spec.Spec
 	source string // the spec path as written in headers
 	owner  map[*spec.Record]string
+
+	// ownerFrame is the frame whose file declares an inline record (nil for records that
+	// belong to named records).
+	ownerFrame map[*spec.Record]*spec.Frame
 }
 
 // Files renders every file of the protocol package described by s. source is the spec's path as
 // it should appear in the "Code generated" header (e.g. "spec/fibp.yaml").
 func Files(s *spec.Spec, source string) (map[string][]byte, error) {
-	e := &emitter{s: s, source: filepath.ToSlash(source), owner: map[*spec.Record]string{}}
+	e := &emitter{s: s, source: filepath.ToSlash(source), owner: map[*spec.Record]string{}, ownerFrame: map[*spec.Record]*spec.Frame{}}
 	e.assignOwners()
 	out := map[string][]byte{}
 	render := func(name string, f *File) error {
@@ -52,12 +56,20 @@ func Files(s *spec.Spec, source string) (map[string][]byte, error) {
 	if err := render("protocol.gen.go", e.protocolFile()); err != nil {
 		return nil, err
 	}
-	if err := render("records.gen.go", e.recordsFile()); err != nil {
-		return nil, err
+	if len(e.s.Lists) > 0 || len(e.s.Records) > len(e.owner) {
+		if err := render("records.gen.go", e.recordsFile()); err != nil {
+			return nil, err
+		}
 	}
 	for _, g := range e.groups() {
-		if err := render("frames_"+g+".gen.go", e.framesFile(g)); err != nil {
-			return nil, err
+		for i, chunk := range e.chunks(g) {
+			name := "frames_" + g + ".gen.go"
+			if i > 0 {
+				name = fmt.Sprintf("frames_%s_%d.gen.go", g, i+1)
+			}
+			if err := render(name, e.framesFile(g, chunk)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := render("dispatch.gen.go", e.dispatchFile()); err != nil {
@@ -100,32 +112,32 @@ func (e *emitter) groups() []string {
 // assignOwners decides which file declares each inline record: the group of the first frame
 // that uses it; inline records of named records go with the named records.
 func (e *emitter) assignOwners() {
-	var walk func(t *spec.Type, owner string)
-	walk = func(t *spec.Type, owner string) {
+	var walk func(t *spec.Type, owner string, fr *spec.Frame)
+	walk = func(t *spec.Type, owner string, fr *spec.Frame) {
 		switch t.Kind {
 		case spec.TRecord:
 			if t.Record.Inline {
 				if _, ok := e.owner[t.Record]; !ok {
-					e.owner[t.Record] = owner
+					e.owner[t.Record], e.ownerFrame[t.Record] = owner, fr
 					for _, f := range t.Record.Fields {
-						walk(f.Type, owner)
+						walk(f.Type, owner, fr)
 					}
 				}
 			}
 		case spec.TOptional, spec.TRepeated, spec.TArray:
-			walk(t.Elem, owner)
+			walk(t.Elem, owner, fr)
 		}
 	}
 	for _, r := range e.s.Records {
 		if !r.Inline {
 			for _, f := range r.Fields {
-				walk(f.Type, "")
+				walk(f.Type, "", nil)
 			}
 		}
 	}
 	for _, fr := range e.s.Frames {
 		for _, f := range fr.Fields {
-			walk(f.Type, fr.Group)
+			walk(f.Type, fr.Group, fr)
 		}
 	}
 }
@@ -141,9 +153,28 @@ func docComment(name, doc string) []Code {
 		if i == 0 && name != "" {
 			line = name + ": " + line
 		}
-		out = append(out, Comment(strings.TrimRight(line, " ")))
+		for _, l := range wrap(strings.TrimRight(line, " "), 96) {
+			out = append(out, Comment(l))
+		}
 	}
 	return out
+}
+
+// wrap breaks text into lines of at most width bytes at spaces (longer words stay whole).
+func wrap(text string, width int) []string {
+	var lines []string
+	for len(text) > width {
+		cut := strings.LastIndexByte(text[:width+1], ' ')
+		if cut <= 0 {
+			cut = strings.IndexByte(text, ' ')
+			if cut < 0 {
+				break
+			}
+		}
+		lines = append(lines, text[:cut])
+		text = strings.TrimLeft(text[cut:], " ")
+	}
+	return append(lines, text)
 }
 
 func comments(f *File, name, doc string) {
@@ -165,16 +196,33 @@ func (e *emitter) recordsFile() *File {
 	return f
 }
 
-func (e *emitter) framesFile(group string) *File {
-	f := e.newFile(false)
+// framesPerFile keeps emitted files readable: a group with more frames spans several files.
+const framesPerFile = 12
+
+// chunks splits a group's frames into files of at most framesPerFile frames.
+func (e *emitter) chunks(group string) [][]*spec.Frame {
+	var out [][]*spec.Frame
 	for _, fr := range e.s.Frames {
-		if fr.Group == group {
-			e.frame(f, fr)
+		if fr.Group != group {
+			continue
 		}
+		if len(out) == 0 || len(out[len(out)-1]) == framesPerFile {
+			out = append(out, nil)
+		}
+		out[len(out)-1] = append(out[len(out)-1], fr)
 	}
-	for _, r := range e.s.Records {
-		if r.Inline && e.owner[r] == group {
-			e.record(f, r)
+	return out
+}
+
+// framesFile declares frames and the inline records they own.
+func (e *emitter) framesFile(group string, frames []*spec.Frame) *File {
+	f := e.newFile(false)
+	for _, fr := range frames {
+		e.frame(f, fr)
+		for _, r := range e.s.Records {
+			if r.Inline && e.owner[r] == group && e.ownerFrame[r] == fr {
+				e.record(f, r)
+			}
 		}
 	}
 	return f

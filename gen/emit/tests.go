@@ -219,7 +219,7 @@ func (e *emitter) fuzzFile() *File {
 		)),
 	)
 	for _, fr := range e.sortedFrames() {
-		f.Func().Id("Fuzz"+fr.Name).Params(Id("f").Op("*").Qual("testing", "F")).Block(
+		f.Func().Id("Fuzz" + fr.Name).Params(Id("f").Op("*").Qual("testing", "F")).Block(
 			Id("fuzzFrame").Call(Id("f"), Func().Params().Id("Frame").Block(Return(New(Id(fr.Name)))), Id(sampleName(fr.Name)).Call(Lit(1)), Id(sampleName(fr.Name)).Call(Lit(2)), New(Id(fr.Name))),
 		)
 	}

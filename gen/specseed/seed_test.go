@@ -497,6 +497,11 @@ func (f *flattener) scalar(typ string) (string, error) {
 	if e := f.enum(typ); e != nil {
 		return f.resolve(e.Type), nil
 	}
+	for _, b := range f.s.Bitsets {
+		if b.Name == typ {
+			return f.resolve(b.Type), nil
+		}
+	}
 	if l := f.list(typ); l != nil {
 		return typ, nil // the seed writes lists ("key") as primitives
 	}

@@ -5,7 +5,10 @@ package fibp
 import "github.com/filamq/fila/generated/wire"
 
 // Handshake: opcode 0x01, client → server.
-// Connection initialization. The client's first frame after connecting must be a Handshake, sent with flags=0 and request_id=0; no other frame may precede it. The frame is frozen: it can never gain a field, because the server does not yet know which layout to expect; extensions go in capability-gated frames after the handshake.
+// Connection initialization. The client's first frame after connecting must be a Handshake, sent
+// with flags=0 and request_id=0; no other frame may precede it. The frame is frozen: it can never
+// gain a field, because the server does not yet know which layout to expect; extensions go in
+// capability-gated frames after the handshake.
 type Handshake struct {
 	// ProtocolVersion: Highest version the client speaks.
 	ProtocolVersion uint16
@@ -14,7 +17,7 @@ type Handshake struct {
 	APIKey wire.Optional[string]
 
 	// ClientCapabilities: Bitmap; see Capabilities. The active set is the bitwise AND of both bitmaps.
-	ClientCapabilities uint32
+	ClientCapabilities Capabilities
 }
 
 // Opcode returns OpHandshake.
@@ -44,7 +47,7 @@ func (x *Handshake) AppendTo(b []byte) []byte {
 	} else {
 		b = append(b, 0)
 	}
-	b = wire.AppendU32(b, x.ClientCapabilities)
+	b = wire.AppendU32(b, uint32(x.ClientCapabilities))
 	return b
 }
 
@@ -57,7 +60,7 @@ func (x *Handshake) DecodeFrom(r *wire.Reader) {
 		x.APIKey.Present = true
 		x.APIKey.Value = r.String(r.Len16(65535), true)
 	}
-	x.ClientCapabilities = r.U32()
+	x.ClientCapabilities = Capabilities(r.U32())
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
@@ -86,7 +89,9 @@ func (x *Handshake) Decode(body []byte) error {
 }
 
 // HandshakeOk: opcode 0x02, server → client.
-// Handshake accepted. Sent with flags=0 and request_id=0. The server picks the highest version it supports that is at most the client's. On rejection the server sends an Error frame instead and closes the connection.
+// Handshake accepted. Sent with flags=0 and request_id=0. The server picks the highest version it
+// supports that is at most the client's. On rejection the server sends an Error frame instead and
+// closes the connection.
 type HandshakeOk struct {
 	// NegotiatedVersion: The protocol version in use on this connection.
 	NegotiatedVersion uint16
@@ -98,7 +103,7 @@ type HandshakeOk struct {
 	MaxFrameSize uint32
 
 	// ServerCapabilities: Bitmap; see Capabilities.
-	ServerCapabilities uint32
+	ServerCapabilities Capabilities
 }
 
 // Opcode returns OpHandshakeOk.
@@ -122,7 +127,7 @@ func (x *HandshakeOk) AppendTo(b []byte) []byte {
 	b = wire.AppendU16(b, x.NegotiatedVersion)
 	b = wire.AppendU64(b, x.NodeID)
 	b = wire.AppendU32(b, x.MaxFrameSize)
-	b = wire.AppendU32(b, x.ServerCapabilities)
+	b = wire.AppendU32(b, uint32(x.ServerCapabilities))
 	return b
 }
 
@@ -132,7 +137,7 @@ func (x *HandshakeOk) DecodeFrom(r *wire.Reader) {
 	x.NegotiatedVersion = r.U16()
 	x.NodeID = r.U64()
 	x.MaxFrameSize = r.U32()
-	x.ServerCapabilities = r.U32()
+	x.ServerCapabilities = Capabilities(r.U32())
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
@@ -156,7 +161,9 @@ func (x *HandshakeOk) Decode(body []byte) error {
 }
 
 // Ping: opcode 0x03, either direction.
-// Keepalive probe. Either side may send Ping at any time; the receiver responds Pong echoing the request ID. Server-initiated pings use the server ID range (bit 31 set). If no Pong arrives within 30 seconds, close the connection.
+// Keepalive probe. Either side may send Ping at any time; the receiver responds Pong echoing the
+// request ID. Server-initiated pings use the server ID range (bit 31 set). If no Pong arrives
+// within 30 seconds, close the connection.
 type Ping struct{}
 
 // Opcode returns OpPing.
@@ -244,7 +251,8 @@ func (x *Pong) Decode(body []byte) error {
 }
 
 // Disconnect: opcode 0x05, either direction.
-// Graceful close. Either side sends Disconnect, then closes. The peer finishes in-flight responses and closes.
+// Graceful close. Either side sends Disconnect, then closes. The peer finishes in-flight responses
+// and closes.
 type Disconnect struct{}
 
 // Opcode returns OpDisconnect.

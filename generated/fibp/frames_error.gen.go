@@ -5,7 +5,8 @@ package fibp
 import "github.com/filamq/fila/generated/wire"
 
 // Error: opcode 0xfe, server → client.
-// Request-level error, carrying the failed request's ID (request_id=<failed request's ID>). SDKs should expose the metadata map to callers; unknown keys must be preserved, not discarded.
+// Request-level error, carrying the failed request's ID (request_id=<failed request's ID>). SDKs
+// should expose the metadata map to callers; unknown keys must be preserved, not discarded.
 type Error struct {
 	// ErrorCode: Why the request failed.
 	ErrorCode ErrorCode

@@ -5,7 +5,10 @@ package fibp
 import "github.com/filamq/fila/generated/wire"
 
 // Enqueue: opcode 0x10, client → server.
-// Enqueue a batch of messages. Each message names its own queue, so one frame may target several queues; the server applies per-queue ACL checks and routes each message independently. Partial success is normal. When a queue has an on_enqueue hook, the hook wins for every field it returns: client-supplied scheduling values are defaults for queues without a hook.
+// Enqueue a batch of messages. Each message names its own queue, so one frame may target several
+// queues; the server applies per-queue ACL checks and routes each message independently. Partial
+// success is normal. When a queue has an on_enqueue hook, the hook wins for every field it
+// returns: client-supplied scheduling values are defaults for queues without a hook.
 type Enqueue struct {
 	// Messages: The messages, in order.
 	Messages []EnqueueMessage
@@ -83,884 +86,6 @@ func (x *Enqueue) Decode(body []byte) error {
 	return nil
 }
 
-// EnqueueResult: opcode 0x11, server → client.
-// Per-message enqueue results, in request order. A message whose deduplication key matches one the queue still remembers is not enqueued again: its result is Ok with the original message's ID and duplicate set.
-type EnqueueResult struct {
-	// Results: One result per message, in request order.
-	Results []EnqueueResultItem
-
-	// RouteHints: One hint for each queue in the batch that this node does not lead and therefore forwarded.
-	RouteHints []RouteHint
-}
-
-// Opcode returns OpEnqueueResult.
-func (*EnqueueResult) Opcode() Opcode {
-	return OpEnqueueResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *EnqueueResult) Size() int {
-	n := 0
-	n += 4 + 18*len(x.Results)
-	n += 2
-	for i0 := range x.RouteHints {
-		n += x.RouteHints[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *EnqueueResult) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Results))
-	for i0 := range x.Results {
-		b = x.Results[i0].AppendTo(b)
-	}
-	b = wire.AppendCount(b, 2, len(x.RouteHints))
-	for i0 := range x.RouteHints {
-		b = x.RouteHints[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *EnqueueResult) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(4, 18)
-		if cap(x.Results) >= n0 {
-			x.Results = x.Results[:n0]
-		} else {
-			x.Results = make([]EnqueueResultItem, n0)
-		}
-		for i0 := range x.Results {
-			x.Results[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-	{
-		n0 := r.Count(2, 12)
-		if cap(x.RouteHints) >= n0 {
-			x.RouteHints = x.RouteHints[:n0]
-		} else {
-			x.RouteHints = make([]RouteHint, n0)
-		}
-		for i0 := range x.RouteHints {
-			x.RouteHints[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *EnqueueResult) Check() error {
-	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
-		return wire.AtField("results", -1, err)
-	}
-	if err := wire.CheckCount(len(x.RouteHints), 65535); err != nil {
-		return wire.AtField("route_hints", -1, err)
-	}
-	for i0 := range x.RouteHints {
-		if err := x.RouteHints[i0].Check(); err != nil {
-			return wire.AtField("route_hints", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *EnqueueResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpEnqueueResult,
-		}
-	}
-	return nil
-}
-
-// Consume: opcode 0x12, client → server.
-// Subscribe to delivery. If this node is not the leader for the queue, the server replies Error with NotLeader (0x0C) and a leader_addr metadata entry. The whole Consume fails with an Error frame if a throttle declaration is malformed (InvalidThrottle) or uses a name already declared by other subscribers with a different key (ThrottleConflict). Declarations cannot be changed on a live subscription.
-type Consume struct {
-	// Queue: The queue to consume from.
-	Queue string
-
-	// Credit: Initial delivery credit; 0 = unlimited.
-	Credit uint32
-
-	// Throttles: Throttles: named limits of at most max_deliveries in any sliding window of window_ms, optionally keyed per message (throttling.md).
-	Throttles []ThrottleDeclaration
-}
-
-// Opcode returns OpConsume.
-func (*Consume) Opcode() Opcode {
-	return OpConsume
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Consume) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
-	n += 4
-	n += 2
-	for i0 := range x.Throttles {
-		n += x.Throttles[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Consume) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Queue)
-	b = wire.AppendU32(b, x.Credit)
-	b = wire.AppendCount(b, 2, len(x.Throttles))
-	for i0 := range x.Throttles {
-		b = x.Throttles[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Consume) DecodeFrom(r *wire.Reader) {
-	x.Queue = r.String(r.Len16(65535), true)
-	x.Credit = r.U32()
-	{
-		n0 := r.Count(2, 7)
-		if cap(x.Throttles) >= n0 {
-			x.Throttles = x.Throttles[:n0]
-		} else {
-			x.Throttles = make([]ThrottleDeclaration, n0)
-		}
-		for i0 := range x.Throttles {
-			x.Throttles[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Consume) Check() error {
-	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
-		return wire.AtField("queue", -1, err)
-	}
-	if err := wire.CheckCount(len(x.Throttles), 65535); err != nil {
-		return wire.AtField("throttles", -1, err)
-	}
-	for i0 := range x.Throttles {
-		if err := x.Throttles[i0].Check(); err != nil {
-			return wire.AtField("throttles", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Consume) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpConsume,
-		}
-	}
-	return nil
-}
-
-// ConsumeOk: opcode 0x13, server → client.
-// Subscription accepted. Sent before any Delivery frame.
-type ConsumeOk struct {
-	// ConsumerID: The server's identifier for this subscription.
-	ConsumerID string
-}
-
-// Opcode returns OpConsumeOk.
-func (*ConsumeOk) Opcode() Opcode {
-	return OpConsumeOk
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ConsumeOk) Size() int {
-	n := 0
-	n += 2 + len(x.ConsumerID)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ConsumeOk) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.ConsumerID)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ConsumeOk) DecodeFrom(r *wire.Reader) {
-	x.ConsumerID = r.String(r.Len16(65535), true)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ConsumeOk) Check() error {
-	if err := wire.CheckString(x.ConsumerID, 65535, true); err != nil {
-		return wire.AtField("consumer_id", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *ConsumeOk) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpConsumeOk,
-		}
-	}
-	return nil
-}
-
-// Delivery: opcode 0x14, server → client.
-// Batch of messages pushed to a consumer, using the request ID of the Consume subscription (request_id=<consume_request_id>). The server spends one credit per message.
-type Delivery struct {
-	// Messages: The delivered messages.
-	Messages []DeliveryMessage
-}
-
-// Opcode returns OpDelivery.
-func (*Delivery) Opcode() Opcode {
-	return OpDelivery
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Delivery) Size() int {
-	n := 0
-	n += 4
-	for i0 := range x.Messages {
-		n += x.Messages[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Delivery) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Messages))
-	for i0 := range x.Messages {
-		b = x.Messages[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Delivery) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(4, 62)
-		if cap(x.Messages) >= n0 {
-			x.Messages = x.Messages[:n0]
-		} else {
-			x.Messages = make([]DeliveryMessage, n0)
-		}
-		for i0 := range x.Messages {
-			x.Messages[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Delivery) Check() error {
-	if err := wire.CheckCount(len(x.Messages), 4294967295); err != nil {
-		return wire.AtField("messages", -1, err)
-	}
-	for i0 := range x.Messages {
-		if err := x.Messages[i0].Check(); err != nil {
-			return wire.AtField("messages", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Delivery) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpDelivery,
-		}
-	}
-	return nil
-}
-
-// Credit: opcode 0x15, client → server.
-// Grant additional delivery credit to an existing subscription, using the request ID of the Consume subscription (request_id=<consume_request_id>). Credit is additive and saturates at u32::MAX. No response frame is sent. Sending Credit for an unknown subscription is ignored.
-type Credit struct {
-	// AdditionalCredit: Credit to add to the subscription's balance.
-	AdditionalCredit uint32
-}
-
-// Opcode returns OpCredit.
-func (*Credit) Opcode() Opcode {
-	return OpCredit
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Credit) Size() int {
-	n := 0
-	n += 4
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Credit) AppendTo(b []byte) []byte {
-	b = wire.AppendU32(b, x.AdditionalCredit)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Credit) DecodeFrom(r *wire.Reader) {
-	x.AdditionalCredit = r.U32()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*Credit) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Credit) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpCredit,
-		}
-	}
-	return nil
-}
-
-// CancelConsume: opcode 0x16, client → server.
-// Unsubscribe, using the request ID of the Consume subscription (request_id=<consume_request_id>). The server stops delivering and releases the subscription. No response frame.
-type CancelConsume struct{}
-
-// Opcode returns OpCancelConsume.
-func (*CancelConsume) Opcode() Opcode {
-	return OpCancelConsume
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *CancelConsume) Size() int {
-	return 0
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *CancelConsume) AppendTo(b []byte) []byte {
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *CancelConsume) DecodeFrom(_ *wire.Reader) {}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*CancelConsume) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *CancelConsume) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpCancelConsume,
-		}
-	}
-	return nil
-}
-
-// Ack: opcode 0x17, client → server.
-// Acknowledge a batch. queue is carried per item so any node can route the ack to the owning Raft group without a lookup, and one frame can ack across several queues.
-type Ack struct {
-	// Items: The messages to acknowledge.
-	Items []AckItem
-}
-
-// Opcode returns OpAck.
-func (*Ack) Opcode() Opcode {
-	return OpAck
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Ack) Size() int {
-	n := 0
-	n += 4
-	for i0 := range x.Items {
-		n += x.Items[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Ack) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Items))
-	for i0 := range x.Items {
-		b = x.Items[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Ack) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(4, 18)
-		if cap(x.Items) >= n0 {
-			x.Items = x.Items[:n0]
-		} else {
-			x.Items = make([]AckItem, n0)
-		}
-		for i0 := range x.Items {
-			x.Items[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Ack) Check() error {
-	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
-		return wire.AtField("items", -1, err)
-	}
-	for i0 := range x.Items {
-		if err := x.Items[i0].Check(); err != nil {
-			return wire.AtField("items", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Ack) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpAck,
-		}
-	}
-	return nil
-}
-
-// AckResult: opcode 0x18, server → client.
-// Per-message ack results, in request order.
-type AckResult struct {
-	// Results: One result per item.
-	Results []AckResultItem
-}
-
-// Opcode returns OpAckResult.
-func (*AckResult) Opcode() Opcode {
-	return OpAckResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *AckResult) Size() int {
-	n := 0
-	n += 4 + 1*len(x.Results)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *AckResult) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Results))
-	for i0 := range x.Results {
-		b = x.Results[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *AckResult) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(4, 1)
-		if cap(x.Results) >= n0 {
-			x.Results = x.Results[:n0]
-		} else {
-			x.Results = make([]AckResultItem, n0)
-		}
-		for i0 := range x.Results {
-			x.Results[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *AckResult) Check() error {
-	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
-		return wire.AtField("results", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *AckResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpAckResult,
-		}
-	}
-	return nil
-}
-
-// Nack: opcode 0x19, client → server.
-// Negative-acknowledge a batch. When retry_after_ms is present the message is retried no sooner than that interval, overriding any delay the on_failure hook or the retry policy's backoff would apply; the retry still counts as an attempt.
-type Nack struct {
-	// Items: The messages to negative-acknowledge.
-	Items []NackItem
-}
-
-// Opcode returns OpNack.
-func (*Nack) Opcode() Opcode {
-	return OpNack
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Nack) Size() int {
-	n := 0
-	n += 4
-	for i0 := range x.Items {
-		n += x.Items[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Nack) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Items))
-	for i0 := range x.Items {
-		b = x.Items[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Nack) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(4, 21)
-		if cap(x.Items) >= n0 {
-			x.Items = x.Items[:n0]
-		} else {
-			x.Items = make([]NackItem, n0)
-		}
-		for i0 := range x.Items {
-			x.Items[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Nack) Check() error {
-	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
-		return wire.AtField("items", -1, err)
-	}
-	for i0 := range x.Items {
-		if err := x.Items[i0].Check(); err != nil {
-			return wire.AtField("items", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Nack) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpNack,
-		}
-	}
-	return nil
-}
-
-// NackResult: opcode 0x1a, server → client.
-// Per-message nack results, in request order.
-type NackResult struct {
-	// Results: One result per item.
-	Results []NackResultItem
-}
-
-// Opcode returns OpNackResult.
-func (*NackResult) Opcode() Opcode {
-	return OpNackResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *NackResult) Size() int {
-	n := 0
-	n += 4 + 1*len(x.Results)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *NackResult) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Results))
-	for i0 := range x.Results {
-		b = x.Results[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *NackResult) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(4, 1)
-		if cap(x.Results) >= n0 {
-			x.Results = x.Results[:n0]
-		} else {
-			x.Results = make([]NackResultItem, n0)
-		}
-		for i0 := range x.Results {
-			x.Results[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *NackResult) Check() error {
-	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
-		return wire.AtField("results", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *NackResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpNackResult,
-		}
-	}
-	return nil
-}
-
-// ExtendLease: opcode 0x1b, client → server.
-// Extend leases on in-flight messages. Extension is measured from receipt, not from the current expiry. On a queue with Fast delivery durability, an ExtendLease for a lease the leader does not know, received during the reclaim grace period after a crash, re-establishes the lease.
-type ExtendLease struct {
-	// Items: The leases to extend.
-	Items []ExtendLeaseItem
-}
-
-// Opcode returns OpExtendLease.
-func (*ExtendLease) Opcode() Opcode {
-	return OpExtendLease
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ExtendLease) Size() int {
-	n := 0
-	n += 4
-	for i0 := range x.Items {
-		n += x.Items[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ExtendLease) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Items))
-	for i0 := range x.Items {
-		b = x.Items[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ExtendLease) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(4, 26)
-		if cap(x.Items) >= n0 {
-			x.Items = x.Items[:n0]
-		} else {
-			x.Items = make([]ExtendLeaseItem, n0)
-		}
-		for i0 := range x.Items {
-			x.Items[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ExtendLease) Check() error {
-	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
-		return wire.AtField("items", -1, err)
-	}
-	for i0 := range x.Items {
-		if err := x.Items[i0].Check(); err != nil {
-			return wire.AtField("items", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *ExtendLease) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpExtendLease,
-		}
-	}
-	return nil
-}
-
-// ExtendLeaseResult: opcode 0x1c, server → client.
-// Per-message new expiry. MessageNotFound means the lease already expired and the message was redelivered: the client should stop work, another consumer may hold it now.
-type ExtendLeaseResult struct {
-	// Results: One result per item.
-	Results []ExtendLeaseResultItem
-}
-
-// Opcode returns OpExtendLeaseResult.
-func (*ExtendLeaseResult) Opcode() Opcode {
-	return OpExtendLeaseResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ExtendLeaseResult) Size() int {
-	n := 0
-	n += 4 + 9*len(x.Results)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ExtendLeaseResult) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Results))
-	for i0 := range x.Results {
-		b = x.Results[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ExtendLeaseResult) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(4, 9)
-		if cap(x.Results) >= n0 {
-			x.Results = x.Results[:n0]
-		} else {
-			x.Results = make([]ExtendLeaseResultItem, n0)
-		}
-		for i0 := range x.Results {
-			x.Results[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ExtendLeaseResult) Check() error {
-	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
-		return wire.AtField("results", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *ExtendLeaseResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpExtendLeaseResult,
-		}
-	}
-	return nil
-}
-
 // EnqueueMessage: The messages, in order.
 type EnqueueMessage struct {
 	// Queue: Target queue.
@@ -978,7 +103,8 @@ type EnqueueMessage struct {
 	// Weight: Absent = queue default (1).
 	Weight wire.Optional[uint32]
 
-	// DelayMs: Absent or 0 = deliverable immediately. Otherwise the message is not delivered before enqueued_at + delay_ms.
+	// DelayMs: Absent or 0 = deliverable immediately. Otherwise the message is not delivered before
+	// enqueued_at + delay_ms.
 	DelayMs wire.Optional[uint64]
 
 	// IdempotencyKey: The producer's idempotency key, usable in deduplication keys (key part kind 3).
@@ -1125,6 +251,113 @@ func (x *EnqueueMessage) Check() error {
 	return nil
 }
 
+// EnqueueResult: opcode 0x11, server → client.
+// Per-message enqueue results, in request order. A message whose deduplication key matches one the
+// queue still remembers is not enqueued again: its result is Ok with the original message's ID and
+// duplicate set.
+type EnqueueResult struct {
+	// Results: One result per message, in request order.
+	Results []EnqueueResultItem
+
+	// RouteHints: One hint for each queue in the batch that this node does not lead and therefore
+	// forwarded.
+	RouteHints []RouteHint
+}
+
+// Opcode returns OpEnqueueResult.
+func (*EnqueueResult) Opcode() Opcode {
+	return OpEnqueueResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *EnqueueResult) Size() int {
+	n := 0
+	n += 4 + 18*len(x.Results)
+	n += 2
+	for i0 := range x.RouteHints {
+		n += x.RouteHints[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *EnqueueResult) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, 4, len(x.Results))
+	for i0 := range x.Results {
+		b = x.Results[i0].AppendTo(b)
+	}
+	b = wire.AppendCount(b, 2, len(x.RouteHints))
+	for i0 := range x.RouteHints {
+		b = x.RouteHints[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *EnqueueResult) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(4, 18)
+		if cap(x.Results) >= n0 {
+			x.Results = x.Results[:n0]
+		} else {
+			x.Results = make([]EnqueueResultItem, n0)
+		}
+		for i0 := range x.Results {
+			x.Results[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+	{
+		n0 := r.Count(2, 12)
+		if cap(x.RouteHints) >= n0 {
+			x.RouteHints = x.RouteHints[:n0]
+		} else {
+			x.RouteHints = make([]RouteHint, n0)
+		}
+		for i0 := range x.RouteHints {
+			x.RouteHints[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *EnqueueResult) Check() error {
+	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
+		return wire.AtField("results", -1, err)
+	}
+	if err := wire.CheckCount(len(x.RouteHints), 65535); err != nil {
+		return wire.AtField("route_hints", -1, err)
+	}
+	for i0 := range x.RouteHints {
+		if err := x.RouteHints[i0].Check(); err != nil {
+			return wire.AtField("route_hints", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *EnqueueResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpEnqueueResult,
+		}
+	}
+	return nil
+}
+
 // EnqueueResultItem: One result per message, in request order.
 type EnqueueResultItem struct {
 	// ErrorCode: Ok, or why this message was rejected.
@@ -1168,7 +401,107 @@ func (*EnqueueResultItem) Check() error {
 	return nil
 }
 
-// ThrottleDeclaration: Throttles: named limits of at most max_deliveries in any sliding window of window_ms, optionally keyed per message (throttling.md).
+// Consume: opcode 0x12, client → server.
+// Subscribe to delivery. If this node is not the leader for the queue, the server replies Error
+// with NotLeader (0x0C) and a leader_addr metadata entry. The whole Consume fails with an Error
+// frame if a throttle declaration is malformed (InvalidThrottle) or uses a name already declared
+// by other subscribers with a different key (ThrottleConflict). Declarations cannot be changed on
+// a live subscription.
+type Consume struct {
+	// Queue: The queue to consume from.
+	Queue string
+
+	// Credit: Initial delivery credit; 0 = unlimited.
+	Credit uint32
+
+	// Throttles: Throttles: named limits of at most max_deliveries in any sliding window of window_ms,
+	// optionally keyed per message (throttling.md).
+	Throttles []ThrottleDeclaration
+}
+
+// Opcode returns OpConsume.
+func (*Consume) Opcode() Opcode {
+	return OpConsume
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Consume) Size() int {
+	n := 0
+	n += 2 + len(x.Queue)
+	n += 4
+	n += 2
+	for i0 := range x.Throttles {
+		n += x.Throttles[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Consume) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	b = wire.AppendU32(b, x.Credit)
+	b = wire.AppendCount(b, 2, len(x.Throttles))
+	for i0 := range x.Throttles {
+		b = x.Throttles[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Consume) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), true)
+	x.Credit = r.U32()
+	{
+		n0 := r.Count(2, 7)
+		if cap(x.Throttles) >= n0 {
+			x.Throttles = x.Throttles[:n0]
+		} else {
+			x.Throttles = make([]ThrottleDeclaration, n0)
+		}
+		for i0 := range x.Throttles {
+			x.Throttles[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Consume) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Throttles), 65535); err != nil {
+		return wire.AtField("throttles", -1, err)
+	}
+	for i0 := range x.Throttles {
+		if err := x.Throttles[i0].Check(); err != nil {
+			return wire.AtField("throttles", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Consume) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpConsume,
+		}
+	}
+	return nil
+}
+
+// ThrottleDeclaration: Throttles: named limits of at most max_deliveries in any sliding window of
+// window_ms, optionally keyed per message (throttling.md).
 type ThrottleDeclaration struct {
 	// Name: The throttle's global name; every subscription declaring the same name shares its buckets.
 	Name string
@@ -1242,6 +575,141 @@ func (x *ThrottleDeclaration) Check() error {
 	return nil
 }
 
+// ConsumeOk: opcode 0x13, server → client.
+// Subscription accepted. Sent before any Delivery frame.
+type ConsumeOk struct {
+	// ConsumerID: The server's identifier for this subscription.
+	ConsumerID string
+}
+
+// Opcode returns OpConsumeOk.
+func (*ConsumeOk) Opcode() Opcode {
+	return OpConsumeOk
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ConsumeOk) Size() int {
+	n := 0
+	n += 2 + len(x.ConsumerID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ConsumeOk) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ConsumerID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ConsumeOk) DecodeFrom(r *wire.Reader) {
+	x.ConsumerID = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ConsumeOk) Check() error {
+	if err := wire.CheckString(x.ConsumerID, 65535, true); err != nil {
+		return wire.AtField("consumer_id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ConsumeOk) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpConsumeOk,
+		}
+	}
+	return nil
+}
+
+// Delivery: opcode 0x14, server → client.
+// Batch of messages pushed to a consumer, using the request ID of the Consume subscription
+// (request_id=<consume_request_id>). The server spends one credit per message.
+type Delivery struct {
+	// Messages: The delivered messages.
+	Messages []DeliveryMessage
+}
+
+// Opcode returns OpDelivery.
+func (*Delivery) Opcode() Opcode {
+	return OpDelivery
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Delivery) Size() int {
+	n := 0
+	n += 4
+	for i0 := range x.Messages {
+		n += x.Messages[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Delivery) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, 4, len(x.Messages))
+	for i0 := range x.Messages {
+		b = x.Messages[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Delivery) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(4, 62)
+		if cap(x.Messages) >= n0 {
+			x.Messages = x.Messages[:n0]
+		} else {
+			x.Messages = make([]DeliveryMessage, n0)
+		}
+		for i0 := range x.Messages {
+			x.Messages[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Delivery) Check() error {
+	if err := wire.CheckCount(len(x.Messages), 4294967295); err != nil {
+		return wire.AtField("messages", -1, err)
+	}
+	for i0 := range x.Messages {
+		if err := x.Messages[i0].Check(); err != nil {
+			return wire.AtField("messages", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Delivery) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpDelivery,
+		}
+	}
+	return nil
+}
+
 // DeliveryMessage: The delivered messages.
 type DeliveryMessage struct {
 	// MessageID: The message ID (UUIDv7).
@@ -1274,7 +742,8 @@ type DeliveryMessage struct {
 	// LeasedAt: Unix ms.
 	LeasedAt uint64
 
-	// LeaseExpiresAt: Unix ms. A lower bound: a leader change can restart a lease at its full duration, and never shortens one.
+	// LeaseExpiresAt: Unix ms. A lower bound: a leader change can restart a lease at its full
+	// duration, and never shortens one.
 	LeaseExpiresAt uint64
 }
 
@@ -1375,6 +844,185 @@ func (x *DeliveryMessage) Check() error {
 	return nil
 }
 
+// Credit: opcode 0x15, client → server.
+// Grant additional delivery credit to an existing subscription, using the request ID of the
+// Consume subscription (request_id=<consume_request_id>). Credit is additive and saturates at
+// u32::MAX. No response frame is sent. Sending Credit for an unknown subscription is ignored.
+type Credit struct {
+	// AdditionalCredit: Credit to add to the subscription's balance.
+	AdditionalCredit uint32
+}
+
+// Opcode returns OpCredit.
+func (*Credit) Opcode() Opcode {
+	return OpCredit
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Credit) Size() int {
+	n := 0
+	n += 4
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Credit) AppendTo(b []byte) []byte {
+	b = wire.AppendU32(b, x.AdditionalCredit)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Credit) DecodeFrom(r *wire.Reader) {
+	x.AdditionalCredit = r.U32()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*Credit) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Credit) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpCredit,
+		}
+	}
+	return nil
+}
+
+// CancelConsume: opcode 0x16, client → server.
+// Unsubscribe, using the request ID of the Consume subscription (request_id=<consume_request_id>).
+// The server stops delivering and releases the subscription. No response frame.
+type CancelConsume struct{}
+
+// Opcode returns OpCancelConsume.
+func (*CancelConsume) Opcode() Opcode {
+	return OpCancelConsume
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *CancelConsume) Size() int {
+	return 0
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *CancelConsume) AppendTo(b []byte) []byte {
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *CancelConsume) DecodeFrom(_ *wire.Reader) {}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*CancelConsume) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *CancelConsume) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpCancelConsume,
+		}
+	}
+	return nil
+}
+
+// Ack: opcode 0x17, client → server.
+// Acknowledge a batch. queue is carried per item so any node can route the ack to the owning Raft
+// group without a lookup, and one frame can ack across several queues.
+type Ack struct {
+	// Items: The messages to acknowledge.
+	Items []AckItem
+}
+
+// Opcode returns OpAck.
+func (*Ack) Opcode() Opcode {
+	return OpAck
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Ack) Size() int {
+	n := 0
+	n += 4
+	for i0 := range x.Items {
+		n += x.Items[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Ack) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, 4, len(x.Items))
+	for i0 := range x.Items {
+		b = x.Items[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Ack) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(4, 18)
+		if cap(x.Items) >= n0 {
+			x.Items = x.Items[:n0]
+		} else {
+			x.Items = make([]AckItem, n0)
+		}
+		for i0 := range x.Items {
+			x.Items[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Ack) Check() error {
+	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
+		return wire.AtField("items", -1, err)
+	}
+	for i0 := range x.Items {
+		if err := x.Items[i0].Check(); err != nil {
+			return wire.AtField("items", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Ack) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpAck,
+		}
+	}
+	return nil
+}
+
 // AckItem: The messages to acknowledge.
 type AckItem struct {
 	// Queue: The message's queue.
@@ -1415,6 +1063,77 @@ func (x *AckItem) Check() error {
 	return nil
 }
 
+// AckResult: opcode 0x18, server → client.
+// Per-message ack results, in request order.
+type AckResult struct {
+	// Results: One result per item.
+	Results []AckResultItem
+}
+
+// Opcode returns OpAckResult.
+func (*AckResult) Opcode() Opcode {
+	return OpAckResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *AckResult) Size() int {
+	n := 0
+	n += 4 + 1*len(x.Results)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *AckResult) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, 4, len(x.Results))
+	for i0 := range x.Results {
+		b = x.Results[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *AckResult) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(4, 1)
+		if cap(x.Results) >= n0 {
+			x.Results = x.Results[:n0]
+		} else {
+			x.Results = make([]AckResultItem, n0)
+		}
+		for i0 := range x.Results {
+			x.Results[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *AckResult) Check() error {
+	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
+		return wire.AtField("results", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *AckResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpAckResult,
+		}
+	}
+	return nil
+}
+
 // AckResultItem: One result per item.
 type AckResultItem struct {
 	// ErrorCode: 0x00 Ok, 0x02 MessageNotFound.
@@ -1443,6 +1162,87 @@ func (x *AckResultItem) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (*AckResultItem) Check() error {
+	return nil
+}
+
+// Nack: opcode 0x19, client → server.
+// Negative-acknowledge a batch. When retry_after_ms is present the message is retried no sooner
+// than that interval, overriding any delay the on_failure hook or the retry policy's backoff would
+// apply; the retry still counts as an attempt.
+type Nack struct {
+	// Items: The messages to negative-acknowledge.
+	Items []NackItem
+}
+
+// Opcode returns OpNack.
+func (*Nack) Opcode() Opcode {
+	return OpNack
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Nack) Size() int {
+	n := 0
+	n += 4
+	for i0 := range x.Items {
+		n += x.Items[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Nack) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, 4, len(x.Items))
+	for i0 := range x.Items {
+		b = x.Items[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Nack) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(4, 21)
+		if cap(x.Items) >= n0 {
+			x.Items = x.Items[:n0]
+		} else {
+			x.Items = make([]NackItem, n0)
+		}
+		for i0 := range x.Items {
+			x.Items[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Nack) Check() error {
+	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
+		return wire.AtField("items", -1, err)
+	}
+	for i0 := range x.Items {
+		if err := x.Items[i0].Check(); err != nil {
+			return wire.AtField("items", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Nack) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpNack,
+		}
+	}
 	return nil
 }
 
@@ -1513,6 +1313,77 @@ func (x *NackItem) Check() error {
 	return nil
 }
 
+// NackResult: opcode 0x1a, server → client.
+// Per-message nack results, in request order.
+type NackResult struct {
+	// Results: One result per item.
+	Results []NackResultItem
+}
+
+// Opcode returns OpNackResult.
+func (*NackResult) Opcode() Opcode {
+	return OpNackResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *NackResult) Size() int {
+	n := 0
+	n += 4 + 1*len(x.Results)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *NackResult) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, 4, len(x.Results))
+	for i0 := range x.Results {
+		b = x.Results[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *NackResult) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(4, 1)
+		if cap(x.Results) >= n0 {
+			x.Results = x.Results[:n0]
+		} else {
+			x.Results = make([]NackResultItem, n0)
+		}
+		for i0 := range x.Results {
+			x.Results[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *NackResult) Check() error {
+	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
+		return wire.AtField("results", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *NackResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpNackResult,
+		}
+	}
+	return nil
+}
+
 // NackResultItem: One result per item.
 type NackResultItem struct {
 	// ErrorCode: 0x00 Ok, 0x02 MessageNotFound.
@@ -1541,6 +1412,87 @@ func (x *NackResultItem) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (*NackResultItem) Check() error {
+	return nil
+}
+
+// ExtendLease: opcode 0x1b, client → server.
+// Extend leases on in-flight messages. Extension is measured from receipt, not from the current
+// expiry. On a queue with Fast delivery durability, an ExtendLease for a lease the leader does not
+// know, received during the reclaim grace period after a crash, re-establishes the lease.
+type ExtendLease struct {
+	// Items: The leases to extend.
+	Items []ExtendLeaseItem
+}
+
+// Opcode returns OpExtendLease.
+func (*ExtendLease) Opcode() Opcode {
+	return OpExtendLease
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ExtendLease) Size() int {
+	n := 0
+	n += 4
+	for i0 := range x.Items {
+		n += x.Items[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ExtendLease) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, 4, len(x.Items))
+	for i0 := range x.Items {
+		b = x.Items[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ExtendLease) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(4, 26)
+		if cap(x.Items) >= n0 {
+			x.Items = x.Items[:n0]
+		} else {
+			x.Items = make([]ExtendLeaseItem, n0)
+		}
+		for i0 := range x.Items {
+			x.Items[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ExtendLease) Check() error {
+	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
+		return wire.AtField("items", -1, err)
+	}
+	for i0 := range x.Items {
+		if err := x.Items[i0].Check(); err != nil {
+			return wire.AtField("items", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ExtendLease) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpExtendLease,
+		}
+	}
 	return nil
 }
 
@@ -1587,42 +1539,5 @@ func (x *ExtendLeaseItem) Check() error {
 	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
 		return wire.AtField("queue", -1, err)
 	}
-	return nil
-}
-
-// ExtendLeaseResultItem: One result per item.
-type ExtendLeaseResultItem struct {
-	// ErrorCode: 0x00 Ok, 0x02 MessageNotFound.
-	ErrorCode ErrorCode
-
-	// LeaseExpiresAt: New expiry, Unix ms; 0 if error.
-	LeaseExpiresAt uint64
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ExtendLeaseResultItem) Size() int {
-	n := 0
-	n += 1
-	n += 8
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ExtendLeaseResultItem) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendU64(b, x.LeaseExpiresAt)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ExtendLeaseResultItem) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-	x.LeaseExpiresAt = r.U64()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*ExtendLeaseResultItem) Check() error {
 	return nil
 }

@@ -488,7 +488,8 @@ func (op Opcode) MaxBody() int {
 	return MaxFrameSize
 }
 
-// ErrorCode: Result of a request or of one batch item. Errors arrive either as an Error frame (request-level failure) or inline in a per-item result array (batch item failure).
+// ErrorCode: Result of a request or of one batch item. Errors arrive either as an Error frame
+// (request-level failure) or inline in a per-item result array (batch item failure).
 type ErrorCode uint8
 
 const (
@@ -528,21 +529,26 @@ const (
 	CodeNodeNotReady ErrorCode = 16
 	// CodeCreditExhausted: Delivery credit is zero; grant more
 	CodeCreditExhausted ErrorCode = 17
-	// CodeThrottleConflict: A throttle with this name is already declared by other subscribers with a different key
+	// CodeThrottleConflict: A throttle with this name is already declared by other subscribers with a
+	// different key
 	CodeThrottleConflict ErrorCode = 18
-	// CodeScriptError: The queue's `on_enqueue` script failed on this message; retrying the same message will not help
+	// CodeScriptError: The queue's `on_enqueue` script failed on this message; retrying the same
+	// message will not help
 	CodeScriptError ErrorCode = 19
 	// CodeScriptTimeout: The queue's `on_enqueue` script timed out on this message; retrying may help
 	CodeScriptTimeout ErrorCode = 20
-	// CodeOrderingKeyMissing: The message has no value for the queue's ordering key, and the queue rejects such messages
+	// CodeOrderingKeyMissing: The message has no value for the queue's ordering key, and the queue
+	// rejects such messages
 	CodeOrderingKeyMissing ErrorCode = 21
 	// CodeReservedQueueName: Queue names ending in `.dlq` are reserved for dead-letter queues
 	CodeReservedQueueName ErrorCode = 22
-	// CodeInvalidThrottle: A throttle declaration is malformed: no limits, a zero limit or window, an empty name, a name repeated within one subscription, or a limit that can never apply
+	// CodeInvalidThrottle: A throttle declaration is malformed: no limits, a zero limit or window, an
+	// empty name, a name repeated within one subscription, or a limit that can never apply
 	CodeInvalidThrottle ErrorCode = 23
 	// CodeThrottleNotFound: No current subscriber declares a throttle with this name
 	CodeThrottleNotFound ErrorCode = 24
-	// CodeAuthStateStale: This node cannot confirm its API keys and ACLs are current, and refuses to answer on stale state
+	// CodeAuthStateStale: This node cannot confirm its API keys and ACLs are current, and refuses to
+	// answer on stale state
 	CodeAuthStateStale ErrorCode = 25
 	// CodeImmutableSetting: An `UpdateQueue` tried to change a setting that is fixed at creation
 	CodeImmutableSetting ErrorCode = 26
@@ -748,7 +754,8 @@ func (v Ordering) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }
 
-// WhenOrderingKeyMissing: What a grouped queue (ordering = 2) does with a message whose ordering key cannot be evaluated.
+// WhenOrderingKeyMissing: What a grouped queue (ordering = 2) does with a message whose ordering
+// key cannot be evaluated.
 type WhenOrderingKeyMissing uint8
 
 const (
@@ -840,7 +847,8 @@ func (v WhenKeyMissing) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }
 
-// ScriptFailure: What a queue does when its on_enqueue script fails on a message; fixed at creation (concepts.md).
+// ScriptFailure: What a queue does when its on_enqueue script fails on a message; fixed at
+// creation (concepts.md).
 type ScriptFailure uint8
 
 const (
@@ -890,13 +898,15 @@ func (v ScriptFailure) MarshalText() ([]byte, error) {
 type Backoff uint8
 
 const (
-	// BackoffServerDefault: Use the broker's configured default (exponential unless configured otherwise).
+	// BackoffServerDefault: Use the broker's configured default (exponential unless configured
+	// otherwise).
 	BackoffServerDefault Backoff = 0
 	// BackoffNone: Retry immediately (delay 0).
 	BackoffNone Backoff = 1
 	// BackoffFixed: Retry after backoff_initial_ms.
 	BackoffFixed Backoff = 2
-	// BackoffExponential: Retry after min(backoff_max_ms, backoff_initial_ms × 2^(attempt_count−1)).
+	// BackoffExponential: Retry after min(backoff_max_ms, backoff_initial_ms ×
+	// 2^(attempt_count−1)).
 	BackoffExponential Backoff = 3
 )
 
@@ -944,13 +954,16 @@ func (v Backoff) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }
 
-// DeliveryDurability: How a queue's leases survive a leader change (clustering.md, Delivery durability).
+// DeliveryDurability: How a queue's leases survive a leader change (clustering.md, Delivery
+// durability).
 type DeliveryDurability uint8
 
 const (
-	// DeliveryDurabilityCommitted: A lease is committed in the queue's Raft log before the Delivery frame is sent.
+	// DeliveryDurabilityCommitted: A lease is committed in the queue's Raft log before the Delivery
+	// frame is sent.
 	DeliveryDurabilityCommitted DeliveryDurability = 0
-	// DeliveryDurabilityFast: Leases live only in the leader's memory; after a failover the new leader waits reclaim_grace_ms.
+	// DeliveryDurabilityFast: Leases live only in the leader's memory; after a failover the new leader
+	// waits reclaim_grace_ms.
 	DeliveryDurabilityFast DeliveryDurability = 1
 )
 
@@ -990,7 +1003,8 @@ func (v DeliveryDurability) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }
 
-// ScriptChange: How an UpdateQueue changes one of the queue's scripts (on_enqueue_change, on_failure_change).
+// ScriptChange: How an UpdateQueue changes one of the queue's scripts (on_enqueue_change,
+// on_failure_change).
 type ScriptChange uint8
 
 const (
@@ -1042,7 +1056,8 @@ func (v ScriptChange) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }
 
-// Reclassify: Which redriven messages run on_enqueue again (concepts.md, Dead-letter queues and redrive).
+// Reclassify: Which redriven messages run on_enqueue again (concepts.md, Dead-letter queues and
+// redrive).
 type Reclassify uint8
 
 const (
@@ -1094,7 +1109,8 @@ func (v Reclassify) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }
 
-// RebalancingMode: The cluster-wide automatic leadership rebalancing state (clustering.md, Operations).
+// RebalancingMode: The cluster-wide automatic leadership rebalancing state (clustering.md,
+// Operations).
 type RebalancingMode uint8
 
 const (
@@ -1198,7 +1214,8 @@ func (v NodeState) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }
 
-// KeyPartKind: The kind of one part of a key. Kinds 3-5 are valid only in deduplication keys; throttle keys accept only kinds 0-2.
+// KeyPartKind: The kind of one part of a key. Kinds 3-5 are valid only in deduplication keys;
+// throttle keys accept only kinds 0-2.
 type KeyPartKind uint8
 
 const (
@@ -1274,7 +1291,8 @@ type BucketKind uint8
 const (
 	// BucketKindKeyed: A keyed bucket, or the single bucket of an unkeyed throttle.
 	BucketKindKeyed BucketKind = 0
-	// BucketKindMissingKeyShared: The shared bucket for messages missing the key (when_key_missing = shared_bucket).
+	// BucketKindMissingKeyShared: The shared bucket for messages missing the key (when_key_missing =
+	// shared_bucket).
 	BucketKindMissingKeyShared BucketKind = 1
 )
 
@@ -1317,7 +1335,8 @@ func (v BucketKind) MarshalText() ([]byte, error) {
 type FrameFlags uint8
 
 const (
-	// FlagContinuation: This frame continues the previous frame with the same request ID and opcode. Bits 1-7 are reserved and must be 0.
+	// FlagContinuation: This frame continues the previous frame with the same request ID and opcode.
+	// Bits 1-7 are reserved and must be 0.
 	FlagContinuation FrameFlags = 1 << 0
 )
 
@@ -1342,7 +1361,8 @@ func (v FrameFlags) Has(mask FrameFlags) bool {
 type Capabilities uint32
 
 const (
-	// CapCreditFlowControl: Peer honours Credit. When inactive, Consume credit is ignored and the server pushes freely.
+	// CapCreditFlowControl: Peer honours Credit. When inactive, Consume credit is ignored and the
+	// server pushes freely.
 	CapCreditFlowControl Capabilities = 1 << 0
 )
 

@@ -44,7 +44,8 @@ func (x *KeyPart) Check() error {
 	return nil
 }
 
-// ThrottleLimit: One limit of a throttle: at most max_deliveries (N) deliveries in any sliding window of window_ms (W).
+// ThrottleLimit: One limit of a throttle: at most max_deliveries (N) deliveries in any sliding
+// window of window_ms (W).
 type ThrottleLimit struct {
 	// MaxDeliveries: N. A u64 because it is a limit rather than a collection count.
 	MaxDeliveries uint64
@@ -81,7 +82,9 @@ func (*ThrottleLimit) Check() error {
 	return nil
 }
 
-// RouteHint: Where a queue lives: sent in EnqueueResult for each queue in the batch that this node does not lead and therefore forwarded. Clients cache hints and send later messages for those queues straight to their leaders.
+// RouteHint: Where a queue lives: sent in EnqueueResult for each queue in the batch that this node
+// does not lead and therefore forwarded. Clients cache hints and send later messages for those
+// queues straight to their leaders.
 type RouteHint struct {
 	// Queue: The queue.
 	Queue string
@@ -130,7 +133,8 @@ func (x *RouteHint) Check() error {
 	return nil
 }
 
-// ThrottleSummary: A throttle as seen by GetStatsResult and GetThrottleStatsResult. Individual buckets are never listed here.
+// ThrottleSummary: A throttle as seen by GetStatsResult and GetThrottleStatsResult. Individual
+// buckets are never listed here.
 type ThrottleSummary struct {
 	// Name: The throttle's global name.
 	Name string
@@ -144,7 +148,8 @@ type ThrottleSummary struct {
 	// WhenKeyMissing: 0 = shared bucket, 1 = unthrottled.
 	WhenKeyMissing WhenKeyMissing
 
-	// DeclaringSubscribers: Live subscriptions declaring this throttle (in GetThrottleStatsResult, across every queue).
+	// DeclaringSubscribers: Live subscriptions declaring this throttle (in GetThrottleStatsResult,
+	// across every queue).
 	DeclaringSubscribers uint32
 }
 
@@ -210,7 +215,8 @@ func (x *ThrottleSummary) Check() error {
 	return nil
 }
 
-// BucketStats: The state of one throttle bucket. A bucket with no deliveries inside its window is reported with every counted at 0 and next_room_at 0, whether or not it has been evicted.
+// BucketStats: The state of one throttle bucket. A bucket with no deliveries inside its window is
+// reported with every counted at 0 and next_room_at 0, whether or not it has been evicted.
 type BucketStats struct {
 	// BucketKind: 0 = keyed or unkeyed, 1 = shared bucket for messages missing the key.
 	BucketKind BucketKind
@@ -218,8 +224,10 @@ type BucketStats struct {
 	// Values: One value per key part; empty for an unkeyed or shared bucket.
 	Values []string
 
-	// Counted: One entry per effective limit, in the order of throttle_summary.
-	Counted []BucketLimitCount
+	// Counted: One count per effective limit, in the order of throttle_summary: deliveries and
+	// unexpired grants inside the window. Includes tokens granted but not yet spent or returned,
+	// because that is what the limit is enforced against.
+	Counted []uint64
 
 	// Waiting: Messages held by this bucket.
 	Waiting uint64
@@ -252,7 +260,7 @@ func (x *BucketStats) AppendTo(b []byte) []byte {
 	}
 	b = wire.AppendCount(b, 2, len(x.Counted))
 	for i0 := range x.Counted {
-		b = x.Counted[i0].AppendTo(b)
+		b = wire.AppendU64(b, x.Counted[i0])
 	}
 	b = wire.AppendU64(b, x.Waiting)
 	b = wire.AppendU64(b, x.NextRoomAt)
@@ -282,10 +290,10 @@ func (x *BucketStats) DecodeFrom(r *wire.Reader) {
 		if cap(x.Counted) >= n0 {
 			x.Counted = x.Counted[:n0]
 		} else {
-			x.Counted = make([]BucketLimitCount, n0)
+			x.Counted = make([]uint64, n0)
 		}
 		for i0 := range x.Counted {
-			x.Counted[i0].DecodeFrom(r)
+			x.Counted[i0] = r.U64()
 			if r.Err() != nil {
 				break
 			}
@@ -388,38 +396,8 @@ func (x *QueueRef) Check() error {
 	return nil
 }
 
-// BucketLimitCount: One entry per effective limit, in the order of throttle_summary.
-type BucketLimitCount struct {
-	// Counted: Deliveries and unexpired grants inside the window. Includes tokens granted but not yet spent or returned, because that is what the limit is enforced against.
-	Counted uint64
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *BucketLimitCount) Size() int {
-	n := 0
-	n += 8
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *BucketLimitCount) AppendTo(b []byte) []byte {
-	b = wire.AppendU64(b, x.Counted)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *BucketLimitCount) DecodeFrom(r *wire.Reader) {
-	x.Counted = r.U64()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*BucketLimitCount) Check() error {
-	return nil
-}
-
-// Key: A key names message properties that together identify a group: an ordering group, a throttle bucket, or a set of duplicates. A part_count of 0 means no key.
+// Key: A key names message properties that together identify a group: an ordering group, a
+// throttle bucket, or a set of duplicates. A part_count of 0 means no key.
 // On the wire: [u16 count] followed by that many KeyPart.
 type Key []KeyPart
 

@@ -47,10 +47,10 @@ func sampleThrottleSummary(seed int) ThrottleSummary {
 func sampleBucketStats(seed int) BucketStats {
 	return BucketStats{
 		BucketKind: []BucketKind{BucketKindKeyed, BucketKindMissingKeyShared}[seed%2],
-		Counted: func() []BucketLimitCount {
-			var out []BucketLimitCount
+		Counted: func() []uint64 {
+			var out []uint64
 			for seed := range [2]int{seed, seed + 1} {
-				out = append(out, sampleBucketLimitCount(seed))
+				out = append(out, uint64(seed*37+7))
 			}
 			return out
 		}(),
@@ -73,9 +73,6 @@ func sampleACLPermission(seed int) ACLPermission {
 }
 func sampleQueueRef(seed int) QueueRef {
 	return QueueRef{Queue: fmt.Sprintf("queue-%d-é", seed)}
-}
-func sampleBucketLimitCount(seed int) BucketLimitCount {
-	return BucketLimitCount{Counted: uint64(seed*37 + 7)}
 }
 func sampleEnqueueMessage(seed int) EnqueueMessage {
 	return EnqueueMessage{
@@ -227,7 +224,7 @@ func sampleNodeStatus(seed int) NodeStatus {
 func sampleHandshake(seed int) *Handshake {
 	return &Handshake{
 		APIKey:             wire.Some(fmt.Sprintf("api_key-%d-é", seed)),
-		ClientCapabilities: uint32(seed*37 + 19),
+		ClientCapabilities: Capabilities(seed),
 		ProtocolVersion:    uint16(seed*37 + 16),
 	}
 }
@@ -236,7 +233,7 @@ func sampleHandshakeOk(seed int) *HandshakeOk {
 		MaxFrameSize:       uint32(seed*37 + 14),
 		NegotiatedVersion:  uint16(seed*37 + 18),
 		NodeID:             uint64(seed*37 + 7),
-		ServerCapabilities: uint32(seed*37 + 19),
+		ServerCapabilities: Capabilities(seed),
 	}
 }
 func samplePing(_ int) *Ping {

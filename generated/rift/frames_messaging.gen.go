@@ -5,7 +5,10 @@ package rift
 import "github.com/filamq/fila/generated/wire"
 
 // Auth: opcode 0x01, client → server.
-// AUTH: authenticate the connection. The first client-initiated bidirectional stream must contain exactly one AUTH frame; the server replies OK and finishes that stream. A failed authentication closes the connection. The body limit is 4,099 bytes: opcode, token length and at most 4,096 token bytes.
+// AUTH: authenticate the connection. The first client-initiated bidirectional stream must contain
+// exactly one AUTH frame; the server replies OK and finishes that stream. A failed authentication
+// closes the connection. The body limit is 4,099 bytes: opcode, token length and at most 4,096
+// token bytes.
 type Auth struct {
 	// Token: The identity's secret token, at most 4,096 bytes.
 	Token string
@@ -61,7 +64,9 @@ func (x *Auth) Decode(body []byte) error {
 }
 
 // Ok: opcode 0x02, server → client.
-// OK: success response. Answers AUTH, PUBLISH_ACK (after live broker acceptance), SUBSCRIBE (after registration), PING (after all earlier commands on the stream), CONSUMER_OPEN, ACK, and ends the DELIVERY frames of a CONSUMER_FETCH.
+// OK: success response. Answers AUTH, PUBLISH_ACK (after live broker acceptance), SUBSCRIBE (after
+// registration), PING (after all earlier commands on the stream), CONSUMER_OPEN, ACK, and ends the
+// DELIVERY frames of a CONSUMER_FETCH.
 type Ok struct{}
 
 // Opcode returns OpOk.
@@ -106,7 +111,8 @@ func (x *Ok) Decode(body []byte) error {
 }
 
 // Error: opcode 0x03, server → client.
-// ERROR: failure response. Unknown opcodes, invalid UTF-8, invalid subjects, truncated fields and unexpected trailing fields terminate the operation stream with ERROR when possible.
+// ERROR: failure response. Unknown opcodes, invalid UTF-8, invalid subjects, truncated fields and
+// unexpected trailing fields terminate the operation stream with ERROR when possible.
 type Error struct {
 	// Code: 1 = permission, 2 = operation/protocol.
 	Code ErrorCode
@@ -168,7 +174,9 @@ func (x *Error) Decode(body []byte) error {
 }
 
 // Publish: opcode 0x04, client → server.
-// PUBLISH: publish a message to live subscribers. Nothing is sent on success; ERROR closes the stream on failure. A client must not wait for a response; use PING as a barrier after a batch. Live delivery is at most once; messages with no live subscriber are discarded.
+// PUBLISH: publish a message to live subscribers. Nothing is sent on success; ERROR closes the
+// stream on failure. A client must not wait for a response; use PING as a barrier after a batch.
+// Live delivery is at most once; messages with no live subscriber are discarded.
 type Publish struct {
 	// Subject: Literal subject (no wildcards), at most 1,024 bytes.
 	Subject string
@@ -242,7 +250,8 @@ func (x *Publish) Decode(body []byte) error {
 }
 
 // PublishAck: opcode 0x05, client → server.
-// PUBLISH_ACK: publish and confirm. Answered with OK after live broker acceptance; this confirms live broker routing, not subscriber processing or disk persistence.
+// PUBLISH_ACK: publish and confirm. Answered with OK after live broker acceptance; this confirms
+// live broker routing, not subscriber processing or disk persistence.
 type PublishAck struct {
 	// Subject: Literal subject (no wildcards), at most 1,024 bytes.
 	Subject string
@@ -316,9 +325,12 @@ func (x *PublishAck) Decode(body []byte) error {
 }
 
 // Subscribe: opcode 0x06, client → server.
-// SUBSCRIBE: subscribe to a subject pattern. Answered with OK after registration, then MESSAGE frames; the stream becomes a delivery stream. A subscriber whose bounded queue fills is ended with ERROR code 2 (slow consumer).
+// SUBSCRIBE: subscribe to a subject pattern. Answered with OK after registration, then MESSAGE
+// frames; the stream becomes a delivery stream. A subscriber whose bounded queue fills is ended
+// with ERROR code 2 (slow consumer).
 type Subscribe struct {
-	// Pattern: Subject pattern: * matches exactly one token, a terminal > one or more remaining tokens.
+	// Pattern: Subject pattern: * matches exactly one token, a terminal > one or more remaining
+	// tokens.
 	Pattern string
 
 	// Queue: Queue group; empty = none. A message goes to exactly one member of each queue group.
@@ -381,7 +393,8 @@ func (x *Subscribe) Decode(body []byte) error {
 }
 
 // Message: opcode 0x07, server → client.
-// MESSAGE: a live delivery on a subscription stream, or the reply to a REQUEST (with the generated inbox subject).
+// MESSAGE: a live delivery on a subscription stream, or the reply to a REQUEST (with the generated
+// inbox subject).
 type Message struct {
 	// Subject: The subject the message was published to.
 	Subject string
@@ -500,7 +513,9 @@ func (x *Ping) Decode(body []byte) error {
 }
 
 // Request: opcode 0x09, client → server.
-// REQUEST: request/reply. The broker makes a private inbox, publishes the request with that reply subject, and answers with one MESSAGE (the first reply), or ERROR code 2 on timeout or no responders. The requester needs only publish access to the subject.
+// REQUEST: request/reply. The broker makes a private inbox, publishes the request with that reply
+// subject, and answers with one MESSAGE (the first reply), or ERROR code 2 on timeout or no
+// responders. The requester needs only publish access to the subject.
 type Request struct {
 	// TimeoutMs: How long to wait for a reply, 1-120,000 ms.
 	TimeoutMs uint32
@@ -571,7 +586,8 @@ func (x *Request) Decode(body []byte) error {
 }
 
 // StreamPublish: opcode 0x0a, client → server.
-// STREAM_PUBLISH: durable write to a stream, answered with STORED. It does not also publish to the live broker. Unknown streams, and subjects outside the stream's patterns, are rejected.
+// STREAM_PUBLISH: durable write to a stream, answered with STORED. It does not also publish to the
+// live broker. Unknown streams, and subjects outside the stream's patterns, are rejected.
 type StreamPublish struct {
 	// Stream: The stream name (1-96 ASCII letters, digits, underscores, dashes or dots).
 	Stream string
@@ -713,21 +729,26 @@ func (x *Stored) Decode(body []byte) error {
 }
 
 // ConsumerOpen: opcode 0x0c, client → server.
-// CONSUMER_OPEN: create or resume a durable consumer, answered with OK. Consumers are identified by (identity, stream, name); resuming with a different filter, start, ack wait or max pending is an ERROR.
+// CONSUMER_OPEN: create or resume a durable consumer, answered with OK. Consumers are identified
+// by (identity, stream, name); resuming with a different filter, start, ack wait or max pending is
+// an ERROR.
 type ConsumerOpen struct {
 	// Stream: The stream name (1-96 ASCII letters, digits, underscores, dashes or dots).
 	Stream string
 
-	// Name: The consumer name (1-96 ASCII letters, digits, underscores, dashes or dots), scoped to the identity.
+	// Name: The consumer name (1-96 ASCII letters, digits, underscores, dashes or dots), scoped to the
+	// identity.
 	Name string
 
 	// Filter: Subject pattern the delivered records must match.
 	Filter string
 
-	// StartSequence: Deliver records with sequence >= start_sequence; 0 = from the first retained record.
+	// StartSequence: Deliver records with sequence >= start_sequence; 0 = from the first retained
+	// record.
 	StartSequence uint64
 
-	// AckWaitMs: Time after which an unacknowledged delivery becomes eligible for redelivery, 1-3,600,000 ms.
+	// AckWaitMs: Time after which an unacknowledged delivery becomes eligible for redelivery,
+	// 1-3,600,000 ms.
 	AckWaitMs uint32
 
 	// MaxAckPending: Most unacknowledged deliveries at once, 1-65,536.
@@ -799,240 +820,6 @@ func (x *ConsumerOpen) Decode(body []byte) error {
 		return &FrameError{
 			Err:    err,
 			Opcode: OpConsumerOpen,
-		}
-	}
-	return nil
-}
-
-// ConsumerFetch: opcode 0x0d, client → server.
-// CONSUMER_FETCH: fetch currently available records without waiting. Answered with zero or more DELIVERY frames, then OK: first redeliveries whose ack wait passed, then new records matching the filter, never more than max_ack_pending unacknowledged at once.
-type ConsumerFetch struct {
-	// Stream: The stream name.
-	Stream string
-
-	// Name: The consumer name.
-	Name string
-
-	// Limit: Most records to return, 1-256.
-	Limit uint32
-}
-
-// Opcode returns OpConsumerFetch.
-func (*ConsumerFetch) Opcode() Opcode {
-	return OpConsumerFetch
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ConsumerFetch) Size() int {
-	n := 0
-	n += 2 + len(x.Stream)
-	n += 2 + len(x.Name)
-	n += 4
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ConsumerFetch) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Stream)
-	b = wire.AppendString16(b, x.Name)
-	b = wire.AppendU32(b, x.Limit)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ConsumerFetch) DecodeFrom(r *wire.Reader) {
-	x.Stream = r.String(r.Len16(4096), true)
-	x.Name = r.String(r.Len16(4096), true)
-	x.Limit = r.U32()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ConsumerFetch) Check() error {
-	if err := wire.CheckString(x.Stream, 4096, true); err != nil {
-		return wire.AtField("stream", -1, err)
-	}
-	if err := wire.CheckString(x.Name, 4096, true); err != nil {
-		return wire.AtField("name", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last field are an error.
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *ConsumerFetch) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	r.ExpectEnd()
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpConsumerFetch,
-		}
-	}
-	return nil
-}
-
-// Delivery: opcode 0x0e, server → client.
-// DELIVERY: one stream record delivered to a durable consumer. Delivery is at least once: acknowledge only after processing.
-type Delivery struct {
-	// Sequence: The record's sequence in the stream.
-	Sequence uint64
-
-	// TimestampMillis: The record's timestamp, Unix ms, as returned by STORED.
-	TimestampMillis uint64
-
-	// DeliveryCount: 1 on first delivery, +1 on each redelivery.
-	DeliveryCount uint32
-
-	// Subject: The record's subject.
-	Subject string
-
-	// Reply: The record's reply subject; empty = none.
-	Reply string
-
-	// Payload: The record's body, the rest of the frame.
-	Payload []byte
-}
-
-// Opcode returns OpDelivery.
-func (*Delivery) Opcode() Opcode {
-	return OpDelivery
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Delivery) Size() int {
-	n := 0
-	n += 8
-	n += 8
-	n += 4
-	n += 2 + len(x.Subject)
-	n += 2 + len(x.Reply)
-	n += len(x.Payload)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Delivery) AppendTo(b []byte) []byte {
-	b = wire.AppendU64(b, x.Sequence)
-	b = wire.AppendU64(b, x.TimestampMillis)
-	b = wire.AppendU32(b, x.DeliveryCount)
-	b = wire.AppendString16(b, x.Subject)
-	b = wire.AppendString16(b, x.Reply)
-	b = append(b, x.Payload...)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Delivery) DecodeFrom(r *wire.Reader) {
-	x.Sequence = r.U64()
-	x.TimestampMillis = r.U64()
-	x.DeliveryCount = r.U32()
-	x.Subject = r.String(r.Len16(1024), true)
-	x.Reply = r.String(r.Len16(1024), true)
-	x.Payload = r.Rest(1048576)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Delivery) Check() error {
-	if err := wire.CheckString(x.Subject, 1024, true); err != nil {
-		return wire.AtField("subject", -1, err)
-	}
-	if err := wire.CheckString(x.Reply, 1024, true); err != nil {
-		return wire.AtField("reply", -1, err)
-	}
-	if err := wire.CheckBytes(x.Payload, 1048576); err != nil {
-		return wire.AtField("payload", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last field are an error.
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Delivery) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	r.ExpectEnd()
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpDelivery,
-		}
-	}
-	return nil
-}
-
-// Ack: opcode 0x0f, client → server.
-// ACK: acknowledge a delivered record, answered with OK. Acking an already-acked sequence is OK; a sequence never delivered to that consumer is ERROR code 2.
-type Ack struct {
-	// Stream: The stream name.
-	Stream string
-
-	// Name: The consumer name.
-	Name string
-
-	// Sequence: The sequence of the record to acknowledge.
-	Sequence uint64
-}
-
-// Opcode returns OpAck.
-func (*Ack) Opcode() Opcode {
-	return OpAck
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Ack) Size() int {
-	n := 0
-	n += 2 + len(x.Stream)
-	n += 2 + len(x.Name)
-	n += 8
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Ack) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Stream)
-	b = wire.AppendString16(b, x.Name)
-	b = wire.AppendU64(b, x.Sequence)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Ack) DecodeFrom(r *wire.Reader) {
-	x.Stream = r.String(r.Len16(4096), true)
-	x.Name = r.String(r.Len16(4096), true)
-	x.Sequence = r.U64()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Ack) Check() error {
-	if err := wire.CheckString(x.Stream, 4096, true); err != nil {
-		return wire.AtField("stream", -1, err)
-	}
-	if err := wire.CheckString(x.Name, 4096, true); err != nil {
-		return wire.AtField("name", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last field are an error.
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Ack) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	r.ExpectEnd()
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpAck,
 		}
 	}
 	return nil

@@ -185,7 +185,8 @@ type ErrorCode uint16
 const (
 	// CodePermission: Permission denied: the identity's ACL does not allow the operation.
 	CodePermission ErrorCode = 1
-	// CodeOperation: Operation or protocol error (including slow consumer, request timeout or no responders, unknown stream).
+	// CodeOperation: Operation or protocol error (including slow consumer, request timeout or no
+	// responders, unknown stream).
 	CodeOperation ErrorCode = 2
 )
 

@@ -1,0 +1,9 @@
+// Package gen holds the protocol code generator: spec loads and validates spec/*.yaml, emit
+// renders Go with jennifer, and cmd/filagen writes the packages under generated/.
+//
+// Run `go generate ./...` (or `make generate`) from the repository root to regenerate every
+// protocol package.
+package gen
+
+//go:generate go run ./cmd/filagen -spec ../spec/fibp.yaml -source spec/fibp.yaml -out ../generated/fibp
+//go:generate go run ./cmd/filagen -spec ../spec/rift.yaml -source spec/rift.yaml -out ../generated/rift

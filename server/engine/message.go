@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"encoding/hex"
+	"fmt"
+)
+
+// MsgID is a message ID: a UUIDv7 assigned by the broker at enqueue. The engine treats it as an
+// opaque 16-byte value; IDs are unique within a Queue.
+type MsgID [16]byte
+
+// String formats id in the canonical 8-4-4-4-12 hexadecimal UUID form.
+func (id MsgID) String() string {
+	var b [36]byte
+	hex.Encode(b[0:8], id[0:4])
+	b[8] = '-'
+	hex.Encode(b[9:13], id[4:6])
+	b[13] = '-'
+	hex.Encode(b[14:18], id[6:8])
+	b[18] = '-'
+	hex.Encode(b[19:23], id[8:10])
+	b[23] = '-'
+	hex.Encode(b[24:36], id[10:16])
+	return string(b[:])
+}
+
+// DefaultFairnessKey is the fairness key of a message enqueued without one.
+const DefaultFairnessKey = "default"
+
+// State is where a stored message is in its lifecycle.
+type State uint8
+
+const (
+	// StateUnknown is the zero value: not a stored message (e.g. a Message built by the broker
+	// for Enqueue, or one returned after it left the queue).
+	StateUnknown State = 0
+	// StateReady messages are pending: deliverable as soon as the scheduler reaches them.
+	StateReady State = 1
+	// StateDelayed messages wait for their NotBefore time (an enqueue delay or a retry delay).
+	StateDelayed State = 2
+	// StateLeased messages are in flight: delivered and awaiting Ack, Nack or lease expiry.
+	StateLeased State = 3
+)
+
+var stateNames = [...]string{"unknown", "ready", "delayed", "leased"}
+
+// String returns the state's name; unknown values print as "State(n)".
+func (s State) String() string {
+	if int(s) < len(stateNames) {
+		return stateNames[s]
+	}
+	return fmt.Sprintf("State(%d)", uint8(s))
+}
+
+// Message is a message as it enters (Enqueue) and leaves (Get, Oldest, Messages, ApplyFail,
+// ApplyRemove) the engine. The engine stores it in a compact form and rebuilds this struct on
+// demand, so a Message returned by the engine is a copy; Headers and Payload are shared with the
+// engine and must not be modified.
+type Message struct {
+	// ID is the broker-assigned message ID.
+	ID MsgID
+	// Queue is the name of the queue that returned the message. Output only: Enqueue ignores it.
+	Queue string
+	// Headers are opaque to the engine; nil is fine. The engine keeps the map it is given.
+	Headers map[string]string
+	// Payload is opaque to the engine; the broker may leave it nil and keep payloads on disk.
+	// The engine keeps the slice it is given.
+	Payload []byte
+	// FairnessKey selects the DRR flow; "" means DefaultFairnessKey.
+	FairnessKey string
+	// Weight is the message's DRR weight; 0 means 1. A key's weight is the weight of its most
+	// recently enqueued message.
+	Weight uint32
+	// EnqueuedAt is the broker's acceptance time (Unix ms); 0 means the Enqueue command's At.
+	EnqueuedAt int64
+	// NotBefore is the earliest delivery time (Unix ms). A message whose NotBefore is at or
+	// before the Enqueue's At is ready at once; later ones wait (StateDelayed). A retry sets it
+	// to the retry time; redrive keeps it.
+	NotBefore int64
+	// Attempts is the number of deliveries so far (attempt_count): the first delivery makes it 1.
+	Attempts uint32
+	// RedriveCount counts redrives from the dead-letter queue.
+	RedriveCount uint32
+	// LastError is the error text of the most recent failure ("" if none).
+	LastError string
+	// State is the message's lifecycle state. Output only: Enqueue ignores it.
+	State State
+	// LeasedAt is the start of the current lease (Unix ms); 0 unless State is StateLeased.
+	// Output only.
+	LeasedAt int64
+	// LeaseExpiresAt is the end of the current lease (Unix ms); 0 unless leased. Output only.
+	LeaseExpiresAt int64
+	// Consumer is the subscription holding the current lease; "" unless leased. Output only.
+	Consumer string
+}
+
+// DeadLetterCopy returns the message to enqueue into the dead-letter queue for m, the Message
+// returned by ApplyFail with DeadLetter set: it keeps ID, headers, payload, fairness key, weight,
+// enqueue and not-before times, attempt count, redrive count and last error, and drops the
+// lease and state. (The dead-letter reason is a broker concern.)
+func DeadLetterCopy(m Message) Message {
+	m.Queue = ""
+	m.State = StateUnknown
+	m.LeasedAt, m.LeaseExpiresAt, m.Consumer = 0, 0, ""
+	return m
+}
+
+// RedriveCopy returns the message to enqueue into the parent queue when m is redriven out of a
+// dead-letter queue (after an ApplyRemove there): same ID and body, attempt count reset to 0,
+// RedriveCount + 1 (saturating), NotBefore kept — a passed one means deliverable at once.
+func RedriveCopy(m Message) Message {
+	m = DeadLetterCopy(m)
+	m.Attempts = 0
+	if m.RedriveCount < ^uint32(0) {
+		m.RedriveCount++
+	}
+	return m
+}

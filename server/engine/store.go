@@ -1,0 +1,164 @@
+package engine
+
+// nilIdx marks "no element" in every index-linked structure of the package.
+const nilIdx = ^uint32(0)
+
+// maxSlots bounds the number of stored messages of one Queue (slot indices are uint32 and
+// nilIdx is reserved).
+const maxSlots = nilIdx - 1
+
+// rec is the compact, pointer-free form of a stored message: exactly 64 bytes, so a chunk of
+// records is one allocation the garbage collector never scans, and a record fills one cache line.
+//
+//	 0               16        24        32     36       40      44     48     52     56      60     64
+//	 +---------------+---------+---------+------+--------+-------+------+------+------+-------+------+
+//	 | id            | enqueued| notBefore| weight| attempts|redrives| meta | next | prev | onext | oprev|
+//	 +---------------+---------+---------+------+--------+-------+------+------+------+-------+------+
+//
+// meta packs the fairness-key index (bits 0–26), the state (bits 27–29) and two flags (bit 30:
+// the slot has a body in the side table; bit 31: the message has a LastError in q.errs).
+//
+// next and prev depend on the state: ready — the key's FIFO links; delayed — next is the
+// position in the delayed heap; leased — next is the index of the lease record; free — next
+// links the free list. onext/oprev link every stored message in enqueue order.
+type rec struct {
+	id         MsgID
+	enqueuedAt int64
+	notBefore  int64
+	weight     uint32
+	attempts   uint32
+	redrives   uint32
+	meta       uint32
+	next, prev uint32
+	onext      uint32
+	oprev      uint32
+}
+
+const (
+	metaKeyBits  = 27
+	metaKeyMask  = 1<<metaKeyBits - 1
+	metaStShift  = metaKeyBits
+	metaStMask   = 7 << metaStShift
+	metaHasBody  = 1 << 30
+	metaHasError = 1 << 31
+
+	// maxKeys bounds the number of distinct fairness keys stored at once in one Queue.
+	maxKeys = metaKeyMask
+)
+
+// Internal states (stored in rec.meta). The non-free ones equal the exported State values.
+const (
+	stFree    = uint32(StateUnknown)
+	stReady   = uint32(StateReady)
+	stDelayed = uint32(StateDelayed)
+	stLeased  = uint32(StateLeased)
+)
+
+func (r *rec) key() uint32   { return r.meta & metaKeyMask }
+func (r *rec) state() uint32 { return (r.meta & metaStMask) >> metaStShift }
+func (r *rec) setState(s uint32) {
+	r.meta = r.meta&^metaStMask | s<<metaStShift
+}
+
+// body holds the opaque parts of a message; it lives in a side table so that rec stays
+// pointer-free and messages without headers or payload cost nothing here.
+type body struct {
+	headers map[string]string
+	payload []byte
+}
+
+const (
+	chunkShift = 13
+	chunkSize  = 1 << chunkShift // records per chunk: 8192 × 64 B = 512 KiB
+	chunkMask  = chunkSize - 1
+	firstChunk = 16 // initial capacity of chunk 0, so an empty queue stays small
+)
+
+// slab stores records in fixed-size chunks (growing never copies more than one chunk, and never
+// doubles the whole store), with a free list threaded through rec.next.
+type slab struct {
+	chunks [][]rec
+	bodies [][]body // parallel to chunks; a nil chunk has no bodies yet
+	used   uint32   // slots ever handed out (the high-water mark)
+	free   uint32   // head of the free list
+	live   uint32   // slots in use
+}
+
+func newSlab() slab { return slab{free: nilIdx} }
+
+// at returns the record of slot; the pointer is valid until the next alloc.
+func (s *slab) at(slot uint32) *rec {
+	return &s.chunks[slot>>chunkShift][slot&chunkMask]
+}
+
+// alloc returns a free slot whose record is zero except for being state free.
+func (s *slab) alloc() uint32 {
+	s.live++
+	if s.free != nilIdx {
+		slot := s.free
+		r := s.at(slot)
+		s.free = r.next
+		*r = rec{}
+		return slot
+	}
+	slot := s.used
+	s.used++
+	c := int(slot >> chunkShift)
+	if c == len(s.chunks) {
+		n := chunkSize
+		if c == 0 {
+			n = firstChunk
+		}
+		s.chunks = append(s.chunks, make([]rec, 0, n))
+		s.bodies = append(s.bodies, nil)
+	}
+	ch := s.chunks[c]
+	if len(ch) == cap(ch) {
+		grown := make([]rec, len(ch), min(2*cap(ch), chunkSize))
+		copy(grown, ch)
+		ch = grown
+	}
+	s.chunks[c] = append(ch, rec{})
+	return slot
+}
+
+// release returns slot to the free list, dropping its body. When the last slot is released the
+// whole store is dropped, so a drained queue gives its memory back.
+func (s *slab) release(slot uint32) {
+	r := s.at(slot)
+	if r.meta&metaHasBody != 0 {
+		s.bodies[slot>>chunkShift][slot&chunkMask] = body{}
+	}
+	*r = rec{next: s.free}
+	s.free = slot
+	s.live--
+	if s.live == 0 {
+		*s = newSlab()
+	}
+}
+
+// setBody stores headers and payload for slot (at least one is non-nil).
+func (s *slab) setBody(slot uint32, b body) {
+	c, i := slot>>chunkShift, int(slot&chunkMask)
+	bs := s.bodies[c]
+	if i >= len(bs) {
+		n := max(i+1, min(2*len(bs), chunkSize), firstChunk)
+		if c > 0 {
+			n = chunkSize
+		}
+		grown := make([]body, n)
+		copy(grown, bs)
+		bs = grown
+		s.bodies[c] = bs
+	}
+	bs[i] = b
+	s.at(slot).meta |= metaHasBody
+}
+
+// body returns the body of slot (zero if it has none).
+func (s *slab) body(slot uint32) body {
+	if s.at(slot).meta&metaHasBody == 0 {
+		return body{}
+	}
+	return s.bodies[slot>>chunkShift][slot&chunkMask]
+}
