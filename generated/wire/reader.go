@@ -44,9 +44,10 @@ type Reader struct {
 	off int
 	err error
 
-	// lastStr interns the most recent decoded string, so that a batch naming the same queue a
-	// hundred times allocates it once.
-	lastStr string
+	// recent interns the last few decoded strings, so that a batch naming the same queue and
+	// fairness key a hundred times allocates each once.
+	recent [4]string
+	next   uint8
 }
 
 // NewReader returns a Reader over b. The Reader does not copy b.
@@ -54,7 +55,7 @@ func NewReader(b []byte) *Reader { return &Reader{buf: b} }
 
 // Reset points the Reader at b and clears its error, so one Reader can be reused without allocating.
 func (r *Reader) Reset(b []byte) {
-	r.buf, r.off, r.err = b, 0, nil
+	r.buf, r.off, r.err = b, 0, nil // recent strings stay: they are copies, not aliases
 }
 
 // Err returns the first error encountered, or nil.
@@ -209,11 +210,15 @@ func (r *Reader) String(n int, checkUTF8 bool) string {
 		r.Fail(ErrInvalidUTF8)
 		return ""
 	}
-	if string(b) == r.lastStr { // the comparison does not allocate
-		return r.lastStr
+	for _, s := range r.recent {
+		if string(b) == s { // the comparison does not allocate
+			return s
+		}
 	}
-	r.lastStr = string(b)
-	return r.lastStr
+	s := string(b)
+	r.recent[r.next%uint8(len(r.recent))] = s
+	r.next++
+	return s
 }
 
 // Count reads a collection count of the given wire width (2 or 4 bytes) and checks that the

@@ -1,0 +1,62 @@
+# Fila monorepo. Every target runs from the repository root; go.work ties the modules together.
+
+GO        ?= go
+MODULES   := ./... ./generated/... ./server/... ./client/...
+RACE_PKGS := ./server/... ./client/...
+FUZZTIME  ?= 60s
+FUZZ_PKGS := ./generated/fibp ./generated/rift ./generated/store
+
+.PHONY: all generate check-generated fmt vet test test-race fuzz fuzz-short bench run build clean
+
+all: check-generated vet test
+
+## generate: regenerate every codec from spec/*.yaml
+generate:
+	$(GO) generate ./...
+
+## check-generated: fail when generated code does not match the specs
+check-generated:
+	$(GO) run ./gen/cmd/filagen -check -spec spec/fibp.yaml -source spec/fibp.yaml -out generated/fibp
+	$(GO) run ./gen/cmd/filagen -check -spec spec/rift.yaml -source spec/rift.yaml -out generated/rift
+	$(GO) run ./gen/cmd/filagen -check -spec spec/store.yaml -source spec/store.yaml -out generated/store
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet $(MODULES)
+
+## test: every module's tests, with the race detector on the concurrent packages
+test:
+	$(GO) test -count=1 ./... ./generated/...
+	$(GO) test -count=1 -race $(RACE_PKGS)
+
+## fuzz: run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m)
+fuzz:
+	@for pkg in $(FUZZ_PKGS); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+	    $(GO) test $$pkg -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) >/dev/null || { $(GO) test $$pkg -run '^$$' -fuzz "^$$target$$" -fuzztime 1x; exit 1; }; \
+	  done; \
+	done
+
+## fuzz-short: every fuzz target briefly (CI)
+fuzz-short:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=2s
+
+## bench: codec, engine and broker benchmarks
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./generated/fibp
+	@if [ -d server/engine ]; then $(GO) test -run '^$$' -bench . -benchmem ./server/engine; fi
+	@if [ -d tools/bench ]; then $(GO) run ./tools/bench; fi
+
+build:
+	mkdir -p bin
+	$(GO) build -o bin/ ./server/cmd/... ./client/cmd/...
+
+## run: the broker with its embedded defaults (127.0.0.1:5555, data in ./data)
+run:
+	$(GO) run ./server/cmd/fila-server
+
+clean:
+	rm -rf bin data

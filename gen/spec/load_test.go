@@ -1,0 +1,114 @@
+package spec
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+func loadMinimal(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("testdata/minimal.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestParseMinimal(t *testing.T) {
+	s, err := Parse("minimal.yaml", []byte(loadMinimal(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Frames) != 1 || s.Frames[0].Name != "Hello" || len(s.Frames[0].Fields) != 4 {
+		t.Fatalf("frames: %+v", s.Frames)
+	}
+	pairs := s.Frames[0].Fields[2].Type
+	if pairs.Kind != TRepeated || pairs.Count.Name != "u32" || pairs.Elem.Record.Name != "hello_item" || !pairs.Elem.Record.Inline {
+		t.Fatalf("repeated group resolved as %+v", pairs)
+	}
+	if tags := pairs.Elem.Record.Fields[1].Type; tags.Kind != TArray || tags.Count.Name != "u16" {
+		t.Fatalf("str[] resolved as %+v", tags)
+	}
+	if body := s.Frames[0].Fields[3].Type; body.Scalar == nil || !body.Scalar.Rest || body.Scalar.Max != 500 {
+		t.Fatalf("payload resolved as %+v", body)
+	}
+}
+
+// TestParseRefusesBadSpecs edits the minimal spec in one place each and expects the loader to
+// name the file, the line and the problem.
+func TestParseRefusesBadSpecs(t *testing.T) {
+	cases := []struct {
+		name, old, new, want string
+	}{
+		{"unknown type", "{name: who, type: str}", "{name: who, type: strng}", `minimal.yaml:35: Hello.who: unknown type "strng"`},
+		{"duplicate field", "{name: color, type: color}", "{name: who, type: color}", `minimal.yaml:36: Hello: duplicate field "who" (first on line 35)`},
+		{"duplicate opcode", "frames:\n", "frames:\n  - {opcode: 1, name: Other, direction: server, group: main}\n", "opcode 0x01 already used by Other"},
+		{"count without a collection", "      - {name: body, type: payload}", "      - {name: body, count: u16}", "Hello.body: a repeated group needs item"},
+		{"fields without count", "        count: u32\n", "", "without count"},
+		{"item without count", "      - {name: color, type: color}", "      - {name: color, type: color, item: x}", "item without count"},
+		{"count of a string", "        count: u32", "        count: str", `count: "str" is not an unsigned integer type`},
+		{"unknown key", "    direction: client", "    direction: client\n    directoin: server", `unknown key "directoin"`},
+		{"rest not last", "      - {name: who, type: str}", "      - {name: who, type: payload}", "must be the last field"},
+		{"optional payload", "{name: b, type: optional<u32>}", "{name: b, type: optional<payload>}", "optional<payload> is not allowed"},
+		{"bad direction", "direction: client", "direction: sideways", "direction must be client, server or both"},
+		{"enum value too big", "{value: 1, name: blue}", "{value: 300, name: blue}", "does not fit u8"},
+		{"duplicate enum value", "{value: 1, name: blue}", "{value: 0, name: blue}", "value 0x0 already used"},
+		{"max beyond prefix", "length: u16, max: 100", "length: u16, max: 70000", "does not fit a u16 prefix"},
+		{"bad trailing rule", "trailing: reject", "trailing: maybe", "trailing must be ignore or reject"},
+		{"record cycle", "{name: b, type: optional<u32>}", "{name: b, type: optional<pair>}", `record "pair" contains itself`},
+		{"camel field", "{name: who, type: str}", "{name: Who, type: str}", `field name "Who" must be snake_case`},
+		{"yaml syntax", "records:", "records: [", "minimal.yaml:"},
+	}
+	base := loadMinimal(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(base, tc.old) {
+				t.Fatalf("test edit %q does not apply", tc.old)
+			}
+			_, err := Parse("minimal.yaml", []byte(strings.Replace(base, tc.old, tc.new, 1)))
+			if err == nil {
+				t.Fatal("bad spec accepted")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q does not mention %q", err, tc.want)
+			}
+			if _, ok := err.(Errors); !ok {
+				t.Fatalf("error is %T, want Errors", err)
+			}
+		})
+	}
+}
+
+func TestParseReportsEveryProblem(t *testing.T) {
+	bad := strings.Replace(loadMinimal(t), "type: str}", "type: nope}", -1)
+	_, err := Parse("m.yaml", []byte(bad))
+	es, ok := err.(Errors)
+	if !ok || len(es) < 2 {
+		t.Fatalf("want every unknown type reported, got %v", err)
+	}
+}
+
+func TestGoName(t *testing.T) {
+	for in, want := range map[string]string{
+		"request_id": "RequestID", "api_key": "APIKey", "dlq_queue": "DLQQueue", "QueueNotFound": "QueueNotFound",
+		"ok": "Ok", "lease_expires_at": "LeaseExpiresAt", "key_id": "KeyID",
+	} {
+		if got := GoName(in); got != want {
+			t.Errorf("GoName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	for in, want := range map[string]string{"api_key": "apiKey", "message_id": "messageID", "queue": "queue"} {
+		if got := GoLocal(in); got != want {
+			t.Errorf("GoLocal(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRealSpecsLoad(t *testing.T) {
+	for _, p := range []string{"../../spec/fibp.yaml", "../../spec/rift.yaml"} {
+		if _, err := Load(p); err != nil {
+			t.Errorf("%s: %v", p, err)
+		}
+	}
+}
