@@ -1,0 +1,428 @@
+package broker
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/store"
+	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/storage"
+)
+
+// The admin operations answer with their FIBP result frames. A failure travels in the result's
+// error_code; the *Error returned beside it (nil on success) carries the human-readable message,
+// which the transport logs.
+
+// checkDefinition validates the settings of a CreateQueue.
+func checkDefinition(req *fibp.CreateQueue) *Error {
+	switch {
+	case !validName(req.Name):
+		return errorf(fibp.CodeInvalidConfigValue, "queue name %q must be 1 to 255 bytes without spaces or control characters", req.Name)
+	case strings.HasSuffix(req.Name, dlqSuffix):
+		return errorf(fibp.CodeReservedQueueName, "queue names ending in %q are reserved for dead-letter queues", dlqSuffix)
+	case req.OnEnqueueScript.Present || req.OnFailureScript.Present:
+		return errorf(fibp.CodeLuaCompilationError, "Lua hooks are not supported by this server yet")
+	case req.Ordering != fibp.OrderingNone || len(req.OrderingKey) > 0:
+		return errorf(fibp.CodeInvalidConfigValue, "ordering groups are not supported by this server yet")
+	case len(req.DedupKey) > 0:
+		return errorf(fibp.CodeInvalidConfigValue, "deduplication keys are not supported by this server yet")
+	case req.ScriptFailure > fibp.ScriptFailurePark:
+		return errorf(fibp.CodeInvalidConfigValue, "script_failure %d is not 0 (reject) or 1 (park)", req.ScriptFailure)
+	case req.Backoff > fibp.BackoffExponential:
+		return errorf(fibp.CodeInvalidConfigValue, "backoff %d is not one of 0..3", req.Backoff)
+	case req.DeliveryDurability > fibp.DeliveryDurabilityFast:
+		return errorf(fibp.CodeInvalidConfigValue, "delivery_durability %d is not 0 (committed) or 1 (fast)", req.DeliveryDurability)
+	case req.WhenOrderingKeyMissing > fibp.WhenOrderingKeyMissingUnordered:
+		return errorf(fibp.CodeInvalidConfigValue, "when_ordering_key_missing %d is not 0 or 1", req.WhenOrderingKeyMissing)
+	case req.VisibilityTimeoutMs > engine.MaxLeaseExtensionMs:
+		return errorf(fibp.CodeInvalidConfigValue, "visibility_timeout_ms %d exceeds 12 hours", req.VisibilityTimeoutMs)
+	case req.Backoff == fibp.BackoffExponential && req.BackoffMaxMs != 0 && req.BackoffInitialMs > req.BackoffMaxMs:
+		return errorf(fibp.CodeInvalidConfigValue, "backoff_max_ms %d is below backoff_initial_ms %d", req.BackoffMaxMs, req.BackoffInitialMs)
+	}
+	return nil
+}
+
+// CreateQueue creates a queue and its dead-letter queue.
+func (b *Broker) CreateQueue(req *fibp.CreateQueue) (*fibp.CreateQueueResult, *Error) {
+	fail := func(e *Error) (*fibp.CreateQueueResult, *Error) {
+		return &fibp.CreateQueueResult{ErrorCode: e.Code}, e
+	}
+	if e := checkDefinition(req); e != nil {
+		return fail(e)
+	}
+	now := uint64(b.clock().UnixMilli())
+	def := store.QueueRecord{
+		Name: req.Name, CreatedAt: now, VisibilityTimeoutMs: req.VisibilityTimeoutMs,
+		Ordering: uint8(req.Ordering), WhenOrderingKeyMissing: uint8(req.WhenOrderingKeyMissing),
+		DedupWindowMs: req.DedupWindowMs, ScriptFailure: uint8(req.ScriptFailure),
+		ParkDeadLetterAfter: req.ParkDeadLetterAfter, MaxAttempts: req.MaxAttempts,
+		Backoff: uint8(req.Backoff), BackoffInitialMs: req.BackoffInitialMs, BackoffMaxMs: req.BackoffMaxMs,
+		DeliveryDurability: uint8(req.DeliveryDurability), ReclaimGraceMs: req.ReclaimGraceMs,
+	}
+	dlq := store.QueueRecord{Name: req.Name + dlqSuffix, CreatedAt: now, DLQOf: req.Name}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return fail(errorf(fibp.CodeInternalError, "the broker is shutting down"))
+	}
+	if _, exists := b.actors[req.Name]; exists {
+		return fail(errorf(fibp.CodeQueueAlreadyExists, "queue %q already exists", req.Name))
+	}
+	batch := b.db.NewBatch()
+	defer batch.Close()
+	batch.PutQueue(&def)
+	batch.PutQueue(&dlq)
+	if err := batch.Commit(true); err != nil {
+		return fail(errorf(fibp.CodeStorageError, "%v", err))
+	}
+	for _, d := range []store.QueueRecord{def, dlq} {
+		a := b.newActorLocked(d)
+		b.actors[d.Name] = a
+		go a.run()
+	}
+	b.events.QueueCreated(req.Name)
+	return &fibp.CreateQueueResult{ErrorCode: fibp.CodeOk, QueueID: req.Name}, nil
+}
+
+// newActorLocked makes an actor while b.mu is held (engineConfig would take the read lock).
+func (b *Broker) newActorLocked(def store.QueueRecord) *actor {
+	b.mu.Unlock()
+	defer b.mu.Lock()
+	return newActor(b, def)
+}
+
+// DeleteQueue deletes a queue, its dead-letter queue and every message of both.
+func (b *Broker) DeleteQueue(req *fibp.DeleteQueue) (*fibp.DeleteQueueResult, *Error) {
+	b.mu.Lock()
+	a := b.actors[req.Queue]
+	if a == nil {
+		b.mu.Unlock()
+		e := errorf(fibp.CodeQueueNotFound, "queue %q does not exist", req.Queue)
+		return &fibp.DeleteQueueResult{ErrorCode: e.Code}, e
+	}
+	victims := []*actor{a}
+	if a.def.DLQOf == "" {
+		if d := b.actors[req.Queue+dlqSuffix]; d != nil {
+			victims = append(victims, d)
+		}
+	}
+	for _, v := range victims {
+		delete(b.actors, v.name)
+	}
+	b.mu.Unlock()
+
+	batch := b.db.NewBatch()
+	defer batch.Close()
+	for _, v := range victims {
+		v.call(func(v *actor) { v.deleted = true })
+		<-v.done
+		batch.DeleteQueue(v.name)
+	}
+	if err := batch.Commit(true); err != nil {
+		e := errorf(fibp.CodeStorageError, "%v", err)
+		return &fibp.DeleteQueueResult{ErrorCode: e.Code}, e
+	}
+	b.events.QueueDeleted(req.Queue)
+	return &fibp.DeleteQueueResult{ErrorCode: fibp.CodeOk}, nil
+}
+
+// UpdateQueue changes a queue's mutable settings; absent fields stay as they are.
+func (b *Broker) UpdateQueue(req *fibp.UpdateQueue) (*fibp.UpdateQueueResult, *Error) {
+	fail := func(e *Error) (*fibp.UpdateQueueResult, *Error) {
+		return &fibp.UpdateQueueResult{ErrorCode: e.Code}, e
+	}
+	a := b.actor(req.Queue)
+	if a == nil {
+		return fail(errorf(fibp.CodeQueueNotFound, "queue %q does not exist", req.Queue))
+	}
+	if req.OnEnqueueChange == fibp.ScriptChangeSet || req.OnFailureChange == fibp.ScriptChangeSet {
+		return fail(errorf(fibp.CodeLuaCompilationError, "Lua hooks are not supported by this server yet"))
+	}
+	if req.OnEnqueueChange > fibp.ScriptChangeRemove || req.OnFailureChange > fibp.ScriptChangeRemove {
+		return fail(errorf(fibp.CodeInvalidConfigValue, "script change must be 0 (unchanged), 1 (set) or 2 (remove)"))
+	}
+	if v, ok := req.Backoff.Get(); ok && v > fibp.BackoffExponential {
+		return fail(errorf(fibp.CodeInvalidConfigValue, "backoff %d is not one of 0..3", v))
+	}
+	if v, ok := req.DeliveryDurability.Get(); ok && v > fibp.DeliveryDurabilityFast {
+		return fail(errorf(fibp.CodeInvalidConfigValue, "delivery_durability %d is not 0 or 1", v))
+	}
+	if v, ok := req.VisibilityTimeoutMs.Get(); ok && v > engine.MaxLeaseExtensionMs {
+		return fail(errorf(fibp.CodeInvalidConfigValue, "visibility_timeout_ms %d exceeds 12 hours", v))
+	}
+	var failure *Error
+	if !a.call(func(a *actor) { failure = a.update(req) }) {
+		return fail(errorf(fibp.CodeQueueNotFound, "queue %q was deleted", req.Queue))
+	}
+	if failure != nil {
+		return fail(failure)
+	}
+	return &fibp.UpdateQueueResult{ErrorCode: fibp.CodeOk}, nil
+}
+
+// update applies an UpdateQueue on the actor and stores the new definition.
+func (a *actor) update(req *fibp.UpdateQueue) *Error {
+	def := a.def
+	set64 := func(dst *uint64, o interface{ Get() (uint64, bool) }) {
+		if v, ok := o.Get(); ok {
+			*dst = v
+		}
+	}
+	set64(&def.VisibilityTimeoutMs, req.VisibilityTimeoutMs)
+	set64(&def.DedupWindowMs, req.DedupWindowMs)
+	set64(&def.BackoffInitialMs, req.BackoffInitialMs)
+	set64(&def.BackoffMaxMs, req.BackoffMaxMs)
+	set64(&def.ReclaimGraceMs, req.ReclaimGraceMs)
+	if v, ok := req.MaxAttempts.Get(); ok {
+		def.MaxAttempts = v
+	}
+	if v, ok := req.ParkDeadLetterAfter.Get(); ok {
+		def.ParkDeadLetterAfter = v
+	}
+	if v, ok := req.Backoff.Get(); ok {
+		def.Backoff = uint8(v)
+	}
+	if v, ok := req.DeliveryDurability.Get(); ok {
+		def.DeliveryDurability = uint8(v)
+	}
+	if req.OnEnqueueChange == fibp.ScriptChangeRemove {
+		def.OnEnqueueScript = ""
+	}
+	if req.OnFailureChange == fibp.ScriptChangeRemove {
+		def.OnFailureScript = ""
+	}
+	cfg := a.b.engineConfig(&def)
+	if err := cfg.Validate(); err != nil {
+		return errorf(fibp.CodeInvalidConfigValue, "%v", err)
+	}
+	batch := a.b.db.NewBatch()
+	defer batch.Close()
+	batch.PutQueue(&def)
+	if err := batch.Commit(true); err != nil {
+		return errorf(fibp.CodeStorageError, "%v", err)
+	}
+	a.def = def
+	_ = a.eng.ApplyUpdateConfig(engine.UpdateConfig{Config: cfg})
+	return nil
+}
+
+// GetStats answers from the queue's live state.
+func (b *Broker) GetStats(req *fibp.GetStats) (*fibp.GetStatsResult, *Error) {
+	a := b.actor(req.Queue)
+	if a == nil {
+		e := errorf(fibp.CodeQueueNotFound, "queue %q does not exist", req.Queue)
+		return &fibp.GetStatsResult{ErrorCode: e.Code}, e
+	}
+	var s engine.Stats
+	if !a.call(func(a *actor) { s = a.eng.Stats() }) {
+		e := errorf(fibp.CodeQueueNotFound, "queue %q was deleted", req.Queue)
+		return &fibp.GetStatsResult{ErrorCode: e.Code}, e
+	}
+	res := &fibp.GetStatsResult{
+		ErrorCode: fibp.CodeOk, Depth: s.Depth, InFlight: s.InFlight, Delayed: s.Delayed,
+		ActiveFairnessKeys: s.ActiveFairnessKeys, ActiveConsumers: s.ActiveConsumers, Quantum: s.Quantum,
+	}
+	for _, k := range s.Keys {
+		res.PerKeyStats = append(res.PerKeyStats, fibp.FairnessKeyStat{Key: k.Key, PendingCount: k.Pending, CurrentDeficit: k.Deficit, Weight: k.Weight})
+	}
+	return res, nil
+}
+
+// ListQueues lists every queue with its headline counters.
+func (b *Broker) ListQueues(*fibp.ListQueues) (*fibp.ListQueuesResult, *Error) {
+	res := &fibp.ListQueuesResult{ErrorCode: fibp.CodeOk}
+	for _, name := range b.queueNames() {
+		a := b.actor(name)
+		if a == nil {
+			continue
+		}
+		var s engine.Stats
+		if a.call(func(a *actor) { s = a.eng.Stats() }) {
+			res.Queues = append(res.Queues, fibp.QueueInfo{Name: name, Depth: s.Depth, InFlight: s.InFlight, ActiveConsumers: s.ActiveConsumers})
+		}
+	}
+	return res, nil
+}
+
+// Redrive moves up to count dead-lettered messages (0 = all), oldest first, back to the parent.
+func (b *Broker) Redrive(req *fibp.Redrive) (*fibp.RedriveResult, *Error) {
+	fail := func(e *Error) (*fibp.RedriveResult, *Error) { return &fibp.RedriveResult{ErrorCode: e.Code}, e }
+	d := b.actor(req.DLQQueue)
+	switch {
+	case d == nil:
+		return fail(errorf(fibp.CodeQueueNotFound, "queue %q does not exist", req.DLQQueue))
+	case d.def.DLQOf == "":
+		return fail(errorf(fibp.CodeNotADLQ, "queue %q is not a dead-letter queue", req.DLQQueue))
+	case req.Reclassify > fibp.ReclassifyNone:
+		return fail(errorf(fibp.CodeInvalidConfigValue, "reclassify %d is not one of 0..2", req.Reclassify))
+	}
+	parent := b.actor(d.def.DLQOf)
+	if parent == nil {
+		return fail(errorf(fibp.CodeParentQueueNotFound, "the parent queue %q of %q is gone", d.def.DLQOf, req.DLQQueue))
+	}
+	var moved []engine.Message
+	var failure *Error
+	ok := d.call(func(d *actor) {
+		moved, failure = d.redrive(parent, req.Count)
+	})
+	if !ok {
+		return fail(errorf(fibp.CodeQueueNotFound, "queue %q was deleted", req.DLQQueue))
+	}
+	if failure != nil {
+		return fail(failure)
+	}
+	parent.internal.push(func(p *actor) {
+		for _, m := range moved {
+			p.adopt(m)
+		}
+	})
+	return &fibp.RedriveResult{ErrorCode: fibp.CodeOk, Redriven: uint64(len(moved))}, nil
+}
+
+// redrive runs on the DLQ's actor: it moves messages that are not leased into parent's storage
+// and returns them for the parent's engine.
+func (d *actor) redrive(parent *actor, count uint64) ([]engine.Message, *Error) {
+	now := d.now()
+	var candidates []engine.Message
+	for m := range d.eng.Messages() {
+		if m.State != engine.StateLeased {
+			candidates = append(candidates, m)
+		}
+	}
+	sort.SliceStable(candidates, func(i, j int) bool { return string(candidates[i].ID[:]) < string(candidates[j].ID[:]) })
+	if count > 0 && uint64(len(candidates)) > count {
+		candidates = candidates[:count]
+	}
+	batch := d.b.db.NewBatch()
+	defer batch.Close()
+	saved := d.batch
+	d.batch = batch // moveBody writes into d.batch
+	var moved []engine.Message
+	for _, m := range candidates {
+		if _, err := d.eng.ApplyRemove(engine.Remove{ID: m.ID, At: now}); err != nil {
+			continue
+		}
+		r := engine.RedriveCopy(m)
+		if err := d.moveBody(m.ID, parent.name, &r, store.ReasonNone); err != nil {
+			d.batch = saved
+			return nil, errorf(fibp.CodeStorageError, "%v", err)
+		}
+		moved = append(moved, r)
+	}
+	d.batch = saved
+	if err := batch.Commit(true); err != nil {
+		d.reload()
+		return nil, errorf(fibp.CodeStorageError, "%v", err)
+	}
+	return moved, nil
+}
+
+// ListConfig lists runtime config entries whose key starts with prefix, with the current value
+// of every key the broker understands.
+func (b *Broker) ListConfig(req *fibp.ListConfig) (*fibp.ListConfigResult, *Error) {
+	b.mu.RLock()
+	entries := map[string]string{}
+	for k, v := range b.config {
+		entries[k] = v
+	}
+	for _, k := range knownKeys() {
+		entries[k] = knownConfig[k].get(&b.defaults)
+	}
+	b.mu.RUnlock()
+	res := &fibp.ListConfigResult{ErrorCode: fibp.CodeOk}
+	keys := make([]string, 0, len(entries))
+	for k := range entries {
+		if strings.HasPrefix(k, req.Prefix) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		res.Entries = append(res.Entries, fibp.ConfigEntry{Key: k, Value: entries[k]})
+	}
+	return res, nil
+}
+
+// GetConfig reads one runtime config entry; an unset key answers InvalidConfigValue.
+func (b *Broker) GetConfig(req *fibp.GetConfig) (*fibp.GetConfigResult, *Error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if key, ok := knownConfig[req.Key]; ok {
+		return &fibp.GetConfigResult{ErrorCode: fibp.CodeOk, Value: key.get(&b.defaults)}, nil
+	}
+	if v, ok := b.config[req.Key]; ok {
+		return &fibp.GetConfigResult{ErrorCode: fibp.CodeOk, Value: v}, nil
+	}
+	e := errorf(fibp.CodeInvalidConfigValue, "config key %q is not set", req.Key)
+	return &fibp.GetConfigResult{ErrorCode: e.Code}, e
+}
+
+// SetConfig stores a runtime config entry; keys the broker understands are validated and take
+// effect at once.
+func (b *Broker) SetConfig(req *fibp.SetConfig) (*fibp.SetConfigResult, *Error) {
+	fail := func(e *Error) (*fibp.SetConfigResult, *Error) { return &fibp.SetConfigResult{ErrorCode: e.Code}, e }
+	if req.Key == "" {
+		return fail(errorf(fibp.CodeInvalidConfigValue, "config key must not be empty"))
+	}
+	b.mu.Lock()
+	d := b.defaults
+	key, known := knownConfig[req.Key]
+	if known {
+		if err := key.apply(&d, req.Value); err != nil {
+			b.mu.Unlock()
+			return fail(errorf(fibp.CodeInvalidConfigValue, "%s: %v", req.Key, err))
+		}
+	}
+	batch := b.db.NewBatch()
+	batch.PutConfig(req.Key, req.Value)
+	err := batch.Commit(true)
+	batch.Close()
+	if err != nil {
+		b.mu.Unlock()
+		return fail(errorf(fibp.CodeStorageError, "%v", err))
+	}
+	b.config[req.Key] = req.Value
+	b.defaults = d
+	actors := make([]*actor, 0, len(b.actors))
+	for _, a := range b.actors {
+		actors = append(actors, a)
+	}
+	b.mu.Unlock()
+	if known {
+		for _, a := range actors {
+			a.internal.push(func(a *actor) {
+				_ = a.eng.ApplyUpdateConfig(engine.UpdateConfig{Config: a.b.engineConfig(&a.def)})
+			})
+		}
+	}
+	return &fibp.SetConfigResult{ErrorCode: fibp.CodeOk}, nil
+}
+
+// GetClusterStatus describes the single node.
+func (b *Broker) GetClusterStatus(*fibp.GetClusterStatus) (*fibp.GetClusterStatusResult, *Error) {
+	return &fibp.GetClusterStatusResult{ErrorCode: fibp.CodeOk, Rebalancing: fibp.RebalancingDisabled}, nil
+}
+
+// GetRoutes answers that this node leads every queue (node 0: single-node mode).
+func (b *Broker) GetRoutes(req *fibp.GetRoutes, selfAddr string) (*fibp.GetRoutesResult, *Error) {
+	names := make([]string, 0, len(req.Queues))
+	for _, q := range req.Queues {
+		names = append(names, q.Queue)
+	}
+	if len(names) == 0 {
+		names = b.queueNames()
+	}
+	res := &fibp.GetRoutesResult{ErrorCode: fibp.CodeOk}
+	for _, n := range names {
+		if b.actor(n) == nil {
+			e := errorf(fibp.CodeQueueNotFound, "queue %q does not exist", n)
+			return &fibp.GetRoutesResult{ErrorCode: e.Code}, e
+		}
+		res.Entries = append(res.Entries, fibp.RouteEntry{Queue: n, LeaderAddr: selfAddr})
+	}
+	return res, nil
+}
+
+var _ = storage.ID{}

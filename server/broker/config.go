@@ -1,0 +1,118 @@
+package broker
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/filamq/fila/server/engine"
+)
+
+// Defaults are the broker-wide values that a zero in CreateQueue stands for, and the scheduler
+// quantum. They are runtime configuration: SetConfig changes them live, and queues created with
+// zeros follow.
+type Defaults struct {
+	VisibilityTimeoutMs uint64
+	MaxAttempts         uint32
+	Backoff             engine.Backoff
+	BackoffInitialMs    uint64
+	BackoffMaxMs        uint64
+	DedupWindowMs       uint64
+	ReclaimGraceMs      uint64
+	Quantum             uint32
+	LuaTimeoutMs        uint64
+	ReclassifyMs        uint64
+}
+
+// DefaultDefaults returns concepts.md's server defaults.
+func DefaultDefaults() Defaults {
+	e := engine.DefaultConfig()
+	return Defaults{
+		VisibilityTimeoutMs: e.VisibilityTimeoutMs,
+		MaxAttempts:         e.MaxAttempts,
+		Backoff:             e.Backoff,
+		BackoffInitialMs:    e.BackoffInitialMs,
+		BackoffMaxMs:        e.BackoffMaxMs,
+		DedupWindowMs:       5 * 60 * 1000,
+		ReclaimGraceMs:      10 * 1000,
+		Quantum:             e.Quantum,
+		LuaTimeoutMs:        10,
+		ReclassifyMs:        60 * 1000,
+	}
+}
+
+// configKey is a runtime config key the broker understands: it validates values and applies them.
+type configKey struct {
+	doc   string
+	get   func(d *Defaults) string
+	apply func(d *Defaults, v string) error
+}
+
+func uintKey(doc string, min, max uint64, field func(d *Defaults) *uint64) configKey {
+	return configKey{
+		doc: doc,
+		get: func(d *Defaults) string { return strconv.FormatUint(*field(d), 10) },
+		apply: func(d *Defaults, v string) error {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			if err != nil || n < min || n > max {
+				return fmt.Errorf("want an integer from %d to %d", min, max)
+			}
+			*field(d) = n
+			return nil
+		},
+	}
+}
+
+func uint32Key(doc string, min uint32, field func(d *Defaults) *uint32) configKey {
+	return configKey{
+		doc: doc,
+		get: func(d *Defaults) string { return strconv.FormatUint(uint64(*field(d)), 10) },
+		apply: func(d *Defaults, v string) error {
+			n, err := strconv.ParseUint(strings.TrimSpace(v), 10, 32)
+			if err != nil || uint32(n) < min {
+				return fmt.Errorf("want an integer from %d to %d", min, uint32(1<<32-1))
+			}
+			*field(d) = uint32(n)
+			return nil
+		},
+	}
+}
+
+const day = 24 * 60 * 60 * 1000
+
+// knownConfig lists the keys the broker validates and applies. Any other key is stored as given,
+// for scripts to read (fila.get).
+var knownConfig = map[string]configKey{
+	"defaults.visibility_timeout_ms": uintKey("lease duration of queues created with 0", 1, 12*60*60*1000, func(d *Defaults) *uint64 { return &d.VisibilityTimeoutMs }),
+	"defaults.max_attempts":          uint32Key("deliveries before dead-lettering", 1, func(d *Defaults) *uint32 { return &d.MaxAttempts }),
+	"defaults.backoff": {
+		doc: "retry backoff: none, fixed or exponential",
+		get: func(d *Defaults) string { return d.Backoff.String() },
+		apply: func(d *Defaults, v string) error {
+			var b engine.Backoff
+			if err := b.UnmarshalText([]byte(strings.TrimSpace(v))); err != nil || b == engine.BackoffDefault {
+				return fmt.Errorf("want none, fixed or exponential")
+			}
+			d.Backoff = b
+			return nil
+		},
+	},
+	"defaults.backoff_initial_ms": uintKey("first retry delay", 1, day, func(d *Defaults) *uint64 { return &d.BackoffInitialMs }),
+	"defaults.backoff_max_ms":     uintKey("largest exponential retry delay", 1, 7*day, func(d *Defaults) *uint64 { return &d.BackoffMaxMs }),
+	"defaults.dedup_window_ms":    uintKey("how long deduplication identities are remembered", 1, 30*day, func(d *Defaults) *uint64 { return &d.DedupWindowMs }),
+	"defaults.reclaim_grace_ms":   uintKey("fast queues' reclaim grace after a restart", 1, day, func(d *Defaults) *uint64 { return &d.ReclaimGraceMs }),
+	"scheduler.quantum":           uint32Key("DRR quantum: deficit per weight unit per round", 1, func(d *Defaults) *uint32 { return &d.Quantum }),
+	"lua.timeout_ms":              uintKey("time budget of one script call", 1, 10_000, func(d *Defaults) *uint64 { return &d.LuaTimeoutMs }),
+	"lua.reclassify_interval_ms":  uintKey("how often parked messages are reclassified", 1, day, func(d *Defaults) *uint64 { return &d.ReclassifyMs }),
+}
+
+// knownKeys returns the known keys, sorted.
+func knownKeys() []string {
+	keys := make([]string, 0, len(knownConfig))
+	for k := range knownConfig {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

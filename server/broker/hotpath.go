@@ -1,0 +1,367 @@
+package broker
+
+import (
+	"errors"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/store"
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/storage"
+)
+
+// DefaultFairnessKey is the fairness key of a message that names none.
+const DefaultFairnessKey = "default"
+
+// enqueueItem is one message of an Enqueue frame routed to this actor. The body is already a
+// private copy (the frame buffer is reused by the connection).
+type enqueueItem struct {
+	index int
+	msg   *fibp.EnqueueMessage
+	body  *body
+}
+
+// enqueue stores messages and reports each one's ID through res.
+func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done func()) {
+	now := a.now()
+	msgs := make([]engine.Message, len(items))
+	for i, it := range items {
+		m := it.msg
+		id := a.b.ids.next(now)
+		fk := m.FairnessKey.Or(DefaultFairnessKey)
+		if fk == "" {
+			fk = DefaultFairnessKey
+		}
+		weight := m.Weight.Or(1)
+		if weight == 0 {
+			weight = 1
+		}
+		notBefore := now
+		if d, ok := m.DelayMs.Get(); ok && d > 0 {
+			notBefore = addMs(now, d)
+		}
+		msgs[i] = engine.Message{ID: id, FairnessKey: fk, Weight: weight, EnqueuedAt: now, NotBefore: notBefore}
+		a.batch.PutMessage(a.name, id, &store.MessageRecord{
+			Headers:        it.body.headers,
+			Payload:        it.body.payload,
+			FairnessKey:    fk,
+			Weight:         weight,
+			EnqueuedAt:     uint64(now),
+			NotBefore:      uint64(notBefore),
+			IdempotencyKey: m.IdempotencyKey.Value,
+		})
+		a.bodies.put(id, it.body)
+		res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeOk, MessageID: wire.UUID(id)}
+	}
+	if err := a.eng.ApplyEnqueue(engine.Enqueue{At: now, Msgs: msgs}); err != nil {
+		// IDs are fresh, so this cannot happen; fail loudly rather than lose messages silently.
+		a.log.Error("engine refused an enqueue", "err", err)
+		for _, it := range items {
+			res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeInternalError}
+		}
+	}
+	a.b.metrics.enqueued.WithLabelValues(a.name).Add(float64(len(items)))
+	a.afterCommit(func(err error) {
+		if err != nil {
+			for _, it := range items {
+				res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeStorageError}
+			}
+		}
+		done()
+	})
+}
+
+// settle is the common shape of Ack, Nack and ExtendLease: one item per message of this queue.
+type settleItem struct {
+	index int
+	id    engine.MsgID
+	// Nack
+	errText    string
+	retryAfter *uint64
+	// ExtendLease
+	extendBy uint64
+}
+
+func codeOf(err error) fibp.ErrorCode {
+	switch {
+	case err == nil:
+		return fibp.CodeOk
+	case errors.Is(err, engine.ErrMessageNotFound):
+		return fibp.CodeMessageNotFound
+	default:
+		return fibp.CodeInternalError
+	}
+}
+
+// ack removes leased messages for good.
+func (a *actor) ack(items []settleItem, res []fibp.ErrorCode, done func()) {
+	now := a.now()
+	for _, it := range items {
+		err := a.eng.CheckLease(it.id, now)
+		if err == nil {
+			err = a.eng.ApplyAck(engine.Ack{ID: it.id})
+		}
+		if res[it.index] = codeOf(err); err == nil {
+			a.batch.DeleteMessage(a.name, storage.ID(it.id))
+			a.bodies.remove(it.id)
+			a.b.metrics.acked.WithLabelValues(a.name).Inc()
+		}
+	}
+	a.afterCommit(func(err error) {
+		if err != nil {
+			storageFailed(items, res)
+		}
+		done()
+	})
+}
+
+func storageFailed(items []settleItem, res []fibp.ErrorCode) {
+	for _, it := range items {
+		if res[it.index] == fibp.CodeOk {
+			res[it.index] = fibp.CodeStorageError
+		}
+	}
+}
+
+// nack fails leased messages: retry or dead-letter, as the retry policy decides.
+func (a *actor) nack(items []settleItem, res []fibp.ErrorCode, done func()) {
+	now := a.now()
+	for _, it := range items {
+		err := a.eng.CheckLease(it.id, now)
+		var f engine.Fail
+		if err == nil {
+			f, err = a.eng.DecideFailure(it.id, now, it.errText, it.retryAfter)
+		}
+		if err == nil {
+			err = a.fail(f)
+		}
+		if res[it.index] = codeOf(err); err == nil {
+			a.b.metrics.nacked.WithLabelValues(a.name).Inc()
+		}
+	}
+	a.afterCommit(func(err error) {
+		if err != nil {
+			storageFailed(items, res)
+		}
+		done()
+	})
+}
+
+// extend moves lease expiries to now + extend_by (capped).
+func (a *actor) extend(items []settleItem, res []fibp.ExtendLeaseResultItem, done func()) {
+	now := a.now()
+	for _, it := range items {
+		err := a.eng.CheckLease(it.id, now)
+		var e engine.Extend
+		if err == nil {
+			e, err = a.eng.DecideExtend(it.id, now, it.extendBy)
+		}
+		if err == nil {
+			err = a.eng.ApplyExtend(e)
+		}
+		res[it.index].ErrorCode = codeOf(err)
+		if err == nil {
+			res[it.index].LeaseExpiresAt = uint64(e.ExpiresAt)
+			if a.committed() {
+				a.writeState(it.id, store.ReasonNone)
+			}
+		}
+	}
+	a.afterCommit(func(err error) {
+		if err != nil {
+			for _, it := range items {
+				if res[it.index].ErrorCode == fibp.CodeOk {
+					res[it.index] = fibp.ExtendLeaseResultItem{ErrorCode: fibp.CodeStorageError}
+				}
+			}
+		}
+		done()
+	})
+}
+
+// committed reports whether leases must be durable before deliveries are sent.
+func (a *actor) committed() bool {
+	return fibp.DeliveryDurability(a.def.DeliveryDurability) == fibp.DeliveryDurabilityCommitted
+}
+
+// writeState records a message's current engine state in the batch.
+func (a *actor) writeState(id engine.MsgID, reason store.DeadLetterReason) {
+	m, ok := a.eng.Get(id)
+	if !ok {
+		return
+	}
+	a.batch.PutState(a.name, storage.ID(id), stateRecord(&m, reason))
+}
+
+func stateRecord(m *engine.Message, reason store.DeadLetterReason) *store.StateRecord {
+	return &store.StateRecord{
+		Attempts:       m.Attempts,
+		RedriveCount:   m.RedriveCount,
+		NotBefore:      uint64(max(m.NotBefore, 0)),
+		LeasedAt:       uint64(max(m.LeasedAt, 0)),
+		LeaseExpiresAt: uint64(max(m.LeaseExpiresAt, 0)),
+		Consumer:       m.Consumer,
+		LastError:      m.LastError,
+		Reason:         reason,
+	}
+}
+
+// fail applies a failure decision: a retry updates the message's state; a dead-letter moves the
+// message to <queue>.dlq in the same batch and hands it to the DLQ's actor after the commit.
+func (a *actor) fail(f engine.Fail) error {
+	m, err := a.eng.ApplyFail(f)
+	if err != nil {
+		return err
+	}
+	if !f.DeadLetter {
+		a.batch.PutState(a.name, storage.ID(f.ID), stateRecord(&m, store.ReasonNone))
+		return nil
+	}
+	dlq := a.b.actor(a.name + dlqSuffix)
+	if dlq == nil { // deleted concurrently: nothing left to keep the message in
+		a.batch.DeleteMessage(a.name, storage.ID(f.ID))
+		a.bodies.remove(f.ID)
+		return nil
+	}
+	moved := engine.DeadLetterCopy(m)
+	if err := a.moveBody(f.ID, dlq.name, &moved, store.ReasonFailed); err != nil {
+		return err
+	}
+	a.b.metrics.deadLettered.WithLabelValues(a.name).Inc()
+	a.afterCommit(func(err error) {
+		if err == nil {
+			dlq.internal.push(func(d *actor) { d.adopt(moved) })
+			a.b.events.DeadLettered(a.name, moved.ID)
+		}
+	})
+	return nil
+}
+
+// moveBody writes message m (ID id, body from this queue) into queue dst with the given state,
+// and deletes it here, in the round's batch.
+func (a *actor) moveBody(id engine.MsgID, dst string, m *engine.Message, reason store.DeadLetterReason) error {
+	b, err := a.loadBody(id)
+	if err != nil {
+		return err
+	}
+	a.batch.PutMessage(dst, storage.ID(id), &store.MessageRecord{
+		Headers: b.headers, Payload: b.payload, FairnessKey: m.FairnessKey, Weight: m.Weight,
+		EnqueuedAt: uint64(m.EnqueuedAt), NotBefore: uint64(max(m.NotBefore, 0)),
+	})
+	a.batch.PutState(dst, storage.ID(id), stateRecord(m, reason))
+	a.batch.DeleteMessage(a.name, storage.ID(id))
+	a.bodies.remove(id)
+	return nil
+}
+
+// adopt takes a message that another actor already wrote into this queue's storage.
+func (a *actor) adopt(m engine.Message) {
+	now := a.now()
+	if err := a.eng.ApplyEnqueue(engine.Enqueue{At: now, Msgs: []engine.Message{m}}); err != nil {
+		a.log.Error("adopting a moved message failed", "id", m.ID, "err", err)
+	}
+}
+
+// expire turns leases that ran out into failures ("lease expired").
+func (a *actor) expire(now int64) {
+	a.idBuf = a.eng.Expired(now, a.idBuf[:0])
+	for _, id := range a.idBuf {
+		f, err := a.eng.DecideFailure(id, now, "lease expired", nil)
+		if err == nil {
+			err = a.fail(f)
+		}
+		if err != nil {
+			a.log.Error("expiring a lease failed", "id", id, "err", err)
+			continue
+		}
+		a.b.metrics.expired.WithLabelValues(a.name).Inc()
+	}
+}
+
+// dispatch leases ready messages to subscriptions with credit and encodes their Delivery frames,
+// to be sent after the commit.
+func (a *actor) dispatch(now int64) {
+	if len(a.subs) == 0 {
+		return
+	}
+	for {
+		a.leaseBuf = a.eng.Dispatch(now, maxDispatchPerRound, a.leaseBuf[:0])
+		if len(a.leaseBuf) == 0 {
+			break
+		}
+		for _, l := range a.leaseBuf {
+			a.deliver(l)
+		}
+		if len(a.leaseBuf) < maxDispatchPerRound {
+			break
+		}
+	}
+	for sub, buf := range a.pending {
+		a.encodeDeliveries(sub, buf)
+	}
+}
+
+// deliver adds one leased message to its subscription's Delivery frame.
+func (a *actor) deliver(l engine.Lease) {
+	sub := a.subs[l.Consumer]
+	m, ok := a.eng.Get(l.ID)
+	if sub == nil || !ok {
+		return
+	}
+	b, err := a.loadBody(l.ID)
+	if err != nil {
+		a.log.Error("reading a message body failed", "id", l.ID, "err", err)
+		return
+	}
+	if a.committed() {
+		a.batch.PutState(a.name, storage.ID(l.ID), stateRecord(&m, store.ReasonNone))
+	}
+	buf := a.pending[sub]
+	if buf == nil {
+		buf = &deliveryBuf{}
+		a.pending[sub] = buf
+	}
+	buf.msgs = append(buf.msgs, fibp.DeliveryMessage{
+		MessageID:      wire.UUID(l.ID),
+		Queue:          a.name,
+		Headers:        b.headers,
+		Payload:        b.payload,
+		FairnessKey:    m.FairnessKey,
+		Weight:         m.Weight,
+		AttemptCount:   m.Attempts,
+		RedriveCount:   m.RedriveCount,
+		EnqueuedAt:     uint64(m.EnqueuedAt),
+		LeasedAt:       uint64(l.LeasedAt),
+		LeaseExpiresAt: uint64(l.ExpiresAt),
+	})
+	buf.size += len(b.payload) + 128
+	if buf.size >= deliveryFrameBytes {
+		a.encodeDeliveries(sub, buf)
+	}
+	a.b.metrics.delivered.WithLabelValues(a.name).Inc()
+}
+
+// encodeDeliveries encodes a subscription's pending deliveries into one Delivery frame (split into
+// continuation frames if it exceeds the maximum frame size).
+func (a *actor) encodeDeliveries(sub *subscription, buf *deliveryBuf) {
+	if len(buf.msgs) == 0 {
+		return
+	}
+	d := fibp.Delivery{Messages: buf.msgs}
+	var frame []byte
+	if size := fibp.HeaderSize + d.Size(); size <= fibp.MaxFrameSize {
+		frame = fibp.AppendFrame(make([]byte, 0, fibp.LengthSize+size), 0, sub.requestID, &d)
+	} else {
+		frame = fibp.AppendContinued(nil, fibp.OpDelivery, sub.requestID, d.AppendTo(nil), fibp.MaxFrameSize)
+	}
+	a.outbox = append(a.outbox, outFrame{sub: sub, frame: frame, count: len(buf.msgs)})
+	clear(buf.msgs)
+	buf.msgs, buf.size = buf.msgs[:0], 0
+}
+
+func addMs(t int64, ms uint64) int64 {
+	if ms > uint64(1<<62) {
+		return 1 << 62
+	}
+	return t + int64(ms)
+}

@@ -1,0 +1,157 @@
+// Command fila-server runs the Fila broker. With no arguments it serves FIBP on 127.0.0.1:5555
+// with data under ./data and metrics on 127.0.0.1:9555; see --help for every setting.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/config"
+	"github.com/filamq/fila/server/transport"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	cfg, err := config.Load(args, os.Getenv, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fila-server:", err)
+		return 2
+	}
+	log := newLogger(cfg)
+	if err := serve(cfg, log); err != nil {
+		log.Error("fila-server stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+func newLogger(cfg config.Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+func serve(cfg config.Config, log *slog.Logger) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return err
+	}
+	bo := broker.DefaultOptions(cfg.DataDir)
+	bo.Sync = cfg.Fsync
+	bo.InboxSize = cfg.QueueInbox
+	bo.BodyCacheBytes = cfg.BodyCacheBytes
+	bo.Logger = log
+	bo.Registry = reg
+	b, err := broker.Open(bo)
+	if err != nil {
+		return err
+	}
+	reg.MustRegister(broker.NewCollector(b))
+
+	tlsConf, err := loadTLS(cfg)
+	if err != nil {
+		b.Close()
+		return err
+	}
+	srv := transport.New(b, transport.Options{
+		TLS: tlsConf, MaxFrameSize: cfg.MaxFrameSize, MaxReassembly: cfg.MaxReassembly,
+		MaxConnections: cfg.MaxConnections, MaxInflight: cfg.MaxInflight, MaxSubscriptions: cfg.MaxSubscriptions,
+		PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, Logger: log, Registry: reg,
+	})
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		b.Close()
+		return err
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	var httpSrv *http.Server
+	if cfg.HTTPListen != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		hln, err := net.Listen("tcp", cfg.HTTPListen)
+		if err != nil {
+			srv.Shutdown(context.Background())
+			b.Close()
+			return err
+		}
+		httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go httpSrv.Serve(hln)
+	}
+	log.Info("fila-server ready", "fibp", ln.Addr().String(), "http", cfg.HTTPListen, "data", cfg.DataDir, "tls", tlsConf != nil, "fsync", cfg.Fsync)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case s := <-sig:
+		log.Info("shutting down", "signal", s.String())
+	case err := <-served:
+		log.Error("listener failed", "err", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		log.Warn("connections did not finish in time", "err", err)
+	}
+	if httpSrv != nil {
+		httpSrv.Shutdown(ctx)
+	}
+	if err := b.Close(); err != nil {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func loadTLS(cfg config.Config) (*tls.Config, error) {
+	if cfg.TLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	conf := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if cfg.TLSClientCA != "" {
+		pem, err := os.ReadFile(cfg.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("tls client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("tls client CA %s: no certificates found", cfg.TLSClientCA)
+		}
+		conf.ClientCAs, conf.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return conf, nil
+}

@@ -1,0 +1,121 @@
+package storage
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/filamq/fila/generated/store"
+)
+
+func openTemp(t *testing.T) (*DB, string) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, dir
+}
+
+func TestQueuesMessagesAndStateSurviveReopen(t *testing.T) {
+	db, dir := openTemp(t)
+	b := db.NewBatch()
+	b.PutQueue(&store.QueueRecord{Name: "orders", VisibilityTimeoutMs: 5000})
+	b.PutQueue(&store.QueueRecord{Name: "orders.dlq", DLQOf: "orders"})
+	b.PutQueue(&store.QueueRecord{Name: "orders2"}) // shares a prefix with orders
+	ids := []ID{{1}, {2}, {3}}
+	for i, id := range ids {
+		b.PutMessage("orders", id, &store.MessageRecord{Payload: []byte{byte(i)}, FairnessKey: "k", Weight: 1, EnqueuedAt: 10})
+	}
+	b.PutMessage("orders2", ID{9}, &store.MessageRecord{Payload: []byte("other")})
+	b.PutState("orders", ids[1], &store.StateRecord{Attempts: 2, LastError: "boom"})
+	b.PutState("orders", ID{0}, &store.StateRecord{Attempts: 7}) // orphan state: ignored
+	b.PutConfig("fila.quantum", "3")
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b = db.NewBatch()
+	b.DeleteMessage("orders", ids[2])
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	qs, err := db.Queues()
+	if err != nil || len(qs) != 3 || qs[0].Name != "orders" || qs[0].VisibilityTimeoutMs != 5000 || qs[1].DLQOf != "orders" {
+		t.Fatalf("queues: %+v, %v", qs, err)
+	}
+	var got []StoredMessage
+	if err := db.Messages("orders", func(m StoredMessage) error { got = append(got, m); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := []StoredMessage{
+		{ID: ids[0], Body: store.MessageRecord{Payload: []byte{0}, FairnessKey: "k", Weight: 1, EnqueuedAt: 10}},
+		{ID: ids[1], Body: store.MessageRecord{Payload: []byte{1}, FairnessKey: "k", Weight: 1, EnqueuedAt: 10}, State: &store.StateRecord{Attempts: 2, LastError: "boom"}},
+	}
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Fatalf("messages (-want +got):\n%s", diff)
+	}
+	var body store.MessageRecord
+	done, err := db.ReadMessage("orders", ids[1], &body)
+	if err != nil || string(body.Payload) != "\x01" {
+		t.Fatalf("ReadMessage: %v %q", err, body.Payload)
+	}
+	done()
+	if _, err := db.ReadMessage("orders", ids[2], &body); err != ErrNotFound {
+		t.Fatalf("deleted message: %v", err)
+	}
+	cfg, err := db.Configs()
+	if err != nil || cfg["fila.quantum"] != "3" {
+		t.Fatalf("configs: %v %v", cfg, err)
+	}
+}
+
+func TestDeleteQueueRemovesOnlyItsMessages(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	b := db.NewBatch()
+	b.PutQueue(&store.QueueRecord{Name: "a"})
+	b.PutQueue(&store.QueueRecord{Name: "ab"})
+	b.PutMessage("a", ID{1}, &store.MessageRecord{})
+	b.PutState("a", ID{1}, &store.StateRecord{Attempts: 1})
+	b.PutMessage("ab", ID{1}, &store.MessageRecord{})
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	b.DeleteQueue("a")
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	count := func(q string) (n int) {
+		_ = db.Messages(q, func(StoredMessage) error { n++; return nil })
+		return n
+	}
+	if count("a") != 0 || count("ab") != 1 {
+		t.Fatalf("after deleting a: a has %d, ab has %d", count("a"), count("ab"))
+	}
+	qs, _ := db.Queues()
+	if len(qs) != 1 || qs[0].Name != "ab" {
+		t.Fatalf("queues: %+v", qs)
+	}
+}
+
+func TestCorruptRecordIsAnError(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	if err := db.p.Set(queueKey(nil, "x"), []byte{0x02, 1, 2}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Queues(); err == nil {
+		t.Fatal("a record of the wrong kind decoded as a queue")
+	}
+}

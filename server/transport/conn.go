@@ -1,0 +1,276 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/broker"
+)
+
+// conn is one client connection. Its reader goroutine (serve) decodes frames and dispatches
+// them; answers come back from queue actors through the outbound queue, written by a second
+// goroutine; a third sends keepalive pings.
+type conn struct {
+	s   *Server
+	nc  net.Conn
+	id  uint64
+	log *slog.Logger
+
+	out      *outbound
+	fr       *wire.FrameReader
+	reasm    fibp.Reassembler
+	caps     fibp.Capabilities
+	inflight chan struct{} // one token per request awaiting an answer
+	pending  sync.WaitGroup
+
+	subs map[uint32]subRef // by Consume request ID; reader goroutine only
+
+	lastRecv      atomic.Int64 // Unix nanoseconds of the last frame received
+	pingID        atomic.Uint32
+	pingSentAt    atomic.Int64 // 0 = no ping outstanding
+	nextPing      uint32
+	disconnecting atomic.Bool
+	done          chan struct{}
+
+	// Decoding targets reused for every frame of their kind.
+	enq  fibp.Enqueue
+	ack  fibp.Ack
+	nack fibp.Nack
+	ext  fibp.ExtendLease
+}
+
+type subRef struct {
+	queue, consumer string
+}
+
+func newConn(s *Server, nc net.Conn, id uint64) *conn {
+	c := &conn{
+		s: s, nc: nc, id: id,
+		log:      s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
+		out:      newOutbound(s.opts.WriteQueueBytes),
+		inflight: make(chan struct{}, s.opts.MaxInflight),
+		subs:     map[uint32]subRef{},
+		done:     make(chan struct{}),
+	}
+	c.fr = wire.NewFrameReader(nc, fibp.HeaderSize, s.opts.MaxFrameSize)
+	c.reasm = fibp.Reassembler{MaxBody: s.opts.MaxReassembly, MaxPartials: s.opts.MaxPartials}
+	return c
+}
+
+// serve runs the connection until it closes.
+func (c *conn) serve() {
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		if err := c.out.run(c.nc, c.s.opts.WriteTimeout); err != nil && !errors.Is(err, net.ErrClosed) {
+			c.log.Debug("write failed; closing", "err", err)
+			c.nc.Close()
+		}
+	}()
+	defer func() {
+		for _, ref := range c.subs {
+			c.s.b.Unsubscribe(ref.queue, ref.consumer)
+		}
+		c.pending.Wait() // every answer queued before the writer stops
+		if c.disconnecting.Load() {
+			c.send(0, &fibp.Disconnect{})
+		}
+		c.out.close()
+		<-writerDone
+		c.nc.Close()
+		close(c.done)
+	}()
+	if !c.handshake() {
+		return
+	}
+	go c.keepalive()
+	for {
+		body, err := c.fr.Next()
+		if err != nil {
+			if !c.readFailed(err) {
+				return
+			}
+			continue
+		}
+		c.lastRecv.Store(time.Now().UnixNano())
+		h, rest, err := fibp.ParseHeader(body)
+		if err != nil { // cannot happen: the reader enforces HeaderSize
+			return
+		}
+		if h.Flags&^fibp.FlagContinuation != 0 {
+			c.sendError(h.RequestID, fibp.CodeInvalidFrame, fmt.Sprintf("reserved flag bits set (%#x)", uint8(h.Flags)), nil)
+			continue
+		}
+		full, complete, err := c.reasm.Add(h, rest)
+		if err != nil {
+			c.sendError(h.RequestID, fibp.CodeInvalidFrame, err.Error(), nil)
+			continue
+		}
+		if !complete {
+			continue
+		}
+		if !c.handle(h, full) {
+			return
+		}
+	}
+}
+
+// readFailed handles a FrameReader error; it reports whether reading can go on.
+func (c *conn) readFailed(err error) bool {
+	var fse *wire.FrameSizeError
+	switch {
+	case errors.As(err, &fse) && fse.Length >= fibp.HeaderSize:
+		head, serr := c.fr.Skip(fibp.HeaderSize)
+		if serr != nil {
+			return false
+		}
+		h, _, _ := fibp.ParseHeader(head)
+		c.sendError(h.RequestID, fibp.CodeInvalidFrame, fmt.Sprintf("frame of %d bytes exceeds the maximum of %d", fse.Length, c.s.opts.MaxFrameSize), nil)
+		return true
+	case errors.As(err, &fse):
+		c.sendError(0, fibp.CodeInvalidFrame, fmt.Sprintf("frame of %d bytes is shorter than its %d-byte header", fse.Length, fibp.HeaderSize), nil)
+		return false
+	case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), errors.Is(err, os.ErrDeadlineExceeded):
+		return false
+	default:
+		c.log.Debug("read failed", "err", err)
+		return false
+	}
+}
+
+// handshake reads and answers the Handshake; false means the connection must close.
+func (c *conn) handshake() bool {
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HandshakeTimeout))
+	defer func() {
+		if !c.disconnecting.Load() {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
+	}()
+	body, err := c.fr.Next()
+	if err != nil {
+		var fse *wire.FrameSizeError
+		if errors.As(err, &fse) {
+			c.sendError(0, fibp.CodeInvalidFrame, "the first frame must be a Handshake", nil)
+		}
+		return false
+	}
+	h, rest, _ := fibp.ParseHeader(body)
+	var hs fibp.Handshake
+	if h.Opcode != fibp.OpHandshake || h.Flags != 0 {
+		c.sendError(h.RequestID, fibp.CodeInvalidFrame, fmt.Sprintf("the first frame must be a Handshake, not %v", h.Opcode), nil)
+		return false
+	}
+	if err := hs.Decode(rest); err != nil {
+		c.sendError(0, fibp.CodeInvalidFrame, err.Error(), nil)
+		return false
+	}
+	if hs.ProtocolVersion < fibp.Version {
+		c.sendError(0, fibp.CodeUnsupportedVersion, fmt.Sprintf("protocol version %d is not supported", hs.ProtocolVersion),
+			map[string]string{fibp.MetaMaxVersion: strconv.Itoa(fibp.Version)})
+		return false
+	}
+	const serverCaps = fibp.CapCreditFlowControl
+	c.caps = hs.ClientCapabilities & serverCaps
+	c.send(0, &fibp.HandshakeOk{
+		NegotiatedVersion:  fibp.Version,
+		NodeID:             c.s.opts.NodeID,
+		MaxFrameSize:       uint32(c.s.opts.MaxFrameSize),
+		ServerCapabilities: serverCaps,
+	})
+	c.lastRecv.Store(time.Now().UnixNano())
+	return true
+}
+
+// send queues a frame. A connection whose queue is full is cut.
+func (c *conn) send(requestID uint32, f fibp.Frame) {
+	c.sendRaw(appendFrame(requestID, f), nil)
+}
+
+func appendFrame(requestID uint32, f fibp.Frame) []byte {
+	size := fibp.LengthSize + fibp.HeaderSize + f.Size()
+	if size-fibp.LengthSize > fibp.MaxFrameSize {
+		return fibp.AppendContinued(nil, f.Opcode(), requestID, f.AppendTo(nil), fibp.MaxFrameSize)
+	}
+	return fibp.AppendFrame(make([]byte, 0, size), 0, requestID, f)
+}
+
+func (c *conn) sendRaw(frame []byte, onWritten func()) bool {
+	if c.out.push(frame, onWritten) {
+		return true
+	}
+	c.log.Warn("closing a connection that does not read its answers", "queued_limit", c.s.opts.WriteQueueBytes)
+	c.nc.Close()
+	return false
+}
+
+func (c *conn) sendError(requestID uint32, code fibp.ErrorCode, msg string, meta map[string]string) {
+	c.send(requestID, &fibp.Error{ErrorCode: code, Message: msg, Metadata: meta})
+}
+
+func (c *conn) sendBrokerError(requestID uint32, e *broker.Error) {
+	c.sendError(requestID, e.Code, e.Message, e.Metadata)
+}
+
+// Send implements broker.Sink for this connection's subscriptions.
+func (c *conn) Send(frame []byte, onWritten func()) bool { return c.sendRaw(frame, onWritten) }
+
+// begin accounts for a request that will be answered asynchronously; it blocks while the
+// connection already has MaxInflight requests waiting (backpressure on the socket).
+func (c *conn) begin() {
+	c.inflight <- struct{}{}
+	c.pending.Add(1)
+}
+
+func (c *conn) end() {
+	<-c.inflight
+	c.pending.Done()
+}
+
+// keepalive pings an idle peer and closes the connection when a ping goes unanswered.
+func (c *conn) keepalive() {
+	tick := time.NewTicker(min(c.s.opts.PingInterval, c.s.opts.PongTimeout) / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.done:
+			return
+		case now := <-tick.C:
+			if sent := c.pingSentAt.Load(); sent != 0 {
+				if now.Sub(time.Unix(0, sent)) > c.s.opts.PongTimeout {
+					c.log.Info("no Pong within the timeout; closing")
+					c.nc.Close()
+					return
+				}
+				continue
+			}
+			if now.Sub(time.Unix(0, c.lastRecv.Load())) >= c.s.opts.PingInterval {
+				c.nextPing++
+				if c.nextPing == 0 || c.nextPing >= 0x80000000 {
+					c.nextPing = 1
+				}
+				id := 0x80000000 | c.nextPing
+				c.pingID.Store(id)
+				c.pingSentAt.Store(now.UnixNano())
+				c.send(id, &fibp.Ping{})
+			}
+		}
+	}
+}
+
+// beginDisconnect (server shutdown) stops reading new requests; the connection then answers what
+// is in flight, says Disconnect and closes.
+func (c *conn) beginDisconnect() {
+	if c.disconnecting.CompareAndSwap(false, true) {
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
+}

@@ -1,0 +1,196 @@
+// Package transport serves FIBP over TCP (optionally TLS): framing, the handshake, multiplexed
+// requests, keepalive, continuation reassembly, flow control of writes and the unknown-opcode
+// rules. It decodes frames with the generated codecs and hands them to the broker.
+package transport
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/broker"
+)
+
+// Options configures a Server. Zero fields take the defaults shown.
+type Options struct {
+	TLS              *tls.Config   // nil: plain TCP
+	MaxFrameSize     int           // largest accepted frame, advertised in HandshakeOk (16 MiB)
+	MaxReassembly    int           // largest body reassembled from continuation frames (64 MiB)
+	MaxPartials      int           // request IDs mid-continuation per connection (64)
+	MaxConnections   int           // concurrent connections (10,000)
+	MaxInflight      int           // requests awaiting an answer per connection (4,096)
+	MaxSubscriptions int           // subscriptions per connection (1,024)
+	WriteQueueBytes  int           // pending outbound bytes before a connection is cut (64 MiB)
+	HandshakeTimeout time.Duration // time to receive the Handshake (10 s)
+	PingInterval     time.Duration // idle time before the server pings (15 s)
+	PongTimeout      time.Duration // time to answer a server Ping (30 s)
+	WriteTimeout     time.Duration // time one socket write may block (30 s)
+	NodeID           uint64        // 0 in single-node mode
+	Logger           *slog.Logger
+	Registry         prometheus.Registerer
+}
+
+func (o *Options) defaults() {
+	set := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	setD := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	set(&o.MaxFrameSize, fibp.MaxFrameSize)
+	set(&o.MaxReassembly, 64<<20)
+	set(&o.MaxPartials, 64)
+	set(&o.MaxConnections, 10_000)
+	set(&o.MaxInflight, 4096)
+	set(&o.MaxSubscriptions, 1024)
+	set(&o.WriteQueueBytes, 64<<20)
+	setD(&o.HandshakeTimeout, 10*time.Second)
+	setD(&o.PingInterval, 15*time.Second)
+	setD(&o.PongTimeout, 30*time.Second)
+	setD(&o.WriteTimeout, 30*time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+}
+
+// Server accepts FIBP connections for a broker.
+type Server struct {
+	b    *broker.Broker
+	opts Options
+	log  *slog.Logger
+
+	mu       sync.Mutex
+	ln       net.Listener
+	conns    map[*conn]struct{}
+	closing  bool
+	wg       sync.WaitGroup
+	nextConn atomic.Uint64
+
+	connGauge prometheus.Gauge
+}
+
+// New returns a server for b.
+func New(b *broker.Broker, opts Options) *Server {
+	opts.defaults()
+	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}}
+	s.connGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "fila", Name: "connections", Help: "Open FIBP connections."})
+	if opts.Registry != nil {
+		opts.Registry.MustRegister(s.connGauge)
+	}
+	return s
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("transport: server closed")
+
+// Serve accepts connections on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	if s.opts.TLS != nil {
+		ln = tls.NewListener(ln, s.opts.TLS)
+	}
+	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return ErrServerClosed
+	}
+	s.ln = ln
+	s.mu.Unlock()
+	var backoff time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closing := s.closing
+			s.mu.Unlock()
+			if closing {
+				return ErrServerClosed
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTemporary) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			return err
+		}
+		backoff = 0
+		s.accept(nc)
+	}
+}
+
+var errTemporary = errors.New("temporary")
+
+func (s *Server) accept(nc net.Conn) {
+	s.mu.Lock()
+	if s.closing || len(s.conns) >= s.opts.MaxConnections {
+		s.mu.Unlock()
+		s.log.Warn("refusing a connection", "remote", nc.RemoteAddr(), "open", len(s.conns))
+		nc.Close()
+		return
+	}
+	c := newConn(s, nc, s.nextConn.Add(1))
+	s.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.connGauge.Inc()
+	go func() {
+		defer s.wg.Done()
+		c.serve()
+		s.mu.Lock()
+		delete(s.conns, c)
+		s.mu.Unlock()
+		s.connGauge.Dec()
+	}()
+}
+
+// Addr returns the listening address, or nil before Serve.
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ln == nil {
+		return nil
+	}
+	return s.ln.Addr()
+}
+
+// Shutdown stops accepting, tells every client Disconnect once its in-flight requests are
+// answered, and waits for the connections to close or ctx to end (then closes them).
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closing = true
+	if s.ln != nil {
+		s.ln.Close()
+	}
+	conns := make([]*conn, 0, len(s.conns))
+	for c := range s.conns {
+		conns = append(conns, c)
+	}
+	s.mu.Unlock()
+	for _, c := range conns {
+		c.beginDisconnect()
+	}
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		for _, c := range conns {
+			c.nc.Close()
+		}
+		<-done
+		return ctx.Err()
+	}
+}
