@@ -54,11 +54,11 @@ type Options struct {
 	BodyCacheBytes int
 	// RetryAfterMs is the back-off suggested with ChannelFull (100).
 	RetryAfterMs int
-	Clock    func() time.Time     // time.Now
-	Logger   *slog.Logger         // slog.Default()
-	Registry prometheus.Registerer // metrics are registered here when not nil
-	Events   Events
-	Storage  storage.Options
+	Clock        func() time.Time      // time.Now
+	Logger       *slog.Logger          // slog.Default()
+	Registry     prometheus.Registerer // metrics are registered here when not nil
+	Events       Events
+	Storage      storage.Options
 }
 
 // DefaultOptions returns the production defaults for a data directory.

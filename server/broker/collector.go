@@ -44,7 +44,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		if !a.call(func(a *actor) { s = a.eng.Stats() }) {
 			continue
 		}
-		g := func(d *prometheus.Desc, v float64) { ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, name) }
+		g := func(d *prometheus.Desc, v float64) {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, name)
+		}
 		g(c.depth, float64(s.Depth))
 		g(c.inFlight, float64(s.InFlight))
 		g(c.delayed, float64(s.Delayed))

@@ -106,7 +106,7 @@ func (c *Config) Validate() error {
 // field describes one setting, derived from the struct tags.
 type field struct {
 	yaml, flag, env, help string
-	index              int
+	index                 int
 }
 
 func fields() []field {
