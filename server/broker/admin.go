@@ -216,7 +216,7 @@ func (b *Broker) GetStats(req *fibp.GetStats) (*fibp.GetStatsResult, *Error) {
 		return &fibp.GetStatsResult{ErrorCode: e.Code}, e
 	}
 	var s engine.Stats
-	if !a.call(func(a *actor) { s = a.eng.Stats() }) {
+	if !a.call(func(a *actor) { a.eng.Advance(a.now()); s = a.eng.Stats() }) {
 		e := errorf(fibp.CodeQueueNotFound, "queue %q was deleted", req.Queue)
 		return &fibp.GetStatsResult{ErrorCode: e.Code}, e
 	}

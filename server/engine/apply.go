@@ -7,8 +7,9 @@ import (
 )
 
 // Apply applies one command and reports whether it was refused. A refused command changes
-// nothing. It is the replay entry point; the typed Apply* methods do the same and also return
-// what the broker needs next.
+// nothing, except possibly the promotion of delayed messages its time implies (see Command),
+// which Advance could have made anyway. It is the replay entry point; the typed Apply* methods
+// do the same and also return what the broker needs next.
 func (q *Queue) Apply(c Command) error {
 	var err error
 	switch c := c.(type) {

@@ -34,12 +34,6 @@ func hashID(id MsgID) uint64 {
 	return hi ^ lo
 }
 
-func (x *idIndex) init(size int) {
-	x.tab = make([]uint64, size)
-	x.mask = uint32(size - 1)
-	x.n = 0
-}
-
 // find returns the slot of id.
 func (x *idIndex) find(id MsgID, s *slab) (uint32, bool) {
 	if x.n == 0 {

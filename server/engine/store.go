@@ -10,10 +10,18 @@ const maxSlots = nilIdx - 1
 // rec is the compact, pointer-free form of a stored message: exactly 64 bytes, so a chunk of
 // records is one allocation the garbage collector never scans, and a record fills one cache line.
 //
-//	 0               16        24        32     36       40      44     48     52     56      60     64
-//	 +---------------+---------+---------+------+--------+-------+------+------+------+-------+------+
-//	 | id            | enqueued| notBefore| weight| attempts|redrives| meta | next | prev | onext | oprev|
-//	 +---------------+---------+---------+------+--------+-------+------+------+------+-------+------+
+//	offset size field
+//	     0   16 id          message ID
+//	    16    8 enqueuedAt  Unix ms
+//	    24    8 notBefore   Unix ms
+//	    32    4 weight
+//	    36    4 attempts
+//	    40    4 redrives
+//	    44    4 meta        key index | state | flags
+//	    48    4 next        \ per-state links (see below)
+//	    52    4 prev        /
+//	    56    4 onext       \ enqueue order
+//	    60    4 oprev       /
 //
 // meta packs the fairness-key index (bits 0–26), the state (bits 27–29) and two flags (bit 30:
 // the slot has a body in the side table; bit 31: the message has a LastError in q.errs).

@@ -1,0 +1,262 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"testing"
+)
+
+// mid makes a distinct, deterministic message ID from n (UUIDv7-like: big-endian counter
+// first, so IDs of one test sort by n).
+func mid(n uint64) MsgID {
+	var id MsgID
+	binary.BigEndian.PutUint64(id[0:8], n)
+	binary.BigEndian.PutUint64(id[8:16], n*0x9E3779B97F4A7C15)
+	return id
+}
+
+// msg is a message with ID mid(n), fairness key key and weight w.
+func msg(n uint64, key string, w uint32) Message {
+	return Message{ID: mid(n), FairnessKey: key, Weight: w}
+}
+
+// tb is what the helpers need from *testing.T, *testing.B and *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+}
+
+var (
+	_ tb = (*testing.T)(nil)
+	_ tb = testing.TB(nil)
+)
+
+func newTestQueue(t tb, cfg Config) *Queue {
+	t.Helper()
+	q, err := NewQueue("q", cfg)
+	if err != nil {
+		t.Fatalf("NewQueue: %v", err)
+	}
+	return q
+}
+
+func must(t tb, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func enqueue(t tb, q *Queue, at int64, msgs ...Message) {
+	t.Helper()
+	must(t, q.ApplyEnqueue(Enqueue{At: at, Msgs: msgs}))
+}
+
+// keysOf returns the fairness keys of leases, in order.
+func keysOf(t tb, q *Queue, ls []Lease) []string {
+	t.Helper()
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		m, ok := q.Get(l.ID)
+		if !ok {
+			t.Fatalf("leased %v not stored", l.ID)
+		}
+		out[i] = m.FairnessKey
+	}
+	return out
+}
+
+// checkInvariants verifies every internal structure of q against the others; it returns the
+// first inconsistency found.
+func checkInvariants(q *Queue) error {
+	for _, check := range []func() error{
+		q.checkRecords, q.checkKeys, q.checkDelayedHeap, q.checkLeases,
+		func() error { return checkRing(&q.active, "active") },
+		func() error { return checkRing(&q.credited, "credited") },
+		q.checkSubs,
+	} {
+		if err := check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (q *Queue) checkRecords() error {
+	var n, ready, delayed, leased int
+	refs := map[uint32]uint32{}
+	prev := nilIdx
+	for slot := q.ohead; slot != nilIdx; slot = q.slab.at(slot).onext {
+		r := q.slab.at(slot)
+		if r.oprev != prev {
+			return fmt.Errorf("order list: slot %d oprev %d, want %d", slot, r.oprev, prev)
+		}
+		prev = slot
+		n++
+		if n > int(q.slab.live) {
+			return fmt.Errorf("order list longer than %d live slots", q.slab.live)
+		}
+		if got, ok := q.index.find(r.id, &q.slab); !ok || got != slot {
+			return fmt.Errorf("index: %v at %d, found %d %v", r.id, slot, got, ok)
+		}
+		switch r.state() {
+		case stReady:
+			ready++
+		case stDelayed:
+			delayed++
+		case stLeased:
+			leased++
+		default:
+			return fmt.Errorf("slot %d in order list has state %d", slot, r.state())
+		}
+		if (r.meta&metaHasError != 0) != (q.errs[slot] != "") {
+			return fmt.Errorf("slot %d error flag disagrees with errs", slot)
+		}
+		refs[r.key()]++
+	}
+	if prev != q.otail {
+		return fmt.Errorf("order list tail %d, want %d", q.otail, prev)
+	}
+	if n != int(q.slab.live) || n != q.index.n {
+		return fmt.Errorf("order list %d, live %d, index %d", n, q.slab.live, q.index.n)
+	}
+	if ready != q.ready || delayed != q.nDelayed || leased != q.inFlight {
+		return fmt.Errorf("states %d/%d/%d, counters %d/%d/%d", ready, delayed, leased, q.ready, q.nDelayed, q.inFlight)
+	}
+	if len(q.errs) > n {
+		return fmt.Errorf("%d errors for %d messages", len(q.errs), n)
+	}
+	for k := range q.keys {
+		if q.keys[k].refs != refs[uint32(k)] {
+			return fmt.Errorf("key %d refs %d, counted %d", k, q.keys[k].refs, refs[uint32(k)])
+		}
+	}
+	return nil
+}
+
+func (q *Queue) checkKeys() error {
+	live := 0
+	for k := range q.keys {
+		ks := &q.keys[k]
+		if ks.refs == 0 {
+			if ks.name != "" || q.active.contains(uint32(k)) {
+				return fmt.Errorf("free key %d not clear", k)
+			}
+			continue
+		}
+		live++
+		if q.keyIdx[ks.name] != uint32(k) {
+			return fmt.Errorf("key %q not indexed at %d", ks.name, k)
+		}
+		var n uint32
+		prev := nilIdx
+		for slot := ks.head; slot != nilIdx; slot = q.slab.at(slot).next {
+			r := q.slab.at(slot)
+			if r.prev != prev || r.state() != stReady || r.key() != uint32(k) {
+				return fmt.Errorf("key %q FIFO broken at slot %d", ks.name, slot)
+			}
+			prev = slot
+			if n++; n > ks.pending {
+				return fmt.Errorf("key %q FIFO longer than pending %d", ks.name, ks.pending)
+			}
+		}
+		if n != ks.pending || prev != ks.tail {
+			return fmt.Errorf("key %q FIFO %d long, pending %d", ks.name, n, ks.pending)
+		}
+		if q.active.contains(uint32(k)) != (ks.pending > 0) {
+			return fmt.Errorf("key %q active %v with pending %d", ks.name, q.active.contains(uint32(k)), ks.pending)
+		}
+		if ks.pending == 0 && ks.deficit != 0 {
+			return fmt.Errorf("idle key %q has deficit %d", ks.name, ks.deficit)
+		}
+	}
+	if live != len(q.keyIdx) {
+		return fmt.Errorf("%d live keys, %d indexed", live, len(q.keyIdx))
+	}
+	return nil
+}
+
+func checkHeap(h *timeHeap, name string) error {
+	for i := 1; i < len(h.ents); i++ {
+		if h.ents[i].less(h.ents[(i-1)/2]) {
+			return fmt.Errorf("%s heap order broken at %d", name, i)
+		}
+	}
+	return nil
+}
+
+func (q *Queue) checkDelayedHeap() error {
+	if err := checkHeap(&q.delayed, "delayed"); err != nil {
+		return err
+	}
+	if q.delayed.len() != q.nDelayed {
+		return fmt.Errorf("delayed heap %d, counter %d", q.delayed.len(), q.nDelayed)
+	}
+	for i, e := range q.delayed.ents {
+		r := q.slab.at(e.ref)
+		if r.state() != stDelayed || r.next != uint32(i) || r.notBefore != e.at {
+			return fmt.Errorf("delayed heap entry %d (slot %d) inconsistent", i, e.ref)
+		}
+	}
+	return nil
+}
+
+func (q *Queue) checkLeases() error {
+	if err := checkHeap(&q.leaseHeap, "lease"); err != nil {
+		return err
+	}
+	if q.leaseHeap.len() != q.inFlight {
+		return fmt.Errorf("lease heap %d, in flight %d", q.leaseHeap.len(), q.inFlight)
+	}
+	for i, e := range q.leaseHeap.ents {
+		l := &q.leases[e.ref]
+		r := q.slab.at(l.slot)
+		if l.pos != uint32(i) || l.expiresAt != e.at || r.state() != stLeased || r.next != e.ref {
+			return fmt.Errorf("lease heap entry %d (lease %d) inconsistent", i, e.ref)
+		}
+	}
+	return nil
+}
+
+func checkRing(r *ring, name string) error {
+	if r.n == 0 {
+		if r.head != nilIdx {
+			return fmt.Errorf("%s ring empty with head %d", name, r.head)
+		}
+		return nil
+	}
+	i := r.head
+	for range r.n {
+		if r.prev[r.next[i]] != i {
+			return fmt.Errorf("%s ring links broken at %d", name, i)
+		}
+		i = r.next[i]
+	}
+	if i != r.head {
+		return fmt.Errorf("%s ring of %d does not close", name, r.n)
+	}
+	members := 0
+	for j := range r.next {
+		if r.next[j] != nilIdx {
+			members++
+		}
+	}
+	if members != r.n {
+		return fmt.Errorf("%s ring has %d members, n %d", name, members, r.n)
+	}
+	return nil
+}
+
+func (q *Queue) checkSubs() error {
+	for id, i := range q.subIdx {
+		s := &q.subs[i]
+		if s.id != id {
+			return fmt.Errorf("subscription %q at %d named %q", id, i, s.id)
+		}
+		if q.credited.contains(i) != (s.unlimited || s.credit > 0) {
+			return fmt.Errorf("subscription %q credited %v with credit %d", id, q.credited.contains(i), s.credit)
+		}
+	}
+	return nil
+}

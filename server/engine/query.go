@@ -1,0 +1,163 @@
+package engine
+
+import (
+	"cmp"
+	"iter"
+	"math"
+	"slices"
+)
+
+// message rebuilds the Message stored at slot.
+func (q *Queue) message(slot uint32) Message {
+	r := q.slab.at(slot)
+	b := q.slab.body(slot)
+	m := Message{
+		ID:           r.id,
+		Queue:        q.name,
+		Headers:      b.headers,
+		Payload:      b.payload,
+		FairnessKey:  q.keys[r.key()].name,
+		Weight:       r.weight,
+		EnqueuedAt:   r.enqueuedAt,
+		NotBefore:    r.notBefore,
+		Attempts:     r.attempts,
+		RedriveCount: r.redrives,
+		State:        State(r.state()),
+	}
+	if r.meta&metaHasError != 0 {
+		m.LastError = q.errs[slot]
+	}
+	if m.State == StateLeased {
+		l := &q.leases[r.next]
+		m.LeasedAt, m.LeaseExpiresAt, m.Consumer = l.leasedAt, l.expiresAt, l.consumer
+	}
+	return m
+}
+
+// Get returns the stored message id, with its state and lease.
+func (q *Queue) Get(id MsgID) (Message, bool) {
+	slot, ok := q.index.find(id, &q.slab)
+	if !ok {
+		return Message{}, false
+	}
+	return q.message(slot), true
+}
+
+// Messages iterates over the stored messages in enqueue order, oldest first, in every state (for
+// recovery checks, inspection and redrive). The queue must not be changed during the iteration.
+func (q *Queue) Messages() iter.Seq[Message] {
+	return func(yield func(Message) bool) {
+		for slot := q.ohead; slot != nilIdx; slot = q.slab.at(slot).onext {
+			if !yield(q.message(slot)) {
+				return
+			}
+		}
+	}
+}
+
+// Oldest appends to dst up to n stored messages in enqueue order, oldest first (n ≤ 0: all),
+// and returns the extended slice. Redrive takes its batch from the dead-letter queue this way.
+// A redriven message re-enters the enqueue order at its end.
+func (q *Queue) Oldest(n int, dst []Message) []Message {
+	taken := 0
+	for slot := q.ohead; slot != nilIdx && (n <= 0 || taken < n); slot = q.slab.at(slot).onext {
+		dst = append(dst, q.message(slot))
+		taken++
+	}
+	return dst
+}
+
+// Expired appends to dst the IDs of the leases whose expiry is at or before now, earliest
+// expiry first, and returns the extended slice. It does not change the queue: the broker turns
+// each into DecideFailure(id, now, "lease expired", nil) and applies the Fail. It costs
+// O(k log k) for k expired leases, whatever the number in flight.
+func (q *Queue) Expired(now int64, dst []MsgID) []MsgID {
+	due := q.leaseHeap.due(now, q.scratch[:0])
+	slices.SortFunc(due, func(a, b heapEnt) int {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ref, b.ref)
+	})
+	for _, e := range due {
+		dst = append(dst, q.slab.at(q.leases[e.ref].slot).id)
+	}
+	q.scratch = due[:0]
+	return dst
+}
+
+// NextWakeup returns the earliest time at which the queue changes by itself — a delayed message
+// becoming ready or a lease expiring — so the broker can arm one timer; ok is false when there
+// is no such time. The time may already have passed if the broker has not yet handled it.
+func (q *Queue) NextWakeup() (at int64, ok bool) {
+	at = math.MaxInt64
+	if t, has := q.delayed.top(); has {
+		at, ok = t.at, true
+	}
+	if t, has := q.leaseHeap.top(); has && t.at < at {
+		at, ok = t.at, true
+	}
+	if !ok {
+		return 0, false
+	}
+	return at, true
+}
+
+// Stats is a snapshot of a queue's counters (the engine's part of GetStats).
+type Stats struct {
+	// Depth counts stored messages that are not leased: ready, delayed and waiting for a retry.
+	Depth uint64
+	// InFlight counts leased messages.
+	InFlight uint64
+	// Delayed counts messages not yet eligible for delivery (enqueue delay or retry delay), as
+	// of the last promotion (Advance, Dispatch or a timed command).
+	Delayed uint64
+	// ActiveFairnessKeys counts fairness keys with ready messages: the DRR round.
+	ActiveFairnessKeys uint64
+	// ActiveConsumers counts subscriptions (live state; zero after a replay).
+	ActiveConsumers uint32
+	// Quantum is the DRR quantum.
+	Quantum uint32
+	// Keys has one entry per fairness key with a stored message, sorted by key.
+	Keys []KeyStats
+}
+
+// KeyStats is the scheduler state of one fairness key.
+type KeyStats struct {
+	// Key is the fairness key.
+	Key string
+	// Pending counts the key's ready messages.
+	Pending uint64
+	// Deficit is the key's remaining DRR deficit in its current turn.
+	Deficit int64
+	// Weight is the weight of the key's most recently enqueued message.
+	Weight uint32
+}
+
+// Stats returns the queue's counters. Keys is a new slice owned by the caller. It costs
+// O(k log k) for k stored fairness keys.
+func (q *Queue) Stats() Stats {
+	s := Stats{
+		Depth:              uint64(int(q.slab.live) - q.inFlight),
+		InFlight:           uint64(q.inFlight),
+		Delayed:            uint64(q.nDelayed),
+		ActiveFairnessKeys: uint64(q.active.n),
+		ActiveConsumers:    uint32(len(q.subIdx)),
+		Quantum:            q.cfg.Quantum,
+		Keys:               make([]KeyStats, 0, len(q.keyIdx)),
+	}
+	for i := range q.keys {
+		ks := &q.keys[i]
+		if ks.refs == 0 {
+			continue
+		}
+		s.Keys = append(s.Keys, KeyStats{
+			Key:     ks.name,
+			Pending: uint64(ks.pending),
+			Deficit: int64(min(ks.deficit, math.MaxInt64)),
+			Weight:  ks.weight,
+		})
+	}
+	slices.SortFunc(s.Keys, func(a, b KeyStats) int { return cmp.Compare(a.Key, b.Key) })
+	return s
+}
