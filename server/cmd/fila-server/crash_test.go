@@ -1,0 +1,278 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/internal/fibptest"
+)
+
+// The crash test runs the real binary, kills it with SIGKILL under enqueue and consume load, and
+// restarts it on the same data directory: every enqueue it acknowledged must still be there or
+// have been acked, nothing it acknowledged as acked may come back, and the dead-letter queue must
+// be intact.
+
+func buildServer(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "fila-server")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func startBinary(t *testing.T, bin, dataDir, addr string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(bin, "--data-dir", dataDir, "--listen", addr, "--http-listen", "", "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("fila-server did not start listening")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ledger records what the server acknowledged before the crash.
+type ledger struct {
+	mu          sync.Mutex
+	enqueued    map[wire.UUID]string // ID → payload, for every Ok EnqueueResult
+	ackSent     map[wire.UUID]bool
+	ackConfirmd map[wire.UUID]bool
+}
+
+func rawConn(addr string) (net.Conn, *wire.FrameReader, error) {
+	nc, err := net.Dial("tcp", addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	fr := wire.NewFrameReader(nc, fibp.HeaderSize, fibp.MaxFrameSize)
+	if _, err := nc.Write(fibp.AppendFrame(nil, 0, 0, &fibp.Handshake{ProtocolVersion: 1, ClientCapabilities: fibp.CapCreditFlowControl})); err != nil {
+		return nil, nil, err
+	}
+	if _, err := fr.Next(); err != nil {
+		return nil, nil, err
+	}
+	return nc, fr, nil
+}
+
+// produce enqueues batches until the connection dies.
+func produce(addr string, l *ledger) {
+	nc, fr, err := rawConn(addr)
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	for n := 0; ; n++ {
+		req := &fibp.Enqueue{}
+		for i := range 10 {
+			req.Messages = append(req.Messages, fibp.EnqueueMessage{Queue: "crash", Payload: fmt.Appendf(nil, "p-%d-%d", n, i)})
+		}
+		if _, err := nc.Write(fibp.AppendFrame(nil, 0, uint32(n+1), req)); err != nil {
+			return
+		}
+		body, err := fr.Next()
+		if err != nil {
+			return
+		}
+		_, rest, _ := fibp.ParseHeader(body)
+		var res fibp.EnqueueResult
+		if res.Decode(rest) != nil {
+			return
+		}
+		l.mu.Lock()
+		for i, r := range res.Results {
+			if r.ErrorCode == fibp.CodeOk {
+				l.enqueued[r.MessageID] = string(req.Messages[i].Payload)
+			}
+		}
+		l.mu.Unlock()
+	}
+}
+
+// consume acks every other delivery until the connection dies.
+func consume(addr string, l *ledger) {
+	nc, fr, err := rawConn(addr)
+	if err != nil {
+		return
+	}
+	defer nc.Close()
+	nc.Write(fibp.AppendFrame(nil, 0, 1, &fibp.Consume{Queue: "crash", Credit: 64}))
+	pending := map[uint32][]wire.UUID{}
+	next := uint32(100)
+	skip := false
+	for {
+		body, err := fr.Next()
+		if err != nil {
+			return
+		}
+		h, rest, _ := fibp.ParseHeader(body)
+		switch h.Opcode {
+		case fibp.OpDelivery:
+			var d fibp.Delivery
+			if d.Decode(rest) != nil {
+				return
+			}
+			ack := &fibp.Ack{}
+			for _, m := range d.Messages {
+				if skip = !skip; skip {
+					continue // left leased: it must be redelivered after the restart
+				}
+				ack.Items = append(ack.Items, fibp.AckItem{Queue: "crash", MessageID: m.MessageID})
+			}
+			credit := &fibp.Credit{AdditionalCredit: uint32(len(d.Messages))}
+			next++
+			ids := make([]wire.UUID, len(ack.Items))
+			l.mu.Lock()
+			for i, it := range ack.Items {
+				ids[i] = it.MessageID
+				l.ackSent[it.MessageID] = true
+			}
+			l.mu.Unlock()
+			pending[next] = ids
+			out := fibp.AppendFrame(nil, 0, next, ack)
+			out = fibp.AppendFrame(out, 0, 1, credit)
+			if _, err := nc.Write(out); err != nil {
+				return
+			}
+		case fibp.OpAckResult:
+			var r fibp.AckResult
+			if r.Decode(rest) != nil {
+				return
+			}
+			l.mu.Lock()
+			for i, res := range r.Results {
+				if res.ErrorCode == fibp.CodeOk {
+					l.ackConfirmd[pending[h.RequestID][i]] = true
+				}
+			}
+			l.mu.Unlock()
+			delete(pending, h.RequestID)
+		}
+	}
+}
+
+func TestCrashRecovery(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	dir, addr := t.TempDir(), freeAddr(t)
+	srv := startBinary(t, bin, dir, addr)
+
+	c := fibptest.Dial(t, addr)
+	c.Handshake()
+	for _, q := range []*fibp.CreateQueue{
+		{Name: "crash", VisibilityTimeoutMs: 500, Backoff: fibp.BackoffNone, MaxAttempts: 1000},
+		{Name: "doomed", MaxAttempts: 1},
+	} {
+		if r := c.Call(1, q).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatal(r.ErrorCode)
+		}
+	}
+	// Fill the dead-letter queue of "doomed": one attempt each, all nacked.
+	const dead = 20
+	var doomed []fibp.EnqueueMessage
+	for i := range dead {
+		doomed = append(doomed, fibp.EnqueueMessage{Queue: "doomed", Payload: fmt.Appendf(nil, "dead-%d", i)})
+	}
+	c.Call(2, &fibp.Enqueue{Messages: doomed})
+	c.Subscribe(3, "doomed", 0)
+	nack := &fibp.Nack{}
+	for _, d := range c.Deliveries(dead) {
+		nack.Items = append(nack.Items, fibp.NackItem{Queue: "doomed", MessageID: d.MessageID, Error: "fatal"})
+	}
+	c.Call(4, nack)
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Call(5, &fibp.GetStats{Queue: "doomed.dlq"}).(*fibp.GetStatsResult).Depth != dead {
+		if time.Now().After(deadline) {
+			t.Fatal("the DLQ never filled")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	l := &ledger{enqueued: map[wire.UUID]string{}, ackSent: map[wire.UUID]bool{}, ackConfirmd: map[wire.UUID]bool{}}
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(2)
+		go func() { defer wg.Done(); produce(addr, l) }()
+		go func() { defer wg.Done(); consume(addr, l) }()
+	}
+	time.Sleep(1500 * time.Millisecond)
+	srv.Process.Signal(syscall.SIGKILL)
+	srv.Wait()
+	wg.Wait()
+	t.Logf("before the crash: %d enqueues acknowledged, %d acks sent, %d acks confirmed", len(l.enqueued), len(l.ackSent), len(l.ackConfirmd))
+	if len(l.enqueued) == 0 || len(l.ackConfirmd) == 0 {
+		t.Fatal("the load did not get going before the kill")
+	}
+
+	srv = startBinary(t, bin, dir, addr)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	c = fibptest.Dial(t, addr)
+	c.Handshake()
+	st := c.Call(6, &fibp.GetStats{Queue: "crash"}).(*fibp.GetStatsResult)
+	total := int(st.Depth + st.InFlight)
+	c.Subscribe(7, "crash", 0)
+	after := map[wire.UUID]string{}
+	for len(after) < total {
+		_, f := c.Next()
+		d, ok := f.(*fibp.Delivery)
+		if !ok {
+			continue // an AckResult
+		}
+		for _, m := range d.Messages {
+			after[m.MessageID] = string(m.Payload)
+			c.Send(8, &fibp.Ack{Items: []fibp.AckItem{{Queue: "crash", MessageID: m.MessageID}}})
+		}
+	}
+	for id, payload := range l.enqueued {
+		got, present := after[id]
+		switch {
+		case present && got != payload:
+			t.Fatalf("message %v came back with payload %q, enqueued as %q", id, got, payload)
+		case !present && !l.ackSent[id]:
+			t.Fatalf("acknowledged enqueue %v (%q) was lost", id, payload)
+		}
+	}
+	for id := range l.ackConfirmd {
+		if _, back := after[id]; back {
+			t.Fatalf("acked message %v was delivered again after the restart", id)
+		}
+	}
+	admin := fibptest.Dial(t, addr)
+	admin.Handshake()
+	if s := admin.Call(9, &fibp.GetStats{Queue: "doomed.dlq"}).(*fibp.GetStatsResult); s.Depth != dead {
+		t.Fatalf("the DLQ holds %d messages after the restart, want %d", s.Depth, dead)
+	}
+	t.Logf("after the restart: %d messages redelivered, DLQ intact", len(after))
+}
