@@ -30,6 +30,7 @@ type actor struct {
 	def  store.QueueRecord
 	eng  *engine.Queue
 	log  *slog.Logger
+	m    queueMetrics
 
 	ops      chan op // requests from connections; bounded: full means ChannelFull
 	internal opQueue // operations from other actors and callbacks; never refused
@@ -113,11 +114,12 @@ func newActor(b *Broker, def store.QueueRecord) *actor {
 		name:    def.Name,
 		def:     def,
 		log:     b.log.With("queue", def.Name),
+		m:       b.metrics.forQueue(def.Name),
 		ops:     make(chan op, b.opts.InboxSize),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		subs:    map[string]*subscription{},
-		bodies:  newBodyCache(b.opts.BodyCacheBytes),
+		bodies:  newBodyCache(b.opts.BodyCacheBytes, &b.cacheBytes),
 		batch:   b.db.NewBatch(),
 		pending: map[*subscription]*deliveryBuf{},
 	}
@@ -294,6 +296,10 @@ func (a *actor) dropSubscription(sub *subscription) {
 
 // shutdown ends every subscription; leases stay and expire normally on the next start.
 func (a *actor) shutdown() {
+	if a.deleted {
+		a.b.metrics.drop(a.name)
+	}
+	a.bodies.clear()
 	a.batch.Close()
 }
 
@@ -301,7 +307,7 @@ func (a *actor) shutdown() {
 func (a *actor) reload() {
 	subs := a.subs
 	a.eng = a.newEngine()
-	a.bodies = newBodyCache(a.b.opts.BodyCacheBytes)
+	a.bodies.clear()
 	if err := a.recover(); err != nil {
 		a.log.Error("reloading the queue failed", "err", err)
 	}

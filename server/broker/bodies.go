@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"sync/atomic"
 
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
@@ -24,23 +25,24 @@ func (b *body) size() int {
 
 // bodyCache keeps the bodies of recently enqueued messages in memory so that the common case —
 // delivered soon after it was enqueued — needs no storage read. Older bodies live only in
-// storage: the cache is bounded by bytes and drops the oldest entries first, so a large backlog
-// costs disk, not memory. Entries of the current round are never dropped before its commit.
+// storage: the caches of all queues share one byte budget, and each drops its oldest entries
+// while the total is over it, so a large backlog costs disk, not memory. Entries of the current
+// round are never dropped before its commit (trim runs after it).
 type bodyCache struct {
-	max   int
-	bytes int
+	max   int64
+	total *atomic.Int64 // bytes cached by every queue
 	m     map[engine.MsgID]*body
 	order []engine.MsgID // insertion order; may hold IDs already removed
 	head  int
 }
 
-func newBodyCache(maxBytes int) bodyCache {
-	return bodyCache{max: maxBytes, m: map[engine.MsgID]*body{}}
+func newBodyCache(maxBytes int, total *atomic.Int64) bodyCache {
+	return bodyCache{max: int64(maxBytes), total: total, m: map[engine.MsgID]*body{}}
 }
 
 func (c *bodyCache) put(id engine.MsgID, b *body) {
 	c.m[id] = b
-	c.bytes += b.size()
+	c.total.Add(int64(b.size()))
 	c.order = append(c.order, id)
 }
 
@@ -51,14 +53,22 @@ func (c *bodyCache) get(id engine.MsgID) (*body, bool) {
 
 func (c *bodyCache) remove(id engine.MsgID) {
 	if b, ok := c.m[id]; ok {
-		c.bytes -= b.size()
+		c.total.Add(-int64(b.size()))
 		delete(c.m, id)
 	}
 }
 
-// trim drops the oldest bodies until the cache is within its budget.
+// clear forgets every body (the queue is deleted or reloading).
+func (c *bodyCache) clear() {
+	for id := range c.m {
+		c.remove(id)
+	}
+	c.order, c.head = c.order[:0], 0
+}
+
+// trim drops this queue's oldest bodies while all caches together are over the budget.
 func (c *bodyCache) trim() {
-	for c.bytes > c.max && c.head < len(c.order) {
+	for c.total.Load() > c.max && c.head < len(c.order) {
 		c.remove(c.order[c.head])
 		c.head++
 	}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,7 +51,7 @@ type Options struct {
 	Sync bool
 	// InboxSize bounds each queue's request inbox; a full inbox answers ChannelFull (4096).
 	InboxSize int
-	// BodyCacheBytes bounds each queue's in-memory cache of recent message bodies (32 MiB).
+	// BodyCacheBytes bounds the memory all queues together spend on recent message bodies (64 MiB).
 	BodyCacheBytes int
 	// RetryAfterMs is the back-off suggested with ChannelFull (100).
 	RetryAfterMs int
@@ -76,6 +77,8 @@ type Broker struct {
 	metrics *metrics
 	events  Events
 
+	cacheBytes atomic.Int64 // bytes in every queue's body cache
+
 	mu       sync.RWMutex
 	actors   map[string]*actor
 	config   map[string]string // runtime config, including the known keys below
@@ -95,7 +98,7 @@ func Open(o Options) (*Broker, error) {
 		o.InboxSize = 4096
 	}
 	if o.BodyCacheBytes <= 0 {
-		o.BodyCacheBytes = 32 << 20
+		o.BodyCacheBytes = 64 << 20
 	}
 	if o.RetryAfterMs <= 0 {
 		o.RetryAfterMs = 100

@@ -60,7 +60,7 @@ func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done 
 			res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeInternalError}
 		}
 	}
-	a.b.metrics.enqueued.WithLabelValues(a.name).Add(float64(len(items)))
+	a.m.enqueued.Add(float64(len(items)))
 	a.afterCommit(func(err error) {
 		if err != nil {
 			for _, it := range items {
@@ -104,7 +104,7 @@ func (a *actor) ack(items []settleItem, res []fibp.ErrorCode, done func()) {
 		if res[it.index] = codeOf(err); err == nil {
 			a.batch.DeleteMessage(a.name, storage.ID(it.id))
 			a.bodies.remove(it.id)
-			a.b.metrics.acked.WithLabelValues(a.name).Inc()
+			a.m.acked.Inc()
 		}
 	}
 	a.afterCommit(func(err error) {
@@ -136,7 +136,7 @@ func (a *actor) nack(items []settleItem, res []fibp.ErrorCode, done func()) {
 			err = a.fail(f)
 		}
 		if res[it.index] = codeOf(err); err == nil {
-			a.b.metrics.nacked.WithLabelValues(a.name).Inc()
+			a.m.nacked.Inc()
 		}
 	}
 	a.afterCommit(func(err error) {
@@ -227,7 +227,7 @@ func (a *actor) fail(f engine.Fail) error {
 	if err := a.moveBody(f.ID, dlq.name, &moved, store.ReasonFailed); err != nil {
 		return err
 	}
-	a.b.metrics.deadLettered.WithLabelValues(a.name).Inc()
+	a.m.deadLettered.Inc()
 	a.afterCommit(func(err error) {
 		if err == nil {
 			dlq.internal.push(func(d *actor) { d.adopt(moved) })
@@ -274,7 +274,7 @@ func (a *actor) expire(now int64) {
 			a.log.Error("expiring a lease failed", "id", id, "err", err)
 			continue
 		}
-		a.b.metrics.expired.WithLabelValues(a.name).Inc()
+		a.m.expired.Inc()
 	}
 }
 
@@ -338,7 +338,7 @@ func (a *actor) deliver(l engine.Lease) {
 	if buf.size >= deliveryFrameBytes {
 		a.encodeDeliveries(sub, buf)
 	}
-	a.b.metrics.delivered.WithLabelValues(a.name).Inc()
+	a.m.delivered.Inc()
 }
 
 // encodeDeliveries encodes a subscription's pending deliveries into one Delivery frame (split into

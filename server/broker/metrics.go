@@ -32,3 +32,23 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	return m
 }
+
+// queueMetrics are one queue's counters, resolved once so the hot path does no label lookups.
+type queueMetrics struct {
+	enqueued, delivered, acked, nacked, deadLettered, expired prometheus.Counter
+}
+
+func (m *metrics) forQueue(name string) queueMetrics {
+	return queueMetrics{
+		enqueued: m.enqueued.WithLabelValues(name), delivered: m.delivered.WithLabelValues(name),
+		acked: m.acked.WithLabelValues(name), nacked: m.nacked.WithLabelValues(name),
+		deadLettered: m.deadLettered.WithLabelValues(name), expired: m.expired.WithLabelValues(name),
+	}
+}
+
+// drop removes a deleted queue's series.
+func (m *metrics) drop(name string) {
+	for _, v := range []*prometheus.CounterVec{m.enqueued, m.delivered, m.acked, m.nacked, m.deadLettered, m.expired} {
+		v.DeleteLabelValues(name)
+	}
+}

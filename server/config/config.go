@@ -24,6 +24,7 @@ type Config struct {
 	LogLevel   string `yaml:"log_level" help:"debug, info, warn or error"`
 	LogFormat  string `yaml:"log_format" help:"text or json"`
 	Fsync      bool   `yaml:"fsync" help:"fsync every acknowledged change (group-committed); false trades durability for speed"`
+	PProf      bool   `yaml:"pprof" help:"serve Go profiles under /debug/pprof/ on http_listen"`
 
 	TLSCert     string `yaml:"tls_cert" help:"PEM certificate: serve FIBP over TLS"`
 	TLSKey      string `yaml:"tls_key" help:"PEM private key for tls_cert"`
@@ -35,7 +36,7 @@ type Config struct {
 	MaxInflight      int           `yaml:"max_inflight" help:"requests awaiting an answer per connection"`
 	MaxSubscriptions int           `yaml:"max_subscriptions" help:"subscriptions per connection"`
 	QueueInbox       int           `yaml:"queue_inbox" help:"requests waiting per queue before ChannelFull"`
-	BodyCacheBytes   int           `yaml:"body_cache_bytes" help:"per-queue memory for recent message bodies; older bodies stay on disk"`
+	BodyCacheBytes   int           `yaml:"body_cache_bytes" help:"memory for recent message bodies, all queues together; older bodies stay on disk"`
 	PingInterval     time.Duration `yaml:"ping_interval" help:"idle time before the server pings a client"`
 	PongTimeout      time.Duration `yaml:"pong_timeout" help:"time a client has to answer a Ping"`
 	ShutdownTimeout  time.Duration `yaml:"shutdown_timeout" help:"time to finish in-flight requests on SIGINT/SIGTERM"`
@@ -56,7 +57,7 @@ func Default() Config {
 		MaxInflight:      4096,
 		MaxSubscriptions: 1024,
 		QueueInbox:       4096,
-		BodyCacheBytes:   32 << 20,
+		BodyCacheBytes:   64 << 20,
 		PingInterval:     15 * time.Second,
 		PongTimeout:      30 * time.Second,
 		ShutdownTimeout:  10 * time.Second,
@@ -129,10 +130,12 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	fs.SetOutput(usage)
 	configPath := fs.String("config", getenv("FILA_CONFIG"), "YAML configuration file (env FILA_CONFIG)")
 	v := reflect.ValueOf(&cfg).Elem()
-	flagVals := map[string]*string{}
+	flagVals := map[string]*flagValue{}
 	for _, f := range fields() {
 		def := fmt.Sprint(v.Field(f.index).Interface())
-		flagVals[f.yaml] = fs.String(f.flag, "", fmt.Sprintf("%s (env %s, default %q)", f.help, f.env, def))
+		fv := &flagValue{isBool: v.Field(f.index).Kind() == reflect.Bool}
+		flagVals[f.yaml] = fv
+		fs.Var(fv, f.flag, fmt.Sprintf("%s (env %s, default %q)", f.help, f.env, def))
 	}
 	fs.Usage = func() {
 		fmt.Fprintln(usage, "fila-server: the Fila broker. Settings come from the defaults, then --config FILE (YAML keys")
@@ -168,7 +171,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	fs.Visit(func(fl *flag.Flag) {
 		for _, f := range fields() {
 			if f.flag == fl.Name && err == nil {
-				if e := set(v.Field(f.index), *flagVals[f.yaml]); e != nil {
+				if e := set(v.Field(f.index), flagVals[f.yaml].s); e != nil {
 					err = fmt.Errorf("--%s: %w", f.flag, e)
 				}
 			}
@@ -208,3 +211,14 @@ func set(v reflect.Value, s string) error {
 	}
 	return nil
 }
+
+// flagValue holds a flag's text until the file and environment are applied; boolean settings
+// may be given bare (--fsync) or with a value (--fsync=false).
+type flagValue struct {
+	s      string
+	isBool bool
+}
+
+func (f *flagValue) String() string     { return f.s }
+func (f *flagValue) Set(s string) error { f.s = s; return nil }
+func (f *flagValue) IsBoolFlag() bool   { return f.isBool }

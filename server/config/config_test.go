@@ -77,3 +77,13 @@ func TestHelpDocumentsEverySetting(t *testing.T) {
 		}
 	}
 }
+
+func TestBooleanFlagsMayBeBare(t *testing.T) {
+	cfg, err := Load([]string{"--pprof", "--log-level", "warn", "--fsync=false"}, env(nil), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.PProf || cfg.Fsync || cfg.LogLevel != "warn" {
+		t.Fatalf("%+v", cfg)
+	}
+}

@@ -205,12 +205,12 @@ func appendFrame(requestID uint32, f fibp.Frame) []byte {
 }
 
 func (c *conn) sendRaw(frame []byte, onWritten func()) bool {
-	if c.out.push(frame, onWritten) {
-		return true
+	ok, overflow := c.out.push(frame, onWritten)
+	if overflow {
+		c.log.Warn("closing a connection that does not read its answers", "queued_limit", c.s.opts.WriteQueueBytes)
+		c.nc.Close()
 	}
-	c.log.Warn("closing a connection that does not read its answers", "queued_limit", c.s.opts.WriteQueueBytes)
-	c.nc.Close()
-	return false
+	return ok
 }
 
 func (c *conn) sendError(requestID uint32, code fibp.ErrorCode, msg string, meta map[string]string) {

@@ -25,12 +25,18 @@ func newOutbound(limit int) *outbound {
 	return &outbound{limit: limit, signal: make(chan struct{}, 1), flushed: make(chan struct{})}
 }
 
-// push queues a frame; onWritten (may be nil) runs after it reaches the socket.
-func (o *outbound) push(frame []byte, onWritten func()) bool {
+// push queues a frame; onWritten (may be nil) runs after it reaches the socket. It reports
+// whether the frame was queued, and whether it was refused because the queue is over its limit.
+func (o *outbound) push(frame []byte, onWritten func()) (ok, overflow bool) {
 	o.mu.Lock()
-	if o.closed || o.bytes+len(frame) > o.limit {
+	if o.closed {
 		o.mu.Unlock()
-		return false
+		return false, false
+	}
+	if o.bytes+len(frame) > o.limit {
+		o.closed = true
+		o.mu.Unlock()
+		return false, true
 	}
 	o.items = append(o.items, frame)
 	o.bytes += len(frame)
@@ -42,7 +48,7 @@ func (o *outbound) push(frame []byte, onWritten func()) bool {
 	case o.signal <- struct{}{}:
 	default:
 	}
-	return true
+	return true, false
 }
 
 // close stops accepting frames; the writer finishes what is queued, then exits.

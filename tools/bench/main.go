@@ -1,0 +1,103 @@
+// Command bench measures a real fila-server on loopback and prints one summary line per figure:
+//
+//	BENCH name=lifecycle_1kb_4c value=123456 unit=msg/s
+//
+// It builds and starts the server itself (with a temporary data directory) unless -addr names a
+// running one. Run it with `make bench` or `go run ./tools/bench [-quick]` from the repository root.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+type options struct {
+	addr     string
+	duration time.Duration
+	backlog  int
+	only     string
+	fsync    bool
+}
+
+func main() {
+	var o options
+	quick := flag.Bool("quick", false, "a few seconds in all: proves the tool works, figures are rough")
+	flag.StringVar(&o.addr, "addr", "", "benchmark a running server instead of starting one")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measuring time per throughput workload")
+	flag.IntVar(&o.backlog, "backlog", 1_000_000, "messages in the backlog for the memory figure")
+	flag.StringVar(&o.only, "only", "", "comma-separated workload names to run (default: all)")
+	flag.BoolVar(&o.fsync, "fsync", true, "run the server with fsync on (its default)")
+	flag.Parse()
+	if *quick {
+		o.duration, o.backlog = 500*time.Millisecond, 20_000
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o options) error {
+	srv := &server{addr: o.addr}
+	if o.addr == "" {
+		var err error
+		if srv, err = startServer(o.fsync); err != nil {
+			return err
+		}
+		defer srv.stop()
+	}
+	r := &runner{o: o, srv: srv}
+	for _, w := range workloads {
+		if o.only != "" && !strings.Contains(","+o.only+",", ","+w.name+",") {
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "== %s: %s\n", w.name, w.doc)
+		if err := w.run(r); err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
+		}
+	}
+	return nil
+}
+
+// report prints one machine-readable figure.
+func report(name string, value float64, unit string) {
+	fmt.Printf("BENCH name=%s value=%.6g unit=%s\n", name, value, unit)
+}
+
+// repoRoot finds the directory holding go.work.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.work above the current directory: run from the repository")
+		}
+		dir = parent
+	}
+}
+
+// buildServer compiles fila-server into dir.
+func buildServer(dir string) (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "fila-server")
+	cmd := exec.Command("go", "build", "-o", bin, "./server/cmd/fila-server")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building fila-server: %v\n%s", err, out)
+	}
+	return bin, nil
+}
