@@ -1,0 +1,271 @@
+package fila
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/filamq/fila/generated/fibp"
+)
+
+// ConsumeOptions configures a subscription. Zero values mean the defaults.
+type ConsumeOptions struct {
+	// MaxUnacked is the credit window (default 256): the initial credit of the Consume. The SDK
+	// grants one more credit each time a delivery is acked, nacked or its lease is lost, so at
+	// most MaxUnacked deliveries are unsettled at once. A server without CREDIT_FLOW_CONTROL
+	// ignores credit and pushes freely.
+	MaxUnacked uint32
+	// Throttles are declared with the subscription (throttling.md).
+	Throttles []Throttle
+	// DisableLeaseKeepAlive turns off the automatic ExtendLease heartbeats. By default every
+	// unsettled delivery's lease is extended, by its original duration, at half its remaining
+	// time, until it is acked or nacked or the server answers MessageNotFound.
+	DisableLeaseKeepAlive bool
+}
+
+// DefaultMaxUnacked is the credit window when ConsumeOptions.MaxUnacked is 0.
+const DefaultMaxUnacked = 256
+
+// Consumer is one subscription. Next and C are safe for concurrent use; use one or the other.
+type Consumer struct {
+	c          *Client
+	id         uint32 // the Consume's request ID, carried by its Delivery and Credit frames
+	queue      string
+	consumerID string
+	keepAlive  bool
+	flow       bool // CREDIT_FLOW_CONTROL is active: grant credit as deliveries finish
+	owed       atomic.Uint32
+
+	ctx    context.Context // ends when Close is called
+	cancel context.CancelFunc
+	notify chan struct{}
+	chOnce sync.Once
+	ch     chan *Delivery
+
+	mu     sync.Mutex
+	buf    []*Delivery
+	head   int
+	err    error // terminal error, returned once the buffer is drained
+	closed bool  // Close was called
+}
+
+// Consume subscribes to queue. It returns once the server answered ConsumeOk; an Error frame
+// (QueueNotFound, NotLeader with its leader_addr, InvalidThrottle, ThrottleConflict, ...) is
+// returned as an *Error.
+func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions) (*Consumer, error) {
+	if opts.MaxUnacked == 0 {
+		opts.MaxUnacked = DefaultMaxUnacked
+	}
+	req := &fibp.Consume{Queue: queue, Credit: opts.MaxUnacked}
+	for i := range opts.Throttles {
+		req.Throttles = append(req.Throttles, opts.Throttles[i].wire())
+	}
+	s := &Consumer{
+		c:         c,
+		queue:     queue,
+		keepAlive: !opts.DisableLeaseKeepAlive,
+		flow:      c.caps.Has(fibp.CapCreditFlowControl),
+		notify:    make(chan struct{}, 1),
+	}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	cl, err := c.start(req, fibp.OpConsumeOk, s)
+	if err != nil {
+		return nil, err
+	}
+	fr, err := c.await(ctx, cl)
+	if err != nil {
+		// The server may have subscribed meanwhile when we gave up waiting: cancel it.
+		if c.removeSub(s.id) && ctx.Err() != nil {
+			c.send(s.id, &fibp.CancelConsume{})
+		}
+		s.stop(err, true)
+		return nil, err
+	}
+	s.consumerID = fr.(*fibp.ConsumeOk).ConsumerID
+	return s, nil
+}
+
+// removeSub forgets a subscription, reporting whether it was still registered.
+func (c *Client) removeSub(id uint32) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.subs[id]
+	delete(c.subs, id)
+	return ok
+}
+
+// deliver handles a Delivery frame on the reader goroutine.
+func (c *Client) deliver(id uint32, body []byte) {
+	c.mu.Lock()
+	s := c.subs[id]
+	c.mu.Unlock()
+	if s == nil {
+		return // a subscription we cancelled; its leases expire on the server
+	}
+	var f fibp.Delivery
+	if err := f.Decode(body); err != nil {
+		s.fail(invalidFrame("Delivery: %v", err))
+		return
+	}
+	now := time.Now()
+	ds := make([]*Delivery, len(f.Messages))
+	for i := range f.Messages {
+		ds[i] = newDelivery(c, s, &f.Messages[i])
+		c.leases.track(ds[i], now)
+	}
+	s.push(ds)
+}
+
+// ConsumerID is the server's identifier of the subscription (from ConsumeOk).
+func (s *Consumer) ConsumerID() string { return s.consumerID }
+
+// Queue is the subscribed queue.
+func (s *Consumer) Queue() string { return s.queue }
+
+func (s *Consumer) push(ds []*Delivery) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		for _, d := range ds {
+			s.c.leases.untrack(d)
+		}
+		return
+	}
+	s.buf = append(s.buf, ds...)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *Consumer) signal() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+// grant owes the server one more credit; the writer sends what is owed with its next write.
+func (s *Consumer) grant() {
+	if !s.flow {
+		return
+	}
+	s.owed.Add(1)
+	s.c.out.creditDirty.Store(true)
+	s.c.out.signal()
+}
+
+// Next returns the next delivery, waiting until one arrives, ctx ends, or the subscription
+// stops. It is cancellation safe: a delivery is never lost to a cancelled Next.
+func (s *Consumer) Next(ctx context.Context) (*Delivery, error) {
+	for {
+		s.mu.Lock()
+		if s.head < len(s.buf) && !s.closed {
+			d := s.buf[s.head]
+			s.buf[s.head] = nil
+			s.head++
+			more := s.head < len(s.buf)
+			if !more {
+				s.buf, s.head = s.buf[:0], 0
+			}
+			s.mu.Unlock()
+			if more {
+				s.signal() // wake another waiting Next
+			}
+			return d, nil
+		}
+		if err := s.err; err != nil {
+			s.mu.Unlock()
+			s.signal()
+			return nil, err
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.notify:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// C returns a channel of deliveries fed by a goroutine calling Next; it is closed when the
+// subscription stops (Err then tells why). A delivery taken by that goroutine when the consumer
+// is closed is dropped, and its lease expires on the server.
+func (s *Consumer) C() <-chan *Delivery {
+	s.chOnce.Do(func() {
+		s.ch = make(chan *Delivery)
+		go func() {
+			defer close(s.ch)
+			for {
+				d, err := s.Next(s.ctx)
+				if err != nil {
+					return
+				}
+				select {
+				case s.ch <- d:
+				case <-s.ctx.Done():
+					return
+				}
+			}
+		}()
+	})
+	return s.ch
+}
+
+// Err is why the subscription stopped (ErrConsumerClosed after Close), or nil while it runs.
+func (s *Consumer) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Close sends CancelConsume and stops the subscription. Deliveries not yet returned by Next are
+// dropped (their leases expire on the server); those already returned can still be acked.
+func (s *Consumer) Close() error {
+	if !s.stop(ErrConsumerClosed, true) {
+		return nil
+	}
+	if s.c.removeSub(s.id) {
+		s.c.send(s.id, &fibp.CancelConsume{})
+	}
+	return nil
+}
+
+// terminate stops the subscription because the client stopped; buffered deliveries are still
+// returned by Next before err.
+func (s *Consumer) terminate(err error) { s.stop(err, false) }
+
+// fail stops the subscription after an error from the server and cancels it there.
+func (s *Consumer) fail(err error) {
+	s.stop(err, false)
+	if s.c.removeSub(s.id) {
+		s.c.send(s.id, &fibp.CancelConsume{})
+	}
+}
+
+// stop records the terminal error once, optionally dropping the buffer. It reports whether this
+// call was the one that closed the consumer by Close.
+func (s *Consumer) stop(err error, drop bool) bool {
+	s.mu.Lock()
+	if drop && s.closed {
+		s.mu.Unlock()
+		return false
+	}
+	if s.err == nil {
+		s.err = err
+	}
+	var dropped []*Delivery
+	if drop {
+		s.closed = true
+		dropped = s.buf[s.head:]
+		s.buf, s.head = nil, 0
+	}
+	s.mu.Unlock()
+	for _, d := range dropped {
+		s.c.leases.untrack(d)
+	}
+	if drop {
+		s.cancel() // C's goroutine stops at once; otherwise it drains the buffer first
+	}
+	s.signal()
+	return true
+}

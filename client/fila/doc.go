@@ -1,0 +1,26 @@
+// Package fila is the Go client of the Fila broker, speaking the Fila Binary Protocol (FIBP)
+// over TCP or TLS.
+//
+// One Client is one connection, safe for concurrent use: requests from many goroutines are
+// multiplexed by request ID, written by one writer goroutine that coalesces whatever is queued
+// into one write, and answered through one reader goroutine.
+//
+//	c, err := fila.Dial(ctx, "127.0.0.1:5555", nil)
+//	...
+//	p := c.NewProducer(fila.ProducerOptions{})
+//	id, err := p.Send(ctx, fila.Message{Queue: "orders", Payload: body})
+//
+//	cons, err := c.Consume(ctx, "orders", fila.ConsumeOptions{MaxUnacked: 64})
+//	for {
+//		d, err := cons.Next(ctx)
+//		...
+//		d.Ack(ctx)
+//	}
+//
+// Errors reported by the broker are *Error values carrying the protocol's error code, message
+// and metadata; errors.Is matches them against the sentinels (fila.ErrQueueNotFound, ...).
+// Batch operations report one error per item.
+//
+// Frames are encoded and decoded only by the generated codecs in
+// github.com/filamq/fila/generated/fibp.
+package fila

@@ -1,0 +1,233 @@
+package fila
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/filamq/fila/generated/fibp"
+)
+
+const (
+	// defaultLease is assumed when a Delivery carries no usable lease times.
+	defaultLease = 30 * time.Second
+	// expiryGrace is how long past its local expiry an un-kept lease is considered lost.
+	expiryGrace = time.Second
+	// maxRetryDelay bounds the wait before retrying a failed extension.
+	maxRetryDelay = time.Second
+)
+
+// leaseTable tracks every unfinished delivery of a client: it keeps leases alive (one goroutine
+// batching due extensions of all subscriptions into one ExtendLease frame) and turns lost leases
+// into finished deliveries so that their credit returns.
+type leaseTable struct {
+	c    *Client
+	wake chan struct{}
+
+	mu       sync.Mutex
+	byID     map[MessageID]*Delivery
+	running  bool
+	nextScan time.Time // when run will look again (zero: as soon as it is woken)
+}
+
+func newLeaseTable(c *Client) *leaseTable {
+	return &leaseTable{c: c, wake: make(chan struct{}, 1), byID: map[MessageID]*Delivery{}}
+}
+
+// track starts following d, received at the local time now. The lease duration is measured
+// between the server's own timestamps, so clock skew between the hosts does not matter.
+func (t *leaseTable) track(d *Delivery, now time.Time) {
+	dur := d.LeaseExpiresAt.Sub(d.LeasedAt)
+	if dur <= 0 || d.LeasedAt.IsZero() {
+		dur = defaultLease
+	}
+	d.extendBy = dur
+	t.mu.Lock()
+	d.expires = now.Add(dur)
+	d.due = now.Add(dur / 2)
+	old := t.byID[d.ID]
+	t.byID[d.ID] = d
+	if !t.running {
+		t.running = true
+		go t.run()
+	}
+	// Wake the loop only when d is due before its next scan: deliveries usually share one
+	// lease duration, so a new one is rarely the earliest, and the scan is not repeated per
+	// delivery.
+	wake := t.earlierLocked(d)
+	t.mu.Unlock()
+	if old != nil {
+		t.finish(old, true) // delivered again: the old lease is over
+	}
+	if wake {
+		t.signal()
+	}
+}
+
+// earlierLocked reports whether d needs attention before the loop's next scan.
+func (t *leaseTable) earlierLocked(d *Delivery) bool {
+	return t.nextScan.IsZero() || d.due.Before(t.nextScan) || !d.keepAlive && d.expires.Before(t.nextScan)
+}
+
+func (t *leaseTable) signal() {
+	select {
+	case t.wake <- struct{}{}:
+	default:
+	}
+}
+
+// finish marks d finished once: it stops tracking d and grants its subscription one credit.
+func (t *leaseTable) finish(d *Delivery, lost bool) {
+	if !d.finished.CompareAndSwap(false, true) {
+		return
+	}
+	t.mu.Lock()
+	if t.byID[d.ID] == d {
+		delete(t.byID, d.ID)
+	}
+	t.mu.Unlock()
+	if lost {
+		close(d.lost)
+	}
+	if d.sub != nil {
+		d.sub.grant()
+	}
+}
+
+// finishID finishes the tracked delivery with this ID, if any.
+func (t *leaseTable) finishID(id MessageID, lost bool) {
+	t.mu.Lock()
+	d := t.byID[id]
+	t.mu.Unlock()
+	if d != nil {
+		t.finish(d, lost)
+	}
+}
+
+// untrack stops following d without granting credit (its subscription is gone).
+func (t *leaseTable) untrack(d *Delivery) {
+	if !d.finished.CompareAndSwap(false, true) {
+		return
+	}
+	t.mu.Lock()
+	if t.byID[d.ID] == d {
+		delete(t.byID, d.ID)
+	}
+	t.mu.Unlock()
+}
+
+// extended records the answer to one ExtendLease item sent at sentAt.
+func (t *leaseTable) extended(id MessageID, code fibp.ErrorCode, sentAt time.Time, by time.Duration) {
+	t.mu.Lock()
+	d := t.byID[id]
+	wake := false
+	if d != nil && code == fibp.CodeOk {
+		d.expires = sentAt.Add(by)
+		d.due = sentAt.Add(by / 2)
+		wake = t.earlierLocked(d)
+	}
+	t.mu.Unlock()
+	switch {
+	case wake:
+		t.signal()
+	case d == nil || code == fibp.CodeOk:
+	case code == fibp.CodeMessageNotFound:
+		t.finish(d, true)
+	default:
+		t.retryLater(d, time.Now())
+	}
+}
+
+// retryLater schedules another extension attempt for d soon, before its lease runs out.
+func (t *leaseTable) retryLater(d *Delivery, now time.Time) {
+	t.mu.Lock()
+	wait := min(maxRetryDelay, max(10*time.Millisecond, d.expires.Sub(now)/4))
+	d.due = now.Add(wait)
+	wake := t.earlierLocked(d)
+	t.mu.Unlock()
+	if wake {
+		t.signal()
+	}
+}
+
+func (t *leaseTable) run() {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		batch, expired, next := t.scan(now)
+		for _, d := range expired {
+			t.finish(d, true)
+		}
+		if len(batch) > 0 {
+			t.extend(batch, now)
+			continue
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = next.Sub(now)
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-t.wake:
+		case <-t.c.done:
+			return
+		}
+	}
+}
+
+// scan returns the deliveries whose extension is due (or nearly: within an eighth of their
+// lease, so that neighbours share a frame), those whose lease has run out, and when to look again.
+func (t *leaseTable) scan(now time.Time) (batch, expired []*Delivery, next time.Time) {
+	t.mu.Lock()
+	defer func() {
+		t.nextScan = next
+		if len(batch) > 0 || len(expired) > 0 {
+			t.nextScan = now // run acts, then scans again at once
+		}
+		t.mu.Unlock()
+	}()
+	earliest := func(at time.Time) {
+		if next.IsZero() || at.Before(next) {
+			next = at
+		}
+	}
+	for _, d := range t.byID {
+		switch {
+		case !d.keepAlive && !now.Before(d.expires.Add(expiryGrace)):
+			expired = append(expired, d)
+		case !d.keepAlive:
+			earliest(d.expires.Add(expiryGrace))
+		case !now.Before(d.expires):
+			expired = append(expired, d)
+		case !d.due.After(now.Add(d.extendBy / 8)):
+			batch = append(batch, d)
+		default:
+			earliest(d.due)
+		}
+	}
+	return batch, expired, next
+}
+
+// extend sends one ExtendLease frame for batch and waits for it, at most until the first of the
+// leases would run out.
+func (t *leaseTable) extend(batch []*Delivery, now time.Time) {
+	items := make([]ExtendLeaseItem, len(batch))
+	deadline := now.Add(time.Hour)
+	t.mu.Lock()
+	for i, d := range batch {
+		items[i] = ExtendLeaseItem{Queue: d.Queue, ID: d.ID, By: d.extendBy}
+		if d.expires.Before(deadline) {
+			deadline = d.expires
+		}
+	}
+	t.mu.Unlock()
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if _, err := t.c.ExtendLease(ctx, items...); err != nil {
+		for _, d := range batch {
+			t.retryLater(d, time.Now())
+		}
+	}
+}
