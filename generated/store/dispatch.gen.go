@@ -22,6 +22,7 @@ var (
 	_ Frame = (*QueueRecord)(nil)
 	_ Frame = (*MessageRecord)(nil)
 	_ Frame = (*StateRecord)(nil)
+	_ Frame = (*LeaseLogRecord)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -33,6 +34,8 @@ func New(op Opcode) Frame {
 		return new(MessageRecord)
 	case OpStateRecord:
 		return new(StateRecord)
+	case OpLeaseLogRecord:
+		return new(LeaseLogRecord)
 	}
 	return nil
 }

@@ -451,3 +451,144 @@ func (x *StateRecord) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// LeaseLogRecord: opcode 0x04, either direction.
+// The leases granted in one dispatch round of a committed-durability queue, under
+// l<queue>\0<seq:u64>. An entry is superseded by a later state record of its message (or the
+// message's deletion); the record is deleted once every entry is superseded. Recovery takes, for
+// each message, whichever of its state and lease entries has the most attempts (the state record
+// on a tie).
+type LeaseLogRecord struct {
+	// Leases: The round's leases.
+	Leases []LeaseEntry
+}
+
+// Opcode returns OpLeaseLogRecord.
+func (*LeaseLogRecord) Opcode() Opcode {
+	return OpLeaseLogRecord
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *LeaseLogRecord) Size() int {
+	n := 0
+	n += 4
+	for i0 := range x.Leases {
+		n += x.Leases[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *LeaseLogRecord) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, 4, len(x.Leases))
+	for i0 := range x.Leases {
+		b = x.Leases[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *LeaseLogRecord) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(4, 38)
+		if cap(x.Leases) >= n0 {
+			x.Leases = x.Leases[:n0]
+		} else {
+			x.Leases = make([]LeaseEntry, n0)
+		}
+		for i0 := range x.Leases {
+			x.Leases[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *LeaseLogRecord) Check() error {
+	if err := wire.CheckCount(len(x.Leases), 4294967295); err != nil {
+		return wire.AtField("leases", -1, err)
+	}
+	for i0 := range x.Leases {
+		if err := x.Leases[i0].Check(); err != nil {
+			return wire.AtField("leases", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *LeaseLogRecord) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpLeaseLogRecord,
+		}
+	}
+	return nil
+}
+
+// LeaseEntry: The round's leases.
+type LeaseEntry struct {
+	// ID: The leased message.
+	ID wire.UUID
+
+	// Attempts: The message's attempt count including this delivery.
+	Attempts uint32
+
+	// LeasedAt: Unix ms of the delivery.
+	LeasedAt uint64
+
+	// ExpiresAt: Unix ms when the lease ends.
+	ExpiresAt uint64
+
+	// Consumer: The subscription it was delivered to.
+	Consumer string
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *LeaseEntry) Size() int {
+	n := 0
+	n += 16
+	n += 4
+	n += 8
+	n += 8
+	n += 2 + len(x.Consumer)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *LeaseEntry) AppendTo(b []byte) []byte {
+	b = wire.AppendUUID(b, x.ID)
+	b = wire.AppendU32(b, x.Attempts)
+	b = wire.AppendU64(b, x.LeasedAt)
+	b = wire.AppendU64(b, x.ExpiresAt)
+	b = wire.AppendString16(b, x.Consumer)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *LeaseEntry) DecodeFrom(r *wire.Reader) {
+	x.ID = r.UUID()
+	x.Attempts = r.U32()
+	x.LeasedAt = r.U64()
+	x.ExpiresAt = r.U64()
+	x.Consumer = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *LeaseEntry) Check() error {
+	if err := wire.CheckString(x.Consumer, 65535, false); err != nil {
+		return wire.AtField("consumer", -1, err)
+	}
+	return nil
+}

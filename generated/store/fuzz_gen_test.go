@@ -51,6 +51,11 @@ func FuzzStateRecord(f *testing.F) {
 		return new(StateRecord)
 	}, sampleStateRecord(1), sampleStateRecord(2), new(StateRecord))
 }
+func FuzzLeaseLogRecord(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(LeaseLogRecord)
+	}, sampleLeaseLogRecord(1), sampleLeaseLogRecord(2), new(LeaseLogRecord))
+}
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.
 func FuzzDecode(f *testing.F) {

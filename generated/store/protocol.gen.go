@@ -44,6 +44,8 @@ const (
 	OpMessageRecord Opcode = 2
 	// OpStateRecord is StateRecord (either direction).
 	OpStateRecord Opcode = 3
+	// OpLeaseLogRecord is LeaseLogRecord (either direction).
+	OpLeaseLogRecord Opcode = 4
 )
 
 // Direction says which peer sends a frame.
@@ -64,6 +66,8 @@ func (op Opcode) String() string {
 		return "MessageRecord"
 	case OpStateRecord:
 		return "StateRecord"
+	case OpLeaseLogRecord:
+		return "LeaseLogRecord"
 	}
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
@@ -76,6 +80,8 @@ func (op Opcode) Direction() Direction {
 	case OpMessageRecord:
 		return EitherDirection
 	case OpStateRecord:
+		return EitherDirection
+	case OpLeaseLogRecord:
 		return EitherDirection
 	}
 	return 0

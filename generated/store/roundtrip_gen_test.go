@@ -4,11 +4,21 @@ package store
 
 import (
 	"fmt"
+	"github.com/filamq/fila/generated/wire"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"testing"
 )
 
+func sampleLeaseEntry(seed int) LeaseEntry {
+	return LeaseEntry{
+		Attempts:  uint32(seed*37 + 8),
+		Consumer:  fmt.Sprintf("consumer-%d-é", seed),
+		ExpiresAt: uint64(seed*37 + 10),
+		ID:        wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		LeasedAt:  uint64(seed*37 + 9),
+	}
+}
 func sampleQueueRecord(seed int) *QueueRecord {
 	return &QueueRecord{
 		Backoff:                uint8(seed*37 + 7),
@@ -62,6 +72,15 @@ func sampleStateRecord(seed int) *StateRecord {
 		RedriveCount:   uint32(seed*37 + 13),
 	}
 }
+func sampleLeaseLogRecord(seed int) *LeaseLogRecord {
+	return &LeaseLogRecord{Leases: func() []LeaseEntry {
+		var out []LeaseEntry
+		for seed := range [2]int{seed, seed + 1} {
+			out = append(out, sampleLeaseEntry(seed))
+		}
+		return out
+	}()}
+}
 
 var equal = cmpopts.EquateEmpty()
 
@@ -89,6 +108,12 @@ func roundTripCases() []roundTripCase {
 			return new(StateRecord)
 		},
 		full: sampleStateRecord(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(LeaseLogRecord)
+		},
+		full: sampleLeaseLogRecord(1),
 		tail: 0,
 	}}
 }

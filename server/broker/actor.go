@@ -39,6 +39,7 @@ type actor struct {
 
 	subs   map[string]*subscription
 	bodies bodyCache
+	p      persistence
 
 	// Per-round state.
 	batch    *storage.Batch
@@ -122,6 +123,7 @@ func newActor(b *Broker, def store.QueueRecord) *actor {
 		bodies:  newBodyCache(b.opts.BodyCacheBytes, &b.cacheBytes),
 		batch:   b.db.NewBatch(),
 		pending: map[*subscription]*deliveryBuf{},
+		p:       newPersistence(),
 	}
 	a.internal.wake = make(chan struct{}, 1)
 	a.eng = a.newEngine()
@@ -308,6 +310,7 @@ func (a *actor) reload() {
 	subs := a.subs
 	a.eng = a.newEngine()
 	a.bodies.clear()
+	a.p = newPersistence()
 	if err := a.recover(); err != nil {
 		a.log.Error("reloading the queue failed", "err", err)
 	}

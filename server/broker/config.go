@@ -116,3 +116,10 @@ func knownKeys() []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// currentDefaults returns the broker defaults under the lock.
+func (b *Broker) currentDefaults() Defaults {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.defaults
+}

@@ -102,8 +102,7 @@ func (a *actor) ack(items []settleItem, res []fibp.ErrorCode, done func()) {
 			err = a.eng.ApplyAck(engine.Ack{ID: it.id})
 		}
 		if res[it.index] = codeOf(err); err == nil {
-			a.batch.DeleteMessage(a.name, storage.ID(it.id))
-			a.bodies.remove(it.id)
+			a.deleteMessage(it.id)
 			a.m.acked.Inc()
 		}
 	}
@@ -184,28 +183,6 @@ func (a *actor) committed() bool {
 	return fibp.DeliveryDurability(a.def.DeliveryDurability) == fibp.DeliveryDurabilityCommitted
 }
 
-// writeState records a message's current engine state in the batch.
-func (a *actor) writeState(id engine.MsgID, reason store.DeadLetterReason) {
-	m, ok := a.eng.Get(id)
-	if !ok {
-		return
-	}
-	a.batch.PutState(a.name, storage.ID(id), stateRecord(&m, reason))
-}
-
-func stateRecord(m *engine.Message, reason store.DeadLetterReason) *store.StateRecord {
-	return &store.StateRecord{
-		Attempts:       m.Attempts,
-		RedriveCount:   m.RedriveCount,
-		NotBefore:      uint64(max(m.NotBefore, 0)),
-		LeasedAt:       uint64(max(m.LeasedAt, 0)),
-		LeaseExpiresAt: uint64(max(m.LeaseExpiresAt, 0)),
-		Consumer:       m.Consumer,
-		LastError:      m.LastError,
-		Reason:         reason,
-	}
-}
-
 // fail applies a failure decision: a retry updates the message's state; a dead-letter moves the
 // message to <queue>.dlq in the same batch and hands it to the DLQ's actor after the commit.
 func (a *actor) fail(f engine.Fail) error {
@@ -214,13 +191,12 @@ func (a *actor) fail(f engine.Fail) error {
 		return err
 	}
 	if !f.DeadLetter {
-		a.batch.PutState(a.name, storage.ID(f.ID), stateRecord(&m, store.ReasonNone))
+		a.putState(f.ID, stateRecord(&m, store.ReasonNone))
 		return nil
 	}
 	dlq := a.b.actor(a.name + dlqSuffix)
 	if dlq == nil { // deleted concurrently: nothing left to keep the message in
-		a.batch.DeleteMessage(a.name, storage.ID(f.ID))
-		a.bodies.remove(f.ID)
+		a.deleteMessage(f.ID)
 		return nil
 	}
 	moved := engine.DeadLetterCopy(m)
@@ -249,13 +225,14 @@ func (a *actor) moveBody(id engine.MsgID, dst string, m *engine.Message, reason 
 		EnqueuedAt: uint64(m.EnqueuedAt), NotBefore: uint64(max(m.NotBefore, 0)),
 	})
 	a.batch.PutState(dst, storage.ID(id), stateRecord(m, reason))
-	a.batch.DeleteMessage(a.name, storage.ID(id))
-	a.bodies.remove(id)
+	a.deleteMessage(id)
 	return nil
 }
 
-// adopt takes a message that another actor already wrote into this queue's storage.
+// adopt takes a message that another actor already wrote into this queue's storage, with a
+// state record (moveBody writes one).
 func (a *actor) adopt(m engine.Message) {
+	a.p.hasState[m.ID] = struct{}{}
 	now := a.now()
 	if err := a.eng.ApplyEnqueue(engine.Enqueue{At: now, Msgs: []engine.Message{m}}); err != nil {
 		a.log.Error("adopting a moved message failed", "id", m.ID, "err", err)
@@ -296,6 +273,7 @@ func (a *actor) dispatch(now int64) {
 			break
 		}
 	}
+	a.flushLeases()
 	for sub, buf := range a.pending {
 		a.encodeDeliveries(sub, buf)
 	}
@@ -314,7 +292,7 @@ func (a *actor) deliver(l engine.Lease) {
 		return
 	}
 	if a.committed() {
-		a.batch.PutState(a.name, storage.ID(l.ID), stateRecord(&m, store.ReasonNone))
+		a.recordLease(l, m.Attempts)
 	}
 	buf := a.pending[sub]
 	if buf == nil {

@@ -5,6 +5,7 @@
 //	q<queue>              store.QueueRecord   a queue's definition
 //	m<queue>\x00<id:16>   store.MessageRecord a message's immutable body
 //	s<queue>\x00<id:16>   store.StateRecord   a message's mutable state (attempts, lease, retry time)
+//	l<queue>\x00<seq:8>   store.LeaseLogRecord the leases of one dispatch round (committed durability)
 //	c<key>                raw string           a runtime config entry (SetConfig)
 //
 // Values are records generated from spec/store.yaml, each prefixed with its record opcode.
@@ -16,6 +17,7 @@ package storage
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +34,7 @@ const (
 	kindQueue   = 'q'
 	kindMessage = 'm'
 	kindState   = 's'
+	kindLease   = 'l'
 	kindConfig  = 'c'
 )
 
@@ -145,7 +148,7 @@ func (b *Batch) PutQueue(r *store.QueueRecord) {
 func (b *Batch) DeleteQueue(queue string) {
 	b.key = queueKey(b.key[:0], queue)
 	_ = b.b.Delete(b.key, nil)
-	for _, kind := range []byte{kindMessage, kindState} {
+	for _, kind := range []byte{kindMessage, kindState, kindLease} {
 		lo, hi := prefixBounds(kind, queue)
 		_ = b.b.DeleteRange(lo, hi, nil)
 	}
@@ -163,12 +166,56 @@ func (b *Batch) PutState(queue string, id ID, r *store.StateRecord) {
 	b.set(r)
 }
 
-// DeleteMessage removes a message's body and state.
-func (b *Batch) DeleteMessage(queue string, id ID) {
+// DeleteMessage removes a message's body and, when hasState, its state record.
+func (b *Batch) DeleteMessage(queue string, id ID, hasState bool) {
 	b.key = msgKey(b.key[:0], kindMessage, queue, id)
 	_ = b.b.Delete(b.key, nil)
-	b.key = msgKey(b.key[:0], kindState, queue, id)
+	if hasState {
+		b.key = msgKey(b.key[:0], kindState, queue, id)
+		_ = b.b.Delete(b.key, nil)
+	}
+}
+
+func leaseKey(dst []byte, queue string, seq uint64) []byte {
+	dst = append(append(dst, kindLease), queue...)
+	dst = append(dst, 0)
+	return binary.BigEndian.AppendUint64(dst, seq)
+}
+
+// PutLeaseLog stores the leases of one dispatch round.
+func (b *Batch) PutLeaseLog(queue string, seq uint64, r *store.LeaseLogRecord) {
+	b.key = leaseKey(b.key[:0], queue, seq)
+	b.set(r)
+}
+
+// DeleteLeaseLog removes a lease log whose entries are all superseded.
+func (b *Batch) DeleteLeaseLog(queue string, seq uint64) {
+	b.key = leaseKey(b.key[:0], queue, seq)
 	_ = b.b.Delete(b.key, nil)
+}
+
+// LeaseLogs calls fn for every lease log of queue, in sequence order.
+func (d *DB) LeaseLogs(queue string, fn func(seq uint64, r *store.LeaseLogRecord) error) error {
+	lo, hi := prefixBounds(kindLease, queue)
+	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		k := it.Key()
+		if len(k) != len(lo)+8 {
+			return fmt.Errorf("%w: lease log key %x", ErrCorrupt, k)
+		}
+		var r store.LeaseLogRecord
+		if err := decode(bytes.Clone(it.Value()), &r); err != nil {
+			return fmt.Errorf("lease log of %q: %w", queue, err)
+		}
+		if err := fn(binary.BigEndian.Uint64(k[len(lo):]), &r); err != nil {
+			return err
+		}
+	}
+	return it.Error()
 }
 
 // PutConfig stores a runtime config entry.

@@ -37,7 +37,7 @@ func TestQueuesMessagesAndStateSurviveReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	b = db.NewBatch()
-	b.DeleteMessage("orders", ids[2])
+	b.DeleteMessage("orders", ids[2], false)
 	if err := b.Commit(true); err != nil {
 		t.Fatal(err)
 	}
@@ -117,5 +117,39 @@ func TestCorruptRecordIsAnError(t *testing.T) {
 	}
 	if _, err := db.Queues(); err == nil {
 		t.Fatal("a record of the wrong kind decoded as a queue")
+	}
+}
+
+func TestLeaseLogs(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	b := db.NewBatch()
+	b.PutLeaseLog("q", 2, &store.LeaseLogRecord{Leases: []store.LeaseEntry{{Attempts: 1, ExpiresAt: 9, Consumer: "c"}}})
+	b.PutLeaseLog("q", 1, &store.LeaseLogRecord{})
+	b.PutLeaseLog("q2", 1, &store.LeaseLogRecord{})
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	var seqs []uint64
+	err := db.LeaseLogs("q", func(seq uint64, r *store.LeaseLogRecord) error {
+		seqs = append(seqs, seq)
+		if seq == 2 && (len(r.Leases) != 1 || r.Leases[0].Consumer != "c") {
+			t.Fatalf("log 2: %+v", r)
+		}
+		return nil
+	})
+	if err != nil || len(seqs) != 2 || seqs[0] != 1 || seqs[1] != 2 {
+		t.Fatalf("lease logs %v, %v", seqs, err)
+	}
+	b.DeleteLeaseLog("q", 1)
+	b.DeleteQueue("q2")
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	db.LeaseLogs("q", func(uint64, *store.LeaseLogRecord) error { n++; return nil })
+	db.LeaseLogs("q2", func(uint64, *store.LeaseLogRecord) error { n++; return nil })
+	if n != 1 {
+		t.Fatalf("%d lease logs left, want 1", n)
 	}
 }
