@@ -36,6 +36,8 @@ type actor struct {
 	internal opQueue // operations from other actors and callbacks; never refused
 	stop     chan struct{}
 	done     chan struct{}
+	commits  chan *commit  // rounds applied to storage, waiting for their sync (in order)
+	synced   chan struct{} // closed when the sync waiter has finished every commit
 
 	subs   map[string]*subscription
 	bodies bodyCache
@@ -122,6 +124,8 @@ func newActor(b *Broker, def store.QueueRecord) *actor {
 		subs:    map[string]*subscription{},
 		bodies:  newBodyCache(b.opts.BodyCacheBytes, &b.cacheBytes),
 		batch:   b.db.NewBatch(),
+		commits: make(chan *commit, 4),
+		synced:  make(chan struct{}),
 		pending: map[*subscription]*deliveryBuf{},
 		p:       newPersistence(),
 	}
@@ -181,6 +185,7 @@ func (a *actor) now() int64 {
 
 func (a *actor) run() {
 	defer close(a.done)
+	go a.syncLoop()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var batch []op
@@ -233,7 +238,18 @@ func (a *actor) arm(t *time.Timer) {
 	t.Reset(d)
 }
 
-// round runs one batch of operations, then expiry and dispatch, then commits and answers.
+// commit is one round on its way to durability: its storage batch, the replies waiting for it
+// and the frames to send once it is durable.
+type commit struct {
+	batch   *storage.Batch
+	err     error // from Apply
+	replies []func(err error)
+	outbox  []outFrame
+}
+
+// round runs one batch of operations, then expiry and dispatch, then applies the round's writes to
+// storage and hands them to the sync waiter: the actor goes on with the next round while this one
+// is being fsynced (Pebble syncs applied batches in order), and the waiter answers and delivers.
 func (a *actor) round(batch []op) {
 	for _, o := range batch {
 		o(a)
@@ -243,36 +259,55 @@ func (a *actor) round(batch []op) {
 		a.expire(now)
 		a.dispatch(now)
 	}
-	var err error
-	if !a.batch.Empty() {
-		start := time.Now()
-		err = a.batch.Commit(a.b.opts.Sync)
-		a.b.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+	if a.batch.Empty() && len(a.replies) == 0 && len(a.outbox) == 0 {
+		return
 	}
-	for _, reply := range a.replies {
-		reply(err)
+	c := &commit{batch: a.batch, replies: a.replies, outbox: a.outbox}
+	a.batch, a.replies, a.outbox = a.b.db.NewBatch(), nil, nil
+	if !c.batch.Empty() {
+		c.err = c.batch.Apply(a.b.opts.Sync)
 	}
-	clear(a.replies)
-	a.replies = a.replies[:0]
-	if err == nil {
-		a.flushOutbox()
-	} else {
-		a.log.Error("storage commit failed; reloading the queue from storage", "err", err)
-		a.outbox = a.outbox[:0]
-		a.reload()
-	}
+	a.commits <- c
 	a.bodies.trim()
 }
 
+// syncLoop waits for each applied round to be durable, in order, then answers its requests and
+// sends its deliveries. A failed sync answers StorageError and has the actor reload its state
+// from storage, so memory never runs ahead of disk for long.
+func (a *actor) syncLoop() {
+	defer close(a.synced)
+	for c := range a.commits {
+		start := time.Now()
+		err := c.err
+		if err == nil {
+			err = c.batch.Wait()
+		}
+		a.b.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+		for _, reply := range c.replies {
+			reply(err)
+		}
+		if err == nil {
+			a.flushOutbox(c.outbox)
+		} else {
+			a.log.Error("storage commit failed; reloading the queue from storage", "err", err)
+			a.internal.push(func(a *actor) { a.reload() })
+		}
+		c.batch.Close()
+	}
+}
+
 // afterCommit registers a reply to run once the round's writes are durable (err nil) or failed.
+// It runs on the sync waiter's goroutine: it must not touch actor state.
 func (a *actor) afterCommit(f func(err error)) { a.replies = append(a.replies, f) }
 
-func (a *actor) flushOutbox() {
-	for i := range a.outbox {
-		f := &a.outbox[i]
+// flushOutbox sends a durable round's frames. It runs on the sync waiter's goroutine.
+func (a *actor) flushOutbox(outbox []outFrame) {
+	for i := range outbox {
+		f := &outbox[i]
+		sub := f.sub
 		var onWritten func()
-		if f.sub.auto && f.count > 0 {
-			sub, n := f.sub, uint32(f.count)
+		if sub.auto && f.count > 0 {
+			n := uint32(f.count)
 			onWritten = func() {
 				a.internal.push(func(a *actor) {
 					if a.subs[sub.id] == sub {
@@ -281,12 +316,10 @@ func (a *actor) flushOutbox() {
 				})
 			}
 		}
-		if !f.sub.sink.Send(f.frame, onWritten) {
-			a.dropSubscription(f.sub)
+		if !sub.sink.Send(f.frame, onWritten) {
+			a.internal.push(func(a *actor) { a.dropSubscription(sub) })
 		}
-		f.frame = nil
 	}
-	a.outbox = a.outbox[:0]
 }
 
 func (a *actor) dropSubscription(sub *subscription) {
@@ -298,6 +331,8 @@ func (a *actor) dropSubscription(sub *subscription) {
 
 // shutdown ends every subscription; leases stay and expire normally on the next start.
 func (a *actor) shutdown() {
+	close(a.commits)
+	<-a.synced
 	if a.deleted {
 		a.b.metrics.drop(a.name)
 	}

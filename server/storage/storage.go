@@ -118,10 +118,11 @@ func decode(val []byte, r record) error {
 
 // Batch collects writes that commit atomically. It is not safe for concurrent use.
 type Batch struct {
-	db  *DB
-	b   *pebble.Batch
-	key []byte
-	val []byte
+	db      *DB
+	b       *pebble.Batch
+	key     []byte
+	val     []byte
+	applied bool // applied with a sync still to wait for
 }
 
 // NewBatch returns an empty batch.
@@ -235,6 +236,34 @@ func (b *Batch) Commit(sync bool) error {
 	b.b.Reset()
 	if err != nil {
 		return fmt.Errorf("storage: commit: %w", err)
+	}
+	return nil
+}
+
+// Apply hands the batch to storage in order without waiting for durability: later reads see it
+// at once, and with sync, Wait returns once it is fsynced. Batches applied one after another are
+// made durable in that order, so a caller can prepare the next batch while one is syncing.
+func (b *Batch) Apply(sync bool) error {
+	var err error
+	if sync {
+		err = b.db.p.ApplyNoSyncWait(b.b, pebble.Sync)
+	} else {
+		err = b.b.Commit(pebble.NoSync)
+	}
+	if err != nil {
+		return fmt.Errorf("storage: apply: %w", err)
+	}
+	b.applied = sync
+	return nil
+}
+
+// Wait blocks until an applied batch is durable.
+func (b *Batch) Wait() error {
+	if !b.applied {
+		return nil
+	}
+	if err := b.b.SyncWait(); err != nil {
+		return fmt.Errorf("storage: sync: %w", err)
 	}
 	return nil
 }
