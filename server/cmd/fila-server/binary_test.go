@@ -1,11 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -48,18 +52,8 @@ func startBinary(t *testing.T, bin, dataDir, addr string) *exec.Cmd {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return cmd
-		}
-		if time.Now().After(deadline) {
-			cmd.Process.Kill()
-			t.Fatal("fila-server did not start listening")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitListening(t, addr)
+	return cmd
 }
 
 // ledger records what the server acknowledged before the crash.
@@ -275,4 +269,122 @@ func TestCrashRecovery(t *testing.T) {
 		t.Fatalf("the DLQ holds %d messages after the restart, want %d", s.Depth, dead)
 	}
 	t.Logf("after the restart: %d messages redelivered, DLQ intact", len(after))
+}
+
+func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	dir, addr, httpAddr := t.TempDir(), freeAddr(t), freeAddr(t)
+	cmd := exec.Command(bin, "--data-dir", dir, "--listen", addr, "--http-listen", httpAddr)
+	var logs lockedBuffer
+	cmd.Stderr = &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitListening(t, addr)
+
+	c := fibptest.Dial(t, addr)
+	c.Handshake()
+	c.Call(1, &fibp.CreateQueue{Name: "metered"})
+	c.Call(2, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "metered", Payload: []byte("x")}}})
+
+	if body := httpGet(t, "http://"+httpAddr+"/healthz"); body != "ok\n" {
+		t.Fatalf("/healthz said %q", body)
+	}
+	metrics := httpGet(t, "http://"+httpAddr+"/metrics")
+	for _, want := range []string{
+		`fila_queue_depth{queue="metered"} 1`,
+		`fila_enqueued_total{queue="metered"} 1`,
+		`fila_connections 1`,
+		`fila_storage_commit_seconds_bucket`,
+		`fila_queue_active_fairness_keys{queue="metered"} 1`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+
+	// SIGTERM: the client is told Disconnect, the process exits 0 and the data is flushed.
+	cmd.Process.Signal(syscall.SIGTERM)
+	_, f := c.Next()
+	if f.Opcode() != fibp.OpDisconnect {
+		t.Fatalf("on shutdown the server sent %v, want Disconnect", f.Opcode())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("fila-server exited with %v\n%s", err, logs.String())
+	}
+	if !strings.Contains(logs.String(), "stopped") {
+		t.Fatalf("no orderly stop in the log:\n%s", logs.String())
+	}
+	srv := startBinary(t, bin, dir, addr)
+	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	c = fibptest.Dial(t, addr)
+	c.Handshake()
+	if s := c.Call(3, &fibp.GetStats{Queue: "metered"}).(*fibp.GetStatsResult); s.Depth != 1 {
+		t.Fatalf("after a clean restart the queue holds %d messages, want 1", s.Depth)
+	}
+}
+
+func TestHelpAndBadFlags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the server binary")
+	}
+	bin := buildServer(t)
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "FILA_DATA_DIR") || !strings.Contains(string(out), "-http-listen") {
+		t.Fatalf("--help: %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "--max-inflight", "lots").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `--max-inflight: "lots" is not an integer`) {
+		t.Fatalf("a bad flag: %v\n%s", err, out)
+	}
+}
+
+func waitListening(t *testing.T, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if c, err := net.Dial("tcp", addr); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("fila-server did not start listening")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
