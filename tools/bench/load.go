@@ -16,9 +16,10 @@ import (
 
 // runner holds what the workloads share.
 type runner struct {
-	o      options
-	srv    *server
-	queues int
+	o       options
+	srv     *server
+	queues  int
+	idleRSS int64 // measured before any workload
 }
 
 // newQueue creates a fresh queue for one workload.

@@ -51,7 +51,8 @@ func run(o options) error {
 		}
 		defer srv.stop()
 	}
-	r := &runner{o: o, srv: srv}
+	time.Sleep(300 * time.Millisecond) // let the server settle before reading its idle RSS
+	r := &runner{o: o, srv: srv, idleRSS: srv.rssBytes()}
 	for _, w := range workloads {
 		if o.only != "" && !strings.Contains(","+o.only+",", ","+w.name+",") {
 			continue

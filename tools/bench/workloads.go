@@ -212,7 +212,7 @@ func benchMemory(r *runner) error {
 		fmt.Fprintln(os.Stderr, "   skipped: the server was not started by this tool")
 		return nil
 	}
-	report("rss_idle", float64(r.srv.rssBytes())/(1<<20), "MiB")
+	report("rss_idle", float64(r.idleRSS)/(1<<20), "MiB")
 	q, err := r.newQueue("backlog")
 	if err != nil {
 		return err

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"image/color"
+	"math"
+	"os"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+var (
+	filaColor = color.RGBA{R: 0x2a, G: 0x6f, B: 0xdb, A: 0xff}
+	natsColor = color.RGBA{R: 0x9a, G: 0x9a, B: 0x9a, A: 0xff}
+)
+
+// writeChart draws the figures as grouped bars, throughput on top and latency below, into a PNG.
+func writeChart(path string, figs []figure) error {
+	var thr, lat []figure
+	for _, f := range figs {
+		if f.better == higherBetter {
+			thr = append(thr, f)
+		} else {
+			lat = append(lat, f)
+		}
+	}
+	var rows [][]*plot.Plot
+	if len(thr) > 0 {
+		p, err := barPlot("Throughput (higher is better)", "thousand msg/s", thr, 1e-3)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, []*plot.Plot{p})
+	}
+	if len(lat) > 0 {
+		p, err := barPlot("Latency (lower is better)", "µs", lat, 1)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, []*plot.Plot{p})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	w, h := 11*vg.Inch, vg.Length(len(rows))*4.5*vg.Inch
+	img := vgimg.New(w, h)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadTop: vg.Points(6), PadBottom: vg.Points(6),
+		PadLeft: vg.Points(6), PadRight: vg.Points(6), PadY: vg.Points(12)}
+	canvases := plot.Align(rows, tiles, dc)
+	for i, row := range rows {
+		row[0].Draw(canvases[i][0])
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// barPlot is one panel: a Fila bar and a NATS bar per figure, values multiplied by scale.
+// Values that could not be measured are drawn as no bar.
+func barPlot(title, unit string, figs []figure, scale float64) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = unit
+	names := make([]string, len(figs))
+	filaVals, natsVals := make(plotter.Values, len(figs)), make(plotter.Values, len(figs))
+	for i, f := range figs {
+		names[i] = f.name
+		filaVals[i], natsVals[i] = orZero(f.fila)*scale, orZero(f.nats)*scale
+	}
+	width := vg.Points(14)
+	for i, s := range []struct {
+		label string
+		vals  plotter.Values
+		c     color.Color
+	}{{"fila", filaVals, filaColor}, {"nats", natsVals, natsColor}} {
+		bars, err := plotter.NewBarChart(s.vals, width)
+		if err != nil {
+			return nil, err
+		}
+		bars.Color, bars.LineStyle.Width = s.c, 0
+		bars.Offset = width * vg.Length(2*i-1) / 2
+		p.Add(bars)
+		p.Legend.Add(s.label, bars)
+	}
+	p.Legend.Top = true
+	p.NominalX(names...)
+	p.X.Tick.Label.Rotation = math.Pi / 8
+	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+func orZero(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
+	}
+	return v
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+)
+
+// bar is a progress bar on stderr that clears itself when done.
+func bar(max int64, label string) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(max, progressbar.OptionSetWriter(os.Stderr),
+		progressbar.OptionSetDescription(label), progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionClearOnFinish())
+}
+
+// measureRate waits out the warm-up, then returns count's rate per second over the measuring
+// time, with a progress bar. With -profile it also takes the broker's CPU and allocation profiles
+// over the measuring time.
+func (e *env) measureRate(ctx context.Context, label string, count func() int64) (float64, error) {
+	select {
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-time.After(e.o.warmup):
+	}
+	stopProf := e.profile(label, e.o.duration)
+	defer stopProf()
+	b := bar(e.o.duration.Milliseconds(), label)
+	start, from := time.Now(), count()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for time.Since(start) < e.o.duration {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-tick.C:
+		}
+		el := time.Since(start)
+		b.Set64(el.Milliseconds())
+		b.Describe(fmt.Sprintf("%s %.0f msg/s", label, float64(count()-from)/el.Seconds()))
+	}
+	b.Finish()
+	return float64(count()-from) / time.Since(start).Seconds(), nil
+}
+
+// measureLatency calls one warm-up times, then samples times, and returns the p50 and p99 of the
+// samples in microseconds. one does a single exchange and returns its latency.
+func (e *env) measureLatency(ctx context.Context, label string, one func() (time.Duration, error)) (p50, p99 float64, err error) {
+	warm, n := e.o.latencyWarmup, e.o.latencySamples
+	for range warm {
+		if _, err := one(); err != nil {
+			return 0, 0, err
+		}
+	}
+	stopProf := e.profile(label, 0)
+	defer stopProf()
+	b := bar(int64(n), label)
+	samples := make([]time.Duration, 0, n)
+	for range n {
+		if err := ctx.Err(); err != nil {
+			return 0, 0, err
+		}
+		d, err := one()
+		if err != nil {
+			return 0, 0, err
+		}
+		samples = append(samples, d)
+		b.Add(1)
+	}
+	b.Finish()
+	return micros(percentile(samples, 50)), micros(percentile(samples, 99)), nil
+}
+
+// profile starts taking the current peer's CPU profile for d (until stop when d is 0) when
+// -profile is on and the peer serves pprof; stop waits for it and adds an allocation profile.
+func (e *env) profile(label string, d time.Duration) (stop func()) {
+	if !e.o.profile || e.pprofURL == "" {
+		return func() {}
+	}
+	dir := filepath.Join(e.o.out, "pprof")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "   profile:", err)
+		return func() {}
+	}
+	base := filepath.Join(dir, e.side+"-"+label)
+	secs := max(1, int(d.Seconds()))
+	if d == 0 {
+		secs = 10 // latency runs: a fixed window from the start of the samples
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { fetch(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", e.pprofURL, secs), base+".cpu.pprof") })
+	return func() {
+		wg.Wait()
+		fetch(e.pprofURL+"/debug/pprof/allocs", base+".allocs.pprof")
+	}
+}
+
+// fetch saves the body of url to path, reporting failures on stderr.
+func fetch(url, path string) {
+	resp, err := http.Get(url)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", url, resp.Status)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "   profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "   profile:", err)
+		return
+	}
+	defer f.Close()
+	io.Copy(f, resp.Body)
+}

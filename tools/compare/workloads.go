@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+)
+
+// side measures one broker for a workload and returns one value per figure of the workload.
+type side func(ctx context.Context, e *env, p *peer) ([]float64, error)
+
+// workload is run on a fresh fila-server and then on a fresh nats-server; each run starts from an
+// empty data directory and the broker is stopped before the next one starts.
+type workload struct {
+	name, doc string
+	mode      natsMode // the nats-server configuration
+	rift      bool     // Fila's side speaks Rift over QUIC rather than FIBP
+	figures   []figure // names, units and directions; values filled in by run
+	fila      side
+	nats      side
+}
+
+func throughput(name string) []figure {
+	return []figure{{name: name, unit: "msg/s", better: higherBetter}}
+}
+
+func latency(p50, p99 string) []figure {
+	return []figure{{name: p50, unit: "us", better: lowerBetter}, {name: p99, unit: "us", better: lowerBetter}}
+}
+
+// workloads are the comparisons, in the order they run. Payloads are 1 KB unless the name says.
+var workloads = []workload{
+	{name: "publish_1kb_default", doc: "durable batched publish, each broker's default durability",
+		mode: jsDefault, figures: throughput("publish_1kb_default"), fila: filaPublish(1024), nats: jsPublish(1024)},
+	{name: "publish_1kb_fsync", doc: "durable batched publish, fsync before the ack on both",
+		mode: jsSyncAlways, figures: throughput("publish_1kb_fsync"), fila: filaPublish(1024), nats: jsPublish(1024)},
+	{name: "lifecycle_1kb_1c", doc: "pre-filled work queue, enqueue -> consume -> ack, 1 consumer",
+		mode: jsDefault, figures: throughput("lifecycle_1kb_1c"), fila: filaLifecycle(1), nats: jsLifecycle(1)},
+	{name: "lifecycle_1kb_4c", doc: "pre-filled work queue, enqueue -> consume -> ack, 4 consumers",
+		mode: jsDefault, figures: throughput("lifecycle_1kb_4c"), fila: filaLifecycle(4), nats: jsLifecycle(4)},
+	{name: "latency_1kb_default", doc: "end-to-end latency, one message at a time, default durability",
+		mode: jsDefault, figures: latency("latency_p50_1kb", "latency_p99_1kb"), fila: filaLatency, nats: jsLatency},
+	{name: "latency_1kb_fsync", doc: "end-to-end latency, one message at a time, fsync before the ack on both",
+		mode: jsSyncAlways, figures: latency("latency_p50_1kb_fsync", "latency_p99_1kb_fsync"), fila: filaLatency, nats: jsLatency},
+	{name: "publish_64b", doc: "durable batched publish of 64 B messages, each broker's default durability",
+		mode: jsDefault, figures: throughput("publish_64b"), fila: filaPublish(64), nats: jsPublish(64)},
+	{name: "rift_pubsub_64b", doc: "pub/sub 1 -> 1, 64 B: Rift over QUIC vs NATS core over TLS",
+		mode: coreTLS, rift: true, figures: throughput("rift_pubsub_64b"), fila: riftPubSub(64), nats: natsPubSub(64)},
+	{name: "rift_pubsub_1kb", doc: "pub/sub 1 -> 1, 1 KB: Rift over QUIC vs NATS core over TLS",
+		mode: coreTLS, rift: true, figures: throughput("rift_pubsub_1kb"), fila: riftPubSub(1024), nats: natsPubSub(1024)},
+	{name: "rift_reqreply_1kb", doc: "request/reply latency, 1 KB: Rift over QUIC vs NATS core over TLS",
+		mode: coreTLS, rift: true, figures: latency("rift_reqreply_p50_1kb", "rift_reqreply_p99_1kb"), fila: riftReqReply, nats: natsReqReply},
+}
+
+// selected reports whether -only lets the workload run.
+func (w workload) selected(only string) bool {
+	if only == "" {
+		return true
+	}
+	for _, s := range strings.Split(only, ",") {
+		if s = strings.TrimSpace(s); s != "" && strings.HasPrefix(w.name, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// run measures the workload on both brokers and returns its figures. A Fila side that cannot run
+// (Rift not available) leaves its values n/a, with the reason on stderr.
+func (w workload) run(ctx context.Context, e *env) ([]figure, error) {
+	figs := make([]figure, len(w.figures))
+	copy(figs, w.figures)
+	for i := range figs {
+		figs[i].peer, figs[i].fila, figs[i].nats = w.mode.String(), math.NaN(), math.NaN()
+	}
+	if w.rift && e.riftReason != "" {
+		fmt.Fprintf(os.Stderr, "   fila: n/a: %s\n", e.riftReason)
+	} else {
+		vals, err := e.runSide(ctx, "fila", w, w.fila, e.startFila)
+		if err != nil {
+			return nil, fmt.Errorf("%s on fila: %w", w.name, err)
+		}
+		for i := range figs {
+			figs[i].fila = vals[i]
+		}
+	}
+	vals, err := e.runSide(ctx, "nats", w, w.nats, func(ctx context.Context) (*peer, error) { return e.startNATS(ctx, w.mode) })
+	if err != nil {
+		return nil, fmt.Errorf("%s on nats: %w", w.name, err)
+	}
+	for i := range figs {
+		figs[i].nats = vals[i]
+	}
+	return figs, nil
+}
+
+// runSide starts a broker, measures one side of w against it and stops it.
+func (e *env) runSide(ctx context.Context, name string, w workload, s side, start func(context.Context) (*peer, error)) ([]float64, error) {
+	p, err := start(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer p.stop()
+	e.side, e.pprofURL = name, p.pprofURL
+	defer func() { e.pprofURL = "" }()
+	vals, err := s(ctx, e, p)
+	if err != nil {
+		if p.proc.exited() {
+			err = fmt.Errorf("%w\nbroker log:\n%s", err, p.proc.logTail())
+		}
+		return nil, err
+	}
+	if len(vals) != len(w.figures) {
+		return nil, fmt.Errorf("measured %d values for %d figures", len(vals), len(w.figures))
+	}
+	parts := make([]string, len(vals))
+	for i, v := range vals {
+		parts[i] = w.figures[i].name + "=" + grouped(v, w.figures[i].unit) + " " + w.figures[i].unit
+	}
+	fmt.Fprintf(os.Stderr, "   %s: %s\n", name, strings.Join(parts, ", "))
+	return vals, nil
+}
