@@ -60,7 +60,7 @@ func TestContinuationSplitAndReassemble(t *testing.T) {
 }
 
 func TestContinuationFitsInOneFrame(t *testing.T) {
-	stream := AppendContinued(nil, OpPing, 9, nil, 0)
+	stream := AppendContinued(nil, OpPing, 9, (&Ping{}).AppendTo(nil), 0)
 	if want := AppendFrame(nil, 0, 9, &Ping{}); !bytes.Equal(stream, want) {
 		t.Fatalf("got %x want %x", stream, want)
 	}
