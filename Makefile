@@ -1,10 +1,10 @@
 # Fila monorepo. Every target runs from the repository root; go.work ties the modules together.
 
 GO        ?= go
-MODULES   := ./... ./generated/... ./server/... ./client/...
+MODULES   := ./... ./generated/... ./server/... ./client/... ./tools/... ./fuzz/...
 RACE_PKGS := ./server/... ./client/...
 FUZZTIME  ?= 60s
-FUZZ_PKGS := ./generated/fibp ./generated/rift ./generated/store
+FUZZ_PKGS := ./generated/fibp ./generated/rift ./generated/store ./generated/riftstore ./fuzz
 
 .PHONY: all generate check-generated fmt vet test test-race fuzz fuzz-short bench run build clean
 
@@ -19,6 +19,7 @@ check-generated:
 	$(GO) run ./gen/cmd/filagen -check -spec spec/fibp.yaml -source spec/fibp.yaml -out generated/fibp
 	$(GO) run ./gen/cmd/filagen -check -spec spec/rift.yaml -source spec/rift.yaml -out generated/rift
 	$(GO) run ./gen/cmd/filagen -check -spec spec/store.yaml -source spec/store.yaml -out generated/store
+	$(GO) run ./gen/cmd/filagen -check -spec spec/riftstore.yaml -source spec/riftstore.yaml -out generated/riftstore
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
@@ -28,7 +29,7 @@ vet:
 
 ## test: every module's tests, with the race detector on the concurrent packages
 test:
-	$(GO) test -count=1 ./... ./generated/...
+	$(GO) test -count=1 ./... ./generated/... ./tools/... ./fuzz/...
 	$(GO) test -count=1 -race $(RACE_PKGS)
 
 ## fuzz: run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m)
@@ -60,3 +61,14 @@ run:
 
 clean:
 	rm -rf bin data
+
+.PHONY: bench-compare bench-compare-quick
+
+## bench-compare: fila vs NATS (JetStream, NATS core over TLS) side by side on loopback; prints
+## COMPARE lines, writes a table and a chart to ./results/compare-<timestamp> (COMPARE_FLAGS=-help)
+bench-compare:
+	$(GO) run ./tools/compare $(COMPARE_FLAGS)
+
+## bench-compare-quick: the same for a few seconds per workload (CI proves the tool works; no thresholds)
+bench-compare-quick:
+	$(GO) run ./tools/compare -quick $(COMPARE_FLAGS)
