@@ -21,8 +21,10 @@ func bar(max int64, label string) *progressbar.ProgressBar {
 }
 
 // measureRate waits out the warm-up, then returns count's rate per second over the measuring
-// time, with a progress bar. With -profile it also takes the broker's CPU and allocation profiles
-// over the measuring time.
+// time, with a progress bar. It samples the counter every 50 ms and takes the rate between the
+// first and the last sample at which it moved (see rateWindow); when the counter moved fewer than
+// three times, it goes on for up to four more measuring times. With -profile it also takes the
+// broker's CPU and allocation profiles.
 func (e *env) measureRate(ctx context.Context, label string, count func() int64) (float64, error) {
 	select {
 	case <-ctx.Done():
@@ -32,21 +34,67 @@ func (e *env) measureRate(ctx context.Context, label string, count func() int64)
 	stopProf := e.profile(label, e.o.duration)
 	defer stopProf()
 	b := bar(e.o.duration.Milliseconds(), label)
-	start, from := time.Now(), count()
-	tick := time.NewTicker(100 * time.Millisecond)
+	var w rateWindow
+	start := time.Now()
+	w.add(start, count())
+	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
-	for time.Since(start) < e.o.duration {
+	for el := time.Duration(0); el < e.o.duration || (w.moves < 3 && el < 5*e.o.duration); el = time.Since(start) {
 		select {
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-tick.C:
+		case now := <-tick.C:
+			w.add(now, count())
 		}
-		el := time.Since(start)
-		b.Set64(el.Milliseconds())
-		b.Describe(fmt.Sprintf("%s %.0f msg/s", label, float64(count()-from)/el.Seconds()))
+		b.Set64(min(el, e.o.duration).Milliseconds())
+		b.Describe(fmt.Sprintf("%s %.0f msg/s", label, w.rate()))
 	}
 	b.Finish()
-	return float64(count()-from) / time.Since(start).Seconds(), nil
+	return w.rate(), nil
+}
+
+// rateWindow turns samples of a growing counter into a rate. It measures from the first to the
+// last sample at which the counter moved, so a broker that acknowledges in bursts (JetStream with
+// sync_interval: always acknowledges its in-flight window every second or two here) is measured
+// over whole burst periods rather than wherever the window happens to cut one. A steady counter
+// moves at every sample, which makes this the plain rate over the window.
+type rateWindow struct {
+	n             int
+	prev          int64
+	moves         int // samples at which the counter had moved since the previous one
+	firstT, lastT time.Time
+	firstC, lastC int64
+	startT        time.Time
+	startC        int64
+}
+
+func (w *rateWindow) add(t time.Time, c int64) {
+	w.n++
+	if w.n == 1 {
+		w.startT, w.startC, w.prev = t, c, c
+		return
+	}
+	if c != w.prev {
+		w.moves++
+		if w.moves == 1 {
+			w.firstT, w.firstC = t, c
+		}
+		w.lastT, w.lastC = t, c
+	}
+	w.prev = c
+}
+
+// rate is the counter's rate per second: between the first and the last move once there are two
+// moves at least, from the first sample to the only move otherwise, 0 without a move.
+func (w *rateWindow) rate() float64 {
+	switch {
+	case w.moves == 0:
+		return 0
+	case w.moves == 1 || !w.lastT.After(w.firstT):
+		return float64(w.lastC-w.startC) / w.lastT.Sub(w.startT).Seconds()
+	default:
+		return float64(w.lastC-w.firstC) / w.lastT.Sub(w.firstT).Seconds()
+	}
 }
 
 // measureLatency calls one warm-up times, then samples times, and returns the p50 and p99 of the
