@@ -49,6 +49,8 @@ type actor struct {
 	outbox   []outFrame
 	pending  map[*subscription]*deliveryBuf
 	leaseBuf []engine.Lease
+	msgBuf   []engine.Message
+	rec      store.MessageRecord
 	idBuf    []engine.MsgID
 	lastNow  int64
 	deleted  bool

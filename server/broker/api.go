@@ -1,8 +1,8 @@
 package broker
 
 import (
-	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync/atomic"
 
@@ -54,20 +54,39 @@ func (f *fanIn) finish() {
 // Enqueue returns: the bodies are copied. A non-nil *Error means the whole frame failed.
 func (b *Broker) Enqueue(req *fibp.Enqueue, done func(*fibp.EnqueueResult, *Error)) {
 	res := &fibp.EnqueueResult{Results: make([]fibp.EnqueueResultItem, len(req.Messages))}
+	// One copy of the messages and one buffer for every payload: req and its frame buffer may
+	// be reused as soon as Enqueue returns.
+	msgs := slices.Clone(req.Messages)
+	bodies := make([]body, len(msgs))
+	size := 0
+	for i := range msgs {
+		size += len(msgs[i].Payload)
+	}
+	arena := make([]byte, 0, size)
 	groups := map[*actor][]enqueueItem{}
 	var order []*actor
-	for i := range req.Messages {
-		m := req.Messages[i] // a copy: req may be reused
-		a := b.actor(m.Queue)
+	var last *actor
+	for i := range msgs {
+		m := &msgs[i]
+		a := last
+		if a == nil || a.name != m.Queue {
+			a = b.actor(m.Queue)
+		}
 		if a == nil {
 			res.Results[i].ErrorCode = fibp.CodeQueueNotFound
 			continue
 		}
-		m.Payload = bytes.Clone(m.Payload)
-		if _, ok := groups[a]; !ok {
+		last = a
+		start := len(arena)
+		arena = append(arena, m.Payload...)
+		m.Payload = arena[start:len(arena):len(arena)]
+		bodies[i] = body{headers: m.Headers, payload: m.Payload}
+		items, ok := groups[a]
+		if !ok {
 			order = append(order, a)
+			items = make([]enqueueItem, 0, len(msgs)-i)
 		}
-		groups[a] = append(groups[a], enqueueItem{index: i, msg: &m, body: &body{headers: m.Headers, payload: m.Payload}})
+		groups[a] = append(items, enqueueItem{index: i, msg: m, body: &bodies[i]})
 	}
 	var full *Error
 	fin := newFanIn(len(order)+1, func() {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/store"
@@ -24,7 +25,7 @@ type enqueueItem struct {
 // enqueue stores messages and reports each one's ID through res.
 func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done func()) {
 	now := a.now()
-	msgs := make([]engine.Message, len(items))
+	msgs := slices.Grow(a.msgBuf[:0], len(items))[:len(items)]
 	for i, it := range items {
 		m := it.msg
 		id := a.b.ids.next(now)
@@ -41,7 +42,7 @@ func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done 
 			notBefore = addMs(now, d)
 		}
 		msgs[i] = engine.Message{ID: id, FairnessKey: fk, Weight: weight, EnqueuedAt: now, NotBefore: notBefore}
-		a.batch.PutMessage(a.name, id, &store.MessageRecord{
+		a.rec = store.MessageRecord{
 			Headers:        it.body.headers,
 			Payload:        it.body.payload,
 			FairnessKey:    fk,
@@ -49,11 +50,15 @@ func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done 
 			EnqueuedAt:     uint64(now),
 			NotBefore:      uint64(notBefore),
 			IdempotencyKey: m.IdempotencyKey.Value,
-		})
+		}
+		a.batch.PutMessage(a.name, id, &a.rec) // encoded at once: the record can be reused
 		a.bodies.put(id, it.body)
 		res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeOk, MessageID: wire.UUID(id)}
 	}
-	if err := a.eng.ApplyEnqueue(engine.Enqueue{At: now, Msgs: msgs}); err != nil {
+	err := a.eng.ApplyEnqueue(engine.Enqueue{At: now, Msgs: msgs})
+	clear(msgs)
+	a.msgBuf = msgs[:0]
+	if err != nil {
 		// IDs are fresh, so this cannot happen; fail loudly rather than lose messages silently.
 		a.log.Error("engine refused an enqueue", "err", err)
 		for _, it := range items {
