@@ -40,6 +40,8 @@ type Config struct {
 	PingInterval     time.Duration `yaml:"ping_interval" help:"idle time before the server pings a client"`
 	PongTimeout      time.Duration `yaml:"pong_timeout" help:"time a client has to answer a Ping"`
 	ShutdownTimeout  time.Duration `yaml:"shutdown_timeout" help:"time to finish in-flight requests on SIGINT/SIGTERM"`
+
+	Rift Rift `yaml:"rift"`
 }
 
 // Default returns the embedded defaults: a single node on loopback with data under ./data.
@@ -61,6 +63,7 @@ func Default() Config {
 		PingInterval:     15 * time.Second,
 		PongTimeout:      30 * time.Second,
 		ShutdownTimeout:  10 * time.Second,
+		Rift:             DefaultRift(),
 	}
 }
 
@@ -101,22 +104,32 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}
 	}
+	errs = append(errs, c.Rift.validate()...)
 	return errors.Join(errs...)
 }
 
-// field describes one setting, derived from the struct tags.
+// field describes one scalar setting, derived from the struct tags. Nested sections (rift) give
+// their fields a prefix: YAML rift.listen is flag --rift-listen and FILA_RIFT_LISTEN. Lists
+// (identities, streams) are set in the YAML file only.
 type field struct {
 	yaml, flag, env, help string
-	index                 int
+	index                 []int
 }
 
-func fields() []field {
-	t := reflect.TypeOf(Config{})
-	out := make([]field, t.NumField())
-	for i := range out {
+func fields() []field { return appendFields(nil, reflect.TypeOf(Config{}), "", nil) }
+
+func appendFields(out []field, t reflect.Type, prefix string, index []int) []field {
+	for i := range t.NumField() {
 		f := t.Field(i)
-		y := f.Tag.Get("yaml")
-		out[i] = field{yaml: y, flag: strings.ReplaceAll(y, "_", "-"), env: "FILA_" + strings.ToUpper(y), help: f.Tag.Get("help"), index: i}
+		y := prefix + f.Tag.Get("yaml")
+		idx := append(append([]int(nil), index...), i)
+		switch {
+		case f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)):
+			out = appendFields(out, f.Type, y+"_", idx)
+		case f.Type.Kind() == reflect.Slice:
+		default:
+			out = append(out, field{yaml: y, flag: strings.ReplaceAll(y, "_", "-"), env: "FILA_" + strings.ToUpper(y), help: f.Tag.Get("help"), index: idx})
+		}
 	}
 	return out
 }
@@ -132,8 +145,8 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	v := reflect.ValueOf(&cfg).Elem()
 	flagVals := map[string]*flagValue{}
 	for _, f := range fields() {
-		def := fmt.Sprint(v.Field(f.index).Interface())
-		fv := &flagValue{isBool: v.Field(f.index).Kind() == reflect.Bool}
+		def := fmt.Sprint(v.FieldByIndex(f.index).Interface())
+		fv := &flagValue{isBool: v.FieldByIndex(f.index).Kind() == reflect.Bool}
 		flagVals[f.yaml] = fv
 		fs.Var(fv, f.flag, fmt.Sprintf("%s (env %s, default %q)", f.help, f.env, def))
 	}
@@ -162,7 +175,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	}
 	for _, f := range fields() {
 		if val := getenv(f.env); val != "" {
-			if err := set(v.Field(f.index), val); err != nil {
+			if err := set(v.FieldByIndex(f.index), val); err != nil {
 				return cfg, fmt.Errorf("%s: %w", f.env, err)
 			}
 		}
@@ -171,7 +184,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	fs.Visit(func(fl *flag.Flag) {
 		for _, f := range fields() {
 			if f.flag == fl.Name && err == nil {
-				if e := set(v.Field(f.index), flagVals[f.yaml].s); e != nil {
+				if e := set(v.FieldByIndex(f.index), flagVals[f.yaml].s); e != nil {
 					err = fmt.Errorf("--%s: %w", f.flag, e)
 				}
 			}

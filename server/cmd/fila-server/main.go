@@ -71,8 +71,16 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	bo.BodyCacheBytes = cfg.BodyCacheBytes
 	bo.Logger = log
 	bo.Registry = reg
+	rn, err := openRift(cfg, log)
+	if err != nil {
+		return err
+	}
+	if rn != nil {
+		bo.Events = rn.events
+	}
 	b, err := broker.Open(bo)
 	if err != nil {
+		rn.close()
 		return err
 	}
 	reg.MustRegister(broker.NewCollector(b))
@@ -115,6 +123,14 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go httpSrv.Serve(hln)
 	}
+	if rn != nil {
+		if err := rn.listen(cfg, log); err != nil {
+			srv.Shutdown(context.Background())
+			rn.close()
+			b.Close()
+			return err
+		}
+	}
 	log.Info("fila-server ready", "fibp", ln.Addr().String(), "http", cfg.HTTPListen, "data", cfg.DataDir, "tls", tlsConf != nil, "fsync", cfg.Fsync)
 
 	sig := make(chan os.Signal, 1)
@@ -132,6 +148,9 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	if httpSrv != nil {
 		httpSrv.Shutdown(ctx)
+	}
+	if err := rn.close(); err != nil {
+		log.Warn("rift did not close cleanly", "err", err)
 	}
 	if err := b.Close(); err != nil {
 		return err

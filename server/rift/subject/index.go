@@ -141,3 +141,17 @@ func (n *node[T]) matchNext(dst []T, more string) []T {
 	}
 	return n.match(dst, more)
 }
+
+// All appends every value in the index to dst.
+func (x *Index[T]) All(dst []T) []T { return x.root.all(dst) }
+
+func (n *node[T]) all(dst []T) []T {
+	dst = append(append(dst, n.here...), n.gt...)
+	for _, c := range n.literal {
+		dst = c.all(dst)
+	}
+	if n.star != nil {
+		dst = n.star.all(dst)
+	}
+	return dst
+}

@@ -1,0 +1,302 @@
+// Package rift is the Go client of Rift, the subject broker Fila serves over QUIC (TLS 1.3, ALPN
+// rift-messaging/1).
+//
+//	tlsConf, err := rift.TLSConfig("certs/ca.pem") // explicit trust roots
+//	c, err := rift.Connect(ctx, "127.0.0.1:7443", "localhost", tlsConf, token)
+//	sub, err := c.Subscribe(ctx, "game.score.*", "")
+//	pub, err := c.Publisher(ctx)
+//	pub.Publish(ctx, "game.score.player42", "", payload)
+//	pub.Flush(ctx)                        // PING barrier: every earlier publication was routed
+//	msg, err := sub.Recv(ctx)             // cancellation safe
+//
+// Every operation has a deadline: the context's, capped by the client's operation timeout (30 s
+// by default); Request waits for its own timeout plus five seconds for transport.
+//
+// Delivery is at most once. A Publisher becomes unusable after any failed or cancelled operation,
+// because a cancelled write can leave half a frame on its stream: make a new one to continue.
+// Client.Publish uses a shared publisher and opens a new stream on the call after a failure; it
+// never retries a failed publication, which may nevertheless have reached the broker (retries
+// can duplicate: applications that need idempotency supply their own message identifiers).
+package rift
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	proto "github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/wire"
+)
+
+// ALPN is the application protocol Rift servers accept.
+const ALPN = "rift-messaging/1"
+
+// Defaults.
+const (
+	DefaultTimeout   = 30 * time.Second // per operation
+	RequestAllowance = 5 * time.Second  // added to a REQUEST's own timeout
+)
+
+// Error is an ERROR frame from the server.
+type Error struct {
+	Code    proto.ErrorCode // CodePermission or CodeOperation
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("rift: %s: %s", codeName(e.Code), e.Message)
+}
+
+func codeName(c proto.ErrorCode) string {
+	switch c {
+	case proto.CodePermission:
+		return "permission denied"
+	case proto.CodeOperation:
+		return "operation failed"
+	}
+	return c.String()
+}
+
+// IsPermission reports whether err is a permission refusal from the server.
+func IsPermission(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == proto.CodePermission
+}
+
+// Errors of the client itself.
+var (
+	ErrBroken       = errors.New("rift: publisher unusable after a failed or cancelled operation")
+	ErrClosed       = errors.New("rift: closed")
+	ErrSlowConsumer = errors.New("rift: subscription ended by the server: slow consumer")
+	ErrNoTrustRoots = errors.New("rift: the TLS configuration needs explicit trust roots (RootCAs)")
+)
+
+// Stream reset code the server uses for a slow consumer it could not send an ERROR to.
+const resetSlowConsumer quic.StreamErrorCode = 2
+
+// TLSConfig returns a client TLS configuration trusting only the CA certificates in caFile (PEM).
+func TLSConfig(caFile string) (*tls.Config, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("rift: no certificates in %s", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}, nil
+}
+
+// Option tunes a Client.
+type Option func(*Client)
+
+// WithTimeout sets the operation timeout (default 30 s).
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithQUICConfig replaces the QUIC settings (default: 10 s keepalive, 60 s idle timeout).
+func WithQUICConfig(q *quic.Config) Option { return func(c *Client) { c.quicConf = q } }
+
+// Client is one authenticated connection. It is safe for concurrent use.
+type Client struct {
+	conn     *quic.Conn
+	timeout  time.Duration
+	quicConf *quic.Config
+
+	mu     sync.Mutex // guards shared
+	shared *Publisher
+}
+
+// Connect dials addr, verifies the server certificate for serverName against tlsConf's RootCAs,
+// and authenticates with token. The connection is ready when Connect returns.
+func Connect(ctx context.Context, addr, serverName string, tlsConf *tls.Config, token string, opts ...Option) (*Client, error) {
+	if tlsConf == nil || tlsConf.RootCAs == nil || tlsConf.InsecureSkipVerify {
+		return nil, ErrNoTrustRoots
+	}
+	c := &Client{timeout: DefaultTimeout, quicConf: &quic.Config{KeepAlivePeriod: 10 * time.Second, MaxIdleTimeout: 60 * time.Second}}
+	for _, o := range opts {
+		o(c)
+	}
+	tc := tlsConf.Clone()
+	tc.ServerName, tc.NextProtos, tc.MinVersion = serverName, []string{ALPN}, tls.VersionTLS13
+	ctx, cancel := c.opContext(ctx, 0)
+	defer cancel()
+	conn, err := quic.DialAddr(ctx, addr, tc, c.quicConf)
+	if err != nil {
+		return nil, fmt.Errorf("rift: connect %s: %w", addr, err)
+	}
+	c.conn = conn
+	if err := c.auth(ctx, token); err != nil {
+		conn.CloseWithError(0, "")
+		return nil, err
+	}
+	return c, nil
+}
+
+// auth sends the single AUTH frame on the first stream and waits for OK and the stream's end.
+func (c *Client) auth(ctx context.Context, token string) error {
+	a := &proto.Auth{Token: token}
+	if err := a.Check(); err != nil {
+		return fmt.Errorf("rift: token: %w", err)
+	}
+	s, err := c.openStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	if err := s.write(proto.AppendFrame(nil, a)); err != nil {
+		return c.connErr(err)
+	}
+	s.str.Close()
+	if _, err := s.expectOk(); err != nil {
+		return fmt.Errorf("rift: authentication failed: %w", c.connErr(err))
+	}
+	return nil
+}
+
+// connErr prefers the connection's close reason (such as a refused authentication) to a
+// stream error caused by it.
+func (c *Client) connErr(err error) error {
+	select {
+	case <-c.conn.Context().Done():
+		if cause := context.Cause(c.conn.Context()); cause != nil {
+			return cause
+		}
+	default:
+	}
+	return err
+}
+
+// Close closes the connection and everything on it.
+func (c *Client) Close() error {
+	return c.conn.CloseWithError(0, "")
+}
+
+// opContext bounds ctx by d, or by the operation timeout when d is 0.
+func (c *Client) opContext(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if d == 0 {
+		d = c.timeout
+	}
+	return context.WithTimeout(ctx, d)
+}
+
+// call is one operation stream bound to a context: cancelling the context (or passing its
+// deadline) interrupts any blocked read or write.
+type call struct {
+	str  *quic.Stream
+	fr   *wire.FrameReader
+	stop func() bool
+}
+
+func (c *Client) openStream(ctx context.Context) (*call, error) {
+	str, err := c.conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, c.connErr(err)
+	}
+	s := &call{str: str, fr: wire.NewFrameReader(str, proto.MinFrameSize, proto.MaxFrameSize)}
+	s.bind(ctx)
+	return s, nil
+}
+
+// bind makes ctx's deadline and cancellation apply to the stream's reads and writes.
+func (s *call) bind(ctx context.Context) {
+	if s.stop != nil {
+		s.stop()
+	}
+	d, ok := ctx.Deadline()
+	if !ok {
+		d = time.Time{}
+	}
+	s.str.SetDeadline(d)
+	s.stop = context.AfterFunc(ctx, func() { s.str.SetDeadline(time.Now()) })
+}
+
+// release resets both directions of the stream (unless finished cleanly).
+func (s *call) release() {
+	if s.stop != nil {
+		s.stop()
+	}
+	s.str.CancelRead(0)
+	s.str.CancelWrite(0)
+}
+
+func (s *call) write(b []byte) error {
+	_, err := s.str.Write(b)
+	return err
+}
+
+// next reads the next frame; ERROR frames become *Error.
+func (s *call) next() (proto.Opcode, []byte, error) {
+	body, err := s.fr.Next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, nil, err
+	}
+	op := proto.Opcode(body[0])
+	if op == proto.OpError {
+		var e proto.Error
+		if err := e.Decode(body[1:]); err != nil {
+			return 0, nil, err
+		}
+		return op, nil, &Error{Code: e.Code, Message: e.Message}
+	}
+	return op, body[1:], nil
+}
+
+// expectOk reads one frame that must be OK.
+func (s *call) expectOk() (proto.Opcode, error) {
+	op, _, err := s.next()
+	if err == nil && op != proto.OpOk {
+		err = fmt.Errorf("rift: unexpected %v, want OK", op)
+	}
+	return op, err
+}
+
+// do runs a single-call operation within d (0: the operation timeout): it writes req, finishes
+// the sending half, and hands each answer frame to handle until handle reports done.
+func (c *Client) do(ctx context.Context, d time.Duration, req proto.Frame, handle func(op proto.Opcode, body []byte) (bool, error)) error {
+	if err := req.Check(); err != nil {
+		return fmt.Errorf("rift: %v: %w", req.Opcode(), err)
+	}
+	ctx, cancel := c.opContext(ctx, d)
+	defer cancel()
+	s, err := c.openStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.release()
+	if err := s.write(proto.AppendFrame(nil, req)); err != nil {
+		return c.ctxErr(ctx, err)
+	}
+	s.str.Close()
+	for {
+		op, body, err := s.next()
+		if err != nil {
+			return c.ctxErr(ctx, err)
+		}
+		if done, err := handle(op, body); done || err != nil {
+			return err
+		}
+	}
+}
+
+// ctxErr reports the context's error when it caused err.
+func (c *Client) ctxErr(ctx context.Context, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("rift: %w (%v)", ctx.Err(), err)
+	}
+	return c.connErr(err)
+}

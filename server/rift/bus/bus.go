@@ -1,0 +1,247 @@
+// Package bus is Rift's in-process subject broker: subscriptions (plain and queue groups) on
+// patterns with '*' and '>', publication, and request/reply through private inboxes.
+//
+// Delivery is at most once. A publication goes to every plain subscription whose pattern matches
+// and to exactly one member of each matching queue group (rotating); a publication nobody matches
+// is discarded. Each subscription has a bounded queue (messages and bytes): a publisher never
+// waits for a subscriber, and a subscriber whose queue is full is ended with ErrSlowConsumer while
+// everyone else carries on.
+//
+// The bus checks no permissions: callers (the QUIC listener, plugins, the service layer) do.
+package bus
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/filamq/fila/server/rift/subject"
+)
+
+// Errors.
+var (
+	ErrSlowConsumer = errors.New("slow consumer: subscription queue full")
+	ErrClosed       = errors.New("bus: closed")
+	ErrUnsubscribed = errors.New("bus: unsubscribed")
+	ErrNoResponders = errors.New("no responders")
+	ErrTimeout      = errors.New("request timed out")
+)
+
+// Message is one publication. Subject and Reply are immutable strings; Payload belongs to the bus
+// once published and is shared, read-only, by every receiver.
+type Message struct {
+	Subject string
+	Reply   string
+	Payload []byte
+}
+
+// Options bounds every subscription's queue. Zero fields take the defaults shown.
+type Options struct {
+	QueueMsgs  int // messages waiting per subscription (8,192)
+	QueueBytes int // payload bytes waiting per subscription (64 MiB)
+}
+
+// Bus is the subject broker. Its methods are safe for concurrent use.
+type Bus struct {
+	opts Options
+
+	mu     sync.RWMutex
+	index  subject.Index[*Subscription]
+	closed bool
+
+	groups  map[string]*group // queue groups by name, while they have members
+	scratch sync.Pool         // *[]*Subscription for Publish
+}
+
+// New returns an empty bus.
+func New(o Options) *Bus {
+	if o.QueueMsgs <= 0 {
+		o.QueueMsgs = 8192
+	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = 64 << 20
+	}
+	b := &Bus{opts: o, groups: map[string]*group{}}
+	b.scratch.New = func() any { s := make([]*Subscription, 0, 16); return &s }
+	return b
+}
+
+// SubOptions overrides the bus's queue bounds for one subscription.
+type SubOptions struct {
+	QueueMsgs, QueueBytes int
+}
+
+// Subscribe registers a subscription on pattern (validated here); queue names its queue group,
+// "" for none.
+func (b *Bus) Subscribe(pattern, queue string) (*Subscription, error) {
+	return b.SubscribeWith(pattern, queue, SubOptions{})
+}
+
+// SubscribeWith is Subscribe with per-subscription queue bounds.
+func (b *Bus) SubscribeWith(pattern, queue string, o SubOptions) (*Subscription, error) {
+	if err := subject.ValidPattern(pattern); err != nil {
+		return nil, err
+	}
+	if o.QueueMsgs <= 0 {
+		o.QueueMsgs = b.opts.QueueMsgs
+	}
+	if o.QueueBytes <= 0 {
+		o.QueueBytes = b.opts.QueueBytes
+	}
+	s := &Subscription{
+		bus: b, Pattern: pattern, Queue: queue,
+		ch: make(chan Message, o.QueueMsgs), maxBytes: int64(o.QueueBytes), done: make(chan struct{}),
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return nil, ErrClosed
+	}
+	b.index.Insert(pattern, s)
+	if queue != "" {
+		g := b.groups[queue]
+		if g == nil {
+			g = &group{}
+			b.groups[queue] = g
+		}
+		g.members++
+		s.group = g
+	}
+	return s, nil
+}
+
+// group is a queue group's rotation state, shared by its members.
+type group struct {
+	next    atomic.Uint32
+	members int // guarded by Bus.mu
+}
+
+// Subscriptions returns the number of live subscriptions.
+func (b *Bus) Subscriptions() int {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.index.Len()
+}
+
+// Publish delivers a message to the live subscriptions matching subj (a valid literal subject)
+// and returns how many received it. The bus copies payload when anyone receives it, so the caller
+// keeps ownership of its slice.
+func (b *Bus) Publish(subj, reply string, payload []byte) (int, error) {
+	sp := b.scratch.Get().(*[]*Subscription)
+	defer func() { clear(*sp); *sp = (*sp)[:0]; b.scratch.Put(sp) }()
+	b.mu.RLock()
+	if b.closed {
+		b.mu.RUnlock()
+		return 0, ErrClosed
+	}
+	matches := b.index.Match(*sp, subj)
+	*sp = matches
+	b.mu.RUnlock()
+	if len(matches) == 0 {
+		return 0, nil
+	}
+	m := Message{Subject: subj, Reply: reply, Payload: append([]byte(nil), payload...)}
+	n := 0
+	for i, s := range matches {
+		if s == nil {
+			continue // a group member already handled
+		}
+		if s.Queue == "" {
+			if s.offer(m) {
+				n++
+			}
+			continue
+		}
+		if b.deliverGroup(matches[i:], m) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// deliverGroup gives m to one member of the group of members[0], trying the next member when the
+// chosen one refuses, and nils every member of that group in members.
+func (b *Bus) deliverGroup(members []*Subscription, m Message) bool {
+	group, rot := members[0].Queue, members[0].group
+	var pick [16]*Subscription
+	g := pick[:0]
+	for j, s := range members {
+		if s != nil && s.Queue == group {
+			g = append(g, s)
+			members[j] = nil
+		}
+	}
+	start := int(rot.next.Add(1))
+	for k := range g {
+		if g[(start+k)%len(g)].offer(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// remove takes s out of the index.
+func (b *Bus) remove(s *Subscription) {
+	b.mu.Lock()
+	if b.index.Remove(s.Pattern, s) && s.group != nil {
+		if s.group.members--; s.group.members == 0 {
+			delete(b.groups, s.Queue)
+		}
+	}
+	b.mu.Unlock()
+}
+
+// Close ends every subscription with ErrClosed and refuses further use.
+func (b *Bus) Close() {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.closed = true
+	subs := b.index.All(nil)
+	b.index = subject.Index[*Subscription]{}
+	b.mu.Unlock()
+	for _, s := range subs {
+		s.end(ErrClosed)
+	}
+}
+
+// Request publishes payload to subj with a fresh private inbox as its reply subject and returns
+// the first reply. It fails with ErrNoResponders when nobody received the request and ErrTimeout
+// when no reply came within timeout.
+func (b *Bus) Request(ctx context.Context, subj string, payload []byte, timeout time.Duration) (Message, error) {
+	inbox := NewInbox()
+	sub, err := b.SubscribeWith(inbox, "", SubOptions{QueueMsgs: 1, QueueBytes: 2 << 20})
+	if err != nil {
+		return Message{}, err
+	}
+	defer sub.Unsubscribe()
+	n, err := b.Publish(subj, inbox, payload)
+	if err != nil {
+		return Message{}, err
+	}
+	if n == 0 {
+		return Message{}, ErrNoResponders
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	m, err := sub.Next(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return Message{}, ErrTimeout
+	}
+	return m, err
+}
+
+var inboxEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
+
+// NewInbox returns a fresh private inbox subject, _INBOX.<26 random base32 characters>.
+func NewInbox() string {
+	var r [16]byte
+	rand.Read(r[:])
+	return "_INBOX." + inboxEncoding.EncodeToString(r[:])
+}

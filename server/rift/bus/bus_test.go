@@ -1,0 +1,94 @@
+package bus
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+func TestSlowConsumerEndsOnlyItself(t *testing.T) {
+	b := New(Options{QueueMsgs: 4})
+	slow, _ := b.Subscribe("a.*", "")
+	fast, _ := b.Subscribe("a.>", "")
+	for i := range 10 {
+		if _, err := b.Publish("a.b", "", []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := fast.Next(context.Background()); err != nil || m.Payload[0] != byte(i) {
+			t.Fatalf("fast: %v %v", m, err)
+		}
+	}
+	if !errors.Is(slow.Err(), ErrSlowConsumer) {
+		t.Fatalf("slow: %v", slow.Err())
+	}
+	if b.Subscriptions() != 1 {
+		t.Fatalf("%d subscriptions, want the fast one", b.Subscriptions())
+	}
+}
+
+func TestByteBound(t *testing.T) {
+	b := New(Options{QueueBytes: 10})
+	s, _ := b.Subscribe("x", "")
+	b.Publish("x", "", make([]byte, 6))
+	if n, _ := b.Publish("x", "", make([]byte, 6)); n != 0 || !errors.Is(s.Err(), ErrSlowConsumer) {
+		t.Fatalf("byte bound: n=%d err=%v", n, s.Err())
+	}
+}
+
+func TestPayloadIsCopied(t *testing.T) {
+	b := New(Options{})
+	s, _ := b.Subscribe("x", "")
+	p := []byte("abc")
+	b.Publish("x", "", p)
+	p[0] = 'z'
+	if m, _ := s.Next(context.Background()); string(m.Payload) != "abc" {
+		t.Fatalf("payload aliased the caller's slice: %q", m.Payload)
+	}
+}
+
+func TestRequest(t *testing.T) {
+	b := New(Options{})
+	ctx := context.Background()
+	if _, err := b.Request(ctx, "svc", nil, time.Second); !errors.Is(err, ErrNoResponders) {
+		t.Fatalf("no responders: %v", err)
+	}
+	s, _ := b.Subscribe("svc", "")
+	go func() {
+		m, _ := s.Next(ctx)
+		b.Publish(m.Reply, "", append([]byte("re:"), m.Payload...))
+	}()
+	m, err := b.Request(ctx, "svc", []byte("q"), 10*time.Second)
+	if err != nil || string(m.Payload) != "re:q" {
+		t.Fatalf("request: %+v %v", m, err)
+	}
+	if _, err := b.Request(ctx, "svc", nil, time.Millisecond); !errors.Is(err, ErrTimeout) {
+		t.Fatalf("timeout: %v", err)
+	}
+	if b.Subscriptions() != 1 {
+		t.Fatalf("inbox subscriptions leaked: %d", b.Subscriptions())
+	}
+}
+
+func TestCloseEndsEverySubscription(t *testing.T) {
+	b := New(Options{})
+	s, _ := b.Subscribe(">", "g")
+	b.Close()
+	if _, err := s.Next(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+	if _, err := b.Subscribe("x", ""); !errors.Is(err, ErrClosed) {
+		t.Fatalf("subscribe after Close: %v", err)
+	}
+}
+
+func BenchmarkPublishOneSubscriber(b *testing.B) {
+	bus := New(Options{QueueMsgs: 1 << 16})
+	s, _ := bus.Subscribe("bench.*", "")
+	payload := make([]byte, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		bus.Publish("bench.x", "", payload)
+		s.TryNext()
+	}
+}

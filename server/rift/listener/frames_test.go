@@ -1,0 +1,155 @@
+package listener_test
+
+import (
+	"encoding/binary"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/wire"
+	rt "github.com/filamq/fila/server/internal/rifttest"
+	"github.com/filamq/fila/server/rift/listener"
+)
+
+// frame builds a raw frame: length prefix, opcode, body.
+func frame(op byte, body ...[]byte) []byte {
+	b := []byte{op}
+	for _, p := range body {
+		b = append(b, p...)
+	}
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...)
+}
+
+func str(s string) []byte { return wire.AppendString16(nil, s) }
+
+// Every frame-validation rule: each bad frame gets ERROR code 2 and ends its stream, and the
+// connection carries on.
+func TestFrameValidation(t *testing.T) {
+	f := start(t, nil)
+	c := rt.Connect(t, f.addr, "admin-token")
+	ping := rift.AppendFrame(nil, &rift.Ping{})
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+	}{
+		{"length zero", []byte{0, 0, 0, 0}},
+		{"length above 1,114,112", binary.BigEndian.AppendUint32(nil, rift.MaxFrameSize+1)},
+		{"AUTH above 4,099 bytes", append(binary.BigEndian.AppendUint32(nil, 4100), 1)},
+		{"AUTH on an operation stream", rift.AppendFrame(nil, &rift.Auth{Token: "admin-token"})},
+		{"unknown opcode", frame(99)},
+		{"opcode 0", frame(0)},
+		{"server-only opcode from a client", rift.AppendFrame(nil, &rift.Message{Subject: "a"})},
+		{"bad UTF-8 in a subject", frame(byte(rift.OpPublish), str("a.\xff"), str(""))},
+		{"bad UTF-8 in a queue group", frame(byte(rift.OpSubscribe), str("a"), str("\xc3("))},
+		{"invalid subject", frame(byte(rift.OpPublish), str("a..b"), str(""))},
+		{"wildcard in a publish subject", frame(byte(rift.OpPublish), str("a.*"), str(""))},
+		{"invalid subscription pattern", frame(byte(rift.OpSubscribe), str("a.>.b"), str(""))},
+		{"empty subject", frame(byte(rift.OpPublishAck), str(""), str(""))},
+		{"subject above 1,024 bytes", frame(byte(rift.OpPublish), str(strings.Repeat("a", 1025)), str(""))},
+		{"string above 4,096 bytes", frame(byte(rift.OpSubscribe), str("a"), str(strings.Repeat("q", 4097)))},
+		{"truncated field", frame(byte(rift.OpPublish), []byte{0, 10, 'a'})},
+		{"trailing bytes after PING", frame(byte(rift.OpPing), []byte{0})},
+		{"trailing bytes after SUBSCRIBE", frame(byte(rift.OpSubscribe), str("a"), str(""), []byte{1})},
+		{"trailing bytes after ACK", frame(byte(rift.OpAck), str("events"), str("c"), make([]byte, 9))},
+		{"truncated CONSUMER_FETCH", frame(byte(rift.OpConsumerFetch), str("events"), str("c"), []byte{0, 1})},
+		{"bad frame after good ones", append(append([]byte(nil), ping...), 0, 0, 0, 0)},
+		{"stream ends inside a frame", []byte{0, 0, 0, 9, byte(rift.OpPublish)}},
+		{"payload above 1 MiB", frame(byte(rift.OpPublish), str("a"), str(""), make([]byte, 1<<20+1))},
+		{"REQUEST to a wildcard subject", frame(byte(rift.OpRequest), []byte{0, 0, 0, 10}, str("a.>"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := rt.Open(t, c)
+			s.Raw(t, tc.raw)
+			if tc.name == "stream ends inside a frame" {
+				s.S.Close()
+			}
+			if strings.HasPrefix(tc.name, "bad frame after") {
+				rt.Expect[*rift.Ok](t, s)
+			}
+			rt.ExpectError(t, s, rift.CodeOperation)
+		})
+	}
+	// The connection is still usable.
+	s := rt.Open(t, c)
+	s.Send(t, &rift.Ping{})
+	rt.Expect[*rift.Ok](t, s)
+}
+
+func TestPublisherStreamTakesOnlyPublishFrames(t *testing.T) {
+	f := start(t, nil)
+	c := rt.Connect(t, f.addr, "admin-token")
+	s := rt.Open(t, c)
+	s.Send(t, &rift.Publish{Subject: "a"}, &rift.Subscribe{Pattern: "a"})
+	rt.ExpectError(t, s, rift.CodeOperation)
+	// A failed PUBLISH closes its stream with ERROR; later frames are not served.
+	s = rt.Open(t, c)
+	s.Send(t, &rift.Publish{Subject: "rift.events.x"}, &rift.Ping{})
+	rt.ExpectError(t, s, rift.CodePermission)
+}
+
+// expectClosed waits for the connection to be closed by the server with code.
+func expectClosed(t *testing.T, c *quic.Conn, code quic.ApplicationErrorCode) {
+	t.Helper()
+	<-c.Context().Done()
+	var ae *quic.ApplicationError
+	if err := contextCause(c); !errors.As(err, &ae) || ae.ErrorCode != code || !ae.Remote {
+		t.Fatalf("connection closed with %v, want application error %d from the server", err, code)
+	}
+}
+
+func TestAuthenticationFailuresCloseTheConnection(t *testing.T) {
+	f := start(t, func(o *listener.Options) { o.AuthTimeout = 300 * time.Millisecond })
+	events, err := f.svc.Bus.Subscribe("rift.events.auth.failed", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		raw  []byte
+	}{
+		{"wrong token", rift.AppendFrame(nil, &rift.Auth{Token: "nope"})},
+		{"empty token", rift.AppendFrame(nil, &rift.Auth{Token: ""})},
+		{"not AUTH first", rift.AppendFrame(nil, &rift.Ping{})},
+		{"AUTH above 4,099 bytes", append(binary.BigEndian.AppendUint32(nil, 4100), 1, 0x0f, 0xff)},
+		{"trailing bytes after the token", frame(byte(rift.OpAuth), str("admin-token"), []byte{0})},
+		{"nothing within the deadline", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := rt.Dial(t, f.addr, rt.ClientTLS(t), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := rt.Open(t, c)
+			if tc.raw != nil {
+				s.Raw(t, tc.raw)
+			}
+			expectClosed(t, c, listener.CloseAuthFailed)
+			if _, err := events.Next(t.Context()); err != nil {
+				t.Fatalf("no rift.events.auth.failed: %v", err)
+			}
+		})
+	}
+}
+
+func TestTLSRequirements(t *testing.T) {
+	f := start(t, nil)
+	for _, tc := range []struct {
+		name string
+		tune func(*testing.T) *tlsConf
+	}{
+		{"wrong ALPN", func(t *testing.T) *tlsConf { c := rt.ClientTLS(t); c.NextProtos = []string{"h3"}; return c }},
+		{"TLS 1.2 only", func(t *testing.T) *tlsConf { c := rt.ClientTLS(t); c.MaxVersion = tlsV12; c.MinVersion = 0; return c }},
+		{"untrusted server certificate", func(t *testing.T) *tlsConf { c := rt.ClientTLS(t); c.RootCAs = nil; return c }},
+		{"wrong server name", func(t *testing.T) *tlsConf { c := rt.ClientTLS(t); c.ServerName = "example.org"; return c }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := rt.Dial(t, f.addr, tc.tune(t), nil); err == nil {
+				t.Fatal("handshake succeeded")
+			}
+		})
+	}
+}

@@ -1,0 +1,102 @@
+package listener
+
+import (
+	"strings"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/wire"
+)
+
+// pacedReader applies the read deadlines to a stream: the first frame must arrive whole before
+// firstDeadline; afterwards a stream may idle between frames for as long as it likes, but once a
+// frame has started the rest must arrive within partial.
+//
+// It knows whether a frame has started by counting: bytes handed to the frame reader's buffer
+// versus bytes of the frames the reader has returned (consumed, kept up to date by frames.next).
+type pacedReader struct {
+	s         *quic.Stream
+	partial   time.Duration
+	first     bool // the first frame is not complete yet: the fixed first deadline applies
+	delivered int64
+	consumed  int64
+	idle      bool // the current deadline is "none"
+}
+
+func (r *pacedReader) Read(p []byte) (int, error) {
+	switch {
+	case r.first:
+	case r.delivered > r.consumed:
+		r.s.SetReadDeadline(time.Now().Add(r.partial))
+		r.idle = false
+	case !r.idle:
+		r.s.SetReadDeadline(time.Time{})
+		r.idle = true
+	}
+	n, err := r.s.Read(p)
+	r.delivered += int64(n)
+	return n, err
+}
+
+// frames reads the frames of one operation stream.
+type frames struct {
+	fr *wire.FrameReader
+	pr *pacedReader
+}
+
+func newFrames(s *quic.Stream, firstDeadline time.Time, partial time.Duration) *frames {
+	s.SetReadDeadline(firstDeadline)
+	pr := &pacedReader{s: s, partial: partial, first: true}
+	fr := wire.NewFrameReader(pr, rift.MinFrameSize, rift.MaxFrameSize)
+	fr.SetMaxFor(maxFor)
+	return &frames{fr: fr, pr: pr}
+}
+
+// next returns the next frame's opcode and body (after the opcode byte). The body is valid until
+// the next call.
+func (f *frames) next() (rift.Opcode, []byte, error) {
+	body, err := f.fr.Next()
+	if err != nil {
+		return 0, nil, err
+	}
+	f.pr.consumed += int64(rift.LengthSize + len(body))
+	f.pr.first = false
+	return rift.Opcode(body[0]), body[1:], nil
+}
+
+// writer sends frames on a stream, each write bounded by the blocked-write deadline.
+type writer struct {
+	s       *quic.Stream
+	timeout time.Duration
+	buf     []byte
+}
+
+// send writes fr as one frame.
+func (w *writer) send(fr rift.Frame) error {
+	w.buf = rift.AppendFrame(w.buf[:0], fr)
+	return w.flush()
+}
+
+// flush writes w.buf and empties it.
+func (w *writer) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	w.s.SetWriteDeadline(time.Now().Add(w.timeout))
+	_, err := w.s.Write(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
+// fail answers ERROR and terminates the stream: the send side is finished and further input is
+// refused.
+func (w *writer) fail(code rift.ErrorCode, msg string) {
+	if len(msg) > 4096 {
+		msg = msg[:4096]
+	}
+	w.send(&rift.Error{Code: code, Message: strings.ToValidUTF8(msg, "")})
+	w.s.Close()
+	w.s.CancelRead(ResetCancelled)
+}

@@ -1,0 +1,154 @@
+package listener_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/filamq/fila/generated/rift"
+	rt "github.com/filamq/fila/server/internal/rifttest"
+	"github.com/filamq/fila/server/rift/events"
+	"github.com/filamq/fila/server/rift/listener"
+)
+
+func TestConnectionLimit(t *testing.T) {
+	f := start(t, func(o *listener.Options) { o.MaxConnections = 2 })
+	rt.Connect(t, f.addr, "admin-token")
+	second := rt.Connect(t, f.addr, "admin-token")
+	third, err := rt.Dial(t, f.addr, rt.ClientTLS(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectClosed(t, third, listener.CloseTooMany)
+	// A slot frees when a connection closes.
+	second.CloseWithError(0, "")
+	for {
+		c, err := rt.Dial(t, f.addr, rt.ClientTLS(t), nil)
+		if err == nil && rt.Auth(c, "admin-token") == nil {
+			break
+		}
+	}
+}
+
+func TestStreamLimit(t *testing.T) {
+	const limit = 4
+	f := start(t, func(o *listener.Options) { o.MaxStreams = limit })
+	c := rt.Connect(t, f.addr, "admin-token")
+	subs := make([]*rt.Stream, limit)
+	for i := range subs {
+		subs[i] = rt.Subscribe(t, c, "a", "")
+	}
+	var limited *quic.StreamLimitReachedError
+	if _, err := c.OpenStream(); !errors.As(err, &limited) {
+		t.Fatalf("stream %d opened: %v", limit+1, err)
+	}
+	// Cancelling one subscription returns its credit.
+	subs[0].S.CancelRead(0)
+	subs[0].S.CancelWrite(0)
+	s := rt.Open(t, c)
+	s.Send(t, &rift.Ping{})
+	rt.Expect[*rift.Ok](t, s)
+}
+
+func TestFirstFrameAndPartialFrameDeadlines(t *testing.T) {
+	f := start(t, func(o *listener.Options) {
+		o.AuthTimeout = 200 * time.Millisecond
+		o.FrameTimeout = 200 * time.Millisecond
+	})
+	c := rt.Connect(t, f.addr, "admin-token")
+	// A stream whose first frame does not arrive in time is ended with ERROR.
+	s := rt.Open(t, c)
+	s.Raw(t, []byte{0, 0}) // half a length prefix
+	rt.ExpectError(t, s, rift.CodeOperation)
+
+	// An idle publisher stream stays usable past both deadlines...
+	s = rt.Open(t, c)
+	s.Send(t, &rift.Ping{})
+	rt.Expect[*rift.Ok](t, s)
+	time.Sleep(500 * time.Millisecond)
+	s.Send(t, &rift.Ping{})
+	rt.Expect[*rift.Ok](t, s)
+	// ...but a frame that starts must finish within the partial-frame deadline.
+	s.Raw(t, []byte{0, 0, 0, 1})
+	rt.ExpectError(t, s, rift.CodeOperation)
+}
+
+// A subscriber that stops reading is cut off; the others and the publisher carry on.
+func TestSlowSubscriberIsCutOffAlone(t *testing.T) {
+	f := start(t, func(o *listener.Options) { o.SubQueueMsgs = 64 })
+	// The slow client's QUIC receive window is small so that its stream blocks early.
+	slowConn, err := rt.Dial(t, f.addr, rt.ClientTLS(t), &quic.Config{InitialStreamReceiveWindow: 16 << 10, MaxStreamReceiveWindow: 16 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Auth(slowConn, "admin-token"); err != nil {
+		t.Fatal(err)
+	}
+	slow := rt.Subscribe(t, slowConn, "feed", "")
+	c := rt.Connect(t, f.addr, "admin-token")
+	fast := rt.Subscribe(t, c, "feed", "")
+	pub := rt.Open(t, c)
+	payload := make([]byte, 1024)
+	cut := false
+	for batch := 0; batch < 2000 && !cut; batch++ {
+		for range 32 {
+			pub.Send(t, &rift.Publish{Subject: "feed", Payload: payload})
+		}
+		pub.Send(t, &rift.Ping{})
+		rt.Expect[*rift.Ok](t, pub)
+		recv(t, fast, 32)
+		cut = f.svc.Bus.Subscriptions() == 2 // the status subscription and the fast one
+	}
+	if !cut {
+		t.Fatal("the slow subscriber was never cut off")
+	}
+	// The slow subscriber learns why: ERROR "slow consumer" or a reset with the slow-consumer code.
+	for {
+		fr, err := slow.Next()
+		if err != nil {
+			var se *quic.StreamError
+			if !errors.As(err, &se) || se.ErrorCode != listener.ResetSlowConsumer {
+				t.Fatalf("slow subscriber ended with %v", err)
+			}
+			break
+		}
+		if e, ok := fr.(*rift.Error); ok {
+			if e.Code != rift.CodeOperation || e.Message != "slow consumer" {
+				t.Fatalf("slow subscriber got %+v", e)
+			}
+			break
+		}
+	}
+	// Everyone else carries on.
+	pub.Send(t, &rift.PublishAck{Subject: "feed", Payload: []byte("after")})
+	rt.Expect[*rift.Ok](t, pub)
+	if m := rt.Expect[*rift.Message](t, fast); string(m.Payload) != "after" {
+		t.Fatalf("fast subscriber got %q", m.Payload)
+	}
+}
+
+func TestConnectionEvents(t *testing.T) {
+	f := start(t, nil)
+	sub, err := f.svc.Bus.Subscribe("rift.events.connection.*", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rt.Connect(t, f.addr, "game-token")
+	c.CloseWithError(0, "")
+	for _, want := range []string{events.ConnectionOpened, events.ConnectionClosed} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		m, err := sub.Next(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("waiting for %s: %v", want, err)
+		}
+		var ev events.Event
+		if m.Subject != want || json.Unmarshal(m.Payload, &ev) != nil || ev.Identity != "game" || ev.Remote == "" {
+			t.Fatalf("event %s %s, want %s for game", m.Subject, m.Payload, want)
+		}
+	}
+}

@@ -1,0 +1,235 @@
+package listener
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/rift/service"
+	"github.com/filamq/fila/server/rift/stream"
+)
+
+// op is one operation stream being served.
+type op struct {
+	s    *Server
+	sess *service.Session
+	str  *quic.Stream
+	in   *frames
+	out  *writer
+}
+
+// serveStream reads a stream's first frame and runs the operation it starts.
+func (s *Server) serveStream(ctx context.Context, sess *service.Session, str *quic.Stream) {
+	o := &op{s: s, sess: sess, str: str,
+		in:  newFrames(str, time.Now().Add(s.opts.AuthTimeout), s.opts.FrameTimeout),
+		out: &writer{s: str, timeout: s.opts.WriteTimeout}}
+	code, body, err := o.in.next()
+	if err != nil {
+		o.readFailed(err)
+		return
+	}
+	switch code {
+	case rift.OpPublish, rift.OpPublishAck, rift.OpPing:
+		o.publisher(code, body)
+	case rift.OpSubscribe:
+		o.subscribe(body)
+	default:
+		o.single(ctx, code, body)
+	}
+}
+
+// readFailed answers a frame that could not be read, when an answer is still possible.
+func (o *op) readFailed(err error) {
+	var size *wire.FrameSizeError
+	switch {
+	case errors.As(err, &size):
+		o.out.fail(rift.CodeOperation, fmt.Sprintf("frame length %d outside %d..%d", size.Length, size.Min, size.Max))
+	case errors.Is(err, io.EOF):
+		o.str.Close() // the client finished without a command
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		o.out.fail(rift.CodeOperation, "stream ended inside a frame")
+	default: // deadline, reset or connection loss
+		var se *quic.StreamError
+		if errors.As(err, &se) {
+			o.abort()
+			return
+		}
+		o.out.fail(rift.CodeOperation, "read: "+err.Error())
+	}
+}
+
+// decode decodes body as a frame of opcode code into fr, answering ERROR on failure.
+func (o *op) decode(fr rift.Frame, body []byte) bool {
+	if err := fr.Decode(body); err != nil {
+		o.out.fail(rift.CodeOperation, err.Error())
+		return false
+	}
+	return true
+}
+
+// unexpected answers a frame that does not belong where it was sent.
+func (o *op) unexpected(code rift.Opcode, where string) {
+	if !code.Known() {
+		o.out.fail(rift.CodeOperation, fmt.Sprintf("unknown opcode %d", uint8(code)))
+		return
+	}
+	o.out.fail(rift.CodeOperation, fmt.Sprintf("%v is not valid %s", code, where))
+}
+
+// failWith answers err with its code and terminates the stream.
+func (o *op) failWith(err error) {
+	o.out.fail(service.Code(err), err.Error())
+}
+
+// abort resets both directions of the stream (after a cancellation or a failed write). Both
+// calls are needed for QUIC to count the stream as finished and return its credit.
+func (o *op) abort() {
+	o.str.CancelWrite(ResetCancelled)
+	o.str.CancelRead(ResetCancelled)
+}
+
+// finish ends a single-call stream after its answer.
+func (o *op) finish() {
+	o.str.Close()
+	o.str.CancelRead(ResetCancelled)
+}
+
+// publisher serves PUBLISH, PUBLISH_ACK and PING frames in order until the client finishes.
+func (o *op) publisher(code rift.Opcode, body []byte) {
+	var pub rift.Publish
+	var pubAck rift.PublishAck
+	for {
+		var err error
+		switch code {
+		case rift.OpPublish:
+			if !o.decode(&pub, body) {
+				return
+			}
+			_, err = o.sess.Publish(pub.Subject, pub.Reply, pub.Payload)
+		case rift.OpPublishAck:
+			if !o.decode(&pubAck, body) {
+				return
+			}
+			if _, err = o.sess.Publish(pubAck.Subject, pubAck.Reply, pubAck.Payload); err == nil {
+				err = o.out.send(&rift.Ok{})
+			}
+		case rift.OpPing:
+			if !o.decode(&rift.Ping{}, body) {
+				return
+			}
+			err = o.out.send(&rift.Ok{})
+		default:
+			o.unexpected(code, "on a publisher stream")
+			return
+		}
+		if err != nil {
+			o.failWith(err)
+			return
+		}
+		if code, body, err = o.in.next(); err != nil {
+			o.readFailed(err)
+			return
+		}
+	}
+}
+
+// single serves the one-call operations.
+func (o *op) single(ctx context.Context, code rift.Opcode, body []byte) {
+	var err error
+	switch code {
+	case rift.OpRequest:
+		err = o.request(ctx, body)
+	case rift.OpStreamPublish:
+		var f rift.StreamPublish
+		if !o.decode(&f, body) {
+			return
+		}
+		var seq, ts uint64
+		if seq, ts, err = o.sess.StreamPublish(f.Stream, f.Subject, f.Reply, f.Payload); err == nil {
+			err = o.out.send(&rift.Stored{Sequence: seq, TimestampMillis: ts})
+		}
+	case rift.OpConsumerOpen:
+		var f rift.ConsumerOpen
+		if !o.decode(&f, body) {
+			return
+		}
+		cfg := stream.ConsumerConfig{Filter: f.Filter, StartSequence: f.StartSequence,
+			AckWait: time.Duration(f.AckWaitMs) * time.Millisecond, MaxAckPending: int(f.MaxAckPending)}
+		if err = o.sess.ConsumerOpen(f.Stream, f.Name, cfg); err == nil {
+			err = o.out.send(&rift.Ok{})
+		}
+	case rift.OpConsumerFetch:
+		err = o.fetch(body)
+	case rift.OpAck:
+		var f rift.Ack
+		if !o.decode(&f, body) {
+			return
+		}
+		if err = o.sess.Ack(f.Stream, f.Name, f.Sequence); err == nil {
+			err = o.out.send(&rift.Ok{})
+		}
+	case rift.OpAuth:
+		o.out.fail(rift.CodeOperation, "AUTH is only valid on the first stream")
+		return
+	default:
+		o.unexpected(code, "from a client")
+		return
+	}
+	if err != nil {
+		if !errors.Is(err, errDecode) {
+			o.failWith(err)
+		}
+		return
+	}
+	o.finish()
+}
+
+// errDecode marks a failure already answered by decode.
+var errDecode = errors.New("decode failed")
+
+func (o *op) request(ctx context.Context, body []byte) error {
+	var f rift.Request
+	if !o.decode(&f, body) {
+		return errDecode
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(o.str.Context(), cancel) // the client gave up (STOP_SENDING)
+	defer stop()
+	m, err := o.sess.Request(ctx, f.Subject, f.Payload, time.Duration(f.TimeoutMs)*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	return o.out.send(&rift.Message{Subject: m.Subject, Reply: m.Reply, Payload: m.Payload})
+}
+
+func (o *op) fetch(body []byte) error {
+	var f rift.ConsumerFetch
+	if !o.decode(&f, body) {
+		return errDecode
+	}
+	if f.Limit < 1 || f.Limit > stream.MaxFetch {
+		return fmt.Errorf("%w: fetch limit must be 1-256", service.ErrOperation)
+	}
+	ds, err := o.sess.Fetch(f.Stream, f.Name, int(f.Limit))
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		o.out.buf = rift.AppendFrame(o.out.buf, &rift.Delivery{Sequence: d.Sequence, TimestampMillis: d.TimestampMillis,
+			DeliveryCount: d.DeliveryCount, Subject: d.Subject, Reply: d.Reply, Payload: d.Payload})
+		if len(o.out.buf) >= 64<<10 {
+			if err := o.out.flush(); err != nil {
+				return err
+			}
+		}
+	}
+	o.out.buf = rift.AppendFrame(o.out.buf, &rift.Ok{})
+	return o.out.flush()
+}
