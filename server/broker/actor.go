@@ -50,6 +50,8 @@ type actor struct {
 	pending  map[*subscription]*deliveryBuf
 	leaseBuf []engine.Lease
 	msgBuf   []engine.Message
+	fetchIDs []storage.ID
+	fetched  map[engine.MsgID]body // bodies read ahead for the current dispatch batch
 	rec      store.MessageRecord
 	idBuf    []engine.MsgID
 	lastNow  int64

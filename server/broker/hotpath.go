@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"errors"
 	"slices"
 
@@ -271,9 +272,11 @@ func (a *actor) dispatch(now int64) {
 		if len(a.leaseBuf) == 0 {
 			break
 		}
+		a.prefetchBodies(a.leaseBuf)
 		for _, l := range a.leaseBuf {
 			a.deliver(l)
 		}
+		clear(a.fetched)
 		if len(a.leaseBuf) < maxDispatchPerRound {
 			break
 		}
@@ -284,6 +287,32 @@ func (a *actor) dispatch(now int64) {
 	}
 }
 
+// prefetchBodies reads, in key order with one storage iterator, the bodies of leased messages
+// that are no longer cached — draining a backlog then costs sequential reads, not one point
+// lookup per message.
+func (a *actor) prefetchBodies(leases []engine.Lease) {
+	ids := a.fetchIDs[:0]
+	for _, l := range leases {
+		if _, ok := a.bodies.get(l.ID); !ok {
+			ids = append(ids, storage.ID(l.ID))
+		}
+	}
+	a.fetchIDs = ids
+	if len(ids) < 2 {
+		return // one lookup is as cheap as an iterator
+	}
+	slices.SortFunc(ids, func(x, y storage.ID) int { return bytes.Compare(x[:], y[:]) })
+	if a.fetched == nil {
+		a.fetched = map[engine.MsgID]body{}
+	}
+	err := a.b.db.ReadMessages(a.name, ids, func(i int, r *store.MessageRecord) {
+		a.fetched[engine.MsgID(ids[i])] = body{headers: r.Headers, payload: bytes.Clone(r.Payload)}
+	})
+	if err != nil {
+		a.log.Error("reading message bodies failed", "err", err)
+	}
+}
+
 // deliver adds one leased message to its subscription's Delivery frame.
 func (a *actor) deliver(l engine.Lease) {
 	sub := a.subs[l.Consumer]
@@ -291,10 +320,13 @@ func (a *actor) deliver(l engine.Lease) {
 	if sub == nil || !ok {
 		return
 	}
-	b, err := a.loadBody(l.ID)
-	if err != nil {
-		a.log.Error("reading a message body failed", "id", l.ID, "err", err)
-		return
+	b, ok := a.fetched[l.ID]
+	if !ok {
+		var err error
+		if b, err = a.loadBody(l.ID); err != nil {
+			a.log.Error("reading a message body failed", "id", l.ID, "err", err)
+			return
+		}
 	}
 	if a.committed() {
 		a.recordLease(l, m.Attempts)

@@ -373,6 +373,38 @@ func (d *DB) ReadMessage(queue string, id ID, r *store.MessageRecord) (done func
 	return func() { closer.Close() }, nil
 }
 
+// ReadMessages reads the bodies of ids, which must be sorted ascending, with one iterator: a run
+// of neighbouring messages costs one index lookup and shares data blocks. fn receives each body
+// found; its byte fields are valid only during the call. IDs with no body are skipped.
+func (d *DB) ReadMessages(queue string, ids []ID, fn func(i int, r *store.MessageRecord)) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	lo, hi := prefixBounds(kindMessage, queue)
+	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	key := make([]byte, 0, len(lo)+16)
+	var rec store.MessageRecord
+	for i, id := range ids {
+		key = append(append(key[:0], lo...), id[:]...)
+		if !it.SeekGE(key) || !bytes.Equal(it.Key(), key) {
+			continue
+		}
+		val, err := it.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		if err := decode(val, &rec); err != nil {
+			return fmt.Errorf("message %x of %q: %w", id, queue, err)
+		}
+		fn(i, &rec)
+	}
+	return it.Error()
+}
+
 // quietLogger drops Pebble's informational logs; errors still surface through return values.
 type quietLogger struct{}
 
