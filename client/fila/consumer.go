@@ -22,6 +22,13 @@ type ConsumeOptions struct {
 	// unsettled delivery's lease is extended, by its original duration, at half its remaining
 	// time, until it is acked or nacked or the server answers MessageNotFound.
 	DisableLeaseKeepAlive bool
+	// MaxDeliveries, when positive, is the most deliveries the subscription asks for in total
+	// (redeliveries included): the initial credit is at most MaxDeliveries, and finished
+	// deliveries stop granting credit once that many have been allowed. A consumer that will
+	// take exactly N messages sets it to N, so that the server never leases a message that
+	// nobody will read (such a lease would expire and count as a failed attempt). It needs
+	// CREDIT_FLOW_CONTROL; without it the server ignores credit.
+	MaxDeliveries uint64
 }
 
 // DefaultMaxUnacked is the credit window when ConsumeOptions.MaxUnacked is 0.
@@ -36,6 +43,8 @@ type Consumer struct {
 	keepAlive  bool
 	flow       bool // CREDIT_FLOW_CONTROL is active: grant credit as deliveries finish
 	owed       atomic.Uint32
+	limit      uint64        // ConsumeOptions.MaxDeliveries; 0 = none
+	allowed    atomic.Uint64 // credit granted so far, initial included (counted only with a limit)
 
 	ctx    context.Context // ends when Close is called
 	cancel context.CancelFunc
@@ -57,7 +66,11 @@ func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions)
 	if opts.MaxUnacked == 0 {
 		opts.MaxUnacked = DefaultMaxUnacked
 	}
-	req := &fibp.Consume{Queue: queue, Credit: opts.MaxUnacked}
+	credit := opts.MaxUnacked
+	if opts.MaxDeliveries > 0 && opts.MaxDeliveries < uint64(credit) {
+		credit = uint32(opts.MaxDeliveries)
+	}
+	req := &fibp.Consume{Queue: queue, Credit: credit}
 	for i := range opts.Throttles {
 		req.Throttles = append(req.Throttles, opts.Throttles[i].wire())
 	}
@@ -66,8 +79,10 @@ func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions)
 		queue:     queue,
 		keepAlive: !opts.DisableLeaseKeepAlive,
 		flow:      c.caps.Has(fibp.CapCreditFlowControl),
+		limit:     opts.MaxDeliveries,
 		notify:    make(chan struct{}, 1),
 	}
+	s.allowed.Store(uint64(credit))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	cl, err := c.start(req, fibp.OpConsumeOk, s)
 	if err != nil {
@@ -144,9 +159,13 @@ func (s *Consumer) signal() {
 	}
 }
 
-// grant owes the server one more credit; the writer sends what is owed with its next write.
+// grant owes the server one more credit, unless MaxDeliveries have been allowed already; the
+// writer sends what is owed with its next write.
 func (s *Consumer) grant() {
 	if !s.flow {
+		return
+	}
+	if s.limit > 0 && s.allowed.Add(1) > s.limit {
 		return
 	}
 	s.owed.Add(1)

@@ -299,6 +299,52 @@ func TestLeaseKeepAlive(t *testing.T) {
 	sc.ExpectQuiet(t, 300*time.Millisecond)
 }
 
+// TestMaxDeliveriesStopsCredit: a subscription that will take N messages never asks for more,
+// even though each ack normally grants one more credit.
+func TestMaxDeliveriesStopsCredit(t *testing.T) {
+	for _, tc := range []struct {
+		maxUnacked   uint32
+		limit        uint64
+		wantInitial  uint32
+		wantCredited int // Credit frames sent while settling all limit deliveries
+	}{
+		{maxUnacked: 8, limit: 3, wantInitial: 3, wantCredited: 0},
+		{maxUnacked: 2, limit: 5, wantInitial: 2, wantCredited: 3},
+		{maxUnacked: 2, limit: 0, wantInitial: 2, wantCredited: 5}, // no limit: one per ack
+	} {
+		p := fibptest.Start(t, fibptest.Options{})
+		c, sc := dialPeer(t, p, nil)
+		cons, f := subscribe(t, c, sc, ConsumeOptions{MaxUnacked: tc.maxUnacked, MaxDeliveries: tc.limit, DisableLeaseKeepAlive: true})
+		if got := f.Frame.(*fibp.Consume).Credit; got != tc.wantInitial {
+			t.Errorf("%+v: Consume credit %d, want %d", tc, got, tc.wantInitial)
+		}
+		credited, n := 0, 5
+		if tc.limit > 0 {
+			n = int(tc.limit)
+		}
+		for i := range n {
+			sc.Send(f.Header.RequestID, &fibp.Delivery{Messages: []fibp.DeliveryMessage{deliveryMsg(byte(i+1), time.Minute)}})
+			d := next(t, cons)
+			done := async(func() error { return d.Ack(testCtx(t)) })
+			ack := sc.Expect(t, fibp.OpAck)
+			sc.Reply(ack, &fibp.AckResult{Results: []fibp.AckResultItem{{}}})
+			if err := wait(t, done); err != nil {
+				t.Fatal(err)
+			}
+			if credited < tc.wantCredited {
+				if cr := sc.Expect(t, fibp.OpCredit); cr.Frame.(*fibp.Credit).AdditionalCredit != 1 {
+					t.Fatalf("Credit %+v", cr.Frame)
+				}
+				credited++
+			}
+		}
+		sc.ExpectQuiet(t, 50*time.Millisecond) // no Credit beyond the limit
+		if credited != tc.wantCredited {
+			t.Errorf("%+v: %d Credit frames, want %d", tc, credited, tc.wantCredited)
+		}
+	}
+}
+
 func TestKeepAliveDisabled(t *testing.T) {
 	p := fibptest.Start(t, fibptest.Options{})
 	c, sc := dialPeer(t, p, nil)

@@ -26,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
@@ -33,7 +35,6 @@ import (
 	"github.com/quic-go/quic-go"
 
 	proto "github.com/filamq/fila/generated/rift"
-	"github.com/filamq/fila/generated/wire"
 )
 
 // ALPN is the application protocol Rift servers accept.
@@ -101,7 +102,8 @@ type Option func(*Client)
 // WithTimeout sets the operation timeout (default 30 s).
 func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
 
-// WithQUICConfig replaces the QUIC settings (default: 10 s keepalive, 60 s idle timeout).
+// WithQUICConfig replaces the QUIC settings (default: 10 s keepalive, 60 s idle timeout, and on
+// loopback the largest initial packet size).
 func WithQUICConfig(q *quic.Config) Option { return func(c *Client) { c.quicConf = q } }
 
 // Client is one authenticated connection. It is safe for concurrent use.
@@ -120,9 +122,17 @@ func Connect(ctx context.Context, addr, serverName string, tlsConf *tls.Config, 
 	if tlsConf == nil || tlsConf.RootCAs == nil || tlsConf.InsecureSkipVerify {
 		return nil, ErrNoTrustRoots
 	}
-	c := &Client{timeout: DefaultTimeout, quicConf: &quic.Config{KeepAlivePeriod: 10 * time.Second, MaxIdleTimeout: 60 * time.Second}}
+	c := &Client{timeout: DefaultTimeout}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.quicConf == nil {
+		c.quicConf = &quic.Config{KeepAlivePeriod: 10 * time.Second, MaxIdleTimeout: 60 * time.Second}
+		if loopback(addr) {
+			// Loopback carries any packet size: start at quic-go's largest (1,452 bytes) instead
+			// of waiting for path MTU discovery to get there.
+			c.quicConf.InitialPacketSize = 1452
+		}
 	}
 	tc := tlsConf.Clone()
 	tc.ServerName, tc.NextProtos, tc.MinVersion = serverName, []string{ALPN}, tls.VersionTLS13
@@ -140,6 +150,19 @@ func Connect(ctx context.Context, addr, serverName string, tlsConf *tls.Config, 
 	return c, nil
 }
 
+// loopback reports whether addr (host:port) is a loopback IP address or localhost.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 // auth sends the single AUTH frame on the first stream and waits for OK and the stream's end.
 func (c *Client) auth(ctx context.Context, token string) error {
 	a := &proto.Auth{Token: token}
@@ -154,7 +177,7 @@ func (c *Client) auth(ctx context.Context, token string) error {
 	if err := s.write(proto.AppendFrame(nil, a)); err != nil {
 		return c.connErr(err)
 	}
-	s.str.Close()
+	s.finish()
 	if _, err := s.expectOk(); err != nil {
 		return fmt.Errorf("rift: authentication failed: %w", c.connErr(err))
 	}
@@ -190,19 +213,40 @@ func (c *Client) opContext(ctx context.Context, d time.Duration) (context.Contex
 // call is one operation stream bound to a context: cancelling the context (or passing its
 // deadline) interrupts any blocked read or write.
 type call struct {
-	str  *quic.Stream
-	fr   *wire.FrameReader
-	stop func() bool
+	str      *quic.Stream
+	fr       *frameReader
+	stop     func() bool
+	finished bool // the sending half was finished cleanly (FIN)
 }
 
+// openStream opens a stream for a single call; release returns its pooled read buffer.
 func (c *Client) openStream(ctx context.Context) (*call, error) {
 	str, err := c.conn.OpenStreamSync(ctx)
 	if err != nil {
 		return nil, c.connErr(err)
 	}
-	s := &call{str: str, fr: wire.NewFrameReader(str, proto.MinFrameSize, proto.MaxFrameSize)}
+	s := &call{str: str, fr: newCallReader(str)}
 	s.bind(ctx)
 	return s, nil
+}
+
+// openLongStream opens a stream that lives beyond one call (a subscription or a publisher),
+// with a read buffer of its own.
+func (c *Client) openLongStream(ctx context.Context, bufSize int) (*call, error) {
+	str, err := c.conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, c.connErr(err)
+	}
+	s := &call{str: str, fr: newReaderSize(str, bufSize)}
+	s.bind(ctx)
+	return s, nil
+}
+
+// finish closes the sending half of the stream (FIN).
+func (s *call) finish() {
+	if s.str.Close() == nil {
+		s.finished = true
+	}
 }
 
 // bind makes ctx's deadline and cancellation apply to the stream's reads and writes.
@@ -218,13 +262,33 @@ func (s *call) bind(ctx context.Context) {
 	s.stop = context.AfterFunc(ctx, func() { s.str.SetDeadline(time.Now()) })
 }
 
-// release resets both directions of the stream (unless finished cleanly).
+// release ends a call: it resets each direction of the stream that did not finish cleanly (a
+// clean end needs no RESET_STREAM or STOP_SENDING, which would only cost packets) and returns a
+// pooled read buffer. Only the goroutine reading the stream may call it.
 func (s *call) release() {
-	if s.stop != nil {
-		s.stop()
+	s.unbind()
+	if !s.fr.eof {
+		s.str.CancelRead(0)
 	}
+	if !s.finished {
+		s.str.CancelWrite(0)
+	}
+	s.fr.release()
+}
+
+// cancel resets both directions of the stream; unlike release it is safe while another
+// goroutine reads, and it keeps the read buffer.
+func (s *call) cancel() {
 	s.str.CancelRead(0)
 	s.str.CancelWrite(0)
+}
+
+// unbind detaches the context bound by bind.
+func (s *call) unbind() {
+	if s.stop != nil {
+		s.stop()
+		s.stop = nil
+	}
 }
 
 func (s *call) write(b []byte) error {
@@ -277,7 +341,7 @@ func (c *Client) do(ctx context.Context, d time.Duration, req proto.Frame, handl
 	if err := s.write(proto.AppendFrame(nil, req)); err != nil {
 		return c.ctxErr(ctx, err)
 	}
-	s.str.Close()
+	s.finish()
 	for {
 		op, body, err := s.next()
 		if err != nil {

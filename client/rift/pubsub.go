@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
 	proto "github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/wire"
 )
 
 // Message is a live message or a reply. The client owns Payload.
@@ -20,20 +23,37 @@ type Message struct {
 }
 
 func message(body []byte) (Message, error) {
+	var r wire.Reader
+	return decodeMessage(&r, body)
+}
+
+// decodeMessage decodes a MESSAGE body with r, which remembers the last few strings it decoded:
+// a subscription reusing one reader does not allocate the same subject again and again.
+func decodeMessage(r *wire.Reader, body []byte) (Message, error) {
 	var m proto.Message
-	if err := m.Decode(body); err != nil {
-		return Message{}, err
+	r.Reset(body)
+	m.DecodeFrom(r)
+	r.ExpectEnd()
+	if err := r.Err(); err != nil {
+		return Message{}, &proto.FrameError{Opcode: proto.OpMessage, Err: err}
 	}
 	return Message{Subject: m.Subject, Reply: m.Reply, Payload: append([]byte(nil), m.Payload...)}, nil
 }
 
-// Subscription receives the messages of one SUBSCRIBE stream.
+// Subscription receives the messages of one SUBSCRIBE stream. Recv reads them from the stream
+// itself: no goroutine and no queue stand between QUIC and the application, whose pace QUIC flow
+// control passes on to the server (which ends a subscriber that falls too far behind as a slow
+// consumer).
 type Subscription struct {
-	s    *call
-	msgs chan Message
-	done chan struct{}
-	once sync.Once
-	err  error // why deliveries ended; set before msgs is closed
+	s      *call
+	turn   chan struct{} // (capacity 1) held by the Recv that reads the stream
+	r      wire.Reader   // decodes MESSAGE frames, remembering recent subjects
+	err    error         // why deliveries ended; guarded by turn
+	closed atomic.Bool
+	once   sync.Once
+
+	dmu sync.Mutex // orders the read-deadline changes of Recv and of its context's AfterFunc
+	gen uint64     // counts Recv calls that bound a context; guarded by dmu
 }
 
 // Subscribe subscribes to pattern ("*" matches one token, a final ">" the rest), in queue group
@@ -45,7 +65,7 @@ func (c *Client) Subscribe(ctx context.Context, pattern, queue string) (*Subscri
 	}
 	ctx, cancel := c.opContext(ctx, 0)
 	defer cancel()
-	s, err := c.openStream(ctx)
+	s, err := c.openLongStream(ctx, subBufSize)
 	if err != nil {
 		return nil, err
 	}
@@ -57,38 +77,9 @@ func (c *Client) Subscribe(ctx context.Context, pattern, queue string) (*Subscri
 		s.release()
 		return nil, c.ctxErr(ctx, err)
 	}
-	s.stop() // deliveries are not bound to the subscribing context
-	s.stop = nil
+	s.unbind() // deliveries are not bound to the subscribing context
 	s.str.SetDeadline(time.Time{})
-	sub := &Subscription{s: s, msgs: make(chan Message, 256), done: make(chan struct{})}
-	go sub.read()
-	return sub, nil
-}
-
-// read moves MESSAGE frames to msgs. When the application stops receiving, the channel and then
-// QUIC flow control fill up, and the server eventually ends the subscription as a slow consumer.
-func (sub *Subscription) read() {
-	defer close(sub.msgs)
-	for {
-		op, body, err := sub.s.next()
-		if err == nil && op != proto.OpMessage {
-			err = fmt.Errorf("rift: unexpected %v on a subscription", op)
-		}
-		var m Message
-		if err == nil {
-			m, err = message(body)
-		}
-		if err != nil {
-			sub.err = subscriptionErr(err)
-			return
-		}
-		select {
-		case sub.msgs <- m:
-		case <-sub.done:
-			sub.err = ErrClosed
-			return
-		}
-	}
+	return &Subscription{s: s, turn: make(chan struct{}, 1)}, nil
 }
 
 func subscriptionErr(err error) error {
@@ -104,170 +95,91 @@ func subscriptionErr(err error) error {
 }
 
 // Recv returns the next message. It is cancellation safe: when ctx ends first, no message is
-// lost, and the next Recv returns it.
+// lost (a partly received one stays buffered), and the next Recv returns it. Concurrent calls
+// take turns. After Close, Recv returns ErrClosed.
 func (sub *Subscription) Recv(ctx context.Context) (Message, error) {
 	if err := ctx.Err(); err != nil {
 		return Message{}, err
 	}
 	select {
-	case m, ok := <-sub.msgs:
-		if !ok {
-			return Message{}, sub.err
+	case sub.turn <- struct{}{}:
+	default:
+		select {
+		case sub.turn <- struct{}{}:
+		case <-ctx.Done():
+			return Message{}, ctx.Err()
 		}
-		return m, nil
-	case <-ctx.Done():
-		return Message{}, ctx.Err()
 	}
+	defer func() { <-sub.turn }()
+	if sub.err == nil && sub.closed.Load() {
+		sub.err = ErrClosed
+	}
+	if sub.err != nil {
+		return Message{}, sub.err
+	}
+	var op proto.Opcode
+	var body []byte
+	var err error
+	if sub.s.fr.hasFrame() || ctx.Done() == nil {
+		op, body, err = sub.s.next() // no wait, or nothing to cancel it
+	} else {
+		op, body, err = sub.nextWithin(ctx)
+	}
+	if err == nil && op != proto.OpMessage {
+		err = fmt.Errorf("rift: unexpected %v on a subscription", op)
+	}
+	if err != nil {
+		switch {
+		case sub.closed.Load():
+			err = ErrClosed
+		case ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded):
+			return Message{}, ctx.Err() // interrupted by ctx: the stream is still good
+		default:
+			err = subscriptionErr(err)
+		}
+		sub.err = err
+		sub.s.cancel()
+		return Message{}, err
+	}
+	m, err := decodeMessage(&sub.r, body)
+	if err != nil {
+		sub.err = err
+		sub.s.cancel()
+	}
+	return m, err
+}
+
+// nextWithin reads the next frame with ctx's deadline and cancellation applied to the stream.
+func (sub *Subscription) nextWithin(ctx context.Context) (proto.Opcode, []byte, error) {
+	sub.dmu.Lock()
+	sub.gen++
+	gen := sub.gen
+	d, _ := ctx.Deadline()
+	sub.s.str.SetReadDeadline(d)
+	sub.dmu.Unlock()
+	stop := context.AfterFunc(ctx, func() {
+		sub.dmu.Lock()
+		if sub.gen == gen { // not a later Recv's read
+			sub.s.str.SetReadDeadline(time.Now())
+		}
+		sub.dmu.Unlock()
+	})
+	op, body, err := sub.s.next()
+	stop()
+	sub.dmu.Lock()
+	sub.gen++
+	sub.s.str.SetReadDeadline(time.Time{})
+	sub.dmu.Unlock()
+	return op, body, err
 }
 
 // Close cancels the subscription (STOP_SENDING and reset on its stream).
 func (sub *Subscription) Close() error {
 	sub.once.Do(func() {
-		close(sub.done)
-		sub.s.release()
+		sub.closed.Store(true)
+		sub.s.cancel()
 	})
 	return nil
-}
-
-// Publisher is one publisher stream: publications on it are routed in order. It is safe for
-// concurrent use, but becomes unusable (ErrBroken) after any failed or cancelled operation.
-type Publisher struct {
-	c   *Client
-	mu  sync.Mutex
-	s   *call
-	buf []byte
-	err error
-}
-
-// Publisher opens a publisher stream.
-func (c *Client) Publisher(ctx context.Context) (*Publisher, error) {
-	ctx, cancel := c.opContext(ctx, 0)
-	defer cancel()
-	s, err := c.openStream(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.stop()
-	s.stop = nil
-	s.str.SetDeadline(time.Time{})
-	return &Publisher{c: c, s: s}, nil
-}
-
-// run performs one operation on the stream under ctx; any failure breaks the publisher.
-func (p *Publisher) run(ctx context.Context, f func() error) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err != nil {
-		return fmt.Errorf("%w: %v", ErrBroken, p.err)
-	}
-	ctx, cancel := p.c.opContext(ctx, 0)
-	defer cancel()
-	if err := ctx.Err(); err != nil { // cancelled before it started: still the end of this publisher
-		p.err = err
-		p.s.release()
-		return err
-	}
-	p.s.bind(ctx)
-	defer func() { p.s.stop(); p.s.stop = nil; p.s.str.SetDeadline(time.Time{}) }()
-	if err := f(); err != nil {
-		p.err = p.c.ctxErr(ctx, err)
-		p.s.release()
-		return p.err
-	}
-	return nil
-}
-
-// Publish sends a message without waiting for an answer; Flush confirms it. reply is "" or a
-// literal _INBOX.<...> subject the identity may subscribe to.
-func (p *Publisher) Publish(ctx context.Context, subject, reply string, payload []byte) error {
-	f := &proto.Publish{Subject: subject, Reply: reply, Payload: payload}
-	if err := f.Check(); err != nil {
-		return fmt.Errorf("rift: publish: %w", err)
-	}
-	return p.run(ctx, func() error {
-		p.buf = proto.AppendFrame(p.buf[:0], f)
-		return p.s.write(p.buf)
-	})
-}
-
-// PublishAck publishes and waits until the broker has routed the message.
-func (p *Publisher) PublishAck(ctx context.Context, subject, reply string, payload []byte) error {
-	f := &proto.PublishAck{Subject: subject, Reply: reply, Payload: payload}
-	if err := f.Check(); err != nil {
-		return fmt.Errorf("rift: publish: %w", err)
-	}
-	return p.run(ctx, func() error {
-		p.buf = proto.AppendFrame(p.buf[:0], f)
-		if err := p.s.write(p.buf); err != nil {
-			return err
-		}
-		_, err := p.s.expectOk()
-		return err
-	})
-}
-
-// Flush sends a PING and waits for its OK: every earlier publication on this stream was routed by
-// the broker (which does not mean processed by subscribers). A refused publication surfaces here
-// as an *Error.
-func (p *Publisher) Flush(ctx context.Context) error {
-	return p.run(ctx, func() error {
-		if err := p.s.write(proto.AppendFrame(p.buf[:0], &proto.Ping{})); err != nil {
-			if _, _, rerr := p.s.next(); rerr != nil { // the server's ERROR explains the failed write
-				var e *Error
-				if errors.As(rerr, &e) {
-					return rerr
-				}
-			}
-			return err
-		}
-		_, err := p.s.expectOk()
-		return err
-	})
-}
-
-// Err returns why the publisher is unusable, or nil.
-func (p *Publisher) Err() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.err
-}
-
-// Close finishes the publisher stream.
-func (p *Publisher) Close() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.err == nil {
-		p.err = ErrClosed
-		p.s.str.Close()
-		p.s.str.CancelRead(0)
-	}
-	return nil
-}
-
-// Publish publishes on the client's shared publisher stream, opening a new stream when the
-// previous one failed. It never retries: a failed publication may or may not have reached the
-// broker.
-func (c *Client) Publish(ctx context.Context, subject, reply string, payload []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.shared == nil || c.shared.Err() != nil {
-		p, err := c.Publisher(ctx)
-		if err != nil {
-			return err
-		}
-		c.shared = p
-	}
-	return c.shared.Publish(ctx, subject, reply, payload)
-}
-
-// Flush flushes the shared publisher (see Publisher.Flush).
-func (c *Client) Flush(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.shared == nil {
-		return nil
-	}
-	return c.shared.Flush(ctx)
 }
 
 // Request sends payload to subject through a private inbox the server creates and returns the

@@ -36,6 +36,9 @@ func runMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	if serverBin = os.Getenv("RIFT_TEST_SERVER_BIN"); serverBin != "" { // a prebuilt server, e.g. to compare versions
+		return m.Run()
+	}
 	serverBin = filepath.Join(tmp, "fila-server")
 	cmd := exec.Command("go", "build", "-o", serverBin, "./server/cmd/fila-server")
 	cmd.Dir = root
@@ -80,7 +83,7 @@ type server struct {
 	log      *bytes.Buffer
 }
 
-func startServer(t *testing.T) *server {
+func startServer(t testing.TB) *server {
 	t.Helper()
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "fila.yaml")
@@ -124,7 +127,7 @@ func (s *server) connect(ctx context.Context, token string) (*rift.Client, error
 	return rift.Connect(ctx, s.addr, "localhost", tc, token)
 }
 
-func (s *server) client(t *testing.T, token string) *rift.Client {
+func (s *server) client(t testing.TB, token string) *rift.Client {
 	t.Helper()
 	c, err := s.connect(t.Context(), token)
 	if err != nil {
@@ -134,7 +137,7 @@ func (s *server) client(t *testing.T, token string) *rift.Client {
 	return c
 }
 
-func freeUDP(t *testing.T) string {
+func freeUDP(t testing.TB) string {
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +146,7 @@ func freeUDP(t *testing.T) string {
 	return pc.LocalAddr().String()
 }
 
-func freeTCP(t *testing.T) string {
+func freeTCP(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

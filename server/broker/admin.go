@@ -2,6 +2,7 @@ package broker
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/filamq/fila/generated/fibp"
@@ -400,9 +401,65 @@ func (b *Broker) SetConfig(req *fibp.SetConfig) (*fibp.SetConfigResult, *Error) 
 	return &fibp.SetConfigResult{ErrorCode: fibp.CodeOk}, nil
 }
 
-// GetClusterStatus describes the single node.
+// Rebalancing state is kept in the runtime config store (cluster-wide state in a cluster), under
+// these keys, so that it survives restarts.
+const (
+	rebalancingKey     = "cluster.rebalancing"
+	rebalancingEndsKey = "cluster.rebalancing_pause_ends_at"
+)
+
+// rebalancing returns the current mode and pause end; a pause that has run out reads as enabled.
+func (b *Broker) rebalancing() (fibp.RebalancingMode, uint64) {
+	b.mu.RLock()
+	mode, ends := b.config[rebalancingKey], b.config[rebalancingEndsKey]
+	b.mu.RUnlock()
+	switch mode {
+	case "disabled":
+		return fibp.RebalancingDisabled, 0
+	case "paused":
+		end, _ := strconv.ParseUint(ends, 10, 64)
+		if uint64(b.clock().UnixMilli()) < end {
+			return fibp.RebalancingPaused, end
+		}
+	}
+	return fibp.RebalancingEnabled, 0
+}
+
+// SetRebalancing enables, pauses (for pause_ms) or disables rebalancing. On a single node there is
+// nothing to move, but the state is kept and reported as a cluster would.
+func (b *Broker) SetRebalancing(req *fibp.SetRebalancing) (*fibp.SetRebalancingResult, *Error) {
+	fail := func(e *Error) (*fibp.SetRebalancingResult, *Error) {
+		return &fibp.SetRebalancingResult{ErrorCode: e.Code}, e
+	}
+	var mode, ends string
+	switch req.Mode {
+	case fibp.RebalancingEnabled:
+		mode = "enabled"
+	case fibp.RebalancingPaused:
+		if req.PauseMs == 0 {
+			return fail(errorf(fibp.CodeInvalidConfigValue, "a pause needs pause_ms > 0"))
+		}
+		mode, ends = "paused", strconv.FormatUint(uint64(b.clock().UnixMilli())+req.PauseMs, 10)
+	case fibp.RebalancingDisabled:
+		mode = "disabled"
+	default:
+		return fail(errorf(fibp.CodeInvalidConfigValue, "rebalancing mode %d is not 0, 1 or 2", req.Mode))
+	}
+	for _, kv := range [][2]string{{rebalancingKey, mode}, {rebalancingEndsKey, ends}} {
+		if res, e := b.SetConfig(&fibp.SetConfig{Key: kv[0], Value: kv[1]}); e != nil {
+			return fail(&Error{Code: res.ErrorCode, Message: e.Message})
+		}
+	}
+	return &fibp.SetRebalancingResult{ErrorCode: fibp.CodeOk}, nil
+}
+
+// GetClusterStatus describes the single node, which leads every queue.
 func (b *Broker) GetClusterStatus(*fibp.GetClusterStatus) (*fibp.GetClusterStatusResult, *Error) {
-	return &fibp.GetClusterStatusResult{ErrorCode: fibp.CodeOk, Rebalancing: fibp.RebalancingDisabled}, nil
+	mode, ends := b.rebalancing()
+	return &fibp.GetClusterStatusResult{
+		ErrorCode: fibp.CodeOk, Rebalancing: mode, RebalancingPauseEndsAt: ends,
+		Nodes: []fibp.NodeStatus{{State: fibp.NodeStateUp, QueueLeaderships: uint32(len(b.queueNames()))}},
+	}, nil
 }
 
 // GetRoutes answers that this node leads every queue (node 0: single-node mode).

@@ -174,7 +174,9 @@ var adminOps = map[fibp.Opcode]adminHandler{
 	fibp.OpRedrive:     adminOp(func(c *conn, r *fibp.Redrive) (fibp.Frame, *broker.Error) { return c.s.b.Redrive(r) }),
 	fibp.OpGetClusterStatus: adminOp(func(c *conn, r *fibp.GetClusterStatus) (fibp.Frame, *broker.Error) {
 		res, e := c.s.b.GetClusterStatus(r)
-		res.Nodes = []fibp.NodeStatus{{NodeID: c.s.opts.NodeID, Addr: c.s.advertised(), State: fibp.NodeStateUp}}
+		for i := range res.Nodes {
+			res.Nodes[i].NodeID, res.Nodes[i].Addr = c.s.opts.NodeID, c.s.advertised()
+		}
 		return res, e
 	}),
 	fibp.OpGetRoutes: adminOp(func(c *conn, r *fibp.GetRoutes) (fibp.Frame, *broker.Error) {
@@ -201,17 +203,12 @@ var adminOps = map[fibp.Opcode]adminHandler{
 		}
 		return &fibp.MoveQueueLeaderResult{ErrorCode: fibp.CodeOk}, nil
 	}),
-	fibp.OpSetRebalancing: adminOp(func(c *conn, r *fibp.SetRebalancing) (fibp.Frame, *broker.Error) {
-		if r.Mode > fibp.RebalancingDisabled {
-			return &fibp.SetRebalancingResult{ErrorCode: fibp.CodeInvalidConfigValue}, nil
-		}
-		return &fibp.SetRebalancingResult{ErrorCode: fibp.CodeOk}, nil
-	}),
-	fibp.OpCreateApiKey: adminOp(func(c *conn, r *fibp.CreateApiKey) (fibp.Frame, *broker.Error) { return nil, notYet("API keys") }),
-	fibp.OpRevokeApiKey: adminOp(func(c *conn, r *fibp.RevokeApiKey) (fibp.Frame, *broker.Error) { return nil, notYet("API keys") }),
-	fibp.OpListApiKeys:  adminOp(func(c *conn, r *fibp.ListApiKeys) (fibp.Frame, *broker.Error) { return nil, notYet("API keys") }),
-	fibp.OpSetAcl:       adminOp(func(c *conn, r *fibp.SetAcl) (fibp.Frame, *broker.Error) { return nil, notYet("ACLs") }),
-	fibp.OpGetAcl:       adminOp(func(c *conn, r *fibp.GetAcl) (fibp.Frame, *broker.Error) { return nil, notYet("ACLs") }),
+	fibp.OpSetRebalancing: adminOp(func(c *conn, r *fibp.SetRebalancing) (fibp.Frame, *broker.Error) { return c.s.b.SetRebalancing(r) }),
+	fibp.OpCreateApiKey:   adminOp(func(c *conn, r *fibp.CreateApiKey) (fibp.Frame, *broker.Error) { return nil, notYet("API keys") }),
+	fibp.OpRevokeApiKey:   adminOp(func(c *conn, r *fibp.RevokeApiKey) (fibp.Frame, *broker.Error) { return nil, notYet("API keys") }),
+	fibp.OpListApiKeys:    adminOp(func(c *conn, r *fibp.ListApiKeys) (fibp.Frame, *broker.Error) { return nil, notYet("API keys") }),
+	fibp.OpSetAcl:         adminOp(func(c *conn, r *fibp.SetAcl) (fibp.Frame, *broker.Error) { return nil, notYet("ACLs") }),
+	fibp.OpGetAcl:         adminOp(func(c *conn, r *fibp.GetAcl) (fibp.Frame, *broker.Error) { return nil, notYet("ACLs") }),
 }
 
 // advertised is the address clients should use for this node.

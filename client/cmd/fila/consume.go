@@ -56,8 +56,11 @@ func (a *app) consume(cmd *cobra.Command, queue string, f consumeFlags) error {
 	if err != nil {
 		return err
 	}
-	// The CLI acks at once or deliberately leaves a message alone: no lease keep-alive.
-	cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: credit, DisableLeaseKeepAlive: true})
+	// The CLI acks at once or deliberately leaves a message alone: no lease keep-alive. With
+	// --count it asks for that many deliveries in all: the acks must not earn credit for
+	// messages it will not print (their leases would expire as failed attempts).
+	cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: credit, DisableLeaseKeepAlive: true,
+		MaxDeliveries: uint64(f.count)})
 	cancel()
 	if err != nil {
 		return err

@@ -266,6 +266,12 @@ func TestConsumeAck(t *testing.T) {
 	if credit := b.received[0].(*fibp.Consume).Credit; credit != 2 {
 		t.Errorf("Consume credit = %d, want --count 2", credit)
 	}
+	// The acks earn no credit: two deliveries were asked for and printed.
+	for _, f := range b.received {
+		if cr, ok := f.(*fibp.Credit); ok {
+			t.Errorf("sent Credit %+v after asking for exactly --count deliveries", cr)
+		}
+	}
 }
 
 func TestConsumeJSONWithoutAck(t *testing.T) {

@@ -1,0 +1,512 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/filamq/fila/client/fila"
+	"github.com/filamq/fila/generated/fibp"
+)
+
+// The binaries TestMain builds, and the broker the shared-server tests talk to.
+var (
+	serverBin  string // fila-server
+	cliBin     string // fila
+	sharedAddr string // the shared broker: started by TestMain, or FILA_TEST_ADDR
+	apiKey     string // FILA_TEST_API_KEY, for an external broker
+	runTag     string // makes queue names unique across runs against an external broker
+)
+
+// waitFor bounds every wait for the broker to act asynchronously; it is a safety net against a
+// hang, never the subject of an assertion.
+const waitFor = 15 * time.Second
+
+func TestMain(m *testing.M) { os.Exit(runMain(m)) }
+
+func runMain(m *testing.M) int {
+	tmp, err := os.MkdirTemp("", "fila-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	if err := buildBinaries(tmp); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
+	}
+	runTag = fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff)
+	apiKey = os.Getenv("FILA_TEST_API_KEY")
+	var srv *server
+	if sharedAddr = os.Getenv("FILA_TEST_ADDR"); sharedAddr == "" {
+		addr, err := freeAddr()
+		if err == nil {
+			srv, err = startServer(filepath.Join(tmp, "shared-data"), addr)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: starting the shared fila-server:", err)
+			return 1
+		}
+		sharedAddr = addr
+	}
+	code := m.Run()
+	if srv != nil {
+		if err := srv.stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e: stopping the shared fila-server:", err)
+			code = 1
+		}
+		if code != 0 {
+			fmt.Fprintf(os.Stderr, "--- shared fila-server log:\n%s", srv.proc.log.String())
+		}
+	}
+	return code
+}
+
+// repoRoot is the directory holding go.work, found by walking up from the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("no go.work above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// trackCLISources stats the CLI's source files, once, from the first test that runs the CLI.
+// The go command caches a test's result keyed by the test binary and the files the test process
+// consults while tests run (not in TestMain before m.Run), counting only files inside the test's
+// own module; the subprocesses' builds are invisible to it. This makes a CLI change rerun the
+// suite. A server change (another module) does not: use `go test -count=1 ./e2e/` after one.
+var trackCLISources = sync.OnceValue(func() error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	return filepath.WalkDir(filepath.Join(root, "client", "cmd"), func(path string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			_, err = os.Stat(path)
+		}
+		return err
+	})
+})
+
+// buildBinaries builds fila-server and the fila CLI into dir, concurrently.
+func buildBinaries(dir string) error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	serverBin, cliBin = filepath.Join(dir, "fila-server"), filepath.Join(dir, "fila")
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, b := range []struct{ out, pkg string }{{serverBin, "./server/cmd/fila-server"}, {cliBin, "./client/cmd/fila"}} {
+		wg.Go(func() {
+			cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
+			cmd.Dir = root
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// cleanEnv is the environment of the subprocesses without FILA_* variables, so that neither
+// the server nor the CLI picks up settings from the caller's environment.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FILA_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// server is a fila-server on one address and data directory; proc is its current process.
+type server struct {
+	addr, dataDir string
+	args          []string // extra command-line settings
+	proc          *process
+}
+
+// process is one fila-server subprocess.
+type process struct {
+	cmd     *exec.Cmd
+	log     *lockedBuffer
+	exited  chan struct{}
+	waitErr error // set before exited is closed
+}
+
+func startServer(dataDir, addr string, args ...string) (*server, error) {
+	p, err := startProcess(dataDir, addr, args)
+	if err != nil {
+		return nil, err
+	}
+	return &server{addr: addr, dataDir: dataDir, args: args, proc: p}, nil
+}
+
+func startProcess(dataDir, addr string, args []string) (*process, error) {
+	p := &process{log: &lockedBuffer{}, exited: make(chan struct{})}
+	args = append([]string{"--data-dir", dataDir, "--listen", addr, "--http-listen", "", "--log-level", "warn"}, args...)
+	p.cmd = exec.Command(serverBin, args...)
+	p.cmd.Env = cleanEnv()
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	dieWithTests(p.cmd)
+	if err := p.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		close(p.exited)
+	}()
+	deadline := time.Now().Add(waitFor)
+	for {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return p, nil
+		}
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("fila-server exited before listening (%v):\n%s", p.waitErr, p.log.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			p.cmd.Process.Kill()
+			<-p.exited
+			return nil, fmt.Errorf("fila-server did not listen on %s:\n%s", addr, p.log.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// running reports whether the current process has not exited.
+func (s *server) running() bool {
+	select {
+	case <-s.proc.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// stop sends SIGTERM and waits for the process; it reports an unclean exit.
+func (s *server) stop() error {
+	p := s.proc
+	if !s.running() {
+		return fmt.Errorf("fila-server had already exited: %v", p.waitErr)
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+		if p.waitErr != nil {
+			return fmt.Errorf("fila-server exited with %v", p.waitErr)
+		}
+		return nil
+	case <-time.After(30 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exited
+		return errors.New("fila-server did not stop within 30s of SIGTERM; killed")
+	}
+}
+
+// privateServer starts a broker of the test's own, for tests that change broker-wide state or
+// need settings of their own (args).
+func privateServer(t *testing.T, args ...string) *server {
+	t.Helper()
+	addr, err := freeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := startServer(t.TempDir(), addr, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if s.running() {
+			if err := s.stop(); err != nil {
+				t.Errorf("stopping the private fila-server: %v", err)
+			}
+		}
+		if t.Failed() {
+			t.Logf("private fila-server log:\n%s", s.proc.log.String())
+		}
+	})
+	return s
+}
+
+// restart stops s with SIGTERM (it must exit cleanly) and starts it again on the same data
+// directory and address.
+func (s *server) restart(t *testing.T) {
+	t.Helper()
+	if err := s.stop(); err != nil {
+		t.Fatalf("%v\n%s", err, s.proc.log.String())
+	}
+	p, err := startProcess(s.dataDir, s.addr, s.args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.proc = p
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// --- SDK helpers ---
+
+// testCtx bounds a test's requests; it ends with the test.
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// dial connects to addr (the shared broker when empty) and closes the client with the test.
+func dial(t *testing.T, addr string) *fila.Client {
+	t.Helper()
+	key := ""
+	if addr == "" {
+		addr, key = sharedAddr, apiKey
+	}
+	c, err := fila.Dial(testCtx(t), addr, &fila.Options{APIKey: key})
+	if err != nil {
+		t.Fatalf("Dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+var (
+	queueSeq   atomic.Int64
+	unsafeName = regexp.MustCompile(`[^A-Za-z0-9_-]+`)
+)
+
+// queueName returns a queue name unique to this test, run and call.
+func queueName(t *testing.T) string {
+	base := strings.ToLower(unsafeName.ReplaceAllString(strings.TrimPrefix(t.Name(), "Test"), "-"))
+	if len(base) > 60 {
+		base = base[:60]
+	}
+	return fmt.Sprintf("e2e-%s-%s-%d", base, runTag, queueSeq.Add(1))
+}
+
+// createQueue creates a queue named after the test (cfg.Name, if empty) and deletes it with the
+// test. It returns the name.
+func createQueue(t *testing.T, c *fila.Client, cfg fila.QueueConfig) string {
+	t.Helper()
+	if cfg.Name == "" {
+		cfg.Name = queueName(t)
+	}
+	id, err := c.CreateQueue(testCtx(t), cfg)
+	if err != nil {
+		t.Fatalf("CreateQueue %q: %v", cfg.Name, err)
+	}
+	if id == "" {
+		t.Errorf("CreateQueue %q returned an empty queue ID", cfg.Name)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.DeleteQueue(ctx, cfg.Name) // best effort: the test may have deleted it, or closed c
+	})
+	return cfg.Name
+}
+
+// fastQueue is a queue configuration with a short lease and immediate retries.
+func fastQueue(visibility time.Duration, maxAttempts uint32) fila.QueueConfig {
+	return fila.QueueConfig{VisibilityTimeout: visibility, MaxAttempts: maxAttempts, Backoff: fibp.BackoffNone}
+}
+
+// enqueue enqueues msgs in one frame and fails the test on any error.
+func enqueue(t *testing.T, c *fila.Client, msgs ...fila.Message) []fila.MessageID {
+	t.Helper()
+	res, err := c.Enqueue(testCtx(t), msgs...)
+	if err != nil {
+		t.Fatalf("Enqueue: %v", err)
+	}
+	ids := make([]fila.MessageID, len(res))
+	for i, r := range res {
+		if r.Err != nil {
+			t.Fatalf("Enqueue item %d: %v", i, r.Err)
+		}
+		ids[i] = r.ID
+	}
+	return ids
+}
+
+// payloads makes n messages for queue with payloads prefix-0 .. prefix-(n-1).
+func payloads(queue, prefix string, n int) []fila.Message {
+	msgs := make([]fila.Message, n)
+	for i := range msgs {
+		msgs[i] = fila.Message{Queue: queue, Payload: fmt.Appendf(nil, "%s-%d", prefix, i)}
+	}
+	return msgs
+}
+
+func getStats(t *testing.T, c *fila.Client, queue string) *fila.QueueStats {
+	t.Helper()
+	st, err := c.GetStats(testCtx(t), queue)
+	if err != nil {
+		t.Fatalf("GetStats %q: %v", queue, err)
+	}
+	return st
+}
+
+// waitStats polls GetStats until cond holds, and returns the stats that satisfied it.
+func waitStats(t *testing.T, c *fila.Client, queue, what string, cond func(*fila.QueueStats) bool) *fila.QueueStats {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		st := getStats(t, c, queue)
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("queue %q never reached %s; last stats %+v", queue, what, st)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// eventually polls cond until it holds.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("never happened: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func consume(t *testing.T, c *fila.Client, queue string, opts fila.ConsumeOptions) *fila.Consumer {
+	t.Helper()
+	cons, err := c.Consume(testCtx(t), queue, opts)
+	if err != nil {
+		t.Fatalf("Consume %q: %v", queue, err)
+	}
+	t.Cleanup(func() { cons.Close() })
+	return cons
+}
+
+// next waits for the next delivery.
+func next(t *testing.T, cons *fila.Consumer) *fila.Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	d, err := cons.Next(ctx)
+	if err != nil {
+		t.Fatalf("Next on %q: %v", cons.Queue(), err)
+	}
+	return d
+}
+
+func ack(t *testing.T, d *fila.Delivery) {
+	t.Helper()
+	if err := d.Ack(testCtx(t)); err != nil {
+		t.Fatalf("Ack %v: %v", d.ID, err)
+	}
+}
+
+// wantCode fails the test unless err carries the broker error code of want.
+func wantCode(t *testing.T, what string, err error, want *fila.Error) {
+	t.Helper()
+	if !errors.Is(err, want) {
+		t.Errorf("%s: got %v, want %v", what, err, want.Code)
+	}
+}
+
+// --- CLI helpers ---
+
+type cliResult struct {
+	stdout, stderr string
+	code           int
+}
+
+// cli runs the fila binary against addr (the shared broker when empty).
+func cli(t *testing.T, addr string, args ...string) cliResult {
+	t.Helper()
+	if err := trackCLISources(); err != nil {
+		t.Fatal(err)
+	}
+	key := ""
+	if addr == "" {
+		addr, key = sharedAddr, apiKey
+	}
+	full := []string{"--addr", addr, "--timeout", "10s"}
+	if key != "" {
+		full = append(full, "--api-key", key)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, cliBin, append(full, args...)...)
+	cmd.Env = cleanEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stdin = strings.NewReader("")
+	err := cmd.Run()
+	r := cliResult{stdout: stdout.String(), stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("fila %s: %v", strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// cliOK runs the CLI and fails the test unless it exits 0 with nothing on stderr.
+func cliOK(t *testing.T, addr string, args ...string) string {
+	t.Helper()
+	r := cli(t, addr, args...)
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("fila %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), r.code, r.stdout, r.stderr)
+	}
+	return r.stdout
+}

@@ -1,0 +1,337 @@
+package rift
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	proto "github.com/filamq/fila/generated/rift"
+)
+
+// maxPending bounds the bytes of frames a Publisher holds for its writer; Publish waits when
+// they are exceeded (a single larger frame is always accepted).
+const maxPending = 512 << 10
+
+// Publisher is one publisher stream: publications on it are routed in order. It is safe for
+// concurrent use, but becomes unusable (ErrBroken) after any failed or cancelled operation.
+//
+// Publish does not write to the stream itself: it appends the frame to a buffer that a writer
+// goroutine hands to QUIC, one write for everything that accumulated meanwhile (a QUIC write of
+// more than a packet waits until it is sent, so writing each publication would make every
+// publisher wait for the network). Publish waits only while 512 KiB are already waiting. A nil
+// error from Publish therefore means the publication was accepted for sending; a failure to
+// send it makes the publisher unusable and surfaces on a later operation. PUBLISH is never
+// answered anyway: Flush confirms.
+type Publisher struct {
+	c *Client
+	s *call
+
+	op sync.Mutex // serializes Flush and PublishAck, so that answers are read in order
+
+	mu          sync.Mutex
+	buf         []byte        // frames the writer has not taken yet
+	spare       []byte        // the writer's previous batch, reused
+	err         error         // why the publisher is unusable
+	closing     bool          // Close was called: the writer sends buf, then finishes the stream
+	writeFailed bool          // the writer failed; the server may have sent ERROR explaining why
+	wake        chan struct{} // (capacity 1) buf became non-empty, or err was set
+	space       chan struct{} // closed (and replaced) when the writer takes a batch, for waiters
+	waiters     int
+}
+
+// Publisher opens a publisher stream.
+func (c *Client) Publisher(ctx context.Context) (*Publisher, error) {
+	ctx, cancel := c.opContext(ctx, 0)
+	defer cancel()
+	s, err := c.openLongStream(ctx, 4<<10) // answers are OK and ERROR frames only
+	if err != nil {
+		return nil, err
+	}
+	s.unbind()
+	s.str.SetDeadline(time.Time{})
+	p := &Publisher{c: c, s: s, wake: make(chan struct{}, 1), space: make(chan struct{})}
+	go p.writeLoop()
+	return p, nil
+}
+
+// Publish queues a message for sending without waiting for an answer; Flush confirms it. reply
+// is "" or a literal _INBOX.<...> subject the identity may subscribe to.
+func (p *Publisher) Publish(ctx context.Context, subject, reply string, payload []byte) error {
+	f := proto.Publish{Subject: subject, Reply: reply, Payload: payload}
+	if err := f.Check(); err != nil {
+		return fmt.Errorf("rift: publish: %w", err)
+	}
+	return p.enqueuePublish(ctx, &f)
+}
+
+// PublishAck publishes and waits until the broker has routed the message.
+func (p *Publisher) PublishAck(ctx context.Context, subject, reply string, payload []byte) error {
+	f := &proto.PublishAck{Subject: subject, Reply: reply, Payload: payload}
+	if err := f.Check(); err != nil {
+		return fmt.Errorf("rift: publish: %w", err)
+	}
+	return p.call(ctx, f)
+}
+
+// Flush sends a PING and waits for its OK: every earlier publication on this stream was routed by
+// the broker (which does not mean processed by subscribers). A refused publication surfaces here
+// as an *Error.
+func (p *Publisher) Flush(ctx context.Context) error {
+	return p.call(ctx, &proto.Ping{})
+}
+
+// Err returns why the publisher is unusable, or nil.
+func (p *Publisher) Err() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// Close finishes the publisher stream once what was published has been handed to QUIC.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.err == nil:
+		p.err, p.closing = ErrClosed, true
+		p.signal()
+	case p.writeFailed: // nobody asked for the server's explanation
+		p.writeFailed = false
+		p.s.str.CancelRead(0)
+	}
+	return nil
+}
+
+// enqueue appends f to the buffer (see reserve).
+func (p *Publisher) enqueue(ctx context.Context, f proto.Frame) error {
+	if err := p.reserve(ctx, proto.LengthSize+proto.HeaderSize+f.Size()); err != nil {
+		return err
+	}
+	p.buf = proto.AppendFrame(p.buf, f)
+	p.mu.Unlock()
+	return nil
+}
+
+// enqueuePublish is enqueue for PUBLISH, without converting f to an interface (which would
+// allocate it).
+func (p *Publisher) enqueuePublish(ctx context.Context, f *proto.Publish) error {
+	size := proto.HeaderSize + f.Size()
+	if err := p.reserve(ctx, proto.LengthSize+size); err != nil {
+		return err
+	}
+	p.buf = binary.BigEndian.AppendUint32(p.buf, uint32(size))
+	p.buf = f.AppendTo(append(p.buf, byte(proto.OpPublish)))
+	p.mu.Unlock()
+	return nil
+}
+
+// reserve locks p.mu and waits (within ctx and the operation timeout) until size more bytes
+// fit in the buffer; on success it returns with p.mu held and the writer signalled. A cancelled
+// context breaks the publisher, as any failed operation does.
+func (p *Publisher) reserve(ctx context.Context, size int) error {
+	p.mu.Lock()
+	var timer *time.Timer
+	for {
+		if p.err != nil {
+			err := p.err
+			p.mu.Unlock()
+			return fmt.Errorf("%w: %v", ErrBroken, err)
+		}
+		if err := ctx.Err(); err != nil {
+			p.failLocked(err)
+			p.mu.Unlock()
+			return err
+		}
+		if len(p.buf) == 0 || len(p.buf)+size <= maxPending {
+			break
+		}
+		if timer == nil {
+			timer = time.NewTimer(p.c.timeout)
+			defer timer.Stop()
+		}
+		space := p.space
+		p.waiters++
+		p.mu.Unlock()
+		var err error
+		select {
+		case <-space:
+		case <-ctx.Done():
+		case <-timer.C:
+			err = fmt.Errorf("rift: %w (waiting to send)", context.DeadlineExceeded)
+		}
+		p.mu.Lock()
+		p.waiters--
+		if err != nil {
+			p.failLocked(err)
+		}
+	}
+	if len(p.buf) == 0 {
+		p.signal()
+	}
+	return nil
+}
+
+// signal wakes the writer; p.mu is held.
+func (p *Publisher) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// failLocked makes the publisher unusable because of err and resets its stream; p.mu is held.
+func (p *Publisher) failLocked(err error) {
+	if p.err == nil {
+		p.breakLocked(err)
+		p.s.cancel()
+	}
+}
+
+// breakLocked makes the publisher unusable; p.mu is held.
+func (p *Publisher) breakLocked(err error) {
+	p.err = err
+	p.buf = nil
+	p.signal()
+	p.freeWaiters()
+}
+
+// freeWaiters wakes the publishers waiting for room; p.mu is held.
+func (p *Publisher) freeWaiters() {
+	if p.waiters > 0 {
+		close(p.space)
+		p.space = make(chan struct{})
+	}
+}
+
+// call queues f and reads its answer, which must be OK.
+func (p *Publisher) call(ctx context.Context, f proto.Frame) error {
+	p.op.Lock()
+	defer p.op.Unlock()
+	ctx, cancel := p.c.opContext(ctx, 0)
+	defer cancel()
+	if err := p.enqueue(ctx, f); err != nil {
+		return p.explain(ctx, err)
+	}
+	d, _ := ctx.Deadline()
+	p.s.str.SetReadDeadline(d)
+	stop := context.AfterFunc(ctx, func() { p.s.str.SetReadDeadline(time.Now()) })
+	_, err := p.s.expectOk()
+	stop()
+	p.s.str.SetReadDeadline(time.Time{})
+	if err != nil {
+		err = p.c.ctxErr(ctx, err)
+		p.mu.Lock()
+		p.writeFailed = false
+		p.failLocked(err)
+		p.s.str.CancelRead(0) // also when the writer failed first
+		p.mu.Unlock()
+	}
+	return err
+}
+
+// explain returns the server's ERROR when a failed write was its consequence (the server
+// refuses a publication with ERROR and stops reading), and err otherwise.
+func (p *Publisher) explain(ctx context.Context, err error) error {
+	p.mu.Lock()
+	failed := p.writeFailed
+	p.writeFailed = false
+	p.mu.Unlock()
+	if !failed {
+		return err
+	}
+	d, _ := ctx.Deadline()
+	p.s.str.SetReadDeadline(d)
+	stop := context.AfterFunc(ctx, func() { p.s.str.SetReadDeadline(time.Now()) })
+	defer stop()
+	_, _, rerr := p.s.next()
+	p.s.str.CancelRead(0)
+	var e *Error
+	if errors.As(rerr, &e) {
+		return rerr
+	}
+	return err
+}
+
+// writeLoop hands the buffered frames to QUIC until the publisher fails, or is closed and has
+// written everything.
+func (p *Publisher) writeLoop() {
+	done := p.c.conn.Context().Done()
+	for {
+		p.mu.Lock()
+		for len(p.buf) == 0 && p.err == nil {
+			p.mu.Unlock()
+			select {
+			case <-p.wake:
+			case <-done:
+				p.mu.Lock()
+				p.failLocked(p.c.connErr(context.Canceled))
+				p.mu.Unlock()
+				return
+			}
+			p.mu.Lock()
+		}
+		if len(p.buf) == 0 || !p.closing && p.err != nil {
+			closing := p.closing
+			p.mu.Unlock()
+			if closing {
+				p.s.finish()
+				p.s.str.CancelRead(0)
+			}
+			return
+		}
+		batch := p.buf
+		p.buf, p.spare = p.spare[:0], nil
+		p.freeWaiters()
+		p.mu.Unlock()
+
+		p.s.str.SetWriteDeadline(time.Now().Add(p.c.timeout))
+		_, err := p.s.str.Write(batch)
+
+		p.mu.Lock()
+		if err != nil {
+			switch {
+			case p.closing:
+				p.s.cancel()
+			case p.err == nil:
+				// The receiving half stays open: the server may have explained with an ERROR,
+				// which the next Flush or PublishAck reads (see explain).
+				p.writeFailed = true
+				p.breakLocked(fmt.Errorf("rift: publish: %w", p.c.connErr(err)))
+				p.s.str.CancelWrite(0)
+			}
+			p.mu.Unlock()
+			return
+		}
+		p.spare = batch[:0]
+		p.mu.Unlock()
+	}
+}
+
+// Publish publishes on the client's shared publisher stream, opening a new stream when the
+// previous one failed. It never retries: a failed publication may or may not have reached the
+// broker.
+func (c *Client) Publish(ctx context.Context, subject, reply string, payload []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shared == nil || c.shared.Err() != nil {
+		p, err := c.Publisher(ctx)
+		if err != nil {
+			return err
+		}
+		c.shared = p
+	}
+	return c.shared.Publish(ctx, subject, reply, payload)
+}
+
+// Flush flushes the shared publisher (see Publisher.Flush).
+func (c *Client) Flush(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shared == nil {
+		return nil
+	}
+	return c.shared.Flush(ctx)
+}
