@@ -1,7 +1,7 @@
 # Fila monorepo. Every target runs from the repository root; go.work ties the modules together.
 
 GO        ?= go
-MODULES   := ./... ./generated/... ./server/... ./client/... ./tools/... ./fuzz/...
+MODULES   := ./... ./generated/... ./server/... ./client/... ./tools/... ./tools/compare/... ./fuzz/...
 RACE_PKGS := ./server/... ./client/...
 FUZZTIME  ?= 60s
 FUZZ_PKGS := ./generated/fibp ./generated/rift ./generated/store ./generated/riftstore ./fuzz
@@ -29,7 +29,7 @@ vet:
 
 ## test: every module's tests, with the race detector on the concurrent packages
 test:
-	$(GO) test -count=1 ./... ./generated/... ./tools/... ./fuzz/...
+	$(GO) test -count=1 ./... ./generated/... ./tools/... ./tools/compare/... ./fuzz/...
 	$(GO) test -count=1 -race $(RACE_PKGS)
 
 ## fuzz: run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m). A failing input is

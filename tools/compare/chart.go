@@ -92,12 +92,49 @@ func barPlot(title, unit string, figs []figure, scale float64) (*plot.Plot, erro
 		p.Add(bars)
 		p.Legend.Add(s.label, bars)
 	}
-	p.Legend.Top = true
+	if err := addNA(p, figs); err != nil {
+		return nil, err
+	}
+	p.Legend.Top, p.Legend.Left = true, true
 	p.NominalX(names...)
+	p.X.Min, p.X.Max = -0.6, float64(len(figs))-0.4
+	p.Y.Min, p.Y.Max = 0, p.Y.Max*1.15 // room for the legend above the tallest bar
 	p.X.Tick.Label.Rotation = math.Pi / 8
 	p.X.Tick.Label.XAlign, p.X.Tick.Label.YAlign = draw.XRight, draw.YCenter
 	p.Add(plotter.NewGrid())
 	return p, nil
+}
+
+// addNA writes "fila n/a" or "nats n/a" above a category whose value could not be measured.
+func addNA(p *plot.Plot, figs []figure) error {
+	var xys plotter.XYs
+	var labels []string
+	for i, f := range figs {
+		switch {
+		case math.IsNaN(f.fila) && math.IsNaN(f.nats):
+			labels = append(labels, "n/a")
+		case math.IsNaN(f.fila):
+			labels = append(labels, "fila n/a")
+		case math.IsNaN(f.nats):
+			labels = append(labels, "nats n/a")
+		default:
+			continue
+		}
+		xys = append(xys, plotter.XY{X: float64(i)})
+	}
+	if len(xys) == 0 {
+		return nil
+	}
+	l, err := plotter.NewLabels(plotter.XYLabels{XYs: xys, Labels: labels})
+	if err != nil {
+		return err
+	}
+	for i := range l.TextStyle {
+		l.TextStyle[i].XAlign, l.TextStyle[i].YAlign = draw.XCenter, draw.YBottom
+	}
+	l.Offset.Y = vg.Points(4) // just above the axis line
+	p.Add(l)
+	return nil
 }
 
 func orZero(v float64) float64 {

@@ -49,9 +49,10 @@ type env struct {
 	filaBin    string
 	natsBin    string
 	riftReason string // why the Rift workloads cannot run on Fila's side; empty when they can
+	loadStart  string // the load average when the workloads started
 
-	peers          int    // broker runs so far, to name their directories
-	side, pprofURL string // the broker being measured, for profiles
+	peers              int    // broker runs so far, to name their directories
+	profName, pprofURL string // the workload and broker being measured, for profiles
 }
 
 func parseFlags() options {
@@ -141,10 +142,11 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	root, _ := repoRoot()
-	if e.riftReason = riftUnavailable(root, e.filaBin); e.riftReason != "" {
+	if e.riftReason = riftUnavailable(e.filaBin); e.riftReason != "" {
 		fmt.Fprintln(os.Stderr, "Rift workloads: Fila's side is n/a:", e.riftReason)
 	}
 	start := time.Now()
+	e.loadStart = loadAverage()
 	var figs []figure
 	for _, w := range workloads {
 		if !w.selected(o.only) {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -31,7 +32,7 @@ func (e *env) measureRate(ctx context.Context, label string, count func() int64)
 		return 0, ctx.Err()
 	case <-time.After(e.o.warmup):
 	}
-	stopProf := e.profile(label, e.o.duration)
+	stopProf := e.profile(e.o.duration)
 	defer stopProf()
 	b := bar(e.o.duration.Milliseconds(), label)
 	var w rateWindow
@@ -106,7 +107,7 @@ func (e *env) measureLatency(ctx context.Context, label string, one func() (time
 			return 0, 0, err
 		}
 	}
-	stopProf := e.profile(label, 0)
+	stopProf := e.profile(0)
 	defer stopProf()
 	b := bar(int64(n), label)
 	samples := make([]time.Duration, 0, n)
@@ -125,9 +126,11 @@ func (e *env) measureLatency(ctx context.Context, label string, one func() (time
 	return micros(percentile(samples, 50)), micros(percentile(samples, 99)), nil
 }
 
-// profile starts taking the current peer's CPU profile for d (until stop when d is 0) when
-// -profile is on and the peer serves pprof; stop waits for it and adds an allocation profile.
-func (e *env) profile(label string, d time.Duration) (stop func()) {
+// profile starts taking the current broker's CPU profile for d (10 s when d is 0) when -profile is
+// on, into <out>/pprof/<workload>-<broker>.cpu.pprof, and this tool's own (the load generator and
+// client libraries) into <workload>-<broker>-client.cpu.pprof until stop. stop waits for them and
+// adds the broker's allocation profile.
+func (e *env) profile(d time.Duration) (stop func()) {
 	if !e.o.profile || e.pprofURL == "" {
 		return func() {}
 	}
@@ -136,14 +139,25 @@ func (e *env) profile(label string, d time.Duration) (stop func()) {
 		fmt.Fprintln(os.Stderr, "   profile:", err)
 		return func() {}
 	}
-	base := filepath.Join(dir, e.side+"-"+label)
+	base := filepath.Join(dir, e.profName)
 	secs := max(1, int(d.Seconds()))
 	if d == 0 {
 		secs = 10 // latency runs: a fixed window from the start of the samples
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { fetch(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", e.pprofURL, secs), base+".cpu.pprof") })
+	client, err := os.Create(base + "-client.cpu.pprof")
+	if err == nil {
+		err = pprof.StartCPUProfile(client)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "   profile:", err)
+	}
 	return func() {
+		if client != nil {
+			pprof.StopCPUProfile()
+			client.Close()
+		}
 		wg.Wait()
 		fetch(e.pprofURL+"/debug/pprof/allocs", base+".allocs.pprof")
 	}

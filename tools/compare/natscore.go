@@ -3,18 +3,53 @@ package main
 import (
 	"context"
 	"errors"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 )
 
-// pubsubWindow bounds the messages published but not yet received in the pub/sub workloads: NATS
-// core has no flow control, so the publisher waits rather than overrun the subscriber.
-const pubsubWindow = 10_000
+// pubsubWindow bounds the messages published but not yet received in the pub/sub workloads:
+// neither NATS core nor Rift has flow control from subscriber to publisher, so the publisher
+// waits rather than overrun the subscriber (which both brokers would cut off as a slow consumer;
+// Rift's default limit is 8,192 queued messages per subscription).
+const pubsubWindow = 4096
+
+// pumpWindowed calls publish in a loop on its own goroutine, keeping at most pubsubWindow
+// messages published but not yet received. stop ends it; failed receives its error, if any.
+func pumpWindowed(received func() int64, publish func() error) (stop func(), failed <-chan error) {
+	quit, errc := make(chan struct{}), make(chan error, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var published int64
+		var stalled time.Time
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			if published-received() >= pubsubWindow {
+				if stalled.IsZero() {
+					stalled = time.Now()
+				} else if time.Since(stalled) > 10*time.Second {
+					errc <- errors.New("the subscriber stopped receiving (cut off as a slow consumer?)")
+					return
+				}
+				time.Sleep(50 * time.Microsecond)
+				continue
+			}
+			stalled = time.Time{}
+			if err := publish(); err != nil {
+				errc <- err
+				return
+			}
+			published++
+		}
+	}()
+	return func() { close(quit); <-done }, errc
+}
 
 // natsPubSub measures messages per second received by one subscriber from one publisher, over TLS.
 func natsPubSub(size int) side {
@@ -39,35 +74,8 @@ func natsPubSub(size int) side {
 		}
 		defer pc.Close()
 		payload := make([]byte, size)
-		quit, failed := make(chan struct{}), make(chan error, 1)
-		go func() {
-			var published int64
-			stalled := time.Time{}
-			for {
-				select {
-				case <-quit:
-					return
-				default:
-				}
-				if published-received.Load() >= pubsubWindow {
-					if stalled.IsZero() {
-						stalled = time.Now()
-					} else if time.Since(stalled) > 10*time.Second {
-						failed <- errors.New("the subscriber stopped receiving (messages dropped as a slow consumer?)")
-						return
-					}
-					time.Sleep(50 * time.Microsecond)
-					continue
-				}
-				stalled = time.Time{}
-				if err := pc.Publish("pubsub", payload); err != nil {
-					failed <- err
-					return
-				}
-				published++
-			}
-		}()
-		defer close(quit)
+		stop, failed := pumpWindowed(received.Load, func() error { return pc.Publish("pubsub", payload) })
+		defer stop()
 		rate, err := e.measureRate(ctx, "nats pubsub", received.Load)
 		select {
 		case err = <-failed:
@@ -103,48 +111,5 @@ func natsReqReply(ctx context.Context, e *env, p *peer) ([]float64, error) {
 		}
 		return time.Since(start), nil
 	})
-	return []float64{p50, p99}, err
-}
-
-// riftDriver runs Fila's side of the rift_* workloads. It stays nil until a file of this package
-// that uses the Rift Go client (client/rift) sets it in an init function; the workloads then also
-// need fila-server started with its Rift listener.
-var riftDriver interface {
-	pubsub(ctx context.Context, e *env, p *peer, size int) (float64, error)
-	reqreply(ctx context.Context, e *env, p *peer) (p50, p99 float64, err error)
-}
-
-// riftUnavailable says why the Rift workloads cannot run on Fila's side, or "" when they can.
-func riftUnavailable(root, filaBin string) string {
-	var why []string
-	if root != "" {
-		if files, _ := filepath.Glob(filepath.Join(root, "client", "rift", "*.go")); len(files) == 0 {
-			why = append(why, "the Rift Go client (client/rift) is not in this tree yet")
-		}
-	}
-	if out, _ := exec.Command(filaBin, "--help").CombinedOutput(); !strings.Contains(string(out), "rift-listen") {
-		why = append(why, "fila-server has no --rift-listen setting yet")
-	}
-	if riftDriver == nil {
-		why = append(why, "this tool has no Rift driver compiled in")
-	}
-	return strings.Join(why, "; ")
-}
-
-func riftPubSub(size int) side {
-	return func(ctx context.Context, e *env, p *peer) ([]float64, error) {
-		if riftDriver == nil {
-			return nil, errors.New("no Rift driver")
-		}
-		rate, err := riftDriver.pubsub(ctx, e, p, size)
-		return []float64{rate}, err
-	}
-}
-
-func riftReqReply(ctx context.Context, e *env, p *peer) ([]float64, error) {
-	if riftDriver == nil {
-		return nil, errors.New("no Rift driver")
-	}
-	p50, p99, err := riftDriver.reqreply(ctx, e, p)
 	return []float64{p50, p99}, err
 }

@@ -32,6 +32,7 @@ func (m natsMode) String() string {
 type peer struct {
 	proc     *proc
 	addr     string // fila: host:port; nats: a nats:// or tls:// URL
+	riftAddr string // fila with Rift: the QUIC listener's host:port
 	pprofURL string // http://host:port, or empty
 	dir      string
 }
@@ -51,8 +52,9 @@ func (e *env) peerDir(name string) (string, error) {
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
-// startFila starts fila-server with its defaults (fsync on) on a free loopback port.
-func (e *env) startFila(ctx context.Context) (*peer, error) {
+// startFila starts fila-server with its defaults (fsync on) on a free loopback port, with its
+// Rift listener (the tool's certificate, one identity) when withRift is set.
+func (e *env) startFila(ctx context.Context, withRift bool) (*peer, error) {
 	dir, err := e.peerDir("fila")
 	if err != nil {
 		return nil, err
@@ -73,13 +75,26 @@ func (e *env) startFila(ctx context.Context) (*peer, error) {
 	} else {
 		args = append(args, "--http-listen", "")
 	}
+	if withRift {
+		if args, err = e.riftArgs(p, args); err != nil {
+			return nil, err
+		}
+	}
 	if p.proc, err = startProc("fila-server", filepath.Join(dir, "fila-server.log"), e.filaBin, args...); err != nil {
 		return nil, err
 	}
 	err = waitReady(ctx, p.proc, 30*time.Second, func() error {
 		c, err := fibpconn.Dial(addr)
+		if err != nil {
+			return err
+		}
+		c.Close()
+		if !withRift {
+			return nil
+		}
+		rc, err := e.riftConnect(ctx, p)
 		if err == nil {
-			c.Close()
+			rc.Close()
 		}
 		return err
 	})
@@ -88,6 +103,20 @@ func (e *env) startFila(ctx context.Context) (*peer, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// riftArgs adds the Rift listener's settings to fila-server's arguments.
+func (e *env) riftArgs(p *peer, args []string) ([]string, error) {
+	var err error
+	if p.riftAddr, err = freeUDPAddr(); err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(p.dir, "fila.yaml")
+	if err := os.WriteFile(conf, []byte(riftConfig), 0o644); err != nil {
+		return nil, err
+	}
+	return append(args, "--config", conf, "--rift-listen", p.riftAddr,
+		"--rift-cert", e.certs.certFile, "--rift-key", e.certs.keyFile), nil
 }
 
 // natsConfig renders a nats-server configuration file for mode.

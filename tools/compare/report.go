@@ -23,7 +23,8 @@ type figure struct {
 	name   string // COMPARE workload=…
 	unit   string // msg/s or us
 	better better
-	peer   string // what the NATS side is, for the table
+	peer   string  // what the NATS side is, for the table
+	target float64 // the ratio issue 5 asks for: at least this (throughput), at most (latency)
 	fila   float64
 	nats   float64
 }
@@ -49,6 +50,23 @@ func (f figure) verdict() string {
 	default:
 		return "loss"
 	}
+}
+
+// targetResult says whether the ratio meets the target, e.g. "≥ 2.0: missed".
+func (f figure) targetResult() string {
+	op, r := "≥", f.ratio()
+	met := r >= f.target
+	if f.better == lowerBetter {
+		op, met = "≤", r <= f.target
+	}
+	res := "missed"
+	switch {
+	case math.IsNaN(r):
+		res = "n/a"
+	case met:
+		res = "met"
+	}
+	return fmt.Sprintf("%s %.1f: %s", op, f.target, res)
 }
 
 // compareLine is the machine-readable summary line of a figure.
@@ -105,18 +123,18 @@ func grouped(v float64, unit string) string {
 // markdownTable renders the figures as a Markdown table with the direction that wins.
 func markdownTable(figs []figure) string {
 	var b strings.Builder
-	b.WriteString("| workload | NATS side | unit | better | fila | nats | ratio fila/nats | result |\n")
-	b.WriteString("| --- | --- | --- | --- | ---: | ---: | ---: | --- |\n")
+	b.WriteString("| workload | NATS side | unit | better | fila | nats | ratio fila/nats | vs NATS | target |\n")
+	b.WriteString("| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |\n")
 	for _, f := range figs {
-		dir, unit := "higher (ratio ≥ 1 wins)", f.unit
+		dir, unit := "higher", f.unit
 		if f.better == lowerBetter {
-			dir = "lower (ratio ≤ 1 wins)"
+			dir = "lower"
 		}
 		if unit == "us" {
 			unit = "µs"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", f.name, f.peer, unit, dir,
-			grouped(f.fila, f.unit), grouped(f.nats, f.unit), plainRatio(f.ratio()), f.verdict())
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f.name, f.peer, unit, dir,
+			grouped(f.fila, f.unit), grouped(f.nats, f.unit), plainRatio(f.ratio()), f.verdict(), f.targetResult())
 	}
 	return b.String()
 }

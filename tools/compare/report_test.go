@@ -108,15 +108,17 @@ func TestCompareLine(t *testing.T) {
 
 func TestMarkdownTable(t *testing.T) {
 	figs := []figure{
-		{name: "publish_1kb_default", peer: "JetStream default", unit: "msg/s", better: higherBetter, fila: 93369, nats: 33566},
-		{name: "latency_p50_1kb", peer: "JetStream default", unit: "us", better: lowerBetter, fila: 655.2, nats: 241.6},
-		{name: "rift_pubsub_1kb", peer: "NATS core over TLS", unit: "msg/s", better: higherBetter, fila: math.NaN(), nats: 77601},
+		{name: "publish_1kb_default", peer: "JetStream default", unit: "msg/s", better: higherBetter, target: 1, fila: 93369, nats: 33566},
+		{name: "lifecycle_1kb_4c", peer: "JetStream default", unit: "msg/s", better: higherBetter, target: 2, fila: 41236, nats: 22878},
+		{name: "latency_p50_1kb", peer: "JetStream default", unit: "us", better: lowerBetter, target: 1, fila: 655.2, nats: 241.6},
+		{name: "rift_pubsub_1kb", peer: "NATS core over TLS", unit: "msg/s", better: higherBetter, target: 1, fila: math.NaN(), nats: 77601},
 	}
-	want := `| workload | NATS side | unit | better | fila | nats | ratio fila/nats | result |
-| --- | --- | --- | --- | ---: | ---: | ---: | --- |
-| publish_1kb_default | JetStream default | msg/s | higher (ratio ≥ 1 wins) | 93,369 | 33,566 | 2.782 | win |
-| latency_p50_1kb | JetStream default | µs | lower (ratio ≤ 1 wins) | 655.2 | 241.6 | 2.712 | loss |
-| rift_pubsub_1kb | NATS core over TLS | msg/s | higher (ratio ≥ 1 wins) | n/a | 77,601 | n/a | n/a |
+	want := `| workload | NATS side | unit | better | fila | nats | ratio fila/nats | vs NATS | target |
+| --- | --- | --- | --- | ---: | ---: | ---: | --- | --- |
+| publish_1kb_default | JetStream default | msg/s | higher | 93,369 | 33,566 | 2.782 | win | ≥ 1.0: met |
+| lifecycle_1kb_4c | JetStream default | msg/s | higher | 41,236 | 22,878 | 1.802 | win | ≥ 2.0: missed |
+| latency_p50_1kb | JetStream default | µs | lower | 655.2 | 241.6 | 2.712 | loss | ≤ 1.0: missed |
+| rift_pubsub_1kb | NATS core over TLS | msg/s | higher | n/a | 77,601 | n/a | n/a | ≥ 1.0: n/a |
 `
 	if got := markdownTable(figs); got != want {
 		t.Errorf("got\n%s\nwant\n%s", got, want)

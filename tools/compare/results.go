@@ -45,7 +45,7 @@ func (e *env) metadata(root string, took time.Duration) [][2]string {
 	}
 	natsVersion := natsServerVersion
 	if out, err := exec.Command(e.natsBin, "--version").Output(); err == nil {
-		natsVersion = strings.TrimSpace(string(out))
+		natsVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "nats-server: ")
 	}
 	return [][2]string{
 		{"mode", fmt.Sprintf("%s: %v warm-up + %v measured per throughput figure and broker, %d latency samples after %d warm-up, lifecycle pre-fill %d",
@@ -55,6 +55,7 @@ func (e *env) metadata(root string, took time.Duration) [][2]string {
 		{"nats-server", natsVersion},
 		{"nats.go", moduleVersion("github.com/nats-io/nats.go")},
 		{"took", took.Round(time.Second).String()},
+		{"load average", fmt.Sprintf("%s at the start, %s at the end (1, 5, 15 min; other work on the machine adds noise)", e.loadStart, loadAverage())},
 	}
 }
 
@@ -84,6 +85,19 @@ func moduleVersion(path string) string {
 		}
 	}
 	return "unknown"
+}
+
+// loadAverage is the first three fields of /proc/loadavg.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // hostInfo describes the processor and kernel.
