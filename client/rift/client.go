@@ -12,8 +12,11 @@
 // Every operation has a deadline: the context's, capped by the client's operation timeout (30 s
 // by default); Request waits for its own timeout plus five seconds for transport.
 //
-// Delivery is at most once. A Publisher becomes unusable after any failed or cancelled operation,
-// because a cancelled write can leave half a frame on its stream: make a new one to continue.
+// Delivery is at most once. A Publisher batches: Publish queues the frame for a writer goroutine
+// that hands everything queued to QUIC in one write, so a publisher never waits for the network
+// unless 512 KiB are already waiting. A Publisher becomes unusable after any failed or cancelled
+// operation, because a cancelled write can leave half a frame on its stream: make a new one to
+// continue (a failure to send queued frames shows on the next operation).
 // Client.Publish uses a shared publisher and opens a new stream on the call after a failure; it
 // never retries a failed publication, which may nevertheless have reached the broker (retries
 // can duplicate: applications that need idempotency supply their own message identifiers).

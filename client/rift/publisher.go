@@ -36,7 +36,7 @@ type Publisher struct {
 	spare       []byte        // the writer's previous batch, reused
 	err         error         // why the publisher is unusable
 	closing     bool          // Close was called: the writer sends buf, then finishes the stream
-	writeFailed bool          // the writer failed; the server may have sent ERROR explaining why
+	writeFailed bool          // a write failed; the server may have sent ERROR explaining why
 	wake        chan struct{} // (capacity 1) buf became non-empty, or err was set
 	space       chan struct{} // closed (and replaced) when the writer takes a batch, for waiters
 	waiters     int
@@ -110,6 +110,9 @@ func (p *Publisher) enqueue(ctx context.Context, f proto.Frame) error {
 	if err := p.reserve(ctx, proto.LengthSize+proto.HeaderSize+f.Size()); err != nil {
 		return err
 	}
+	if len(p.buf) == 0 {
+		p.signal()
+	}
 	p.buf = proto.AppendFrame(p.buf, f)
 	p.mu.Unlock()
 	return nil
@@ -122,14 +125,21 @@ func (p *Publisher) enqueuePublish(ctx context.Context, f *proto.Publish) error 
 	if err := p.reserve(ctx, proto.LengthSize+size); err != nil {
 		return err
 	}
-	p.buf = binary.BigEndian.AppendUint32(p.buf, uint32(size))
-	p.buf = f.AppendTo(append(p.buf, byte(proto.OpPublish)))
+	if len(p.buf) == 0 {
+		p.signal()
+	}
+	p.buf = appendPublish(p.buf, f, size)
 	p.mu.Unlock()
 	return nil
 }
 
+func appendPublish(b []byte, f *proto.Publish, size int) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(size))
+	return f.AppendTo(append(b, byte(proto.OpPublish)))
+}
+
 // reserve locks p.mu and waits (within ctx and the operation timeout) until size more bytes
-// fit in the buffer; on success it returns with p.mu held and the writer signalled. A cancelled
+// fit in the buffer; on success it returns with p.mu held. A cancelled
 // context breaks the publisher, as any failed operation does.
 func (p *Publisher) reserve(ctx context.Context, size int) error {
 	p.mu.Lock()
@@ -167,9 +177,6 @@ func (p *Publisher) reserve(ctx context.Context, size int) error {
 		if err != nil {
 			p.failLocked(err)
 		}
-	}
-	if len(p.buf) == 0 {
-		p.signal()
 	}
 	return nil
 }
@@ -255,58 +262,57 @@ func (p *Publisher) explain(ctx context.Context, err error) error {
 	return err
 }
 
+// writeFailedLocked makes the publisher unusable after a failed write; p.mu is held. The receiving half stays open: the server may have explained the failure with
+// an ERROR, which the next Flush or PublishAck reads (see explain).
+func (p *Publisher) writeFailedLocked(err error) {
+	err = fmt.Errorf("rift: publish: %w", p.c.connErr(err))
+	switch {
+	case p.closing:
+		p.s.cancel()
+	case p.err == nil:
+		p.writeFailed = true
+		p.breakLocked(err)
+		p.s.str.CancelWrite(0)
+	}
+}
+
 // writeLoop hands the buffered frames to QUIC until the publisher fails, or is closed and has
 // written everything.
 func (p *Publisher) writeLoop() {
 	done := p.c.conn.Context().Done()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	for {
-		p.mu.Lock()
-		for len(p.buf) == 0 && p.err == nil {
+		switch {
+		case len(p.buf) > 0 && (p.err == nil || p.closing):
+			batch := p.buf
+			p.buf, p.spare = p.spare[:0], nil
+			p.freeWaiters()
 			p.mu.Unlock()
-			select {
-			case <-p.wake:
-			case <-done:
-				p.mu.Lock()
-				p.failLocked(p.c.connErr(context.Canceled))
-				p.mu.Unlock()
+			p.s.str.SetWriteDeadline(time.Now().Add(p.c.timeout))
+			_, err := p.s.str.Write(batch)
+			p.mu.Lock()
+			if err != nil {
+				p.writeFailedLocked(err)
 				return
 			}
-			p.mu.Lock()
-		}
-		if len(p.buf) == 0 || !p.closing && p.err != nil {
-			closing := p.closing
-			p.mu.Unlock()
-			if closing {
+			p.spare = batch[:0]
+			continue
+		case p.err != nil:
+			if p.closing {
 				p.s.finish()
 				p.s.str.CancelRead(0)
 			}
 			return
 		}
-		batch := p.buf
-		p.buf, p.spare = p.spare[:0], nil
-		p.freeWaiters()
 		p.mu.Unlock()
-
-		p.s.str.SetWriteDeadline(time.Now().Add(p.c.timeout))
-		_, err := p.s.str.Write(batch)
-
-		p.mu.Lock()
-		if err != nil {
-			switch {
-			case p.closing:
-				p.s.cancel()
-			case p.err == nil:
-				// The receiving half stays open: the server may have explained with an ERROR,
-				// which the next Flush or PublishAck reads (see explain).
-				p.writeFailed = true
-				p.breakLocked(fmt.Errorf("rift: publish: %w", p.c.connErr(err)))
-				p.s.str.CancelWrite(0)
-			}
-			p.mu.Unlock()
-			return
+		select {
+		case <-p.wake:
+			p.mu.Lock()
+		case <-done:
+			p.mu.Lock()
+			p.failLocked(p.c.connErr(context.Canceled))
 		}
-		p.spare = batch[:0]
-		p.mu.Unlock()
 	}
 }
 

@@ -4,9 +4,11 @@
 package rifttest
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -62,7 +64,7 @@ func Dial(t testing.TB, addr string, tc *tls.Config, qc *quic.Config) (*quic.Con
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if qc == nil {
-		qc = &quic.Config{}
+		qc = &quic.Config{InitialPacketSize: 1452} // loopback: quic-go's largest packets at once
 	}
 	c, err := quic.DialAddr(ctx, addr, tc, qc)
 	if err == nil {
@@ -111,15 +113,54 @@ func Auth(c *quic.Conn, token string) error {
 // Stream is one operation stream.
 type Stream struct {
 	S  *quic.Stream
-	fr *wire.FrameReader
+	fr *frameReader
 }
 
-func newReader(s *quic.Stream) *wire.FrameReader {
-	return wire.NewFrameReader(s, rift.MinFrameSize, rift.MaxFrameSize)
+// frameReader reads frames with the protocol's length limits. Unlike wire.FrameReader it starts
+// with a small buffer, so that opening a stream per call does not cost a 64 KiB allocation (a
+// delivery stream gets a large one).
+type frameReader struct {
+	br   *bufio.Reader
+	body []byte
+}
+
+func newReader(s *quic.Stream) *frameReader { return newReaderSize(s, 1<<10) }
+
+func newReaderSize(s *quic.Stream, size int) *frameReader {
+	return &frameReader{br: bufio.NewReaderSize(s, size)}
+}
+
+// Next returns the next frame body, valid until the next call: io.EOF at a clean end of stream,
+// io.ErrUnexpectedEOF inside a frame, an error for a length outside the protocol's limits.
+func (r *frameReader) Next() ([]byte, error) {
+	var l [rift.LengthSize]byte
+	if _, err := io.ReadFull(r.br, l[:]); err != nil {
+		return nil, err
+	}
+	n := int(binary.BigEndian.Uint32(l[:]))
+	if n < rift.MinFrameSize || n > rift.MaxFrameSize {
+		return nil, &wire.FrameSizeError{Length: n, Min: rift.MinFrameSize, Max: rift.MaxFrameSize}
+	}
+	if cap(r.body) < n {
+		r.body = make([]byte, n)
+	}
+	r.body = r.body[:n]
+	if _, err := io.ReadFull(r.br, r.body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return r.body, nil
 }
 
 // Open opens a new operation stream.
 func Open(t testing.TB, c *quic.Conn) *Stream {
+	t.Helper()
+	return open(t, c, newReader)
+}
+
+func open(t testing.TB, c *quic.Conn, reader func(*quic.Stream) *frameReader) *Stream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -127,7 +168,7 @@ func Open(t testing.TB, c *quic.Conn) *Stream {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Stream{S: s, fr: newReader(s)}
+	return &Stream{S: s, fr: reader(s)}
 }
 
 // Send writes frames.
@@ -193,7 +234,7 @@ func ExpectError(t testing.TB, s *Stream, code rift.ErrorCode) *rift.Error {
 // Subscribe opens a subscription stream and waits for its OK.
 func Subscribe(t testing.TB, c *quic.Conn, pattern, queue string) *Stream {
 	t.Helper()
-	s := Open(t, c)
+	s := open(t, c, func(s *quic.Stream) *frameReader { return newReaderSize(s, 64<<10) })
 	s.Send(t, &rift.Subscribe{Pattern: pattern, Queue: queue})
 	Expect[*rift.Ok](t, s)
 	return s

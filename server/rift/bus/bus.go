@@ -55,6 +55,7 @@ type Bus struct {
 
 	groups  map[string]*group // queue groups by name, while they have members
 	scratch sync.Pool         // *[]*Subscription for Publish
+	gen     atomic.Uint64     // changes (under mu) whenever the index or closed does
 }
 
 // New returns an empty bus.
@@ -102,6 +103,7 @@ func (b *Bus) SubscribeWith(pattern, queue string, o SubOptions) (*Subscription,
 		return nil, ErrClosed
 	}
 	b.index.Insert(pattern, s)
+	b.gen.Add(1)
 	if queue != "" {
 		g := b.groups[queue]
 		if g == nil {
@@ -141,8 +143,13 @@ func (b *Bus) Publish(subj, reply string, payload []byte) (int, error) {
 	matches := b.index.Match(*sp, subj)
 	*sp = matches
 	b.mu.RUnlock()
+	return b.deliver(matches, subj, reply, payload), nil
+}
+
+// deliver gives a copy of payload to matches (which it modifies) and returns how many took it.
+func (b *Bus) deliver(matches []*Subscription, subj, reply string, payload []byte) int {
 	if len(matches) == 0 {
-		return 0, nil
+		return 0
 	}
 	m := Message{Subject: subj, Reply: reply, Payload: append([]byte(nil), payload...)}
 	n := 0
@@ -160,6 +167,42 @@ func (b *Bus) Publish(subj, reply string, payload []byte) (int, error) {
 			n++
 		}
 	}
+	return n
+}
+
+// Publisher publishes for one sequential caller, such as a publisher stream. It remembers the
+// subscriptions matching the last subject it published to, for as long as no subscription is
+// added or removed, so that a stream publishing to the same subject again and again matches it
+// once. It is not safe for concurrent use.
+type Publisher struct {
+	b       *Bus
+	subj    string
+	gen     uint64
+	valid   bool
+	matches []*Subscription
+	scratch []*Subscription
+}
+
+// Publisher returns a new Publisher.
+func (b *Bus) Publisher() *Publisher { return &Publisher{b: b} }
+
+// Publish is Bus.Publish.
+func (p *Publisher) Publish(subj, reply string, payload []byte) (int, error) {
+	b := p.b
+	if !p.valid || subj != p.subj || b.gen.Load() != p.gen {
+		b.mu.RLock()
+		if b.closed {
+			b.mu.RUnlock()
+			return 0, ErrClosed
+		}
+		clear(p.matches)
+		p.gen, p.subj, p.valid = b.gen.Load(), subj, true
+		p.matches = b.index.Match(p.matches[:0], subj)
+		b.mu.RUnlock()
+	}
+	p.scratch = append(p.scratch[:0], p.matches...)
+	n := b.deliver(p.scratch, subj, reply, payload)
+	clear(p.scratch)
 	return n, nil
 }
 
@@ -187,9 +230,12 @@ func (b *Bus) deliverGroup(members []*Subscription, m Message) bool {
 // remove takes s out of the index.
 func (b *Bus) remove(s *Subscription) {
 	b.mu.Lock()
-	if b.index.Remove(s.Pattern, s) && s.group != nil {
-		if s.group.members--; s.group.members == 0 {
-			delete(b.groups, s.Queue)
+	if b.index.Remove(s.Pattern, s) {
+		b.gen.Add(1)
+		if s.group != nil {
+			if s.group.members--; s.group.members == 0 {
+				delete(b.groups, s.Queue)
+			}
 		}
 	}
 	b.mu.Unlock()
@@ -203,6 +249,7 @@ func (b *Bus) Close() {
 		return
 	}
 	b.closed = true
+	b.gen.Add(1)
 	subs := b.index.All(nil)
 	b.index = subject.Index[*Subscription]{}
 	b.mu.Unlock()

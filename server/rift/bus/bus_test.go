@@ -82,6 +82,47 @@ func TestCloseEndsEverySubscription(t *testing.T) {
 	}
 }
 
+// A Publisher's remembered matches follow subscriptions coming and going, and Close.
+func TestPublisherFollowsSubscriptions(t *testing.T) {
+	b := New(Options{})
+	p := b.Publisher()
+	if n, err := p.Publish("a.b", "", nil); n != 0 || err != nil {
+		t.Fatalf("nobody subscribed: %d %v", n, err)
+	}
+	s1, _ := b.Subscribe("a.*", "")
+	if n, _ := p.Publish("a.b", "", []byte("1")); n != 1 {
+		t.Fatalf("after subscribing: %d receivers", n)
+	}
+	s2, _ := b.Subscribe("a.>", "q")
+	s3, _ := b.Subscribe("a.b", "q")
+	if n, _ := p.Publish("a.b", "", []byte("2")); n != 2 {
+		t.Fatalf("plain + one queue group member: %d receivers", n)
+	}
+	if n, _ := p.Publish("a.c", "", []byte("3")); n != 2 {
+		t.Fatalf("another subject: %d receivers", n)
+	}
+	s1.Unsubscribe()
+	if n, _ := p.Publish("a.c", "", []byte("4")); n != 1 {
+		t.Fatalf("after unsubscribing: %d receivers", n)
+	}
+	got := 0
+	for _, s := range []*Subscription{s2, s3} {
+		for {
+			if _, ok := s.TryNext(); !ok {
+				break
+			}
+			got++
+		}
+	}
+	if got != 3 { // "2" to one member, "3" and "4" to s2 (the only member matching a.c)
+		t.Fatalf("queue group received %d messages, want 3", got)
+	}
+	b.Close()
+	if _, err := p.Publish("a.c", "", nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}
+
 func BenchmarkPublishOneSubscriber(b *testing.B) {
 	bus := New(Options{QueueMsgs: 1 << 16})
 	s, _ := bus.Subscribe("bench.*", "")
@@ -89,6 +130,18 @@ func BenchmarkPublishOneSubscriber(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		bus.Publish("bench.x", "", payload)
+		s.TryNext()
+	}
+}
+
+func BenchmarkPublisherOneSubscriber(b *testing.B) {
+	bus := New(Options{QueueMsgs: 1 << 16})
+	s, _ := bus.Subscribe("bench.*", "")
+	p := bus.Publisher()
+	payload := make([]byte, 64)
+	b.ReportAllocs()
+	for b.Loop() {
+		p.Publish("bench.x", "", payload)
 		s.TryNext()
 	}
 }

@@ -91,6 +91,31 @@ func TestPublisherStreamTakesOnlyPublishFrames(t *testing.T) {
 	rt.ExpectError(t, s, rift.CodePermission)
 }
 
+// A delivery stream takes no frames: one sent right behind SUBSCRIBE (in the same packet, read
+// together with it) ends the subscription just like one sent later.
+func TestFramesAfterSubscribeEndTheSubscription(t *testing.T) {
+	f := start(t, nil)
+	c := rt.Connect(t, f.addr, "admin-token")
+	for _, together := range []bool{true, false} {
+		s := rt.Open(t, c)
+		if together {
+			s.Send(t, &rift.Subscribe{Pattern: "a"}, &rift.Ping{})
+		} else {
+			s.Send(t, &rift.Subscribe{Pattern: "a"})
+			rt.Expect[*rift.Ok](t, s)
+			s.Send(t, &rift.Ping{})
+		}
+		fr, err := s.Next()
+		if _, ok := fr.(*rift.Ok); ok && together { // the reset may also overtake the OK
+			fr, err = s.Next()
+		}
+		var se *quic.StreamError
+		if !errors.As(err, &se) || se.ErrorCode != listener.ResetCancelled {
+			t.Fatalf("together=%v: got %T %v, want the stream reset", together, fr, err)
+		}
+	}
+}
+
 // expectClosed waits for the connection to be closed by the server with code.
 func expectClosed(t *testing.T, c *quic.Conn, code quic.ApplicationErrorCode) {
 	t.Helper()

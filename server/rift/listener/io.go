@@ -7,7 +7,6 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/filamq/fila/generated/rift"
-	"github.com/filamq/fila/generated/wire"
 )
 
 // pacedReader applies the read deadlines to a stream: the first frame must arrive whole before
@@ -42,17 +41,19 @@ func (r *pacedReader) Read(p []byte) (int, error) {
 
 // frames reads the frames of one operation stream.
 type frames struct {
-	fr *wire.FrameReader
-	pr *pacedReader
+	fr *frameReader
+	pr pacedReader
 }
 
 func newFrames(s *quic.Stream, firstDeadline time.Time, partial time.Duration) *frames {
 	s.SetReadDeadline(firstDeadline)
-	pr := &pacedReader{s: s, partial: partial, first: true}
-	fr := wire.NewFrameReader(pr, rift.MinFrameSize, rift.MaxFrameSize)
-	fr.SetMaxFor(maxFor)
-	return &frames{fr: fr, pr: pr}
+	f := &frames{pr: pacedReader{s: s, partial: partial, first: true}}
+	f.fr = newFrameReader(&f.pr)
+	return f
 }
+
+// release returns the read buffer; bodies returned by next are invalid afterwards.
+func (f *frames) release() { f.fr.release() }
 
 // next returns the next frame's opcode and body (after the opcode byte). The body is valid until
 // the next call.

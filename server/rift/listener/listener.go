@@ -21,13 +21,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"sync"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
 	"github.com/filamq/fila/generated/rift"
-	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/rift/auth"
 	"github.com/filamq/fila/server/rift/events"
 	"github.com/filamq/fila/server/rift/service"
@@ -124,6 +124,11 @@ func Listen(svc *service.Service, o Options) (*Server, error) {
 		InitialConnectionReceiveWindow: 1 << 20,
 		MaxConnectionReceiveWindow:     16 << 20,
 		Allow0RTT:                      false,
+	}
+	if loopback(o.Addr) {
+		// Loopback carries any packet size: start at quic-go's largest instead of waiting for
+		// path MTU discovery to get there (fewer, fuller packets from the first round trip).
+		qc.InitialPacketSize = maxPacketSize
 	}
 	ln, err := quic.ListenAddr(o.Addr, tlsConf, qc)
 	if err != nil {
@@ -235,8 +240,8 @@ func (s *Server) authenticate(conn *quic.Conn) (*auth.Identity, error) {
 	}
 	defer str.CancelRead(ResetCancelled) // frames after AUTH on this stream are discarded
 	str.SetDeadline(deadline)
-	fr := wire.NewFrameReader(str, rift.MinFrameSize, rift.MaxFrameSize)
-	fr.SetMaxFor(maxFor)
+	fr := newFrameReader(str)
+	defer fr.release()
 	body, err := fr.Next()
 	if err != nil {
 		return nil, fmt.Errorf("reading AUTH: %w", err)
@@ -256,6 +261,22 @@ func (s *Server) authenticate(conn *quic.Conn) (*auth.Identity, error) {
 		return nil, err
 	}
 	return id, str.Close()
+}
+
+// maxPacketSize is the largest UDP payload quic-go sends (its MaxPacketBufferSize).
+const maxPacketSize = 1452
+
+// loopback reports whether addr (host:port) is a loopback IP address or localhost.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
 }
 
 // maxFor is the per-opcode body limit checked before a body is read (AUTH: 4,099 bytes).

@@ -2,6 +2,7 @@ package listener
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -29,6 +30,7 @@ func (s *Server) serveStream(ctx context.Context, sess *service.Session, str *qu
 	o := &op{s: s, sess: sess, str: str,
 		in:  newFrames(str, time.Now().Add(s.opts.AuthTimeout), s.opts.FrameTimeout),
 		out: &writer{s: str, timeout: s.opts.WriteTimeout}}
+	defer o.in.release()
 	code, body, err := o.in.next()
 	if err != nil {
 		o.readFailed(err)
@@ -100,23 +102,72 @@ func (o *op) finish() {
 	o.str.CancelRead(ResetCancelled)
 }
 
+// pubDecoder decodes PUBLISH and PUBLISH_ACK bodies (one layout: subject, reply, payload) for a
+// publisher stream. A body whose subject and reply are byte for byte those of the previous one
+// reuses their strings, already validated, without allocating or checking them again; any other
+// goes through the generated decoder (whose reader also remembers recent strings).
+type pubDecoder struct {
+	r           wire.Reader
+	f           rift.Publish
+	subj, reply string
+	valid       bool
+}
+
+// maxPayload is the payload limit of PUBLISH and PUBLISH_ACK frames.
+const maxPayload = 1 << 20
+
+func (d *pubDecoder) decode(code rift.Opcode, body []byte) (subj, reply string, payload []byte, err error) {
+	if d.valid {
+		if p, ok := d.same(body); ok {
+			return d.subj, d.reply, p, nil
+		}
+	}
+	d.r.Reset(body)
+	d.f.DecodeFrom(&d.r)
+	d.r.ExpectEnd()
+	if err := d.r.Err(); err != nil {
+		d.valid = false
+		return "", "", nil, &rift.FrameError{Opcode: code, Err: err}
+	}
+	d.subj, d.reply, d.valid = d.f.Subject, d.f.Reply, true
+	return d.f.Subject, d.f.Reply, d.f.Payload, nil
+}
+
+// same returns the payload of body when its subject and reply are the remembered ones.
+func (d *pubDecoder) same(body []byte) ([]byte, bool) {
+	n := len(d.subj)
+	if len(body) < 4+n+len(d.reply) || int(binary.BigEndian.Uint16(body)) != n || string(body[2:2+n]) != d.subj {
+		return nil, false
+	}
+	rest := body[2+n:]
+	m := len(d.reply)
+	if int(binary.BigEndian.Uint16(rest)) != m || string(rest[2:2+m]) != d.reply {
+		return nil, false
+	}
+	payload := rest[2+m:]
+	switch {
+	case len(payload) > maxPayload:
+		return nil, false
+	case len(payload) == 0:
+		return nil, true // as the generated decoder: an empty payload is nil
+	}
+	return payload[:len(payload):len(payload)], true
+}
+
 // publisher serves PUBLISH, PUBLISH_ACK and PING frames in order until the client finishes.
 func (o *op) publisher(code rift.Opcode, body []byte) {
-	var pub rift.Publish
-	var pubAck rift.PublishAck
+	var dec pubDecoder
+	p := o.sess.Publisher()
 	for {
 		var err error
 		switch code {
-		case rift.OpPublish:
-			if !o.decode(&pub, body) {
+		case rift.OpPublish, rift.OpPublishAck:
+			subj, reply, payload, derr := dec.decode(code, body)
+			if derr != nil {
+				o.out.fail(rift.CodeOperation, derr.Error())
 				return
 			}
-			_, err = o.sess.Publish(pub.Subject, pub.Reply, pub.Payload)
-		case rift.OpPublishAck:
-			if !o.decode(&pubAck, body) {
-				return
-			}
-			if _, err = o.sess.Publish(pubAck.Subject, pubAck.Reply, pubAck.Payload); err == nil {
+			if _, err = p.Publish(subj, reply, payload); err == nil && code == rift.OpPublishAck {
 				err = o.out.send(&rift.Ok{})
 			}
 		case rift.OpPing:

@@ -21,6 +21,10 @@ func (o *op) subscribe(body []byte) {
 	if !o.decode(&f, body) {
 		return
 	}
+	// A delivery stream takes no frames: bytes already received after SUBSCRIBE end it, like
+	// anything watchInput reads later. The read buffer is not needed any more.
+	early := o.in.fr.buffered() > 0
+	o.in.release()
 	sub, err := o.sess.Subscribe(f.Pattern, f.Queue, bus.SubOptions{QueueMsgs: o.s.opts.SubQueueMsgs, QueueBytes: o.s.opts.SubQueueBytes})
 	if err != nil {
 		o.failWith(err)
@@ -32,7 +36,11 @@ func (o *op) subscribe(body []byte) {
 		return
 	}
 	readerDone := make(chan error, 1)
-	go func() { readerDone <- o.watchInput() }()
+	if early {
+		readerDone <- errors.New("frame on a delivery stream")
+	} else {
+		go func() { readerDone <- o.watchInput() }()
+	}
 	// A subscription that fails while the writer is blocked on flow control unblocks it.
 	stop := make(chan struct{})
 	defer close(stop)

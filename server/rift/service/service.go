@@ -168,13 +168,49 @@ func (ss *Session) checkPublish(subj, reply string, payload []byte) error {
 			return opErr("reply subject %q: %v", reply, err)
 		}
 	}
-	if len(payload) > MaxPayload {
-		return opErr("payload of %d bytes exceeds %d", len(payload), MaxPayload)
+	if err := checkPayload(payload); err != nil {
+		return err
 	}
 	if err := ss.ID.CheckPublish(subj); err != nil {
 		return err
 	}
 	return ss.ID.CheckReply(reply)
+}
+
+func checkPayload(payload []byte) error {
+	if len(payload) > MaxPayload {
+		return opErr("payload of %d bytes exceeds %d", len(payload), MaxPayload)
+	}
+	return nil
+}
+
+// Publisher publishes live messages for one ordered publisher (such as a QUIC publisher stream).
+// It remembers the last subject and reply subject that passed validation and the permission
+// checks, so a publisher sending to the same subject again and again checks it once (identities
+// never change while the service runs). It is not safe for concurrent use.
+type Publisher struct {
+	ss          *Session
+	bp          *bus.Publisher
+	subj, reply string
+	checked     bool
+}
+
+// Publisher returns a new Publisher for the session.
+func (ss *Session) Publisher() *Publisher { return &Publisher{ss: ss, bp: ss.svc.Bus.Publisher()} }
+
+// Publish is Session.Publish.
+func (p *Publisher) Publish(subj, reply string, payload []byte) (int, error) {
+	if p.checked && subj == p.subj && reply == p.reply {
+		if err := checkPayload(payload); err != nil {
+			return 0, err
+		}
+	} else {
+		if err := p.ss.checkPublish(subj, reply, payload); err != nil {
+			return 0, err
+		}
+		p.subj, p.reply, p.checked = subj, reply, true
+	}
+	return p.bp.Publish(subj, reply, payload)
 }
 
 // Publish sends a live message; it returns how many subscriptions received it.

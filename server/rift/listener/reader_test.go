@@ -1,0 +1,121 @@
+package listener
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/wire"
+)
+
+// chunks hands out its data at most n bytes per Read.
+type chunks struct {
+	data []byte
+	n    int
+}
+
+func (c *chunks) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := copy(p[:min(len(p), c.n)], c.data)
+	c.data = c.data[k:]
+	return k, nil
+}
+
+func raw(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+// The pooled frame reader returns what wire.FrameReader would, whatever the chunking: small and
+// large frames (through buffer compaction and the large-frame path), then io.EOF.
+func TestFrameReaderMatchesWire(t *testing.T) {
+	var data []byte
+	for i, n := range []int{1, 9, 300, readBufSize - 4, readBufSize, readBufSize + 1, 3, 200 << 10, 1} {
+		data = append(data, raw(bytes.Repeat([]byte{byte(rift.OpPublish), byte(i)}, n)[:n])...)
+	}
+	for _, chunk := range []int{1, 5, 4096, 1 << 20} {
+		want := wire.NewFrameReader(bytes.NewReader(data), rift.MinFrameSize, rift.MaxFrameSize)
+		got := newFrameReader(&chunks{data: data, n: chunk})
+		for i := 0; ; i++ {
+			wb, werr := want.Next()
+			gb, gerr := got.Next()
+			if werr != gerr || !bytes.Equal(wb, gb) {
+				t.Fatalf("chunk %d, frame %d: got %d bytes %v, want %d bytes %v", chunk, i, len(gb), gerr, len(wb), werr)
+			}
+			if werr != nil {
+				break
+			}
+		}
+		got.release()
+	}
+}
+
+func TestFrameReaderErrors(t *testing.T) {
+	auth := append(binary.BigEndian.AppendUint32(nil, 4100), byte(rift.OpAuth))
+	for _, tc := range []struct {
+		name string
+		data []byte
+		want error
+		max  int // for a *wire.FrameSizeError
+	}{
+		{"clean end", nil, io.EOF, 0},
+		{"end inside the length", []byte{0, 0, 1}, io.ErrUnexpectedEOF, 0},
+		{"end before the opcode", []byte{0, 0, 0, 5}, io.ErrUnexpectedEOF, 0},
+		{"end inside a body", []byte{0, 0, 0, 5, 4, 0}, io.ErrUnexpectedEOF, 0},
+		{"end inside a large body", append([]byte{0, 1, 0, 0, 4}, make([]byte, 40<<10)...), io.ErrUnexpectedEOF, 0},
+		{"length zero", []byte{0, 0, 0, 0}, nil, rift.MaxFrameSize},
+		{"length above the maximum", binary.BigEndian.AppendUint32(nil, rift.MaxFrameSize+1), nil, rift.MaxFrameSize},
+		{"AUTH above its limit", auth, nil, rift.OpAuth.MaxBody()},
+	} {
+		fr := newFrameReader(&chunks{data: tc.data, n: 3})
+		_, err := fr.Next()
+		var size *wire.FrameSizeError
+		switch {
+		case tc.want != nil && err != tc.want:
+			t.Errorf("%s: %v, want %v", tc.name, err, tc.want)
+		case tc.want == nil && (!errors.As(err, &size) || size.Max != tc.max):
+			t.Errorf("%s: %v, want a frame size error with limit %d", tc.name, err, tc.max)
+		}
+		fr.release()
+	}
+}
+
+// The publisher stream's decoder agrees with the generated one on every body, whether or not it
+// repeats the previous subject and reply.
+func TestPubDecoderMatchesGenerated(t *testing.T) {
+	str := func(s string) []byte { return wire.AppendString16(nil, s) }
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	bodies := [][]byte{
+		cat(str("a.b"), str(""), []byte("one")),
+		cat(str("a.b"), str(""), []byte("two")),
+		cat(str("a.b"), str(""), nil),                           // empty payload: nil
+		cat(str("a.b"), str("_INBOX.x"), []byte("r")),           // the reply changes
+		cat(str("a.b"), str("_INBOX.x"), []byte("r2")),          // repeated with the reply
+		cat(str("a.b"), str("_INBOX.y"), []byte("r3")),          // same length, other reply
+		cat(str("a.c"), str("_INBOX.y"), []byte("s")),           // same length, other subject
+		cat(str("a.c"), []byte{0, 9}, []byte("_INB")),           // truncated reply
+		cat(str("a.c"), str("_INBOX.y")),                        // valid again, no payload
+		cat(str("a.c"), str("_INBOX.y"), make([]byte, 1<<20+1)), // payload above 1 MiB
+		cat(str("a.c"), str("_INBOX.y"), []byte{0xff}),          // binary payload is fine
+		cat(str("a.\xff"), str(""), nil),                        // invalid UTF-8
+		cat(str("a.\xff"), str(""), nil),                        // ... refused again
+		{0},                                                     // truncated length
+		cat(str("a.c"), str("_INBOX.y")[:1]),                    // truncated after the subject
+	}
+	var d pubDecoder
+	for i, b := range bodies {
+		var want rift.Publish
+		werr := want.Decode(b)
+		subj, reply, payload, err := d.decode(rift.OpPublish, b)
+		if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
+			t.Fatalf("body %d: error %v, want %v", i, err, werr)
+		}
+		if err == nil && (subj != want.Subject || reply != want.Reply || !bytes.Equal(payload, want.Payload) || (payload == nil) != (want.Payload == nil)) {
+			t.Fatalf("body %d: %q %q %q, want %q %q %q", i, subj, reply, payload, want.Subject, want.Reply, want.Payload)
+		}
+	}
+}
