@@ -8,7 +8,6 @@ import (
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
-	"github.com/filamq/fila/server/storage"
 )
 
 // The admin operations answer with their FIBP result frames. A failure travels in the result's
@@ -481,5 +480,3 @@ func (b *Broker) GetRoutes(req *fibp.GetRoutes, selfAddr string) (*fibp.GetRoute
 	}
 	return res, nil
 }
-
-var _ = storage.ID{}

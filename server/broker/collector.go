@@ -8,8 +8,8 @@ import (
 
 // collector reports per-queue gauges from the actors' live state at scrape time.
 type collector struct {
-	b                                              *Broker
-	depth, inFlight, delayed, keys, consumers, dlq *prometheus.Desc
+	b                                         *Broker
+	depth, inFlight, delayed, keys, consumers *prometheus.Desc
 }
 
 // NewCollector returns a Prometheus collector of per-queue gauges: depth, in-flight, delayed,
