@@ -62,12 +62,18 @@ func (b *Broker) CreateQueue(req *fibp.CreateQueue) (*fibp.CreateQueueResult, *E
 	}
 	dlq := store.QueueRecord{Name: req.Name + dlqSuffix, CreatedAt: now, DLQOf: req.Name}
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.closed {
+	// adminMu serializes queue creation and deletion; b.mu is held only to read and publish the
+	// registry, never across a storage commit, so requests on other queues never wait for it.
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	b.mu.RLock()
+	_, exists := b.actors[req.Name]
+	closed := b.closed
+	b.mu.RUnlock()
+	if closed {
 		return fail(errorf(fibp.CodeInternalError, "the broker is shutting down"))
 	}
-	if _, exists := b.actors[req.Name]; exists {
+	if exists {
 		return fail(errorf(fibp.CodeQueueAlreadyExists, "queue %q already exists", req.Name))
 	}
 	batch := b.db.NewBatch()
@@ -77,24 +83,25 @@ func (b *Broker) CreateQueue(req *fibp.CreateQueue) (*fibp.CreateQueueResult, *E
 	if err := batch.Commit(true); err != nil {
 		return fail(errorf(fibp.CodeStorageError, "%v", err))
 	}
-	for _, d := range []store.QueueRecord{def, dlq} {
-		a := b.newActorLocked(d)
-		b.actors[d.Name] = a
+	actors := []*actor{newActor(b, def), newActor(b, dlq)}
+	b.mu.Lock()
+	if b.closed { // stored, and recovered on the next start
+		b.mu.Unlock()
+		return fail(errorf(fibp.CodeInternalError, "the broker is shutting down"))
+	}
+	for _, a := range actors {
+		b.actors[a.name] = a
 		go a.run()
 	}
+	b.mu.Unlock()
 	b.events.QueueCreated(req.Name)
 	return &fibp.CreateQueueResult{ErrorCode: fibp.CodeOk, QueueID: req.Name}, nil
 }
 
-// newActorLocked makes an actor while b.mu is held (engineConfig would take the read lock).
-func (b *Broker) newActorLocked(def store.QueueRecord) *actor {
-	b.mu.Unlock()
-	defer b.mu.Lock()
-	return newActor(b, def)
-}
-
 // DeleteQueue deletes a queue, its dead-letter queue and every message of both.
 func (b *Broker) DeleteQueue(req *fibp.DeleteQueue) (*fibp.DeleteQueueResult, *Error) {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
 	b.mu.Lock()
 	a := b.actors[req.Queue]
 	if a == nil {
@@ -366,25 +373,27 @@ func (b *Broker) SetConfig(req *fibp.SetConfig) (*fibp.SetConfigResult, *Error) 
 	if req.Key == "" {
 		return fail(errorf(fibp.CodeInvalidConfigValue, "config key must not be empty"))
 	}
-	b.mu.Lock()
-	d := b.defaults
 	key, known := knownConfig[req.Key]
 	if known {
+		d := b.currentDefaults()
 		if err := key.apply(&d, req.Value); err != nil {
-			b.mu.Unlock()
 			return fail(errorf(fibp.CodeInvalidConfigValue, "%s: %v", req.Key, err))
 		}
 	}
+	b.adminMu.Lock() // config writes commit in the order they are applied
+	defer b.adminMu.Unlock()
 	batch := b.db.NewBatch()
 	batch.PutConfig(req.Key, req.Value)
 	err := batch.Commit(true)
 	batch.Close()
 	if err != nil {
-		b.mu.Unlock()
 		return fail(errorf(fibp.CodeStorageError, "%v", err))
 	}
+	b.mu.Lock()
 	b.config[req.Key] = req.Value
-	b.defaults = d
+	if known {
+		_ = key.apply(&b.defaults, req.Value) // validated above
+	}
 	actors := make([]*actor, 0, len(b.actors))
 	for _, a := range b.actors {
 		actors = append(actors, a)

@@ -79,6 +79,7 @@ type Broker struct {
 
 	cacheBytes atomic.Int64 // bytes in every queue's body cache
 
+	adminMu  sync.Mutex // serializes queue creation, deletion and config writes
 	mu       sync.RWMutex
 	actors   map[string]*actor
 	config   map[string]string // runtime config, including the known keys below
