@@ -48,19 +48,19 @@ type DB struct {
 
 // Options tunes the store. The zero value is the production default.
 type Options struct {
-	// CacheBytes is Pebble's block cache size (default 64 MiB).
+	// CacheBytes is Pebble's block cache size (default 32 MiB).
 	CacheBytes int64
-	// MemTableBytes is Pebble's memtable size (default 64 MiB).
+	// MemTableBytes is Pebble's memtable size (default 32 MiB).
 	MemTableBytes uint64
 }
 
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, o Options) (*DB, error) {
 	if o.CacheBytes == 0 {
-		o.CacheBytes = 64 << 20
+		o.CacheBytes = 32 << 20
 	}
 	if o.MemTableBytes == 0 {
-		o.MemTableBytes = 64 << 20
+		o.MemTableBytes = 32 << 20
 	}
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref()
