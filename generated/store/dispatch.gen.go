@@ -23,6 +23,7 @@ var (
 	_ Frame = (*MessageRecord)(nil)
 	_ Frame = (*StateRecord)(nil)
 	_ Frame = (*LeaseLogRecord)(nil)
+	_ Frame = (*DedupRecord)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -36,6 +37,8 @@ func New(op Opcode) Frame {
 		return new(StateRecord)
 	case OpLeaseLogRecord:
 		return new(LeaseLogRecord)
+	case OpDedupRecord:
+		return new(DedupRecord)
 	}
 	return nil
 }

@@ -592,3 +592,62 @@ func (x *LeaseEntry) Check() error {
 	}
 	return nil
 }
+
+// DedupRecord: opcode 0x05, either direction.
+// A remembered deduplication identity, under d<queue>\0<hash:16>, where hash is the first 16
+// bytes of the SHA-256 of the length-prefixed identity parts. It is deleted once it expires.
+type DedupRecord struct {
+	// MessageID: The message first accepted with this identity.
+	MessageID wire.UUID
+
+	// ExpiresAt: Unix ms when the identity is forgotten.
+	ExpiresAt uint64
+}
+
+// Opcode returns OpDedupRecord.
+func (*DedupRecord) Opcode() Opcode {
+	return OpDedupRecord
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *DedupRecord) Size() int {
+	n := 0
+	n += 16
+	n += 8
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *DedupRecord) AppendTo(b []byte) []byte {
+	b = wire.AppendUUID(b, x.MessageID)
+	b = wire.AppendU64(b, x.ExpiresAt)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *DedupRecord) DecodeFrom(r *wire.Reader) {
+	x.MessageID = r.UUID()
+	x.ExpiresAt = r.U64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*DedupRecord) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *DedupRecord) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpDedupRecord,
+		}
+	}
+	return nil
+}

@@ -56,6 +56,11 @@ func FuzzLeaseLogRecord(f *testing.F) {
 		return new(LeaseLogRecord)
 	}, sampleLeaseLogRecord(1), sampleLeaseLogRecord(2), new(LeaseLogRecord))
 }
+func FuzzDedupRecord(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(DedupRecord)
+	}, sampleDedupRecord(1), sampleDedupRecord(2), new(DedupRecord))
+}
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.
 func FuzzDecode(f *testing.F) {

@@ -46,6 +46,8 @@ const (
 	OpStateRecord Opcode = 3
 	// OpLeaseLogRecord is LeaseLogRecord (either direction).
 	OpLeaseLogRecord Opcode = 4
+	// OpDedupRecord is DedupRecord (either direction).
+	OpDedupRecord Opcode = 5
 )
 
 // Direction says which peer sends a frame.
@@ -68,6 +70,8 @@ func (op Opcode) String() string {
 		return "StateRecord"
 	case OpLeaseLogRecord:
 		return "LeaseLogRecord"
+	case OpDedupRecord:
+		return "DedupRecord"
 	}
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
@@ -82,6 +86,8 @@ func (op Opcode) Direction() Direction {
 	case OpStateRecord:
 		return EitherDirection
 	case OpLeaseLogRecord:
+		return EitherDirection
+	case OpDedupRecord:
 		return EitherDirection
 	}
 	return 0

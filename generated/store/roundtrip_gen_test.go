@@ -81,6 +81,12 @@ func sampleLeaseLogRecord(seed int) *LeaseLogRecord {
 		return out
 	}()}
 }
+func sampleDedupRecord(seed int) *DedupRecord {
+	return &DedupRecord{
+		ExpiresAt: uint64(seed*37 + 10),
+		MessageID: wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+	}
+}
 
 var equal = cmpopts.EquateEmpty()
 
@@ -114,6 +120,12 @@ func roundTripCases() []roundTripCase {
 			return new(LeaseLogRecord)
 		},
 		full: sampleLeaseLogRecord(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(DedupRecord)
+		},
+		full: sampleDedupRecord(1),
 		tail: 0,
 	}}
 }

@@ -42,6 +42,7 @@ type actor struct {
 	subs   map[string]*subscription
 	bodies bodyCache
 	p      persistence
+	dedup  dedupMemory
 
 	// Per-round state.
 	batch    *storage.Batch
@@ -132,6 +133,7 @@ func newActor(b *Broker, def store.QueueRecord) *actor {
 		synced:  make(chan struct{}),
 		pending: map[*subscription]*deliveryBuf{},
 		p:       newPersistence(),
+		dedup:   newDedupMemory(),
 	}
 	a.internal.wake = make(chan struct{}, 1)
 	a.eng = a.newEngine()
@@ -232,12 +234,13 @@ func (a *actor) arm(t *time.Timer) {
 		default:
 		}
 	}
+	next, ok := a.eng.NextWakeup()
+	if at, has := a.nextDedupExpiry(); has && (!ok || at < next) {
+		next, ok = at, true
+	}
 	d := time.Hour
-	if at, ok := a.eng.NextWakeup(); ok {
-		d = time.Duration(at-a.b.clock().UnixMilli()) * time.Millisecond
-		if d < 0 {
-			d = 0
-		}
+	if ok {
+		d = max(time.Duration(next-a.b.clock().UnixMilli())*time.Millisecond, 0)
 	}
 	t.Reset(d)
 }
@@ -260,6 +263,7 @@ func (a *actor) round(batch []op) {
 	}
 	if !a.deleted {
 		now := a.now()
+		a.forgetExpired(now)
 		a.expire(now)
 		a.dispatch(now)
 	}
@@ -350,6 +354,7 @@ func (a *actor) reload() {
 	a.eng = a.newEngine()
 	a.bodies.clear()
 	a.p = newPersistence()
+	a.dedup = newDedupMemory()
 	if err := a.recover(); err != nil {
 		a.log.Error("reloading the queue failed", "err", err)
 	}

@@ -27,9 +27,22 @@ type enqueueItem struct {
 func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done func()) {
 	now := a.now()
 	msgs := slices.Grow(a.msgBuf[:0], len(items))[:len(items)]
-	for i, it := range items {
+	n := 0
+	for _, it := range items {
 		m := it.msg
+		var hash storage.ID
+		key, keyed := m.IdempotencyKey.Get()
+		if keyed {
+			hash = identityHash(key)
+			if orig, dup := a.duplicateOf(hash, now); dup {
+				res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeOk, MessageID: wire.UUID(orig), Duplicate: true}
+				continue
+			}
+		}
 		id := a.b.ids.next(now)
+		if keyed {
+			a.remember(hash, id, now)
+		}
 		fk := m.FairnessKey.Or(DefaultFairnessKey)
 		if fk == "" {
 			fk = DefaultFairnessKey
@@ -42,7 +55,8 @@ func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done 
 		if d, ok := m.DelayMs.Get(); ok && d > 0 {
 			notBefore = addMs(now, d)
 		}
-		msgs[i] = engine.Message{ID: id, FairnessKey: fk, Weight: weight, EnqueuedAt: now, NotBefore: notBefore}
+		msgs[n] = engine.Message{ID: id, FairnessKey: fk, Weight: weight, EnqueuedAt: now, NotBefore: notBefore}
+		n++
 		a.rec = store.MessageRecord{
 			Headers:        it.body.headers,
 			Payload:        it.body.payload,
@@ -56,7 +70,10 @@ func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done 
 		a.bodies.put(id, it.body)
 		res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeOk, MessageID: wire.UUID(id)}
 	}
-	err := a.eng.ApplyEnqueue(engine.Enqueue{At: now, Msgs: msgs})
+	var err error
+	if n > 0 {
+		err = a.eng.ApplyEnqueue(engine.Enqueue{At: now, Msgs: msgs[:n]})
+	}
 	clear(msgs)
 	a.msgBuf = msgs[:0]
 	if err != nil {
@@ -66,7 +83,7 @@ func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done 
 			res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeInternalError}
 		}
 	}
-	a.m.enqueued.Add(float64(len(items)))
+	a.m.enqueued.Add(float64(n))
 	a.afterCommit(func(err error) {
 		if err != nil {
 			for _, it := range items {

@@ -91,6 +91,9 @@ func (a *actor) recover() error {
 	if err := flush(); err != nil {
 		return err
 	}
+	if err := a.recoverDedup(); err != nil {
+		return err
+	}
 	return a.dropStaleLeaseLogs(leases)
 }
 

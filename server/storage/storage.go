@@ -6,6 +6,7 @@
 //	m<queue>\x00<id:16>   store.MessageRecord a message's immutable body
 //	s<queue>\x00<id:16>   store.StateRecord   a message's mutable state (attempts, lease, retry time)
 //	l<queue>\x00<seq:8>   store.LeaseLogRecord the leases of one dispatch round (committed durability)
+//	d<queue>\x00<hash:16> store.DedupRecord    a remembered deduplication identity
 //	c<key>                raw string           a runtime config entry (SetConfig)
 //
 // Values are records generated from spec/store.yaml, each prefixed with its record opcode.
@@ -35,6 +36,7 @@ const (
 	kindMessage = 'm'
 	kindState   = 's'
 	kindLease   = 'l'
+	kindDedup   = 'd'
 	kindConfig  = 'c'
 )
 
@@ -149,7 +151,7 @@ func (b *Batch) PutQueue(r *store.QueueRecord) {
 func (b *Batch) DeleteQueue(queue string) {
 	b.key = queueKey(b.key[:0], queue)
 	_ = b.b.Delete(b.key, nil)
-	for _, kind := range []byte{kindMessage, kindState, kindLease} {
+	for _, kind := range []byte{kindMessage, kindState, kindLease, kindDedup} {
 		lo, hi := prefixBounds(kind, queue)
 		_ = b.b.DeleteRange(lo, hi, nil)
 	}
@@ -193,6 +195,40 @@ func (b *Batch) PutLeaseLog(queue string, seq uint64, r *store.LeaseLogRecord) {
 func (b *Batch) DeleteLeaseLog(queue string, seq uint64) {
 	b.key = leaseKey(b.key[:0], queue, seq)
 	_ = b.b.Delete(b.key, nil)
+}
+
+// PutDedup remembers a deduplication identity.
+func (b *Batch) PutDedup(queue string, hash ID, r *store.DedupRecord) {
+	b.key = msgKey(b.key[:0], kindDedup, queue, hash)
+	b.set(r)
+}
+
+// DeleteDedup forgets a deduplication identity.
+func (b *Batch) DeleteDedup(queue string, hash ID) {
+	b.key = msgKey(b.key[:0], kindDedup, queue, hash)
+	_ = b.b.Delete(b.key, nil)
+}
+
+// Dedups calls fn for every remembered identity of queue.
+func (d *DB) Dedups(queue string, fn func(hash ID, r *store.DedupRecord) error) error {
+	lo, hi := prefixBounds(kindDedup, queue)
+	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return err
+	}
+	defer it.Close()
+	for it.First(); it.Valid(); it.Next() {
+		var hash ID
+		copy(hash[:], it.Key()[len(lo):])
+		var r store.DedupRecord
+		if err := decode(bytes.Clone(it.Value()), &r); err != nil {
+			return fmt.Errorf("dedup identity of %q: %w", queue, err)
+		}
+		if err := fn(hash, &r); err != nil {
+			return err
+		}
+	}
+	return it.Error()
 }
 
 // LeaseLogs calls fn for every lease log of queue, in sequence order.
