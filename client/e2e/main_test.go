@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/filamq/fila/client/fila"
+	"github.com/filamq/fila/client/internal/repobuild"
 	"github.com/filamq/fila/generated/fibp"
 )
 
@@ -74,31 +75,13 @@ func runMain(m *testing.M) int {
 	return code
 }
 
-// repoRoot is the directory holding go.work, found by walking up from the working directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory")
-		}
-		dir = parent
-	}
-}
-
 // trackCLISources stats the CLI's source files, once, from the first test that runs the CLI.
 // The go command caches a test's result keyed by the test binary and the files the test process
 // consults while tests run (not in TestMain before m.Run), counting only files inside the test's
 // own module; the subprocesses' builds are invisible to it. This makes a CLI change rerun the
 // suite. A server change (another module) does not: use `go test -count=1 ./e2e/` after one.
 var trackCLISources = sync.OnceValue(func() error {
-	root, err := repoRoot()
+	root, err := repobuild.Root()
 	if err != nil {
 		return err
 	}
@@ -112,21 +95,11 @@ var trackCLISources = sync.OnceValue(func() error {
 
 // buildBinaries builds fila-server and the fila CLI into dir, concurrently.
 func buildBinaries(dir string) error {
-	root, err := repoRoot()
-	if err != nil {
-		return err
-	}
 	serverBin, cliBin = filepath.Join(dir, "fila-server"), filepath.Join(dir, "fila")
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, b := range []struct{ out, pkg string }{{serverBin, "./server/cmd/fila-server"}, {cliBin, "./client/cmd/fila"}} {
-		wg.Go(func() {
-			cmd := exec.Command("go", "build", "-o", b.out, b.pkg)
-			cmd.Dir = root
-			if out, err := cmd.CombinedOutput(); err != nil {
-				errs[i] = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
-			}
-		})
+		wg.Go(func() { errs[i] = repobuild.Build(b.out, b.pkg) })
 	}
 	wg.Wait()
 	return errors.Join(errs...)

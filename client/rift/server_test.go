@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/filamq/fila/client/internal/repobuild"
 	"github.com/filamq/fila/client/rift"
 )
 
@@ -31,39 +32,15 @@ func runMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(tmp)
-	root, err := repoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	if serverBin = os.Getenv("RIFT_TEST_SERVER_BIN"); serverBin != "" { // a prebuilt server, e.g. to compare versions
 		return m.Run()
 	}
 	serverBin = filepath.Join(tmp, "fila-server")
-	cmd := exec.Command("go", "build", "-o", serverBin, "./server/cmd/fila-server")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build fila-server: %v\n%s", err, out)
+	if err := repobuild.Build(serverBin, "./server/cmd/fila-server"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return m.Run()
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.work above the working directory")
-		}
-		dir = parent
-	}
 }
 
 const config = `
