@@ -40,6 +40,9 @@ type fanIn struct {
 func newFanIn(parts int, done func()) *fanIn {
 	f := &fanIn{done: done}
 	f.left.Store(int32(parts))
+	if parts == 0 {
+		done()
+	}
 	return f
 }
 
@@ -89,7 +92,10 @@ func (b *Broker) Enqueue(req *fibp.Enqueue, done func(*fibp.EnqueueResult, *Erro
 		groups[a] = append(items, enqueueItem{index: i, msg: m, body: &bodies[i]})
 	}
 	var full *Error
-	fin := newFanIn(len(order)+1, func() {
+	// Every part is counted up front, so the answer is sent by whoever finishes last — normally
+	// the queue's sync waiter, before it sends that round's deliveries: a client sees the answer
+	// to its request before deliveries that the same round made.
+	fin := newFanIn(len(order), func() {
 		if full != nil && allCode(res.Results, fibp.CodeChannelFull) {
 			done(nil, full)
 			return
@@ -106,7 +112,6 @@ func (b *Broker) Enqueue(req *fibp.Enqueue, done func(*fibp.EnqueueResult, *Erro
 			fin.finish()
 		}
 	}
-	fin.finish()
 }
 
 func allCode(rs []fibp.EnqueueResultItem, code fibp.ErrorCode) bool {
@@ -147,7 +152,10 @@ func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, co
 		groups[a] = append(groups[a], items[i])
 	}
 	var full *Error
-	fin := newFanIn(len(order)+1, func() { done(full) })
+	// Every part is counted up front, so the answer is sent by whoever finishes last — normally
+	// the queue's sync waiter, before it sends that round's deliveries: a client sees the answer
+	// to its request before deliveries that the same round made.
+	fin := newFanIn(len(order), func() { done(full) })
 	for _, a := range order {
 		its := groups[a]
 		var o op
@@ -164,7 +172,6 @@ func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, co
 			fin.finish()
 		}
 	}
-	fin.finish()
 }
 
 // Ack acknowledges leased messages; done receives one result per item.
