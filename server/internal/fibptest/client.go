@@ -16,6 +16,15 @@ type Client struct {
 	T  testing.TB
 	NC net.Conn
 	FR *wire.FrameReader
+
+	// held keeps Delivery frames that arrived while Call waited for its answer: deliveries may
+	// interleave with answers at any point, so Next returns them first, in arrival order.
+	held []held
+}
+
+type held struct {
+	h fibp.Header
+	f fibp.Frame
 }
 
 // Dial connects to addr; the connection closes when the test ends.
@@ -45,6 +54,16 @@ func (c *Client) SendBytes(b []byte) {
 
 // Next reads the next frame, answering (and skipping) server Pings.
 func (c *Client) Next() (fibp.Header, fibp.Frame) {
+	c.T.Helper()
+	if len(c.held) > 0 {
+		x := c.held[0]
+		c.held = c.held[1:]
+		return x.h, x.f
+	}
+	return c.read()
+}
+
+func (c *Client) read() (fibp.Header, fibp.Frame) {
 	c.T.Helper()
 	_ = c.NC.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
@@ -80,15 +99,22 @@ func (c *Client) Handshake() *fibp.HandshakeOk {
 	return ok
 }
 
-// Call sends a request and returns the answer, which must carry the same request ID.
+// Call sends a request and returns the answer, which must carry the same request ID. Delivery
+// frames that arrive meanwhile are held for Next.
 func (c *Client) Call(reqID uint32, f fibp.Frame) fibp.Frame {
 	c.T.Helper()
 	c.Send(reqID, f)
-	h, res := c.Next()
-	if h.RequestID != reqID {
-		c.T.Fatalf("answer to request %d carries request ID %d (%v)", reqID, h.RequestID, h.Opcode)
+	for {
+		h, res := c.read()
+		if h.Opcode == fibp.OpDelivery && h.RequestID != reqID {
+			c.held = append(c.held, held{h, res})
+			continue
+		}
+		if h.RequestID != reqID {
+			c.T.Fatalf("answer to request %d carries request ID %d (%v)", reqID, h.RequestID, h.Opcode)
+		}
+		return res
 	}
-	return res
 }
 
 // Subscribe sends Consume and waits for ConsumeOk.
