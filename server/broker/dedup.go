@@ -77,9 +77,8 @@ func (a *actor) duplicateOf(hash storage.ID, now int64) (engine.MsgID, bool) {
 	return e.id, true
 }
 
-// remember records an identity for the window, in memory and in the round's batch.
-func (a *actor) remember(hash storage.ID, id engine.MsgID, now int64) {
-	exp := addMs(now, a.dedupWindow())
+// remember records an identity until exp, in memory and in the round's batch.
+func (a *actor) remember(hash storage.ID, id engine.MsgID, exp int64) {
 	a.dedup.ids[hash] = dedupEntry{id: id, expiresAt: exp}
 	heap.Push(&a.dedup.order, dedupItem{expiresAt: exp, hash: hash})
 	a.batch.PutDedup(a.name, hash, &store.DedupRecord{MessageID: wire.UUID(id), ExpiresAt: uint64(exp)})

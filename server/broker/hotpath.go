@@ -12,9 +12,6 @@ import (
 	"github.com/filamq/fila/server/storage"
 )
 
-// DefaultFairnessKey is the fairness key of a message that names none.
-const DefaultFairnessKey = "default"
-
 // enqueueItem is one message of an Enqueue frame routed to this actor. The body is already a
 // private copy (the frame buffer is reused by the connection).
 type enqueueItem struct {
@@ -28,6 +25,7 @@ func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done 
 	now := a.now()
 	msgs := slices.Grow(a.msgBuf[:0], len(items))[:len(items)]
 	n := 0
+	var dedupUntil int64 // computed once per batch, when a message carries a key
 	for _, it := range items {
 		m := it.msg
 		var hash storage.ID
@@ -41,11 +39,14 @@ func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done 
 		}
 		id := a.b.ids.next(now)
 		if keyed {
-			a.remember(hash, id, now)
+			if dedupUntil == 0 {
+				dedupUntil = addMs(now, a.dedupWindow())
+			}
+			a.remember(hash, id, dedupUntil)
 		}
-		fk := m.FairnessKey.Or(DefaultFairnessKey)
+		fk := m.FairnessKey.Or(engine.DefaultFairnessKey)
 		if fk == "" {
-			fk = DefaultFairnessKey
+			fk = engine.DefaultFairnessKey
 		}
 		weight := m.Weight.Or(1)
 		if weight == 0 {

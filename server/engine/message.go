@@ -1,8 +1,9 @@
 package engine
 
 import (
-	"encoding/hex"
 	"fmt"
+
+	"github.com/filamq/fila/generated/wire"
 )
 
 // MsgID is a message ID: a UUIDv7 assigned by the broker at enqueue. The engine treats it as an
@@ -10,19 +11,7 @@ import (
 type MsgID [16]byte
 
 // String formats id in the canonical 8-4-4-4-12 hexadecimal UUID form.
-func (id MsgID) String() string {
-	var b [36]byte
-	hex.Encode(b[0:8], id[0:4])
-	b[8] = '-'
-	hex.Encode(b[9:13], id[4:6])
-	b[13] = '-'
-	hex.Encode(b[14:18], id[6:8])
-	b[18] = '-'
-	hex.Encode(b[19:23], id[8:10])
-	b[23] = '-'
-	hex.Encode(b[24:36], id[10:16])
-	return string(b[:])
-}
+func (id MsgID) String() string { return wire.UUID(id).String() }
 
 // DefaultFairnessKey is the fairness key of a message enqueued without one.
 const DefaultFairnessKey = "default"
