@@ -21,6 +21,12 @@ import (
 //  4. commit the batch — one fsync for the whole round (group commit);
 //  5. answer the operations and send the deliveries.
 //
+// A round that holds only acks, nacks and extensions (no enqueue, no delivery) is written without
+// an fsync of its own: its answers wait until a later round's fsync covers it, or until
+// Options.SettleSyncDelay passes and the sync waiter fsyncs. Otherwise a consumer's ack, sent
+// just before the next enqueue arrives, would start an fsync that the enqueue has to wait out
+// before its own.
+//
 // Nothing is answered or delivered before it is durable. When a commit fails, every operation of
 // the round is answered StorageError and the actor reloads its state from storage, so memory never
 // runs ahead of disk.
@@ -47,6 +53,7 @@ type actor struct {
 	// Per-round state.
 	batch    *storage.Batch
 	replies  []func(err error)
+	urgent   bool // a reply of this round must not wait for a later round's fsync
 	outbox   []outFrame
 	pending  map[*subscription]*deliveryBuf
 	leaseBuf []engine.Lease
@@ -250,6 +257,8 @@ func (a *actor) arm(t *time.Timer) {
 type commit struct {
 	batch   *storage.Batch
 	err     error // from Apply
+	lazy    bool  // applied without an fsync: durable with the next synced commit or SyncWAL
+	synced  bool  // applied with an fsync
 	replies []func(err error)
 	outbox  []outFrame
 }
@@ -270,43 +279,101 @@ func (a *actor) round(batch []op) {
 	if a.batch.Empty() && len(a.replies) == 0 && len(a.outbox) == 0 {
 		return
 	}
-	c := &commit{batch: a.batch, replies: a.replies, outbox: a.outbox}
-	a.batch, a.replies, a.outbox = a.b.db.NewBatch(), nil, nil
+	sync := a.b.opts.Sync
+	c := &commit{batch: a.batch, replies: a.replies, outbox: a.outbox,
+		lazy: sync && !a.urgent && len(a.outbox) == 0 && a.b.opts.SettleSyncDelay > 0}
+	a.batch, a.replies, a.outbox, a.urgent = a.b.db.NewBatch(), nil, nil, false
 	if !c.batch.Empty() {
-		c.err = c.batch.Apply(a.b.opts.Sync)
+		c.synced = sync && !c.lazy
+		c.err = c.batch.Apply(c.synced)
+	} else {
+		c.lazy = false // nothing written: its replies need no fsync
 	}
 	a.commits <- c
 	a.bodies.trim()
 }
 
 // syncLoop waits for each applied round to be durable, in order, then answers its requests and
-// sends its deliveries. A failed sync answers StorageError and has the actor reload its state
-// from storage, so memory never runs ahead of disk for long.
+// sends its deliveries. Lazy rounds are held until a later round's fsync covers them (the WAL is
+// written in order) or until the settle delay passes and the loop fsyncs itself. A failed sync
+// answers StorageError and has the actor reload its state from storage, so memory never runs
+// ahead of disk for long.
 func (a *actor) syncLoop() {
 	defer close(a.synced)
-	for c := range a.commits {
+	var held []*commit
+	linger := time.NewTimer(time.Hour)
+	linger.Stop()
+	release := func(err error) {
+		for _, c := range held {
+			a.finish(c, err)
+		}
+		clear(held)
+		held = held[:0]
+	}
+	for {
+		var c *commit
+		var ok bool
+		if len(held) == 0 {
+			c, ok = <-a.commits
+		} else {
+			select {
+			case c, ok = <-a.commits:
+			case <-linger.C:
+				release(a.b.db.SyncWAL())
+				continue
+			}
+		}
+		if !ok {
+			if len(held) > 0 {
+				release(a.b.db.SyncWAL())
+			}
+			return
+		}
+		if c.lazy && c.err == nil {
+			if len(held) == 0 {
+				linger.Reset(a.b.opts.SettleSyncDelay)
+			}
+			held = append(held, c)
+			continue
+		}
 		start := time.Now()
 		err := c.err
 		if err == nil {
 			err = c.batch.Wait()
 		}
 		a.b.metrics.commitSeconds.Observe(time.Since(start).Seconds())
-		for _, reply := range c.replies {
-			reply(err)
+		if len(held) > 0 && c.synced {
+			linger.Stop()
+			release(err) // c's fsync covered every round applied before it
 		}
-		if err == nil {
-			a.flushOutbox(c.outbox)
-		} else {
-			a.log.Error("storage commit failed; reloading the queue from storage", "err", err)
-			a.internal.push(func(a *actor) { a.reload() })
-		}
-		c.batch.Close()
+		a.finish(c, err)
 	}
+}
+
+// finish answers a round's requests and, when it is durable, sends its deliveries.
+func (a *actor) finish(c *commit, err error) {
+	for _, reply := range c.replies {
+		reply(err)
+	}
+	if err == nil {
+		a.flushOutbox(c.outbox)
+	} else {
+		a.log.Error("storage commit failed; reloading the queue from storage", "err", err)
+		a.internal.push(func(a *actor) { a.reload() })
+	}
+	c.batch.Close()
 }
 
 // afterCommit registers a reply to run once the round's writes are durable (err nil) or failed.
 // It runs on the sync waiter's goroutine: it must not touch actor state.
-func (a *actor) afterCommit(f func(err error)) { a.replies = append(a.replies, f) }
+func (a *actor) afterCommit(f func(err error)) {
+	a.replies = append(a.replies, f)
+	a.urgent = true
+}
+
+// afterSettle is afterCommit for acks, nacks and extensions: their round may wait for a later
+// round's fsync (see actor).
+func (a *actor) afterSettle(f func(err error)) { a.replies = append(a.replies, f) }
 
 // flushOutbox sends a durable round's frames. It runs on the sync waiter's goroutine.
 func (a *actor) flushOutbox(outbox []outFrame) {

@@ -130,7 +130,7 @@ func (a *actor) ack(items []settleItem, res []fibp.ErrorCode, done func()) {
 			a.m.acked.Inc()
 		}
 	}
-	a.afterCommit(func(err error) {
+	a.afterSettle(func(err error) {
 		if err != nil {
 			storageFailed(items, res)
 		}
@@ -162,7 +162,7 @@ func (a *actor) nack(items []settleItem, res []fibp.ErrorCode, done func()) {
 			a.m.nacked.Inc()
 		}
 	}
-	a.afterCommit(func(err error) {
+	a.afterSettle(func(err error) {
 		if err != nil {
 			storageFailed(items, res)
 		}
@@ -190,7 +190,7 @@ func (a *actor) extend(items []settleItem, res []fibp.ExtendLeaseResultItem, don
 			}
 		}
 	}
-	a.afterCommit(func(err error) {
+	a.afterSettle(func(err error) {
 		if err != nil {
 			for _, it := range items {
 				if res[it.index].ErrorCode == fibp.CodeOk {
@@ -228,7 +228,7 @@ func (a *actor) fail(f engine.Fail) error {
 		return err
 	}
 	a.m.deadLettered.Inc()
-	a.afterCommit(func(err error) {
+	a.afterSettle(func(err error) {
 		if err == nil {
 			dlq.internal.push(func(d *actor) { d.adopt(moved) })
 			a.b.events.DeadLettered(a.name, moved.ID)

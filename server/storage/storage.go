@@ -304,6 +304,14 @@ func (b *Batch) Wait() error {
 	return nil
 }
 
+// SyncWAL makes every batch applied so far durable.
+func (d *DB) SyncWAL() error {
+	if err := d.p.LogData(nil, pebble.Sync); err != nil {
+		return fmt.Errorf("storage: sync: %w", err)
+	}
+	return nil
+}
+
 // Close releases the batch without committing it.
 func (b *Batch) Close() { _ = b.b.Close() }
 

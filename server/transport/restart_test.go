@@ -14,7 +14,15 @@ import (
 // startAt runs a server on dir; stop shuts it down cleanly so the next one can open dir.
 func startAt(t *testing.T, dir string) (addr string, stop func()) {
 	t.Helper()
-	b, err := broker.Open(broker.DefaultOptions(dir))
+	return startAtWith(t, dir, func(*broker.Options) {})
+}
+
+// startAtWith is startAt with changed broker options.
+func startAtWith(t *testing.T, dir string, set func(*broker.Options)) (addr string, stop func()) {
+	t.Helper()
+	o := broker.DefaultOptions(dir)
+	set(&o)
+	b, err := broker.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,5 +90,51 @@ func TestStateSurvivesRestart(t *testing.T) {
 	d := c.Deliveries(1)[0]
 	if d.MessageID != ids[0] || d.AttemptCount != 2 || string(d.Payload) != "leased" {
 		t.Fatalf("redelivery after restart: %+v", d)
+	}
+}
+
+// An ack's round is written without an fsync of its own, and its answer waits until a later
+// fsync covers it. With an hour's settle delay only the next enqueue's fsync can release it: the
+// answer must not come before, and once it comes the ack must survive a restart.
+func TestAckIsAnsweredWhenALaterFsyncCoversIt(t *testing.T) {
+	dir := t.TempDir()
+	addr, stop := startAtWith(t, dir, func(o *broker.Options) { o.SettleSyncDelay = time.Hour })
+	c := dialRaw(t, addr)
+	c.Handshake()
+	newQueue(t, c, &fibp.CreateQueue{Name: "q", VisibilityTimeoutMs: 60_000})
+	ids := enqueue(t, c, fibp.EnqueueMessage{Queue: "q", Payload: []byte("a")})
+	c.Subscribe(1, "q", 1)
+	c.Deliveries(1)
+
+	c.Send(2, &fibp.Ack{Items: []fibp.AckItem{{Queue: "q", MessageID: ids[0]}}})
+	got := make(chan fibp.Header, 2)
+	go func() {
+		for range 2 {
+			h, _ := c.Next()
+			got <- h
+		}
+	}()
+	select {
+	case h := <-got:
+		t.Fatalf("%v answered before any fsync covered the ack", h.Opcode)
+	case <-time.After(200 * time.Millisecond):
+	}
+	c.Send(3, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "q", Payload: []byte("b")}}})
+	seen := map[uint32]fibp.Opcode{}
+	for range 2 {
+		h := <-got
+		seen[h.RequestID] = h.Opcode
+	}
+	if seen[2] != fibp.OpAckResult || seen[3] != fibp.OpEnqueueResult {
+		t.Fatalf("answers after the enqueue: %v, want the AckResult and the EnqueueResult", seen)
+	}
+	stop()
+
+	addr, stop = startAt(t, dir)
+	defer stop()
+	c = dialRaw(t, addr)
+	c.Handshake()
+	if s := stats(t, c, "q"); s.Depth != 1 || s.InFlight != 0 {
+		t.Fatalf("after restart: depth %d, in flight %d; want only the second message", s.Depth, s.InFlight)
 	}
 }
