@@ -49,6 +49,8 @@ type actor struct {
 	bodies bodyCache
 	p      persistence
 	dedup  dedupMemory
+	// claimed holds the reclaim holds (see reclaimConsumer) that a consumer extended.
+	claimed map[engine.MsgID]struct{}
 
 	// Per-round state.
 	batch    *storage.Batch
@@ -421,6 +423,7 @@ func (a *actor) reload() {
 	a.eng = a.newEngine()
 	a.bodies.clear()
 	a.p = newPersistence()
+	a.claimed = nil
 	a.dedup = newDedupMemory()
 	if err := a.recover(); err != nil {
 		a.log.Error("reloading the queue failed", "err", err)

@@ -182,6 +182,9 @@ func (a *actor) extend(items []settleItem, res []fibp.ExtendLeaseResultItem, don
 		if err == nil {
 			err = a.eng.ApplyExtend(e)
 		}
+		if err == nil {
+			a.claim(it.id)
+		}
 		res[it.index].ErrorCode = codeOf(err)
 		if err == nil {
 			res[it.index].LeaseExpiresAt = uint64(e.ExpiresAt)
@@ -267,7 +270,16 @@ func (a *actor) adopt(m engine.Message) {
 func (a *actor) expire(now int64) {
 	a.idBuf = a.eng.Expired(now, a.idBuf[:0])
 	for _, id := range a.idBuf {
-		f, err := a.eng.DecideFailure(id, now, "lease expired", nil)
+		var f engine.Fail
+		var err error
+		if a.unclaimed(id) {
+			// The reclaim grace ended and nobody claimed the message: it becomes deliverable
+			// again as it was, without a failed attempt (it may never have been delivered).
+			f = engine.Fail{ID: id, At: now, NotBefore: now, Uncounted: true}
+		} else {
+			f, err = a.eng.DecideFailure(id, now, "lease expired", nil)
+		}
+		delete(a.claimed, id)
 		if err == nil {
 			err = a.fail(f)
 		}

@@ -59,6 +59,7 @@ func (a *actor) deleteMessage(id engine.MsgID) {
 	_, has := a.p.hasState[id]
 	a.batch.DeleteMessage(a.name, storage.ID(id), has)
 	delete(a.p.hasState, id)
+	delete(a.claimed, id)
 	a.supersede(id)
 	a.bodies.remove(id)
 }

@@ -12,6 +12,27 @@ import (
 // grace, and acks, nacks and extensions for them are accepted (clustering.md).
 const reclaimConsumer = "\x00reclaim"
 
+// claim records that a consumer extended a message held for the reclaim grace: its lease is a
+// real one from now on, and its expiry is a failed attempt like any other.
+func (a *actor) claim(id engine.MsgID) {
+	if m, ok := a.eng.Get(id); ok && m.Consumer == reclaimConsumer {
+		if a.claimed == nil {
+			a.claimed = map[engine.MsgID]struct{}{}
+		}
+		a.claimed[id] = struct{}{}
+	}
+}
+
+// unclaimed reports whether id's lease is a reclaim hold that no consumer claimed.
+func (a *actor) unclaimed(id engine.MsgID) bool {
+	m, ok := a.eng.Get(id)
+	if !ok || m.Consumer != reclaimConsumer {
+		return false
+	}
+	_, claimed := a.claimed[id]
+	return !claimed
+}
+
 // recover rebuilds the engine from storage: every message with its attempts, retry time and
 // lease. A message's latest known state is whichever of its state record and its lease-log
 // entries has the most attempts (the state record on a tie: it was written later). Committed

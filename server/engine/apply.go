@@ -141,7 +141,11 @@ func (q *Queue) ApplyFail(c Fail) (Message, error) {
 	}
 	q.advance(c.At)
 	q.unlease(r)
-	q.setError(slot, r, c.Error)
+	if c.Uncounted {
+		r.attempts = max(r.attempts, 1) - 1
+	} else {
+		q.setError(slot, r, c.Error)
+	}
 	if c.DeadLetter {
 		m := q.message(slot)
 		m.State = StateUnknown

@@ -72,6 +72,9 @@ type Fail struct {
 	// NotBefore is when a retried message becomes deliverable again (Unix ms); at or before
 	// At means at once. Ignored when DeadLetter is set.
 	NotBefore int64
+	// Uncounted ends a lease that delivered nothing (a hold after a failover): the attempt it
+	// counted is taken back and LastError is kept.
+	Uncounted bool
 }
 
 // Remove deletes a stored message in any state (for redrive out of a dead-letter queue, or

@@ -224,6 +224,24 @@ func TestFailRetryThenRedeliver(t *testing.T) {
 	must(t, checkInvariants(q))
 }
 
+// An uncounted failure (a reclaim hold ending) takes back the attempt its lease counted and
+// keeps the last error.
+func TestUncountedFailTakesTheAttemptBack(t *testing.T) {
+	q := newTestQueue(t, DefaultConfig())
+	must(t, q.Subscribe("c", 0))
+	enqueue(t, q, 0, Message{ID: mid(1)})
+	q.Dispatch(0, 1, nil)
+	_, err := q.ApplyFail(Fail{ID: mid(1), At: 10, Error: "boom", NotBefore: 10})
+	must(t, err)
+	must(t, q.ApplyLease(Lease{ID: mid(1), Consumer: "hold", LeasedAt: 20, ExpiresAt: 30}))
+	m, err := q.ApplyFail(Fail{ID: mid(1), At: 30, Error: "ignored", NotBefore: 30, Uncounted: true})
+	must(t, err)
+	if m.State != StateReady || m.Attempts != 1 || m.LastError != "boom" {
+		t.Fatalf("after an uncounted failure: %+v, want ready with 1 attempt and the first error", m)
+	}
+	must(t, checkInvariants(q))
+}
+
 func TestFailDeadLetterRemoves(t *testing.T) {
 	q := newTestQueue(t, DefaultConfig())
 	must(t, q.Subscribe("c", 0))

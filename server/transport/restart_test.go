@@ -138,3 +138,52 @@ func TestAckIsAnsweredWhenALaterFsyncCoversIt(t *testing.T) {
 		t.Fatalf("after restart: depth %d, in flight %d; want only the second message", s.Depth, s.InFlight)
 	}
 }
+
+// A fast-durability queue keeps no leases on disk: after a restart it holds every pending message
+// for the reclaim grace, accepts acks and extensions for them meanwhile, and then delivers what
+// nobody claimed — as it was, without counting a failed attempt for it.
+func TestFastQueueHoldsPendingMessagesForTheReclaimGrace(t *testing.T) {
+	const grace = 400 * time.Millisecond
+	dir := t.TempDir()
+	addr, stop := startAt(t, dir)
+	c := dialRaw(t, addr)
+	c.Handshake()
+	newQueue(t, c, &fibp.CreateQueue{Name: "f", VisibilityTimeoutMs: 60_000,
+		DeliveryDurability: fibp.DeliveryDurabilityFast, ReclaimGraceMs: uint64(grace.Milliseconds())})
+	ids := enqueue(t, c,
+		fibp.EnqueueMessage{Queue: "f", Payload: []byte("acked after the restart")},
+		fibp.EnqueueMessage{Queue: "f", Payload: []byte("extended after the restart")},
+		fibp.EnqueueMessage{Queue: "f", Payload: []byte("never delivered")},
+	)
+	c.Subscribe(1, "f", 2)
+	if d := c.Deliveries(2); d[0].MessageID != ids[0] || d[1].MessageID != ids[1] {
+		t.Fatalf("delivered %v and %v, want the first two messages", d[0].MessageID, d[1].MessageID)
+	}
+	stop()
+
+	restarted := time.Now()
+	addr, stop = startAt(t, dir)
+	defer stop()
+	c = dialRaw(t, addr)
+	c.Handshake()
+	if a := c.Call(2, &fibp.Ack{Items: []fibp.AckItem{{Queue: "f", MessageID: ids[0]}}}).(*fibp.AckResult); a.Results[0].ErrorCode != fibp.CodeOk {
+		t.Fatalf("acking a message delivered before the restart: %v", a.Results[0].ErrorCode)
+	}
+	if e := c.Call(3, &fibp.ExtendLease{Items: []fibp.ExtendLeaseItem{{Queue: "f", MessageID: ids[1], ExtendByMs: 60_000}}}).(*fibp.ExtendLeaseResult); e.Results[0].ErrorCode != fibp.CodeOk {
+		t.Fatalf("extending a message delivered before the restart: %v", e.Results[0].ErrorCode)
+	}
+	c.Subscribe(4, "f", 10)
+	d := c.Deliveries(1)[0]
+	if d.MessageID != ids[2] {
+		t.Fatalf("delivered %v after the grace, want the unclaimed message %v", d.MessageID, ids[2])
+	}
+	if d.AttemptCount != 1 {
+		t.Fatalf("the unclaimed message came with attempt_count %d, want 1 (the hold is no attempt)", d.AttemptCount)
+	}
+	if earliest := restarted.Add(grace).UnixMilli(); int64(d.LeasedAt) < earliest {
+		t.Fatalf("delivered at %d, before the reclaim grace ended (%d)", d.LeasedAt, earliest)
+	}
+	if s := stats(t, c, "f"); s.InFlight != 2 {
+		t.Fatalf("in flight after the grace: %d, want 2 (the extended and the redelivered message)", s.InFlight)
+	}
+}
