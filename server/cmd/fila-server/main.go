@@ -81,6 +81,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	if rn != nil {
 		bo.Events = rn.events
+		reg.MustRegister(newRiftCollector(rn.svc))
 	}
 	b, err := broker.Open(bo)
 	if err != nil {

@@ -56,6 +56,20 @@ type Bus struct {
 	groups  map[string]*group // queue groups by name, while they have members
 	scratch sync.Pool         // *[]*Subscription for Publish
 	gen     atomic.Uint64     // changes (under mu) whenever the index or closed does
+
+	published, delivered, slow atomic.Uint64 // see Counters
+}
+
+// Counters are the bus's running totals since it started.
+type Counters struct {
+	Published     uint64 // publications, whether anyone received them or not
+	Delivered     uint64 // messages handed to subscriptions (a publication counts once per receiver)
+	SlowConsumers uint64 // subscriptions ended because their queue was full
+}
+
+// Counters returns the running totals.
+func (b *Bus) Counters() Counters {
+	return Counters{Published: b.published.Load(), Delivered: b.delivered.Load(), SlowConsumers: b.slow.Load()}
 }
 
 // New returns an empty bus.
@@ -148,6 +162,7 @@ func (b *Bus) Publish(subj, reply string, payload []byte) (int, error) {
 
 // deliver gives a copy of payload to matches (which it modifies) and returns how many took it.
 func (b *Bus) deliver(matches []*Subscription, subj, reply string, payload []byte) int {
+	b.published.Add(1)
 	if len(matches) == 0 {
 		return 0
 	}
@@ -167,6 +182,7 @@ func (b *Bus) deliver(matches []*Subscription, subj, reply string, payload []byt
 			n++
 		}
 	}
+	b.delivered.Add(uint64(n))
 	return n
 }
 

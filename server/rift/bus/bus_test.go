@@ -25,6 +25,11 @@ func TestSlowConsumerEndsOnlyItself(t *testing.T) {
 	if b.Subscriptions() != 1 {
 		t.Fatalf("%d subscriptions, want the fast one", b.Subscriptions())
 	}
+	b.Publish("nobody.listens", "", nil)
+	// slow took 4 messages and refused the 5th; fast took all 10.
+	if c, want := b.Counters(), (Counters{Published: 11, Delivered: 14, SlowConsumers: 1}); c != want {
+		t.Fatalf("counters %+v, want %+v", c, want)
+	}
 }
 
 func TestByteBound(t *testing.T) {

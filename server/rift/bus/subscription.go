@@ -48,6 +48,9 @@ func (s *Subscription) offer(m Message) bool {
 // fail ends s with err and removes it from the bus.
 func (s *Subscription) fail(err error) {
 	if s.end(err) {
+		if err == ErrSlowConsumer {
+			s.bus.slow.Add(1)
+		}
 		s.bus.remove(s)
 	}
 }
