@@ -182,10 +182,28 @@ func (c *Client) auth(ctx context.Context, token string) error {
 	}
 	s.finish()
 	if _, err := s.expectOk(); err != nil {
-		return fmt.Errorf("rift: authentication failed: %w", c.connErr(err))
+		err = c.connErr(err)
+		var ae *quic.ApplicationError
+		if errors.As(err, &ae) && ae.Remote {
+			return &refusedError{why: ae.ErrorMessage, code: uint64(ae.ErrorCode), cause: err}
+		}
+		return fmt.Errorf("rift: authentication failed: %w", err)
 	}
 	return nil
 }
+
+// refusedError is the server closing the connection in answer to AUTH.
+type refusedError struct {
+	why   string
+	code  uint64
+	cause error
+}
+
+func (e *refusedError) Error() string {
+	return fmt.Sprintf("rift: the server refused the connection: %s (code %#x)", e.why, e.code)
+}
+
+func (e *refusedError) Unwrap() error { return e.cause }
 
 // connErr prefers the connection's close reason (such as a refused authentication) to a
 // stream error caused by it.
