@@ -165,7 +165,15 @@ func run(ctx context.Context, o options) error {
 	if len(figs) == 0 {
 		return fmt.Errorf("-only %q selects no workload", o.only)
 	}
-	if err := writeResults(e, root, figs, time.Since(start)); err != nil {
+	fmt.Fprintln(os.Stderr, "== floors: fsync, and bare QUIC and TLS round trips, below any broker")
+	floors, err := e.measureFloors(ctx, e.o.latencySamples)
+	if err != nil {
+		return err
+	}
+	for _, f := range floors {
+		fmt.Println(f.line())
+	}
+	if err := writeResults(e, root, figs, floors, time.Since(start)); err != nil {
 		return err
 	}
 	fmt.Fprintln(os.Stderr, "results written to", o.out)

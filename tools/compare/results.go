@@ -13,10 +13,13 @@ import (
 
 // writeResults writes results.md (settings, versions, machine and the table), compare.txt (the
 // COMPARE lines) and compare.png (the bar chart) into the results folder.
-func writeResults(e *env, root string, figs []figure, took time.Duration) error {
+func writeResults(e *env, root string, figs []figure, floors []floor, took time.Duration) error {
 	var lines strings.Builder
 	for _, f := range figs {
 		lines.WriteString(f.compareLine() + "\n")
+	}
+	for _, f := range floors {
+		lines.WriteString(f.line() + "\n")
 	}
 	if err := os.WriteFile(filepath.Join(e.o.out, "compare.txt"), []byte(lines.String()), 0o644); err != nil {
 		return err
@@ -29,7 +32,9 @@ func writeResults(e *env, root string, figs []figure, took time.Duration) error 
 	if e.riftReason != "" {
 		fmt.Fprintf(&md, "- Rift: Fila's side n/a: %s\n", e.riftReason)
 	}
-	md.WriteString("\n" + markdownTable(figs) + "\n```\n" + lines.String() + "```\n\n![chart](compare.png)\n")
+	md.WriteString("\n" + markdownTable(figs))
+	md.WriteString("\nFloors, measured in the same run (what no broker on this machine can go below):\n\n" + floorsTable(floors))
+	md.WriteString("\n```\n" + lines.String() + "```\n\n![chart](compare.png)\n")
 	if err := os.WriteFile(filepath.Join(e.o.out, "results.md"), []byte(md.String()), 0o644); err != nil {
 		return err
 	}
