@@ -10,6 +10,7 @@ replace (
 require (
 	github.com/filamq/fila/generated v0.0.0-00010101000000-000000000000
 	github.com/filamq/fila/server v0.0.0-00010101000000-000000000000
+	github.com/quic-go/quic-go v0.65.0
 )
 
 require (
@@ -39,7 +40,9 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/rogpeppe/go-internal v1.9.0 // indirect
+	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/exp v0.0.0-20230626212559-97b1e661b5df // indirect
+	golang.org/x/net v0.59.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
