@@ -18,16 +18,29 @@ import (
 // NATS's request/reply. They are measured in the same run as the figures they explain.
 type floor struct {
 	name     string
-	p50, p99 float64 // µs
+	unit     string  // "us" (a latency: p50 and p99) or "msg/s" (a rate: p50 holds it)
+	p50, p99 float64 // µs, or the rate
 	doc      string
 }
 
 func (f floor) line() string {
-	return fmt.Sprintf("FLOOR name=%s p50=%.1f p99=%.1f unit=us", f.name, f.p50, f.p99)
+	if f.unit == "us" {
+		return fmt.Sprintf("FLOOR name=%s p50=%.1f p99=%.1f unit=us", f.name, f.p50, f.p99)
+	}
+	return fmt.Sprintf("FLOOR name=%s value=%.0f unit=%s", f.name, f.p50, f.unit)
 }
 
-// measureFloors measures every floor, with samples round trips or syncs each.
-func (e *env) measureFloors(ctx context.Context, samples int) ([]floor, error) {
+// value renders the floor for the table.
+func (f floor) value() string {
+	if f.unit == "us" {
+		return fmt.Sprintf("p50 %s µs, p99 %s µs", grouped(f.p50, "us"), grouped(f.p99, "us"))
+	}
+	return grouped(f.p50, f.unit) + " " + f.unit
+}
+
+// measureFloors measures every floor, with samples round trips or syncs each, and each rate for
+// window.
+func (e *env) measureFloors(ctx context.Context, samples int, window time.Duration) ([]floor, error) {
 	fsync, err := fsyncFloor(e.tmp, samples)
 	if err != nil {
 		return nil, fmt.Errorf("fsync floor: %w", err)
@@ -47,11 +60,114 @@ func (e *env) measureFloors(ctx context.Context, samples int) ([]floor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("TLS floor: %w", err)
 	}
+	qr, err := quicRate(ctx, serverTLS, clientTLS, window)
+	if err != nil {
+		return nil, fmt.Errorf("QUIC rate floor: %w", err)
+	}
+	tr, err := tlsRate(serverTLS, clientTLS, window)
+	if err != nil {
+		return nil, fmt.Errorf("TLS rate floor: %w", err)
+	}
 	return []floor{
-		{"fsync_append_1kb", fsync[0], fsync[1], "append 1 KB to a file and fsync it, on the filesystem of the brokers' data"},
-		{"quic_echo_rtt_1kb", q[0], q[1], "1 KB echo round trip over bare quic-go on loopback, no broker"},
-		{"tls_echo_rtt_1kb", t[0], t[1], "1 KB echo round trip over TLS on TCP on loopback, no broker"},
+		{"fsync_append_1kb", "us", fsync[0], fsync[1], "append 1 KB to a file and fsync it, on the filesystem of the brokers' data"},
+		{"quic_echo_rtt_1kb", "us", q[0], q[1], "1 KB echo round trip over bare quic-go on loopback, no broker"},
+		{"tls_echo_rtt_1kb", "us", t[0], t[1], "1 KB echo round trip over TLS on TCP on loopback, no broker"},
+		{"quic_stream_1kb", "msg/s", qr, 0, "1 KB messages one way over one bare quic-go stream, no broker (a pub/sub hop)"},
+		{"tls_stream_1kb", "msg/s", tr, 0, "1 KB messages one way over bare TLS on TCP, no broker"},
 	}, nil
+}
+
+// quicRate measures how many 1 KB messages one quic-go stream carries per second.
+func quicRate(ctx context.Context, server, client *tls.Config, window time.Duration) (float64, error) {
+	conf := &quic.Config{InitialPacketSize: 1452, MaxStreamReceiveWindow: 4 << 20, MaxConnectionReceiveWindow: 16 << 20}
+	ln, err := quic.ListenAddr("127.0.0.1:0", server, conf)
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	got := make(chan float64, 1)
+	go func() {
+		c, err := ln.Accept(ctx)
+		if err != nil {
+			got <- 0
+			return
+		}
+		s, err := c.AcceptStream(ctx)
+		if err != nil {
+			got <- 0
+			return
+		}
+		got <- drain(s, window)
+	}()
+	c, err := quic.DialAddr(ctx, ln.Addr().String(), client, conf)
+	if err != nil {
+		return 0, err
+	}
+	defer c.CloseWithError(0, "")
+	s, err := c.OpenStreamSync(ctx)
+	if err != nil {
+		return 0, err
+	}
+	go pour(s)
+	return <-got, nil
+}
+
+// tlsRate is quicRate over TLS on TCP.
+func tlsRate(server, client *tls.Config, window time.Duration) (float64, error) {
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", server)
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	got := make(chan float64, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- 0
+			return
+		}
+		defer c.Close()
+		got <- drain(c, window)
+	}()
+	c, err := tls.Dial("tcp", ln.Addr().String(), client)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	go pour(c)
+	return <-got, nil
+}
+
+// pour writes 1 KB messages, 64 at a time, until the peer goes away.
+func pour(w io.Writer) {
+	batch := make([]byte, 64<<10)
+	for {
+		if _, err := w.Write(batch); err != nil {
+			return
+		}
+	}
+}
+
+// drain reads for a short warm-up and then for window, and returns the 1 KB messages per second
+// it read during the window.
+func drain(r io.Reader, window time.Duration) float64 {
+	buf := make([]byte, 64<<10)
+	warm := time.Now().Add(window / 5)
+	for time.Now().Before(warm) {
+		if _, err := r.Read(buf); err != nil {
+			return 0
+		}
+	}
+	var n int64
+	start := time.Now()
+	for time.Since(start) < window {
+		m, err := r.Read(buf)
+		n += int64(m)
+		if err != nil {
+			break
+		}
+	}
+	return float64(n) / 1024 / time.Since(start).Seconds()
 }
 
 // fsyncFloor appends 1 KB records to a fresh file in dir and syncs each, as a WAL does.
@@ -167,9 +283,9 @@ func timeEach(samples int, one func() error) ([2]float64, error) {
 // floorsTable renders the floors for results.md.
 func floorsTable(floors []floor) string {
 	var b strings.Builder
-	b.WriteString("| floor | p50 µs | p99 µs | what |\n| --- | ---: | ---: | --- |\n")
+	b.WriteString("| floor | measured | what |\n| --- | --- | --- |\n")
 	for _, f := range floors {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", f.name, grouped(f.p50, "us"), grouped(f.p99, "us"), f.doc)
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", f.name, f.value(), f.doc)
 	}
 	return b.String()
 }

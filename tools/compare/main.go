@@ -166,7 +166,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("-only %q selects no workload", o.only)
 	}
 	fmt.Fprintln(os.Stderr, "== floors: fsync, and bare QUIC and TLS round trips, below any broker")
-	floors, err := e.measureFloors(ctx, e.o.latencySamples)
+	floors, err := e.measureFloors(ctx, e.o.latencySamples, min(e.o.duration, 3*time.Second))
 	if err != nil {
 		return err
 	}
