@@ -56,7 +56,6 @@ func TestRiftMetrics(t *testing.T) {
 		`rift_stream_messages{stream="orders"} 1`,
 		`rift_stream_bytes{stream="orders"} 13`, // subject, reply and payload
 		`rift_stream_last_sequence{stream="orders"} 1`,
-		`fila_connections 0`,
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)
