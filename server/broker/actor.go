@@ -3,6 +3,7 @@ package broker
 import (
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/filamq/fila/generated/fibp"
@@ -44,6 +45,8 @@ type actor struct {
 	done     chan struct{}
 	commits  chan *commit  // rounds applied to storage, waiting for their sync (in order)
 	synced   chan struct{} // closed when the sync waiter has finished every commit
+
+	reloadQueued atomic.Bool // a reload after a failed commit is waiting to run
 
 	subs   map[string]*subscription
 	bodies bodyCache
@@ -361,7 +364,9 @@ func (a *actor) finish(c *commit, err error) {
 		a.flushOutbox(c.outbox)
 	} else {
 		a.log.Error("storage commit failed; reloading the queue from storage", "err", err)
-		a.internal.push(func(a *actor) { a.reload() })
+		if !a.reloadQueued.Swap(true) { // one reload covers every round failed before it runs
+			a.internal.push(func(a *actor) { a.reloadQueued.Store(false); a.reload() })
+		}
 	}
 	c.batch.Close()
 }
