@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -56,6 +57,9 @@ type Options struct {
 	MemTableBytes uint64
 }
 
+// separateValuesFrom is the smallest value stored in a blob file rather than inline.
+const separateValuesFrom = 256
+
 // Open opens (creating if needed) the store in dir.
 func Open(dir string, o Options) (*DB, error) {
 	if o.CacheBytes == 0 {
@@ -66,12 +70,23 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	cache := pebble.NewCache(o.CacheBytes)
 	defer cache.Unref()
-	p, err := pebble.Open(dir, &pebble.Options{
+	po := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                o.MemTableBytes,
 		MemTableStopWritesThreshold: 4,
 		Logger:                      quietLogger{},
-	})
+		// Message bodies go to blob files, and sstables keep only references to them: a backlog
+		// that outlives its memtable is then compacted as small keys rather than rewritten with
+		// every body, and blob files whose messages have all been acked are dropped whole. Measured
+		// on a 200,000-message backlog drained while producers keep it full, compaction fell from
+		// 43% to 27% of the server's CPU and throughput rose by about 13% (docs/benchmarks.md).
+		FormatMajorVersion: pebble.FormatValueSeparation, // existing stores are upgraded on open
+	}
+	po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
+		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: separateValuesFrom, MaxBlobReferenceDepth: 10,
+			RewriteMinimumAge: 5 * time.Minute, TargetGarbageRatio: 0.2}
+	}
+	p, err := pebble.Open(dir, po)
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
