@@ -39,6 +39,7 @@ type options struct {
 	cache          string
 	filaServer     string
 	profile        bool
+	repeat         int // runs of each workload; figures are their medians
 }
 
 // env is what the workloads share during one run.
@@ -68,6 +69,7 @@ func parseFlags() options {
 	flag.StringVar(&o.cache, "cache", "", "where nats-server is installed (default <user cache dir>/fila-bench)")
 	flag.StringVar(&o.filaServer, "fila-server", "", "use this fila-server binary instead of building one")
 	flag.BoolVar(&o.profile, "profile", false, "save each broker's CPU and allocation profiles under <out>/pprof")
+	flag.IntVar(&o.repeat, "repeat", 1, "run each workload this many times (alternating brokers) and report medians with their range")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: compare [flags]\n\nworkloads:")
 		for _, w := range workloads {
@@ -152,11 +154,20 @@ func run(ctx context.Context, o options) error {
 		if !w.selected(o.only) {
 			continue
 		}
-		fmt.Fprintf(os.Stderr, "== %s: %s\n", w.name, w.doc)
-		got, err := w.run(ctx, e)
-		if err != nil {
-			return err
+		var runs [][]figure
+		for r := range max(o.repeat, 1) {
+			if o.repeat > 1 {
+				fmt.Fprintf(os.Stderr, "== %s (run %d of %d): %s\n", w.name, r+1, o.repeat, w.doc)
+			} else {
+				fmt.Fprintf(os.Stderr, "== %s: %s\n", w.name, w.doc)
+			}
+			got, err := w.run(ctx, e)
+			if err != nil {
+				return err
+			}
+			runs = append(runs, got)
 		}
+		got := medians(runs)
 		for _, f := range got {
 			fmt.Println(f.compareLine())
 		}

@@ -27,6 +27,51 @@ type figure struct {
 	target float64 // the ratio issue 5 asks for: at least this (throughput), at most (latency)
 	fila   float64
 	nats   float64
+	// With -repeat, every run's value; fila and nats are then their medians.
+	filaRuns, natsRuns []float64
+}
+
+// medians merges repeated runs of one workload (the same figures in the same order) into figures
+// holding the median of each side, and every run's value for the table.
+func medians(runs [][]figure) []figure {
+	out := make([]figure, len(runs[0]))
+	copy(out, runs[0])
+	if len(runs) == 1 {
+		return out
+	}
+	for i := range out {
+		out[i].filaRuns, out[i].natsRuns = nil, nil
+		for _, r := range runs {
+			out[i].filaRuns = append(out[i].filaRuns, r[i].fila)
+			out[i].natsRuns = append(out[i].natsRuns, r[i].nats)
+		}
+		out[i].fila, out[i].nats = median(out[i].filaRuns), median(out[i].natsRuns)
+	}
+	return out
+}
+
+// median of values (NaN when any is NaN: a side that could not be measured stays n/a).
+func median(values []float64) float64 {
+	v := slices.Clone(values)
+	for _, x := range v {
+		if math.IsNaN(x) {
+			return math.NaN()
+		}
+	}
+	slices.Sort(v)
+	n := len(v)
+	if n%2 == 1 {
+		return v[n/2]
+	}
+	return (v[n/2-1] + v[n/2]) / 2
+}
+
+// cell renders a side's value, with the range of the runs when there were several.
+func cell(v float64, runs []float64, unit string) string {
+	if len(runs) < 2 || math.IsNaN(v) {
+		return grouped(v, unit)
+	}
+	return fmt.Sprintf("%s (%s–%s)", grouped(v, unit), grouped(slices.Min(runs), unit), grouped(slices.Max(runs), unit))
 }
 
 // ratio is fila/nats whatever the direction: ≥ 1 wins for throughput, ≤ 1 wins for latency.
@@ -134,7 +179,7 @@ func markdownTable(figs []figure) string {
 			unit = "µs"
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f.name, f.peer, unit, dir,
-			grouped(f.fila, f.unit), grouped(f.nats, f.unit), plainRatio(f.ratio()), f.verdict(), f.targetResult())
+			cell(f.fila, f.filaRuns, f.unit), cell(f.nats, f.natsRuns, f.unit), plainRatio(f.ratio()), f.verdict(), f.targetResult())
 	}
 	return b.String()
 }

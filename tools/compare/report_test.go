@@ -214,3 +214,32 @@ func TestRateWindow(t *testing.T) {
 		t.Errorf("no samples: %v", got)
 	}
 }
+
+func TestMediansOfRepeatedRuns(t *testing.T) {
+	run := func(fila, nats float64) []figure {
+		return []figure{{name: "w", unit: "msg/s", better: higherBetter, target: 1, fila: fila, nats: nats}}
+	}
+	got := medians([][]figure{run(30, 10), run(10, 40), run(20, 20)})
+	if f := got[0]; f.fila != 20 || f.nats != 20 || f.name != "w" || len(f.filaRuns) != 3 {
+		t.Fatalf("medians of three runs: %+v", f)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median of an even count = %v, want 2.5", m)
+	}
+	if m := median([]float64{1, math.NaN(), 3}); !math.IsNaN(m) {
+		t.Errorf("a side that was n/a in one run has median %v, want n/a", m)
+	}
+	if single := medians([][]figure{run(5, 6)}); single[0].fila != 5 || single[0].filaRuns != nil {
+		t.Errorf("one run: %+v", single[0])
+	}
+	if c := cell(20, []float64{30, 10, 20}, "msg/s"); c != "20 (10–30)" {
+		t.Errorf("cell = %q", c)
+	}
+	if c := cell(20, nil, "msg/s"); c != "20" {
+		t.Errorf("cell of one run = %q", c)
+	}
+	table := markdownTable(got)
+	if !strings.Contains(table, "| 20 (10–30) | 20 (10–40) |") {
+		t.Errorf("table does not show the ranges:\n%s", table)
+	}
+}

@@ -48,13 +48,19 @@ func (e *env) metadata(root string, took time.Duration) [][2]string {
 	if e.o.quick {
 		mode = "quick (figures are rough)"
 	}
+
 	natsVersion := natsServerVersion
 	if out, err := exec.Command(e.natsBin, "--version").Output(); err == nil {
 		natsVersion = strings.TrimPrefix(strings.TrimSpace(string(out)), "nats-server: ")
 	}
+	runs := "1 per workload"
+	if e.o.repeat > 1 {
+		runs = fmt.Sprintf("%d per workload, brokers alternating; figures are medians, with the runs' range in parentheses", e.o.repeat)
+	}
 	return [][2]string{
 		{"mode", fmt.Sprintf("%s: %v warm-up + %v measured per throughput figure and broker, %d latency samples after %d warm-up, lifecycle pre-fill %d",
 			mode, e.o.warmup, e.o.duration, e.o.latencySamples, e.o.latencyWarmup, e.o.prefill)},
+		{"runs", runs},
 		{"machine", fmt.Sprintf("%d CPUs (%s), Linux %s; load generator and broker share them", runtime.NumCPU(), cpu, kernel)},
 		{"fila-server", "built from " + gitDescribe(root) + " with " + runtime.Version()},
 		{"nats-server", natsVersion},
