@@ -32,6 +32,18 @@ func (a *app) riftCommand() *cobra.Command {
 	return cmd
 }
 
+// with connects within timeout and runs fn with the client and the context bounded by it.
+func (rf *riftFlags) with(ctx context.Context, timeout time.Duration, fn func(ctx context.Context, c *rift.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := rf.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
 // dial connects and authenticates.
 func (rf *riftFlags) dial(ctx context.Context) (*rift.Client, error) {
 	if rf.ca == "" {
@@ -71,23 +83,19 @@ func (a *app) riftPubCommand(rf *riftFlags) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout.Duration)
-		defer cancel()
-		c, err := rf.dial(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		pub, err := c.Publisher(ctx)
-		if err != nil {
-			return err
-		}
-		for range count {
-			if err := pub.Publish(ctx, args[0], reply, payload); err != nil {
+		err = rf.with(cmd.Context(), a.timeout.Duration, func(ctx context.Context, c *rift.Client) error {
+			pub, err := c.Publisher(ctx)
+			if err != nil {
 				return err
 			}
-		}
-		if err := pub.Flush(ctx); err != nil {
+			for range count {
+				if err := pub.Publish(ctx, args[0], reply, payload); err != nil {
+					return err
+				}
+			}
+			return pub.Flush(ctx)
+		})
+		if err != nil {
 			return err
 		}
 		if a.json {
@@ -168,18 +176,13 @@ func (a *app) riftReqCommand(rf *riftFlags) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout.Duration+wait.Duration)
-		defer cancel()
-		c, err := rf.dial(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		m, err := c.Request(ctx, args[0], payload, wait.Duration)
-		if err != nil {
-			return err
-		}
-		return a.printMessage(m.Subject, m.Reply, m.Payload)
+		return rf.with(cmd.Context(), a.timeout.Duration+wait.Duration, func(ctx context.Context, c *rift.Client) error {
+			m, err := c.Request(ctx, args[0], payload, wait.Duration)
+			if err != nil {
+				return err
+			}
+			return a.printMessage(m.Subject, m.Reply, m.Payload)
+		})
 	}
 	return cmd
 }
@@ -199,14 +202,11 @@ func (a *app) riftStreamCommand(rf *riftFlags) *cobra.Command {
 		if err != nil {
 			return err
 		}
-		ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout.Duration)
-		defer cancel()
-		c, err := rf.dial(ctx)
-		if err != nil {
+		var st rift.Stored
+		err = rf.with(cmd.Context(), a.timeout.Duration, func(ctx context.Context, c *rift.Client) (err error) {
+			st, err = c.StreamPublish(ctx, args[0], args[1], reply, payload)
 			return err
-		}
-		defer c.Close()
-		st, err := c.StreamPublish(ctx, args[0], args[1], reply, payload)
+		})
 		if err != nil {
 			return err
 		}
@@ -240,38 +240,33 @@ func (a *app) riftFetchCommand(rf *riftFlags) *cobra.Command {
 	fs.BoolVar(&ack, "ack", false, "acknowledge each record after printing it")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		cfg.AckWait = ackWait.Duration
-		ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout.Duration)
-		defer cancel()
-		c, err := rf.dial(ctx)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		k, err := c.Consumer(ctx, args[0], args[1], cfg)
-		if err != nil {
-			return err
-		}
-		ds, err := k.Fetch(ctx, limit)
-		if err != nil {
-			return err
-		}
-		for _, d := range ds {
-			if a.json {
-				err = a.printJSON(map[string]any{"sequence": d.Sequence, "timestamp_millis": d.TimestampMillis,
-					"delivery_count": d.DeliveryCount, "subject": d.Subject, "reply": d.Reply, "payload": string(d.Payload)})
-			} else {
-				_, err = fmt.Fprintf(a.stdout, "#%d (delivery %d) %s: %s\n", d.Sequence, d.DeliveryCount, d.Subject, d.Payload)
-			}
+		return rf.with(cmd.Context(), a.timeout.Duration, func(ctx context.Context, c *rift.Client) error {
+			k, err := c.Consumer(ctx, args[0], args[1], cfg)
 			if err != nil {
 				return err
 			}
-			if ack {
-				if err := k.Ack(ctx, d.Sequence); err != nil {
+			ds, err := k.Fetch(ctx, limit)
+			if err != nil {
+				return err
+			}
+			for _, d := range ds {
+				if a.json {
+					err = a.printJSON(map[string]any{"sequence": d.Sequence, "timestamp_millis": d.TimestampMillis,
+						"delivery_count": d.DeliveryCount, "subject": d.Subject, "reply": d.Reply, "payload": string(d.Payload)})
+				} else {
+					_, err = fmt.Fprintf(a.stdout, "#%d (delivery %d) %s: %s\n", d.Sequence, d.DeliveryCount, d.Subject, d.Payload)
+				}
+				if err != nil {
 					return err
 				}
+				if ack {
+					if err := k.Ack(ctx, d.Sequence); err != nil {
+						return err
+					}
+				}
 			}
-		}
-		return nil
+			return nil
+		})
 	}
 	return cmd
 }
