@@ -3,8 +3,10 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,19 +54,21 @@ func (e *env) measureFloors(ctx context.Context, samples int, window time.Durati
 	serverTLS := &tls.Config{Certificates: []tls.Certificate{server}, NextProtos: []string{"floor"}}
 	clientTLS := e.certs.client.Clone()
 	clientTLS.NextProtos = []string{"floor"}
-	q, err := quicFloor(ctx, serverTLS, clientTLS, samples)
+	quicConn := func() (*link, error) { return quicLink(ctx, serverTLS, clientTLS) }
+	tlsConn := func() (*link, error) { return tlsLink(serverTLS, clientTLS) }
+	q, err := echoFloor(quicConn, samples)
 	if err != nil {
 		return nil, fmt.Errorf("QUIC floor: %w", err)
 	}
-	t, err := tlsFloor(serverTLS, clientTLS, samples)
+	t, err := echoFloor(tlsConn, samples)
 	if err != nil {
 		return nil, fmt.Errorf("TLS floor: %w", err)
 	}
-	qr, err := quicRate(ctx, serverTLS, clientTLS, window)
+	qr, err := rateFloor(quicConn, window)
 	if err != nil {
 		return nil, fmt.Errorf("QUIC rate floor: %w", err)
 	}
-	tr, err := tlsRate(serverTLS, clientTLS, window)
+	tr, err := rateFloor(tlsConn, window)
 	if err != nil {
 		return nil, fmt.Errorf("TLS rate floor: %w", err)
 	}
@@ -77,65 +81,105 @@ func (e *env) measureFloors(ctx context.Context, samples int, window time.Durati
 	}, nil
 }
 
-// quicRate measures how many 1 KB messages one quic-go stream carries per second.
-func quicRate(ctx context.Context, server, client *tls.Config, window time.Duration) (float64, error) {
+// A link is a client stream to a loopback server; the server's end arrives on server once the
+// client has sent something (the channel is closed without one when accepting fails). close ends
+// both.
+type link struct {
+	client io.ReadWriter
+	server <-chan io.ReadWriter
+	close  func()
+}
+
+// quicLink connects over quic-go, with the packet size and windows Rift uses on loopback.
+func quicLink(ctx context.Context, server, client *tls.Config) (*link, error) {
 	conf := &quic.Config{InitialPacketSize: 1452, MaxStreamReceiveWindow: 4 << 20, MaxConnectionReceiveWindow: 16 << 20}
 	ln, err := quic.ListenAddr("127.0.0.1:0", server, conf)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer ln.Close()
-	got := make(chan float64, 1)
+	srv := make(chan io.ReadWriter, 1)
 	go func() {
-		c, err := ln.Accept(ctx)
-		if err != nil {
-			got <- 0
-			return
+		defer close(srv)
+		if c, err := ln.Accept(ctx); err == nil {
+			if s, err := c.AcceptStream(ctx); err == nil {
+				srv <- s
+			}
 		}
-		s, err := c.AcceptStream(ctx)
-		if err != nil {
-			got <- 0
-			return
-		}
-		got <- drain(s, window)
 	}()
 	c, err := quic.DialAddr(ctx, ln.Addr().String(), client, conf)
 	if err != nil {
-		return 0, err
+		ln.Close()
+		return nil, err
 	}
-	defer c.CloseWithError(0, "")
 	s, err := c.OpenStreamSync(ctx)
 	if err != nil {
-		return 0, err
+		c.CloseWithError(0, "")
+		ln.Close()
+		return nil, err
 	}
-	go pour(s)
-	return <-got, nil
+	return &link{client: s, server: srv, close: func() { c.CloseWithError(0, ""); ln.Close() }}, nil
 }
 
-// tlsRate is quicRate over TLS on TCP.
-func tlsRate(server, client *tls.Config, window time.Duration) (float64, error) {
+// tlsLink connects over TLS on TCP.
+func tlsLink(server, client *tls.Config) (*link, error) {
 	ln, err := tls.Listen("tcp", "127.0.0.1:0", server)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	defer ln.Close()
-	got := make(chan float64, 1)
+	srv := make(chan io.ReadWriter, 1)
+	accepted := make(chan net.Conn, 1)
 	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- 0
-			return
+		defer close(srv)
+		defer close(accepted)
+		if c, err := ln.Accept(); err == nil {
+			accepted <- c
+			if c.(*tls.Conn).Handshake() == nil { // the client's Dial waits for it
+				srv <- c
+			}
 		}
-		defer c.Close()
-		got <- drain(c, window)
 	}()
 	c, err := tls.Dial("tcp", ln.Addr().String(), client)
 	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return &link{client: c, server: srv, close: func() {
+		c.Close()
+		ln.Close()
+		if s, ok := <-accepted; ok {
+			s.Close()
+		}
+	}}, nil
+}
+
+// echoFloor times 1 KB echo round trips over l.
+func echoFloor(connect func() (*link, error), samples int) ([2]float64, error) {
+	l, err := connect()
+	if err != nil {
+		return [2]float64{}, err
+	}
+	defer l.close()
+	go func() {
+		if s, ok := <-l.server; ok {
+			echo(s)
+		}
+	}()
+	return echoRoundTrips(l.client, samples)
+}
+
+// rateFloor measures how many 1 KB messages l carries one way per second.
+func rateFloor(connect func() (*link, error), window time.Duration) (float64, error) {
+	l, err := connect()
+	if err != nil {
 		return 0, err
 	}
-	defer c.Close()
-	go pour(c)
-	return <-got, nil
+	defer l.close()
+	go pour(l.client)
+	s, ok := <-l.server
+	if !ok {
+		return 0, errors.New("the server side did not accept the stream")
+	}
+	return drain(s, window), nil
 }
 
 // pour writes 1 KB messages, 64 at a time, until the peer goes away.
@@ -185,56 +229,6 @@ func fsyncFloor(dir string, samples int) ([2]float64, error) {
 		}
 		return f.Sync()
 	})
-}
-
-func quicFloor(ctx context.Context, server, client *tls.Config, samples int) ([2]float64, error) {
-	conf := &quic.Config{InitialPacketSize: 1452} // as Rift on loopback
-	ln, err := quic.ListenAddr("127.0.0.1:0", server, conf)
-	if err != nil {
-		return [2]float64{}, err
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept(ctx)
-		if err != nil {
-			return
-		}
-		if s, err := c.AcceptStream(ctx); err == nil {
-			echo(s)
-		}
-	}()
-	c, err := quic.DialAddr(ctx, ln.Addr().String(), client, conf)
-	if err != nil {
-		return [2]float64{}, err
-	}
-	defer c.CloseWithError(0, "")
-	s, err := c.OpenStreamSync(ctx)
-	if err != nil {
-		return [2]float64{}, err
-	}
-	return echoRoundTrips(s, samples)
-}
-
-func tlsFloor(server, client *tls.Config, samples int) ([2]float64, error) {
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", server)
-	if err != nil {
-		return [2]float64{}, err
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		echo(c)
-	}()
-	c, err := tls.Dial("tcp", ln.Addr().String(), client)
-	if err != nil {
-		return [2]float64{}, err
-	}
-	defer c.Close()
-	return echoRoundTrips(c, samples)
 }
 
 // echo writes back every 1 KB it reads until the peer goes away.
