@@ -4,7 +4,7 @@ GO        ?= go
 MODULES   := ./... ./generated/... ./server/... ./client/... ./tools/... ./tools/compare/... ./fuzz/...
 RACE_PKGS := ./server/... ./client/...
 FUZZTIME  ?= 60s
-FUZZ_PKGS := ./generated/fibp ./generated/rift ./generated/store ./generated/riftstore ./fuzz
+FUZZ_PKGS := ./generated/fibp ./generated/rift ./generated/store ./generated/riftstore ./generated/queuelog ./fuzz
 
 .PHONY: all generate check-generated fmt vet test test-race fuzz fuzz-short bench run build clean
 
@@ -20,6 +20,7 @@ check-generated:
 	$(GO) run ./gen/cmd/filagen -check -spec spec/rift.yaml -source spec/rift.yaml -out generated/rift
 	$(GO) run ./gen/cmd/filagen -check -spec spec/store.yaml -source spec/store.yaml -out generated/store
 	$(GO) run ./gen/cmd/filagen -check -spec spec/riftstore.yaml -source spec/riftstore.yaml -out generated/riftstore
+	$(GO) run ./gen/cmd/filagen -check -spec spec/queuelog.yaml -source spec/queuelog.yaml -out generated/queuelog
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
