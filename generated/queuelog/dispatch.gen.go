@@ -27,6 +27,7 @@ var (
 	_ Frame = (*Redrive)(nil)
 	_ Frame = (*Configure)(nil)
 	_ Frame = (*Forget)(nil)
+	_ Frame = (*Fence)(nil)
 	_ Frame = (*PutQueue)(nil)
 	_ Frame = (*DropQueue)(nil)
 	_ Frame = (*SetConfig)(nil)
@@ -59,6 +60,8 @@ func New(op Opcode) Frame {
 		return new(Configure)
 	case OpForget:
 		return new(Forget)
+	case OpFence:
+		return new(Fence)
 	case OpPutQueue:
 		return new(PutQueue)
 	case OpDropQueue:

@@ -781,3 +781,66 @@ func (x *Forget) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// Fence: opcode 0x09, either direction.
+// Opens every entry of a queue group: the proposing leader's epoch and the entry's sequence
+// number in it. An entry applies only if it follows the last applied one (same epoch, next
+// sequence) or starts a later epoch at sequence 1; any other entry changes nothing, on every
+// replica alike. A leader whose proposal failed therefore cannot have a later proposal applied
+// on top of a state that lacks it: it reloads and starts a new epoch. In a snapshot it records
+// the last applied entry's fence.
+type Fence struct {
+	// Epoch: The leader's epoch; each takeover starts a higher one.
+	Epoch uint64
+
+	// Seq: The entry's number within the epoch, from 1.
+	Seq uint64
+}
+
+// Opcode returns OpFence.
+func (*Fence) Opcode() Opcode {
+	return OpFence
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Fence) Size() int {
+	n := 0
+	n += 8
+	n += 8
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Fence) AppendTo(b []byte) []byte {
+	b = wire.AppendU64(b, x.Epoch)
+	b = wire.AppendU64(b, x.Seq)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Fence) DecodeFrom(r *wire.Reader) {
+	x.Epoch = r.U64()
+	x.Seq = r.U64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*Fence) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Fence) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpFence,
+		}
+	}
+	return nil
+}

@@ -76,6 +76,11 @@ func FuzzForget(f *testing.F) {
 		return new(Forget)
 	}, sampleForget(1), sampleForget(2), new(Forget))
 }
+func FuzzFence(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(Fence)
+	}, sampleFence(1), sampleFence(2), new(Fence))
+}
 func FuzzPutQueue(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(PutQueue)

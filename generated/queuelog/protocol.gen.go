@@ -63,6 +63,8 @@ const (
 	OpConfigure Opcode = 7
 	// OpForget is Forget (either direction).
 	OpForget Opcode = 8
+	// OpFence is Fence (either direction).
+	OpFence Opcode = 9
 	// OpPutQueue is PutQueue (either direction).
 	OpPutQueue Opcode = 32
 	// OpDropQueue is DropQueue (either direction).
@@ -115,6 +117,8 @@ func (op Opcode) String() string {
 		return "Configure"
 	case OpForget:
 		return "Forget"
+	case OpFence:
+		return "Fence"
 	case OpPutQueue:
 		return "PutQueue"
 	case OpDropQueue:
@@ -159,6 +163,8 @@ func (op Opcode) Direction() Direction {
 	case OpConfigure:
 		return EitherDirection
 	case OpForget:
+		return EitherDirection
+	case OpFence:
 		return EitherDirection
 	case OpPutQueue:
 		return EitherDirection

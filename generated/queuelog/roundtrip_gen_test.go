@@ -120,6 +120,12 @@ func sampleConfigure(seed int) *Configure {
 func sampleForget(seed int) *Forget {
 	return &Forget{At: int64(seed*37 + 2)}
 }
+func sampleFence(seed int) *Fence {
+	return &Fence{
+		Epoch: uint64(seed*37 + 5),
+		Seq:   uint64(seed*37 + 3),
+	}
+}
 func samplePutQueue(seed int) *PutQueue {
 	return &PutQueue{Definition: []byte(fmt.Sprintf("definition-%d\x00\xff", seed))}
 }
@@ -250,6 +256,12 @@ func roundTripCases() []roundTripCase {
 			return new(Forget)
 		},
 		full: sampleForget(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(Fence)
+		},
+		full: sampleFence(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {

@@ -6,69 +6,74 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
-	"github.com/filamq/fila/server/storage"
+	"github.com/filamq/fila/server/queuegroup"
+	"github.com/filamq/fila/server/raftgroup"
 )
 
-// An actor owns one queue: its engine state, its subscriptions and its body cache. Every change
-// runs on the actor's goroutine, in rounds:
+// An actor owns one queue group — a queue and its dead-letter queue, the two lanes of the group —
+// as the group's leader: its state (server/queuegroup), its subscriptions and its body cache.
+// Every change runs on the actor's goroutine, in rounds:
 //
 //  1. take one operation, then every other one already waiting (up to maxOpsPerRound);
-//  2. run them against the engine, collecting their writes in one storage batch;
-//  3. expire due leases and dispatch ready messages to subscriptions with credit (leases are
-//     written too, for committed delivery durability);
-//  4. commit the batch — one fsync for the whole round (group commit);
-//  5. answer the operations and send the deliveries.
+//  2. run them against the state, which applies each change and records it as a command;
+//  3. expire due leases and dispatch ready messages to subscriptions with credit (a lane with
+//     committed delivery durability records its leases too);
+//  4. propose the round's commands as one entry of the group's Raft log;
+//  5. once the entry is durable and applied, answer the operations and send the deliveries.
 //
-// A round that holds only acks, nacks and extensions (no enqueue, no delivery) is written without
-// an fsync of its own: its answers wait until a later round's fsync covers it, or until
-// Options.SettleSyncDelay passes and the sync waiter fsyncs. Otherwise a consumer's ack, sent
-// just before the next enqueue arrives, would start an fsync that the enqueue has to wait out
-// before its own.
+// The actor goes on with the next round while an entry is on its way; the waiter goroutine
+// (waitLoop) takes the rounds' futures in order. Raft appends the entries of several rounds with
+// one fsync when they queue up, and Pebble shares the fsyncs of concurrent groups.
 //
-// Nothing is answered or delivered before it is durable. When a commit fails, every operation of
-// the round is answered StorageError and the actor reloads its state from storage, so memory never
-// runs ahead of disk.
+// Nothing is answered or delivered before it is durable. When a proposal fails, every operation of
+// that round and of the rounds behind it is answered StorageError, and the actor reloads the group
+// from its snapshot and log, so memory never runs ahead of the log for long; the entries behind a
+// failed one never apply (queuegroup's Fence).
 type actor struct {
-	b    *Broker
-	name string
-	def  store.QueueRecord
-	eng  *engine.Queue
-	log  *slog.Logger
-	m    queueMetrics
+	b     *Broker
+	name  string
+	lanes [2]lane
+	st    *queuegroup.State
+	g     *raftgroup.Group
+	fsm   *queueFSM
+	log   *slog.Logger
 
 	ops      chan op // requests from connections; bounded: full means ChannelFull
-	internal opQueue // operations from other actors and callbacks; never refused
+	internal opQueue // operations from other goroutines; never refused
 	stop     chan struct{}
 	done     chan struct{}
-	commits  chan *commit  // rounds applied to storage, waiting for their sync (in order)
-	synced   chan struct{} // closed when the sync waiter has finished every commit
+	commits  chan *commit  // proposed rounds, waiting for their entries (in order)
+	synced   chan struct{} // closed when the waiter has finished every commit
+	inflight atomic.Int32  // commits not finished yet
 
-	reloadQueued atomic.Bool // a reload after a failed commit is waiting to run
+	reloadQueued atomic.Bool // a reload after a failed proposal is waiting to run
 
 	subs   map[string]*subscription
 	bodies bodyCache
-	p      persistence
-	dedup  dedupMemory
-	// claimed holds the reclaim holds (see reclaimConsumer) that a consumer extended.
-	claimed map[engine.MsgID]struct{}
 
 	// Per-round state.
-	batch    *storage.Batch
-	replies  []func(err error)
-	urgent   bool // a reply of this round must not wait for a later round's fsync
-	outbox   []outFrame
-	pending  map[*subscription]*deliveryBuf
-	leaseBuf []engine.Lease
-	msgBuf   []engine.Message
-	fetchIDs []storage.ID
-	fetched  map[engine.MsgID]body // bodies read ahead for the current dispatch batch
-	rec      store.MessageRecord
-	idBuf    []engine.MsgID
-	lastNow  int64
-	deleted  bool
+	replies   []func(err error)
+	outbox    []outFrame
+	pending   map[*subscription]*deliveryBuf
+	leaseBuf  []engine.Lease
+	fetchIDs  [][16]byte
+	fetched   map[engine.MsgID]body // bodies read ahead for the current dispatch batch
+	idBuf     []engine.MsgID
+	lastNow   int64
+	deleted   bool
+	sinceSnap int // bytes proposed since the last snapshot
+}
+
+// lane is one queue of the group.
+type lane struct {
+	name string
+	def  store.QueueRecord
+	m    queueMetrics
 }
 
 // op is one operation run on the actor's goroutine.
@@ -100,9 +105,10 @@ func (q *opQueue) take(dst []op) []op {
 	return dst
 }
 
-// subscription is one Consume on this queue.
+// subscription is one Consume on a lane of this group.
 type subscription struct {
 	id        string
+	lane      queuegroup.Lane
 	requestID uint32
 	sink      Sink
 	auto      bool // credit managed by the server: the window refills as deliveries reach the socket
@@ -126,47 +132,92 @@ const (
 	maxDispatchPerRound = 2048
 	autoCreditWindow    = 1024
 	deliveryFrameBytes  = 1 << 20
+	// A group snapshots its state, and truncates its log behind it, once this many bytes or
+	// entries were proposed since the last snapshot.
+	snapshotBytes   = 64 << 20
+	snapshotEntries = 8192
+	leadTimeout     = time.Minute
 )
 
-func newActor(b *Broker, def store.QueueRecord) *actor {
+// newActor makes the actor of the group of queue def (dlq is its dead-letter queue's definition);
+// open starts its Raft group.
+func newActor(b *Broker, def, dlq store.QueueRecord) *actor {
 	a := &actor{
 		b:       b,
 		name:    def.Name,
-		def:     def,
 		log:     b.log.With("queue", def.Name),
-		m:       b.metrics.forQueue(def.Name),
 		ops:     make(chan op, b.opts.InboxSize),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		subs:    map[string]*subscription{},
 		bodies:  newBodyCache(b.opts.BodyCacheBytes, &b.cacheBytes),
-		batch:   b.db.NewBatch(),
-		commits: make(chan *commit, 4),
-		synced:  make(chan struct{}),
 		pending: map[*subscription]*deliveryBuf{},
-		p:       newPersistence(),
-		dedup:   newDedupMemory(),
 	}
+	a.lanes[queuegroup.LaneQueue] = lane{name: def.Name, def: def, m: b.metrics.forQueue(def.Name)}
+	a.lanes[queuegroup.LaneDeadLetter] = lane{name: dlq.Name, def: dlq, m: b.metrics.forQueue(dlq.Name)}
 	a.internal.wake = make(chan struct{}, 1)
-	a.eng = a.newEngine()
 	return a
 }
 
-// newEngine makes an empty engine queue configured from the definition.
-func (a *actor) newEngine() *engine.Queue {
-	cfg := a.b.engineConfig(&a.def)
-	eng, err := engine.NewQueue(a.name, cfg)
+// open starts the group's Raft group, replays its snapshot and log, and takes the state over.
+func (a *actor) open() error {
+	st, err := queuegroup.New(a.lanes[0].name, a.lanes[1].name, a.engineConfig(0), a.engineConfig(1))
 	if err != nil {
-		a.log.Error("invalid queue configuration; using the defaults", "err", err)
-		eng, _ = engine.NewQueue(a.name, engine.DefaultConfig())
+		return err
 	}
-	if a.def.DLQOf != "" {
-		// A dead-letter queue has nowhere to dead-letter to: its failures always retry.
-		eng.SetFailurePolicy(engine.FailurePolicyFunc(func(*engine.Message, string) (engine.FailureDecision, bool) {
-			return engine.FailureDecision{}, true
-		}))
+	fsm, err := newQueueFSM(a.b.db, a.name, st, a.log)
+	if err != nil {
+		return err
 	}
-	return eng
+	g, err := a.b.openGroup(a.name, fsm)
+	if err != nil {
+		return err
+	}
+	if err := g.Lead(leadTimeout); err != nil {
+		_ = g.Shutdown()
+		return err
+	}
+	a.g, a.fsm = g, fsm
+	a.st = fsm.take()
+	a.st.Lead()
+	a.st.Record(true)
+	a.commits = make(chan *commit, 64)
+	a.synced = make(chan struct{})
+	go a.waitLoop()
+	now := a.now()
+	for l := range a.lanes {
+		a.syncConfig(queuegroup.Lane(l))
+	}
+	if !a.committed(queuegroup.LaneQueue) {
+		// Fast delivery durability: leases were not logged, so any message ready now may have
+		// been delivered before the restart. Hold them for the reclaim grace (clustering.md).
+		a.st.Lane(queuegroup.LaneQueue).Hold(now, addMs(now, a.reclaimGrace()))
+	}
+	return nil
+}
+
+// engineConfig resolves lane l's definition against the broker defaults.
+func (a *actor) engineConfig(l queuegroup.Lane) engine.Config {
+	return a.b.engineConfig(&a.lanes[l].def)
+}
+
+// syncConfig records a Configure when a lane's engine runs another configuration than its
+// definition and the defaults give (after UpdateQueue, SetConfig, or a restart in between).
+func (a *actor) syncConfig(l queuegroup.Lane) {
+	cfg := a.engineConfig(l)
+	if a.st.Lane(l).Config() == cfg {
+		return
+	}
+	if err := a.st.Configure(l, cfg); err != nil {
+		a.log.Error("invalid queue configuration; keeping the current one", "lane", l, "err", err)
+	}
+}
+
+func (a *actor) reclaimGrace() uint64 {
+	if g := a.lanes[queuegroup.LaneQueue].def.ReclaimGraceMs; g > 0 {
+		return g
+	}
+	return a.b.currentDefaults().ReclaimGraceMs
 }
 
 // submit queues a request from a connection; false means the inbox is full (ChannelFull).
@@ -192,6 +243,31 @@ func (a *actor) call(f func(a *actor)) bool {
 	}
 }
 
+// commitCall runs f on the actor and waits until the round it ran in is durable; it returns f's
+// failure, or StorageError when the round's entry failed, and false when the actor has stopped.
+func (a *actor) commitCall(f func(a *actor) *Error) (*Error, bool) {
+	ch := make(chan *Error, 1)
+	a.internal.push(func(a *actor) {
+		if e := f(a); e != nil {
+			ch <- e
+			return
+		}
+		a.afterCommit(func(err error) {
+			if err != nil {
+				ch <- errorf(fibp.CodeStorageError, "%v", err)
+				return
+			}
+			ch <- nil
+		})
+	})
+	select {
+	case e := <-ch:
+		return e, true
+	case <-a.done:
+		return nil, false
+	}
+}
+
 func (a *actor) now() int64 {
 	now := a.b.clock().UnixMilli()
 	if now < a.lastNow {
@@ -203,7 +279,6 @@ func (a *actor) now() int64 {
 
 func (a *actor) run() {
 	defer close(a.done)
-	go a.syncLoop()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	var batch []op
@@ -234,11 +309,12 @@ func (a *actor) run() {
 			a.shutdown()
 			return
 		}
+		a.maybeSnapshot()
 		a.arm(timer)
 	}
 }
 
-// arm sets the timer to the engine's next self-driven change.
+// arm sets the timer to the group's next self-driven change.
 func (a *actor) arm(t *time.Timer) {
 	if !t.Stop() {
 		select {
@@ -246,9 +322,11 @@ func (a *actor) arm(t *time.Timer) {
 		default:
 		}
 	}
-	next, ok := a.eng.NextWakeup()
-	if at, has := a.nextDedupExpiry(); has && (!ok || at < next) {
-		next, ok = at, true
+	next, ok := a.st.NextForget()
+	for l := range a.lanes {
+		if at, has := a.st.Lane(queuegroup.Lane(l)).NextWakeup(); has && (!ok || at < next) {
+			next, ok = at, true
+		}
 	}
 	d := time.Hour
 	if ok {
@@ -257,101 +335,63 @@ func (a *actor) arm(t *time.Timer) {
 	t.Reset(d)
 }
 
-// commit is one round on its way to durability: its storage batch, the replies waiting for it
+// commit is one round on its way to durability: its entry's future, the replies waiting for it
 // and the frames to send once it is durable.
 type commit struct {
-	batch   *storage.Batch
-	err     error // from Apply
-	lazy    bool  // applied without an fsync: durable with the next synced commit or SyncWAL
-	synced  bool  // applied with an fsync
+	future  raft.ApplyFuture // nil when the round changed nothing
 	replies []func(err error)
 	outbox  []outFrame
 }
 
-// round runs one batch of operations, then expiry and dispatch, then applies the round's writes to
-// storage and hands them to the sync waiter: the actor goes on with the next round while this one
-// is being fsynced (Pebble syncs applied batches in order), and the waiter answers and delivers.
+// round runs one batch of operations, then expiry and dispatch, then proposes the round's entry
+// and hands it to the waiter: the actor goes on with the next round meanwhile.
 func (a *actor) round(batch []op) {
 	for _, o := range batch {
 		o(a)
 	}
 	if !a.deleted {
 		now := a.now()
-		a.forgetExpired(now)
-		a.expire(now)
-		a.dispatch(now)
+		a.st.Forget(now)
+		for l := range a.lanes {
+			a.expire(queuegroup.Lane(l), now)
+		}
+		for l := range a.lanes {
+			a.dispatch(queuegroup.Lane(l), now)
+		}
 	}
-	if a.batch.Empty() && len(a.replies) == 0 && len(a.outbox) == 0 {
+	entry := a.st.TakeEntry()
+	if entry == nil && len(a.replies) == 0 && len(a.outbox) == 0 {
 		return
 	}
-	sync := a.b.opts.Sync
-	c := &commit{batch: a.batch, replies: a.replies, outbox: a.outbox,
-		lazy: sync && !a.urgent && len(a.outbox) == 0 && a.b.opts.SettleSyncDelay > 0}
-	a.batch, a.replies, a.outbox, a.urgent = a.b.db.NewBatch(), nil, nil, false
-	if !c.batch.Empty() {
-		c.synced = sync && !c.lazy
-		c.err = c.batch.Apply(c.synced)
-	} else {
-		c.lazy = false // nothing written: its replies need no fsync
+	c := &commit{replies: a.replies, outbox: a.outbox}
+	a.replies, a.outbox = nil, nil
+	if entry != nil {
+		c.future = a.g.Propose(entry)
+		a.sinceSnap += len(entry)
 	}
+	a.inflight.Add(1)
 	a.commits <- c
 	a.bodies.trim()
 }
 
-// syncLoop waits for each applied round to be durable, in order, then answers its requests and
-// sends its deliveries. Lazy rounds are held until a later round's fsync covers them (the WAL is
-// written in order) or until the settle delay passes and the loop fsyncs itself. A failed sync
-// answers StorageError and has the actor reload its state from storage, so memory never runs
-// ahead of disk for long.
-func (a *actor) syncLoop() {
+// waitLoop waits for each proposed round's entry, in order, then answers its requests and sends
+// its deliveries. A failed entry answers StorageError and has the actor reload the group.
+func (a *actor) waitLoop() {
 	defer close(a.synced)
-	var held []*commit
-	linger := time.NewTimer(time.Hour)
-	linger.Stop()
-	release := func(err error) {
-		for _, c := range held {
-			a.finish(c, err)
-		}
-		clear(held)
-		held = held[:0]
-	}
-	for {
-		var c *commit
-		var ok bool
-		if len(held) == 0 {
-			c, ok = <-a.commits
-		} else {
-			select {
-			case c, ok = <-a.commits:
-			case <-linger.C:
-				release(a.b.db.SyncWAL())
-				continue
+	for c := range a.commits {
+		var err error
+		if c.future != nil {
+			start := time.Now()
+			err = c.future.Error()
+			if err == nil {
+				if e, ok := c.future.Response().(error); ok {
+					err = e
+				}
 			}
-		}
-		if !ok {
-			if len(held) > 0 {
-				release(a.b.db.SyncWAL())
-			}
-			return
-		}
-		if c.lazy && c.err == nil {
-			if len(held) == 0 {
-				linger.Reset(a.b.opts.SettleSyncDelay)
-			}
-			held = append(held, c)
-			continue
-		}
-		start := time.Now()
-		err := c.err
-		if err == nil {
-			err = c.batch.Wait()
-		}
-		a.b.metrics.commitSeconds.Observe(time.Since(start).Seconds())
-		if len(held) > 0 && c.synced {
-			linger.Stop()
-			release(err) // c's fsync covered every round applied before it
+			a.b.metrics.commitSeconds.Observe(time.Since(start).Seconds())
 		}
 		a.finish(c, err)
+		a.inflight.Add(-1)
 	}
 }
 
@@ -362,27 +402,19 @@ func (a *actor) finish(c *commit, err error) {
 	}
 	if err == nil {
 		a.flushOutbox(c.outbox)
-	} else {
-		a.log.Error("storage commit failed; reloading the queue from storage", "err", err)
-		if !a.reloadQueued.Swap(true) { // one reload covers every round failed before it runs
-			a.internal.push(func(a *actor) { a.reloadQueued.Store(false); a.reload() })
-		}
+		return
 	}
-	c.batch.Close()
+	a.log.Error("proposing to the queue's log failed; reloading the queue", "err", err)
+	if !a.reloadQueued.Swap(true) { // one reload covers every round failed before it runs
+		a.internal.push(func(a *actor) { a.reload(); a.reloadQueued.Store(false) })
+	}
 }
 
-// afterCommit registers a reply to run once the round's writes are durable (err nil) or failed.
-// It runs on the sync waiter's goroutine: it must not touch actor state.
-func (a *actor) afterCommit(f func(err error)) {
-	a.replies = append(a.replies, f)
-	a.urgent = true
-}
+// afterCommit registers a reply to run once the round's entry is durable (err nil) or failed.
+// It runs on the waiter's goroutine: it must not touch actor state.
+func (a *actor) afterCommit(f func(err error)) { a.replies = append(a.replies, f) }
 
-// afterSettle is afterCommit for acks, nacks and extensions: their round may wait for a later
-// round's fsync (see actor).
-func (a *actor) afterSettle(f func(err error)) { a.replies = append(a.replies, f) }
-
-// flushOutbox sends a durable round's frames. It runs on the sync waiter's goroutine.
+// flushOutbox sends a durable round's frames. It runs on the waiter's goroutine.
 func (a *actor) flushOutbox(outbox []outFrame) {
 	for i := range outbox {
 		f := &outbox[i]
@@ -393,7 +425,7 @@ func (a *actor) flushOutbox(outbox []outFrame) {
 			onWritten = func() {
 				a.internal.push(func(a *actor) {
 					if a.subs[sub.id] == sub {
-						_ = a.eng.AddCredit(sub.id, n)
+						_ = a.st.Lane(sub.lane).AddCredit(sub.id, n)
 					}
 				})
 			}
@@ -407,37 +439,82 @@ func (a *actor) flushOutbox(outbox []outFrame) {
 func (a *actor) dropSubscription(sub *subscription) {
 	if a.subs[sub.id] == sub {
 		delete(a.subs, sub.id)
-		_ = a.eng.Unsubscribe(sub.id)
+		_ = a.st.Lane(sub.lane).Unsubscribe(sub.id)
 	}
 }
 
-// shutdown ends every subscription; leases stay and expire normally on the next start.
+// drain waits until every proposed round has finished.
+func (a *actor) drain() {
+	for a.inflight.Load() > 0 {
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// maybeSnapshot snapshots the group once enough was proposed since the last snapshot, when
+// nothing is in flight (the state then equals the log's applied state).
+func (a *actor) maybeSnapshot() {
+	first, last := a.g.Stats()
+	if a.sinceSnap < snapshotBytes && last-first < snapshotEntries {
+		return
+	}
+	a.drain()
+	if a.fsm.failed.Load() {
+		return // a reload is on its way
+	}
+	start := time.Now()
+	if err := a.g.Snapshot(); err != nil {
+		a.log.Error("snapshot failed", "err", err)
+		return
+	}
+	a.sinceSnap = 0
+	a.log.Debug("snapshot", "took", time.Since(start), "messages", a.st.Lane(0).Len()+a.st.Lane(1).Len())
+}
+
+// shutdown ends every subscription and stops the group; its state stays in the log.
 func (a *actor) shutdown() {
 	close(a.commits)
 	<-a.synced
 	if a.deleted {
-		a.b.metrics.drop(a.name)
+		for _, l := range a.lanes {
+			a.b.metrics.drop(l.name)
+		}
 	}
 	a.bodies.clear()
-	a.batch.Close()
+	if err := a.g.Shutdown(); err != nil {
+		a.log.Error("stopping the queue's log failed", "err", err)
+	}
 }
 
-// reload rebuilds the engine from storage after a failed commit.
+// reload rebuilds the group from its snapshot and log after a failed proposal.
 func (a *actor) reload() {
-	subs := a.subs
-	a.eng = a.newEngine()
-	a.bodies.clear()
-	a.p = newPersistence()
-	a.claimed = nil
-	a.dedup = newDedupMemory()
-	if err := a.recover(); err != nil {
-		a.log.Error("reloading the queue failed", "err", err)
+	a.drain()
+	close(a.commits)
+	<-a.synced
+	if err := a.g.Shutdown(); err != nil {
+		a.log.Error("stopping the queue's log failed", "err", err)
 	}
-	for id, sub := range subs {
+	a.bodies.clear()
+	a.replies, a.outbox = nil, nil
+	for {
+		err := a.open()
+		if err == nil {
+			break
+		}
+		a.log.Error("reloading the queue failed; retrying", "err", err)
+		select {
+		case <-a.stop:
+			// Shut down without a group: give the loop something to close.
+			a.commits, a.synced = make(chan *commit), make(chan struct{})
+			close(a.synced)
+			return
+		case <-time.After(time.Second):
+		}
+	}
+	for id, sub := range a.subs {
 		credit := uint32(0)
 		if sub.auto {
 			credit = autoCreditWindow
 		}
-		_ = a.eng.Subscribe(id, credit)
+		_ = a.st.Lane(sub.lane).Subscribe(id, credit)
 	}
 }

@@ -6,8 +6,10 @@ import (
 	"strings"
 
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/queuegroup"
 )
 
 // The admin operations answer with their FIBP result frames. A failure travels in the result's
@@ -63,11 +65,11 @@ func (b *Broker) CreateQueue(req *fibp.CreateQueue) (*fibp.CreateQueueResult, *E
 	dlq := store.QueueRecord{Name: req.Name + dlqSuffix, CreatedAt: now, DLQOf: req.Name}
 
 	// adminMu serializes queue creation and deletion; b.mu is held only to read and publish the
-	// registry, never across a storage commit, so requests on other queues never wait for it.
+	// registry, never across a commit, so requests on other queues never wait for it.
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	b.mu.RLock()
-	_, exists := b.actors[req.Name]
+	_, exists := b.queues[req.Name]
 	closed := b.closed
 	b.mu.RUnlock()
 	if closed {
@@ -76,62 +78,78 @@ func (b *Broker) CreateQueue(req *fibp.CreateQueue) (*fibp.CreateQueueResult, *E
 	if exists {
 		return fail(errorf(fibp.CodeQueueAlreadyExists, "queue %q already exists", req.Name))
 	}
-	batch := b.db.NewBatch()
-	defer batch.Close()
-	batch.PutQueue(&def)
-	batch.PutQueue(&dlq)
-	if err := batch.Commit(true); err != nil {
+	if err := b.proposeMeta(putQueue(&def), putQueue(&dlq)); err != nil {
 		return fail(errorf(fibp.CodeStorageError, "%v", err))
 	}
-	actors := []*actor{newActor(b, def), newActor(b, dlq)}
+	a := newActor(b, def, dlq)
+	if err := a.open(); err != nil { // defined, and opened on the next start
+		return fail(errorf(fibp.CodeStorageError, "starting the queue: %v", err))
+	}
 	b.mu.Lock()
-	if b.closed { // stored, and recovered on the next start
+	if b.closed {
 		b.mu.Unlock()
+		_ = a.g.Shutdown()
 		return fail(errorf(fibp.CodeInternalError, "the broker is shutting down"))
 	}
-	for _, a := range actors {
-		b.actors[a.name] = a
-		go a.run()
-	}
 	b.mu.Unlock()
+	b.register(a)
+	go a.run()
 	b.events.QueueCreated(req.Name)
 	return &fibp.CreateQueueResult{ErrorCode: fibp.CodeOk, QueueID: req.Name}, nil
 }
 
-// DeleteQueue deletes a queue, its dead-letter queue and every message of both.
+// DeleteQueue deletes a queue, its dead-letter queue and every message of both. Deleting a
+// dead-letter queue alone deletes its messages; the queue keeps an empty one.
 func (b *Broker) DeleteQueue(req *fibp.DeleteQueue) (*fibp.DeleteQueueResult, *Error) {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	b.mu.Lock()
-	a := b.actors[req.Queue]
-	if a == nil {
-		b.mu.Unlock()
+	r := b.lookup(req.Queue)
+	if r.a == nil {
 		e := errorf(fibp.CodeQueueNotFound, "queue %q does not exist", req.Queue)
 		return &fibp.DeleteQueueResult{ErrorCode: e.Code}, e
 	}
-	victims := []*actor{a}
-	if a.def.DLQOf == "" {
-		if d := b.actors[req.Queue+dlqSuffix]; d != nil {
-			victims = append(victims, d)
-		}
+	if r.lane == queuegroup.LaneDeadLetter {
+		return b.purgeDeadLetters(r)
 	}
-	for _, v := range victims {
-		delete(b.actors, v.name)
-	}
-	b.mu.Unlock()
-
-	batch := b.db.NewBatch()
-	defer batch.Close()
-	for _, v := range victims {
-		v.call(func(v *actor) { v.deleted = true })
-		<-v.done
-		batch.DeleteQueue(v.name)
-	}
-	if err := batch.Commit(true); err != nil {
+	a := r.a
+	if err := b.proposeMeta(&queuelog.DropQueue{Name: a.lanes[0].name}, &queuelog.DropQueue{Name: a.lanes[1].name}); err != nil {
 		e := errorf(fibp.CodeStorageError, "%v", err)
 		return &fibp.DeleteQueueResult{ErrorCode: e.Code}, e
 	}
+	b.mu.Lock()
+	for _, l := range a.lanes {
+		delete(b.queues, l.name)
+	}
+	b.mu.Unlock()
+	a.call(func(a *actor) { a.deleted = true })
+	<-a.done
+	if err := b.dropData(a.name); err != nil { // dropped on the next start otherwise
+		b.log.Error("removing a deleted queue's data failed", "queue", a.name, "err", err)
+	}
 	b.events.QueueDeleted(req.Queue)
+	return &fibp.DeleteQueueResult{ErrorCode: fibp.CodeOk}, nil
+}
+
+// purgeDeadLetters empties a dead-letter queue (as acks of every message in it).
+func (b *Broker) purgeDeadLetters(r queueRef) (*fibp.DeleteQueueResult, *Error) {
+	e, ok := r.a.commitCall(func(a *actor) *Error {
+		var ids []engine.MsgID
+		for m := range a.st.Lane(r.lane).Messages() {
+			ids = append(ids, m.ID)
+		}
+		for _, id := range ids {
+			if err := a.st.Ack(r.lane, id); err == nil {
+				a.bodies.remove(id)
+			}
+		}
+		return nil
+	})
+	if !ok {
+		e = errorf(fibp.CodeQueueNotFound, "queue %q was deleted", r.name())
+	}
+	if e != nil {
+		return &fibp.DeleteQueueResult{ErrorCode: e.Code}, e
+	}
 	return &fibp.DeleteQueueResult{ErrorCode: fibp.CodeOk}, nil
 }
 
@@ -140,8 +158,8 @@ func (b *Broker) UpdateQueue(req *fibp.UpdateQueue) (*fibp.UpdateQueueResult, *E
 	fail := func(e *Error) (*fibp.UpdateQueueResult, *Error) {
 		return &fibp.UpdateQueueResult{ErrorCode: e.Code}, e
 	}
-	a := b.actor(req.Queue)
-	if a == nil {
+	r := b.lookup(req.Queue)
+	if r.a == nil {
 		return fail(errorf(fibp.CodeQueueNotFound, "queue %q does not exist", req.Queue))
 	}
 	if req.OnEnqueueChange == fibp.ScriptChangeSet || req.OnFailureChange == fibp.ScriptChangeSet {
@@ -159,19 +177,34 @@ func (b *Broker) UpdateQueue(req *fibp.UpdateQueue) (*fibp.UpdateQueueResult, *E
 	if v, ok := req.VisibilityTimeoutMs.Get(); ok && v > engine.MaxLeaseExtensionMs {
 		return fail(errorf(fibp.CodeInvalidConfigValue, "visibility_timeout_ms %d exceeds 12 hours", v))
 	}
-	var failure *Error
-	if !a.call(func(a *actor) { failure = a.update(req) }) {
+	b.adminMu.Lock() // definitions commit in the order they are applied
+	defer b.adminMu.Unlock()
+	var def store.QueueRecord
+	if !r.a.call(func(a *actor) { def = a.lanes[r.lane].def }) {
 		return fail(errorf(fibp.CodeQueueNotFound, "queue %q was deleted", req.Queue))
 	}
-	if failure != nil {
-		return fail(failure)
+	if e := b.checkUpdate(&def, req); e != nil {
+		return fail(e)
+	}
+	if err := b.proposeMeta(putQueue(&def)); err != nil {
+		return fail(errorf(fibp.CodeStorageError, "%v", err))
+	}
+	e, ok := r.a.commitCall(func(a *actor) *Error {
+		a.lanes[r.lane].def = def
+		a.syncConfig(r.lane)
+		return nil
+	})
+	if !ok {
+		return fail(errorf(fibp.CodeQueueNotFound, "queue %q was deleted", req.Queue))
+	}
+	if e != nil {
+		return fail(e)
 	}
 	return &fibp.UpdateQueueResult{ErrorCode: fibp.CodeOk}, nil
 }
 
-// update applies an UpdateQueue on the actor and stores the new definition.
-func (a *actor) update(req *fibp.UpdateQueue) *Error {
-	def := a.def
+// checkUpdate applies an UpdateQueue's present fields to def and validates the result.
+func (b *Broker) checkUpdate(def *store.QueueRecord, req *fibp.UpdateQueue) *Error {
 	set64 := func(dst *uint64, o interface{ Get() (uint64, bool) }) {
 		if v, ok := o.Get(); ok {
 			*dst = v
@@ -200,30 +233,22 @@ func (a *actor) update(req *fibp.UpdateQueue) *Error {
 	if req.OnFailureChange == fibp.ScriptChangeRemove {
 		def.OnFailureScript = ""
 	}
-	cfg := a.b.engineConfig(&def)
+	cfg := b.engineConfig(def)
 	if err := cfg.Validate(); err != nil {
 		return errorf(fibp.CodeInvalidConfigValue, "%v", err)
 	}
-	batch := a.b.db.NewBatch()
-	defer batch.Close()
-	batch.PutQueue(&def)
-	if err := batch.Commit(true); err != nil {
-		return errorf(fibp.CodeStorageError, "%v", err)
-	}
-	a.def = def
-	_ = a.eng.ApplyUpdateConfig(engine.UpdateConfig{Config: cfg})
 	return nil
 }
 
 // GetStats answers from the queue's live state.
 func (b *Broker) GetStats(req *fibp.GetStats) (*fibp.GetStatsResult, *Error) {
-	a := b.actor(req.Queue)
-	if a == nil {
+	r := b.lookup(req.Queue)
+	if r.a == nil {
 		e := errorf(fibp.CodeQueueNotFound, "queue %q does not exist", req.Queue)
 		return &fibp.GetStatsResult{ErrorCode: e.Code}, e
 	}
 	var s engine.Stats
-	if !a.call(func(a *actor) { a.eng.Advance(a.now()); s = a.eng.Stats() }) {
+	if !r.a.call(func(a *actor) { q := a.st.Lane(r.lane); q.Advance(a.now()); s = q.Stats() }) {
 		e := errorf(fibp.CodeQueueNotFound, "queue %q was deleted", req.Queue)
 		return &fibp.GetStatsResult{ErrorCode: e.Code}, e
 	}
@@ -241,12 +266,12 @@ func (b *Broker) GetStats(req *fibp.GetStats) (*fibp.GetStatsResult, *Error) {
 func (b *Broker) ListQueues(*fibp.ListQueues) (*fibp.ListQueuesResult, *Error) {
 	res := &fibp.ListQueuesResult{ErrorCode: fibp.CodeOk}
 	for _, name := range b.queueNames() {
-		a := b.actor(name)
-		if a == nil {
+		r := b.lookup(name)
+		if r.a == nil {
 			continue
 		}
 		var s engine.Stats
-		if a.call(func(a *actor) { s = a.eng.Stats() }) {
+		if r.a.call(func(a *actor) { s = a.st.Lane(r.lane).Stats() }) {
 			res.Queues = append(res.Queues, fibp.QueueInfo{Name: name, Depth: s.Depth, InFlight: s.InFlight, ActiveConsumers: s.ActiveConsumers})
 		}
 	}
@@ -254,76 +279,43 @@ func (b *Broker) ListQueues(*fibp.ListQueues) (*fibp.ListQueuesResult, *Error) {
 }
 
 // Redrive moves up to count dead-lettered messages (0 = all), oldest first, back to the parent.
+// Messages in flight in the dead-letter queue stay there.
 func (b *Broker) Redrive(req *fibp.Redrive) (*fibp.RedriveResult, *Error) {
 	fail := func(e *Error) (*fibp.RedriveResult, *Error) { return &fibp.RedriveResult{ErrorCode: e.Code}, e }
-	d := b.actor(req.DLQQueue)
+	r := b.lookup(req.DLQQueue)
 	switch {
-	case d == nil:
+	case r.a == nil:
 		return fail(errorf(fibp.CodeQueueNotFound, "queue %q does not exist", req.DLQQueue))
-	case d.def.DLQOf == "":
+	case r.lane != queuegroup.LaneDeadLetter:
 		return fail(errorf(fibp.CodeNotADLQ, "queue %q is not a dead-letter queue", req.DLQQueue))
 	case req.Reclassify > fibp.ReclassifyNone:
 		return fail(errorf(fibp.CodeInvalidConfigValue, "reclassify %d is not one of 0..2", req.Reclassify))
 	}
-	parent := b.actor(d.def.DLQOf)
-	if parent == nil {
-		return fail(errorf(fibp.CodeParentQueueNotFound, "the parent queue %q of %q is gone", d.def.DLQOf, req.DLQQueue))
-	}
-	var moved []engine.Message
-	var failure *Error
-	ok := d.call(func(d *actor) {
-		moved, failure = d.redrive(parent, req.Count)
+	var moved int
+	e, ok := r.a.commitCall(func(a *actor) *Error {
+		var ids []engine.MsgID
+		for m := range a.st.Lane(queuegroup.LaneDeadLetter).Messages() {
+			if m.State != engine.StateLeased {
+				ids = append(ids, m.ID)
+			}
+			if req.Count > 0 && uint64(len(ids)) == req.Count {
+				break
+			}
+		}
+		n, err := a.st.Redrive(a.now(), ids)
+		moved = n
+		if err != nil {
+			return errorf(fibp.CodeInternalError, "%v", err)
+		}
+		return nil
 	})
 	if !ok {
 		return fail(errorf(fibp.CodeQueueNotFound, "queue %q was deleted", req.DLQQueue))
 	}
-	if failure != nil {
-		return fail(failure)
+	if e != nil {
+		return fail(e)
 	}
-	parent.internal.push(func(p *actor) {
-		for _, m := range moved {
-			p.adopt(m)
-		}
-	})
-	return &fibp.RedriveResult{ErrorCode: fibp.CodeOk, Redriven: uint64(len(moved))}, nil
-}
-
-// redrive runs on the DLQ's actor: it moves messages that are not leased into parent's storage
-// and returns them for the parent's engine.
-func (d *actor) redrive(parent *actor, count uint64) ([]engine.Message, *Error) {
-	now := d.now()
-	var candidates []engine.Message
-	for m := range d.eng.Messages() {
-		if m.State != engine.StateLeased {
-			candidates = append(candidates, m)
-		}
-	}
-	sort.SliceStable(candidates, func(i, j int) bool { return string(candidates[i].ID[:]) < string(candidates[j].ID[:]) })
-	if count > 0 && uint64(len(candidates)) > count {
-		candidates = candidates[:count]
-	}
-	batch := d.b.db.NewBatch()
-	defer batch.Close()
-	saved := d.batch
-	d.batch = batch // moveBody writes into d.batch
-	var moved []engine.Message
-	for _, m := range candidates {
-		if _, err := d.eng.ApplyRemove(engine.Remove{ID: m.ID, At: now}); err != nil {
-			continue
-		}
-		r := engine.RedriveCopy(m)
-		if err := d.moveBody(m.ID, parent.name, &r, store.ReasonNone); err != nil {
-			d.batch = saved
-			return nil, errorf(fibp.CodeStorageError, "%v", err)
-		}
-		moved = append(moved, r)
-	}
-	d.batch = saved
-	if err := batch.Commit(true); err != nil {
-		d.reload()
-		return nil, errorf(fibp.CodeStorageError, "%v", err)
-	}
-	return moved, nil
+	return &fibp.RedriveResult{ErrorCode: fibp.CodeOk, Redriven: uint64(moved)}, nil
 }
 
 // ListConfig lists runtime config entries whose key starts with prefix, with the current value
@@ -382,11 +374,7 @@ func (b *Broker) SetConfig(req *fibp.SetConfig) (*fibp.SetConfigResult, *Error) 
 	}
 	b.adminMu.Lock() // config writes commit in the order they are applied
 	defer b.adminMu.Unlock()
-	batch := b.db.NewBatch()
-	batch.PutConfig(req.Key, req.Value)
-	err := batch.Commit(true)
-	batch.Close()
-	if err != nil {
+	if err := b.proposeMeta(&queuelog.SetConfig{Key: req.Key, Value: req.Value}); err != nil {
 		return fail(errorf(fibp.CodeStorageError, "%v", err))
 	}
 	b.mu.Lock()
@@ -394,15 +382,17 @@ func (b *Broker) SetConfig(req *fibp.SetConfig) (*fibp.SetConfigResult, *Error) 
 	if known {
 		_ = key.apply(&b.defaults, req.Value) // validated above
 	}
-	actors := make([]*actor, 0, len(b.actors))
-	for _, a := range b.actors {
-		actors = append(actors, a)
+	actors := map[*actor]bool{}
+	for _, r := range b.queues {
+		actors[r.a] = true
 	}
 	b.mu.Unlock()
 	if known {
-		for _, a := range actors {
+		for a := range actors {
 			a.internal.push(func(a *actor) {
-				_ = a.eng.ApplyUpdateConfig(engine.UpdateConfig{Config: a.b.engineConfig(&a.def)})
+				for l := range a.lanes {
+					a.syncConfig(queuegroup.Lane(l))
+				}
 			})
 		}
 	}
@@ -481,7 +471,7 @@ func (b *Broker) GetRoutes(req *fibp.GetRoutes, selfAddr string) (*fibp.GetRoute
 	}
 	res := &fibp.GetRoutesResult{ErrorCode: fibp.CodeOk}
 	for _, n := range names {
-		if b.actor(n) == nil {
+		if b.lookup(n).a == nil {
 			e := errorf(fibp.CodeQueueNotFound, "queue %q does not exist", n)
 			return &fibp.GetRoutesResult{ErrorCode: e.Code}, e
 		}

@@ -66,16 +66,16 @@ func (b *Broker) Enqueue(req *fibp.Enqueue, done func(*fibp.EnqueueResult, *Erro
 		size += len(msgs[i].Payload)
 	}
 	arena := make([]byte, 0, size)
-	groups := map[*actor][]enqueueItem{}
-	var order []*actor
-	var last *actor
+	groups := map[queueRef][]enqueueItem{}
+	var order []queueRef
+	var last queueRef
 	for i := range msgs {
 		m := &msgs[i]
 		a := last
-		if a == nil || a.name != m.Queue {
-			a = b.actor(m.Queue)
+		if a.a == nil || a.name() != m.Queue {
+			a = b.lookup(m.Queue)
 		}
-		if a == nil {
+		if a.a == nil {
 			res.Results[i].ErrorCode = fibp.CodeQueueNotFound
 			continue
 		}
@@ -102,10 +102,10 @@ func (b *Broker) Enqueue(req *fibp.Enqueue, done func(*fibp.EnqueueResult, *Erro
 		}
 		done(res, nil)
 	})
-	for _, a := range order {
-		items := groups[a]
-		if !a.submit(func(a *actor) { a.enqueue(items, res.Results, fin.finish) }) {
-			full = b.channelFull(a.name)
+	for _, r := range order {
+		items, l := groups[r], r.lane
+		if !r.a.submit(func(a *actor) { a.enqueue(l, items, res.Results, fin.finish) }) {
+			full = b.channelFull(r.name())
 			for _, it := range items {
 				res.Results[it.index].ErrorCode = fibp.CodeChannelFull
 			}
@@ -134,11 +134,11 @@ const (
 
 // settle routes per-message items to their queues. codes receives one error code per item.
 func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, codes []fibp.ErrorCode, ext []fibp.ExtendLeaseResultItem, done func(*Error)) {
-	groups := map[*actor][]settleItem{}
-	var order []*actor
+	groups := map[queueRef][]settleItem{}
+	var order []queueRef
 	for i, q := range queues {
-		a := b.actor(q)
-		if a == nil {
+		a := b.lookup(q)
+		if a.a == nil {
 			if ext != nil {
 				ext[i].ErrorCode = fibp.CodeQueueNotFound
 			} else {
@@ -156,19 +156,19 @@ func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, co
 	// the queue's sync waiter, before it sends that round's deliveries: a client sees the answer
 	// to its request before deliveries that the same round made.
 	fin := newFanIn(len(order), func() { done(full) })
-	for _, a := range order {
-		its := groups[a]
+	for _, r := range order {
+		its, l := groups[r], r.lane
 		var o op
 		switch kind {
 		case kindAck:
-			o = func(a *actor) { a.ack(its, codes, fin.finish) }
+			o = func(a *actor) { a.ack(l, its, codes, fin.finish) }
 		case kindNack:
-			o = func(a *actor) { a.nack(its, codes, fin.finish) }
+			o = func(a *actor) { a.nack(l, its, codes, fin.finish) }
 		default:
-			o = func(a *actor) { a.extend(its, ext, fin.finish) }
+			o = func(a *actor) { a.extend(l, its, ext, fin.finish) }
 		}
-		if !a.submit(o) {
-			full = b.channelFull(a.name)
+		if !r.a.submit(o) {
+			full = b.channelFull(r.name())
 			fin.finish()
 		}
 	}
@@ -245,18 +245,18 @@ func (b *Broker) Subscribe(req *fibp.Consume, requestID uint32, consumerID strin
 	if len(req.Throttles) > 0 {
 		return errorf(fibp.CodeInvalidThrottle, "throttle declarations are not supported by this server yet")
 	}
-	a := b.actor(req.Queue)
-	if a == nil {
+	r := b.lookup(req.Queue)
+	if r.a == nil {
 		return errorf(fibp.CodeQueueNotFound, "queue %q does not exist", req.Queue)
 	}
 	var failure *Error
-	ok := a.call(func(a *actor) {
-		sub := &subscription{id: consumerID, requestID: requestID, sink: sink, auto: !creditFlow || req.Credit == 0}
+	ok := r.a.call(func(a *actor) {
+		sub := &subscription{id: consumerID, lane: r.lane, requestID: requestID, sink: sink, auto: !creditFlow || req.Credit == 0}
 		credit := req.Credit
 		if sub.auto {
 			credit = autoCreditWindow
 		}
-		if err := a.eng.Subscribe(consumerID, credit); err != nil {
+		if err := a.st.Lane(r.lane).Subscribe(consumerID, credit); err != nil {
 			failure = errorf(fibp.CodeInternalError, "subscribe: %v", err)
 			return
 		}
@@ -271,10 +271,10 @@ func (b *Broker) Subscribe(req *fibp.Consume, requestID uint32, consumerID strin
 
 // Credit grants more delivery credit to a subscription; unknown ones are ignored.
 func (b *Broker) Credit(queue, consumerID string, n uint32) {
-	if a := b.actor(queue); a != nil {
-		a.internal.push(func(a *actor) {
+	if r := b.lookup(queue); r.a != nil {
+		r.a.internal.push(func(a *actor) {
 			if sub := a.subs[consumerID]; sub != nil && !sub.auto {
-				_ = a.eng.AddCredit(consumerID, n)
+				_ = a.st.Lane(sub.lane).AddCredit(consumerID, n)
 			}
 		})
 	}
@@ -282,8 +282,8 @@ func (b *Broker) Credit(queue, consumerID string, n uint32) {
 
 // Unsubscribe ends a subscription. Its leases stay and expire normally.
 func (b *Broker) Unsubscribe(queue, consumerID string) {
-	if a := b.actor(queue); a != nil {
-		a.internal.push(func(a *actor) {
+	if r := b.lookup(queue); r.a != nil {
+		r.a.internal.push(func(a *actor) {
 			if sub := a.subs[consumerID]; sub != nil {
 				a.dropSubscription(sub)
 			}

@@ -1,12 +1,9 @@
 package broker
 
 import (
-	"bytes"
 	"sync/atomic"
 
-	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
-	"github.com/filamq/fila/server/storage"
 )
 
 // body is a message's headers and payload.
@@ -86,12 +83,9 @@ func (a *actor) loadBody(id engine.MsgID) (body, error) {
 	if cached, ok := a.bodies.get(id); ok {
 		return *cached, nil
 	}
-	var rec store.MessageRecord
-	done, err := a.b.db.ReadMessage(a.name, storage.ID(id), &rec)
+	b, err := a.b.db.ReadBody(a.name, id)
 	if err != nil {
 		return body{}, err
 	}
-	b := body{headers: rec.Headers, payload: bytes.Clone(rec.Payload)} // headers are Go strings: copies
-	done()
-	return b, nil
+	return body{headers: b.Headers, payload: b.Payload}, nil
 }

@@ -5,19 +5,27 @@
 package broker
 
 import (
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/queuegroup"
+	"github.com/filamq/fila/server/raftgroup"
 	"github.com/filamq/fila/server/storage"
 )
 
@@ -47,7 +55,8 @@ func (noEvents) DeadLettered(string, engine.MsgID) {}
 // Options configures a Broker. Zero fields take the defaults shown.
 type Options struct {
 	DataDir string // required
-	// Sync makes every commit fsync before it is acknowledged (default true via DefaultOptions).
+	// Sync makes every append to a queue's log fsync before it is acknowledged (default true via
+	// DefaultOptions).
 	Sync bool
 	// InboxSize bounds each queue's request inbox; a full inbox answers ChannelFull (4096).
 	InboxSize int
@@ -55,20 +64,12 @@ type Options struct {
 	BodyCacheBytes int
 	// RetryAfterMs is the back-off suggested with ChannelFull (100).
 	RetryAfterMs int
-	// SettleSyncDelay is how long a round holding only acks, nacks and lease extensions waits
-	// for a later round's fsync to cover it before it fsyncs on its own (500µs; negative: at
-	// once). Consumers rarely wait on those answers, and an fsync started for them would delay
-	// the next enqueue's by a whole fsync.
-	SettleSyncDelay time.Duration
-	Clock           func() time.Time      // time.Now
-	Logger          *slog.Logger          // slog.Default()
-	Registry        prometheus.Registerer // metrics are registered here when not nil
-	Events          Events
-	Storage         storage.Options
+	Clock        func() time.Time      // time.Now
+	Logger       *slog.Logger          // slog.Default()
+	Registry     prometheus.Registerer // metrics are registered here when not nil
+	Events       Events
+	Storage      storage.Options
 }
-
-// DefaultSettleSyncDelay is Options.SettleSyncDelay's default.
-const DefaultSettleSyncDelay = 500 * time.Microsecond
 
 // DefaultOptions returns the production defaults for a data directory.
 func DefaultOptions(dataDir string) Options {
@@ -85,20 +86,33 @@ type Broker struct {
 	metrics *metrics
 	events  Events
 
+	meta      *metaFSM
+	metaGroup *raftgroup.Group
+
 	cacheBytes atomic.Int64 // bytes in every queue's body cache
 
 	adminMu  sync.Mutex // serializes queue creation, deletion and config writes
 	mu       sync.RWMutex
-	actors   map[string]*actor
-	config   map[string]string // runtime config, including the known keys below
+	queues   map[string]queueRef // every queue and dead-letter queue, by name
+	config   map[string]string   // runtime config, including the known keys below
 	defaults Defaults
 	closed   bool
 }
 
+// queueRef is where a queue lives: its group's actor and its lane there.
+type queueRef struct {
+	a    *actor
+	lane queuegroup.Lane
+}
+
+// name is the queue's name (fixed for the group's life, so any goroutine may read it).
+func (r queueRef) name() string { return r.a.lanes[r.lane].name }
+
 // ErrClosed is returned by calls on a closed broker.
 var ErrClosed = errors.New("broker: closed")
 
-// Open opens the store in o.DataDir and recovers every queue.
+// Open opens the store in o.DataDir, starts the meta group and every queue group, and replays
+// their logs.
 func Open(o Options) (*Broker, error) {
 	if o.DataDir == "" {
 		return nil, errors.New("broker: no data directory")
@@ -111,9 +125,6 @@ func Open(o Options) (*Broker, error) {
 	}
 	if o.RetryAfterMs <= 0 {
 		o.RetryAfterMs = 100
-	}
-	if o.SettleSyncDelay == 0 {
-		o.SettleSyncDelay = DefaultSettleSyncDelay
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -130,48 +141,175 @@ func Open(o Options) (*Broker, error) {
 	}
 	b := &Broker{
 		opts: o, db: db, log: o.Logger, clock: o.Clock, ids: newIDGen(), events: o.Events,
-		metrics: newMetrics(o.Registry), actors: map[string]*actor{}, defaults: DefaultDefaults(),
+		metrics: newMetrics(o.Registry), queues: map[string]queueRef{}, defaults: DefaultDefaults(), meta: newMetaFSM(),
 	}
 	if err := b.recover(); err != nil {
+		b.shutdownGroups()
 		db.Close()
 		return nil, err
 	}
 	return b, nil
 }
 
-// recover loads the runtime config and every queue with its messages.
+// openGroup starts the Raft group of queue name on fsm.
+func (b *Broker) openGroup(name string, fsm raft.FSM) (*raftgroup.Group, error) {
+	return raftgroup.Open(raftgroup.Config{
+		DB: b.db.Pebble(), Prefix: storage.QueueRaftPrefix(name), SnapshotDir: b.snapshotDir(name), NoSync: !b.opts.Sync,
+		Logger: b.raftLogger(),
+	}, fsm)
+}
+
+// snapshotDir is where a queue group keeps its snapshots: names are hex-encoded, so that any
+// queue name makes one directory.
+func (b *Broker) snapshotDir(name string) string {
+	return filepath.Join(b.opts.DataDir, "snapshots", "q"+hex.EncodeToString([]byte(name)))
+}
+
+func (b *Broker) raftLogger() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+}
+
+// recover starts the meta group, then every queue group it defines, and deletes the groups of
+// queues whose deletion a crash interrupted.
 func (b *Broker) recover() error {
-	cfg, err := b.db.Configs()
+	g, err := raftgroup.Open(raftgroup.Config{
+		DB: b.db.Pebble(), Prefix: storage.MetaRaftPrefix(), SnapshotDir: filepath.Join(b.opts.DataDir, "snapshots", "meta"),
+		NoSync: !b.opts.Sync, Logger: b.raftLogger(),
+	}, b.meta)
 	if err != nil {
-		return fmt.Errorf("broker: recover config: %w", err)
+		return fmt.Errorf("broker: meta group: %w", err)
 	}
-	b.config = cfg
-	for k, v := range cfg {
+	b.metaGroup = g
+	if err := g.Lead(leadTimeout); err != nil {
+		return fmt.Errorf("broker: meta group: %w", err)
+	}
+	b.config = b.meta.configCopy()
+	for k, v := range b.config {
 		if key, ok := knownConfig[k]; ok {
 			if err := key.apply(&b.defaults, v); err != nil {
 				b.log.Warn("ignoring a stored config value", "key", k, "value", v, "err", err)
 			}
 		}
 	}
-	defs, err := b.db.Queues()
-	if err != nil {
-		return fmt.Errorf("broker: recover queues: %w", err)
+	defs := map[string]store.QueueRecord{}
+	for _, d := range b.meta.definitions() {
+		defs[d.Name] = d
 	}
 	start, total := time.Now(), 0
+	var actors []*actor
 	for _, def := range defs {
-		a := newActor(b, def)
-		if err := a.recover(); err != nil {
-			return fmt.Errorf("broker: recover queue %q: %w", def.Name, err)
+		if def.DLQOf != "" {
+			continue
 		}
-		total += a.eng.Len()
-		b.actors[def.Name] = a
+		dlq, ok := defs[def.Name+dlqSuffix]
+		if !ok {
+			dlq = store.QueueRecord{Name: def.Name + dlqSuffix, CreatedAt: def.CreatedAt, DLQOf: def.Name}
+		}
+		actors = append(actors, newActor(b, def, dlq))
+	}
+	if err := openAll(actors); err != nil {
+		return err
+	}
+	for _, a := range actors {
+		total += a.st.Lane(0).Len() + a.st.Lane(1).Len()
+		b.register(a)
 		go a.run()
 	}
-	b.log.Info("recovered", "queues", len(defs), "messages", total, "took", time.Since(start).Round(time.Millisecond))
+	if err := b.dropOrphans(defs); err != nil {
+		return err
+	}
+	b.log.Info("recovered", "queues", len(actors), "messages", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
-// Close stops every queue and closes the store. Leases stay stored and expire normally.
+// openAll opens the groups of actors, several at once.
+func openAll(actors []*actor) error {
+	sem := make(chan struct{}, 16)
+	errs := make([]error, len(actors))
+	var wg sync.WaitGroup
+	for i, a := range actors {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := a.open(); err != nil {
+				errs[i] = fmt.Errorf("broker: recover queue %q: %w", a.name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil && actors[i].g != nil {
+			continue
+		}
+		for _, a := range actors {
+			if a.g != nil {
+				_ = a.g.Shutdown()
+			}
+		}
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// dropOrphans deletes the stored groups of queues the meta group no longer defines (a crash
+// between a DeleteQueue's commit and the removal of its data).
+func (b *Broker) dropOrphans(defs map[string]store.QueueRecord) error {
+	stored, err := b.db.Queues()
+	if err != nil {
+		return err
+	}
+	for _, name := range stored {
+		if _, ok := defs[name]; ok {
+			continue
+		}
+		b.log.Info("removing the data of a deleted queue", "queue", name)
+		if err := b.dropData(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dropData deletes a stopped queue group's log, bodies and snapshots.
+func (b *Broker) dropData(name string) error {
+	if err := b.db.DropQueue(name); err != nil {
+		return err
+	}
+	return os.RemoveAll(b.snapshotDir(name))
+}
+
+// register publishes a group's two queues.
+func (b *Broker) register(a *actor) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for l := range a.lanes {
+		b.queues[a.lanes[l].name] = queueRef{a: a, lane: queuegroup.Lane(l)}
+	}
+}
+
+// proposeMeta commits meta commands as one entry and waits until they are applied.
+func (b *Broker) proposeMeta(cmds ...queuelog.Frame) error {
+	var entry []byte
+	for _, c := range cmds {
+		entry = queuelog.AppendFrame(entry, c)
+	}
+	f := b.metaGroup.Propose(entry)
+	if err := f.Error(); err != nil {
+		return err
+	}
+	if err, ok := f.Response().(error); ok {
+		return err
+	}
+	if first, last := b.metaGroup.Stats(); last-first > snapshotEntries {
+		if err := b.metaGroup.Snapshot(); err != nil {
+			b.log.Warn("meta snapshot failed", "err", err)
+		}
+	}
+	return nil
+}
+
+// Close stops every queue and closes the store. Leases stay in the logs and expire normally.
 func (b *Broker) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -179,9 +317,21 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.closed = true
-	actors := make([]*actor, 0, len(b.actors))
-	for _, a := range b.actors {
-		actors = append(actors, a)
+	b.mu.Unlock()
+	b.shutdownGroups()
+	return b.db.Close()
+}
+
+// shutdownGroups stops every actor and the meta group.
+func (b *Broker) shutdownGroups() {
+	b.mu.Lock()
+	seen := map[*actor]bool{}
+	var actors []*actor
+	for _, r := range b.queues {
+		if !seen[r.a] {
+			seen[r.a] = true
+			actors = append(actors, r.a)
+		}
 	}
 	b.mu.Unlock()
 	for _, a := range actors {
@@ -190,22 +340,24 @@ func (b *Broker) Close() error {
 	for _, a := range actors {
 		<-a.done
 	}
-	return b.db.Close()
+	if b.metaGroup != nil {
+		_ = b.metaGroup.Shutdown()
+	}
 }
 
-// actor returns the actor of a queue, or nil.
-func (b *Broker) actor(name string) *actor {
+// lookup returns where a queue lives (a nil actor when it does not exist).
+func (b *Broker) lookup(name string) queueRef {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	return b.actors[name]
+	return b.queues[name]
 }
 
 // queueNames returns every queue name, sorted.
 func (b *Broker) queueNames() []string {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	names := make([]string, 0, len(b.actors))
-	for n := range b.actors {
+	names := make([]string, 0, len(b.queues))
+	for n := range b.queues {
 		names = append(names, n)
 	}
 	sort.Strings(names)

@@ -36,12 +36,12 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, name := range c.b.queueNames() {
-		a := c.b.actor(name)
-		if a == nil {
+		r := c.b.lookup(name)
+		if r.a == nil {
 			continue
 		}
 		var s engine.Stats
-		if !a.call(func(a *actor) { s = a.eng.Stats() }) {
+		if !r.a.call(func(a *actor) { s = a.st.Lane(r.lane).Stats() }) {
 			continue
 		}
 		g := func(d *prometheus.Desc, v float64) {

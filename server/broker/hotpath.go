@@ -2,14 +2,16 @@ package broker
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"slices"
 
 	"github.com/filamq/fila/generated/fibp"
-	"github.com/filamq/fila/generated/store"
+	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/engine"
-	"github.com/filamq/fila/server/storage"
+	"github.com/filamq/fila/server/queuegroup"
 )
 
 // enqueueItem is one message of an Enqueue frame routed to this actor. The body is already a
@@ -20,29 +22,60 @@ type enqueueItem struct {
 	body  *body
 }
 
-// enqueue stores messages and reports each one's ID through res.
-func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done func()) {
+// identityHash hashes an idempotency key, length-prefixed so that identities of several parts
+// (dedup keys, later) can never collide by concatenation.
+func identityHash(idempotencyKey string) queuegroup.Identity {
+	h := sha256.New()
+	var n [4]byte
+	binary.BigEndian.PutUint32(n[:], uint32(len(idempotencyKey)))
+	h.Write(n[:])
+	h.Write([]byte(idempotencyKey))
+	var out queuegroup.Identity
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// dedupWindow is the queue's deduplication window in milliseconds.
+func (a *actor) dedupWindow(l queuegroup.Lane) uint64 {
+	if w := a.lanes[l].def.DedupWindowMs; w > 0 {
+		return w
+	}
+	return a.b.currentDefaults().DedupWindowMs
+}
+
+// enqueue stores messages in lane l and reports each one's ID through res. A message whose
+// idempotency key the group remembers is answered with the original's ID and not stored
+// (deduplication.md).
+func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []fibp.EnqueueResultItem, done func()) {
 	now := a.now()
-	msgs := slices.Grow(a.msgBuf[:0], len(items))[:len(items)]
-	n := 0
+	c := queuelog.Enqueue{Lane: l, At: now, Messages: make([]queuelog.LogMessage, 0, len(items))}
 	var dedupUntil int64 // computed once per batch, when a message carries a key
+	var batchIDs map[queuegroup.Identity]engine.MsgID
 	for _, it := range items {
 		m := it.msg
-		var hash storage.ID
+		var ident []byte
 		key, keyed := m.IdempotencyKey.Get()
 		if keyed {
-			hash = identityHash(key)
-			if orig, dup := a.duplicateOf(hash, now); dup {
+			hash := identityHash(key)
+			orig, dup := a.st.Duplicate(hash, now)
+			if !dup {
+				orig, dup = batchIDs[hash]
+			}
+			if dup {
 				res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeOk, MessageID: wire.UUID(orig), Duplicate: true}
 				continue
 			}
+			if dedupUntil == 0 {
+				dedupUntil = addMs(now, a.dedupWindow(l))
+			}
+			if batchIDs == nil {
+				batchIDs = map[queuegroup.Identity]engine.MsgID{}
+			}
+			ident = hash[:]
 		}
 		id := a.b.ids.next(now)
 		if keyed {
-			if dedupUntil == 0 {
-				dedupUntil = addMs(now, a.dedupWindow())
-			}
-			a.remember(hash, id, dedupUntil)
+			batchIDs[queuegroup.Identity(ident)] = id
 		}
 		fk := m.FairnessKey.Or(engine.DefaultFairnessKey)
 		if fk == "" {
@@ -56,35 +89,23 @@ func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done 
 		if d, ok := m.DelayMs.Get(); ok && d > 0 {
 			notBefore = addMs(now, d)
 		}
-		msgs[n] = engine.Message{ID: id, FairnessKey: fk, Weight: weight, EnqueuedAt: now, NotBefore: notBefore}
-		n++
-		a.rec = store.MessageRecord{
-			Headers:        it.body.headers,
-			Payload:        it.body.payload,
-			FairnessKey:    fk,
-			Weight:         weight,
-			EnqueuedAt:     uint64(now),
-			NotBefore:      uint64(notBefore),
-			IdempotencyKey: m.IdempotencyKey.Value,
-		}
-		a.batch.PutMessage(a.name, id, &a.rec) // encoded at once: the record can be reused
+		c.Messages = append(c.Messages, queuelog.LogMessage{ID: wire.UUID(id), FairnessKey: fk, Weight: weight, NotBefore: notBefore,
+			Headers: it.body.headers, Payload: it.body.payload, Identity: ident, DedupUntil: dedupUntil})
 		a.bodies.put(id, it.body)
 		res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeOk, MessageID: wire.UUID(id)}
 	}
 	var err error
-	if n > 0 {
-		err = a.eng.ApplyEnqueue(engine.Enqueue{At: now, Msgs: msgs[:n]})
+	if len(c.Messages) > 0 {
+		err = a.st.Enqueue(&c)
 	}
-	clear(msgs)
-	a.msgBuf = msgs[:0]
 	if err != nil {
 		// IDs are fresh, so this cannot happen; fail loudly rather than lose messages silently.
-		a.log.Error("engine refused an enqueue", "err", err)
+		a.log.Error("the engine refused an enqueue", "err", err)
 		for _, it := range items {
 			res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeInternalError}
 		}
 	}
-	a.m.enqueued.Add(float64(n))
+	a.lanes[l].m.enqueued.Add(float64(len(c.Messages)))
 	a.afterCommit(func(err error) {
 		if err != nil {
 			for _, it := range items {
@@ -95,7 +116,7 @@ func (a *actor) enqueue(items []enqueueItem, res []fibp.EnqueueResultItem, done 
 	})
 }
 
-// settle is the common shape of Ack, Nack and ExtendLease: one item per message of this queue.
+// settleItem is the common shape of Ack, Nack and ExtendLease: one item per message of a lane.
 type settleItem struct {
 	index int
 	id    engine.MsgID
@@ -118,19 +139,20 @@ func codeOf(err error) fibp.ErrorCode {
 }
 
 // ack removes leased messages for good.
-func (a *actor) ack(items []settleItem, res []fibp.ErrorCode, done func()) {
+func (a *actor) ack(l queuegroup.Lane, items []settleItem, res []fibp.ErrorCode, done func()) {
 	now := a.now()
+	q := a.st.Lane(l)
 	for _, it := range items {
-		err := a.eng.CheckLease(it.id, now)
+		err := q.CheckLease(it.id, now)
 		if err == nil {
-			err = a.eng.ApplyAck(engine.Ack{ID: it.id})
+			err = a.st.Ack(l, it.id)
 		}
 		if res[it.index] = codeOf(err); err == nil {
-			a.deleteMessage(it.id)
-			a.m.acked.Inc()
+			a.bodies.remove(it.id)
+			a.lanes[l].m.acked.Inc()
 		}
 	}
-	a.afterSettle(func(err error) {
+	a.afterCommit(func(err error) {
 		if err != nil {
 			storageFailed(items, res)
 		}
@@ -147,22 +169,23 @@ func storageFailed(items []settleItem, res []fibp.ErrorCode) {
 }
 
 // nack fails leased messages: retry or dead-letter, as the retry policy decides.
-func (a *actor) nack(items []settleItem, res []fibp.ErrorCode, done func()) {
+func (a *actor) nack(l queuegroup.Lane, items []settleItem, res []fibp.ErrorCode, done func()) {
 	now := a.now()
+	q := a.st.Lane(l)
 	for _, it := range items {
-		err := a.eng.CheckLease(it.id, now)
+		err := q.CheckLease(it.id, now)
 		var f engine.Fail
 		if err == nil {
-			f, err = a.eng.DecideFailure(it.id, now, it.errText, it.retryAfter)
+			f, err = q.DecideFailure(it.id, now, it.errText, it.retryAfter)
 		}
 		if err == nil {
-			err = a.fail(f)
+			err = a.fail(l, f)
 		}
 		if res[it.index] = codeOf(err); err == nil {
-			a.m.nacked.Inc()
+			a.lanes[l].m.nacked.Inc()
 		}
 	}
-	a.afterSettle(func(err error) {
+	a.afterCommit(func(err error) {
 		if err != nil {
 			storageFailed(items, res)
 		}
@@ -171,29 +194,20 @@ func (a *actor) nack(items []settleItem, res []fibp.ErrorCode, done func()) {
 }
 
 // extend moves lease expiries to now + extend_by (capped).
-func (a *actor) extend(items []settleItem, res []fibp.ExtendLeaseResultItem, done func()) {
+func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []fibp.ExtendLeaseResultItem, done func()) {
 	now := a.now()
+	q := a.st.Lane(l)
 	for _, it := range items {
-		err := a.eng.CheckLease(it.id, now)
-		var e engine.Extend
+		e, err := q.DecideExtend(it.id, now, it.extendBy)
 		if err == nil {
-			e, err = a.eng.DecideExtend(it.id, now, it.extendBy)
-		}
-		if err == nil {
-			err = a.eng.ApplyExtend(e)
-		}
-		if err == nil {
-			a.claim(it.id)
+			err = a.st.Extend(l, e, a.committed(l))
 		}
 		res[it.index].ErrorCode = codeOf(err)
 		if err == nil {
 			res[it.index].LeaseExpiresAt = uint64(e.ExpiresAt)
-			if a.committed() {
-				a.writeState(it.id, store.ReasonNone)
-			}
 		}
 	}
-	a.afterSettle(func(err error) {
+	a.afterCommit(func(err error) {
 		if err != nil {
 			for _, it := range items {
 				if res[it.index].ErrorCode == fibp.CodeOk {
@@ -205,113 +219,68 @@ func (a *actor) extend(items []settleItem, res []fibp.ExtendLeaseResultItem, don
 	})
 }
 
-// committed reports whether leases must be durable before deliveries are sent.
-func (a *actor) committed() bool {
-	return fibp.DeliveryDurability(a.def.DeliveryDurability) == fibp.DeliveryDurabilityCommitted
+// committed reports whether lane l logs its leases before deliveries are sent.
+func (a *actor) committed(l queuegroup.Lane) bool {
+	return fibp.DeliveryDurability(a.lanes[l].def.DeliveryDurability) == fibp.DeliveryDurabilityCommitted
 }
 
-// fail applies a failure decision: a retry updates the message's state; a dead-letter moves the
-// message to <queue>.dlq in the same batch and hands it to the DLQ's actor after the commit.
-func (a *actor) fail(f engine.Fail) error {
-	m, err := a.eng.ApplyFail(f)
-	if err != nil {
+// fail applies a failure decision; a message dead-lettered out of the queue moves to the
+// dead-letter lane in the same command.
+func (a *actor) fail(l queuegroup.Lane, f engine.Fail) error {
+	moved, dead, err := a.st.Fail(l, f)
+	if err != nil || !dead {
 		return err
 	}
-	if !f.DeadLetter {
-		a.putState(f.ID, stateRecord(&m, store.ReasonNone))
-		return nil
-	}
-	dlq := a.b.actor(a.name + dlqSuffix)
-	if dlq == nil { // deleted concurrently: nothing left to keep the message in
-		a.deleteMessage(f.ID)
-		return nil
-	}
-	moved := engine.DeadLetterCopy(m)
-	if err := a.moveBody(f.ID, dlq.name, &moved, store.ReasonFailed); err != nil {
-		return err
-	}
-	a.m.deadLettered.Inc()
-	a.afterSettle(func(err error) {
+	a.lanes[l].m.deadLettered.Inc()
+	a.afterCommit(func(err error) {
 		if err == nil {
-			dlq.internal.push(func(d *actor) { d.adopt(moved) })
-			a.b.events.DeadLettered(a.name, moved.ID)
+			a.b.events.DeadLettered(a.lanes[l].name, moved.ID)
 		}
 	})
 	return nil
 }
 
-// moveBody writes message m (ID id, body from this queue) into queue dst with the given state,
-// and deletes it here, in the round's batch.
-func (a *actor) moveBody(id engine.MsgID, dst string, m *engine.Message, reason store.DeadLetterReason) error {
-	b, err := a.loadBody(id)
-	if err != nil {
-		return err
-	}
-	a.batch.PutMessage(dst, storage.ID(id), &store.MessageRecord{
-		Headers: b.headers, Payload: b.payload, FairnessKey: m.FairnessKey, Weight: m.Weight,
-		EnqueuedAt: uint64(m.EnqueuedAt), NotBefore: uint64(max(m.NotBefore, 0)),
-	})
-	a.batch.PutState(dst, storage.ID(id), stateRecord(m, reason))
-	a.deleteMessage(id)
-	return nil
-}
-
-// adopt takes a message that another actor already wrote into this queue's storage, with a
-// state record (moveBody writes one).
-func (a *actor) adopt(m engine.Message) {
-	a.p.hasState[m.ID] = struct{}{}
-	now := a.now()
-	if err := a.eng.ApplyEnqueue(engine.Enqueue{At: now, Msgs: []engine.Message{m}}); err != nil {
-		a.log.Error("adopting a moved message failed", "id", m.ID, "err", err)
-	}
-}
-
-// expire turns leases that ran out into failures ("lease expired").
-func (a *actor) expire(now int64) {
-	a.idBuf = a.eng.Expired(now, a.idBuf[:0])
+// expire turns leases of lane l that ran out into failures ("lease expired").
+func (a *actor) expire(l queuegroup.Lane, now int64) {
+	q := a.st.Lane(l)
+	a.idBuf = q.Expired(now, a.idBuf[:0])
 	for _, id := range a.idBuf {
-		var f engine.Fail
-		var err error
-		if a.unclaimed(id) {
-			// The reclaim grace ended and nobody claimed the message: it becomes deliverable
-			// again as it was, without a failed attempt (it may never have been delivered).
-			f = engine.Fail{ID: id, At: now, NotBefore: now, Uncounted: true}
-		} else {
-			f, err = a.eng.DecideFailure(id, now, "lease expired", nil)
-		}
-		delete(a.claimed, id)
+		f, err := q.DecideFailure(id, now, "lease expired", nil)
 		if err == nil {
-			err = a.fail(f)
+			err = a.fail(l, f)
 		}
 		if err != nil {
 			a.log.Error("expiring a lease failed", "id", id, "err", err)
 			continue
 		}
-		a.m.expired.Inc()
+		a.lanes[l].m.expired.Inc()
 	}
 }
 
-// dispatch leases ready messages to subscriptions with credit and encodes their Delivery frames,
-// to be sent after the commit.
-func (a *actor) dispatch(now int64) {
+// dispatch leases ready messages of lane l to subscriptions with credit and encodes their
+// Delivery frames, to be sent after the commit.
+func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 	if len(a.subs) == 0 {
 		return
 	}
+	q := a.st.Lane(l)
 	for {
-		a.leaseBuf = a.eng.Dispatch(now, maxDispatchPerRound, a.leaseBuf[:0])
+		a.leaseBuf = q.Dispatch(now, maxDispatchPerRound, a.leaseBuf[:0])
 		if len(a.leaseBuf) == 0 {
 			break
 		}
+		if a.committed(l) {
+			a.st.Leased(l, now, a.leaseBuf)
+		}
 		a.prefetchBodies(a.leaseBuf)
-		for _, l := range a.leaseBuf {
-			a.deliver(l)
+		for _, le := range a.leaseBuf {
+			a.deliver(l, le)
 		}
 		clear(a.fetched)
 		if len(a.leaseBuf) < maxDispatchPerRound {
 			break
 		}
 	}
-	a.flushLeases()
 	for sub, buf := range a.pending {
 		a.encodeDeliveries(sub, buf)
 	}
@@ -322,21 +291,21 @@ func (a *actor) dispatch(now int64) {
 // lookup per message.
 func (a *actor) prefetchBodies(leases []engine.Lease) {
 	ids := a.fetchIDs[:0]
-	for _, l := range leases {
-		if _, ok := a.bodies.get(l.ID); !ok {
-			ids = append(ids, storage.ID(l.ID))
+	for _, le := range leases {
+		if _, ok := a.bodies.get(le.ID); !ok {
+			ids = append(ids, le.ID)
 		}
 	}
 	a.fetchIDs = ids
 	if len(ids) < 2 {
 		return // one lookup is as cheap as an iterator
 	}
-	slices.SortFunc(ids, func(x, y storage.ID) int { return bytes.Compare(x[:], y[:]) })
+	slices.SortFunc(ids, func(x, y [16]byte) int { return bytes.Compare(x[:], y[:]) })
 	if a.fetched == nil {
 		a.fetched = map[engine.MsgID]body{}
 	}
-	err := a.b.db.ReadMessages(a.name, ids, func(i int, r *store.MessageRecord) {
-		a.fetched[engine.MsgID(ids[i])] = body{headers: r.Headers, payload: bytes.Clone(r.Payload)}
+	err := a.b.db.ReadBodies(a.name, ids, func(i int, h map[string]string, p []byte) {
+		a.fetched[engine.MsgID(ids[i])] = body{headers: h, payload: bytes.Clone(p)}
 	})
 	if err != nil {
 		a.log.Error("reading message bodies failed", "err", err)
@@ -344,22 +313,19 @@ func (a *actor) prefetchBodies(leases []engine.Lease) {
 }
 
 // deliver adds one leased message to its subscription's Delivery frame.
-func (a *actor) deliver(l engine.Lease) {
-	sub := a.subs[l.Consumer]
-	m, ok := a.eng.Get(l.ID)
+func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
+	sub := a.subs[le.Consumer]
+	m, ok := a.st.Lane(l).Get(le.ID)
 	if sub == nil || !ok {
 		return
 	}
-	b, ok := a.fetched[l.ID]
+	b, ok := a.fetched[le.ID]
 	if !ok {
 		var err error
-		if b, err = a.loadBody(l.ID); err != nil {
-			a.log.Error("reading a message body failed", "id", l.ID, "err", err)
+		if b, err = a.loadBody(le.ID); err != nil {
+			a.log.Error("reading a message body failed", "id", le.ID, "err", err)
 			return
 		}
-	}
-	if a.committed() {
-		a.recordLease(l, m.Attempts)
 	}
 	buf := a.pending[sub]
 	if buf == nil {
@@ -367,8 +333,8 @@ func (a *actor) deliver(l engine.Lease) {
 		a.pending[sub] = buf
 	}
 	buf.msgs = append(buf.msgs, fibp.DeliveryMessage{
-		MessageID:      wire.UUID(l.ID),
-		Queue:          a.name,
+		MessageID:      wire.UUID(le.ID),
+		Queue:          a.lanes[l].name,
 		Headers:        b.headers,
 		Payload:        b.payload,
 		FairnessKey:    m.FairnessKey,
@@ -376,14 +342,14 @@ func (a *actor) deliver(l engine.Lease) {
 		AttemptCount:   m.Attempts,
 		RedriveCount:   m.RedriveCount,
 		EnqueuedAt:     uint64(m.EnqueuedAt),
-		LeasedAt:       uint64(l.LeasedAt),
-		LeaseExpiresAt: uint64(l.ExpiresAt),
+		LeasedAt:       uint64(le.LeasedAt),
+		LeaseExpiresAt: uint64(le.ExpiresAt),
 	})
 	buf.size += len(b.payload) + 128
 	if buf.size >= deliveryFrameBytes {
 		a.encodeDeliveries(sub, buf)
 	}
-	a.m.delivered.Inc()
+	a.lanes[l].m.delivered.Inc()
 }
 
 // encodeDeliveries encodes a subscription's pending deliveries into one Delivery frame (split into

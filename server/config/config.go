@@ -24,9 +24,7 @@ type Config struct {
 	LogLevel   string `yaml:"log_level" help:"debug, info, warn or error"`
 	LogFormat  string `yaml:"log_format" help:"text or json"`
 	Fsync      bool   `yaml:"fsync" help:"fsync every acknowledged change (group-committed); false trades durability for speed"`
-	// SettleSyncDelay lets acks share the next enqueue's fsync instead of starting their own.
-	SettleSyncDelay time.Duration `yaml:"settle_sync_delay" help:"longest an ack, nack or extension waits to share a later fsync before fsyncing alone (0: at once)"`
-	PProf           bool          `yaml:"pprof" help:"serve Go profiles under /debug/pprof/ on http_listen"`
+	PProf      bool   `yaml:"pprof" help:"serve Go profiles under /debug/pprof/ on http_listen"`
 
 	TLSCert     string `yaml:"tls_cert" help:"PEM certificate: serve FIBP over TLS"`
 	TLSKey      string `yaml:"tls_key" help:"PEM private key for tls_cert"`
@@ -55,7 +53,6 @@ func Default() Config {
 		LogLevel:         "info",
 		LogFormat:        "text",
 		Fsync:            true,
-		SettleSyncDelay:  500 * time.Microsecond,
 		MaxFrameSize:     16 << 20,
 		MaxReassembly:    64 << 20,
 		MaxConnections:   10_000,

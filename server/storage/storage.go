@@ -1,19 +1,23 @@
-// Package storage keeps the broker's durable state in Pebble.
+// Package storage keeps the broker's durable state in one Pebble database, shared by every Raft
+// group of the node.
 //
 // Key layout (every key starts with a one-byte kind):
 //
-//	q<queue>              store.QueueRecord   a queue's definition
-//	m<queue>\x00<id:16>   store.MessageRecord a message's immutable body
-//	s<queue>\x00<id:16>   store.StateRecord   a message's mutable state (attempts, lease, retry time)
-//	l<queue>\x00<seq:8>   store.LeaseLogRecord the leases of one dispatch round (committed durability)
-//	d<queue>\x00<hash:16> store.DedupRecord    a remembered deduplication identity
-//	c<key>                raw string           a runtime config entry (SetConfig)
+//	F                       format marker: the store format version, a big-endian u32
+//	R…                      the meta group's Raft log and stable store (server/raftstore under MetaRaftPrefix)
+//	r<queue>\x00…           a queue group's Raft log and stable store (under QueueRaftPrefix)
+//	b<queue>\x00<id:16>     store.MessageRecord  a message body (headers and payload) of a queue group
+//	a<queue>                u64 big-endian       the last log index a queue group applied to its bodies
 //
-// Values are records generated from spec/store.yaml, each prefixed with its record opcode.
-// Queue names never contain NUL, so "<queue>\x00" is an unambiguous prefix.
+// Queue names are never empty and never contain NUL, so "<queue>\x00" is an unambiguous prefix.
+// Everything else a queue holds — which messages it has, in which state, its leases, attempts,
+// its deduplication memory — is the engine state that its Raft log and snapshots rebuild
+// (server/queuegroup); it is not stored here.
 //
-// Durability: Commit(true) returns after the batch is fsynced. Pebble merges the WAL syncs of
-// concurrent committers, so many goroutines committing at once share fsyncs (group commit).
+// Durability: a group's Raft log store fsyncs each append (the durability point). Bodies are
+// written by the group's state machine without an fsync of their own, with the applied index in
+// the same batch: Pebble's WAL is written in order, so after a crash the bodies are those of a
+// prefix of the log, and a restart re-applies the entries after it.
 package storage
 
 import (
@@ -21,7 +25,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -32,17 +35,37 @@ import (
 // ID is a message ID as stored in keys.
 type ID = [16]byte
 
+// FormatVersion is the store format this package reads and writes. Format 1 (before the queue
+// log) kept queue definitions, message state and lease logs beside the bodies.
+const FormatVersion = 2
+
 const (
-	kindQueue   = 'q'
-	kindMessage = 'm'
-	kindState   = 's'
-	kindLease   = 'l'
-	kindDedup   = 'd'
-	kindConfig  = 'c'
+	kindFormat   = 'F'
+	kindMetaRaft = 'R'
+	kindRaft     = 'r'
+	kindBody     = 'b'
+	kindApplied  = 'a'
 )
 
 // ErrCorrupt reports a stored value that does not decode.
 var ErrCorrupt = errors.New("storage: corrupt record")
+
+// ErrNotFound reports a missing key.
+var ErrNotFound = errors.New("storage: not found")
+
+// FormatError reports a data directory written in another store format.
+type FormatError struct {
+	Dir     string
+	Version uint32 // the version found; 1 for a store without a marker
+}
+
+func (e *FormatError) Error() string {
+	if e.Version < FormatVersion {
+		return fmt.Sprintf("storage: %s holds store format %d (written before the queue log); this server reads format %d. "+
+			"Drain it with the previous release, or move the directory away to start empty", e.Dir, e.Version, FormatVersion)
+	}
+	return fmt.Sprintf("storage: %s holds store format %d, newer than this server's %d; run a newer release", e.Dir, e.Version, FormatVersion)
+}
 
 // DB is the broker's store. It is safe for concurrent use.
 type DB struct {
@@ -60,7 +83,8 @@ type Options struct {
 // separateValuesFrom is the smallest value stored in a blob file rather than inline.
 const separateValuesFrom = 256
 
-// Open opens (creating if needed) the store in dir.
+// Open opens (creating if needed) the store in dir. A directory written in another store format
+// is refused with a *FormatError.
 func Open(dir string, o Options) (*DB, error) {
 	if o.CacheBytes == 0 {
 		o.CacheBytes = 32 << 20
@@ -75,12 +99,11 @@ func Open(dir string, o Options) (*DB, error) {
 		MemTableSize:                o.MemTableBytes,
 		MemTableStopWritesThreshold: 4,
 		Logger:                      quietLogger{},
-		// Message bodies go to blob files, and sstables keep only references to them: a backlog
-		// that outlives its memtable is then compacted as small keys rather than rewritten with
-		// every body, and blob files whose messages have all been acked are dropped whole. Measured
-		// on a 200,000-message backlog drained while producers keep it full, compaction fell from
-		// 43% to 27% of the server's CPU and throughput rose by about 13% (docs/benchmarks.md).
-		FormatMajorVersion: pebble.FormatValueSeparation, // existing stores are upgraded on open
+		// Message bodies and Raft entries go to blob files, and sstables keep only references to
+		// them: a backlog that outlives its memtable is compacted as small keys rather than
+		// rewritten with every body, and blob files whose contents were all deleted (acked bodies,
+		// truncated log entries) are dropped whole (docs/benchmarks.md).
+		FormatMajorVersion: pebble.FormatValueSeparation,
 	}
 	po.Experimental.ValueSeparationPolicy = func() pebble.ValueSeparationPolicy {
 		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: separateValuesFrom, MaxBlobReferenceDepth: 10,
@@ -90,200 +113,118 @@ func Open(dir string, o Options) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
+	if err := checkFormat(p, dir); err != nil {
+		p.Close()
+		return nil, err
+	}
 	return &DB{p: p}, nil
+}
+
+// checkFormat accepts a store of this format, marks an empty one, and refuses any other.
+func checkFormat(p *pebble.DB, dir string) error {
+	val, closer, err := p.Get([]byte{kindFormat})
+	if err == nil {
+		defer closer.Close()
+		if len(val) != 4 {
+			return fmt.Errorf("%w: format marker %x", ErrCorrupt, val)
+		}
+		if v := binary.BigEndian.Uint32(val); v != FormatVersion {
+			return &FormatError{Dir: dir, Version: v}
+		}
+		return nil
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return fmt.Errorf("storage: read format marker: %w", err)
+	}
+	it, err := p.NewIter(nil)
+	if err != nil {
+		return err
+	}
+	empty := !it.First()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if !empty {
+		return &FormatError{Dir: dir, Version: 1}
+	}
+	return p.Set([]byte{kindFormat}, binary.BigEndian.AppendUint32(nil, FormatVersion), pebble.Sync)
 }
 
 // Close flushes and closes the store.
 func (d *DB) Close() error { return d.p.Close() }
 
-func queueKey(dst []byte, queue string) []byte {
-	return append(append(dst, kindQueue), queue...)
+// Pebble returns the underlying database, for the Raft log stores that share it.
+func (d *DB) Pebble() *pebble.DB { return d.p }
+
+// MetaRaftPrefix is the key prefix of the meta group's Raft log and stable store.
+func MetaRaftPrefix() []byte { return []byte{kindMetaRaft} }
+
+// QueueRaftPrefix is the key prefix of a queue group's Raft log and stable store. No group's
+// prefix is a prefix of another's.
+func QueueRaftPrefix(queue string) []byte { return groupPrefix(kindRaft, queue) }
+
+func groupPrefix(kind byte, queue string) []byte {
+	return append(append([]byte{kind}, queue...), 0)
 }
 
-func msgKey(dst []byte, kind byte, queue string, id ID) []byte {
-	dst = append(append(dst, kind), queue...)
+func bodyKey(dst []byte, queue string, id ID) []byte {
+	dst = append(append(dst, kindBody), queue...)
 	dst = append(dst, 0)
 	return append(dst, id[:]...)
 }
 
-// prefixBounds returns the key range holding every message key of a kind for queue.
-func prefixBounds(kind byte, queue string) (lo, hi []byte) {
-	lo = append(append([]byte{kind}, queue...), 0)
-	hi = append(append([]byte{kind}, queue...), 1)
-	return lo, hi
-}
+func appliedKey(queue string) []byte { return append([]byte{kindApplied}, queue...) }
 
-// record is a store frame: every record type implements it.
-type record interface {
-	store.Frame
-}
-
-func encode(dst []byte, r record) []byte {
-	dst = append(dst, byte(r.Opcode()))
-	return r.AppendTo(dst)
-}
-
-func decode(val []byte, r record) error {
-	if len(val) == 0 || store.Opcode(val[0]) != r.Opcode() {
-		return fmt.Errorf("%w: want %v", ErrCorrupt, r.Opcode())
+// Applied returns the last log index whose bodies a queue group has written (0 if none).
+func (d *DB) Applied(queue string) (uint64, error) {
+	val, closer, err := d.p.Get(appliedKey(queue))
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
 	}
-	if err := r.Decode(val[1:]); err != nil {
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	defer closer.Close()
+	if len(val) != 8 {
+		return 0, fmt.Errorf("%w: applied index of %q: %x", ErrCorrupt, queue, val)
+	}
+	return binary.BigEndian.Uint64(val), nil
 }
 
-// Batch collects writes that commit atomically. It is not safe for concurrent use.
+// Batch collects one applied log entry's body writes. It is not safe for concurrent use.
 type Batch struct {
-	db      *DB
-	b       *pebble.Batch
-	key     []byte
-	val     []byte
-	applied bool // applied with a sync still to wait for
+	db    *DB
+	queue string
+	b     *pebble.Batch
+	key   []byte
+	val   []byte
+	rec   store.MessageRecord
 }
 
-// NewBatch returns an empty batch.
-func (d *DB) NewBatch() *Batch { return &Batch{db: d, b: d.p.NewBatch()} }
+// NewBatch returns an empty batch of writes to queue group queue's bodies.
+func (d *DB) NewBatch(queue string) *Batch { return &Batch{db: d, queue: queue, b: d.p.NewBatch()} }
 
-// Empty reports whether the batch holds no writes.
-func (b *Batch) Empty() bool { return b.b.Empty() }
-
-// Len returns the batch's encoded size in bytes.
-func (b *Batch) Len() int { return b.b.Len() }
-
-func (b *Batch) set(r record) {
-	b.val = encode(b.val[:0], r)
+// PutBody stores a message body.
+func (b *Batch) PutBody(id ID, headers map[string]string, payload []byte) {
+	b.rec = store.MessageRecord{Headers: headers, Payload: payload}
+	b.key = bodyKey(b.key[:0], b.queue, id)
+	b.val = append(b.val[:0], byte(b.rec.Opcode()))
+	b.val = b.rec.AppendTo(b.val)
 	_ = b.b.Set(b.key, b.val, nil) // Set copies; it fails only on a closed batch
+	b.rec = store.MessageRecord{}
 }
 
-// PutQueue stores a queue definition.
-func (b *Batch) PutQueue(r *store.QueueRecord) {
-	b.key = queueKey(b.key[:0], r.Name)
-	b.set(r)
-}
-
-// DeleteQueue removes a queue definition and every message of the queue.
-func (b *Batch) DeleteQueue(queue string) {
-	b.key = queueKey(b.key[:0], queue)
-	_ = b.b.Delete(b.key, nil)
-	for _, kind := range []byte{kindMessage, kindState, kindLease, kindDedup} {
-		lo, hi := prefixBounds(kind, queue)
-		_ = b.b.DeleteRange(lo, hi, nil)
-	}
-}
-
-// PutMessage stores a message body.
-func (b *Batch) PutMessage(queue string, id ID, r *store.MessageRecord) {
-	b.key = msgKey(b.key[:0], kindMessage, queue, id)
-	b.set(r)
-}
-
-// PutState stores a message's mutable state.
-func (b *Batch) PutState(queue string, id ID, r *store.StateRecord) {
-	b.key = msgKey(b.key[:0], kindState, queue, id)
-	b.set(r)
-}
-
-// DeleteMessage removes a message's body and, when hasState, its state record.
-func (b *Batch) DeleteMessage(queue string, id ID, hasState bool) {
-	b.key = msgKey(b.key[:0], kindMessage, queue, id)
-	_ = b.b.Delete(b.key, nil)
-	if hasState {
-		b.key = msgKey(b.key[:0], kindState, queue, id)
-		_ = b.b.Delete(b.key, nil)
-	}
-}
-
-func leaseKey(dst []byte, queue string, seq uint64) []byte {
-	dst = append(append(dst, kindLease), queue...)
-	dst = append(dst, 0)
-	return binary.BigEndian.AppendUint64(dst, seq)
-}
-
-// PutLeaseLog stores the leases of one dispatch round.
-func (b *Batch) PutLeaseLog(queue string, seq uint64, r *store.LeaseLogRecord) {
-	b.key = leaseKey(b.key[:0], queue, seq)
-	b.set(r)
-}
-
-// DeleteLeaseLog removes a lease log whose entries are all superseded.
-func (b *Batch) DeleteLeaseLog(queue string, seq uint64) {
-	b.key = leaseKey(b.key[:0], queue, seq)
+// DeleteBody removes a message body.
+func (b *Batch) DeleteBody(id ID) {
+	b.key = bodyKey(b.key[:0], b.queue, id)
 	_ = b.b.Delete(b.key, nil)
 }
 
-// PutDedup remembers a deduplication identity.
-func (b *Batch) PutDedup(queue string, hash ID, r *store.DedupRecord) {
-	b.key = msgKey(b.key[:0], kindDedup, queue, hash)
-	b.set(r)
-}
-
-// DeleteDedup forgets a deduplication identity.
-func (b *Batch) DeleteDedup(queue string, hash ID) {
-	b.key = msgKey(b.key[:0], kindDedup, queue, hash)
-	_ = b.b.Delete(b.key, nil)
-}
-
-// Dedups calls fn for every remembered identity of queue.
-func (d *DB) Dedups(queue string, fn func(hash ID, r *store.DedupRecord) error) error {
-	lo, hi := prefixBounds(kindDedup, queue)
-	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for it.First(); it.Valid(); it.Next() {
-		var hash ID
-		copy(hash[:], it.Key()[len(lo):])
-		var r store.DedupRecord
-		if err := decode(bytes.Clone(it.Value()), &r); err != nil {
-			return fmt.Errorf("dedup identity of %q: %w", queue, err)
-		}
-		if err := fn(hash, &r); err != nil {
-			return err
-		}
-	}
-	return it.Error()
-}
-
-// LeaseLogs calls fn for every lease log of queue, in sequence order.
-func (d *DB) LeaseLogs(queue string, fn func(seq uint64, r *store.LeaseLogRecord) error) error {
-	lo, hi := prefixBounds(kindLease, queue)
-	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	for it.First(); it.Valid(); it.Next() {
-		k := it.Key()
-		if len(k) != len(lo)+8 {
-			return fmt.Errorf("%w: lease log key %x", ErrCorrupt, k)
-		}
-		var r store.LeaseLogRecord
-		if err := decode(bytes.Clone(it.Value()), &r); err != nil {
-			return fmt.Errorf("lease log of %q: %w", queue, err)
-		}
-		if err := fn(binary.BigEndian.Uint64(k[len(lo):]), &r); err != nil {
-			return err
-		}
-	}
-	return it.Error()
-}
-
-// PutConfig stores a runtime config entry.
-func (b *Batch) PutConfig(key, value string) {
-	b.key = append(append(b.key[:0], kindConfig), key...)
-	_ = b.b.Set(b.key, []byte(value), nil)
-}
-
-// Commit applies the batch atomically; with sync it returns only once the batch is durable.
-// The batch is reset and can be reused.
-func (b *Batch) Commit(sync bool) error {
-	opts := pebble.NoSync
-	if sync {
-		opts = pebble.Sync
-	}
-	err := b.b.Commit(opts)
+// Commit writes the batch with the group's applied index, without an fsync (the Raft log is the
+// durability point), and resets the batch for the next entry.
+func (b *Batch) Commit(applied uint64) error {
+	_ = b.b.Set(appliedKey(b.queue), binary.BigEndian.AppendUint64(nil, applied), nil)
+	err := b.b.Commit(pebble.NoSync)
 	b.b.Reset()
 	if err != nil {
 		return fmt.Errorf("storage: commit: %w", err)
@@ -291,155 +232,57 @@ func (b *Batch) Commit(sync bool) error {
 	return nil
 }
 
-// Apply hands the batch to storage in order without waiting for durability: later reads see it
-// at once, and with sync, Wait returns once it is fsynced. Batches applied one after another are
-// made durable in that order, so a caller can prepare the next batch while one is syncing.
-func (b *Batch) Apply(sync bool) error {
-	var err error
-	if sync {
-		err = b.db.p.ApplyNoSyncWait(b.b, pebble.Sync)
-	} else {
-		err = b.b.Commit(pebble.NoSync)
-	}
-	if err != nil {
-		return fmt.Errorf("storage: apply: %w", err)
-	}
-	b.applied = sync
-	return nil
-}
-
-// Wait blocks until an applied batch is durable.
-func (b *Batch) Wait() error {
-	if !b.applied {
-		return nil
-	}
-	if err := b.b.SyncWait(); err != nil {
-		return fmt.Errorf("storage: sync: %w", err)
-	}
-	return nil
-}
-
-// SyncWAL makes every batch applied so far durable.
-func (d *DB) SyncWAL() error {
-	if err := d.p.LogData(nil, pebble.Sync); err != nil {
-		return fmt.Errorf("storage: sync: %w", err)
-	}
-	return nil
-}
-
 // Close releases the batch without committing it.
 func (b *Batch) Close() { _ = b.b.Close() }
 
-// Queues returns every stored queue definition, ordered by name.
-func (d *DB) Queues() ([]store.QueueRecord, error) {
-	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: []byte{kindQueue}, UpperBound: []byte{kindQueue + 1}})
-	if err != nil {
-		return nil, err
+// DropQueue deletes every body, the applied index and the Raft state of a queue group, durably.
+func (d *DB) DropQueue(queue string) error {
+	b := d.p.NewBatch()
+	defer b.Close()
+	for _, kind := range []byte{kindBody, kindRaft} {
+		lo := groupPrefix(kind, queue)
+		hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
+		_ = b.DeleteRange(lo, hi, nil)
 	}
-	defer it.Close()
-	var out []store.QueueRecord
-	for it.First(); it.Valid(); it.Next() {
-		var r store.QueueRecord
-		if err := decode(bytes.Clone(it.Value()), &r); err != nil {
-			return nil, fmt.Errorf("queue %q: %w", it.Key()[1:], err)
-		}
-		out = append(out, r)
+	_ = b.Delete(appliedKey(queue), nil)
+	if err := b.Commit(pebble.Sync); err != nil {
+		return fmt.Errorf("storage: drop %q: %w", queue, err)
 	}
-	return out, it.Error()
+	return nil
 }
 
-// Configs returns every runtime config entry.
-func (d *DB) Configs() (map[string]string, error) {
-	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: []byte{kindConfig}, UpperBound: []byte{kindConfig + 1}})
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	out := map[string]string{}
-	for it.First(); it.Valid(); it.Next() {
-		out[string(it.Key()[1:])] = string(it.Value())
-	}
-	return out, it.Error()
+// Body is a message's headers and payload.
+type Body struct {
+	Headers map[string]string
+	Payload []byte
 }
 
-// StoredMessage is one message as recovered from the store. State is nil when the message has
-// no state record (never delivered, retried or redriven).
-type StoredMessage struct {
-	ID    ID
-	Body  store.MessageRecord
-	State *store.StateRecord
-}
-
-// Messages calls fn for every message of queue in ID order (which is enqueue order: IDs are
-// UUIDv7). The values passed to fn are copies that fn may keep.
-func (d *DB) Messages(queue string, fn func(StoredMessage) error) error {
-	mlo, mhi := prefixBounds(kindMessage, queue)
-	slo, shi := prefixBounds(kindState, queue)
-	mit, err := d.p.NewIter(&pebble.IterOptions{LowerBound: mlo, UpperBound: mhi})
-	if err != nil {
-		return err
-	}
-	defer mit.Close()
-	sit, err := d.p.NewIter(&pebble.IterOptions{LowerBound: slo, UpperBound: shi})
-	if err != nil {
-		return err
-	}
-	defer sit.Close()
-	sit.First()
-	for mit.First(); mit.Valid(); mit.Next() {
-		var sm StoredMessage
-		copy(sm.ID[:], mit.Key()[len(mlo):])
-		if err := decode(bytes.Clone(mit.Value()), &sm.Body); err != nil {
-			return fmt.Errorf("message %x of %q: %w", sm.ID, queue, err)
-		}
-		for sit.Valid() && bytes.Compare(sit.Key()[len(slo):], sm.ID[:]) < 0 {
-			sit.Next() // a state without a body: left over from a crash between writes
-		}
-		if sit.Valid() && bytes.Equal(sit.Key()[len(slo):], sm.ID[:]) {
-			sm.State = new(store.StateRecord)
-			if err := decode(bytes.Clone(sit.Value()), sm.State); err != nil {
-				return fmt.Errorf("state %x of %q: %w", sm.ID, queue, err)
-			}
-		}
-		if err := fn(sm); err != nil {
-			return err
-		}
-	}
-	if err := mit.Error(); err != nil {
-		return err
-	}
-	return sit.Error()
-}
-
-// ErrNotFound reports a missing key.
-var ErrNotFound = errors.New("storage: not found")
-
-// ReadMessage decodes a message body into r. The byte fields of r alias storage memory that is
-// valid only until done is called; call it once r is no longer used.
-func (d *DB) ReadMessage(queue string, id ID, r *store.MessageRecord) (done func(), err error) {
-	key := msgKey(nil, kindMessage, queue, id)
-	val, closer, err := d.p.Get(key)
+// ReadBody returns a message body, copied out of storage.
+func (d *DB) ReadBody(queue string, id ID) (Body, error) {
+	val, closer, err := d.p.Get(bodyKey(nil, queue, id))
 	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, ErrNotFound
+		return Body{}, ErrNotFound
 	}
 	if err != nil {
-		return nil, err
+		return Body{}, err
 	}
-	if err := decode(val, r); err != nil {
-		closer.Close()
-		return nil, err
+	defer closer.Close()
+	var r store.MessageRecord
+	if err := decode(val, &r); err != nil {
+		return Body{}, fmt.Errorf("body %x of %q: %w", id, queue, err)
 	}
-	return func() { closer.Close() }, nil
+	return Body{Headers: r.Headers, Payload: bytes.Clone(r.Payload)}, nil
 }
 
-// ReadMessages reads the bodies of ids, which must be sorted ascending, with one iterator: a run
+// ReadBodies reads the bodies of ids, which must be sorted ascending, with one iterator: a run
 // of neighbouring messages costs one index lookup and shares data blocks. fn receives each body
-// found; its byte fields are valid only during the call. IDs with no body are skipped.
-func (d *DB) ReadMessages(queue string, ids []ID, fn func(i int, r *store.MessageRecord)) error {
+// found; its payload is valid only during the call. IDs with no body are skipped.
+func (d *DB) ReadBodies(queue string, ids []ID, fn func(i int, headers map[string]string, payload []byte)) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	lo, hi := prefixBounds(kindMessage, queue)
+	lo := groupPrefix(kindBody, queue)
+	hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
 	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return err
@@ -457,11 +300,43 @@ func (d *DB) ReadMessages(queue string, ids []ID, fn func(i int, r *store.Messag
 			return err
 		}
 		if err := decode(val, &rec); err != nil {
-			return fmt.Errorf("message %x of %q: %w", id, queue, err)
+			return fmt.Errorf("body %x of %q: %w", id, queue, err)
 		}
-		fn(i, &rec)
+		fn(i, rec.Headers, rec.Payload)
 	}
 	return it.Error()
+}
+
+// Queues lists the queue groups that have Raft state, for finding groups left behind by a
+// deletion that a crash interrupted.
+func (d *DB) Queues() ([]string, error) {
+	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: []byte{kindRaft}, UpperBound: []byte{kindRaft + 1}})
+	if err != nil {
+		return nil, err
+	}
+	defer it.Close()
+	var out []string
+	for it.First(); it.Valid(); {
+		k := it.Key()
+		end := bytes.IndexByte(k[1:], 0)
+		if end < 0 {
+			return nil, fmt.Errorf("%w: raft key %x", ErrCorrupt, k)
+		}
+		name := string(k[1 : 1+end])
+		out = append(out, name)
+		it.SeekGE(append(append([]byte{kindRaft}, name...), 1))
+	}
+	return out, it.Error()
+}
+
+func decode(val []byte, r *store.MessageRecord) error {
+	if len(val) == 0 || store.Opcode(val[0]) != r.Opcode() {
+		return fmt.Errorf("%w: want %v", ErrCorrupt, r.Opcode())
+	}
+	if err := r.Decode(val[1:]); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return nil
 }
 
 // quietLogger drops Pebble's informational logs; errors still surface through return values.
@@ -472,5 +347,3 @@ func (quietLogger) Errorf(string, ...any) {}
 func (quietLogger) Fatalf(format string, args ...any) {
 	pebble.DefaultLogger.Fatalf(format, args...) // logs and exits: Pebble's contract
 }
-
-var _ io.Closer = (*DB)(nil)

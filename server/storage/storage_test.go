@@ -1,17 +1,12 @@
 package storage
 
 import (
-	"bytes"
-	"encoding/binary"
+	"errors"
 	"path/filepath"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
-
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
-
-	"github.com/filamq/fila/generated/store"
 )
 
 func openTemp(t *testing.T) (*DB, string) {
@@ -24,28 +19,27 @@ func openTemp(t *testing.T) (*DB, string) {
 	return db, dir
 }
 
-func TestQueuesMessagesAndStateSurviveReopen(t *testing.T) {
+func TestBodiesAndAppliedIndexSurviveReopen(t *testing.T) {
 	db, dir := openTemp(t)
-	b := db.NewBatch()
-	b.PutQueue(&store.QueueRecord{Name: "orders", VisibilityTimeoutMs: 5000})
-	b.PutQueue(&store.QueueRecord{Name: "orders.dlq", DLQOf: "orders"})
-	b.PutQueue(&store.QueueRecord{Name: "orders2"}) // shares a prefix with orders
+	b := db.NewBatch("orders")
 	ids := []ID{{1}, {2}, {3}}
 	for i, id := range ids {
-		b.PutMessage("orders", id, &store.MessageRecord{Payload: []byte{byte(i)}, FairnessKey: "k", Weight: 1, EnqueuedAt: 10})
+		b.PutBody(id, map[string]string{"k": "v"}, []byte{byte(i)})
 	}
-	b.PutMessage("orders2", ID{9}, &store.MessageRecord{Payload: []byte("other")})
-	b.PutState("orders", ids[1], &store.StateRecord{Attempts: 2, LastError: "boom"})
-	b.PutState("orders", ID{0}, &store.StateRecord{Attempts: 7}) // orphan state: ignored
-	b.PutConfig("fila.quantum", "3")
-	if err := b.Commit(true); err != nil {
+	if err := b.Commit(7); err != nil {
 		t.Fatal(err)
 	}
-	b = db.NewBatch()
-	b.DeleteMessage("orders", ids[2], false)
-	if err := b.Commit(true); err != nil {
+	b.DeleteBody(ids[2])
+	if err := b.Commit(8); err != nil {
 		t.Fatal(err)
 	}
+	b.Close()
+	other := db.NewBatch("orders2") // shares a prefix with orders
+	other.PutBody(ID{9}, nil, []byte("other"))
+	if err := other.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	other.Close()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -55,196 +49,94 @@ func TestQueuesMessagesAndStateSurviveReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	qs, err := db.Queues()
-	if err != nil || len(qs) != 3 || qs[0].Name != "orders" || qs[0].VisibilityTimeoutMs != 5000 || qs[1].DLQOf != "orders" {
-		t.Fatalf("queues: %+v, %v", qs, err)
+	if n, err := db.Applied("orders"); err != nil || n != 8 {
+		t.Fatalf("applied: %d, %v", n, err)
 	}
-	var got []StoredMessage
-	if err := db.Messages("orders", func(m StoredMessage) error { got = append(got, m); return nil }); err != nil {
-		t.Fatal(err)
+	got, err := db.ReadBody("orders", ids[1])
+	if err != nil || !cmp.Equal(got, Body{Headers: map[string]string{"k": "v"}, Payload: []byte{1}}) {
+		t.Fatalf("body: %+v, %v", got, err)
 	}
-	want := []StoredMessage{
-		{ID: ids[0], Body: store.MessageRecord{Payload: []byte{0}, FairnessKey: "k", Weight: 1, EnqueuedAt: 10}},
-		{ID: ids[1], Body: store.MessageRecord{Payload: []byte{1}, FairnessKey: "k", Weight: 1, EnqueuedAt: 10}, State: &store.StateRecord{Attempts: 2, LastError: "boom"}},
+	if _, err := db.ReadBody("orders", ids[2]); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("deleted body: %v", err)
 	}
-	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
-		t.Fatalf("messages (-want +got):\n%s", diff)
-	}
-	var body store.MessageRecord
-	done, err := db.ReadMessage("orders", ids[1], &body)
-	if err != nil || string(body.Payload) != "\x01" {
-		t.Fatalf("ReadMessage: %v %q", err, body.Payload)
-	}
-	done()
-	if _, err := db.ReadMessage("orders", ids[2], &body); err != ErrNotFound {
-		t.Fatalf("deleted message: %v", err)
-	}
-	cfg, err := db.Configs()
-	if err != nil || cfg["fila.quantum"] != "3" {
-		t.Fatalf("configs: %v %v", cfg, err)
-	}
-}
-
-func TestDeleteQueueRemovesOnlyItsMessages(t *testing.T) {
-	db, _ := openTemp(t)
-	defer db.Close()
-	b := db.NewBatch()
-	b.PutQueue(&store.QueueRecord{Name: "a"})
-	b.PutQueue(&store.QueueRecord{Name: "ab"})
-	b.PutMessage("a", ID{1}, &store.MessageRecord{})
-	b.PutState("a", ID{1}, &store.StateRecord{Attempts: 1})
-	b.PutMessage("ab", ID{1}, &store.MessageRecord{})
-	if err := b.Commit(false); err != nil {
-		t.Fatal(err)
-	}
-	b.DeleteQueue("a")
-	if err := b.Commit(true); err != nil {
-		t.Fatal(err)
-	}
-	count := func(q string) (n int) {
-		_ = db.Messages(q, func(StoredMessage) error { n++; return nil })
-		return n
-	}
-	if count("a") != 0 || count("ab") != 1 {
-		t.Fatalf("after deleting a: a has %d, ab has %d", count("a"), count("ab"))
-	}
-	qs, _ := db.Queues()
-	if len(qs) != 1 || qs[0].Name != "ab" {
-		t.Fatalf("queues: %+v", qs)
-	}
-}
-
-func TestCorruptRecordIsAnError(t *testing.T) {
-	db, _ := openTemp(t)
-	defer db.Close()
-	if err := db.p.Set(queueKey(nil, "x"), []byte{0x02, 1, 2}, nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Queues(); err == nil {
-		t.Fatal("a record of the wrong kind decoded as a queue")
-	}
-}
-
-func TestLeaseLogs(t *testing.T) {
-	db, _ := openTemp(t)
-	defer db.Close()
-	b := db.NewBatch()
-	b.PutLeaseLog("q", 2, &store.LeaseLogRecord{Leases: []store.LeaseEntry{{Attempts: 1, ExpiresAt: 9, Consumer: "c"}}})
-	b.PutLeaseLog("q", 1, &store.LeaseLogRecord{})
-	b.PutLeaseLog("q2", 1, &store.LeaseLogRecord{})
-	if err := b.Commit(true); err != nil {
-		t.Fatal(err)
-	}
-	var seqs []uint64
-	err := db.LeaseLogs("q", func(seq uint64, r *store.LeaseLogRecord) error {
-		seqs = append(seqs, seq)
-		if seq == 2 && (len(r.Leases) != 1 || r.Leases[0].Consumer != "c") {
-			t.Fatalf("log 2: %+v", r)
-		}
-		return nil
+	var seen []int
+	err = db.ReadBodies("orders", []ID{{0}, ids[0], ids[1], ids[2], {9}}, func(i int, _ map[string]string, p []byte) {
+		seen = append(seen, i)
 	})
-	if err != nil || len(seqs) != 2 || seqs[0] != 1 || seqs[1] != 2 {
-		t.Fatalf("lease logs %v, %v", seqs, err)
-	}
-	b.DeleteLeaseLog("q", 1)
-	b.DeleteQueue("q2")
-	if err := b.Commit(true); err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	db.LeaseLogs("q", func(uint64, *store.LeaseLogRecord) error { n++; return nil })
-	db.LeaseLogs("q2", func(uint64, *store.LeaseLogRecord) error { n++; return nil })
-	if n != 1 {
-		t.Fatalf("%d lease logs left, want 1", n)
+	if err != nil || !cmp.Equal(seen, []int{1, 2}) {
+		t.Fatalf("ReadBodies saw %v, %v", seen, err)
 	}
 }
 
-// Bodies large enough to be kept in blob files read back the same, through every read path, after
-// flushes, deletions and a reopen; a store written without value separation is upgraded on open.
-func TestLargeBodiesInBlobFiles(t *testing.T) {
-	dir := t.TempDir()
-	// A store as an earlier version wrote it: Pebble's defaults, one message.
-	old, err := pebble.Open(dir, &pebble.Options{Logger: quietLogger{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	legacy := &DB{p: old}
-	b := legacy.NewBatch()
-	b.PutMessage("q", ID{0, 0, 1}, &store.MessageRecord{Payload: bytes.Repeat([]byte{'L'}, 1024), Weight: 1})
-	if err := b.Commit(true); err != nil {
-		t.Fatal(err)
-	}
-	if err := legacy.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	db, err := Open(dir, Options{MemTableBytes: 256 << 10}) // small memtables: many flushes
-	if err != nil {
-		t.Fatal(err)
-	}
-	payload := func(i int) []byte { return bytes.Repeat([]byte{byte(i)}, 1024+i%7) }
-	const n = 3000
-	ids := make([]ID, n)
-	for i := range n {
-		binary.BigEndian.PutUint64(ids[i][8:], uint64(i+2))
-		b := db.NewBatch()
-		b.PutMessage("q", ids[i], &store.MessageRecord{Payload: payload(i), FairnessKey: "k", Weight: 1})
-		if err := b.Commit(false); err != nil {
+func TestDropQueueRemovesOnlyThatGroup(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	for _, q := range []string{"a", "ab"} {
+		b := db.NewBatch(q)
+		b.PutBody(ID{1}, nil, []byte(q))
+		if err := b.Commit(3); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		if err := db.Pebble().Set(append(QueueRaftPrefix(q), 'L'), []byte("x"), pebble.Sync); err != nil {
 			t.Fatal(err)
 		}
 	}
-	b = db.NewBatch()
-	for i := 0; i < n; i += 2 {
-		b.DeleteMessage("q", ids[i], false)
+	if qs, err := db.Queues(); err != nil || !cmp.Equal(qs, []string{"a", "ab"}) {
+		t.Fatalf("queues %v, %v", qs, err)
 	}
-	if err := b.Commit(true); err != nil {
+	if err := db.DropQueue("a"); err != nil {
 		t.Fatal(err)
 	}
-	if blobs, _ := filepath.Glob(filepath.Join(dir, "*.blob")); len(blobs) == 0 {
-		t.Fatal("no blob files: bodies are not separated")
+	if _, err := db.ReadBody("a", ID{1}); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("dropped body: %v", err)
 	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
+	if b, err := db.ReadBody("ab", ID{1}); err != nil || string(b.Payload) != "ab" {
+		t.Fatalf("other group's body: %v %v", b, err)
 	}
+	if qs, err := db.Queues(); err != nil || !cmp.Equal(qs, []string{"ab"}) {
+		t.Fatalf("queues after drop %v, %v", qs, err)
+	}
+	if n, _ := db.Applied("a"); n != 0 {
+		t.Fatalf("applied index survived the drop: %d", n)
+	}
+}
 
-	db, err = Open(dir, Options{})
+func TestOldFormatIsRefusedWithOneClearError(t *testing.T) {
+	dir := t.TempDir()
+	p, err := pebble.Open(dir, &pebble.Options{FormatMajorVersion: pebble.FormatValueSeparation})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer db.Close()
-	seen := 0
-	err = db.Messages("q", func(m StoredMessage) error {
-		if m.ID == (ID{0, 0, 1}) {
-			if !bytes.Equal(m.Body.Payload, bytes.Repeat([]byte{'L'}, 1024)) {
-				t.Error("the message written before the upgrade changed")
-			}
-			return nil
-		}
-		i := int(binary.BigEndian.Uint64(m.ID[8:])) - 2
-		if i%2 == 0 || !bytes.Equal(m.Body.Payload, payload(i)) {
-			t.Errorf("message %d: deleted or wrong body (%d bytes)", i, len(m.Body.Payload))
-		}
-		seen++
-		return nil
-	})
-	if err != nil || seen != n/2 {
-		t.Fatalf("scanned %d live messages (%v), want %d", seen, err, n/2)
+	// A format-1 store: a queue definition under q<name>, no format marker.
+	if err := p.Set([]byte("qorders"), []byte{1}, pebble.Sync); err != nil {
+		t.Fatal(err)
 	}
-	want := []ID{ids[1], ids[777], ids[2999]}
-	got := 0
-	err = db.ReadMessages("q", want, func(i int, r *store.MessageRecord) {
-		if j := int(binary.BigEndian.Uint64(want[i][8:])) - 2; !bytes.Equal(r.Payload, payload(j)) {
-			t.Errorf("read-ahead of message %d: wrong body", j)
-		}
-		got++
-	})
-	if err != nil || got != len(want) {
-		t.Fatalf("read %d of %d bodies ahead: %v", got, len(want), err)
+	p.Close()
+	_, err = Open(dir, Options{})
+	var fe *FormatError
+	if !errors.As(err, &fe) || fe.Version != 1 {
+		t.Fatalf("want a format-1 FormatError, got %v", err)
 	}
-	var r store.MessageRecord
-	done, err := db.ReadMessage("q", ids[1501], &r)
-	if err != nil || !bytes.Equal(r.Payload, payload(1501)) {
-		t.Fatalf("point read: %v", err)
+	t.Log(err)
+}
+
+func TestNewStoreIsMarkedWithItsFormat(t *testing.T) {
+	db, dir := openTemp(t)
+	db.Close()
+	db, err := Open(dir, Options{}) // an empty store that has a marker opens again
+	if err != nil {
+		t.Fatal(err)
 	}
-	done()
+	db.Close()
+	p, err := pebble.Open(filepath.Clean(dir), &pebble.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	v, c, err := p.Get([]byte{kindFormat})
+	if err != nil || len(v) != 4 || v[3] != FormatVersion {
+		t.Fatalf("marker %x, %v", v, err)
+	}
+	c.Close()
 }

@@ -93,54 +93,6 @@ func TestStateSurvivesRestart(t *testing.T) {
 	}
 }
 
-// An ack's round is written without an fsync of its own, and its answer waits until a later
-// fsync covers it. With an hour's settle delay only the next enqueue's fsync can release it: the
-// answer must not come before, and once it comes the ack must survive a restart.
-func TestAckIsAnsweredWhenALaterFsyncCoversIt(t *testing.T) {
-	dir := t.TempDir()
-	addr, stop := startAtWith(t, dir, func(o *broker.Options) { o.SettleSyncDelay = time.Hour })
-	c := dialRaw(t, addr)
-	c.Handshake()
-	newQueue(t, c, &fibp.CreateQueue{Name: "q", VisibilityTimeoutMs: 60_000})
-	ids := enqueue(t, c, fibp.EnqueueMessage{Queue: "q", Payload: []byte("a")})
-	c.Subscribe(1, "q", 1)
-	c.Deliveries(1)
-
-	c.Send(2, &fibp.Ack{Items: []fibp.AckItem{{Queue: "q", MessageID: ids[0]}}})
-	got := make(chan fibp.Header, 2)
-	go func() {
-		for range 2 {
-			h, _ := c.Next()
-			got <- h
-		}
-	}()
-	select {
-	case h := <-got:
-		t.Fatalf("%v answered before any fsync covered the ack", h.Opcode)
-	case <-time.After(200 * time.Millisecond):
-	}
-	c.Send(3, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "q", Payload: []byte("b")}}})
-	seen := map[uint32]fibp.Opcode{}
-	for range 2 {
-		h := <-got
-		seen[h.RequestID] = h.Opcode
-	}
-	if seen[2] != fibp.OpAckResult || seen[3] != fibp.OpEnqueueResult {
-		t.Fatalf("answers after the enqueue: %v, want the AckResult and the EnqueueResult", seen)
-	}
-	stop()
-
-	addr, stop = startAt(t, dir)
-	defer stop()
-	c = dialRaw(t, addr)
-	c.Handshake()
-	if s := stats(t, c, "q"); s.Depth != 1 || s.InFlight != 0 {
-		t.Fatalf("after restart: depth %d, in flight %d; want only the second message", s.Depth, s.InFlight)
-	}
-}
-
-// A fast-durability queue keeps no leases on disk: after a restart it holds every pending message
-// for the reclaim grace, accepts acks and extensions for them meanwhile, and then delivers what
 // nobody claimed — as it was, without counting a failed attempt for it.
 func TestFastQueueHoldsPendingMessagesForTheReclaimGrace(t *testing.T) {
 	const grace = 400 * time.Millisecond

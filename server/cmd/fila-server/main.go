@@ -67,10 +67,6 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	bo := broker.DefaultOptions(cfg.DataDir)
 	bo.Sync = cfg.Fsync
-	bo.SettleSyncDelay = cfg.SettleSyncDelay
-	if bo.SettleSyncDelay <= 0 {
-		bo.SettleSyncDelay = -1 // the broker reads 0 as its default
-	}
 	bo.InboxSize = cfg.QueueInbox
 	bo.BodyCacheBytes = cfg.BodyCacheBytes
 	bo.Logger = log

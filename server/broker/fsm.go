@@ -1,0 +1,159 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/queuegroup"
+	"github.com/filamq/fila/server/storage"
+)
+
+// queueFSM is the state machine of one queue group as hashicorp/raft drives it. It has two modes:
+//
+//   - replaying (at start-up, until the actor takes over): it owns the group's state and applies
+//     every committed entry to it, and writes the entry's bodies;
+//   - leading (after take): the actor owns the state and has applied each entry before proposing
+//     it, so the state machine only writes the entry's bodies, after checking that the entry
+//     follows the last one applied (its Fence).
+//
+// Either way an entry's bodies are written with the group's applied index and no fsync of their
+// own: the Raft log's fsync is the durability point, and a restart rewrites the bodies of the
+// entries after the stored applied index.
+type queueFSM struct {
+	db   *storage.DB
+	name string
+	log  *slog.Logger
+
+	state   *queuegroup.State // owned by raft's apply goroutine while replaying
+	leading atomic.Bool
+	fence   queuelog.Fence // the last applied entry's, while leading
+	stored  uint64         // the applied index stored when the group opened
+	batch   *storage.Batch
+	// failed is set when an entry could not be applied; the actor then reloads the group.
+	failed atomic.Bool
+	mu     sync.Mutex // guards state across the hand-over
+}
+
+func newQueueFSM(db *storage.DB, name string, state *queuegroup.State, log *slog.Logger) (*queueFSM, error) {
+	stored, err := db.Applied(name)
+	if err != nil {
+		return nil, err
+	}
+	return &queueFSM{db: db, name: name, log: log, state: state, stored: stored, batch: db.NewBatch(name)}, nil
+}
+
+// take hands the state to the actor: from now on the state machine only writes bodies.
+func (f *queueFSM) take() *queuegroup.State {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fence = f.state.Fence()
+	f.leading.Store(true)
+	return f.state
+}
+
+// errFenced answers an entry that did not follow the last applied one.
+var errFenced = errors.New("broker: the queue's log moved on without this entry")
+
+// ApplyBatch applies committed entries, in order, and writes their bodies in one batch.
+func (f *queueFSM) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	last := uint64(0)
+	for i, l := range logs {
+		if l.Type != raft.LogCommand {
+			continue
+		}
+		out[i] = f.applyOne(l)
+		last = l.Index
+	}
+	if last > f.stored {
+		if err := f.batch.Commit(last); err != nil {
+			f.failed.Store(true)
+			f.log.Error("writing message bodies failed", "err", err)
+			for i := range out {
+				if out[i] == nil {
+					out[i] = err
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Apply applies one entry (raft uses ApplyBatch; this is for completeness).
+func (f *queueFSM) Apply(l *raft.Log) any { return f.ApplyBatch([]*raft.Log{l})[0] }
+
+func (f *queueFSM) applyOne(l *raft.Log) error {
+	if f.leading.Load() {
+		next, err := queuegroup.EntryFence(l.Data)
+		if err != nil {
+			return err
+		}
+		if !queuegroup.Follows(f.fence, next) {
+			f.failed.Store(true)
+			return errFenced
+		}
+		f.fence = next
+	} else {
+		f.mu.Lock()
+		err := f.state.ApplyEntry(l.Data)
+		f.mu.Unlock()
+		if errors.Is(err, queuegroup.ErrFenced) {
+			return nil // every replica skips it alike
+		}
+		if err != nil {
+			f.log.Error("a log entry does not apply; the queue's state may be incomplete", "index", l.Index, "err", err)
+			return err
+		}
+	}
+	if l.Index <= f.stored {
+		return nil // its bodies were written before the restart
+	}
+	return queuegroup.ScanEffects(l.Data, bodyWriter{f.batch})
+}
+
+type bodyWriter struct{ b *storage.Batch }
+
+func (w bodyWriter) PutBody(id engine.MsgID, h map[string]string, p []byte) { w.b.PutBody(id, h, p) }
+func (w bodyWriter) DeleteBody(id engine.MsgID)                             { w.b.DeleteBody(id) }
+
+// Snapshot captures the state. It is called only while the state cannot change: replaying, or
+// leading while the actor waits in Group.Snapshot with nothing in flight.
+func (f *queueFSM) Snapshot() (raft.FSMSnapshot, error) { return stateSnapshot{f.state}, nil }
+
+// Restore replaces the state with a snapshot's (at start-up, before any entry).
+func (f *queueFSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	s, err := queuegroup.Restore(rc, f.name, f.name+dlqSuffix)
+	if err != nil {
+		return fmt.Errorf("queue %q: %w", f.name, err)
+	}
+	f.mu.Lock()
+	f.state = s
+	f.mu.Unlock()
+	return nil
+}
+
+type stateSnapshot struct{ s *queuegroup.State }
+
+func (s stateSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.s.WriteSnapshot(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (stateSnapshot) Release() {}
+
+var (
+	_ raft.BatchingFSM = (*queueFSM)(nil)
+	_ raft.FSM         = (*metaFSM)(nil)
+)

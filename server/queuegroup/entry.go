@@ -1,0 +1,157 @@
+package queuegroup
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/server/engine"
+)
+
+// Frames calls fn for each command of a log entry, in order, with the command decoded. Byte
+// fields of the command alias entry. It stops at the first error, from fn or from a malformed
+// frame.
+func Frames(entry []byte, fn func(queuelog.Frame) error) error {
+	for off := 0; off < len(entry); {
+		if len(entry)-off < queuelog.LengthSize {
+			return fmt.Errorf("queuegroup: entry truncated at byte %d", off)
+		}
+		n := int(binary.BigEndian.Uint32(entry[off:]))
+		off += queuelog.LengthSize
+		if n < queuelog.HeaderSize || n > len(entry)-off {
+			return fmt.Errorf("queuegroup: frame length %d at byte %d exceeds the entry", n, off)
+		}
+		f, err := queuelog.Decode(queuelog.Opcode(entry[off]), entry[off+1:off+n])
+		if err != nil {
+			return fmt.Errorf("queuegroup: command at byte %d: %w", off, err)
+		}
+		if err := fn(f); err != nil {
+			return err
+		}
+		off += n
+	}
+	return nil
+}
+
+// ApplyEntry applies every command of a log entry, in order (a replica, or a restart replaying
+// the log). It does not record. A command the state refuses is an error: the log and the state
+// have diverged, which a correct leader never causes.
+//
+// An entry whose Fence does not follow the last applied one changes nothing and returns
+// ErrFenced: its leader had a proposal fail before it, and every replica skips it alike.
+func (s *State) ApplyEntry(entry []byte) error {
+	f, err := EntryFence(entry)
+	if err != nil {
+		return err
+	}
+	if !Follows(s.fence, f) {
+		return fmt.Errorf("%w: entry %d.%d after %d.%d", ErrFenced, f.Epoch, f.Seq, s.fence.Epoch, s.fence.Seq)
+	}
+	s.fence = f
+	rec := s.recording
+	s.recording = false
+	defer func() { s.recording = rec }()
+	first := true
+	return Frames(entry, func(fr queuelog.Frame) error {
+		if first {
+			first = false
+			return nil // the fence
+		}
+		return s.apply(fr)
+	})
+}
+
+// ErrFenced reports an entry that does not follow the last applied one (see Fence).
+var ErrFenced = errors.New("queuegroup: entry fenced off")
+
+// EntryFence returns the Fence that opens an entry.
+func EntryFence(entry []byte) (queuelog.Fence, error) {
+	var f queuelog.Fence
+	if len(entry) < queuelog.LengthSize+queuelog.HeaderSize || queuelog.Opcode(entry[queuelog.LengthSize]) != queuelog.OpFence {
+		return f, fmt.Errorf("queuegroup: entry does not open with a Fence")
+	}
+	n := int(binary.BigEndian.Uint32(entry))
+	if n > len(entry)-queuelog.LengthSize {
+		return f, fmt.Errorf("queuegroup: entry's Fence is truncated")
+	}
+	if err := f.Decode(entry[queuelog.LengthSize+1 : queuelog.LengthSize+n]); err != nil {
+		return f, fmt.Errorf("queuegroup: entry's Fence: %w", err)
+	}
+	return f, nil
+}
+
+// Follows reports whether an entry fenced next applies after one fenced last: the same epoch and
+// the next sequence number, or a later epoch's first entry.
+func Follows(last, next queuelog.Fence) bool {
+	if next.Epoch == last.Epoch {
+		return next.Seq == last.Seq+1
+	}
+	return next.Epoch > last.Epoch && next.Seq == 1
+}
+
+func (s *State) apply(f queuelog.Frame) error {
+	var err error
+	switch c := f.(type) {
+	case *queuelog.Enqueue:
+		err = s.Enqueue(c)
+	case *queuelog.Lease:
+		err = s.applyLease(c)
+	case *queuelog.Ack:
+		for _, id := range c.Ids {
+			if err = s.Ack(c.Lane, engine.MsgID(id)); err != nil {
+				break
+			}
+		}
+	case *queuelog.Extend:
+		err = s.Extend(c.Lane, engine.Extend{ID: engine.MsgID(c.ID), ExpiresAt: c.ExpiresAt, Consumer: c.Consumer}, false)
+	case *queuelog.Fail:
+		_, _, err = s.Fail(c.Lane, engine.Fail{ID: engine.MsgID(c.ID), At: c.At, Error: c.Error, DeadLetter: c.DeadLetter,
+			NotBefore: c.NotBefore, Attempts: c.Attempts})
+	case *queuelog.Redrive:
+		ids := make([]engine.MsgID, len(c.Ids))
+		for i, id := range c.Ids {
+			ids[i] = engine.MsgID(id)
+		}
+		_, err = s.Redrive(c.At, ids)
+	case *queuelog.Configure:
+		err = s.Configure(c.Lane, EngineConfig(&c.Config))
+	case *queuelog.Forget:
+		s.Forget(c.At)
+	default:
+		err = fmt.Errorf("queuegroup: %v is not a queue command", f.Opcode())
+	}
+	if err != nil {
+		return fmt.Errorf("queuegroup: apply %v: %w", f.Opcode(), err)
+	}
+	return nil
+}
+
+// Effects receives what an entry changes in the group's stored bodies.
+type Effects interface {
+	// PutBody stores the body of a new message; headers and payload alias the entry.
+	PutBody(id engine.MsgID, headers map[string]string, payload []byte)
+	// DeleteBody removes the body of a message that left the group.
+	DeleteBody(id engine.MsgID)
+}
+
+// ScanEffects reports, in order, the bodies an entry stores and deletes. It needs no state: a
+// body belongs to the group, whichever lane holds its message, so moves between lanes change no
+// body, and only Enqueue and Ack do.
+func ScanEffects(entry []byte, fx Effects) error {
+	return Frames(entry, func(f queuelog.Frame) error {
+		switch c := f.(type) {
+		case *queuelog.Fence:
+		case *queuelog.Enqueue:
+			for i := range c.Messages {
+				m := &c.Messages[i]
+				fx.PutBody(engine.MsgID(m.ID), m.Headers, m.Payload)
+			}
+		case *queuelog.Ack:
+			for _, id := range c.Ids {
+				fx.DeleteBody(engine.MsgID(id))
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,231 @@
+package queuegroup
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/engine"
+)
+
+// A snapshot of a group is a stream of queuelog frames ([u32 length][u8 opcode][body]):
+//
+//	for each lane (queue, then dead-letter):
+//	  SnapshotLane      configuration, message and key counts
+//	  SnapshotMessage × messages, in enqueue order (state, attempts, lease; no body)
+//	  for each key (keys of the DRR round first, in round order):
+//	    SnapshotKey     weight, deficit, in_round, ready count
+//	    SnapshotReady … the key's ready FIFO, head first, in chunks of readyChunk IDs
+//	SnapshotIdentity × every remembered deduplication identity
+//	Fence             the fence of the last entry the snapshot includes
+//	SnapshotEnd       the number of frames before it
+//
+// Bodies are not in it: they stay in the store under the group. A new replica would be fed the
+// snapshot, then the bodies of its messages read from the leader's store (a body is written once
+// and only ever deleted, so any later read has every body the snapshot needs except those of
+// messages the log after the snapshot removes), then the log after the snapshot's index.
+
+const readyChunk = 4096
+
+// maxSnapshotFrame bounds one snapshot frame: the largest is a SnapshotReady chunk or a message
+// with a long last error.
+const maxSnapshotFrame = 64 << 20
+
+// WriteSnapshot writes the state to w in the format above.
+func (s *State) WriteSnapshot(w io.Writer) error {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	sw := snapshotWriter{w: bw}
+	for l := LaneQueue; l <= LaneDeadLetter; l++ {
+		s.writeLane(&sw, l)
+	}
+	for ident, e := range s.dedup.ids {
+		sw.put(&queuelog.SnapshotIdentity{Identity: ident[:], MessageID: wire.UUID(e.id), Until: e.until})
+	}
+	sw.put(&s.fence)
+	sw.put(&queuelog.SnapshotEnd{Frames: sw.frames})
+	if sw.err != nil {
+		return sw.err
+	}
+	return bw.Flush()
+}
+
+type snapshotWriter struct {
+	w      *bufio.Writer
+	buf    []byte
+	frames uint64
+	err    error
+}
+
+func (sw *snapshotWriter) put(f queuelog.Frame) {
+	if sw.err != nil {
+		return
+	}
+	sw.buf = queuelog.AppendFrame(sw.buf[:0], f)
+	_, sw.err = sw.w.Write(sw.buf)
+	sw.frames++
+}
+
+func (s *State) writeLane(sw *snapshotWriter, l Lane) {
+	q := s.lanes[l]
+	var keys []engine.KeySnapshot
+	for k := range q.SnapshotKeys() {
+		keys = append(keys, k)
+	}
+	sw.put(&queuelog.SnapshotLane{Lane: l, Config: ConfigRecord(q.Config()), Messages: uint64(q.Len()), Keys: uint32(len(keys))})
+	for m := range q.Messages() {
+		sw.put(&queuelog.SnapshotMessage{ID: wire.UUID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
+			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
+			LastError: m.LastError, State: queuelog.MessageState(m.State), LeasedAt: m.LeasedAt,
+			LeaseExpiresAt: m.LeaseExpiresAt, Consumer: m.Consumer})
+	}
+	for _, k := range keys {
+		var ready []wire.UUID
+		for id := range q.ReadyOrder(k.Name) {
+			ready = append(ready, wire.UUID(id))
+		}
+		sw.put(&queuelog.SnapshotKey{Name: k.Name, Weight: k.Weight, Deficit: k.Deficit, InRound: k.InRound, Ready: uint64(len(ready))})
+		for len(ready) > 0 {
+			n := min(len(ready), readyChunk)
+			sw.put(&queuelog.SnapshotReady{Ids: ready[:n]})
+			ready = ready[n:]
+		}
+	}
+}
+
+// ErrBadSnapshot reports a snapshot that does not decode or is inconsistent.
+var ErrBadSnapshot = errors.New("queuegroup: bad snapshot")
+
+// Restore reads a snapshot written by WriteSnapshot and returns the state it describes, for the
+// group of queue name (dead-letter queue dlqName).
+func Restore(r io.Reader, name, dlqName string) (*State, error) {
+	sr := snapshotReader{fr: wire.NewFrameReader(r, queuelog.HeaderSize, maxSnapshotFrame)}
+	var lanes [2]*engine.Queue
+	for l := LaneQueue; l <= LaneDeadLetter; l++ {
+		n := name
+		if l == LaneDeadLetter {
+			n = dlqName
+		}
+		q, err := sr.lane(l, n)
+		if err != nil {
+			return nil, err
+		}
+		lanes[l] = q
+	}
+	s := fromLanes(lanes[0], lanes[1])
+	for {
+		f, err := sr.next()
+		if err != nil {
+			return nil, err
+		}
+		switch c := f.(type) {
+		case *queuelog.SnapshotIdentity:
+			if len(c.Identity) != len(Identity{}) {
+				return nil, fmt.Errorf("%w: identity of %d bytes", ErrBadSnapshot, len(c.Identity))
+			}
+			s.dedup.remember(Identity(c.Identity), engine.MsgID(c.MessageID), c.Until)
+		case *queuelog.Fence:
+			s.fence = *c
+		case *queuelog.SnapshotEnd:
+			if c.Frames != sr.frames-1 {
+				return nil, fmt.Errorf("%w: %d frames, the end says %d", ErrBadSnapshot, sr.frames-1, c.Frames)
+			}
+			return s, nil
+		default:
+			return nil, fmt.Errorf("%w: unexpected %v", ErrBadSnapshot, f.Opcode())
+		}
+	}
+}
+
+type snapshotReader struct {
+	fr     *wire.FrameReader
+	frames uint64
+}
+
+func (sr *snapshotReader) next() (queuelog.Frame, error) {
+	body, err := sr.fr.Next()
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+	}
+	sr.frames++
+	f, err := queuelog.Decode(queuelog.Opcode(body[0]), body[1:])
+	if err != nil {
+		return nil, fmt.Errorf("%w: frame %d: %v", ErrBadSnapshot, sr.frames, err)
+	}
+	return f, nil
+}
+
+// expect reads the next frame as a T.
+func expect[T queuelog.Frame](sr *snapshotReader) (T, error) {
+	f, err := sr.next()
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	c, ok := f.(T)
+	if !ok {
+		var zero T
+		return zero, fmt.Errorf("%w: frame %d is %v, want %T", ErrBadSnapshot, sr.frames, f.Opcode(), zero)
+	}
+	return c, nil
+}
+
+func (sr *snapshotReader) lane(l Lane, name string) (*engine.Queue, error) {
+	hdr, err := expect[*queuelog.SnapshotLane](sr)
+	if err != nil {
+		return nil, err
+	}
+	if hdr.Lane != l {
+		return nil, fmt.Errorf("%w: lane %v where %v was expected", ErrBadSnapshot, hdr.Lane, l)
+	}
+	rs, err := engine.NewRestorer(name, EngineConfig(&hdr.Config))
+	if err != nil {
+		return nil, fmt.Errorf("%w: lane %v: %v", ErrBadSnapshot, l, err)
+	}
+	for i := uint64(0); i < hdr.Messages; i++ {
+		m, err := expect[*queuelog.SnapshotMessage](sr)
+		if err != nil {
+			return nil, err
+		}
+		if err := rs.AddMessage(engine.Message{ID: engine.MsgID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
+			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
+			LastError: m.LastError, State: engine.State(m.State), LeasedAt: m.LeasedAt, LeaseExpiresAt: m.LeaseExpiresAt,
+			Consumer: m.Consumer}); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		}
+	}
+	for i := uint32(0); i < hdr.Keys; i++ {
+		k, err := expect[*queuelog.SnapshotKey](sr)
+		if err != nil {
+			return nil, err
+		}
+		if err := rs.AddKey(engine.KeySnapshot{Name: k.Name, Weight: k.Weight, Deficit: k.Deficit, InRound: k.InRound}); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		}
+		for left := k.Ready; left > 0; {
+			chunk, err := expect[*queuelog.SnapshotReady](sr)
+			if err != nil {
+				return nil, err
+			}
+			if uint64(len(chunk.Ids)) > left {
+				return nil, fmt.Errorf("%w: key %q lists more ready messages than its count", ErrBadSnapshot, k.Name)
+			}
+			for _, id := range chunk.Ids {
+				if err := rs.AddReady(engine.MsgID(id)); err != nil {
+					return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+				}
+			}
+			left -= uint64(len(chunk.Ids))
+		}
+	}
+	q, err := rs.Queue()
+	if err != nil {
+		return nil, fmt.Errorf("%w: lane %v: %v", ErrBadSnapshot, l, err)
+	}
+	return q, nil
+}

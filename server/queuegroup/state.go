@@ -1,0 +1,319 @@
+// Package queuegroup is the replicated state machine of one queue group: a queue and its
+// dead-letter queue (the two lanes of the group) with the group's deduplication memory, and the
+// queue log's commands (spec/queuelog.yaml) that change it.
+//
+// Every change goes through a method of State that applies it and, while the State records,
+// appends the command to the entry being built. The leader calls those methods as it decides; a
+// replica, or a restart replaying the log, calls ApplyEntry, which decodes each command and calls
+// the same methods. So the leader and every replay run the same code on the same commands, and
+// reach the same state.
+//
+// # The caller's duties
+//
+//   - Decide first: IDs, times, DRR picks (engine.Queue.Dispatch), retry or dead-letter
+//     (DecideFailure), lease expiries (DecideExtend) are made on the leader before a command.
+//   - Times given to one State never decrease (one leader clock).
+//   - Bodies are not kept here: the broker stores them under the group as entries are applied
+//     (ScanEffects tells which to write and which to delete).
+//   - A State is not safe for concurrent use.
+package queuegroup
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/engine"
+)
+
+// Lane selects the queue or its dead-letter queue.
+type Lane = queuelog.Lane
+
+const (
+	// LaneQueue is the queue itself.
+	LaneQueue = queuelog.LaneQueue
+	// LaneDeadLetter is its dead-letter queue.
+	LaneDeadLetter = queuelog.LaneDeadLetter
+)
+
+// Identity is a deduplication identity: the first 16 bytes of a SHA-256 of its parts.
+type Identity [16]byte
+
+// State is one queue group's replicated state.
+type State struct {
+	lanes [2]*engine.Queue
+	dedup dedupMemory
+
+	fence     queuelog.Fence // the last applied entry's (replaying) or proposed entry's (leading)
+	recording bool
+	entry     []byte
+	acks      queuelog.Ack // acks coalesced into one frame until another command comes
+	msgs      []engine.Message
+}
+
+// ErrUnknownLane reports a command for a lane that does not exist.
+var ErrUnknownLane = errors.New("queuegroup: unknown lane")
+
+// New returns the empty state of the group of queue name, whose dead-letter queue is dlqName.
+// The dead-letter lane never dead-letters (there is nowhere further to go): its failures always
+// retry.
+func New(name, dlqName string, queueCfg, dlqCfg engine.Config) (*State, error) {
+	q, err := engine.NewQueue(name, queueCfg)
+	if err != nil {
+		return nil, err
+	}
+	d, err := engine.NewQueue(dlqName, dlqCfg)
+	if err != nil {
+		return nil, err
+	}
+	return fromLanes(q, d), nil
+}
+
+func fromLanes(q, d *engine.Queue) *State {
+	d.SetFailurePolicy(engine.FailurePolicyFunc(func(*engine.Message, string) (engine.FailureDecision, bool) {
+		return engine.FailureDecision{}, true
+	}))
+	return &State{lanes: [2]*engine.Queue{q, d}, dedup: newDedupMemory()}
+}
+
+// Lane returns the engine of lane l. Reading it is free; every change must go through State.
+func (s *State) Lane(l Lane) *engine.Queue { return s.lanes[l&1] }
+
+// Record turns recording on or off. While on, every change appends its command to the entry.
+func (s *State) Record(on bool) { s.recording = on }
+
+// TakeEntry returns the commands recorded since the last call, as one log entry (nil when there
+// are none), and starts a new entry. The caller owns the returned slice.
+// Every entry opens with its Fence (see spec/queuelog.yaml): the State's epoch and the entry's
+// sequence number in it.
+func (s *State) TakeEntry() []byte {
+	s.flushAcks()
+	e := s.entry
+	s.entry = nil
+	if len(e) == 0 {
+		return nil
+	}
+	s.fence.Seq++
+	queuelog.AppendFrame(e[:0], &s.fence) // overwrites the placeholder begin reserved
+	return e
+}
+
+// Lead starts a new epoch: the leader calls it when it takes the state over (at start-up, or
+// after a reload), so that no entry of an earlier epoch can apply after its first one.
+func (s *State) Lead() {
+	s.fence.Epoch++
+	s.fence.Seq = 0
+}
+
+// Fence returns the fence of the last entry applied (replaying) or taken (leading).
+func (s *State) Fence() queuelog.Fence { return s.fence }
+
+// begin reserves room for the entry's Fence before its first command.
+func (s *State) begin() {
+	if len(s.entry) == 0 {
+		s.entry = queuelog.AppendFrame(s.entry, &queuelog.Fence{})
+	}
+}
+
+func (s *State) record(f queuelog.Frame) {
+	if !s.recording {
+		return
+	}
+	s.flushAcks()
+	s.begin()
+	s.entry = queuelog.AppendFrame(s.entry, f)
+}
+
+func (s *State) flushAcks() {
+	if len(s.acks.Ids) == 0 {
+		return
+	}
+	s.begin()
+	s.entry = queuelog.AppendFrame(s.entry, &s.acks)
+	clear(s.acks.Ids)
+	s.acks.Ids = s.acks.Ids[:0]
+}
+
+func (s *State) lane(l Lane) (*engine.Queue, error) {
+	if l > LaneDeadLetter {
+		return nil, fmt.Errorf("%w: %d", ErrUnknownLane, l)
+	}
+	return s.lanes[l], nil
+}
+
+// Enqueue stores c's messages in c.Lane and remembers their identities. The engine keeps
+// nothing of c, so c may be reused after the call.
+func (s *State) Enqueue(c *queuelog.Enqueue) error {
+	q, err := s.lane(c.Lane)
+	if err != nil {
+		return err
+	}
+	msgs := s.msgs[:0]
+	for i := range c.Messages {
+		m := &c.Messages[i]
+		msgs = append(msgs, engine.Message{ID: engine.MsgID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
+			EnqueuedAt: c.At, NotBefore: m.NotBefore})
+	}
+	err = q.ApplyEnqueue(engine.Enqueue{At: c.At, Msgs: msgs})
+	clear(msgs)
+	s.msgs = msgs[:0]
+	if err != nil {
+		return err
+	}
+	for i := range c.Messages {
+		m := &c.Messages[i]
+		if len(m.Identity) == len(Identity{}) {
+			s.dedup.remember(Identity(m.Identity), engine.MsgID(m.ID), m.DedupUntil)
+		}
+	}
+	s.record(c)
+	return nil
+}
+
+// Leased records leases that engine.Queue.Dispatch has already applied to lane l (a lane with
+// committed delivery durability logs them; a fast one does not call this).
+func (s *State) Leased(l Lane, leasedAt int64, leases []engine.Lease) {
+	if !s.recording || len(leases) == 0 {
+		return
+	}
+	c := queuelog.Lease{Lane: l, LeasedAt: leasedAt, Leases: make([]queuelog.LogLease, len(leases))}
+	for i, le := range leases {
+		c.Leases[i] = queuelog.LogLease{ID: wire.UUID(le.ID), Consumer: le.Consumer, ExpiresAt: le.ExpiresAt}
+	}
+	s.record(&c)
+}
+
+func (s *State) applyLease(c *queuelog.Lease) error {
+	q, err := s.lane(c.Lane)
+	if err != nil {
+		return err
+	}
+	for _, le := range c.Leases {
+		if err := q.ApplyLease(engine.Lease{ID: engine.MsgID(le.ID), Consumer: le.Consumer, LeasedAt: c.LeasedAt, ExpiresAt: le.ExpiresAt}); err != nil {
+			return fmt.Errorf("lease %v: %w", engine.MsgID(le.ID), err)
+		}
+	}
+	return nil
+}
+
+// Ack removes a message of lane l for good.
+func (s *State) Ack(l Lane, id engine.MsgID) error {
+	q, err := s.lane(l)
+	if err != nil {
+		return err
+	}
+	if err := q.ApplyAck(engine.Ack{ID: id}); err != nil {
+		return err
+	}
+	if s.recording {
+		if s.acks.Lane != l && len(s.acks.Ids) > 0 {
+			s.flushAcks()
+		}
+		s.acks.Lane = l
+		s.acks.Ids = append(s.acks.Ids, wire.UUID(id))
+	}
+	return nil
+}
+
+// Extend moves a lease's expiry; log is false for a lane with fast delivery durability, whose
+// leases are not in the log.
+func (s *State) Extend(l Lane, e engine.Extend, log bool) error {
+	q, err := s.lane(l)
+	if err != nil {
+		return err
+	}
+	if err := q.ApplyExtend(e); err != nil {
+		return err
+	}
+	if log {
+		s.record(&queuelog.Extend{Lane: l, ID: wire.UUID(e.ID), ExpiresAt: e.ExpiresAt, Consumer: e.Consumer})
+	}
+	return nil
+}
+
+// Fail applies a failure decided by DecideFailure. A message dead-lettered out of the queue lane
+// moves to the dead-letter lane as it stands after the failure; moved returns it then.
+func (s *State) Fail(l Lane, f engine.Fail) (moved engine.Message, dead bool, err error) {
+	q, err := s.lane(l)
+	if err != nil {
+		return engine.Message{}, false, err
+	}
+	m, err := q.ApplyFail(f)
+	if err != nil {
+		return engine.Message{}, false, err
+	}
+	s.record(&queuelog.Fail{Lane: l, ID: wire.UUID(f.ID), At: f.At, Error: f.Error, DeadLetter: f.DeadLetter,
+		NotBefore: f.NotBefore, Attempts: f.Attempts})
+	if !f.DeadLetter || l != LaneQueue {
+		return m, false, nil
+	}
+	moved = engine.DeadLetterCopy(m)
+	if err := s.lanes[LaneDeadLetter].ApplyEnqueue(engine.Enqueue{At: f.At, Msgs: []engine.Message{moved}}); err != nil {
+		return engine.Message{}, false, fmt.Errorf("dead-letter %v: %w", f.ID, err)
+	}
+	return moved, true, nil
+}
+
+// Redrive moves messages of the dead-letter lane back to the queue lane at time at, in the order
+// given; it skips IDs that are not stored there and returns how many moved.
+func (s *State) Redrive(at int64, ids []engine.MsgID) (int, error) {
+	c := queuelog.Redrive{At: at, Ids: make([]wire.UUID, 0, len(ids))}
+	d, q := s.lanes[LaneDeadLetter], s.lanes[LaneQueue]
+	for _, id := range ids {
+		m, err := d.ApplyRemove(engine.Remove{ID: id, At: at})
+		if err != nil {
+			continue
+		}
+		if err := q.ApplyEnqueue(engine.Enqueue{At: at, Msgs: []engine.Message{engine.RedriveCopy(m)}}); err != nil {
+			return len(c.Ids), fmt.Errorf("redrive %v: %w", id, err)
+		}
+		c.Ids = append(c.Ids, wire.UUID(id))
+	}
+	if len(c.Ids) > 0 {
+		s.record(&c)
+	}
+	return len(c.Ids), nil
+}
+
+// Configure replaces lane l's engine configuration.
+func (s *State) Configure(l Lane, cfg engine.Config) error {
+	q, err := s.lane(l)
+	if err != nil {
+		return err
+	}
+	if err := q.ApplyUpdateConfig(engine.UpdateConfig{Config: cfg}); err != nil {
+		return err
+	}
+	s.record(&queuelog.Configure{Lane: l, Config: ConfigRecord(cfg)})
+	return nil
+}
+
+// Forget drops the identities remembered until at or before at; it records a command only when
+// one is dropped.
+func (s *State) Forget(at int64) {
+	if s.dedup.forget(at) > 0 {
+		s.record(&queuelog.Forget{At: at})
+	}
+}
+
+// Duplicate returns the message first accepted with identity id, if the group still remembers
+// it at now.
+func (s *State) Duplicate(id Identity, now int64) (engine.MsgID, bool) {
+	return s.dedup.lookup(id, now)
+}
+
+// NextForget is when the oldest remembered identity expires.
+func (s *State) NextForget() (int64, bool) { return s.dedup.next() }
+
+// ConfigRecord converts an engine configuration to its log record.
+func ConfigRecord(c engine.Config) queuelog.QueueConfig {
+	return queuelog.QueueConfig{VisibilityTimeoutMs: c.VisibilityTimeoutMs, MaxAttempts: c.MaxAttempts, Backoff: uint8(c.Backoff),
+		BackoffInitialMs: c.BackoffInitialMs, BackoffMaxMs: c.BackoffMaxMs, Quantum: c.Quantum}
+}
+
+// EngineConfig converts a log record to an engine configuration.
+func EngineConfig(c *queuelog.QueueConfig) engine.Config {
+	return engine.Config{VisibilityTimeoutMs: c.VisibilityTimeoutMs, MaxAttempts: c.MaxAttempts, Backoff: engine.Backoff(c.Backoff),
+		BackoffInitialMs: c.BackoffInitialMs, BackoffMaxMs: c.BackoffMaxMs, Quantum: c.Quantum}
+}

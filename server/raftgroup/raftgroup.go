@@ -1,0 +1,206 @@
+// Package raftgroup runs one Raft group of the node on hashicorp/raft: its log and stable store
+// in the node's Pebble database (server/raftstore), its snapshots in a directory of its own, and
+// its transport. A node without peers runs every group as a cluster of one, through the same
+// code as a cluster: proposals are appended to the log, fsynced, committed and applied to the
+// group's state machine before their futures return.
+//
+// # The caller's duties
+//
+//   - Give every group a distinct log-store prefix and snapshot directory.
+//   - Call Lead before proposing: it waits until this node leads and has applied every entry
+//     already in the log.
+//   - Shut the group down before closing the database.
+package raftgroup
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/filamq/fila/server/raftstore"
+)
+
+// Config describes one group.
+type Config struct {
+	// DB is the node's database; Prefix the group's key prefix in it.
+	DB     *pebble.DB
+	Prefix []byte
+	// SnapshotDir holds the group's snapshots (created if needed).
+	SnapshotDir string
+	// NoSync appends to the log without an fsync (the broker's --fsync=false).
+	NoSync bool
+	// LocalID names this node in the group's configuration ("local" when empty).
+	LocalID raft.ServerID
+	// Transport carries the group's messages to its peers; nil means a node without peers
+	// (an in-memory transport nobody else reaches).
+	Transport raft.Transport
+	// Logger receives hashicorp/raft's logs (warnings and errors only when nil).
+	Logger hclog.Logger
+	// Store replaces the Pebble log store (tests: an in-memory or failing twin).
+	Store raftstore.LogStableStore
+	// Snapshots replaces the file snapshot store (tests).
+	Snapshots raft.SnapshotStore
+}
+
+// Timing of a group. A single node's lease and heartbeat checks have nothing to check, so they
+// are kept rare: an idle leader wakes once per LeaderLeaseTimeout.
+const (
+	heartbeatTimeout = 5 * time.Second
+	leaseTimeout     = 5 * time.Second
+	applyTimeout     = 0 // proposals wait for the log, not for a clock
+	trailingLogs     = 64
+	retainSnapshots  = 2
+)
+
+// Group is one running Raft group.
+type Group struct {
+	r     *raft.Raft
+	store raftstore.LogStableStore
+	trans raft.Transport
+}
+
+// Open starts the group on fsm, restoring its latest snapshot. A group with no state yet is
+// bootstrapped as a cluster of this node alone.
+func Open(c Config, fsm raft.FSM) (*Group, error) {
+	if c.LocalID == "" {
+		c.LocalID = "local"
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+	}
+	store := c.Store
+	if store == nil {
+		s, err := raftstore.New(c.DB, c.Prefix, raftstore.Options{NoSync: c.NoSync})
+		if err != nil {
+			return nil, err
+		}
+		store = s
+	}
+	snaps := c.Snapshots
+	if snaps == nil {
+		s, err := raft.NewFileSnapshotStoreWithLogger(c.SnapshotDir, retainSnapshots, c.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("raftgroup: snapshots in %s: %w", c.SnapshotDir, err)
+		}
+		snaps = s
+	}
+	trans := c.Transport
+	if trans == nil {
+		_, trans = raft.NewInmemTransport(raft.ServerAddress(c.LocalID))
+	}
+	conf := config(c)
+	existing, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return nil, fmt.Errorf("raftgroup: %w", err)
+	}
+	if !existing {
+		boot := raft.Configuration{Servers: []raft.Server{{ID: c.LocalID, Address: trans.LocalAddr()}}}
+		if err := raft.BootstrapCluster(conf, store, store, snaps, trans, boot); err != nil {
+			return nil, fmt.Errorf("raftgroup: bootstrap: %w", err)
+		}
+	}
+	r, err := raft.NewRaft(conf, fsm, store, store, snaps, trans)
+	if err != nil {
+		return nil, fmt.Errorf("raftgroup: %w", err)
+	}
+	g := &Group{r: r, store: store, trans: trans}
+	g.elect()
+	return g, nil
+}
+
+func config(c Config) *raft.Config {
+	conf := raft.DefaultConfig()
+	conf.LocalID = c.LocalID
+	conf.Logger = c.Logger
+	conf.HeartbeatTimeout = 2 * heartbeatTimeout
+	conf.ElectionTimeout = 2 * heartbeatTimeout
+	conf.LeaderLeaseTimeout = leaseTimeout
+	conf.CommitTimeout = 50 * time.Millisecond
+	conf.BatchApplyCh = true
+	conf.MaxAppendEntries = 256
+	// Snapshots are taken by the caller (Snapshot) at points it chooses; raft's own schedule
+	// would snapshot a state machine the caller may be changing.
+	conf.SnapshotThreshold = 1 << 62
+	conf.SnapshotInterval = 24 * time.Hour
+	conf.TrailingLogs = trailingLogs
+	conf.NoSnapshotRestoreOnStart = false
+	return conf
+}
+
+// elect makes a node that is its group's only voter stand for election at once instead of after
+// a heartbeat timeout: lowering the heartbeat timeout wakes the follower loop, which finds no
+// leader contact and starts the election.
+func (g *Group) elect() {
+	rc := g.r.ReloadableConfig()
+	rc.HeartbeatTimeout = heartbeatTimeout
+	_ = g.r.ReloadConfig(rc)
+}
+
+// ErrShutdown is returned by a group that was shut down.
+var ErrShutdown = raft.ErrRaftShutdown
+
+// Lead waits until this node leads the group and has applied every entry in its log, at most
+// timeout.
+func (g *Group) Lead(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for g.r.State() != raft.Leader {
+		if g.r.State() == raft.Shutdown {
+			return ErrShutdown
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("raftgroup: no leadership after %v", timeout)
+		}
+		select {
+		case <-g.r.LeaderCh():
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := g.r.Barrier(time.Until(deadline)).Error(); err != nil {
+		return fmt.Errorf("raftgroup: barrier: %w", err)
+	}
+	return nil
+}
+
+// Propose appends data to the log. The future returns once the entry is durable and applied
+// (Response is the state machine's answer), or failed.
+func (g *Group) Propose(data []byte) raft.ApplyFuture { return g.r.Apply(data, applyTimeout) }
+
+// Snapshot takes a snapshot now and truncates the log behind it. The state machine's Snapshot
+// runs on raft's apply goroutine; the caller must not change the state until Snapshot returns.
+func (g *Group) Snapshot() error {
+	err := g.r.Snapshot().Error()
+	if errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return nil
+	}
+	return err
+}
+
+// Stats reports the log's extent, for deciding when to snapshot.
+func (g *Group) Stats() (first, last uint64) {
+	first, _ = g.store.FirstIndex()
+	last, _ = g.store.LastIndex()
+	return first, last
+}
+
+// Shutdown stops the group; its state stays in the store.
+func (g *Group) Shutdown() error {
+	err := g.r.Shutdown().Error()
+	if c, ok := g.trans.(io.Closer); ok {
+		_ = c.Close()
+	}
+	return err
+}
+
+// Drop deletes a stopped group's log, stable store and snapshots.
+func Drop(db *pebble.DB, prefix []byte, snapshotDir string) error {
+	if err := raftstore.DropGroup(db, prefix, raftstore.Options{}); err != nil {
+		return err
+	}
+	return os.RemoveAll(snapshotDir)
+}
