@@ -2,9 +2,11 @@ package queuegroup
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/wire"
@@ -41,7 +43,13 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	for l := LaneQueue; l <= LaneDeadLetter; l++ {
 		s.writeLane(&sw, l)
 	}
-	for ident, e := range s.dedup.ids {
+	idents := make([]Identity, 0, len(s.dedup.ids))
+	for ident := range s.dedup.ids {
+		idents = append(idents, ident)
+	}
+	slices.SortFunc(idents, func(a, b Identity) int { return bytes.Compare(a[:], b[:]) })
+	for _, ident := range idents { // in a fixed order: equal states write equal snapshots
+		e := s.dedup.ids[ident]
 		sw.put(&queuelog.SnapshotIdentity{Identity: ident[:], MessageID: wire.UUID(e.id), Until: e.until})
 	}
 	sw.put(&s.fence)
