@@ -46,16 +46,22 @@ type Config struct {
 	Store raftstore.LogStableStore
 	// Snapshots replaces the file snapshot store (tests).
 	Snapshots raft.SnapshotStore
+	// Peers is the group's first configuration when it has no state yet: its voters, this node
+	// among them. Empty means this node alone.
+	Peers []raft.Server
+	// HeartbeatTimeout is how long a follower waits for its leader before it stands for election
+	// (default 5 s: a single node has nobody to hear from, and its idle leader wakes once per
+	// this interval).
+	HeartbeatTimeout time.Duration
 }
 
 // Timing of a group. A single node's lease and heartbeat checks have nothing to check, so they
 // are kept rare: an idle leader wakes once per LeaderLeaseTimeout.
 const (
-	heartbeatTimeout = 5 * time.Second
-	leaseTimeout     = 5 * time.Second
-	applyTimeout     = 0 // proposals wait for the log, not for a clock
-	trailingLogs     = 64
-	retainSnapshots  = 2
+	defaultHeartbeatTimeout = 5 * time.Second
+	applyTimeout            = 0 // proposals wait for the log, not for a clock
+	trailingLogs            = 64
+	retainSnapshots         = 2
 )
 
 // Group is one running Raft group.
@@ -63,6 +69,7 @@ type Group struct {
 	r     *raft.Raft
 	store raftstore.LogStableStore
 	trans raft.Transport
+	hb    time.Duration
 }
 
 // Open starts the group on fsm, restoring its latest snapshot. A group with no state yet is
@@ -100,7 +107,10 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 		return nil, fmt.Errorf("raftgroup: %w", err)
 	}
 	if !existing {
-		boot := raft.Configuration{Servers: []raft.Server{{ID: c.LocalID, Address: trans.LocalAddr()}}}
+		boot := raft.Configuration{Servers: c.Peers}
+		if len(boot.Servers) == 0 {
+			boot.Servers = []raft.Server{{ID: c.LocalID, Address: trans.LocalAddr()}}
+		}
 		if err := raft.BootstrapCluster(conf, store, store, snaps, trans, boot); err != nil {
 			return nil, fmt.Errorf("raftgroup: bootstrap: %w", err)
 		}
@@ -109,18 +119,22 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftgroup: %w", err)
 	}
-	g := &Group{r: r, store: store, trans: trans}
+	g := &Group{r: r, store: store, trans: trans, hb: conf.LeaderLeaseTimeout}
 	g.elect()
 	return g, nil
 }
 
 func config(c Config) *raft.Config {
+	hb := c.HeartbeatTimeout
+	if hb == 0 {
+		hb = defaultHeartbeatTimeout
+	}
 	conf := raft.DefaultConfig()
 	conf.LocalID = c.LocalID
 	conf.Logger = c.Logger
-	conf.HeartbeatTimeout = 2 * heartbeatTimeout
-	conf.ElectionTimeout = 2 * heartbeatTimeout
-	conf.LeaderLeaseTimeout = leaseTimeout
+	conf.HeartbeatTimeout = 2 * hb // lowered to hb at once by elect
+	conf.ElectionTimeout = 2 * hb
+	conf.LeaderLeaseTimeout = hb
 	conf.CommitTimeout = 50 * time.Millisecond
 	conf.BatchApplyCh = true
 	conf.MaxAppendEntries = 256
@@ -133,14 +147,18 @@ func config(c Config) *raft.Config {
 	return conf
 }
 
-// elect makes a node that is its group's only voter stand for election at once instead of after
-// a heartbeat timeout: lowering the heartbeat timeout wakes the follower loop, which finds no
-// leader contact and starts the election.
+// elect makes the node stand for election at once instead of after a heartbeat timeout (a
+// single node would otherwise wait one out at every start): lowering the heartbeat timeout to
+// its configured value wakes the follower loop, which finds no leader contact and starts the
+// election.
 func (g *Group) elect() {
 	rc := g.r.ReloadableConfig()
-	rc.HeartbeatTimeout = heartbeatTimeout
+	rc.HeartbeatTimeout = g.hb
 	_ = g.r.ReloadConfig(rc)
 }
+
+// Leader reports whether this node leads the group now.
+func (g *Group) Leader() bool { return g.r.State() == raft.Leader }
 
 // ErrShutdown is returned by a group that was shut down.
 var ErrShutdown = raft.ErrRaftShutdown
