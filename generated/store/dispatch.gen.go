@@ -24,6 +24,7 @@ var (
 	_ Frame = (*StateRecord)(nil)
 	_ Frame = (*LeaseLogRecord)(nil)
 	_ Frame = (*DedupRecord)(nil)
+	_ Frame = (*RaftLogRecord)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -39,6 +40,8 @@ func New(op Opcode) Frame {
 		return new(LeaseLogRecord)
 	case OpDedupRecord:
 		return new(DedupRecord)
+	case OpRaftLogRecord:
+		return new(RaftLogRecord)
 	}
 	return nil
 }

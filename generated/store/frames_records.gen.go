@@ -651,3 +651,95 @@ func (x *DedupRecord) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// RaftLogRecord: opcode 0x06, either direction.
+// One entry of a Raft group's log (a hashicorp/raft Log), under <group prefix>l<index:u64>
+// (server/raftstore). The group prefix is the caller's; the index is big-endian so that keys
+// sort in log order.
+type RaftLogRecord struct {
+	// Index: The entry's log index.
+	Index uint64
+
+	// Term: The election term in which the entry was created.
+	Term uint64
+
+	// Type: The raft.LogType: 0 command, 1 noop, 2 add peer (deprecated), 3 remove peer (deprecated),
+	// 4 barrier, 5 configuration.
+	Type uint8
+
+	// Data: The entry's payload (for a command, what the FSM applies).
+	Data []byte
+
+	// Extensions: Opaque data for Raft extensions, passed through unread; empty when unused.
+	Extensions []byte
+
+	// AppendedAt: Unix ns when the leader first appended the entry; 0 when unknown
+	// (raft.Log.AppendedAt's zero time).
+	AppendedAt int64
+}
+
+// Opcode returns OpRaftLogRecord.
+func (*RaftLogRecord) Opcode() Opcode {
+	return OpRaftLogRecord
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *RaftLogRecord) Size() int {
+	n := 0
+	n += 8
+	n += 8
+	n += 1
+	n += 4 + len(x.Data)
+	n += 4 + len(x.Extensions)
+	n += 8
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *RaftLogRecord) AppendTo(b []byte) []byte {
+	b = wire.AppendU64(b, x.Index)
+	b = wire.AppendU64(b, x.Term)
+	b = wire.AppendU8(b, x.Type)
+	b = wire.AppendBytes32(b, x.Data)
+	b = wire.AppendBytes32(b, x.Extensions)
+	b = wire.AppendI64(b, x.AppendedAt)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *RaftLogRecord) DecodeFrom(r *wire.Reader) {
+	x.Index = r.U64()
+	x.Term = r.U64()
+	x.Type = r.U8()
+	x.Data = r.Bytes(r.Len32(2147483647))
+	x.Extensions = r.Bytes(r.Len32(2147483647))
+	x.AppendedAt = r.I64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *RaftLogRecord) Check() error {
+	if err := wire.CheckBytes(x.Data, 2147483647); err != nil {
+		return wire.AtField("data", -1, err)
+	}
+	if err := wire.CheckBytes(x.Extensions, 2147483647); err != nil {
+		return wire.AtField("extensions", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *RaftLogRecord) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpRaftLogRecord,
+		}
+	}
+	return nil
+}

@@ -61,6 +61,11 @@ func FuzzDedupRecord(f *testing.F) {
 		return new(DedupRecord)
 	}, sampleDedupRecord(1), sampleDedupRecord(2), new(DedupRecord))
 }
+func FuzzRaftLogRecord(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(RaftLogRecord)
+	}, sampleRaftLogRecord(1), sampleRaftLogRecord(2), new(RaftLogRecord))
+}
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.
 func FuzzDecode(f *testing.F) {

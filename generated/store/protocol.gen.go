@@ -48,6 +48,8 @@ const (
 	OpLeaseLogRecord Opcode = 4
 	// OpDedupRecord is DedupRecord (either direction).
 	OpDedupRecord Opcode = 5
+	// OpRaftLogRecord is RaftLogRecord (either direction).
+	OpRaftLogRecord Opcode = 6
 )
 
 // Direction says which peer sends a frame.
@@ -72,6 +74,8 @@ func (op Opcode) String() string {
 		return "LeaseLogRecord"
 	case OpDedupRecord:
 		return "DedupRecord"
+	case OpRaftLogRecord:
+		return "RaftLogRecord"
 	}
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
@@ -88,6 +92,8 @@ func (op Opcode) Direction() Direction {
 	case OpLeaseLogRecord:
 		return EitherDirection
 	case OpDedupRecord:
+		return EitherDirection
+	case OpRaftLogRecord:
 		return EitherDirection
 	}
 	return 0

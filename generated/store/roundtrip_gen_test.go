@@ -87,6 +87,16 @@ func sampleDedupRecord(seed int) *DedupRecord {
 		MessageID: wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
 	}
 }
+func sampleRaftLogRecord(seed int) *RaftLogRecord {
+	return &RaftLogRecord{
+		AppendedAt: int64(seed*37 + 11),
+		Data:       []byte(fmt.Sprintf("data-%d\x00\xff", seed)),
+		Extensions: []byte(fmt.Sprintf("extensions-%d\x00\xff", seed)),
+		Index:      uint64(seed*37 + 5),
+		Term:       uint64(seed*37 + 4),
+		Type:       uint8(seed*37 + 4),
+	}
+}
 
 var equal = cmpopts.EquateEmpty()
 
@@ -126,6 +136,12 @@ func roundTripCases() []roundTripCase {
 			return new(DedupRecord)
 		},
 		full: sampleDedupRecord(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(RaftLogRecord)
+		},
+		full: sampleRaftLogRecord(1),
 		tail: 0,
 	}}
 }
