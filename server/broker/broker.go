@@ -5,12 +5,10 @@
 package broker
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -69,6 +67,8 @@ type Options struct {
 	Registry     prometheus.Registerer // metrics are registered here when not nil
 	Events       Events
 	Storage      storage.Options
+	// Store replaces the Pebble store in DataDir (tests: storage.Mem, whose DataDir is unused).
+	Store storage.Store
 }
 
 // DefaultOptions returns the production defaults for a data directory.
@@ -79,7 +79,7 @@ func DefaultOptions(dataDir string) Options {
 // Broker is the queue service. Its methods are safe for concurrent use.
 type Broker struct {
 	opts    Options
-	db      *storage.DB
+	db      storage.Store
 	log     *slog.Logger
 	clock   func() time.Time
 	ids     *idGen
@@ -114,7 +114,7 @@ var ErrClosed = errors.New("broker: closed")
 // Open opens the store in o.DataDir, starts the meta group and every queue group, and replays
 // their logs.
 func Open(o Options) (*Broker, error) {
-	if o.DataDir == "" {
+	if o.DataDir == "" && o.Store == nil {
 		return nil, errors.New("broker: no data directory")
 	}
 	if o.InboxSize <= 0 {
@@ -135,9 +135,14 @@ func Open(o Options) (*Broker, error) {
 	if o.Events == nil {
 		o.Events = noEvents{}
 	}
-	db, err := storage.Open(o.DataDir, o.Storage)
-	if err != nil {
-		return nil, err
+	db := o.Store
+	if db == nil {
+		o.Storage.NoSync = !o.Sync
+		d, err := storage.Open(o.DataDir, o.Storage)
+		if err != nil {
+			return nil, err
+		}
+		db = d
 	}
 	b := &Broker{
 		opts: o, db: db, log: o.Logger, clock: o.Clock, ids: newIDGen(), events: o.Events,
@@ -153,16 +158,11 @@ func Open(o Options) (*Broker, error) {
 
 // openGroup starts the Raft group of queue name on fsm.
 func (b *Broker) openGroup(name string, fsm raft.FSM) (*raftgroup.Group, error) {
-	return raftgroup.Open(raftgroup.Config{
-		DB: b.db.Pebble(), Prefix: storage.QueueRaftPrefix(name), SnapshotDir: b.snapshotDir(name), NoSync: !b.opts.Sync,
-		Logger: b.raftLogger(),
-	}, fsm)
-}
-
-// snapshotDir is where a queue group keeps its snapshots: names are hex-encoded, so that any
-// queue name makes one directory.
-func (b *Broker) snapshotDir(name string) string {
-	return filepath.Join(b.opts.DataDir, "snapshots", "q"+hex.EncodeToString([]byte(name)))
+	logs, snaps, err := b.db.QueueLog(name)
+	if err != nil {
+		return nil, err
+	}
+	return raftgroup.Open(raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger()}, fsm)
 }
 
 func (b *Broker) raftLogger() hclog.Logger {
@@ -172,10 +172,11 @@ func (b *Broker) raftLogger() hclog.Logger {
 // recover starts the meta group, then every queue group it defines, and deletes the groups of
 // queues whose deletion a crash interrupted.
 func (b *Broker) recover() error {
-	g, err := raftgroup.Open(raftgroup.Config{
-		DB: b.db.Pebble(), Prefix: storage.MetaRaftPrefix(), SnapshotDir: filepath.Join(b.opts.DataDir, "snapshots", "meta"),
-		NoSync: !b.opts.Sync, Logger: b.raftLogger(),
-	}, b.meta)
+	logs, snaps, err := b.db.MetaLog()
+	if err != nil {
+		return fmt.Errorf("broker: meta group: %w", err)
+	}
+	g, err := raftgroup.Open(raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger()}, b.meta)
 	if err != nil {
 		return fmt.Errorf("broker: meta group: %w", err)
 	}
@@ -272,12 +273,7 @@ func (b *Broker) dropOrphans(defs map[string]store.QueueRecord) error {
 }
 
 // dropData deletes a stopped queue group's log, bodies and snapshots.
-func (b *Broker) dropData(name string) error {
-	if err := b.db.DropQueue(name); err != nil {
-		return err
-	}
-	return os.RemoveAll(b.snapshotDir(name))
-}
+func (b *Broker) dropData(name string) error { return b.db.DropQueue(name) }
 
 // register publishes a group's two queues.
 func (b *Broker) register(a *actor) {

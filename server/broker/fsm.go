@@ -28,7 +28,7 @@ import (
 // own: the Raft log's fsync is the durability point, and a restart rewrites the bodies of the
 // entries after the stored applied index.
 type queueFSM struct {
-	db   *storage.DB
+	db   storage.Store
 	name string
 	log  *slog.Logger
 
@@ -36,13 +36,13 @@ type queueFSM struct {
 	leading atomic.Bool
 	fence   queuelog.Fence // the last applied entry's, while leading
 	stored  uint64         // the applied index stored when the group opened
-	batch   *storage.Batch
+	batch   storage.BodyBatch
 	// failed is set when an entry could not be applied; the actor then reloads the group.
 	failed atomic.Bool
 	mu     sync.Mutex // guards state across the hand-over
 }
 
-func newQueueFSM(db *storage.DB, name string, state *queuegroup.State, log *slog.Logger) (*queueFSM, error) {
+func newQueueFSM(db storage.Store, name string, state *queuegroup.State, log *slog.Logger) (*queueFSM, error) {
 	stored, err := db.Applied(name)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func (f *queueFSM) applyOne(l *raft.Log) error {
 	return queuegroup.ScanEffects(l.Data, bodyWriter{f.batch})
 }
 
-type bodyWriter struct{ b *storage.Batch }
+type bodyWriter struct{ b storage.BodyBatch }
 
 func (w bodyWriter) PutBody(id engine.MsgID, h map[string]string, p []byte) { w.b.PutBody(id, h, p) }
 func (w bodyWriter) DeleteBody(id engine.MsgID)                             { w.b.DeleteBody(id) }

@@ -57,8 +57,12 @@ func TestAQueueGroupFailsOverToAReplicaWithEveryCommittedMessage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g, err := raftgroup.Open(raftgroup.Config{DB: db.Pebble(), Prefix: storage.QueueRaftPrefix("q"), LocalID: peers[i].ID,
-			Transport: trans[i], Peers: peers, HeartbeatTimeout: 100 * time.Millisecond, Snapshots: raft.NewInmemSnapshotStore(), Logger: hclog.NewNullLogger()}, fsm)
+		logs, _, err := db.QueueLog("q")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := raftgroup.Open(raftgroup.Config{Store: logs, Snapshots: raft.NewInmemSnapshotStore(), LocalID: peers[i].ID,
+			Transport: trans[i], Peers: peers, HeartbeatTimeout: 100 * time.Millisecond, Logger: hclog.NewNullLogger()}, fsm)
 		if err != nil {
 			t.Fatal(err)
 		}

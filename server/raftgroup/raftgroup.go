@@ -6,7 +6,7 @@
 //
 // # The caller's duties
 //
-//   - Give every group a distinct log-store prefix and snapshot directory.
+//   - Give every group stores of its own (storage.Store hands them out).
 //   - Call Lead before proposing: it waits until this node leads and has applied every entry
 //     already in the log.
 //   - Shut the group down before closing the database.
@@ -19,7 +19,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
@@ -28,13 +27,10 @@ import (
 
 // Config describes one group.
 type Config struct {
-	// DB is the node's database; Prefix the group's key prefix in it.
-	DB     *pebble.DB
-	Prefix []byte
-	// SnapshotDir holds the group's snapshots (created if needed).
-	SnapshotDir string
-	// NoSync appends to the log without an fsync (the broker's --fsync=false).
-	NoSync bool
+	// Store is the group's log and stable store (server/raftstore on the node's Pebble, or a
+	// test twin); Snapshots its snapshot store.
+	Store     raftstore.LogStableStore
+	Snapshots raft.SnapshotStore
 	// LocalID names this node in the group's configuration ("local" when empty).
 	LocalID raft.ServerID
 	// Transport carries the group's messages to its peers; nil means a node without peers
@@ -42,10 +38,6 @@ type Config struct {
 	Transport raft.Transport
 	// Logger receives hashicorp/raft's logs (warnings and errors only when nil).
 	Logger hclog.Logger
-	// Store replaces the Pebble log store (tests: an in-memory or failing twin).
-	Store raftstore.LogStableStore
-	// Snapshots replaces the file snapshot store (tests).
-	Snapshots raft.SnapshotStore
 	// Peers is the group's first configuration when it has no state yet: its voters, this node
 	// among them. Empty means this node alone.
 	Peers []raft.Server
@@ -81,21 +73,9 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 	if c.Logger == nil {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
 	}
-	store := c.Store
-	if store == nil {
-		s, err := raftstore.New(c.DB, c.Prefix, raftstore.Options{NoSync: c.NoSync})
-		if err != nil {
-			return nil, err
-		}
-		store = s
-	}
-	snaps := c.Snapshots
-	if snaps == nil {
-		s, err := raft.NewFileSnapshotStoreWithLogger(c.SnapshotDir, retainSnapshots, c.Logger)
-		if err != nil {
-			return nil, fmt.Errorf("raftgroup: snapshots in %s: %w", c.SnapshotDir, err)
-		}
-		snaps = s
+	store, snaps := c.Store, c.Snapshots
+	if store == nil || snaps == nil {
+		return nil, errors.New("raftgroup: a group needs a log store and a snapshot store")
 	}
 	trans := c.Transport
 	if trans == nil {
@@ -213,12 +193,4 @@ func (g *Group) Shutdown() error {
 		_ = c.Close()
 	}
 	return err
-}
-
-// Drop deletes a stopped group's log, stable store and snapshots.
-func Drop(db *pebble.DB, prefix []byte, snapshotDir string) error {
-	if err := raftstore.DropGroup(db, prefix, raftstore.Options{}); err != nil {
-		return err
-	}
-	return os.RemoveAll(snapshotDir)
 }

@@ -69,7 +69,9 @@ func (e *FormatError) Error() string {
 
 // DB is the broker's store. It is safe for concurrent use.
 type DB struct {
-	p *pebble.DB
+	p      *pebble.DB
+	dir    string
+	noSync bool
 }
 
 // Options tunes the store. The zero value is the production default.
@@ -78,6 +80,8 @@ type Options struct {
 	CacheBytes int64
 	// MemTableBytes is Pebble's memtable size (default 32 MiB).
 	MemTableBytes uint64
+	// NoSync appends to the Raft logs without an fsync (the broker's --fsync=false).
+	NoSync bool
 }
 
 // separateValuesFrom is the smallest value stored in a blob file rather than inline.
@@ -117,7 +121,7 @@ func Open(dir string, o Options) (*DB, error) {
 		p.Close()
 		return nil, err
 	}
-	return &DB{p: p}, nil
+	return &DB{p: p, dir: dir, noSync: o.NoSync}, nil
 }
 
 // checkFormat accepts a store of this format, marks an empty one, and refuses any other.
@@ -153,7 +157,7 @@ func checkFormat(p *pebble.DB, dir string) error {
 // Close flushes and closes the store.
 func (d *DB) Close() error { return d.p.Close() }
 
-// Pebble returns the underlying database, for the Raft log stores that share it.
+// Pebble returns the underlying database.
 func (d *DB) Pebble() *pebble.DB { return d.p }
 
 // MetaRaftPrefix is the key prefix of the meta group's Raft log and stable store.
@@ -202,7 +206,7 @@ type Batch struct {
 }
 
 // NewBatch returns an empty batch of writes to queue group queue's bodies.
-func (d *DB) NewBatch(queue string) *Batch { return &Batch{db: d, queue: queue, b: d.p.NewBatch()} }
+func (d *DB) NewBatch(queue string) BodyBatch { return &Batch{db: d, queue: queue, b: d.p.NewBatch()} }
 
 // PutBody stores a message body.
 func (b *Batch) PutBody(id ID, headers map[string]string, payload []byte) {
@@ -235,7 +239,8 @@ func (b *Batch) Commit(applied uint64) error {
 // Close releases the batch without committing it.
 func (b *Batch) Close() { _ = b.b.Close() }
 
-// DropQueue deletes every body, the applied index and the Raft state of a queue group, durably.
+// DropQueue deletes every body, the applied index, the Raft state and the snapshots of a queue
+// group, durably.
 func (d *DB) DropQueue(queue string) error {
 	b := d.p.NewBatch()
 	defer b.Close()
@@ -248,7 +253,7 @@ func (d *DB) DropQueue(queue string) error {
 	if err := b.Commit(pebble.Sync); err != nil {
 		return fmt.Errorf("storage: drop %q: %w", queue, err)
 	}
-	return nil
+	return removeSnapshots(d.snapshotDir(queue))
 }
 
 // Body is a message's headers and payload.

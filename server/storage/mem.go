@@ -1,0 +1,268 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/filamq/fila/server/raftstore"
+)
+
+// Mem is the in-memory twin of DB for tests. Its durability model is Pebble's as the broker uses
+// it: an append to a Raft log is durable when it returns, and makes every body write before it
+// durable too (one WAL, written in order); body writes after the last append are not yet durable
+// and a Crash loses them. It can also be told to fail appends. It is safe for concurrent use and
+// outlives the brokers opened on it, as a disk would.
+type Mem struct {
+	mu       sync.Mutex
+	logs     map[string]*memLog
+	snaps    map[string]raft.SnapshotStore
+	bodies   map[string]map[ID]Body
+	applied  map[string]uint64
+	undo     []func() // restores the body writes made since the last append, newest last
+	failNext int
+	crashed  bool
+}
+
+// ErrCrashed is returned by every write to a crashed Mem until Restart.
+var ErrCrashed = errors.New("storage: the store has crashed")
+
+// ErrInjectedCommit is the failure FailCommits injects.
+var ErrInjectedCommit = errors.New("storage: injected commit failure")
+
+// NewMem returns an empty in-memory store.
+func NewMem() *Mem {
+	return &Mem{logs: map[string]*memLog{}, snaps: map[string]raft.SnapshotStore{},
+		bodies: map[string]map[ID]Body{}, applied: map[string]uint64{}}
+}
+
+var _ Store = (*Mem)(nil)
+
+// FailCommits makes the next n appends to any group's log fail without storing anything.
+func (m *Mem) FailCommits(n int) {
+	m.mu.Lock()
+	m.failNext = n
+	m.mu.Unlock()
+}
+
+// Crash cuts the power: the body writes made since the last log append are lost, and every
+// write fails with ErrCrashed until Restart. Close the broker after Crash, then Restart and
+// open a new one on the same Mem.
+func (m *Mem) Crash() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := len(m.undo) - 1; i >= 0; i-- {
+		m.undo[i]()
+	}
+	m.undo = nil
+	m.crashed = true
+}
+
+// Restart accepts writes again after a Crash.
+func (m *Mem) Restart() {
+	m.mu.Lock()
+	m.crashed = false
+	m.mu.Unlock()
+}
+
+const metaGroup = "\x00meta" // no queue name contains NUL
+
+// MetaLog returns the meta group's stores.
+func (m *Mem) MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error) {
+	return m.group(metaGroup)
+}
+
+// QueueLog returns a queue group's stores.
+func (m *Mem) QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
+	return m.group(queue)
+}
+
+func (m *Mem) group(name string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.logs[name] == nil {
+		m.logs[name] = &memLog{LogStableStore: raft.NewInmemStore(), m: m}
+		m.snaps[name] = raft.NewInmemSnapshotStore()
+	}
+	return m.logs[name], m.snaps[name], nil
+}
+
+// NewBatch starts body writes of a queue group.
+func (m *Mem) NewBatch(queue string) BodyBatch { return &memBatch{m: m, queue: queue} }
+
+// Applied returns a queue group's applied index.
+func (m *Mem) Applied(queue string) (uint64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.applied[queue], nil
+}
+
+// ReadBody returns a copy of a body.
+func (m *Mem) ReadBody(queue string, id ID) (Body, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.bodies[queue][id]
+	if !ok {
+		return Body{}, ErrNotFound
+	}
+	return Body{Headers: maps.Clone(b.Headers), Payload: bytes.Clone(b.Payload)}, nil
+}
+
+// ReadBodies calls fn for each of ids that has a body.
+func (m *Mem) ReadBodies(queue string, ids []ID, fn func(i int, headers map[string]string, payload []byte)) error {
+	for i, id := range ids {
+		if b, err := m.ReadBody(queue, id); err == nil {
+			fn(i, b.Headers, b.Payload)
+		}
+	}
+	return nil
+}
+
+// Queues lists the queue groups with a log.
+func (m *Mem) Queues() ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for name := range m.logs {
+		if name != metaGroup {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// DropQueue forgets a queue group.
+func (m *Mem) DropQueue(queue string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.crashed {
+		return ErrCrashed
+	}
+	delete(m.logs, queue)
+	delete(m.snaps, queue)
+	delete(m.bodies, queue)
+	delete(m.applied, queue)
+	m.undo = nil // the deletion is durable, and with it everything before
+	return nil
+}
+
+// Close does nothing: the store outlives the broker.
+func (m *Mem) Close() error { return nil }
+
+// memLog is a group's log: appends fail when told to or after a crash, and make the body writes
+// before them durable.
+type memLog struct {
+	raftstore.LogStableStore
+	m *Mem
+}
+
+func (l *memLog) check() error {
+	m := l.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.crashed:
+		return ErrCrashed
+	case m.failNext > 0:
+		m.failNext--
+		return ErrInjectedCommit
+	}
+	m.undo = nil
+	return nil
+}
+
+func (l *memLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
+
+func (l *memLog) StoreLogs(logs []*raft.Log) error {
+	if err := l.check(); err != nil {
+		return err
+	}
+	return l.LogStableStore.StoreLogs(logs)
+}
+
+func (l *memLog) DeleteRange(lo, hi uint64) error {
+	if l.m.isCrashed() {
+		return ErrCrashed
+	}
+	return l.LogStableStore.DeleteRange(lo, hi)
+}
+
+func (l *memLog) Set(k, v []byte) error {
+	if l.m.isCrashed() {
+		return ErrCrashed
+	}
+	return l.LogStableStore.Set(k, v)
+}
+
+func (l *memLog) SetUint64(k []byte, v uint64) error {
+	if l.m.isCrashed() {
+		return ErrCrashed
+	}
+	return l.LogStableStore.SetUint64(k, v)
+}
+
+func (m *Mem) isCrashed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.crashed
+}
+
+type memWrite struct {
+	id   ID
+	body *Body // nil deletes
+}
+
+type memBatch struct {
+	m      *Mem
+	queue  string
+	writes []memWrite
+}
+
+func (b *memBatch) PutBody(id ID, headers map[string]string, payload []byte) {
+	b.writes = append(b.writes, memWrite{id: id, body: &Body{Headers: maps.Clone(headers), Payload: bytes.Clone(payload)}})
+}
+
+func (b *memBatch) DeleteBody(id ID) { b.writes = append(b.writes, memWrite{id: id}) }
+
+func (b *memBatch) Commit(applied uint64) error {
+	m := b.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	writes := b.writes
+	b.writes = nil
+	if m.crashed {
+		return ErrCrashed
+	}
+	bodies := m.bodies[b.queue]
+	if bodies == nil {
+		bodies = map[ID]Body{}
+		m.bodies[b.queue] = bodies
+	}
+	q, prevApplied := b.queue, m.applied[b.queue]
+	for _, w := range writes {
+		old, had := bodies[w.id]
+		id := w.id
+		m.undo = append(m.undo, func() {
+			if had {
+				m.bodies[q][id] = old
+			} else {
+				delete(m.bodies[q], id)
+			}
+		})
+		if w.body != nil {
+			bodies[w.id] = *w.body
+		} else {
+			delete(bodies, w.id)
+		}
+	}
+	m.undo = append(m.undo, func() { m.applied[q] = prevApplied })
+	m.applied[b.queue] = applied
+	return nil
+}
+
+func (b *memBatch) Close() { b.writes = nil }

@@ -1,0 +1,79 @@
+package storage
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/filamq/fila/server/raftstore"
+)
+
+// Store is everything the broker keeps durably: the Raft log, stable store and snapshots of each
+// group, and the bodies of each queue group. DB (Pebble and files) is the production Store; Mem
+// is its in-memory twin for tests, which can fail commits and lose unsynced writes on command.
+type Store interface {
+	// MetaLog and QueueLog return a group's log and stable store and its snapshot store.
+	MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error)
+	QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStore, error)
+	// NewBatch starts the body writes of one applied log entry (or several) of a queue group.
+	NewBatch(queue string) BodyBatch
+	// Applied returns the last log index whose bodies a queue group has written (0 if none).
+	Applied(queue string) (uint64, error)
+	// ReadBody returns a body, copied out of the store; ErrNotFound when there is none.
+	ReadBody(queue string, id ID) (Body, error)
+	// ReadBodies reads the bodies of ids (sorted ascending); fn's payload is valid during the call.
+	ReadBodies(queue string, ids []ID, fn func(i int, headers map[string]string, payload []byte)) error
+	// Queues lists the queue groups that have stored state.
+	Queues() ([]string, error)
+	// DropQueue deletes a stopped queue group's log, snapshots and bodies, durably.
+	DropQueue(queue string) error
+	Close() error
+}
+
+// BodyBatch collects body writes that become visible together with their applied index.
+type BodyBatch interface {
+	PutBody(id ID, headers map[string]string, payload []byte)
+	DeleteBody(id ID)
+	// Commit writes the batch and the applied index without an fsync of its own, then resets
+	// the batch for reuse.
+	Commit(applied uint64) error
+	Close()
+}
+
+var (
+	_ Store     = (*DB)(nil)
+	_ BodyBatch = (*Batch)(nil)
+)
+
+// MetaLog returns the meta group's log store (in Pebble) and snapshot store (files).
+func (d *DB) MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error) {
+	return d.groupLog(MetaRaftPrefix(), filepath.Join(d.dir, "snapshots", "meta"))
+}
+
+// QueueLog returns a queue group's log store (in Pebble) and snapshot store (files).
+func (d *DB) QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
+	return d.groupLog(QueueRaftPrefix(queue), d.snapshotDir(queue))
+}
+
+func (d *DB) groupLog(prefix []byte, snapDir string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
+	logs, err := raftstore.New(d.p, prefix, raftstore.Options{NoSync: d.noSync})
+	if err != nil {
+		return nil, nil, err
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(snapDir, 2, hclog.NewNullLogger())
+	if err != nil {
+		return nil, nil, fmt.Errorf("storage: snapshots in %s: %w", snapDir, err)
+	}
+	return logs, snaps, nil
+}
+
+// snapshotDir is where a queue group keeps its snapshots: names are hex-encoded, so that any
+// queue name makes one directory.
+func (d *DB) snapshotDir(queue string) string {
+	return filepath.Join(d.dir, "snapshots", fmt.Sprintf("q%x", queue))
+}
+
+func removeSnapshots(dir string) error { return os.RemoveAll(dir) }
