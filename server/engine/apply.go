@@ -8,8 +8,9 @@ import (
 
 // Apply applies one command and reports whether it was refused. A refused command changes
 // nothing, except possibly the promotion of delayed messages its time implies (see Command),
-// which Advance could have made anyway. It is the replay entry point; the typed Apply* methods
-// do the same and also return what the broker needs next.
+// which Advance could have made anyway. It is the replay entry point (every Command type is
+// handled here); the typed Apply* methods do the same and also return what the broker needs
+// next.
 func (q *Queue) Apply(c Command) error {
 	var err error
 	switch c := c.(type) {
@@ -86,8 +87,8 @@ func (q *Queue) checkNew(msgs []Message) error {
 
 // ApplyLease leases a ready message (after promoting delayed messages due at c.LeasedAt): its
 // attempt count goes up by one, it is in flight until c.ExpiresAt, and its fairness key is
-// charged as a DRR delivery. It fails with ErrMessageNotFound or ErrNotReady. Dispatch makes
-// and applies leases itself; this method is for replay.
+// charged as a DRR delivery. It fails with ErrMessageNotFound or ErrNotReady (a held message is
+// not ready). Dispatch makes and applies leases itself; this method is for replay.
 func (q *Queue) ApplyLease(c Lease) error {
 	slot, ok := q.index.find(c.ID, &q.slab)
 	if !ok {
@@ -96,31 +97,41 @@ func (q *Queue) ApplyLease(c Lease) error {
 	q.advance(c.LeasedAt)
 	r := q.slab.at(slot)
 	if r.state() != stReady {
-		return fmt.Errorf("%w: %v is %v", ErrNotReady, c.ID, State(r.state()))
+		return fmt.Errorf("%w: %v is %s", ErrNotReady, c.ID, stateText(r.state()))
 	}
 	q.lease(slot, r, &c)
 	return nil
 }
 
-// ApplyAck deletes a leased message. It fails with ErrMessageNotFound if the message is not
-// leased. (The engine does not know the time here: the broker checks expiry with CheckLease
-// or by handling Expired first.)
+// ApplyAck deletes a stored message in any state: leased (the leader checks the lease with
+// CheckLease first), or ready, held or delayed (a fast-durability queue, whose leases are not
+// commands, replaying or replicating the Ack). It fails with ErrMessageNotFound only if the ID
+// is not stored. (The engine does not know the time here: the broker checks expiry with
+// CheckLease or by handling Expired first.)
 func (q *Queue) ApplyAck(c Ack) error {
-	slot, r, err := q.leased(c.ID)
-	if err != nil {
-		return err
+	slot, ok := q.index.find(c.ID, &q.slab)
+	if !ok {
+		return ErrMessageNotFound
 	}
-	q.unlease(r)
+	r := q.slab.at(slot)
+	q.detach(r)
 	q.delete(slot, r)
 	return nil
 }
 
-// ApplyExtend sets the expiry of a lease to c.ExpiresAt, as computed by DecideExtend. It fails
-// with ErrMessageNotFound if the message is not leased.
+// ApplyExtend sets the expiry of a lease to c.ExpiresAt, as computed by DecideExtend. A held
+// message (see Hold) is leased instead, to c.Consumer from c.At until c.ExpiresAt, without
+// counting an attempt. It fails with ErrMessageNotFound if the message is neither leased nor
+// held.
 func (q *Queue) ApplyExtend(c Extend) error {
-	_, r, err := q.leased(c.ID)
+	slot, r, err := q.claimed(c.ID)
 	if err != nil {
 		return err
+	}
+	if r.state() == stHeld {
+		q.unlinkHeld(r)
+		q.addLease(slot, r, c.At, c.ExpiresAt, c.Consumer)
+		return nil
 	}
 	l := &q.leases[r.next]
 	l.expiresAt = c.ExpiresAt
@@ -128,24 +139,24 @@ func (q *Queue) ApplyExtend(c Extend) error {
 	return nil
 }
 
-// ApplyFail ends the lease of a message with a failure (after promoting delayed messages due
-// at c.At) and records c.Error as its LastError. With c.DeadLetter the message is deleted;
+// ApplyFail fails a delivery (after promoting delayed messages due at c.At): the message leaves
+// whatever set holds it — its lease on the node that delivered it; the ready FIFO, held list or
+// delayed heap on a fast-durability queue's replica or replay, which never saw the lease — takes
+// c.Attempts as its attempt count and c.Error as its LastError. With c.DeadLetter it is deleted;
 // otherwise it waits until c.NotBefore (ready at once if that is at or before c.At) and then
 // joins the end of its key's FIFO. It returns the message as it stands after the failure — for
 // a dead-lettered one, its last state, from which DeadLetterCopy makes the DLQ message. It fails
-// with ErrMessageNotFound if the message is not leased.
+// with ErrMessageNotFound only if the ID is not stored.
 func (q *Queue) ApplyFail(c Fail) (Message, error) {
-	slot, r, err := q.leased(c.ID)
-	if err != nil {
-		return Message{}, err
+	slot, ok := q.index.find(c.ID, &q.slab)
+	if !ok {
+		return Message{}, ErrMessageNotFound
 	}
 	q.advance(c.At)
-	q.unlease(r)
-	if c.Uncounted {
-		r.attempts = max(r.attempts, 1) - 1
-	} else {
-		q.setError(slot, r, c.Error)
-	}
+	r := q.slab.at(slot)
+	q.detach(r)
+	r.attempts = c.Attempts
+	q.setError(slot, r, c.Error)
 	if c.DeadLetter {
 		m := q.message(slot)
 		m.State = StateUnknown

@@ -10,7 +10,12 @@ package engine
 // Remove.At). Before applying one, the queue promotes every delayed message whose NotBefore is
 // at or before that time, exactly as Dispatch and Advance do for the live queue, so promotions
 // need no command of their own. The times given to one Queue must be non-decreasing (one
-// broker clock) for a replay to reproduce the live delivery order exactly.
+// broker clock) for a replay to reproduce the live delivery order exactly. (Extend.At is only
+// the start of a lease it creates; Ack and Extend promote nothing.)
+//
+// With fast delivery durability the broker does not persist Lease commands, but does persist
+// Ack and Fail: a replica or replay applies them to a message it holds as ready or delayed,
+// and Fail carries the attempt count, so it counts the same.
 //
 // Command is sealed: only the types of this package implement it.
 type Command interface {
@@ -41,24 +46,32 @@ type Lease struct {
 	ExpiresAt int64
 }
 
-// Ack removes a leased message for good.
+// Ack removes a message for good: a leased one on the node that delivered it, or one in any
+// state on a fast-durability queue's replica or replay (which never saw its lease).
 type Ack struct {
 	// ID is the acknowledged message.
 	ID MsgID
 }
 
-// Extend moves the expiry of a lease. Make it with DecideExtend (or ExtendDeadline), which
-// applies the 12-hour cap.
+// Extend moves the expiry of a lease, or leases a held message (see Queue.Hold) to the
+// consumer reclaiming it. Make it with DecideExtend (or ExtendDeadline), which applies the
+// 12-hour cap.
 type Extend struct {
-	// ID is the leased message.
+	// ID is the leased or held message.
 	ID MsgID
 	// ExpiresAt is the new expiry (Unix ms).
 	ExpiresAt int64
+	// Consumer is the subscription asking; used only when the message is held, as the
+	// consumer of its new lease. DecideExtend leaves it to the broker.
+	Consumer string
+	// At is when the extension was asked (Unix ms); used only when the message is held, as
+	// the LeasedAt of its new lease. DecideExtend sets it.
+	At int64
 }
 
-// Fail ends a lease unsuccessfully (Nack or lease expiry). Make it with DecideFailure: whether
-// the message is retried or dead-lettered, and when a retry becomes deliverable, is decided
-// there, not when the command is applied.
+// Fail ends a delivery unsuccessfully (Nack or lease expiry). Make it with DecideFailure:
+// whether the message is retried or dead-lettered, when a retry becomes deliverable, and the
+// attempt count are decided there, not when the command is applied.
 type Fail struct {
 	// ID is the failed message.
 	ID MsgID
@@ -72,9 +85,11 @@ type Fail struct {
 	// NotBefore is when a retried message becomes deliverable again (Unix ms); at or before
 	// At means at once. Ignored when DeadLetter is set.
 	NotBefore int64
-	// Uncounted ends a lease that delivered nothing (a hold after a failover): the attempt it
-	// counted is taken back and LastError is kept.
-	Uncounted bool
+	// Attempts is the message's attempt count after the failure: the failed message's
+	// Attempts where DecideFailure made the command. Applying the Fail sets it, so that a
+	// replica or replay that never saw the lease (fast delivery durability) counts the
+	// same.
+	Attempts uint32
 }
 
 // Remove deletes a stored message in any state (for redrive out of a dead-letter queue, or

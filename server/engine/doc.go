@@ -14,19 +14,40 @@
 //     messages, credit or time may have made deliveries possible; persist the returned Lease
 //     commands (committed durability) and send them, reading the message fields with Get.
 //   - Ack / Nack / ExtendLease: CheckLease, then Ack{ID}; DecideFailure then ApplyFail;
-//     DecideExtend then ApplyExtend.
+//     DecideExtend (setting Extend.Consumer) then ApplyExtend.
 //   - Timer: at NextWakeup, for each id in Expired(now): DecideFailure(id, now, "lease
 //     expired", nil) and ApplyFail; then Dispatch(now, ...).
 //   - Dead-lettering: ApplyFail with DeadLetter returns the message's last state; enqueue
 //     DeadLetterCopy of it into the "<name>.dlq" Queue. Redrive: take Oldest(n) of the DLQ,
 //     ApplyRemove each there and enqueue RedriveCopy of it into the parent.
-//   - Restart: NewQueue, then Apply every persisted command in order.
+//   - Snapshot: Messages, then SnapshotKeys with the ReadyOrder of each key, at a command
+//     boundary (the log index the snapshot covers).
+//   - Restart (or a replica catching up): a Restorer fed the latest snapshot (NewRestorer,
+//     AddMessage for every message, AddKey and AddReady for every key, Queue), then Apply of
+//     every command logged after it, in order. Without a snapshot: NewQueue, then Apply of
+//     every command.
 //
-// Commands are deterministic (see Command): replaying the same sequence on a fresh Queue gives
-// the same messages, leases, DRR deficits and round order, hence the same future deliveries.
-// Decisions that need policy, scripts or the clock are made beforehand by Dispatch,
-// DecideFailure and DecideExtend, which is where a Raft leader will run them before proposing.
-// Subscriptions and credit are live, per-node state and are not commands.
+// Commands are deterministic (see Command): replaying the same sequence on a fresh Queue, or on
+// a queue restored from a snapshot of an earlier point, gives the same messages, leases, DRR
+// deficits and round order, hence the same future deliveries. Every order the engine reports or
+// acts on is canonical — enqueue order, round order, FIFO order, and ties on time (promotion,
+// expiry) broken by message ID, never by where a message happens to be stored. Decisions that
+// need policy, scripts or the clock are made beforehand by Dispatch, DecideFailure and
+// DecideExtend, which is where a Raft leader runs them before proposing. Subscriptions, credit
+// and holds are live, per-node state: they are not commands and are in no snapshot.
+//
+// # Delivery durability
+//
+// With committed durability the broker logs the Lease commands Dispatch returns before sending
+// the deliveries, and a replica or replay knows every lease. With fast durability it logs
+// only Enqueue, Ack, Fail, Remove and UpdateConfig: a replica or replay sees a delivered
+// message as ready (or delayed), and ApplyAck and ApplyFail accept it in any state; Fail
+// carries the attempt count decided on the leader, so every copy counts the same. A leader that
+// takes over a fast queue cannot know what its predecessor leased, so it calls Hold(now, now +
+// reclaim grace): every ready message is held back from delivery, while Ack, Nack
+// (CheckLease, DecideFailure) and ExtendLease (which leases a held message to the consumer
+// asking) work on held messages; when the grace ends they become ready again, in enqueue
+// order, without an attempt counted.
 //
 // # Data layout
 //
@@ -35,13 +56,16 @@
 // and payload live in a side table only for messages that have them, the last error in a side
 // map only for messages that failed. Records are linked by uint32 indices into three
 // structures: the per-key FIFO of ready messages (an intrusive doubly-linked list: O(1) append,
-// pop and removal from the middle, no per-key buffers, no slack), the queue's enqueue order
-// (for Oldest and Messages), and the free list. An open-addressing table (idIndex) maps IDs to
-// records at 8 bytes per entry. Delayed messages and leases sit in indexed binary heaps, so
-// promotion, expiry, Extend and Ack are O(log n) and Expired is O(k) for k results. The DRR
-// active set and the rotation of subscriptions are rings of indices: a turn passes in O(1)
-// and nothing scans all keys or all messages. Dispatch allocates nothing but the growth of the
-// caller's slice.
+// pop and removal from the middle, no per-key buffers, no slack), or for a held message the
+// per-key held list in enqueue order (held is a state of rec, not a side map); the queue's
+// enqueue order (for Oldest, Messages, Hold and its release); and the free list. An
+// open-addressing table (idIndex) maps IDs to records at 8 bytes per entry. Delayed messages
+// and leases sit in indexed binary heaps, so promotion, expiry, Extend and Ack are O(log n) and
+// Expired is O(k log k) for k results; equal times are ordered by message ID, read from the
+// records only on a tie. The DRR active set and the rotation of subscriptions are rings of
+// indices: a turn passes in O(1), and only Hold, its release and snapshots walk all messages.
+// Dispatch allocates nothing but the growth of the caller's slice. A Restorer builds the same
+// structures from a snapshot with nothing more than O(keys) on the side.
 //
 // # Scheduling
 //
@@ -49,8 +73,10 @@
 // the turn. When a key's turn begins it receives weight × quantum deficit; each delivery costs
 // 1; when the deficit is spent the turn passes on, and a key left without ready messages leaves
 // the round and its deficit is reset. All of it happens when a Lease is applied (Queue.lease),
-// so replayed leases rebuild the scheduler exactly. Deliveries rotate over the subscriptions
-// with credit one by one; a subscription out of credit leaves the rotation until AddCredit.
+// so replayed leases rebuild the scheduler exactly. Held messages are in no FIFO, so a key with
+// only held messages is out of the round until the release. Deliveries rotate over the
+// subscriptions with credit one by one; a subscription out of credit leaves the rotation until
+// AddCredit.
 //
 // # Seams for later features
 //
@@ -64,17 +90,13 @@
 //     would split into one FIFO per (key, bucket).
 //   - Ordering groups: the per-key FIFO would hold group heads instead of messages (a group
 //     joins its key's FIFO when its head becomes ready, and leaves it while the head is
-//     leased, delayed or retrying); makeReady, lease and ApplyFail/schedule are the places
-//     where a message enters and leaves the ready set. A retried head keeps its place.
+//     leased, delayed or retrying); makeReady, lease, Hold/release and ApplyFail/schedule are
+//     the places where a message enters and leaves the ready set. A retried head keeps its place.
 //   - Deduplication: checkNew is where an Enqueue's identities would be checked against a
 //     time-ordered dedup index owned by the Queue (identities would be fields of Message and
 //     expiry a timer in NextWakeup); duplicates would be reported per message, not refused.
-//   - Parked (unclassified) messages: a fourth stored state beside ready/delayed/leased (rec
-//     has room for it in meta), counted in depth, in no FIFO, with a reclassify command moving
-//     it through schedule.
-//   - Fast delivery durability: Dispatch already applies leases without waiting for the
-//     broker, which simply would not persist them. The reclaim grace after a failover would be a
-//     queue-wide "hold until" time checked in pick, with Extend allowed to re-lease a held
-//     ready message.
+//   - Parked (unclassified) messages: another stored state beside ready/held/delayed/leased
+//     (the state bits of rec.meta have room for it), counted in depth, in no FIFO, with a
+//     reclassify command moving it through schedule.
 //   - FailurePolicy is the hook for the on_failure Lua script.
 package engine

@@ -14,8 +14,8 @@ type FailureDecision struct {
 // the hook for a queue's on_failure Lua script. It runs only where commands are made (the
 // leader), never during Apply or replay, so it may be slow or nondeterministic.
 type FailurePolicy interface {
-	// OnFailure is called with the leased message (Attempts counts the failed delivery) and
-	// the error text. It returns ok = false to fall back to the queue's retry policy, as a
+	// OnFailure is called with the failed message (leased, with Attempts counting the failed
+	// delivery; or held, see Queue.Hold, and reported as ready) and the error text. It returns ok = false to fall back to the queue's retry policy, as a
 	// script that returns nothing, raises or times out does. m is only valid during the call.
 	OnFailure(m *Message, errText string) (d FailureDecision, ok bool)
 }
@@ -34,31 +34,38 @@ var _ FailurePolicy = FailurePolicyFunc(nil)
 // command: the broker installs the same policy wherever it makes commands.
 func (q *Queue) SetFailurePolicy(p FailurePolicy) { q.policy = p }
 
-// CheckLease reports whether id is leased and its lease has not ended at now; otherwise it
-// returns ErrMessageNotFound. The broker checks a client's Ack and Nack with it before making
-// the command (a lease that ended answers MessageNotFound even before Expired is handled).
+// CheckLease reports whether id is leased and its lease has not ended at now, or is held (see
+// Hold) and the hold has not ended at now; otherwise it returns ErrMessageNotFound. The broker
+// checks a client's Ack, Nack and ExtendLease with it before making the command (a lease that
+// ended answers MessageNotFound even before Expired is handled).
 func (q *Queue) CheckLease(id MsgID, now int64) error {
-	_, r, err := q.leased(id)
+	_, r, err := q.claimed(id)
 	if err != nil {
 		return err
 	}
-	if q.leases[r.next].expiresAt <= now {
+	end := q.holdUntil
+	if r.state() == stLeased {
+		end = q.leases[r.next].expiresAt
+	}
+	if end <= now {
 		return ErrMessageNotFound
 	}
 	return nil
 }
 
 // DecideExtend makes the Extend command for an ExtendLease of id received at now: the new
-// expiry is ExtendDeadline(now, extendByMs), that is now + extendByMs capped at 12 hours. It
+// expiry is ExtendDeadline(now, extendByMs), that is now + extendByMs capped at 12 hours, and At
+// is now. The broker sets Consumer to the subscription asking (it matters when id is held). It
 // returns ErrMessageNotFound if CheckLease does.
 func (q *Queue) DecideExtend(id MsgID, now int64, extendByMs uint64) (Extend, error) {
 	if err := q.CheckLease(id, now); err != nil {
 		return Extend{}, err
 	}
-	return Extend{ID: id, ExpiresAt: ExtendDeadline(now, extendByMs)}, nil
+	return Extend{ID: id, ExpiresAt: ExtendDeadline(now, extendByMs), At: now}, nil
 }
 
-// DecideFailure makes the Fail command for a failed delivery of the leased message id at now:
+// DecideFailure makes the Fail command for a failed delivery of the leased (or held, see Hold)
+// message id at now:
 // a Nack (errText from the client, retryAfterMs its optional retry_after_ms) or a lease expiry
 // (errText "lease expired", retryAfterMs nil). It follows concepts.md, "Retry policy":
 //
@@ -66,14 +73,16 @@ func (q *Queue) DecideExtend(id MsgID, now int64, extendByMs uint64) (Extend, er
 //  2. otherwise the message is dead-lettered when Attempts ≥ MaxAttempts, else retried;
 //  3. a retry waits retryAfterMs if given, else the policy's delay, else Config.RetryDelay.
 //
-// It does not change the queue. It returns ErrMessageNotFound if id is not leased; whether the
-// lease has ended is the caller's concern (CheckLease for a Nack; Expired for expiries).
+// Fail.Attempts is the message's Attempts: the lease counted the failed delivery; a held
+// message's unrecorded delivery is not counted (as when its hold ends). It does not change the
+// queue. It returns ErrMessageNotFound if id is neither leased nor held; whether the lease or
+// hold has ended is the caller's concern (CheckLease for a Nack; Expired for expiries).
 func (q *Queue) DecideFailure(id MsgID, now int64, errText string, retryAfterMs *uint64) (Fail, error) {
-	slot, r, err := q.leased(id)
+	slot, r, err := q.claimed(id)
 	if err != nil {
 		return Fail{}, err
 	}
-	f := Fail{ID: id, At: now, Error: errText}
+	f := Fail{ID: id, At: now, Error: errText, Attempts: r.attempts}
 	var d FailureDecision
 	decided := false
 	if q.policy != nil {

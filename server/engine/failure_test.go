@@ -121,7 +121,7 @@ func leasedQueue(t *testing.T, deliveries int) *Queue {
 	enqueue(t, q, 0, Message{ID: mid(1)})
 	for i := range deliveries {
 		if i > 0 {
-			_, err := q.ApplyFail(Fail{ID: mid(1), At: 0})
+			_, err := q.ApplyFail(Fail{ID: mid(1), At: 0, Attempts: uint32(i)})
 			must(t, err)
 		}
 		if len(q.Dispatch(0, 1, nil)) != 1 {
@@ -149,6 +149,7 @@ func TestDecideFailureRetryPolicy(t *testing.T) {
 			q := leasedQueue(t, tc.deliveries)
 			got, err := q.DecideFailure(mid(1), 1000, "e", tc.retryAfter)
 			must(t, err)
+			tc.want.Attempts = uint32(tc.deliveries) // the lease counted the failed delivery
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Fatalf("DecideFailure (-want +got):\n%s", diff)
 			}
@@ -189,6 +190,7 @@ func TestDecideFailurePolicyHook(t *testing.T) {
 			}))
 			got, err := q.DecideFailure(mid(1), 1000, "e", tc.retryAfter)
 			must(t, err)
+			tc.want.Attempts = uint32(tc.deliveries) // the lease counted the failed delivery
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Fatalf("DecideFailure (-want +got):\n%s", diff)
 			}

@@ -1,21 +1,59 @@
 package engine
 
-// heapEnt is one timer: a time and the element (slot or lease index) it belongs to.
+import "encoding/binary"
+
+// heapEnt is one timer: a time and the slot of the message it belongs to.
 type heapEnt struct {
 	at  int64
 	ref uint32
 }
 
-// less orders timers by time, then by ref, so that equal times pop in a deterministic order.
-func (a heapEnt) less(b heapEnt) bool {
-	return a.at < b.at || a.at == b.at && a.ref < b.ref
-}
-
 // timeHeap is an indexed binary min-heap of timers: setPos is told every element's position so
 // that the owner can remove or re-time an element in O(log n) without a search.
+//
+// Timers are ordered by time, then by the ID of the message they belong to (read from the
+// slab), never by slot: slots depend on allocation history, which a restored queue does not
+// share, while IDs are part of the state. The tie-break costs two record reads and only
+// happens on equal times.
 type timeHeap struct {
 	ents   []heapEnt
+	slab   *slab
 	setPos func(ref, pos uint32)
+}
+
+// less orders timers by time, then by message ID (bytes, ascending).
+func (h *timeHeap) less(a, b heapEnt) bool {
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	return compareIDs(&h.slab.at(a.ref).id, &h.slab.at(b.ref).id) < 0
+}
+
+// compare is less as a three-way comparison, for sorting.
+func (h *timeHeap) compare(a, b heapEnt) int {
+	switch {
+	case a.at < b.at:
+		return -1
+	case a.at > b.at:
+		return 1
+	}
+	return compareIDs(&h.slab.at(a.ref).id, &h.slab.at(b.ref).id)
+}
+
+// compareIDs orders message IDs by their bytes, ascending: the canonical tie-break of every
+// order the engine reports. (Two big-endian words compare like the 16 bytes.)
+func compareIDs(a, b *MsgID) int {
+	a0, b0 := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(b[:8])
+	if a0 == b0 {
+		a0, b0 = binary.BigEndian.Uint64(a[8:]), binary.BigEndian.Uint64(b[8:])
+	}
+	switch {
+	case a0 < b0:
+		return -1
+	case a0 > b0:
+		return 1
+	}
+	return 0
 }
 
 func (h *timeHeap) len() int { return len(h.ents) }
@@ -69,7 +107,7 @@ func (h *timeHeap) up(i int) {
 	e := h.ents[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !e.less(h.ents[p]) {
+		if !h.less(e, h.ents[p]) {
 			break
 		}
 		h.ents[i] = h.ents[p]
@@ -90,10 +128,10 @@ func (h *timeHeap) down(i0 int) bool {
 		if c >= n {
 			break
 		}
-		if r := c + 1; r < n && h.ents[r].less(h.ents[c]) {
+		if r := c + 1; r < n && h.less(h.ents[r], h.ents[c]) {
 			c = r
 		}
-		if !h.ents[c].less(e) {
+		if !h.less(h.ents[c], e) {
 			break
 		}
 		h.ents[i] = h.ents[c]

@@ -84,7 +84,7 @@ func checkInvariants(q *Queue) error {
 }
 
 func (q *Queue) checkRecords() error {
-	var n, ready, delayed, leased int
+	var n, ready, held, delayed, leased int
 	refs := map[uint32]uint32{}
 	prev := nilIdx
 	for slot := q.ohead; slot != nilIdx; slot = q.slab.at(slot).onext {
@@ -103,6 +103,8 @@ func (q *Queue) checkRecords() error {
 		switch r.state() {
 		case stReady:
 			ready++
+		case stHeld:
+			held++
 		case stDelayed:
 			delayed++
 		case stLeased:
@@ -121,8 +123,9 @@ func (q *Queue) checkRecords() error {
 	if n != int(q.slab.live) || n != q.index.n {
 		return fmt.Errorf("order list %d, live %d, index %d", n, q.slab.live, q.index.n)
 	}
-	if ready != q.ready || delayed != q.nDelayed || leased != q.inFlight {
-		return fmt.Errorf("states %d/%d/%d, counters %d/%d/%d", ready, delayed, leased, q.ready, q.nDelayed, q.inFlight)
+	if ready != q.ready || held != q.nHeld || delayed != q.nDelayed || leased != q.inFlight {
+		return fmt.Errorf("states %d/%d/%d/%d, counters %d/%d/%d/%d",
+			ready, held, delayed, leased, q.ready, q.nHeld, q.nDelayed, q.inFlight)
 	}
 	if len(q.errs) > n {
 		return fmt.Errorf("%d errors for %d messages", len(q.errs), n)
@@ -149,20 +152,11 @@ func (q *Queue) checkKeys() error {
 		if q.keyIdx[ks.name] != uint32(k) {
 			return fmt.Errorf("key %q not indexed at %d", ks.name, k)
 		}
-		var n uint32
-		prev := nilIdx
-		for slot := ks.head; slot != nilIdx; slot = q.slab.at(slot).next {
-			r := q.slab.at(slot)
-			if r.prev != prev || r.state() != stReady || r.key() != uint32(k) {
-				return fmt.Errorf("key %q FIFO broken at slot %d", ks.name, slot)
-			}
-			prev = slot
-			if n++; n > ks.pending {
-				return fmt.Errorf("key %q FIFO longer than pending %d", ks.name, ks.pending)
-			}
+		if err := q.checkList(uint32(k), ks.head, ks.tail, ks.pending, stReady, "FIFO"); err != nil {
+			return err
 		}
-		if n != ks.pending || prev != ks.tail {
-			return fmt.Errorf("key %q FIFO %d long, pending %d", ks.name, n, ks.pending)
+		if err := q.checkList(uint32(k), ks.heldHead, ks.heldTail, ks.held, stHeld, "held list"); err != nil {
+			return err
 		}
 		if q.active.contains(uint32(k)) != (ks.pending > 0) {
 			return fmt.Errorf("key %q active %v with pending %d", ks.name, q.active.contains(uint32(k)), ks.pending)
@@ -177,9 +171,44 @@ func (q *Queue) checkKeys() error {
 	return nil
 }
 
+// checkList verifies one of key k's lists (FIFO or held list): links, states, key and length.
+// A held list must also be in enqueue order.
+func (q *Queue) checkList(k, head, tail, n, state uint32, what string) error {
+	name := q.keys[k].name
+	var got uint32
+	prev := nilIdx
+	for slot := head; slot != nilIdx; slot = q.slab.at(slot).next {
+		r := q.slab.at(slot)
+		if r.prev != prev || r.state() != state || r.key() != k {
+			return fmt.Errorf("key %q %s broken at slot %d", name, what, slot)
+		}
+		if state == stHeld && prev != nilIdx && !q.orderedBefore(prev, slot) {
+			return fmt.Errorf("key %q %s not in enqueue order at slot %d", name, what, slot)
+		}
+		prev = slot
+		if got++; got > n {
+			return fmt.Errorf("key %q %s longer than %d", name, what, n)
+		}
+	}
+	if got != n || prev != tail {
+		return fmt.Errorf("key %q %s %d long, counted %d", name, what, got, n)
+	}
+	return nil
+}
+
+// orderedBefore reports whether slot a comes before slot b in enqueue order (a slow walk).
+func (q *Queue) orderedBefore(a, b uint32) bool {
+	for s := q.slab.at(a).onext; s != nilIdx; s = q.slab.at(s).onext {
+		if s == b {
+			return true
+		}
+	}
+	return false
+}
+
 func checkHeap(h *timeHeap, name string) error {
 	for i := 1; i < len(h.ents); i++ {
-		if h.ents[i].less(h.ents[(i-1)/2]) {
+		if h.less(h.ents[i], h.ents[(i-1)/2]) {
 			return fmt.Errorf("%s heap order broken at %d", name, i)
 		}
 	}
@@ -187,6 +216,9 @@ func checkHeap(h *timeHeap, name string) error {
 }
 
 func (q *Queue) checkDelayedHeap() error {
+	if err := checkTieBreak(&q.delayed, "delayed"); err != nil {
+		return err
+	}
 	if err := checkHeap(&q.delayed, "delayed"); err != nil {
 		return err
 	}
@@ -202,7 +234,22 @@ func (q *Queue) checkDelayedHeap() error {
 	return nil
 }
 
+// checkTieBreak verifies that equal times in h are ordered by message ID along every
+// parent–child edge (a heap ordered by slot would break this).
+func checkTieBreak(h *timeHeap, name string) error {
+	for i := 1; i < len(h.ents); i++ {
+		p := (i - 1) / 2
+		if h.ents[i].at == h.ents[p].at && compareIDs(&h.slab.at(h.ents[p].ref).id, &h.slab.at(h.ents[i].ref).id) >= 0 {
+			return fmt.Errorf("%s heap tie at %d not ordered by ID", name, i)
+		}
+	}
+	return nil
+}
+
 func (q *Queue) checkLeases() error {
+	if err := checkTieBreak(&q.leaseHeap, "lease"); err != nil {
+		return err
+	}
 	if err := checkHeap(&q.leaseHeap, "lease"); err != nil {
 		return err
 	}
@@ -210,10 +257,12 @@ func (q *Queue) checkLeases() error {
 		return fmt.Errorf("lease heap %d, in flight %d", q.leaseHeap.len(), q.inFlight)
 	}
 	for i, e := range q.leaseHeap.ents {
-		l := &q.leases[e.ref]
-		r := q.slab.at(l.slot)
-		if l.pos != uint32(i) || l.expiresAt != e.at || r.state() != stLeased || r.next != e.ref {
-			return fmt.Errorf("lease heap entry %d (lease %d) inconsistent", i, e.ref)
+		r := q.slab.at(e.ref)
+		if r.state() != stLeased {
+			return fmt.Errorf("lease heap entry %d (slot %d) is not leased", i, e.ref)
+		}
+		if l := &q.leases[r.next]; l.pos != uint32(i) || l.expiresAt != e.at || l.slot != e.ref {
+			return fmt.Errorf("lease heap entry %d (slot %d) inconsistent", i, e.ref)
 		}
 	}
 	return nil
@@ -259,4 +308,27 @@ func (q *Queue) checkSubs() error {
 		}
 	}
 	return nil
+}
+
+// restore snapshots q through Messages, SnapshotKeys and ReadyOrder into a Restorer and returns
+// the restored queue.
+func restore(t tb, q *Queue) *Queue {
+	t.Helper()
+	r, err := NewRestorer(q.Name(), q.Config())
+	must(t, err)
+	for m := range q.Messages() {
+		must(t, r.AddMessage(m))
+	}
+	for k := range q.SnapshotKeys() {
+		must(t, r.AddKey(k))
+		for id := range q.ReadyOrder(k.Name) {
+			must(t, r.AddReady(id))
+		}
+	}
+	out, err := r.Queue()
+	must(t, err)
+	if err := checkInvariants(out); err != nil {
+		t.Fatalf("restored queue: %v", err)
+	}
+	return out
 }

@@ -23,7 +23,8 @@ const (
 	// StateUnknown is the zero value: not a stored message (e.g. a Message built by the broker
 	// for Enqueue, or one returned after it left the queue).
 	StateUnknown State = 0
-	// StateReady messages are pending: deliverable as soon as the scheduler reaches them.
+	// StateReady messages are pending: deliverable as soon as the scheduler reaches them (or,
+	// held by Queue.Hold, once the hold ends).
 	StateReady State = 1
 	// StateDelayed messages wait for their NotBefore time (an enqueue delay or a retry delay).
 	StateDelayed State = 2
@@ -41,8 +42,8 @@ func (s State) String() string {
 	return fmt.Sprintf("State(%d)", uint8(s))
 }
 
-// Message is a message as it enters (Enqueue) and leaves (Get, Oldest, Messages, ApplyFail,
-// ApplyRemove) the engine. The engine stores it in a compact form and rebuilds this struct on
+// Message is a message as it enters (Enqueue, Restorer.AddMessage) and leaves (Get, Oldest,
+// Messages, ApplyFail, ApplyRemove) the engine. The engine stores it in a compact form and rebuilds this struct on
 // demand, so a Message returned by the engine is a copy; Headers and Payload are shared with the
 // engine and must not be modified.
 type Message struct {
@@ -72,14 +73,14 @@ type Message struct {
 	RedriveCount uint32
 	// LastError is the error text of the most recent failure ("" if none).
 	LastError string
-	// State is the message's lifecycle state. Output only: Enqueue ignores it.
+	// State is the message's lifecycle state. Enqueue ignores it; a Restorer restores it.
 	State State
 	// LeasedAt is the start of the current lease (Unix ms); 0 unless State is StateLeased.
-	// Output only.
+	// Enqueue ignores it, as it does the other lease fields; a Restorer restores them.
 	LeasedAt int64
-	// LeaseExpiresAt is the end of the current lease (Unix ms); 0 unless leased. Output only.
+	// LeaseExpiresAt is the end of the current lease (Unix ms); 0 unless leased.
 	LeaseExpiresAt int64
-	// Consumer is the subscription holding the current lease; "" unless leased. Output only.
+	// Consumer is the subscription holding the current lease; "" unless leased.
 	Consumer string
 }
 

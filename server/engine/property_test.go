@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -24,12 +26,14 @@ const (
 
 // simCoverage counts events over all random cases, so that the test can tell if it became
 // vacuous.
-var simCoverage struct{ leased, failed, deadLettered, expired, redriven int }
+var simCoverage struct{ leased, failed, deadLettered, expired, redriven, restored int }
 
 // sim drives a parent queue and its dead-letter queue the way the broker will, recording every
-// applied command, and keeps a model of what must be true.
+// applied command, and keeps a model of what must be true. Once snapshot has run, shadow is a
+// queue restored from a snapshot, driven in lockstep with the parent and checked against it.
 type sim struct {
 	parent, dlq *Queue
+	shadow      *Queue
 	parentCmds  []Command
 	dlqCmds     []Command
 	now         int64
@@ -61,10 +65,25 @@ func (s *sim) apply(t *rapid.T, q *Queue, c Command) {
 	if err := q.Apply(c); err != nil {
 		t.Fatalf("%s: Apply(%#v): %v", q.name, c, err)
 	}
+	if s.shadowing(q) {
+		if err := s.shadow.Apply(c); err != nil {
+			t.Fatalf("restored: Apply(%#v): %v", c, err)
+		}
+	}
 	if q == s.parent {
 		s.parentCmds = append(s.parentCmds, c)
 	} else {
 		s.dlqCmds = append(s.dlqCmds, c)
+	}
+}
+
+// shadowing reports whether operations on q must be repeated on the shadow.
+func (s *sim) shadowing(q *Queue) bool { return q == s.parent && s.shadow != nil }
+
+// same fails unless the parent and the shadow gave the same answer.
+func same(t *rapid.T, what string, live, restored any) {
+	if !reflect.DeepEqual(live, restored) {
+		t.Fatalf("%s: the restored queue differs (-live +restored):\n%s", what, cmp.Diff(live, restored))
 	}
 }
 
@@ -113,7 +132,11 @@ func (s *sim) enqueue(t *rapid.T) {
 }
 
 func (s *sim) dispatch(t *rapid.T, q *Queue, max int) {
-	for _, l := range q.Dispatch(s.now, max, nil) {
+	ls := q.Dispatch(s.now, max, nil)
+	if s.shadowing(q) {
+		same(t, "Dispatch", ls, s.shadow.Dispatch(s.now, max, nil))
+	}
+	for _, l := range ls {
 		if _, ok := s.expiry[l.ID]; ok {
 			t.Fatalf("%v delivered while leased", l.ID) // property 2
 		}
@@ -148,6 +171,15 @@ func (s *sim) fail(t *rapid.T, q *Queue, id MsgID, errText string, retryAfter *u
 	m, err := q.ApplyFail(f)
 	if err != nil {
 		t.Fatalf("ApplyFail(%v): %v", id, err)
+	}
+	if s.shadowing(q) {
+		f2, err := s.shadow.DecideFailure(id, s.now, errText, retryAfter)
+		m2, err2 := s.shadow.ApplyFail(f)
+		if err != nil || err2 != nil {
+			t.Fatalf("restored: failing %v: %v", id, errors.Join(err, err2))
+		}
+		same(t, "DecideFailure", f, f2)
+		same(t, "ApplyFail", m, m2)
 	}
 	if q == s.parent {
 		s.parentCmds = append(s.parentCmds, f)
@@ -211,6 +243,9 @@ func (s *sim) subscribe(t *rapid.T) {
 	if err := s.parent.Subscribe(name, credit); err != nil {
 		t.Fatal(err)
 	}
+	if s.shadow != nil {
+		must(t, s.shadow.Subscribe(name, credit))
+	}
 	s.credit[name] = int64(credit)
 	if credit == 0 {
 		s.credit[name] = -1
@@ -225,6 +260,9 @@ func (s *sim) unsubscribe(t *rapid.T) {
 	if err := s.parent.Unsubscribe(name); err != nil {
 		t.Fatal(err)
 	}
+	if s.shadow != nil {
+		must(t, s.shadow.Unsubscribe(name))
+	}
 	delete(s.credit, name)
 }
 
@@ -237,6 +275,9 @@ func (s *sim) addCredit(t *rapid.T) {
 	if err := s.parent.AddCredit(name, n); err != nil {
 		t.Fatal(err)
 	}
+	if s.shadow != nil {
+		must(t, s.shadow.AddCredit(name, n))
+	}
 	if c := s.credit[name]; c >= 0 {
 		s.credit[name] = min(c+int64(n), math.MaxUint32)
 	}
@@ -248,6 +289,9 @@ func (s *sim) ack(t *rapid.T) {
 		t.Skip("none leased")
 	}
 	err := s.parent.CheckLease(id, s.now)
+	if s.shadow != nil {
+		same(t, "CheckLease", err == nil, s.shadow.CheckLease(id, s.now) == nil)
+	}
 	if (err != nil) != (s.expiry[id] <= s.now) {
 		t.Fatalf("CheckLease(%v) at %d, expiry %d: %v", id, s.now, s.expiry[id], err)
 	}
@@ -276,6 +320,9 @@ func (s *sim) nack(t *rapid.T) {
 func (s *sim) expire(t *rapid.T) {
 	for _, q := range []*Queue{s.parent, s.dlq} {
 		got := q.Expired(s.now, nil)
+		if s.shadowing(q) {
+			same(t, "Expired", got, s.shadow.Expired(s.now, nil))
+		}
 		var want []MsgID
 		for id, at := range s.expiry {
 			if at <= s.now && (s.fate[id] == inParent) == (q == s.parent) {
@@ -300,9 +347,17 @@ func (s *sim) extend(t *rapid.T) {
 	if !ok || s.expiry[id] <= s.now {
 		t.Skip("none leased")
 	}
-	e, err := s.parent.DecideExtend(id, s.now, rapid.Uint64Range(0, 60000).Draw(t, "by"))
+	by := rapid.Uint64Range(0, 60000).Draw(t, "by")
+	e, err := s.parent.DecideExtend(id, s.now, by)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if s.shadow != nil {
+		e2, err := s.shadow.DecideExtend(id, s.now, by)
+		if err != nil {
+			t.Fatalf("restored: DecideExtend(%v): %v", id, err)
+		}
+		same(t, "DecideExtend", e, e2)
 	}
 	s.apply(t, s.parent, e)
 	s.expiry[id] = e.ExpiresAt
@@ -349,10 +404,16 @@ func (s *sim) updateConfig(t *rapid.T) {
 // check asserts the model after every step: nothing lost (property 3), leases as the model says
 // (property 2), credit as the model says (property 4), and every internal invariant.
 func (s *sim) check(t *rapid.T) {
-	for _, q := range []*Queue{s.parent, s.dlq} {
+	for _, q := range []*Queue{s.parent, s.dlq, s.shadow} {
+		if q == nil {
+			continue
+		}
 		if err := checkInvariants(q); err != nil {
 			t.Fatalf("%s: %v", q.name, err)
 		}
+	}
+	if s.shadow != nil {
+		checkSameQueue(t, s.parent, s.shadow, s.now)
 	}
 	counts := map[fate]int{}
 	inFlight := map[fate]int{}

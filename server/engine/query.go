@@ -24,6 +24,9 @@ func (q *Queue) message(slot uint32) Message {
 		RedriveCount: r.redrives,
 		State:        State(r.state()),
 	}
+	if r.state() == stHeld {
+		m.State = StateReady
+	}
 	if r.meta&metaHasError != 0 {
 		m.LastError = q.errs[slot]
 	}
@@ -34,7 +37,8 @@ func (q *Queue) message(slot uint32) Message {
 	return m
 }
 
-// Get returns the stored message id, with its state and lease.
+// Get returns the stored message id, with its state and lease (a held message is reported as
+// ready, see Hold).
 func (q *Queue) Get(id MsgID) (Message, bool) {
 	slot, ok := q.index.find(id, &q.slab)
 	if !ok {
@@ -44,7 +48,8 @@ func (q *Queue) Get(id MsgID) (Message, bool) {
 }
 
 // Messages iterates over the stored messages in enqueue order, oldest first, in every state (for
-// recovery checks, inspection and redrive). The queue must not be changed during the iteration.
+// snapshots, recovery checks, inspection and redrive; held messages are reported as ready). The
+// queue must not be changed during the iteration.
 func (q *Queue) Messages() iter.Seq[Message] {
 	return func(yield func(Message) bool) {
 		for slot := q.ohead; slot != nilIdx; slot = q.slab.at(slot).onext {
@@ -68,27 +73,23 @@ func (q *Queue) Oldest(n int, dst []Message) []Message {
 }
 
 // Expired appends to dst the IDs of the leases whose expiry is at or before now, earliest
-// expiry first, and returns the extended slice. It does not change the queue: the broker turns
+// expiry first (equal expiries by message ID), and returns the extended slice. It does not change the queue: the broker turns
 // each into DecideFailure(id, now, "lease expired", nil) and applies the Fail. It costs
 // O(k log k) for k expired leases, whatever the number in flight.
 func (q *Queue) Expired(now int64, dst []MsgID) []MsgID {
 	due := q.leaseHeap.due(now, q.scratch[:0])
-	slices.SortFunc(due, func(a, b heapEnt) int {
-		if c := cmp.Compare(a.at, b.at); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ref, b.ref)
-	})
+	slices.SortFunc(due, q.leaseHeap.compare)
 	for _, e := range due {
-		dst = append(dst, q.slab.at(q.leases[e.ref].slot).id)
+		dst = append(dst, q.slab.at(e.ref).id)
 	}
 	q.scratch = due[:0]
 	return dst
 }
 
 // NextWakeup returns the earliest time at which the queue changes by itself — a delayed message
-// becoming ready or a lease expiring — so the broker can arm one timer; ok is false when there
-// is no such time. The time may already have passed if the broker has not yet handled it.
+// becoming ready, a lease expiring or a hold ending — so the broker can arm one timer; ok is
+// false when there is no such time. The time may already have passed if the broker has not yet
+// handled it.
 func (q *Queue) NextWakeup() (at int64, ok bool) {
 	at = math.MaxInt64
 	if t, has := q.delayed.top(); has {
@@ -96,6 +97,9 @@ func (q *Queue) NextWakeup() (at int64, ok bool) {
 	}
 	if t, has := q.leaseHeap.top(); has && t.at < at {
 		at, ok = t.at, true
+	}
+	if q.nHeld > 0 && q.holdUntil < at {
+		at, ok = q.holdUntil, true
 	}
 	if !ok {
 		return 0, false
@@ -105,13 +109,17 @@ func (q *Queue) NextWakeup() (at int64, ok bool) {
 
 // Stats is a snapshot of a queue's counters (the engine's part of GetStats).
 type Stats struct {
-	// Depth counts stored messages that are not leased: ready, delayed and waiting for a retry.
+	// Depth counts stored messages that are not leased: ready, held, delayed and waiting for a
+	// retry.
 	Depth uint64
 	// InFlight counts leased messages.
 	InFlight uint64
 	// Delayed counts messages not yet eligible for delivery (enqueue delay or retry delay), as
 	// of the last promotion (Advance, Dispatch or a timed command).
 	Delayed uint64
+	// Held counts ready messages kept from delivery by Hold (live state; zero after a replay
+	// or restore).
+	Held uint64
 	// ActiveFairnessKeys counts fairness keys with ready messages: the DRR round.
 	ActiveFairnessKeys uint64
 	// ActiveConsumers counts subscriptions (live state; zero after a replay).
@@ -126,7 +134,7 @@ type Stats struct {
 type KeyStats struct {
 	// Key is the fairness key.
 	Key string
-	// Pending counts the key's ready messages.
+	// Pending counts the key's ready messages (not the held ones).
 	Pending uint64
 	// Deficit is the key's remaining DRR deficit in its current turn.
 	Deficit int64
@@ -141,6 +149,7 @@ func (q *Queue) Stats() Stats {
 		Depth:              uint64(int(q.slab.live) - q.inFlight),
 		InFlight:           uint64(q.inFlight),
 		Delayed:            uint64(q.nDelayed),
+		Held:               uint64(q.nHeld),
 		ActiveFairnessKeys: uint64(q.active.n),
 		ActiveConsumers:    uint32(len(q.subIdx)),
 		Quantum:            q.cfg.Quantum,

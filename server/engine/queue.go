@@ -4,13 +4,13 @@ import "errors"
 
 // Errors returned by Queue methods. They name the package, and callers compare with errors.Is.
 var (
-	// ErrMessageNotFound: the ID is not stored, or (Ack, Extend, Fail, CheckLease and the
-	// Decide* methods) it is stored but not leased, or its lease has ended. This is the
-	// MessageNotFound of the protocol.
+	// ErrMessageNotFound: the ID is not stored, or (Extend, CheckLease and the Decide*
+	// methods) it is stored but neither leased nor held (see Queue.Hold), or (CheckLease) its
+	// lease or hold has ended. This is the MessageNotFound of the protocol.
 	ErrMessageNotFound = errors.New("engine: message not found")
 	// ErrDuplicateID: an Enqueue carries an ID that is already stored (or twice).
 	ErrDuplicateID = errors.New("engine: duplicate message ID")
-	// ErrNotReady: a Lease names a message that is not ready (delayed or already leased).
+	// ErrNotReady: a Lease names a message that is not ready (delayed, held or already leased).
 	ErrNotReady = errors.New("engine: message not ready")
 	// ErrQueueFull: the queue holds the maximum number of messages or fairness keys.
 	ErrQueueFull = errors.New("engine: queue full")
@@ -20,15 +20,17 @@ var (
 	ErrSubscriptionNotFound = errors.New("engine: subscription not found")
 )
 
-// keyState is one fairness key: its DRR state and the FIFO of its ready messages, linked
-// through rec.next/prev.
+// keyState is one fairness key: its DRR state, the FIFO of its ready messages and the list of
+// its held messages (in enqueue order), both linked through rec.next/prev.
 type keyState struct {
-	name       string
-	deficit    uint64 // remaining DRR deficit of the current turn
-	weight     uint32 // weight of the most recently enqueued message
-	pending    uint32 // ready messages
-	refs       uint32 // stored messages in any state
-	head, tail uint32 // ready FIFO
+	name               string
+	deficit            uint64 // remaining DRR deficit of the current turn
+	weight             uint32 // weight of the most recently enqueued message
+	pending            uint32 // ready messages
+	refs               uint32 // stored messages in any state
+	head, tail         uint32 // ready FIFO
+	held               uint32 // held messages
+	heldHead, heldTail uint32 // held list
 }
 
 // leaseRec is the lease of one in-flight message. Free records are linked through slot.
@@ -46,8 +48,8 @@ type leaseRec struct {
 //
 // State changes come in two kinds. Commands (Apply and the Apply* methods) are deterministic
 // and replayable. Subscriptions and credit (Subscribe, AddCredit, Unsubscribe) belong to the
-// live connections of the node that runs Dispatch; they are not replicated and a replay
-// starts without them.
+// live connections of the node that runs Dispatch, and Hold to its takeover of a fast queue;
+// they are not replicated, and a replay or restore starts without them.
 type Queue struct {
 	name   string
 	cfg    Config
@@ -68,16 +70,18 @@ type Queue struct {
 	delayed   timeHeap // delayed messages by NotBefore; ref = slot
 	leases    []leaseRec
 	freeLease uint32
-	leaseHeap timeHeap // leases by expiry; ref = lease index
+	leaseHeap timeHeap // leases by expiry; ref = slot (rec.next is the lease index)
 
 	errs map[uint32]string // LastError by slot, for messages that have one
+
+	holdUntil int64 // end of the hold (Unix ms); meaningful while nHeld > 0
 
 	subs     []subState
 	subIdx   map[string]uint32
 	freeSubs []uint32
 	credited ring // subscriptions with credit; the head receives the next delivery
 
-	ready, nDelayed, inFlight int
+	ready, nDelayed, inFlight, nHeld int
 
 	scratch []heapEnt
 	ids     []MsgID
@@ -102,8 +106,9 @@ func NewQueue(name string, cfg Config) (*Queue, error) {
 		subIdx:    make(map[string]uint32),
 		credited:  newRing(),
 	}
+	q.delayed.slab, q.leaseHeap.slab = &q.slab, &q.slab
 	q.delayed.setPos = func(slot, pos uint32) { q.slab.at(slot).next = pos }
-	q.leaseHeap.setPos = func(l, pos uint32) { q.leases[l].pos = pos }
+	q.leaseHeap.setPos = func(slot, pos uint32) { q.leases[q.slab.at(slot).next].pos = pos }
 	return q, nil
 }
 
@@ -113,7 +118,7 @@ func (q *Queue) Name() string { return q.name }
 // Config returns the queue's current configuration.
 func (q *Queue) Config() Config { return q.cfg }
 
-// Len returns the number of stored messages (ready, delayed and leased).
+// Len returns the number of stored messages (ready, held, delayed and leased).
 func (q *Queue) Len() int { return int(q.slab.live) }
 
 // internKey returns the index of the fairness key name, creating it if needed (checkNew has
@@ -130,7 +135,7 @@ func (q *Queue) internKey(name string) uint32 {
 		k = uint32(len(q.keys))
 		q.keys = append(q.keys, keyState{})
 	}
-	q.keys[k] = keyState{name: name, head: nilIdx, tail: nilIdx}
+	q.keys[k] = keyState{name: name, head: nilIdx, tail: nilIdx, heldHead: nilIdx, heldTail: nilIdx}
 	q.keyIdx[name] = k
 	return k
 }
@@ -154,9 +159,16 @@ func (q *Queue) unrefKey(k uint32) {
 // makeReady appends a stored, not ready message to its key's FIFO; a key that gains its first
 // ready message joins the end of the DRR round.
 func (q *Queue) makeReady(slot uint32, r *rec) {
-	r.setState(stReady)
 	k := r.key()
-	ks := &q.keys[k]
+	if q.appendReady(slot, r).pending == 1 {
+		q.active.pushBack(k)
+	}
+}
+
+// appendReady links a message at the end of its key's FIFO, leaving the DRR round to the caller.
+func (q *Queue) appendReady(slot uint32, r *rec) *keyState {
+	r.setState(stReady)
+	ks := &q.keys[r.key()]
 	r.next, r.prev = nilIdx, ks.tail
 	if ks.tail == nilIdx {
 		ks.head = slot
@@ -166,9 +178,7 @@ func (q *Queue) makeReady(slot uint32, r *rec) {
 	ks.tail = slot
 	ks.pending++
 	q.ready++
-	if ks.pending == 1 {
-		q.active.pushBack(k)
-	}
+	return ks
 }
 
 // unlinkReady takes a ready message out of its key's FIFO. The key's DRR state is the
@@ -200,8 +210,18 @@ func (q *Queue) leaveIfIdle(k uint32, ks *keyState) {
 }
 
 // advance makes ready every delayed message whose NotBefore is at or before now, in
-// (NotBefore, slot) order.
+// (NotBefore, ID) order, and ends a hold whose time has come (after the messages due before it,
+// before those due at it).
 func (q *Queue) advance(now int64) {
+	if q.nHeld > 0 && q.holdUntil <= now {
+		q.promote(q.holdUntil - 1)
+		q.release()
+	}
+	q.promote(now)
+}
+
+// promote makes ready the delayed messages due at or before now.
+func (q *Queue) promote(now int64) {
 	for {
 		t, ok := q.delayed.top()
 		if !ok || t.at > now {
@@ -213,13 +233,23 @@ func (q *Queue) advance(now int64) {
 	}
 }
 
-// Advance promotes the delayed messages whose NotBefore is at or before now. It is not a
-// command: every timed command implies it (see Command), and Dispatch calls it; call it
-// directly before Stats to see up-to-date delayed and pending counts.
+// Advance promotes the delayed messages whose NotBefore is at or before now, and releases held
+// messages if the hold ends at or before now. It is not a command: every timed command implies
+// it (see Command), and Dispatch calls it; call it directly before Stats to see up-to-date
+// delayed, held and pending counts.
 func (q *Queue) Advance(now int64) { q.advance(now) }
 
 // insert stores m (checked by checkNew) as enqueued at time at.
 func (q *Queue) insert(m *Message, at int64) {
+	slot, r := q.store(m)
+	if r.enqueuedAt == 0 {
+		r.enqueuedAt = at
+	}
+	q.schedule(slot, r, at)
+}
+
+// store adds m at the end of the enqueue order, in no state yet (free), and returns its slot.
+func (q *Queue) store(m *Message) (uint32, *rec) {
 	name := m.FairnessKey
 	if name == "" {
 		name = DefaultFairnessKey
@@ -235,9 +265,6 @@ func (q *Queue) insert(m *Message, at int64) {
 		weight: w, attempts: m.Attempts, redrives: m.RedriveCount, meta: k,
 		onext: nilIdx, oprev: q.otail,
 	}
-	if r.enqueuedAt == 0 {
-		r.enqueuedAt = at
-	}
 	if m.Headers != nil || m.Payload != nil {
 		q.slab.setBody(slot, body{m.Headers, m.Payload})
 	}
@@ -251,7 +278,7 @@ func (q *Queue) insert(m *Message, at int64) {
 	}
 	q.otail = slot
 	q.index.insert(m.ID, slot)
-	q.schedule(slot, r, at)
+	return slot, r
 }
 
 // schedule makes a message that is neither ready nor leased wait for its NotBefore, or ready
@@ -317,6 +344,11 @@ func (q *Queue) lease(slot uint32, r *rec, c *Lease) {
 	if r.attempts < ^uint32(0) {
 		r.attempts++
 	}
+	q.addLease(slot, r, c.LeasedAt, c.ExpiresAt, c.Consumer)
+}
+
+// addLease puts a message that is in no other set in flight, without touching its attempts.
+func (q *Queue) addLease(slot uint32, r *rec, leasedAt, expiresAt int64, consumer string) {
 	l := q.freeLease
 	if l == nilIdx {
 		l = uint32(len(q.leases))
@@ -324,10 +356,10 @@ func (q *Queue) lease(slot uint32, r *rec, c *Lease) {
 	} else {
 		q.freeLease = q.leases[l].slot
 	}
-	q.leases[l] = leaseRec{leasedAt: c.LeasedAt, expiresAt: c.ExpiresAt, consumer: c.Consumer, slot: slot}
-	q.leaseHeap.push(c.ExpiresAt, l)
+	q.leases[l] = leaseRec{leasedAt: leasedAt, expiresAt: expiresAt, consumer: consumer, slot: slot}
 	r.setState(stLeased)
 	r.next, r.prev = l, nilIdx
+	q.leaseHeap.push(expiresAt, slot)
 	q.inFlight++
 }
 
@@ -344,12 +376,15 @@ func (q *Queue) unlease(r *rec) {
 	q.inFlight--
 }
 
-// detach takes a stored message out of whatever set holds it (ready FIFO, delayed heap, lease).
+// detach takes a stored message out of whatever set holds it (ready FIFO, held list, delayed
+// heap, lease).
 func (q *Queue) detach(r *rec) {
 	switch r.state() {
 	case stReady:
 		k := r.key()
 		q.leaveIfIdle(k, q.unlinkReady(r))
+	case stHeld:
+		q.unlinkHeld(r)
 	case stDelayed:
 		q.delayed.remove(r.next)
 		q.nDelayed--
@@ -359,14 +394,15 @@ func (q *Queue) detach(r *rec) {
 	r.setState(stFree)
 }
 
-// leased returns the slot of a leased message.
-func (q *Queue) leased(id MsgID) (uint32, *rec, error) {
+// claimed returns the slot of a message a consumer may hold: leased, or held (whose lease may
+// have gone unrecorded, see Hold).
+func (q *Queue) claimed(id MsgID) (uint32, *rec, error) {
 	slot, ok := q.index.find(id, &q.slab)
 	if !ok {
 		return 0, nil, ErrMessageNotFound
 	}
 	r := q.slab.at(slot)
-	if r.state() != stLeased {
+	if st := r.state(); st != stLeased && st != stHeld {
 		return 0, nil, ErrMessageNotFound
 	}
 	return slot, r, nil

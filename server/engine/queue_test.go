@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -131,25 +132,32 @@ func TestApplyLeaseRefusals(t *testing.T) {
 	must(t, checkInvariants(q))
 }
 
-func TestAck(t *testing.T) {
+// Ack deletes a message in any state: leased on the leader, ready or delayed in the replay of a
+// fast-durability queue, which never saw the lease. Only an unknown ID is refused.
+func TestAckInEveryState(t *testing.T) {
 	q := newTestQueue(t, DefaultConfig())
 	must(t, q.Subscribe("c", 0))
-	enqueue(t, q, 0, Message{ID: mid(1)}, Message{ID: mid(2)})
-	q.Dispatch(0, 1, nil)
-	if err := q.ApplyAck(Ack{ID: mid(2)}); !errors.Is(err, ErrMessageNotFound) {
-		t.Errorf("ack of a ready message = %v", err)
-	}
-	if err := q.ApplyAck(Ack{ID: mid(3)}); !errors.Is(err, ErrMessageNotFound) {
+	enqueue(t, q, 0, msg(1, "a", 1), msg(2, "a", 1), msg(3, "b", 1), Message{ID: mid(4), NotBefore: 50})
+	q.Dispatch(0, 1, nil) // leases 1
+	if err := q.ApplyAck(Ack{ID: mid(9)}); !errors.Is(err, ErrMessageNotFound) {
 		t.Errorf("ack of an unknown message = %v", err)
 	}
-	must(t, q.ApplyAck(Ack{ID: mid(1)}))
+	for _, n := range []uint64{1, 3, 4} { // leased, ready (b leaves the round), delayed
+		must(t, q.ApplyAck(Ack{ID: mid(n)}))
+		if _, ok := q.Get(mid(n)); ok {
+			t.Fatalf("acked message %d still stored", n)
+		}
+		must(t, checkInvariants(q))
+	}
 	if err := q.ApplyAck(Ack{ID: mid(1)}); !errors.Is(err, ErrMessageNotFound) {
 		t.Errorf("second ack = %v", err)
 	}
-	if _, ok := q.Get(mid(1)); ok || q.Len() != 1 {
-		t.Fatalf("acked message still stored (len %d)", q.Len())
+	if s := q.Stats(); q.Len() != 1 || s.ActiveFairnessKeys != 1 || s.Delayed != 0 {
+		t.Fatalf("after the acks: len %d, %+v", q.Len(), s)
 	}
-	must(t, checkInvariants(q))
+	if _, ok := q.NextWakeup(); ok {
+		t.Fatal("the acked delayed message still wakes the queue")
+	}
 }
 
 func TestExtendAndExpiry(t *testing.T) {
@@ -193,7 +201,7 @@ func TestFailRetryThenRedeliver(t *testing.T) {
 	must(t, q.Subscribe("c", 0))
 	enqueue(t, q, 0, Message{ID: mid(1)})
 	q.Dispatch(0, 1, nil)
-	m, err := q.ApplyFail(Fail{ID: mid(1), At: 10, Error: "boom", NotBefore: 500})
+	m, err := q.ApplyFail(Fail{ID: mid(1), At: 10, Error: "boom", NotBefore: 500, Attempts: 1})
 	must(t, err)
 	if m.State != StateDelayed || m.LastError != "boom" || m.NotBefore != 500 || m.Attempts != 1 || m.Consumer != "" {
 		t.Fatalf("failed message = %+v", m)
@@ -213,7 +221,7 @@ func TestFailRetryThenRedeliver(t *testing.T) {
 	}
 	// An immediate retry (NotBefore at or before At) is ready at once, behind its key's FIFO.
 	enqueue(t, q, 600, Message{ID: mid(2)})
-	_, err = q.ApplyFail(Fail{ID: mid(1), At: 600, NotBefore: 600})
+	_, err = q.ApplyFail(Fail{ID: mid(1), At: 600, NotBefore: 600, Attempts: 2})
 	must(t, err)
 	if got := q.Dispatch(600, 2, nil); !cmp.Equal([]MsgID{got[0].ID, got[1].ID}, []MsgID{mid(2), mid(1)}) {
 		t.Fatalf("order after immediate retry = %v", got)
@@ -224,22 +232,58 @@ func TestFailRetryThenRedeliver(t *testing.T) {
 	must(t, checkInvariants(q))
 }
 
-// An uncounted failure (a reclaim hold ending) takes back the attempt its lease counted and
-// keeps the last error.
-func TestUncountedFailTakesTheAttemptBack(t *testing.T) {
-	q := newTestQueue(t, DefaultConfig())
-	must(t, q.Subscribe("c", 0))
-	enqueue(t, q, 0, Message{ID: mid(1)})
-	q.Dispatch(0, 1, nil)
-	_, err := q.ApplyFail(Fail{ID: mid(1), At: 10, Error: "boom", NotBefore: 10})
-	must(t, err)
-	must(t, q.ApplyLease(Lease{ID: mid(1), Consumer: "hold", LeasedAt: 20, ExpiresAt: 30}))
-	m, err := q.ApplyFail(Fail{ID: mid(1), At: 30, Error: "ignored", NotBefore: 30, Uncounted: true})
-	must(t, err)
-	if m.State != StateReady || m.Attempts != 1 || m.LastError != "boom" {
-		t.Fatalf("after an uncounted failure: %+v, want ready with 1 attempt and the first error", m)
+// A fast-durability queue does not log leases: its replica or replay applies Fail to a message
+// it holds as ready or delayed, and takes the attempt count from the command.
+func TestFailWithoutLoggedLease(t *testing.T) {
+	live := newTestQueue(t, DefaultConfig())
+	replica := newTestQueue(t, DefaultConfig())
+	must(t, live.Subscribe("c", 0))
+	log := []Command{Enqueue{At: 0, Msgs: []Message{msg(1, "a", 1), msg(2, "a", 1), msg(3, "b", 1)}}}
+	must(t, live.Apply(log[0]))
+	live.Dispatch(0, 3, nil) // not logged
+	for _, tc := range []struct {
+		n     uint64
+		retry *uint64
+	}{{1, nil}, {2, new(uint64)}, {3, nil}} {
+		f, err := live.DecideFailure(mid(tc.n), 10, "boom", tc.retry)
+		must(t, err)
+		if f.Attempts != 1 {
+			t.Fatalf("DecideFailure(%d).Attempts = %d, want 1", tc.n, f.Attempts)
+		}
+		_, err = live.ApplyFail(f)
+		must(t, err)
+		log = append(log, f)
 	}
-	must(t, checkInvariants(q))
+	// 2 is ready again: the live queue leases and fails it a second time; the replica fails it
+	// while it is ready. 1 and 3 wait for their retry: the replica fails 1 while delayed.
+	live.Dispatch(10, 1, nil)
+	f, err := live.DecideFailure(mid(2), 20, "again", nil)
+	must(t, err)
+	f1 := Fail{ID: mid(1), At: 20, Error: "expired", NotBefore: 5000, Attempts: 2}
+	for _, c := range []Command{f, f1, Ack{ID: mid(3)}} {
+		must(t, live.Apply(c))
+		log = append(log, c)
+	}
+	for i, c := range log {
+		if err := replica.Apply(c); err != nil {
+			t.Fatalf("replica: command %d %#v: %v", i, c, err)
+		}
+	}
+	for _, q := range []*Queue{live, replica} {
+		for _, want := range []Message{
+			{ID: mid(1), State: StateDelayed, NotBefore: 5000, Attempts: 2, LastError: "expired"},
+			{ID: mid(2), State: StateDelayed, NotBefore: f.NotBefore, Attempts: 2, LastError: "again"},
+		} {
+			m, _ := q.Get(want.ID)
+			if m.State != want.State || m.NotBefore != want.NotBefore || m.Attempts != want.Attempts || m.LastError != want.LastError {
+				t.Errorf("%v: %+v, want %+v", want.ID, m, want)
+			}
+		}
+		must(t, checkInvariants(q))
+	}
+	if diff := cmp.Diff(slices.Collect(live.Messages()), slices.Collect(replica.Messages())); diff != "" {
+		t.Fatalf("replica differs (-live +replica):\n%s", diff)
+	}
 }
 
 func TestFailDeadLetterRemoves(t *testing.T) {
@@ -247,7 +291,7 @@ func TestFailDeadLetterRemoves(t *testing.T) {
 	must(t, q.Subscribe("c", 0))
 	enqueue(t, q, 0, Message{ID: mid(1), FairnessKey: "k", Weight: 4, Headers: map[string]string{"h": "v"}})
 	q.Dispatch(0, 1, nil)
-	m, err := q.ApplyFail(Fail{ID: mid(1), At: 5, Error: "bad", DeadLetter: true})
+	m, err := q.ApplyFail(Fail{ID: mid(1), At: 5, Error: "bad", DeadLetter: true, Attempts: 1})
 	must(t, err)
 	want := Message{ID: mid(1), Queue: "q", Headers: map[string]string{"h": "v"}, FairnessKey: "k", Weight: 4,
 		Attempts: 1, LastError: "bad"}
@@ -374,6 +418,30 @@ func TestDrainedQueueReleasesMemory(t *testing.T) {
 			len(q.slab.chunks), len(q.index.tab), len(q.keys), len(q.leases))
 	}
 	must(t, checkInvariants(q))
+}
+
+// Apply, the replay entry point, handles every Command type.
+func TestApplyHandlesEveryCommand(t *testing.T) {
+	q := newTestQueue(t, DefaultConfig())
+	cfg := DefaultConfig()
+	cfg.Quantum = 2
+	for _, c := range []Command{
+		Enqueue{At: 0, Msgs: []Message{msg(1, "a", 1), msg(2, "a", 1), msg(3, "a", 1)}},
+		Lease{ID: mid(1), Consumer: "c", LeasedAt: 0, ExpiresAt: 10},
+		Extend{ID: mid(1), ExpiresAt: 20},
+		Fail{ID: mid(1), At: 5, Error: "e", NotBefore: 5, Attempts: 1},
+		Ack{ID: mid(2)},
+		Remove{ID: mid(3), At: 6},
+		UpdateConfig{Config: cfg},
+	} {
+		if err := q.Apply(c); err != nil {
+			t.Fatalf("Apply(%T): %v", c, err)
+		}
+	}
+	m, _ := q.Get(mid(1))
+	if q.Len() != 1 || m.State != StateReady || m.Attempts != 1 || m.LastError != "e" || q.Config() != cfg {
+		t.Fatalf("after every command: %d stored, %+v, %+v", q.Len(), m, q.Config())
+	}
 }
 
 func TestApplyUnknownCommand(t *testing.T) {

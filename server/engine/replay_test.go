@@ -66,9 +66,9 @@ func TestReplayAfterLivePromotion(t *testing.T) {
 		r := &recorder{t: t, q: newTestQueue(t, DefaultConfig())}
 		must(t, r.q.Subscribe("c", 0))
 		r.apply(Enqueue{At: 0, Msgs: []Message{msg(1, "k", 1), {ID: mid(2), FairnessKey: "k", NotBefore: 50}}})
-		r.dispatch(0, 1)                                   // leases 1
-		r.q.Advance(100)                                   // promotes 2: not a command
-		r.apply(Fail{ID: mid(1), At: 100, NotBefore: 100}) // 1 is retried behind 2
+		r.dispatch(0, 1)                                                // leases 1
+		r.q.Advance(100)                                                // promotes 2: not a command
+		r.apply(Fail{ID: mid(1), At: 100, NotBefore: 100, Attempts: 1}) // 1 is retried behind 2
 		r.checkReplay(100)
 	})
 	t.Run("remove", func(t *testing.T) {

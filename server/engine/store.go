@@ -26,9 +26,11 @@ const maxSlots = nilIdx - 1
 // meta packs the fairness-key index (bits 0–26), the state (bits 27–29) and two flags (bit 30:
 // the slot has a body in the side table; bit 31: the message has a LastError in q.errs).
 //
-// next and prev depend on the state: ready — the key's FIFO links; delayed — next is the
-// position in the delayed heap; leased — next is the index of the lease record; free — next
-// links the free list. onext/oprev link every stored message in enqueue order.
+// next and prev depend on the state: ready — the key's FIFO links; held — the links of the
+// key's held list (see Queue.Hold); delayed — next is the position in the delayed heap; leased —
+// next is the index of the lease record; free — next links the free list; restored — unused
+// (a Restorer has not yet placed the ready message in its FIFO). onext/oprev link every stored
+// message in enqueue order.
 type rec struct {
 	id         MsgID
 	enqueuedAt int64
@@ -54,18 +56,32 @@ const (
 	maxKeys = metaKeyMask
 )
 
-// Internal states (stored in rec.meta). The non-free ones equal the exported State values.
+// Internal states (stored in rec.meta). The first four equal the exported State values; a held
+// message is reported as StateReady, and stRestored exists only inside a Restorer.
 const (
-	stFree    = uint32(StateUnknown)
-	stReady   = uint32(StateReady)
-	stDelayed = uint32(StateDelayed)
-	stLeased  = uint32(StateLeased)
+	stFree     = uint32(StateUnknown)
+	stReady    = uint32(StateReady)
+	stDelayed  = uint32(StateDelayed)
+	stLeased   = uint32(StateLeased)
+	stHeld     = 4 // ready, but kept from delivery by Queue.Hold
+	stRestored = 5 // ready in a snapshot, not yet placed in its key's FIFO
 )
 
 func (r *rec) key() uint32   { return r.meta & metaKeyMask }
 func (r *rec) state() uint32 { return (r.meta & metaStMask) >> metaStShift }
 func (r *rec) setState(s uint32) {
 	r.meta = r.meta&^metaStMask | s<<metaStShift
+}
+
+// stateText names an internal state for error messages.
+func stateText(st uint32) string {
+	switch st {
+	case stHeld:
+		return "held"
+	case stRestored:
+		return "ready"
+	}
+	return State(st).String()
 }
 
 // body holds the opaque parts of a message; it lives in a side table so that rec stays

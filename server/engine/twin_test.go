@@ -162,9 +162,26 @@ func (s *twinSim) ackOrRetry(t *rapid.T) {
 		must(t, s.q.ApplyAck(Ack{ID: id}))
 		return
 	}
-	_, err := s.q.ApplyFail(Fail{ID: id, Error: "retry"})
+	m, _ := s.q.Get(id)
+	_, err := s.q.ApplyFail(Fail{ID: id, Error: "retry", Attempts: m.Attempts})
 	must(t, err)
 	s.w.ready(s.keyOf[id], id)
+}
+
+// restore replaces the queue with one restored from its snapshot, subscribed in the twin's
+// rotation order with the same credit; subscriptions without credit are dropped (Subscribe
+// cannot make one: 0 means unlimited). The twin must not notice.
+func (s *twinSim) restore(t *rapid.T) {
+	q := restore(t, s.q)
+	for _, name := range s.w.subs {
+		must(t, q.Subscribe(name, uint32(max(s.w.credit[name], 0))))
+	}
+	for name, c := range s.w.credit {
+		if c == 0 {
+			delete(s.w.credit, name)
+		}
+	}
+	s.q = q
 }
 
 func TestDispatchMatchesNaiveTwin(t *testing.T) {
@@ -178,7 +195,7 @@ func TestDispatchMatchesNaiveTwin(t *testing.T) {
 		}
 		actions := map[string]func(*rapid.T){
 			"enqueue": s.enqueue, "subscribe": s.subscribe, "addCredit": s.addCredit,
-			"unsubscribe": s.unsubscribe, "dispatch": s.dispatch, "ackOrRetry": s.ackOrRetry,
+			"unsubscribe": s.unsubscribe, "dispatch": s.dispatch, "ackOrRetry": s.ackOrRetry, "restore": s.restore,
 			"": func(t *rapid.T) {
 				if err := checkInvariants(s.q); err != nil {
 					t.Fatal(err)
