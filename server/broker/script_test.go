@@ -1,0 +1,370 @@
+package broker
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/storage"
+)
+
+// The round and commit pipeline, driven step by step through the broker's API on the in-memory
+// store, with a fake clock. Scripts in testdata/script/*.txt; rewrite their expected output with
+// `go test ./server/broker -run TestScripts -rewrite`.
+//
+// Commands (message IDs print as m1, m2, … in the order the broker assigned them):
+//
+//	open                                     open a broker on the store (after crash: recover)
+//	create NAME [visibility=MS] [attempts=N] [fast]
+//	enqueue QUEUE PAYLOAD… [key=K] [delay=MS] [idem=KEY]
+//	consume QUEUE CONSUMER [credit=N]        credit 0 (default): server-managed window
+//	deliveries [n=N]                         wait for N deliveries (default: what has arrived), print them
+//	ack|nack|extend QUEUE ID… [retry=MS] [by=MS]
+//	redrive DLQ
+//	advance DURATION                         move the clock and let every queue run a round
+//	stats QUEUE
+//	fail-commits N                           the next N log appends fail
+//	crash                                    power failure: unsynced writes are lost, the broker stops
+type script struct {
+	t     *testing.T
+	mem   *storage.Mem
+	b     *Broker
+	now   time.Time
+	mu    sync.Mutex
+	ids   map[wire.UUID]string
+	names map[string]wire.UUID
+	sinks []*scriptSink
+	reqID uint32
+}
+
+type scriptSink struct {
+	s    *script
+	mu   sync.Mutex
+	got  []fibp.DeliveryMessage
+	wake chan struct{}
+}
+
+func (k *scriptSink) Send(frame []byte, onWritten func()) bool {
+	h, body, err := fibp.ParseHeader(frame[fibp.LengthSize:])
+	if err == nil && h.Opcode == fibp.OpDelivery {
+		var d fibp.Delivery
+		if err := d.Decode(body); err == nil {
+			k.mu.Lock()
+			for _, m := range d.Messages {
+				m.Payload = append([]byte(nil), m.Payload...)
+				k.got = append(k.got, m)
+			}
+			k.mu.Unlock()
+			select {
+			case k.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+	if onWritten != nil {
+		onWritten()
+	}
+	return true
+}
+
+func TestScripts(t *testing.T) {
+	datadriven.Walk(t, "testdata/script", func(t *testing.T, path string) {
+		s := newScript(t)
+		defer s.close()
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			return s.run(d)
+		})
+	})
+}
+
+func newScript(t *testing.T) *script {
+	return &script{t: t, mem: storage.NewMem(), now: time.UnixMilli(1_000_000), ids: map[wire.UUID]string{}, names: map[string]wire.UUID{}}
+}
+
+func (s *script) close() {
+	if s.b != nil {
+		s.b.Close()
+	}
+}
+
+// do runs one command written as in a script.
+func (s *script) do(line string) string {
+	f := strings.Fields(line)
+	d := &datadriven.TestData{Cmd: f[0]}
+	for _, a := range f[1:] {
+		k, v, ok := strings.Cut(a, "=")
+		arg := datadriven.CmdArg{Key: k}
+		if ok {
+			arg.Vals = []string{v}
+		}
+		d.CmdArgs = append(d.CmdArgs, arg)
+	}
+	return s.run(d)
+}
+
+func (s *script) clock() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.now
+}
+
+func (s *script) label(id wire.UUID) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l, ok := s.ids[id]; ok {
+		return l
+	}
+	l := fmt.Sprintf("m%d", len(s.ids)+1)
+	s.ids[id], s.names[l] = l, id
+	return l
+}
+
+func (s *script) id(label string) wire.UUID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if id, ok := s.names[label]; ok {
+		return id
+	}
+	panic("unknown message " + label)
+}
+
+// args splits a command's arguments into words and key=value options.
+func args(d *datadriven.TestData) (words []string, opts map[string]string) {
+	opts = map[string]string{}
+	for _, a := range d.CmdArgs {
+		if len(a.Vals) > 0 {
+			opts[a.Key] = a.Vals[0]
+		} else {
+			words = append(words, a.Key)
+		}
+	}
+	return words, opts
+}
+
+func num(opts map[string]string, key string) uint64 {
+	v, _ := strconv.ParseUint(opts[key], 10, 64)
+	return v
+}
+
+func (s *script) run(d *datadriven.TestData) string {
+	words, opts := args(d)
+	switch d.Cmd {
+	case "open":
+		b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		s.b, s.sinks = b, nil
+		return "ok"
+	case "create":
+		req := &fibp.CreateQueue{Name: words[0], VisibilityTimeoutMs: num(opts, "visibility"), MaxAttempts: uint32(num(opts, "attempts"))}
+		if len(words) > 1 && words[1] == "fast" {
+			req.DeliveryDurability = fibp.DeliveryDurabilityFast
+		}
+		res, e := s.b.CreateQueue(req)
+		return result(res.ErrorCode, e)
+	case "enqueue":
+		return s.enqueue(words, opts)
+	case "consume":
+		k := &scriptSink{s: s, wake: make(chan struct{}, 1)}
+		s.sinks = append(s.sinks, k)
+		s.reqID++
+		e := s.b.Subscribe(&fibp.Consume{Queue: words[0], Credit: uint32(num(opts, "credit"))}, s.reqID, words[1], opts["credit"] != "", k)
+		return result(fibp.CodeOk, e)
+	case "deliveries":
+		return s.deliveries(int(num(opts, "n")))
+	case "ack", "nack", "extend":
+		return s.settle(d.Cmd, words, opts)
+	case "redrive":
+		res, e := s.b.Redrive(&fibp.Redrive{DLQQueue: words[0]})
+		return fmt.Sprintf("%s redriven=%d", result(res.ErrorCode, e), res.Redriven)
+	case "advance":
+		dur, err := time.ParseDuration(words[0])
+		if err != nil {
+			return err.Error()
+		}
+		s.mu.Lock()
+		s.now = s.now.Add(dur)
+		s.mu.Unlock()
+		s.settleRounds()
+		return "ok"
+	case "stats":
+		res, e := s.b.GetStats(&fibp.GetStats{Queue: words[0]})
+		if e != nil {
+			return result(res.ErrorCode, e)
+		}
+		return fmt.Sprintf("depth=%d in_flight=%d delayed=%d", res.Depth, res.InFlight, res.Delayed)
+	case "fail-commits":
+		s.mem.FailCommits(int(num(map[string]string{"n": words[0]}, "n")))
+		return "ok"
+	case "crash":
+		s.mem.Crash()
+		s.b.Close()
+		s.b = nil
+		s.mem.Restart()
+		return "ok"
+	}
+	s.t.Fatalf("unknown command %s", d.Cmd)
+	return ""
+}
+
+func result(code fibp.ErrorCode, e *Error) string {
+	if e != nil {
+		return "error: " + e.Code.String()
+	}
+	return code.String()
+}
+
+func (s *script) enqueue(words []string, opts map[string]string) string {
+	req := &fibp.Enqueue{}
+	for _, p := range words[1:] {
+		m := fibp.EnqueueMessage{Queue: words[0], Payload: []byte(p)}
+		if k := opts["key"]; k != "" {
+			m.FairnessKey = wire.Some(k)
+		}
+		if d := num(opts, "delay"); d > 0 {
+			m.DelayMs = wire.Some(d)
+		}
+		if k := opts["idem"]; k != "" {
+			m.IdempotencyKey = wire.Some(k)
+		}
+		req.Messages = append(req.Messages, m)
+	}
+	ch := make(chan string, 1)
+	s.b.Enqueue(req, func(res *fibp.EnqueueResult, e *Error) {
+		if e != nil {
+			ch <- result(0, e)
+			return
+		}
+		var out []string
+		for _, r := range res.Results {
+			switch {
+			case r.ErrorCode != fibp.CodeOk:
+				out = append(out, r.ErrorCode.String())
+			case r.Duplicate:
+				out = append(out, "duplicate of "+s.label(r.MessageID))
+			default:
+				out = append(out, s.label(r.MessageID))
+			}
+		}
+		ch <- strings.Join(out, " ")
+	})
+	return <-ch
+}
+
+func (s *script) settle(cmd string, words []string, opts map[string]string) string {
+	q := words[0]
+	ch := make(chan string, 1)
+	codes := func(cs []fibp.ErrorCode, e *Error) {
+		if e != nil {
+			ch <- result(0, e)
+			return
+		}
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.String())
+		}
+		ch <- strings.Join(out, " ")
+	}
+	switch cmd {
+	case "ack":
+		req := &fibp.Ack{}
+		for _, l := range words[1:] {
+			req.Items = append(req.Items, fibp.AckItem{Queue: q, MessageID: s.id(l)})
+		}
+		s.b.Ack(req, func(r *fibp.AckResult, e *Error) {
+			var cs []fibp.ErrorCode
+			if r != nil {
+				for _, it := range r.Results {
+					cs = append(cs, it.ErrorCode)
+				}
+			}
+			codes(cs, e)
+		})
+	case "nack":
+		req := &fibp.Nack{}
+		for _, l := range words[1:] {
+			it := fibp.NackItem{Queue: q, MessageID: s.id(l), Error: "boom"}
+			if _, ok := opts["retry"]; ok {
+				it.RetryAfterMs = wire.Some(num(opts, "retry"))
+			}
+			req.Items = append(req.Items, it)
+		}
+		s.b.Nack(req, func(r *fibp.NackResult, e *Error) {
+			var cs []fibp.ErrorCode
+			if r != nil {
+				for _, it := range r.Results {
+					cs = append(cs, it.ErrorCode)
+				}
+			}
+			codes(cs, e)
+		})
+	default:
+		req := &fibp.ExtendLease{}
+		for _, l := range words[1:] {
+			req.Items = append(req.Items, fibp.ExtendLeaseItem{Queue: q, MessageID: s.id(l), ExtendByMs: num(opts, "by")})
+		}
+		s.b.ExtendLease(req, func(r *fibp.ExtendLeaseResult, e *Error) {
+			var cs []fibp.ErrorCode
+			if r != nil {
+				for _, it := range r.Results {
+					cs = append(cs, it.ErrorCode)
+				}
+			}
+			codes(cs, e)
+		})
+	}
+	return <-ch
+}
+
+// settleRounds has every queue run a round at the current clock and waits until its entry is
+// durable, so that expiries and promotions the clock made have happened.
+func (s *script) settleRounds() {
+	for _, name := range s.b.queueNames() {
+		if r := s.b.lookup(name); r.a != nil {
+			r.a.commitCall(func(*actor) *Error { return nil })
+			r.a.commitCall(func(*actor) *Error { return nil }) // the deliveries of the first round are out
+		}
+	}
+}
+
+func (s *script) deliveries(n int) string {
+	deadline := time.Now().Add(5 * time.Second)
+	var got []fibp.DeliveryMessage
+	for {
+		got = got[:0]
+		for _, k := range s.sinks {
+			k.mu.Lock()
+			got = append(got, k.got...)
+			k.mu.Unlock()
+		}
+		if len(got) >= n || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	for _, k := range s.sinks {
+		k.mu.Lock()
+		k.got = nil
+		k.mu.Unlock()
+	}
+	lines := make([]string, len(got))
+	for i, m := range got {
+		lines[i] = fmt.Sprintf("%s %s %q attempt=%d key=%s", m.Queue, s.label(m.MessageID), m.Payload, m.AttemptCount, m.FairnessKey)
+	}
+	sort.Strings(lines)
+	if len(lines) == 0 {
+		return "none"
+	}
+	return strings.Join(lines, "\n")
+}
