@@ -166,7 +166,8 @@ func (b *Broker) openGroup(name string, fsm raft.FSM) (*raftgroup.Group, error) 
 }
 
 func (b *Broker) raftLogger() hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: os.Stderr})
+	// Warnings are routine here (every group "times out" into its first election at once).
+	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: os.Stderr})
 }
 
 // recover starts the meta group, then every queue group it defines, and deletes the groups of

@@ -34,14 +34,21 @@ func describe(st *queuegroup.State) string {
 }
 
 // groupState describes the state of queue name's group as its actor holds it, once nothing is in
-// flight.
+// flight, with the delayed messages that are due promoted (as GetStats does: promotion is a
+// function of the clock, not a command, so a replay makes it at the next timed command).
 func groupState(t *rapid.T, s *script, name string) string {
 	r := s.b.lookup(name)
 	if r.a == nil {
 		t.Fatalf("queue %s is gone", name)
 	}
 	var out string
-	r.a.call(func(a *actor) { a.drain(); out = describe(a.st) })
+	r.a.call(func(a *actor) {
+		a.drain()
+		now := a.now()
+		a.st.Lane(queuegroup.LaneQueue).Advance(now)
+		a.st.Lane(queuegroup.LaneDeadLetter).Advance(now)
+		out = describe(a.st)
+	})
 	return out
 }
 
