@@ -54,7 +54,7 @@ type actor struct {
 	reloadQueued atomic.Bool // a reload after a failed proposal is waiting to run
 
 	subs   map[string]*subscription
-	bodies bodyCache
+	bodies *bodyCache
 
 	// Per-round state.
 	replies   []func(err error)
@@ -341,6 +341,7 @@ type commit struct {
 	future  raft.ApplyFuture // nil when the round changed nothing
 	replies []func(err error)
 	outbox  []outFrame
+	bodies  int64 // the body cache's end when the round was proposed
 }
 
 // round runs one batch of operations, then expiry and dispatch, then proposes the round's entry
@@ -363,7 +364,7 @@ func (a *actor) round(batch []op) {
 	if entry == nil && len(a.replies) == 0 && len(a.outbox) == 0 {
 		return
 	}
-	c := &commit{replies: a.replies, outbox: a.outbox}
+	c := &commit{replies: a.replies, outbox: a.outbox, bodies: a.bodies.end()}
 	a.replies, a.outbox = nil, nil
 	if entry != nil {
 		c.future = a.g.Propose(entry)
@@ -389,6 +390,9 @@ func (a *actor) waitLoop() {
 				}
 			}
 			a.b.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+		}
+		if err == nil {
+			a.bodies.applied(c.bodies)
 		}
 		a.finish(c, err)
 		a.inflight.Add(-1)

@@ -23,18 +23,21 @@ func (b *body) size() int {
 // bodyCache keeps the bodies of recently enqueued messages in memory so that the common case —
 // delivered soon after it was enqueued — needs no storage read. Older bodies live only in
 // storage: the caches of all queues share one byte budget, and each drops its oldest entries
-// while the total is over it, so a large backlog costs disk, not memory. Entries of the current
-// round are never dropped before its commit (trim runs after it).
+// while the total is over it, so a large backlog costs disk, not memory. A body is never dropped
+// before the log entry that stores it has been applied (its body written to storage): trim stops
+// at the applied mark, which the waiter advances as entries are applied.
 type bodyCache struct {
 	max   int64
 	total *atomic.Int64 // bytes cached by every queue
 	m     map[engine.MsgID]*body
 	order []engine.MsgID // insertion order; may hold IDs already removed
 	head  int
+	base  int64        // entries dropped from the front of order so far (positions are base + index)
+	mark  atomic.Int64 // positions below it belong to applied entries
 }
 
-func newBodyCache(maxBytes int, total *atomic.Int64) bodyCache {
-	return bodyCache{max: int64(maxBytes), total: total, m: map[engine.MsgID]*body{}}
+func newBodyCache(maxBytes int, total *atomic.Int64) *bodyCache {
+	return &bodyCache{max: int64(maxBytes), total: total, m: map[engine.MsgID]*body{}}
 }
 
 func (c *bodyCache) put(id engine.MsgID, b *body) {
@@ -55,26 +58,42 @@ func (c *bodyCache) remove(id engine.MsgID) {
 	}
 }
 
+// end is the position after the newest body: a round's entry covers every body below it.
+func (c *bodyCache) end() int64 { return c.base + int64(len(c.order)) }
+
+// applied records that the bodies below position end are in storage. It may be called from any
+// goroutine.
+func (c *bodyCache) applied(end int64) {
+	for {
+		cur := c.mark.Load()
+		if end <= cur || c.mark.CompareAndSwap(cur, end) {
+			return
+		}
+	}
+}
+
 // clear forgets every body (the queue is deleted or reloading).
 func (c *bodyCache) clear() {
 	for id := range c.m {
 		c.remove(id)
 	}
+	c.base += int64(len(c.order))
 	c.order, c.head = c.order[:0], 0
+	c.applied(c.base)
 }
 
-// trim drops this queue's oldest bodies while all caches together are over the budget.
+// trim drops this queue's oldest bodies already in storage while all caches together are over
+// the budget.
 func (c *bodyCache) trim() {
-	for c.total.Load() > c.max && c.head < len(c.order) {
+	mark := c.mark.Load()
+	for c.total.Load() > c.max && c.head < len(c.order) && c.base+int64(c.head) < mark {
 		c.remove(c.order[c.head])
 		c.head++
 	}
 	if c.head > 4096 && c.head*2 > len(c.order) {
 		c.order = append(c.order[:0], c.order[c.head:]...)
+		c.base += int64(c.head)
 		c.head = 0
-	}
-	if len(c.m) == 0 {
-		c.order, c.head = c.order[:0], 0
 	}
 }
 

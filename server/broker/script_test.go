@@ -24,9 +24,11 @@ import (
 //
 // Commands (message IDs print as m1, m2, … in the order the broker assigned them):
 //
-//	open                                     open a broker on the store (after crash: recover)
+//	open [cache=BYTES]                       open a broker on the store (after crash: recover)
 //	create NAME [visibility=MS] [attempts=N] [fast]
 //	enqueue QUEUE PAYLOAD… [key=K] [delay=MS] [idem=KEY]
+//	enqueue-async QUEUE PAYLOAD…             the same without waiting for the answer
+//	delay-appends DURATION                   every later log append takes this long
 //	consume QUEUE CONSUMER [credit=N]        credit 0 (default): server-managed window
 //	deliveries [n=N]                         wait for N deliveries (default: what has arrived), print them
 //	ack|nack|extend QUEUE ID… [retry=MS] [by=MS]
@@ -160,7 +162,8 @@ func (s *script) run(d *datadriven.TestData) string {
 	words, opts := args(d)
 	switch d.Cmd {
 	case "open":
-		b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, BodyCacheBytes: int(num(opts, "cache")),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			return "error: " + err.Error()
 		}
@@ -174,7 +177,17 @@ func (s *script) run(d *datadriven.TestData) string {
 		res, e := s.b.CreateQueue(req)
 		return result(res.ErrorCode, e)
 	case "enqueue":
-		return s.enqueue(words, opts)
+		return s.enqueue(words, opts, true)
+	case "enqueue-async":
+		s.enqueue(words, opts, false)
+		return "sent"
+	case "delay-appends":
+		d, err := time.ParseDuration(words[0])
+		if err != nil {
+			return err.Error()
+		}
+		s.mem.DelayAppends(d)
+		return "ok"
 	case "consume":
 		k := &scriptSink{s: s, wake: make(chan struct{}, 1)}
 		s.sinks = append(s.sinks, k)
@@ -225,7 +238,7 @@ func result(code fibp.ErrorCode, e *Error) string {
 	return code.String()
 }
 
-func (s *script) enqueue(words []string, opts map[string]string) string {
+func (s *script) enqueue(words []string, opts map[string]string, wait bool) string {
 	req := &fibp.Enqueue{}
 	for _, p := range words[1:] {
 		m := fibp.EnqueueMessage{Queue: words[0], Payload: []byte(p)}
@@ -259,6 +272,9 @@ func (s *script) enqueue(words []string, opts map[string]string) string {
 		}
 		ch <- strings.Join(out, " ")
 	})
+	if !wait {
+		return ""
+	}
 	return <-ch
 }
 

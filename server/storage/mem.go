@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -25,6 +26,7 @@ type Mem struct {
 	applied  map[string]uint64
 	undo     []func() // restores the body writes made since the last append, newest last
 	failNext int
+	delay    time.Duration
 	crashed  bool
 }
 
@@ -46,6 +48,14 @@ var _ Store = (*Mem)(nil)
 func (m *Mem) FailCommits(n int) {
 	m.mu.Lock()
 	m.failNext = n
+	m.mu.Unlock()
+}
+
+// DelayAppends makes every later append to a log take d (a slow disk), so that an entry stays
+// unapplied for a while.
+func (m *Mem) DelayAppends(d time.Duration) {
+	m.mu.Lock()
+	m.delay = d
 	m.mu.Unlock()
 }
 
@@ -163,6 +173,10 @@ type memLog struct {
 
 func (l *memLog) check() error {
 	m := l.m
+	m.mu.Lock()
+	d := m.delay
+	m.mu.Unlock()
+	time.Sleep(d)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
