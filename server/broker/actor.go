@@ -132,11 +132,16 @@ const (
 	maxDispatchPerRound = 2048
 	autoCreditWindow    = 1024
 	deliveryFrameBytes  = 1 << 20
-	// A group snapshots its state, and truncates its log behind it, once this many bytes or
-	// entries were proposed since the last snapshot.
-	snapshotBytes   = 64 << 20
-	snapshotEntries = 8192
-	leadTimeout     = time.Minute
+	// A group snapshots its state, and truncates its log behind it, once the log since the last
+	// snapshot is both long (snapshotBytes, snapshotEntries) and several times what the snapshot
+	// costs to write (snapshotRatio × messages × snapshotBytesPerMessage): the log then stays
+	// bounded by a multiple of the state, and writing snapshots costs a bounded fraction of the
+	// appends however large the backlog.
+	snapshotBytes           = 64 << 20
+	snapshotEntries         = 8192
+	snapshotRatio           = 4
+	snapshotBytesPerMessage = 80
+	leadTimeout             = time.Minute
 )
 
 // newActor makes the actor of the group of queue def (dlq is its dead-letter queue's definition);
@@ -458,7 +463,11 @@ func (a *actor) drain() {
 // nothing is in flight (the state then equals the log's applied state).
 func (a *actor) maybeSnapshot() {
 	first, last := a.g.Stats()
-	if a.sinceSnap < snapshotBytes && last-first < snapshotEntries {
+	msgs := uint64(a.st.Lane(0).Len() + a.st.Lane(1).Len())
+	cost := snapshotRatio * snapshotBytesPerMessage * msgs
+	bytesDue := uint64(a.sinceSnap) >= max(snapshotBytes, cost)
+	entriesDue := last-first >= max(snapshotEntries, snapshotRatio*msgs)
+	if !bytesDue && !entriesDue {
 		return
 	}
 	a.drain()

@@ -24,9 +24,9 @@ import (
 //     it, so the state machine only writes the entry's bodies, after checking that the entry
 //     follows the last one applied (its Fence).
 //
-// Either way an entry's bodies are written with the group's applied index and no fsync of their
-// own: the Raft log's fsync is the durability point, and a restart rewrites the bodies of the
-// entries after the stored applied index.
+// Either way the bodies of the messages an entry acks are deleted, with the group's applied index
+// and no fsync of their own (the bodies themselves were stored by the log store, beside their
+// entry): a restart deletes again the bodies of the entries after the stored applied index.
 type queueFSM struct {
 	db   storage.Store
 	name string
@@ -62,7 +62,7 @@ func (f *queueFSM) take() *queuegroup.State {
 // errFenced answers an entry that did not follow the last applied one.
 var errFenced = errors.New("broker: the queue's log moved on without this entry")
 
-// ApplyBatch applies committed entries, in order, and writes their bodies in one batch.
+// ApplyBatch applies committed entries, in order, and deletes the bodies they ack in one batch.
 func (f *queueFSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	last := uint64(0)
@@ -114,15 +114,10 @@ func (f *queueFSM) applyOne(l *raft.Log) error {
 		}
 	}
 	if l.Index <= f.stored {
-		return nil // its bodies were written before the restart
+		return nil // its deletions were written before the restart
 	}
-	return queuegroup.ScanEffects(l.Data, bodyWriter{f.batch})
+	return queuegroup.Deleted(l.Data, func(id engine.MsgID) { f.batch.DeleteBody(id) })
 }
-
-type bodyWriter struct{ b storage.BodyBatch }
-
-func (w bodyWriter) PutBody(id engine.MsgID, h map[string]string, p []byte) { w.b.PutBody(id, h, p) }
-func (w bodyWriter) DeleteBody(id engine.MsgID)                             { w.b.DeleteBody(id) }
 
 // Snapshot captures the state. It is called only while the state cannot change: replaying, or
 // leading while the actor waits in Group.Snapshot with nothing in flight.

@@ -127,30 +127,20 @@ func (s *State) apply(f queuelog.Frame) error {
 	return nil
 }
 
-// Effects receives what an entry changes in the group's stored bodies.
-type Effects interface {
-	// PutBody stores the body of a new message; headers and payload alias the entry.
-	PutBody(id engine.MsgID, headers map[string]string, payload []byte)
-	// DeleteBody removes the body of a message that left the group.
-	DeleteBody(id engine.MsgID)
-}
-
-// ScanEffects reports, in order, the bodies an entry stores and deletes. It needs no state: a
-// body belongs to the group, whichever lane holds its message, so moves between lanes change no
-// body, and only Enqueue and Ack do.
-func ScanEffects(entry []byte, fx Effects) error {
-	return Frames(entry, func(f queuelog.Frame) error {
-		switch c := f.(type) {
-		case *queuelog.Fence:
-		case *queuelog.Enqueue:
-			for i := range c.Messages {
-				m := &c.Messages[i]
-				fx.PutBody(engine.MsgID(m.ID), m.Headers, m.Payload)
-			}
-		case *queuelog.Ack:
-			for _, id := range c.Ids {
-				fx.DeleteBody(engine.MsgID(id))
-			}
+// Deleted calls del for every message an entry removes from the group for good (its Ack), whose
+// body is then no longer needed. It needs no state: a body belongs to the group, whichever lane
+// holds its message, so moves between lanes change no body.
+func Deleted(entry []byte, del func(id engine.MsgID)) error {
+	var c queuelog.Ack
+	return rawFrames(entry, func(frame []byte) error {
+		if queuelog.Opcode(frame[queuelog.LengthSize]) != queuelog.OpAck {
+			return nil // only acks are decoded: an Enqueue's bodies are skipped unread
+		}
+		if err := c.Decode(frame[queuelog.LengthSize+1:]); err != nil {
+			return err
+		}
+		for _, id := range c.Ids {
+			del(engine.MsgID(id))
 		}
 		return nil
 	})

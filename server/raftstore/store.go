@@ -136,7 +136,11 @@ func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l})
 // batch to its memtable (the entries are readable, and durable if the data reached the disk
 // anyway), while the cached bounds here are not advanced. raft writes its next entries over the
 // failed indexes; a restart before that finds them in the log and applies them.
-func (s *Store) StoreLogs(logs []*raft.Log) error {
+func (s *Store) StoreLogs(logs []*raft.Log) error { return s.StoreLogsWith(logs, nil) }
+
+// StoreLogsWith is StoreLogs with more writes in the same batch: extra adds them, and they are
+// durable exactly when the entries are (the broker stores message bodies beside their entries).
+func (s *Store) StoreLogsWith(logs []*raft.Log, extra func(b *pebble.Batch)) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -168,6 +172,9 @@ func (s *Store) StoreLogs(logs []*raft.Log) error {
 		if err := op.Finish(); err != nil {
 			return fmt.Errorf("raftstore: group %q: batch: %w", s.prefix, err)
 		}
+	}
+	if extra != nil {
+		extra(b)
 	}
 
 	s.mu.Lock()

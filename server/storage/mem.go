@@ -10,13 +10,15 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftstore"
 )
 
 // Mem is the in-memory twin of DB for tests. Its durability model is Pebble's as the broker uses
-// it: an append to a Raft log is durable when it returns, and makes every body write before it
-// durable too (one WAL, written in order); body writes after the last append are not yet durable
-// and a Crash loses them. It can also be told to fail appends. It is safe for concurrent use and
+// it: an append to a Raft log is durable when it returns (with the bodies its entries carry), and
+// makes every body deletion before it durable too (one WAL, written in order); deletions after
+// the last append are not yet durable and a Crash loses them. It can also be told to fail appends. It is safe for concurrent use and
 // outlives the brokers opened on it, as a disk would.
 type Mem struct {
 	mu       sync.Mutex
@@ -95,7 +97,7 @@ func (m *Mem) group(name string) (raftstore.LogStableStore, raft.SnapshotStore, 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.logs[name] == nil {
-		m.logs[name] = &memLog{LogStableStore: raft.NewInmemStore(), m: m}
+		m.logs[name] = &memLog{LogStableStore: raft.NewInmemStore(), m: m, queue: name, bodies: name != metaGroup}
 		m.snaps[name] = raft.NewInmemSnapshotStore()
 	}
 	return m.logs[name], m.snaps[name], nil
@@ -165,10 +167,13 @@ func (m *Mem) DropQueue(queue string) error {
 func (m *Mem) Close() error { return nil }
 
 // memLog is a group's log: appends fail when told to or after a crash, and make the body writes
-// before them durable.
+// before them durable. A queue group's log keeps each body once, as DB's does: entries without
+// their bodies, the bodies in the group's body map.
 type memLog struct {
 	raftstore.LogStableStore
-	m *Mem
+	m      *Mem
+	queue  string
+	bodies bool
 }
 
 func (l *memLog) check() error {
@@ -196,7 +201,44 @@ func (l *memLog) StoreLogs(logs []*raft.Log) error {
 	if err := l.check(); err != nil {
 		return err
 	}
-	return l.LogStableStore.StoreLogs(logs)
+	if !l.bodies {
+		return l.LogStableStore.StoreLogs(logs)
+	}
+	m := l.m
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	split := make([]*raft.Log, len(logs))
+	for i, lg := range logs {
+		split[i] = lg
+		if lg.Type != raft.LogCommand {
+			continue
+		}
+		data, err := queuegroup.SplitBodies(lg.Data, func(id engine.MsgID, h map[string]string, p []byte) {
+			if m.bodies[l.queue] == nil {
+				m.bodies[l.queue] = map[ID]Body{}
+			}
+			m.bodies[l.queue][id] = Body{Headers: maps.Clone(h), Payload: bytes.Clone(p)}
+		})
+		if err != nil {
+			return err
+		}
+		c := *lg
+		c.Data = data
+		split[i] = &c
+	}
+	return l.LogStableStore.StoreLogs(split)
+}
+
+func (l *memLog) GetLog(index uint64, log *raft.Log) error {
+	if err := l.LogStableStore.GetLog(index, log); err != nil || !l.bodies || log.Type != raft.LogCommand {
+		return err
+	}
+	data, err := queuegroup.JoinBodies(log.Data, func(id engine.MsgID) (map[string]string, []byte, bool) {
+		b, err := l.m.ReadBody(l.queue, id)
+		return b.Headers, b.Payload, err == nil
+	})
+	log.Data = data
+	return err
 }
 
 func (l *memLog) DeleteRange(lo, hi uint64) error {
@@ -227,18 +269,13 @@ func (m *Mem) isCrashed() bool {
 }
 
 type memWrite struct {
-	id   ID
-	body *Body // nil deletes
+	id ID // deleted
 }
 
 type memBatch struct {
 	m      *Mem
 	queue  string
 	writes []memWrite
-}
-
-func (b *memBatch) PutBody(id ID, headers map[string]string, payload []byte) {
-	b.writes = append(b.writes, memWrite{id: id, body: &Body{Headers: maps.Clone(headers), Payload: bytes.Clone(payload)}})
 }
 
 func (b *memBatch) DeleteBody(id ID) { b.writes = append(b.writes, memWrite{id: id}) }
@@ -268,11 +305,7 @@ func (b *memBatch) Commit(applied uint64) error {
 				delete(m.bodies[q], id)
 			}
 		})
-		if w.body != nil {
-			bodies[w.id] = *w.body
-		} else {
-			delete(bodies, w.id)
-		}
+		delete(bodies, w.id)
 	}
 	m.undo = append(m.undo, func() { m.applied[q] = prevApplied })
 	m.applied[b.queue] = applied

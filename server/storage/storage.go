@@ -6,7 +6,8 @@
 //	F                       format marker: the store format version, a big-endian u32
 //	R…                      the meta group's Raft log and stable store (server/raftstore under MetaRaftPrefix)
 //	r<queue>\x00…           a queue group's Raft log and stable store (under QueueRaftPrefix)
-//	b<queue>\x00<id:16>     store.MessageRecord  a message body (headers and payload) of a queue group
+//	b<queue>\x00<id:16>     store.MessageRecord  a message body (headers and payload) of a queue group,
+//	                                             written with the log entry that carries it
 //	a<queue>                u64 big-endian       the last log index a queue group applied to its bodies
 //
 // Queue names are never empty and never contain NUL, so "<queue>\x00" is an unambiguous prefix.
@@ -14,10 +15,10 @@
 // its deduplication memory — is the engine state that its Raft log and snapshots rebuild
 // (server/queuegroup); it is not stored here.
 //
-// Durability: a group's Raft log store fsyncs each append (the durability point). Bodies are
-// written by the group's state machine without an fsync of their own, with the applied index in
-// the same batch: Pebble's WAL is written in order, so after a crash the bodies are those of a
-// prefix of the log, and a restart re-applies the entries after it.
+// Durability: a group's Raft log store fsyncs each append (the durability point), bodies
+// included. Acked bodies are deleted by the group's state machine without an fsync of its own,
+// with the applied index in the same batch: Pebble's WAL is written in order, so a crash loses at
+// most the latest deletions, and a restart re-applies the entries after the applied index.
 package storage
 
 import (
@@ -195,28 +196,16 @@ func (d *DB) Applied(queue string) (uint64, error) {
 	return binary.BigEndian.Uint64(val), nil
 }
 
-// Batch collects one applied log entry's body writes. It is not safe for concurrent use.
+// Batch collects applied log entries' body deletions. It is not safe for concurrent use.
 type Batch struct {
 	db    *DB
 	queue string
 	b     *pebble.Batch
 	key   []byte
-	val   []byte
-	rec   store.MessageRecord
 }
 
 // NewBatch returns an empty batch of writes to queue group queue's bodies.
 func (d *DB) NewBatch(queue string) BodyBatch { return &Batch{db: d, queue: queue, b: d.p.NewBatch()} }
-
-// PutBody stores a message body.
-func (b *Batch) PutBody(id ID, headers map[string]string, payload []byte) {
-	b.rec = store.MessageRecord{Headers: headers, Payload: payload}
-	b.key = bodyKey(b.key[:0], b.queue, id)
-	b.val = append(b.val[:0], byte(b.rec.Opcode()))
-	b.val = b.rec.AppendTo(b.val)
-	_ = b.b.Set(b.key, b.val, nil) // Set copies; it fails only on a closed batch
-	b.rec = store.MessageRecord{}
-}
 
 // DeleteBody removes a message body.
 func (b *Batch) DeleteBody(id ID) {

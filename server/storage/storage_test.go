@@ -7,6 +7,10 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/raft"
+
+	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/generated/wire"
 )
 
 func openTemp(t *testing.T) (*DB, string) {
@@ -19,68 +23,96 @@ func openTemp(t *testing.T) (*DB, string) {
 	return db, dir
 }
 
-func TestBodiesAndAppliedIndexSurviveReopen(t *testing.T) {
-	db, dir := openTemp(t)
-	b := db.NewBatch("orders")
-	ids := []ID{{1}, {2}, {3}}
-	for i, id := range ids {
-		b.PutBody(id, map[string]string{"k": "v"}, []byte{byte(i)})
+// storeEnqueue appends a log entry enqueueing one message per payload through the queue's log
+// store, which stores the bodies beside the entry.
+func storeEnqueue(t *testing.T, st Store, queue string, index uint64, ids []ID, payloads ...string) {
+	t.Helper()
+	c := queuelog.Enqueue{At: 1}
+	for i, p := range payloads {
+		c.Messages = append(c.Messages, queuelog.LogMessage{ID: wire.UUID(ids[i]), FairnessKey: "k", Weight: 1,
+			Headers: map[string]string{"k": "v"}, Payload: []byte(p)})
 	}
-	if err := b.Commit(7); err != nil {
+	logs, _, err := st.QueueLog(queue)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if err := logs.StoreLogs([]*raft.Log{{Index: index, Term: 1, Type: raft.LogCommand, Data: queuelog.AppendFrame(nil, &c)}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Bodies are stored once, beside their entry: the stored entry lacks them, reading it back puts
+// back the ones still stored, and an applied Ack deletes them with the applied index.
+func testBodies(t *testing.T, st Store, reopen func() Store) {
+	ids := []ID{{1}, {2}, {3}}
+	storeEnqueue(t, st, "orders", 1, ids, "a", "b", "c")
+	storeEnqueue(t, st, "orders2", 1, []ID{{9}}, "other") // shares a prefix with orders
+	b := st.NewBatch("orders")
 	b.DeleteBody(ids[2])
 	if err := b.Commit(8); err != nil {
 		t.Fatal(err)
 	}
 	b.Close()
-	other := db.NewBatch("orders2") // shares a prefix with orders
-	other.PutBody(ID{9}, nil, []byte("other"))
-	if err := other.Commit(1); err != nil {
-		t.Fatal(err)
-	}
-	other.Close()
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	db, err := Open(dir, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if n, err := db.Applied("orders"); err != nil || n != 8 {
+	st = reopen()
+	if n, err := st.Applied("orders"); err != nil || n != 8 {
 		t.Fatalf("applied: %d, %v", n, err)
 	}
-	got, err := db.ReadBody("orders", ids[1])
-	if err != nil || !cmp.Equal(got, Body{Headers: map[string]string{"k": "v"}, Payload: []byte{1}}) {
+	got, err := st.ReadBody("orders", ids[1])
+	if err != nil || !cmp.Equal(got, Body{Headers: map[string]string{"k": "v"}, Payload: []byte("b")}) {
 		t.Fatalf("body: %+v, %v", got, err)
 	}
-	if _, err := db.ReadBody("orders", ids[2]); !errors.Is(err, ErrNotFound) {
+	if _, err := st.ReadBody("orders", ids[2]); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("deleted body: %v", err)
 	}
 	var seen []int
-	err = db.ReadBodies("orders", []ID{{0}, ids[0], ids[1], ids[2], {9}}, func(i int, _ map[string]string, p []byte) {
+	err = st.ReadBodies("orders", []ID{{0}, ids[0], ids[1], ids[2], {9}}, func(i int, _ map[string]string, p []byte) {
 		seen = append(seen, i)
 	})
 	if err != nil || !cmp.Equal(seen, []int{1, 2}) {
 		t.Fatalf("ReadBodies saw %v, %v", seen, err)
 	}
+	logs, _, _ := st.QueueLog("orders")
+	var l raft.Log
+	if err := logs.GetLog(1, &l); err != nil {
+		t.Fatal(err)
+	}
+	f, err := queuelog.Decode(queuelog.Opcode(l.Data[4]), l.Data[5:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var payloads []string
+	for _, m := range f.(*queuelog.Enqueue).Messages {
+		payloads = append(payloads, string(m.Payload))
+	}
+	if !cmp.Equal(payloads, []string{"a", "b", ""}) {
+		t.Fatalf("entry read back carries %q; want the bodies still stored", payloads)
+	}
+}
+
+func TestBodiesAreStoredOnceBesideTheirEntry(t *testing.T) {
+	t.Run("pebble", func(t *testing.T) {
+		db, dir := openTemp(t)
+		testBodies(t, db, func() Store {
+			db.Close()
+			var err error
+			if db, err = Open(dir, Options{}); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			return db
+		})
+	})
+	t.Run("mem", func(t *testing.T) {
+		m := NewMem()
+		testBodies(t, m, func() Store { return m })
+	})
 }
 
 func TestDropQueueRemovesOnlyThatGroup(t *testing.T) {
 	db, _ := openTemp(t)
 	defer db.Close()
 	for _, q := range []string{"a", "ab"} {
-		b := db.NewBatch(q)
-		b.PutBody(ID{1}, nil, []byte(q))
-		if err := b.Commit(3); err != nil {
-			t.Fatal(err)
-		}
-		b.Close()
-		if err := db.Pebble().Set(append(QueueRaftPrefix(q), 'L'), []byte("x"), pebble.Sync); err != nil {
-			t.Fatal(err)
-		}
+		storeEnqueue(t, db, q, 1, []ID{{1}}, q)
 	}
 	if qs, err := db.Queues(); err != nil || !cmp.Equal(qs, []string{"a", "ab"}) {
 		t.Fatalf("queues %v, %v", qs, err)
@@ -97,8 +129,28 @@ func TestDropQueueRemovesOnlyThatGroup(t *testing.T) {
 	if qs, err := db.Queues(); err != nil || !cmp.Equal(qs, []string{"ab"}) {
 		t.Fatalf("queues after drop %v, %v", qs, err)
 	}
-	if n, _ := db.Applied("a"); n != 0 {
-		t.Fatalf("applied index survived the drop: %d", n)
+}
+
+// A crash of the in-memory twin loses the body deletions made since the last append, as Pebble
+// loses its unsynced WAL tail, and keeps everything an append made durable.
+func TestMemCrashLosesOnlyWhatNoAppendCovered(t *testing.T) {
+	m := NewMem()
+	storeEnqueue(t, m, "q", 1, []ID{{1}, {2}}, "a", "b")
+	b := m.NewBatch("q")
+	b.DeleteBody(ID{1})
+	_ = b.Commit(1)
+	storeEnqueue(t, m, "q", 2, []ID{{3}}, "c") // covers the first deletion
+	b.DeleteBody(ID{2})
+	_ = b.Commit(2)
+	m.Crash()
+	m.Restart()
+	for id, want := range map[ID]bool{{1}: false, {2}: true, {3}: true} {
+		if _, err := m.ReadBody("q", id); (err == nil) != want {
+			t.Errorf("body %v after the crash: %v, want present %v", id[0], err, want)
+		}
+	}
+	if n, _ := m.Applied("q"); n != 1 {
+		t.Errorf("applied index after the crash: %d, want 1", n)
 	}
 }
 

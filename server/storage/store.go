@@ -18,7 +18,8 @@ type Store interface {
 	// MetaLog and QueueLog return a group's log and stable store and its snapshot store.
 	MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error)
 	QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStore, error)
-	// NewBatch starts the body writes of one applied log entry (or several) of a queue group.
+	// NewBatch starts the body deletions of applied log entries of a queue group. (A body is
+	// written by the group's log store, beside the entry that carries it.)
 	NewBatch(queue string) BodyBatch
 	// Applied returns the last log index whose bodies a queue group has written (0 if none).
 	Applied(queue string) (uint64, error)
@@ -33,9 +34,8 @@ type Store interface {
 	Close() error
 }
 
-// BodyBatch collects body writes that become visible together with their applied index.
+// BodyBatch collects body deletions that become visible together with their applied index.
 type BodyBatch interface {
-	PutBody(id ID, headers map[string]string, payload []byte)
 	DeleteBody(id ID)
 	// Commit writes the batch and the applied index without an fsync of its own, then resets
 	// the batch for reuse.
@@ -53,12 +53,17 @@ func (d *DB) MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error) {
 	return d.groupLog(MetaRaftPrefix(), filepath.Join(d.dir, "snapshots", "meta"))
 }
 
-// QueueLog returns a queue group's log store (in Pebble) and snapshot store (files).
+// QueueLog returns a queue group's log store (in Pebble, each body stored once beside the
+// entries: see bodyLog) and snapshot store (files).
 func (d *DB) QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
-	return d.groupLog(QueueRaftPrefix(queue), d.snapshotDir(queue))
+	logs, snaps, err := d.groupLog(QueueRaftPrefix(queue), d.snapshotDir(queue))
+	if err != nil {
+		return nil, nil, err
+	}
+	return &bodyLog{Store: logs, db: d, queue: queue}, snaps, nil
 }
 
-func (d *DB) groupLog(prefix []byte, snapDir string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
+func (d *DB) groupLog(prefix []byte, snapDir string) (*raftstore.Store, raft.SnapshotStore, error) {
 	logs, err := raftstore.New(d.p, prefix, raftstore.Options{NoSync: d.noSync})
 	if err != nil {
 		return nil, nil, err

@@ -1,0 +1,84 @@
+package queuegroup
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/server/engine"
+)
+
+// A message body is stored once: the log store keeps an entry without the headers and payloads of
+// its Enqueue commands (SplitBodies) and each body under the group's body keys, in the same
+// atomic write; reading the entry back puts every body that is still stored into it
+// (JoinBodies). An Ack deletes a body, so an entry read back after its messages were acked lacks
+// their bodies — which nothing needs: applying it again stores messages that a later Ack in the
+// log removes.
+
+// SplitBodies returns entry without the headers and payloads of its messages and calls put for
+// each message's body (aliasing entry). An entry that is not a queue group's entry (does not
+// decode) is returned as it is.
+func SplitBodies(entry []byte, put func(id engine.MsgID, headers map[string]string, payload []byte)) ([]byte, error) {
+	out := make([]byte, 0, len(entry)/8+64)
+	err := rawFrames(entry, func(frame []byte) error {
+		if queuelog.Opcode(frame[queuelog.LengthSize]) != queuelog.OpEnqueue {
+			out = append(out, frame...)
+			return nil
+		}
+		var c queuelog.Enqueue
+		if err := c.Decode(frame[queuelog.LengthSize+1:]); err != nil {
+			return err
+		}
+		for i := range c.Messages {
+			m := &c.Messages[i]
+			put(engine.MsgID(m.ID), m.Headers, m.Payload)
+			m.Headers, m.Payload = nil, nil
+		}
+		out = queuelog.AppendFrame(out, &c)
+		return nil
+	})
+	return out, err
+}
+
+// JoinBodies returns a split entry with the bodies get still finds put back.
+func JoinBodies(entry []byte, get func(id engine.MsgID) (headers map[string]string, payload []byte, ok bool)) ([]byte, error) {
+	out := make([]byte, 0, len(entry)*2)
+	err := rawFrames(entry, func(frame []byte) error {
+		if queuelog.Opcode(frame[queuelog.LengthSize]) != queuelog.OpEnqueue {
+			out = append(out, frame...)
+			return nil
+		}
+		var c queuelog.Enqueue
+		if err := c.Decode(frame[queuelog.LengthSize+1:]); err != nil {
+			return err
+		}
+		for i := range c.Messages {
+			m := &c.Messages[i]
+			if h, p, ok := get(engine.MsgID(m.ID)); ok {
+				m.Headers, m.Payload = h, p
+			}
+		}
+		out = queuelog.AppendFrame(out, &c)
+		return nil
+	})
+	return out, err
+}
+
+// rawFrames calls fn with each whole frame (length prefix included) of an entry.
+func rawFrames(entry []byte, fn func(frame []byte) error) error {
+	for off := 0; off < len(entry); {
+		if len(entry)-off < queuelog.LengthSize+queuelog.HeaderSize {
+			return fmt.Errorf("queuegroup: entry truncated at byte %d", off)
+		}
+		n := int(binary.BigEndian.Uint32(entry[off:]))
+		if n < queuelog.HeaderSize || n > len(entry)-off-queuelog.LengthSize {
+			return fmt.Errorf("queuegroup: frame length %d at byte %d exceeds the entry", n, off)
+		}
+		end := off + queuelog.LengthSize + n
+		if err := fn(entry[off:end:end]); err != nil {
+			return fmt.Errorf("queuegroup: frame at byte %d: %w", off, err)
+		}
+		off = end
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package storage
+
+import (
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/hashicorp/raft"
+
+	"github.com/filamq/fila/generated/store"
+	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/queuegroup"
+	"github.com/filamq/fila/server/raftstore"
+)
+
+// bodyLog is a queue group's Raft log store in Pebble that keeps each message body once: an
+// entry is stored without its bodies, and the bodies under the group's body keys, in one batch
+// (queuegroup.SplitBodies); reading an entry back puts the bodies still stored into it. So a body
+// costs one write, not one in the log and another when its entry is applied.
+type bodyLog struct {
+	*raftstore.Store
+	db    *DB
+	queue string
+}
+
+func (l *bodyLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
+
+func (l *bodyLog) StoreLogs(logs []*raft.Log) error {
+	split := make([]*raft.Log, len(logs))
+	type put struct {
+		id      engine.MsgID
+		headers map[string]string
+		payload []byte
+	}
+	var puts []put
+	for i, lg := range logs {
+		split[i] = lg
+		if lg.Type != raft.LogCommand {
+			continue
+		}
+		data, err := queuegroup.SplitBodies(lg.Data, func(id engine.MsgID, h map[string]string, p []byte) {
+			puts = append(puts, put{id, h, p})
+		})
+		if err != nil {
+			return err
+		}
+		c := *lg
+		c.Data = data
+		split[i] = &c
+	}
+	return l.Store.StoreLogsWith(split, func(b *pebble.Batch) {
+		var key, val []byte
+		for _, p := range puts {
+			rec := store.MessageRecord{Headers: p.headers, Payload: p.payload}
+			key = bodyKey(key[:0], l.queue, p.id)
+			val = append(val[:0], byte(rec.Opcode()))
+			val = rec.AppendTo(val)
+			_ = b.Set(key, val, nil) // Set copies
+		}
+	})
+}
+
+func (l *bodyLog) GetLog(index uint64, log *raft.Log) error {
+	if err := l.Store.GetLog(index, log); err != nil {
+		return err
+	}
+	if log.Type != raft.LogCommand {
+		return nil
+	}
+	data, err := queuegroup.JoinBodies(log.Data, func(id engine.MsgID) (map[string]string, []byte, bool) {
+		b, err := l.db.ReadBody(l.queue, id)
+		return b.Headers, b.Payload, err == nil
+	})
+	if err != nil {
+		return err
+	}
+	log.Data = data
+	return nil
+}
