@@ -22,6 +22,7 @@ type options struct {
 	backlog  int
 	only     string
 	fsync    bool
+	queues   int
 }
 
 func main() {
@@ -32,9 +33,10 @@ func main() {
 	flag.IntVar(&o.backlog, "backlog", 1_000_000, "messages in the backlog for the memory figure")
 	flag.StringVar(&o.only, "only", "", "comma-separated workload names to run (default: all)")
 	flag.BoolVar(&o.fsync, "fsync", true, "run the server with fsync on (its default)")
+	flag.IntVar(&o.queues, "queues", 10_000, "idle queues for the queues figure")
 	flag.Parse()
 	if *quick {
-		o.duration, o.backlog = 500*time.Millisecond, 20_000
+		o.duration, o.backlog, o.queues = 500*time.Millisecond, 20_000, 200
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

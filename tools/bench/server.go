@@ -17,6 +17,8 @@ type server struct {
 	addr string
 	cmd  *exec.Cmd
 	dir  string
+	bin  string
+	args []string
 }
 
 func startServer(fsync bool) (*server, error) {
@@ -35,28 +37,51 @@ func startServer(fsync bool) (*server, error) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, "--data-dir", dir+"/data", "--listen", addr, "--http-listen", "", "--log-level", "warn",
-		"--fsync="+strconv.FormatBool(fsync))
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	s := &server{addr: addr, dir: dir, bin: bin, args: []string{"--data-dir", dir + "/data", "--listen", addr,
+		"--http-listen", "", "--log-level", "warn", "--fsync=" + strconv.FormatBool(fsync)}}
+	if err := s.launch(); err != nil {
+		s.stop()
 		return nil, err
 	}
-	s := &server{addr: addr, cmd: cmd, dir: dir}
-	deadline := time.Now().Add(30 * time.Second)
+	return s, nil
+}
+
+// launch starts the server process and waits until it accepts connections.
+func (s *server) launch() error {
+	s.cmd = exec.Command(s.bin, s.args...)
+	s.cmd.Stderr = os.Stderr
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	addr := s.addr
+	deadline := time.Now().Add(120 * time.Second)
 	for {
 		if c, err := net.Dial("tcp", addr); err == nil {
 			c.Close()
-			return s, nil
+			return nil
 		}
 		if time.Now().After(deadline) {
-			s.stop()
-			return nil, fmt.Errorf("fila-server did not start")
+			return fmt.Errorf("fila-server did not start")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
+// restart stops the server with SIGTERM and starts it again on the same data directory.
+func (s *server) restart() error {
+	s.terminate()
+	return s.launch()
+}
+
 func (s *server) stop() {
+	s.terminate()
+	if s.dir != "" {
+		os.RemoveAll(s.dir)
+	}
+}
+
+// terminate stops the server process (SIGTERM, then SIGKILL after 15 s).
+func (s *server) terminate() {
 	if s.cmd != nil {
 		s.cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
@@ -67,9 +92,6 @@ func (s *server) stop() {
 			s.cmd.Process.Kill()
 			<-done
 		}
-	}
-	if s.dir != "" {
-		os.RemoveAll(s.dir)
 	}
 }
 

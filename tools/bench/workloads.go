@@ -24,6 +24,7 @@ var workloads = []workload{
 	{"keys", "lifecycle throughput with 1, 10, 1,000 and 10,000 fairness keys; DRR overhead", benchKeys},
 	{"fairness", "delivery shares with weights 1:2:3:4:5 over a backlog", benchFairness},
 	{"memory", "server RSS idle and with a backlog of 1 KB messages", benchMemory},
+	{"queues", "idle queues: creation rate, RSS and idle CPU, restart time", benchQueues},
 }
 
 func benchEnqueue(r *runner) error {

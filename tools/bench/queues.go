@@ -1,0 +1,105 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/tools/internal/fibpconn"
+)
+
+// benchQueues measures what idle queues cost: each is a Raft group (with its dead-letter queue)
+// and an actor. It creates -queues of them, reads the server's RSS and idle CPU, restarts the
+// server and measures how long until every queue answers again.
+func benchQueues(r *runner) error {
+	if r.srv.cmd == nil {
+		fmt.Fprintln(os.Stderr, "   skipped: the server was not started by this tool")
+		return nil
+	}
+	n := r.o.queues
+	before := r.srv.rssBytes()
+	start := time.Now()
+	var made atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := fibpconn.Dial(r.srv.addr)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Close()
+			for i := w; i < n; i += 8 {
+				res, err := c.Call(&fibp.CreateQueue{Name: fmt.Sprintf("idle-%d", i)})
+				if err != nil {
+					errs <- err
+					return
+				}
+				if code := res.(*fibp.CreateQueueResult).ErrorCode; code != fibp.CodeOk {
+					errs <- fmt.Errorf("create idle-%d: %v", i, code)
+					return
+				}
+				if m := made.Add(1); m%500 == 0 {
+					fmt.Fprintf(os.Stderr, "\r   created %d / %d (%.0f/s)", m, n, float64(m)/time.Since(start).Seconds())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	fmt.Fprintln(os.Stderr)
+	select {
+	case err := <-errs:
+		return err
+	default:
+	}
+	report("queue_create_rate", float64(n)/time.Since(start).Seconds(), "queues/s")
+	time.Sleep(2 * time.Second)
+	report(fmt.Sprintf("rss_%d_idle_queues", n), float64(r.srv.rssBytes())/(1<<20), "MiB")
+	report("rss_per_idle_queue", float64(r.srv.rssBytes()-before)/float64(n)/1024, "KiB")
+	cpu := r.srv.cpuSeconds()
+	time.Sleep(5 * time.Second)
+	report(fmt.Sprintf("idle_cpu_%d_queues", n), (r.srv.cpuSeconds()-cpu)/5*100, "%")
+
+	start = time.Now()
+	if err := r.srv.restart(); err != nil {
+		return err
+	}
+	c, err := fibpconn.Dial(r.srv.addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.Call(&fibp.ListQueues{})
+	if err != nil {
+		return err
+	}
+	if got := len(res.(*fibp.ListQueuesResult).Queues); got < 2*n {
+		return fmt.Errorf("after the restart %d queues answer, want at least %d", got, 2*n)
+	}
+	report(fmt.Sprintf("restart_%d_idle_queues", n), time.Since(start).Seconds(), "s")
+	report(fmt.Sprintf("rss_%d_idle_queues_after_restart", n), float64(r.srv.rssBytes())/(1<<20), "MiB")
+	return nil
+}
+
+// cpuSeconds reads the server's user + system CPU time from /proc.
+func (s *server) cpuSeconds() float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (u + st) / 100 // clock ticks (USER_HZ is 100 on Linux)
+}
