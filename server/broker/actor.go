@@ -139,7 +139,7 @@ const (
 	// appends however large the backlog.
 	snapshotBytes           = 64 << 20
 	snapshotEntries         = 8192
-	snapshotRatio           = 4
+	snapshotRatio           = 16
 	snapshotBytesPerMessage = 80
 	leadTimeout             = time.Minute
 )
