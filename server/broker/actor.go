@@ -284,7 +284,7 @@ func (a *actor) now() int64 {
 
 func (a *actor) run() {
 	defer close(a.done)
-	timer := time.NewTimer(time.Hour)
+	timer := a.b.opts.NewTimer(time.Hour)
 	defer timer.Stop()
 	var batch []op
 	for {
@@ -293,7 +293,7 @@ func (a *actor) run() {
 		case o := <-a.ops:
 			batch = append(batch, o)
 		case <-a.internal.wake:
-		case <-timer.C:
+		case <-timer.C():
 		case <-a.stop:
 			a.shutdown()
 			return
@@ -320,13 +320,7 @@ func (a *actor) run() {
 }
 
 // arm sets the timer to the group's next self-driven change.
-func (a *actor) arm(t *time.Timer) {
-	if !t.Stop() {
-		select {
-		case <-t.C:
-		default:
-		}
-	}
+func (a *actor) arm(t Timer) {
 	next, ok := a.st.NextForget()
 	for l := range a.lanes {
 		if at, has := a.st.Lane(queuegroup.Lane(l)).NextWakeup(); has && (!ok || at < next) {

@@ -62,14 +62,31 @@ type Options struct {
 	BodyCacheBytes int
 	// RetryAfterMs is the back-off suggested with ChannelFull (100).
 	RetryAfterMs int
-	Clock        func() time.Time      // time.Now
-	Logger       *slog.Logger          // slog.Default()
-	Registry     prometheus.Registerer // metrics are registered here when not nil
-	Events       Events
-	Storage      storage.Options
+	Clock        func() time.Time // time.Now
+	// NewTimer makes the timer each queue arms at its next self-driven change (a delay or a lease
+	// ending): time.NewTimer by default; tests give timers that follow their fake Clock.
+	NewTimer func(d time.Duration) Timer
+	Logger   *slog.Logger          // slog.Default()
+	Registry prometheus.Registerer // metrics are registered here when not nil
+	Events   Events
+	Storage  storage.Options
 	// Store replaces the Pebble store in DataDir (tests: storage.Mem, whose DataDir is unused).
 	Store storage.Store
 }
+
+// Timer is a queue's wake-up timer, as Options.NewTimer makes it. Reset and Stop follow
+// time.Timer (Go 1.23 semantics: no value is left in C after either).
+type Timer interface {
+	C() <-chan time.Time
+	Reset(d time.Duration) bool
+	Stop() bool
+}
+
+type realTimer struct{ *time.Timer }
+
+func (t realTimer) C() <-chan time.Time { return t.Timer.C }
+
+func newRealTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
 // DefaultOptions returns the production defaults for a data directory.
 func DefaultOptions(dataDir string) Options {
@@ -128,6 +145,9 @@ func Open(o Options) (*Broker, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
+	}
+	if o.NewTimer == nil {
+		o.NewTimer = newRealTimer
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()

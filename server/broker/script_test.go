@@ -33,20 +33,21 @@ import (
 //	deliveries [n=N]                         wait for N deliveries (default: what has arrived), print them
 //	ack|nack|extend QUEUE ID… [retry=MS] [by=MS]
 //	redrive DLQ
-//	advance DURATION                         move the clock and let every queue run a round
+//	advance DURATION                         move the clock; queue timers that are due fire
 //	stats QUEUE
 //	fail-commits N                           the next N log appends fail
 //	crash                                    power failure: unsynced writes are lost, the broker stops
 type script struct {
-	t     *testing.T
-	mem   *storage.Mem
-	b     *Broker
-	now   time.Time
-	mu    sync.Mutex
-	ids   map[wire.UUID]string
-	names map[string]wire.UUID
-	sinks []*scriptSink
-	reqID uint32
+	t      *testing.T
+	timers []*fakeTimer
+	mem    *storage.Mem
+	b      *Broker
+	now    time.Time
+	mu     sync.Mutex
+	ids    map[wire.UUID]string
+	names  map[string]wire.UUID
+	sinks  []*scriptSink
+	reqID  uint32
 }
 
 type scriptSink struct {
@@ -162,7 +163,7 @@ func (s *script) run(d *datadriven.TestData) string {
 	words, opts := args(d)
 	switch d.Cmd {
 	case "open":
-		b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, BodyCacheBytes: int(num(opts, "cache")),
+		b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, BodyCacheBytes: int(num(opts, "cache")),
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
 			return "error: " + err.Error()
@@ -208,8 +209,11 @@ func (s *script) run(d *datadriven.TestData) string {
 		}
 		s.mu.Lock()
 		s.now = s.now.Add(dur)
+		now := s.now
+		for _, t := range s.timers {
+			t.fireBy(now)
+		}
 		s.mu.Unlock()
-		s.settleRounds()
 		return "ok"
 	case "stats":
 		res, e := s.b.GetStats(&fibp.GetStats{Queue: words[0]})
@@ -343,13 +347,52 @@ func (s *script) settle(cmd string, words []string, opts map[string]string) stri
 	return <-ch
 }
 
-// settleRounds has every queue run a round at the current clock and waits until its entry is
-// durable, so that expiries and promotions the clock made have happened.
-func (s *script) settleRounds() {
-	for _, name := range s.b.queueNames() {
-		if r := s.b.lookup(name); r.a != nil {
-			r.a.commitCall(func(*actor) *Error { return nil })
-			r.a.commitCall(func(*actor) *Error { return nil }) // the deliveries of the first round are out
+// fakeTimer fires when the script's clock passes its deadline.
+type fakeTimer struct {
+	s  *script
+	c  chan time.Time
+	at time.Time
+	on bool
+}
+
+func (s *script) newTimer(d time.Duration) Timer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := &fakeTimer{s: s, c: make(chan time.Time, 1), at: s.now.Add(d), on: true}
+	s.timers = append(s.timers, t)
+	return t
+}
+
+func (t *fakeTimer) C() <-chan time.Time { return t.c }
+
+func (t *fakeTimer) Reset(d time.Duration) bool {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	was := t.on
+	t.at, t.on = t.s.now.Add(d), true
+	t.fireBy(t.s.now)
+	return was
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.s.mu.Lock()
+	defer t.s.mu.Unlock()
+	was := t.on
+	t.on = false
+	select {
+	case <-t.c:
+	default:
+	}
+	return was
+}
+
+// fireBy fires the timer if it is due at now; the caller holds s.mu.
+func (t *fakeTimer) fireBy(now time.Time) {
+	if t.on && !now.Before(t.at) {
+		t.on = false
+		select {
+		case t.c <- now:
+		default:
 		}
 	}
 }
