@@ -16,33 +16,27 @@ import (
 // log removes.
 
 // SplitBodies returns entry without the headers and payloads of its messages and calls put for
-// each message's body (aliasing entry). An entry that is not a queue group's entry (does not
-// decode) is returned as it is.
+// each message's body (aliasing entry).
 func SplitBodies(entry []byte, put func(id engine.MsgID, headers map[string]string, payload []byte)) ([]byte, error) {
-	out := make([]byte, 0, len(entry)/8+64)
-	err := rawFrames(entry, func(frame []byte) error {
-		if queuelog.Opcode(frame[queuelog.LengthSize]) != queuelog.OpEnqueue {
-			out = append(out, frame...)
-			return nil
-		}
-		var c queuelog.Enqueue
-		if err := c.Decode(frame[queuelog.LengthSize+1:]); err != nil {
-			return err
-		}
-		for i := range c.Messages {
-			m := &c.Messages[i]
-			put(engine.MsgID(m.ID), m.Headers, m.Payload)
-			m.Headers, m.Payload = nil, nil
-		}
-		out = queuelog.AppendFrame(out, &c)
-		return nil
+	return rewriteEnqueues(entry, len(entry)/8+64, func(m *queuelog.LogMessage) {
+		put(engine.MsgID(m.ID), m.Headers, m.Payload)
+		m.Headers, m.Payload = nil, nil
 	})
-	return out, err
 }
 
 // JoinBodies returns a split entry with the bodies get still finds put back.
 func JoinBodies(entry []byte, get func(id engine.MsgID) (headers map[string]string, payload []byte, ok bool)) ([]byte, error) {
-	out := make([]byte, 0, len(entry)*2)
+	return rewriteEnqueues(entry, len(entry)*2, func(m *queuelog.LogMessage) {
+		if h, p, ok := get(engine.MsgID(m.ID)); ok {
+			m.Headers, m.Payload = h, p
+		}
+	})
+}
+
+// rewriteEnqueues returns a copy of entry in which every message of every Enqueue went through
+// fn; the other commands are copied as they are.
+func rewriteEnqueues(entry []byte, sizeHint int, fn func(m *queuelog.LogMessage)) ([]byte, error) {
+	out := make([]byte, 0, sizeHint)
 	err := rawFrames(entry, func(frame []byte) error {
 		if queuelog.Opcode(frame[queuelog.LengthSize]) != queuelog.OpEnqueue {
 			out = append(out, frame...)
@@ -53,10 +47,7 @@ func JoinBodies(entry []byte, get func(id engine.MsgID) (headers map[string]stri
 			return err
 		}
 		for i := range c.Messages {
-			m := &c.Messages[i]
-			if h, p, ok := get(engine.MsgID(m.ID)); ok {
-				m.Headers, m.Payload = h, p
-			}
+			fn(&c.Messages[i])
 		}
 		out = queuelog.AppendFrame(out, &c)
 		return nil
