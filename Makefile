@@ -64,9 +64,12 @@ build:
 	mkdir -p bin
 	$(GO) build -o bin/ ./server/cmd/... ./client/cmd/...
 
-## run: the broker with its embedded defaults (127.0.0.1:5555, data in ./data)
+## run: the broker with its embedded defaults (127.0.0.1:5555, data in ./data). The binary is built
+## first and then replaces the shell (exec), so Ctrl-C reaches the server itself and stops it.
 run:
-	$(GO) run ./server/cmd/fila-server
+	mkdir -p bin
+	$(GO) build -o bin/fila-server ./server/cmd/fila-server
+	exec bin/fila-server
 
 clean:
 	rm -rf bin data
