@@ -53,12 +53,13 @@ type actor struct {
 
 	reloadQueued atomic.Bool // a reload after a failed proposal is waiting to run
 
-	subs   map[string]*subscription
-	bodies *bodyCache
+	subs    map[string]*subscription
+	bodies  *bodyCache
+	batches batchPool
 
 	// Per-round state.
 	replies   []func(err error)
-	outbox    []outFrame
+	outbox    []outBatch
 	pending   map[*subscription]*deliveryBuf
 	leaseBuf  []engine.Lease
 	fetchIDs  [][16]byte
@@ -114,24 +115,53 @@ type subscription struct {
 	auto      bool // credit managed by the server: the window refills as deliveries reach the socket
 }
 
-// outFrame is an encoded frame waiting for the round's commit.
-type outFrame struct {
-	sub   *subscription
-	frame []byte
-	count int // messages carried, for auto-credit
+// outBatch is a batch of deliveries waiting for the round's commit.
+type outBatch struct {
+	sub        *subscription
+	deliveries []Delivery
 }
 
 // deliveryBuf accumulates one subscription's deliveries of a round.
 type deliveryBuf struct {
-	msgs []fibp.DeliveryMessage
+	msgs []Delivery
 	size int
+}
+
+// batchPool recycles delivery batches: taken on the actor's goroutine, given back by the waiter
+// once the sink has taken what it needs.
+type batchPool struct {
+	mu   sync.Mutex
+	free [][]Delivery
+}
+
+func (p *batchPool) get() []Delivery {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n := len(p.free); n > 0 {
+		s := p.free[n-1]
+		p.free = p.free[:n-1]
+		return s
+	}
+	return make([]Delivery, 0, 16)
+}
+
+func (p *batchPool) put(s []Delivery) {
+	clear(s)
+	if cap(s) > maxDispatchPerRound {
+		return
+	}
+	p.mu.Lock()
+	if len(p.free) < 64 {
+		p.free = append(p.free, s[:0])
+	}
+	p.mu.Unlock()
 }
 
 const (
 	maxOpsPerRound      = 1024
 	maxDispatchPerRound = 2048
 	autoCreditWindow    = 1024
-	deliveryFrameBytes  = 1 << 20
+	deliveryBatchBytes  = 1 << 20 // a subscription's batch is handed over once about this big
 	// A group snapshots its state, and truncates its log behind it, once the log since the last
 	// snapshot is both long (snapshotBytes, snapshotEntries) and several times what the snapshot
 	// costs to write (snapshotRatio × messages × snapshotBytesPerMessage): the log then stays
@@ -335,11 +365,11 @@ func (a *actor) arm(t Timer) {
 }
 
 // commit is one round on its way to durability: its entry's future, the replies waiting for it
-// and the frames to send once it is durable.
+// and the deliveries to hand over once it is durable.
 type commit struct {
 	future  raft.ApplyFuture // nil when the round changed nothing
 	replies []func(err error)
-	outbox  []outFrame
+	outbox  []outBatch
 	bodies  int64 // the body cache's end when the round was proposed
 }
 
@@ -417,14 +447,14 @@ func (a *actor) finish(c *commit, err error) {
 // It runs on the waiter's goroutine: it must not touch actor state.
 func (a *actor) afterCommit(f func(err error)) { a.replies = append(a.replies, f) }
 
-// flushOutbox sends a durable round's frames. It runs on the waiter's goroutine.
-func (a *actor) flushOutbox(outbox []outFrame) {
+// flushOutbox hands a durable round's deliveries to their sinks. It runs on the waiter's goroutine.
+func (a *actor) flushOutbox(outbox []outBatch) {
 	for i := range outbox {
 		f := &outbox[i]
 		sub := f.sub
 		var onWritten func()
-		if sub.auto && f.count > 0 {
-			n := uint32(f.count)
+		if sub.auto && len(f.deliveries) > 0 {
+			n := uint32(len(f.deliveries))
 			onWritten = func() {
 				a.internal.push(func(a *actor) {
 					if a.subs[sub.id] == sub {
@@ -433,7 +463,10 @@ func (a *actor) flushOutbox(outbox []outFrame) {
 				})
 			}
 		}
-		if !sub.sink.Send(f.frame, onWritten) {
+		ok := sub.sink.Deliver(sub.requestID, f.deliveries, onWritten)
+		a.batches.put(f.deliveries)
+		f.deliveries = nil
+		if !ok {
 			a.internal.push(func(a *actor) { a.dropSubscription(sub) })
 		}
 	}

@@ -2,12 +2,10 @@ package broker
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"sync/atomic"
 
 	"github.com/filamq/fila/generated/fibp"
-	"github.com/filamq/fila/server/engine"
 )
 
 // Error is a request-level failure, sent as an FIBP Error frame.
@@ -52,14 +50,13 @@ func (f *fanIn) finish() {
 	}
 }
 
-// Enqueue routes each message of req to its queue and calls done with the results in request
-// order once every message is durable (or failed). req may be reused by the caller as soon as
-// Enqueue returns: the bodies are copied. A non-nil *Error means the whole frame failed.
-func (b *Broker) Enqueue(req *fibp.Enqueue, done func(*fibp.EnqueueResult, *Error)) {
-	res := &fibp.EnqueueResult{Results: make([]fibp.EnqueueResultItem, len(req.Messages))}
-	// One copy of the messages and one buffer for every payload: req and its frame buffer may
-	// be reused as soon as Enqueue returns.
-	msgs := slices.Clone(req.Messages)
+// Enqueue routes each message to its queue and calls done with the results in request order once
+// every message is durable (or failed). Enqueue owns msgs from the call on; it copies every
+// payload into one buffer of its own, so the memory the payloads point into may be reused by the
+// caller as soon as Enqueue returns. Headers and strings are kept. A non-nil *Error means the
+// whole request failed (every queue's inbox was full).
+func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
+	res := make([]EnqueueResult, len(msgs))
 	bodies := make([]body, len(msgs))
 	size := 0
 	for i := range msgs {
@@ -76,7 +73,7 @@ func (b *Broker) Enqueue(req *fibp.Enqueue, done func(*fibp.EnqueueResult, *Erro
 			a = b.lookup(m.Queue)
 		}
 		if a.a == nil {
-			res.Results[i].ErrorCode = fibp.CodeQueueNotFound
+			res[i].Code = CodeQueueNotFound
 			continue
 		}
 		last = a
@@ -96,7 +93,7 @@ func (b *Broker) Enqueue(req *fibp.Enqueue, done func(*fibp.EnqueueResult, *Erro
 	// the queue's sync waiter, before it sends that round's deliveries: a client sees the answer
 	// to its request before deliveries that the same round made.
 	fin := newFanIn(len(order), func() {
-		if full != nil && allCode(res.Results, fibp.CodeChannelFull) {
+		if full != nil && allCode(res, CodeChannelFull) {
 			done(nil, full)
 			return
 		}
@@ -104,19 +101,19 @@ func (b *Broker) Enqueue(req *fibp.Enqueue, done func(*fibp.EnqueueResult, *Erro
 	})
 	for _, r := range order {
 		items, l := groups[r], r.lane
-		if !r.a.submit(func(a *actor) { a.enqueue(l, items, res.Results, fin.finish) }) {
+		if !r.a.submit(func(a *actor) { a.enqueue(l, items, res, fin.finish) }) {
 			full = b.channelFull(r.name())
 			for _, it := range items {
-				res.Results[it.index].ErrorCode = fibp.CodeChannelFull
+				res[it.index].Code = CodeChannelFull
 			}
 			fin.finish()
 		}
 	}
 }
 
-func allCode(rs []fibp.EnqueueResultItem, code fibp.ErrorCode) bool {
+func allCode(rs []EnqueueResult, code Code) bool {
 	for _, r := range rs {
-		if r.ErrorCode != code {
+		if r.Code != code {
 			return false
 		}
 	}
@@ -132,17 +129,18 @@ const (
 	kindExtend
 )
 
-// settle routes per-message items to their queues. codes receives one error code per item.
-func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, codes []fibp.ErrorCode, ext []fibp.ExtendLeaseResultItem, done func(*Error)) {
+// settle routes per-message items to their queues. codes receives one code per item (ext, for
+// ExtendLease, one result per item).
+func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, codes []Code, ext []ExtendResult, done func(*Error)) {
 	groups := map[queueRef][]settleItem{}
 	var order []queueRef
 	for i, q := range queues {
 		a := b.lookup(q)
 		if a.a == nil {
 			if ext != nil {
-				ext[i].ErrorCode = fibp.CodeQueueNotFound
+				ext[i].Code = CodeQueueNotFound
 			} else {
-				codes[i] = fibp.CodeQueueNotFound
+				codes[i] = CodeQueueNotFound
 			}
 			continue
 		}
@@ -174,97 +172,86 @@ func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, co
 	}
 }
 
-// Ack acknowledges leased messages; done receives one result per item.
-func (b *Broker) Ack(req *fibp.Ack, done func(*fibp.AckResult, *Error)) {
-	queues := make([]string, len(req.Items))
-	items := make([]settleItem, len(req.Items))
-	for i, it := range req.Items {
-		queues[i], items[i] = it.Queue, settleItem{index: i, id: engine.MsgID(it.MessageID)}
+// Ack acknowledges leased messages; done receives one code per item, in order, once they are
+// durable. The caller may reuse items as soon as Ack returns.
+func (b *Broker) Ack(items []AckItem, done func([]Code, *Error)) {
+	queues := make([]string, len(items))
+	its := make([]settleItem, len(items))
+	for i, it := range items {
+		queues[i], its[i] = it.Queue, settleItem{index: i, id: it.ID}
 	}
-	codes := make([]fibp.ErrorCode, len(items))
-	b.settle(kindAck, queues, items, codes, nil, func(e *Error) {
+	codes := make([]Code, len(items))
+	b.settle(kindAck, queues, its, codes, nil, func(e *Error) {
 		if e != nil {
-			done(nil, e)
-			return
+			codes = nil
 		}
-		res := &fibp.AckResult{Results: make([]fibp.AckResultItem, len(codes))}
-		for i, c := range codes {
-			res.Results[i].ErrorCode = c
-		}
-		done(res, nil)
+		done(codes, e)
 	})
 }
 
-// Nack fails leased messages (retry or dead-letter); done receives one result per item.
-func (b *Broker) Nack(req *fibp.Nack, done func(*fibp.NackResult, *Error)) {
-	queues := make([]string, len(req.Items))
-	items := make([]settleItem, len(req.Items))
-	for i, it := range req.Items {
+// Nack fails leased messages (retry or dead-letter); done receives one code per item, in order.
+// The caller may reuse items as soon as Nack returns.
+func (b *Broker) Nack(items []NackItem, done func([]Code, *Error)) {
+	queues := make([]string, len(items))
+	its := make([]settleItem, len(items))
+	for i, it := range items {
 		queues[i] = it.Queue
-		items[i] = settleItem{index: i, id: engine.MsgID(it.MessageID), errText: it.Error}
-		if v, ok := it.RetryAfterMs.Get(); ok {
-			items[i].retryAfter = &v
+		its[i] = settleItem{index: i, id: it.ID, errText: it.Error}
+		if it.HasRetryAfter {
+			v := it.RetryAfterMs
+			its[i].retryAfter = &v
 		}
 	}
-	codes := make([]fibp.ErrorCode, len(items))
-	b.settle(kindNack, queues, items, codes, nil, func(e *Error) {
+	codes := make([]Code, len(items))
+	b.settle(kindNack, queues, its, codes, nil, func(e *Error) {
 		if e != nil {
-			done(nil, e)
-			return
+			codes = nil
 		}
-		res := &fibp.NackResult{Results: make([]fibp.NackResultItem, len(codes))}
-		for i, c := range codes {
-			res.Results[i].ErrorCode = c
-		}
-		done(res, nil)
+		done(codes, e)
 	})
 }
 
-// ExtendLease moves lease expiries; done receives each new expiry.
-func (b *Broker) ExtendLease(req *fibp.ExtendLease, done func(*fibp.ExtendLeaseResult, *Error)) {
-	queues := make([]string, len(req.Items))
-	items := make([]settleItem, len(req.Items))
-	for i, it := range req.Items {
+// ExtendLease moves lease expiries; done receives one result per item, in order. The caller may
+// reuse items as soon as ExtendLease returns.
+func (b *Broker) ExtendLease(items []ExtendItem, done func([]ExtendResult, *Error)) {
+	queues := make([]string, len(items))
+	its := make([]settleItem, len(items))
+	for i, it := range items {
 		queues[i] = it.Queue
-		items[i] = settleItem{index: i, id: engine.MsgID(it.MessageID), extendBy: it.ExtendByMs}
+		its[i] = settleItem{index: i, id: it.ID, extendBy: it.ExtendByMs}
 	}
-	res := &fibp.ExtendLeaseResult{Results: make([]fibp.ExtendLeaseResultItem, len(items))}
-	b.settle(kindExtend, queues, items, nil, res.Results, func(e *Error) {
+	res := make([]ExtendResult, len(items))
+	b.settle(kindExtend, queues, its, nil, res, func(e *Error) {
 		if e != nil {
-			done(nil, e)
-			return
+			res = nil
 		}
-		done(res, nil)
+		done(res, e)
 	})
 }
 
-// Subscribe starts a subscription. creditFlow reports whether the connection negotiated
-// CREDIT_FLOW_CONTROL; without it, or with credit 0, the server manages the window itself. The
-// ConsumeOk frame is sent through sink before any Delivery.
-func (b *Broker) Subscribe(req *fibp.Consume, requestID uint32, consumerID string, creditFlow bool, sink Sink) *Error {
-	if len(req.Throttles) > 0 {
-		return errorf(fibp.CodeInvalidThrottle, "throttle declarations are not supported by this server yet")
-	}
-	r := b.lookup(req.Queue)
+// Subscribe starts a subscription: sink.Subscribed is called before it returns and before any
+// delivery. The subscription ends with Unsubscribe, or when a Deliver returns false.
+func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
+	r := b.lookup(s.Queue)
 	if r.a == nil {
-		return errorf(fibp.CodeQueueNotFound, "queue %q does not exist", req.Queue)
+		return errorf(fibp.CodeQueueNotFound, "queue %q does not exist", s.Queue)
 	}
 	var failure *Error
 	ok := r.a.call(func(a *actor) {
-		sub := &subscription{id: consumerID, lane: r.lane, requestID: requestID, sink: sink, auto: !creditFlow || req.Credit == 0}
-		credit := req.Credit
+		sub := &subscription{id: s.ConsumerID, lane: r.lane, requestID: s.RequestID, sink: sink, auto: s.ManagedCredit || s.Credit == 0}
+		credit := s.Credit
 		if sub.auto {
 			credit = autoCreditWindow
 		}
-		if err := a.st.Lane(r.lane).Subscribe(consumerID, credit); err != nil {
+		if err := a.st.Lane(r.lane).Subscribe(s.ConsumerID, credit); err != nil {
 			failure = errorf(fibp.CodeInternalError, "subscribe: %v", err)
 			return
 		}
-		a.subs[consumerID] = sub
-		sink.Send(fibp.AppendFrame(nil, 0, requestID, &fibp.ConsumeOk{ConsumerID: consumerID}), nil)
+		a.subs[s.ConsumerID] = sub
+		sink.Subscribed(s.RequestID, s.ConsumerID)
 	})
 	if !ok {
-		return errorf(fibp.CodeQueueNotFound, "queue %q was deleted", req.Queue)
+		return errorf(fibp.CodeQueueNotFound, "queue %q was deleted", s.Queue)
 	}
 	return failure
 }

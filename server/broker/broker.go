@@ -1,7 +1,8 @@
-// Package broker is Fila's queue service: the layer between the FIBP transport and the pure
-// engine. It owns one actor per queue (see actor.go), the storage, the runtime configuration and
-// the message IDs. Its methods take decoded FIBP requests and produce FIBP results; the transport
-// only frames them.
+// Package broker is Fila's queue service: the layer between the FIBP session and the pure engine.
+// It owns one actor per queue (see actor.go), the storage, the runtime configuration and the
+// message IDs. The hot path (Enqueue, Ack, Nack, ExtendLease, Subscribe, Credit, Unsubscribe)
+// speaks domain types (types.go) and hands deliveries to a Sink; server/session converts FIBP
+// frames to and from them. The admin methods still take and return FIBP frames.
 package broker
 
 import (
@@ -28,14 +29,6 @@ import (
 )
 
 const dlqSuffix = ".dlq"
-
-// Sink carries frames to one consumer's connection. The transport implements it.
-type Sink interface {
-	// Send queues an encoded frame without blocking. onWritten, when not nil, is called once the
-	// frame has reached the socket. Send returns false when the connection is gone or too far
-	// behind; the subscription then ends.
-	Send(frame []byte, onWritten func()) bool
-}
 
 // Events receives broker events (Rift publishes them on rift.events.…). Methods must not block.
 type Events interface {

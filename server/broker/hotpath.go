@@ -14,11 +14,11 @@ import (
 	"github.com/filamq/fila/server/queuegroup"
 )
 
-// enqueueItem is one message of an Enqueue frame routed to this actor. The body is already a
-// private copy (the frame buffer is reused by the connection).
+// enqueueItem is one message of an Enqueue routed to this actor. The body is already a private
+// copy (the caller's payload memory may be reused).
 type enqueueItem struct {
 	index int
-	msg   *fibp.EnqueueMessage
+	msg   *Message
 	body  *body
 }
 
@@ -46,7 +46,7 @@ func (a *actor) dedupWindow(l queuegroup.Lane) uint64 {
 // enqueue stores messages in lane l and reports each one's ID through res. A message whose
 // idempotency key the group remembers is answered with the original's ID and not stored
 // (deduplication.md).
-func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []fibp.EnqueueResultItem, done func()) {
+func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueResult, done func()) {
 	now := a.now()
 	c := queuelog.Enqueue{Lane: l, At: now, Messages: make([]queuelog.LogMessage, 0, len(items))}
 	var dedupUntil int64 // computed once per batch, when a message carries a key
@@ -54,7 +54,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []fibp.Enque
 	for _, it := range items {
 		m := it.msg
 		var ident []byte
-		key, keyed := m.IdempotencyKey.Get()
+		key, keyed := m.IdempotencyKey, m.HasKey
 		if keyed {
 			hash := identityHash(key)
 			orig, dup := a.st.Duplicate(hash, now)
@@ -62,7 +62,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []fibp.Enque
 				orig, dup = batchIDs[hash]
 			}
 			if dup {
-				res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeOk, MessageID: wire.UUID(orig), Duplicate: true}
+				res[it.index] = EnqueueResult{Code: CodeOk, ID: orig, Duplicate: true}
 				continue
 			}
 			if dedupUntil == 0 {
@@ -77,22 +77,22 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []fibp.Enque
 		if keyed {
 			batchIDs[queuegroup.Identity(ident)] = id
 		}
-		fk := m.FairnessKey.Or(engine.DefaultFairnessKey)
+		fk := m.FairnessKey
 		if fk == "" {
 			fk = engine.DefaultFairnessKey
 		}
-		weight := m.Weight.Or(1)
+		weight := m.Weight
 		if weight == 0 {
 			weight = 1
 		}
 		notBefore := now
-		if d, ok := m.DelayMs.Get(); ok && d > 0 {
-			notBefore = addMs(now, d)
+		if m.DelayMs > 0 {
+			notBefore = addMs(now, m.DelayMs)
 		}
 		c.Messages = append(c.Messages, queuelog.LogMessage{ID: wire.UUID(id), FairnessKey: fk, Weight: weight, NotBefore: notBefore,
 			Headers: it.body.headers, Payload: it.body.payload, Identity: ident, DedupUntil: dedupUntil})
 		a.bodies.put(id, it.body)
-		res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeOk, MessageID: wire.UUID(id)}
+		res[it.index] = EnqueueResult{Code: CodeOk, ID: id}
 	}
 	var err error
 	if len(c.Messages) > 0 {
@@ -102,14 +102,14 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []fibp.Enque
 		// IDs are fresh, so this cannot happen; fail loudly rather than lose messages silently.
 		a.log.Error("the engine refused an enqueue", "err", err)
 		for _, it := range items {
-			res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeInternalError}
+			res[it.index] = EnqueueResult{Code: CodeInternalError}
 		}
 	}
 	a.lanes[l].m.enqueued.Add(float64(len(c.Messages)))
 	a.afterCommit(func(err error) {
 		if err != nil {
 			for _, it := range items {
-				res[it.index] = fibp.EnqueueResultItem{ErrorCode: fibp.CodeStorageError}
+				res[it.index] = EnqueueResult{Code: CodeStorageError}
 			}
 		}
 		done()
@@ -127,19 +127,19 @@ type settleItem struct {
 	extendBy uint64
 }
 
-func codeOf(err error) fibp.ErrorCode {
+func codeOf(err error) Code {
 	switch {
 	case err == nil:
-		return fibp.CodeOk
+		return CodeOk
 	case errors.Is(err, engine.ErrMessageNotFound):
-		return fibp.CodeMessageNotFound
+		return CodeMessageNotFound
 	default:
-		return fibp.CodeInternalError
+		return CodeInternalError
 	}
 }
 
 // ack removes leased messages for good.
-func (a *actor) ack(l queuegroup.Lane, items []settleItem, res []fibp.ErrorCode, done func()) {
+func (a *actor) ack(l queuegroup.Lane, items []settleItem, res []Code, done func()) {
 	now := a.now()
 	q := a.st.Lane(l)
 	for _, it := range items {
@@ -160,16 +160,16 @@ func (a *actor) ack(l queuegroup.Lane, items []settleItem, res []fibp.ErrorCode,
 	})
 }
 
-func storageFailed(items []settleItem, res []fibp.ErrorCode) {
+func storageFailed(items []settleItem, res []Code) {
 	for _, it := range items {
-		if res[it.index] == fibp.CodeOk {
-			res[it.index] = fibp.CodeStorageError
+		if res[it.index] == CodeOk {
+			res[it.index] = CodeStorageError
 		}
 	}
 }
 
 // nack fails leased messages: retry or dead-letter, as the retry policy decides.
-func (a *actor) nack(l queuegroup.Lane, items []settleItem, res []fibp.ErrorCode, done func()) {
+func (a *actor) nack(l queuegroup.Lane, items []settleItem, res []Code, done func()) {
 	now := a.now()
 	q := a.st.Lane(l)
 	for _, it := range items {
@@ -194,7 +194,7 @@ func (a *actor) nack(l queuegroup.Lane, items []settleItem, res []fibp.ErrorCode
 }
 
 // extend moves lease expiries to now + extend_by (capped).
-func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []fibp.ExtendLeaseResultItem, done func()) {
+func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []ExtendResult, done func()) {
 	now := a.now()
 	q := a.st.Lane(l)
 	for _, it := range items {
@@ -202,16 +202,16 @@ func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []fibp.ExtendL
 		if err == nil {
 			err = a.st.Extend(l, e, a.committed(l))
 		}
-		res[it.index].ErrorCode = codeOf(err)
+		res[it.index].Code = codeOf(err)
 		if err == nil {
-			res[it.index].LeaseExpiresAt = uint64(e.ExpiresAt)
+			res[it.index].ExpiresAt = e.ExpiresAt
 		}
 	}
 	a.afterCommit(func(err error) {
 		if err != nil {
 			for _, it := range items {
-				if res[it.index].ErrorCode == fibp.CodeOk {
-					res[it.index] = fibp.ExtendLeaseResultItem{ErrorCode: fibp.CodeStorageError}
+				if res[it.index].Code == CodeOk {
+					res[it.index] = ExtendResult{Code: CodeStorageError}
 				}
 			}
 		}
@@ -257,8 +257,8 @@ func (a *actor) expire(l queuegroup.Lane, now int64) {
 	}
 }
 
-// dispatch leases ready messages of lane l to subscriptions with credit and encodes their
-// Delivery frames, to be sent after the commit.
+// dispatch leases ready messages of lane l to subscriptions with credit and batches their
+// deliveries, to be handed to the sinks after the commit.
 func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 	if len(a.subs) == 0 {
 		return
@@ -282,7 +282,7 @@ func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 		}
 	}
 	for sub, buf := range a.pending {
-		a.encodeDeliveries(sub, buf)
+		a.closeBatch(sub, buf)
 	}
 }
 
@@ -312,7 +312,7 @@ func (a *actor) prefetchBodies(leases []engine.Lease) {
 	}
 }
 
-// deliver adds one leased message to its subscription's Delivery frame.
+// deliver adds one leased message to its subscription's batch.
 func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 	sub := a.subs[le.Consumer]
 	m, ok := a.st.Lane(l).Get(le.ID)
@@ -332,42 +332,37 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 		buf = &deliveryBuf{}
 		a.pending[sub] = buf
 	}
-	buf.msgs = append(buf.msgs, fibp.DeliveryMessage{
-		MessageID:      wire.UUID(le.ID),
-		Queue:          a.lanes[l].name,
-		Headers:        b.headers,
-		Payload:        b.payload,
-		FairnessKey:    m.FairnessKey,
-		Weight:         m.Weight,
-		AttemptCount:   m.Attempts,
-		RedriveCount:   m.RedriveCount,
-		EnqueuedAt:     uint64(m.EnqueuedAt),
-		LeasedAt:       uint64(le.LeasedAt),
-		LeaseExpiresAt: uint64(le.ExpiresAt),
+	if buf.msgs == nil {
+		buf.msgs = a.batches.get()
+	}
+	buf.msgs = append(buf.msgs, Delivery{
+		ID:           le.ID,
+		Queue:        a.lanes[l].name,
+		Headers:      b.headers,
+		Payload:      b.payload,
+		FairnessKey:  m.FairnessKey,
+		Weight:       m.Weight,
+		Attempt:      m.Attempts,
+		RedriveCount: m.RedriveCount,
+		EnqueuedAt:   m.EnqueuedAt,
+		LeasedAt:     le.LeasedAt,
+		ExpiresAt:    le.ExpiresAt,
 	})
 	buf.size += len(b.payload) + 128
-	if buf.size >= deliveryFrameBytes {
-		a.encodeDeliveries(sub, buf)
+	if buf.size >= deliveryBatchBytes {
+		a.closeBatch(sub, buf)
 	}
 	a.lanes[l].m.delivered.Inc()
 }
 
-// encodeDeliveries encodes a subscription's pending deliveries into one Delivery frame (split into
-// continuation frames if it exceeds the maximum frame size).
-func (a *actor) encodeDeliveries(sub *subscription, buf *deliveryBuf) {
+// closeBatch moves a subscription's pending deliveries to the round's outbox, to be handed to
+// its sink once the round is durable (the session splits a batch too big for one frame).
+func (a *actor) closeBatch(sub *subscription, buf *deliveryBuf) {
 	if len(buf.msgs) == 0 {
 		return
 	}
-	d := fibp.Delivery{Messages: buf.msgs}
-	var frame []byte
-	if size := fibp.HeaderSize + d.Size(); size <= fibp.MaxFrameSize {
-		frame = fibp.AppendFrame(make([]byte, 0, fibp.LengthSize+size), 0, sub.requestID, &d)
-	} else {
-		frame = fibp.AppendContinued(nil, fibp.OpDelivery, sub.requestID, d.AppendTo(nil), fibp.MaxFrameSize)
-	}
-	a.outbox = append(a.outbox, outFrame{sub: sub, frame: frame, count: len(buf.msgs)})
-	clear(buf.msgs)
-	buf.msgs, buf.size = buf.msgs[:0], 0
+	a.outbox = append(a.outbox, outBatch{sub: sub, deliveries: buf.msgs})
+	buf.msgs, buf.size = nil, 0
 }
 
 func addMs(t int64, ms uint64) int64 {

@@ -53,26 +53,22 @@ type script struct {
 type scriptSink struct {
 	s    *script
 	mu   sync.Mutex
-	got  []fibp.DeliveryMessage
+	got  []Delivery
 	wake chan struct{}
 }
 
-func (k *scriptSink) Send(frame []byte, onWritten func()) bool {
-	h, body, err := fibp.ParseHeader(frame[fibp.LengthSize:])
-	if err == nil && h.Opcode == fibp.OpDelivery {
-		var d fibp.Delivery
-		if err := d.Decode(body); err == nil {
-			k.mu.Lock()
-			for _, m := range d.Messages {
-				m.Payload = append([]byte(nil), m.Payload...)
-				k.got = append(k.got, m)
-			}
-			k.mu.Unlock()
-			select {
-			case k.wake <- struct{}{}:
-			default:
-			}
-		}
+func (k *scriptSink) Subscribed(uint32, string) {}
+
+func (k *scriptSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
+	k.mu.Lock()
+	for _, d := range ds {
+		d.Payload = append([]byte(nil), d.Payload...)
+		k.got = append(k.got, d)
+	}
+	k.mu.Unlock()
+	select {
+	case k.wake <- struct{}{}:
+	default:
 	}
 	if onWritten != nil {
 		onWritten()
@@ -193,8 +189,9 @@ func (s *script) run(d *datadriven.TestData) string {
 		k := &scriptSink{s: s, wake: make(chan struct{}, 1)}
 		s.sinks = append(s.sinks, k)
 		s.reqID++
-		e := s.b.Subscribe(&fibp.Consume{Queue: words[0], Credit: uint32(num(opts, "credit"))}, s.reqID, words[1], opts["credit"] != "", k)
-		return result(fibp.CodeOk, e)
+		e := s.b.Subscribe(Subscription{Queue: words[0], Credit: uint32(num(opts, "credit")), RequestID: s.reqID, ConsumerID: words[1],
+			ManagedCredit: opts["credit"] == ""}, k)
+		return result(CodeOk, e)
 	case "deliveries":
 		return s.deliveries(int(num(opts, "n")))
 	case "ack", "nack", "extend":
@@ -235,7 +232,7 @@ func (s *script) run(d *datadriven.TestData) string {
 	return ""
 }
 
-func result(code fibp.ErrorCode, e *Error) string {
+func result(code fmt.Stringer, e *Error) string {
 	if e != nil {
 		return "error: " + e.Code.String()
 	}
@@ -243,35 +240,29 @@ func result(code fibp.ErrorCode, e *Error) string {
 }
 
 func (s *script) enqueue(words []string, opts map[string]string, wait bool) string {
-	req := &fibp.Enqueue{}
+	var msgs []Message
 	for _, p := range words[1:] {
-		m := fibp.EnqueueMessage{Queue: words[0], Payload: []byte(p)}
-		if k := opts["key"]; k != "" {
-			m.FairnessKey = wire.Some(k)
-		}
-		if d := num(opts, "delay"); d > 0 {
-			m.DelayMs = wire.Some(d)
-		}
+		m := Message{Queue: words[0], Payload: []byte(p), FairnessKey: opts["key"], DelayMs: num(opts, "delay")}
 		if k := opts["idem"]; k != "" {
-			m.IdempotencyKey = wire.Some(k)
+			m.IdempotencyKey, m.HasKey = k, true
 		}
-		req.Messages = append(req.Messages, m)
+		msgs = append(msgs, m)
 	}
 	ch := make(chan string, 1)
-	s.b.Enqueue(req, func(res *fibp.EnqueueResult, e *Error) {
+	s.b.Enqueue(msgs, func(res []EnqueueResult, e *Error) {
 		if e != nil {
-			ch <- result(0, e)
+			ch <- result(CodeOk, e)
 			return
 		}
 		var out []string
-		for _, r := range res.Results {
+		for _, r := range res {
 			switch {
-			case r.ErrorCode != fibp.CodeOk:
-				out = append(out, r.ErrorCode.String())
+			case r.Code != CodeOk:
+				out = append(out, r.Code.String())
 			case r.Duplicate:
-				out = append(out, "duplicate of "+s.label(r.MessageID))
+				out = append(out, "duplicate of "+s.label(wire.UUID(r.ID)))
 			default:
-				out = append(out, s.label(r.MessageID))
+				out = append(out, s.label(wire.UUID(r.ID)))
 			}
 		}
 		ch <- strings.Join(out, " ")
@@ -285,9 +276,9 @@ func (s *script) enqueue(words []string, opts map[string]string, wait bool) stri
 func (s *script) settle(cmd string, words []string, opts map[string]string) string {
 	q := words[0]
 	ch := make(chan string, 1)
-	codes := func(cs []fibp.ErrorCode, e *Error) {
+	codes := func(cs []Code, e *Error) {
 		if e != nil {
-			ch <- result(0, e)
+			ch <- result(CodeOk, e)
 			return
 		}
 		var out []string
@@ -298,48 +289,30 @@ func (s *script) settle(cmd string, words []string, opts map[string]string) stri
 	}
 	switch cmd {
 	case "ack":
-		req := &fibp.Ack{}
+		var items []AckItem
 		for _, l := range words[1:] {
-			req.Items = append(req.Items, fibp.AckItem{Queue: q, MessageID: s.id(l)})
+			items = append(items, AckItem{Queue: q, ID: MessageID(s.id(l))})
 		}
-		s.b.Ack(req, func(r *fibp.AckResult, e *Error) {
-			var cs []fibp.ErrorCode
-			if r != nil {
-				for _, it := range r.Results {
-					cs = append(cs, it.ErrorCode)
-				}
-			}
-			codes(cs, e)
-		})
+		s.b.Ack(items, codes)
 	case "nack":
-		req := &fibp.Nack{}
+		var items []NackItem
 		for _, l := range words[1:] {
-			it := fibp.NackItem{Queue: q, MessageID: s.id(l), Error: "boom"}
+			it := NackItem{Queue: q, ID: MessageID(s.id(l)), Error: "boom"}
 			if _, ok := opts["retry"]; ok {
-				it.RetryAfterMs = wire.Some(num(opts, "retry"))
+				it.RetryAfterMs, it.HasRetryAfter = num(opts, "retry"), true
 			}
-			req.Items = append(req.Items, it)
+			items = append(items, it)
 		}
-		s.b.Nack(req, func(r *fibp.NackResult, e *Error) {
-			var cs []fibp.ErrorCode
-			if r != nil {
-				for _, it := range r.Results {
-					cs = append(cs, it.ErrorCode)
-				}
-			}
-			codes(cs, e)
-		})
+		s.b.Nack(items, codes)
 	default:
-		req := &fibp.ExtendLease{}
+		var items []ExtendItem
 		for _, l := range words[1:] {
-			req.Items = append(req.Items, fibp.ExtendLeaseItem{Queue: q, MessageID: s.id(l), ExtendByMs: num(opts, "by")})
+			items = append(items, ExtendItem{Queue: q, ID: MessageID(s.id(l)), ExtendByMs: num(opts, "by")})
 		}
-		s.b.ExtendLease(req, func(r *fibp.ExtendLeaseResult, e *Error) {
-			var cs []fibp.ErrorCode
-			if r != nil {
-				for _, it := range r.Results {
-					cs = append(cs, it.ErrorCode)
-				}
+		s.b.ExtendLease(items, func(rs []ExtendResult, e *Error) {
+			var cs []Code
+			for _, r := range rs {
+				cs = append(cs, r.Code)
 			}
 			codes(cs, e)
 		})
@@ -399,7 +372,7 @@ func (t *fakeTimer) fireBy(now time.Time) {
 
 func (s *script) deliveries(n int) string {
 	deadline := time.Now().Add(5 * time.Second)
-	var got []fibp.DeliveryMessage
+	var got []Delivery
 	for {
 		got = got[:0]
 		for _, k := range s.sinks {
@@ -419,7 +392,7 @@ func (s *script) deliveries(n int) string {
 	}
 	lines := make([]string, len(got))
 	for i, m := range got {
-		lines[i] = fmt.Sprintf("%s %s %q attempt=%d key=%s", m.Queue, s.label(m.MessageID), m.Payload, m.AttemptCount, m.FairnessKey)
+		lines[i] = fmt.Sprintf("%s %s %q attempt=%d key=%s", m.Queue, s.label(wire.UUID(m.ID)), m.Payload, m.Attempt, m.FairnessKey)
 	}
 	sort.Strings(lines)
 	if len(lines) == 0 {

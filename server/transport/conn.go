@@ -15,6 +15,7 @@ import (
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/session"
 )
 
 // conn is one client connection. Its reader goroutine (serve) decodes frames and dispatches
@@ -42,11 +43,15 @@ type conn struct {
 	disconnecting atomic.Bool
 	done          chan struct{}
 
-	// Decoding targets reused for every frame of their kind.
-	enq  fibp.Enqueue
-	ack  fibp.Ack
-	nack fibp.Nack
-	ext  fibp.ExtendLease
+	// Decoding targets and item buffers reused for every frame of their kind (the broker copies
+	// the items it keeps before it returns).
+	enq       fibp.Enqueue
+	ack       fibp.Ack
+	nack      fibp.Nack
+	ext       fibp.ExtendLease
+	ackItems  []broker.AckItem
+	nackItems []broker.NackItem
+	extItems  []broker.ExtendItem
 }
 
 type subRef struct {
@@ -193,15 +198,7 @@ func (c *conn) handshake() bool {
 
 // send queues a frame. A connection whose queue is full is cut.
 func (c *conn) send(requestID uint32, f fibp.Frame) {
-	c.sendRaw(appendFrame(requestID, f), nil)
-}
-
-func appendFrame(requestID uint32, f fibp.Frame) []byte {
-	size := fibp.LengthSize + fibp.HeaderSize + f.Size()
-	if size-fibp.LengthSize > fibp.MaxFrameSize {
-		return fibp.AppendContinued(nil, f.Opcode(), requestID, f.AppendTo(nil), fibp.MaxFrameSize)
-	}
-	return fibp.AppendFrame(make([]byte, 0, size), 0, requestID, f)
+	c.sendRaw(session.AppendFrame(nil, requestID, f), nil)
 }
 
 func (c *conn) sendRaw(frame []byte, onWritten func()) bool {
@@ -218,10 +215,10 @@ func (c *conn) sendError(requestID uint32, code fibp.ErrorCode, msg string, meta
 }
 
 func (c *conn) sendBrokerError(requestID uint32, e *broker.Error) {
-	c.sendError(requestID, e.Code, e.Message, e.Metadata)
+	c.send(requestID, session.ErrorFrame(e))
 }
 
-// Send implements broker.Sink for this connection's subscriptions.
+// Send implements session.Out: the session's sink queues this connection's deliveries with it.
 func (c *conn) Send(frame []byte, onWritten func()) bool { return c.sendRaw(frame, onWritten) }
 
 // begin accounts for a request that will be answered asynchronously; it blocks while the

@@ -6,6 +6,7 @@ import (
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/session"
 )
 
 // handle dispatches one complete request; it reports whether the connection stays open.
@@ -62,44 +63,63 @@ func (c *conn) decode(h fibp.Header, f fibp.Frame, body []byte) bool {
 	return true
 }
 
-// answer returns the callback that sends an asynchronous result or error.
-func answer[R fibp.Frame](c *conn, requestID uint32) func(R, *broker.Error) {
-	return func(res R, e *broker.Error) {
-		if e != nil {
-			c.sendBrokerError(requestID, e)
-		} else {
-			c.send(requestID, res)
-		}
-		c.end()
-	}
-}
-
 func (c *conn) enqueue(h fibp.Header, body []byte) {
 	if !c.decode(h, &c.enq, body) {
 		return
 	}
 	c.begin()
-	c.s.b.Enqueue(&c.enq, answer[*fibp.EnqueueResult](c, h.RequestID))
+	id := h.RequestID
+	c.s.b.Enqueue(session.Messages(&c.enq), func(rs []broker.EnqueueResult, e *broker.Error) {
+		if e != nil {
+			c.sendBrokerError(id, e)
+		} else {
+			c.send(id, session.EnqueueResult(rs))
+		}
+		c.end()
+	})
+}
+
+// codesAnswer returns the callback that sends an Ack's or Nack's result or error.
+func codesAnswer[R fibp.Frame](c *conn, requestID uint32, frame func([]broker.Code) R) func([]broker.Code, *broker.Error) {
+	return func(codes []broker.Code, e *broker.Error) {
+		if e != nil {
+			c.sendBrokerError(requestID, e)
+		} else {
+			c.send(requestID, frame(codes))
+		}
+		c.end()
+	}
 }
 
 func (c *conn) settleAck(h fibp.Header, body []byte) {
 	if c.decode(h, &c.ack, body) {
 		c.begin()
-		c.s.b.Ack(&c.ack, answer[*fibp.AckResult](c, h.RequestID))
+		c.ackItems = session.AckItems(c.ackItems[:0], &c.ack)
+		c.s.b.Ack(c.ackItems, codesAnswer(c, h.RequestID, session.AckResult))
 	}
 }
 
 func (c *conn) settleNack(h fibp.Header, body []byte) {
 	if c.decode(h, &c.nack, body) {
 		c.begin()
-		c.s.b.Nack(&c.nack, answer[*fibp.NackResult](c, h.RequestID))
+		c.nackItems = session.NackItems(c.nackItems[:0], &c.nack)
+		c.s.b.Nack(c.nackItems, codesAnswer(c, h.RequestID, session.NackResult))
 	}
 }
 
 func (c *conn) settleExtend(h fibp.Header, body []byte) {
 	if c.decode(h, &c.ext, body) {
 		c.begin()
-		c.s.b.ExtendLease(&c.ext, answer[*fibp.ExtendLeaseResult](c, h.RequestID))
+		c.extItems = session.ExtendItems(c.extItems[:0], &c.ext)
+		id := h.RequestID
+		c.s.b.ExtendLease(c.extItems, func(rs []broker.ExtendResult, e *broker.Error) {
+			if e != nil {
+				c.sendBrokerError(id, e)
+			} else {
+				c.send(id, session.ExtendLeaseResult(rs))
+			}
+			c.end()
+		})
 	}
 }
 
@@ -118,7 +138,11 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 		return
 	}
 	consumer := strconv.FormatUint(c.id, 10) + "-" + strconv.FormatUint(uint64(h.RequestID), 10)
-	if e := c.s.b.Subscribe(&req, h.RequestID, consumer, c.caps.Has(fibp.CapCreditFlowControl), c); e != nil {
+	sub, e := session.Subscription(&req, h.RequestID, consumer, c.caps.Has(fibp.CapCreditFlowControl))
+	if e == nil {
+		e = c.s.b.Subscribe(sub, session.Sink{Out: c})
+	}
+	if e != nil {
 		c.sendBrokerError(h.RequestID, e)
 		return
 	}

@@ -1,0 +1,126 @@
+package broker
+
+import (
+	"strconv"
+
+	"github.com/filamq/fila/server/engine"
+)
+
+// MessageID is a message's ID, a UUIDv7.
+type MessageID = engine.MsgID
+
+// Code is the outcome of one item of a hot-path request (a message of an Enqueue, an item of an
+// Ack, Nack or ExtendLease). The session maps it to the protocol's error codes.
+type Code uint8
+
+const (
+	CodeOk              Code = iota
+	CodeQueueNotFound        // the queue does not exist
+	CodeMessageNotFound      // no such message, or it is not leased
+	CodeStorageError         // the round's log append failed
+	CodeChannelFull          // the queue's inbox is full; back off and retry
+	CodeInternalError        // an unexpected failure
+)
+
+var codeNames = [...]string{"Ok", "QueueNotFound", "MessageNotFound", "StorageError", "ChannelFull", "InternalError"}
+
+func (c Code) String() string {
+	if int(c) < len(codeNames) {
+		return codeNames[c]
+	}
+	return "Code(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Message is one message to enqueue. Enqueue copies Payload; Headers and the strings are kept
+// as they are, so the caller must not change them afterwards.
+type Message struct {
+	Queue   string
+	Headers map[string]string
+	Payload []byte
+	// FairnessKey groups messages for fair scheduling; empty means the default key.
+	FairnessKey string
+	// Weight is the fairness key's weight; 0 means 1.
+	Weight uint32
+	// DelayMs holds the message back for that many milliseconds; 0 means deliverable at once.
+	DelayMs uint64
+	// IdempotencyKey, when HasKey, deduplicates repeats within the queue's dedup window.
+	IdempotencyKey string
+	HasKey         bool
+}
+
+// EnqueueResult is the outcome of one message of an Enqueue.
+type EnqueueResult struct {
+	Code Code
+	ID   MessageID // the new message's ID, or the original's for a duplicate
+	// Duplicate reports that the idempotency key was seen within the window: nothing was stored.
+	Duplicate bool
+}
+
+// AckItem names one leased message to acknowledge.
+type AckItem struct {
+	Queue string
+	ID    MessageID
+}
+
+// NackItem names one leased message to fail.
+type NackItem struct {
+	Queue string
+	ID    MessageID
+	Error string // why it failed, kept with the message
+	// RetryAfterMs, when HasRetryAfter, replaces the retry policy's back-off (milliseconds).
+	RetryAfterMs  uint64
+	HasRetryAfter bool
+}
+
+// ExtendItem names one leased message whose lease to extend by ExtendByMs milliseconds from now
+// (capped by the engine).
+type ExtendItem struct {
+	Queue      string
+	ID         MessageID
+	ExtendByMs uint64
+}
+
+// ExtendResult is the outcome of one ExtendItem.
+type ExtendResult struct {
+	Code      Code
+	ExpiresAt int64 // Unix ms: the lease's new expiry, when Code is CodeOk
+}
+
+// Subscription asks for the deliveries of one queue.
+type Subscription struct {
+	Queue      string
+	ConsumerID string // unique per broker
+	RequestID  uint32 // the sink's name for this subscription; passed back with every call
+	// Credit is the number of deliveries the consumer accepts before it grants more; 0, or
+	// ManagedCredit, has the server manage the window itself (it refills as deliveries are written).
+	Credit        uint32
+	ManagedCredit bool
+}
+
+// Delivery is one leased message on its way to a consumer.
+type Delivery struct {
+	ID           MessageID
+	Queue        string
+	Headers      map[string]string
+	Payload      []byte
+	FairnessKey  string
+	Weight       uint32
+	Attempt      uint32 // 1 on the first delivery
+	RedriveCount uint32 // times redriven from the dead-letter queue
+	EnqueuedAt   int64  // Unix ms
+	LeasedAt     int64  // Unix ms
+	ExpiresAt    int64  // Unix ms: when the lease runs out (a lower bound)
+}
+
+// Sink carries one subscription's events to its consumer's connection. The session implements it.
+// Its methods must not block.
+type Sink interface {
+	// Subscribed is called once, before any Deliver, when the subscription has started.
+	Subscribed(requestID uint32, consumerID string)
+	// Deliver hands over a batch of deliveries for the subscription requestID. ds and the slice
+	// it is backed by are the broker's again once Deliver returns (the sink encodes or copies what
+	// it needs); Headers and Payload are shared with the broker's body cache and must never be
+	// changed. onWritten, when not nil, is called once the batch has reached the socket. Deliver
+	// returns false when the connection is gone or too far behind; the subscription then ends.
+	Deliver(requestID uint32, ds []Delivery, onWritten func()) bool
+}

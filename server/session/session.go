@@ -1,0 +1,46 @@
+// Package session is the FIBP side of the broker: it turns decoded FIBP requests into the
+// broker's domain types, the broker's results into FIBP result frames, and deliveries into
+// Delivery frames (split into continuation frames when one would exceed the maximum frame size).
+// The transport frames bytes on sockets; the broker knows nothing of FIBP's hot-path frames.
+package session
+
+import (
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/broker"
+)
+
+// ErrorCode is the FIBP error code of a broker result code.
+func ErrorCode(c broker.Code) fibp.ErrorCode {
+	switch c {
+	case broker.CodeOk:
+		return fibp.CodeOk
+	case broker.CodeQueueNotFound:
+		return fibp.CodeQueueNotFound
+	case broker.CodeMessageNotFound:
+		return fibp.CodeMessageNotFound
+	case broker.CodeStorageError:
+		return fibp.CodeStorageError
+	case broker.CodeChannelFull:
+		return fibp.CodeChannelFull
+	default:
+		return fibp.CodeInternalError
+	}
+}
+
+// ErrorFrame is the Error frame of a request-level broker failure.
+func ErrorFrame(e *broker.Error) *fibp.Error {
+	return &fibp.Error{ErrorCode: e.Code, Message: e.Message, Metadata: e.Metadata}
+}
+
+// AppendFrame appends f as one frame, or as continuation frames when it exceeds the maximum
+// frame size.
+func AppendFrame(dst []byte, requestID uint32, f fibp.Frame) []byte {
+	size := fibp.LengthSize + fibp.HeaderSize + f.Size()
+	if size-fibp.LengthSize > fibp.MaxFrameSize {
+		return fibp.AppendContinued(dst, f.Opcode(), requestID, f.AppendTo(nil), fibp.MaxFrameSize)
+	}
+	if dst == nil {
+		dst = make([]byte, 0, size)
+	}
+	return fibp.AppendFrame(dst, 0, requestID, f)
+}
