@@ -34,7 +34,7 @@ func liveServer(f *testing.F) string {
 		if err != nil {
 			f.Fatal(err)
 		}
-		b.CreateQueue(&fibp.CreateQueue{Name: "q"})
+		b.CreateQueue(broker.QueueSpec{Name: "q"})
 		s := transport.New(b, transport.Options{MaxFrameSize: 64 << 10, Logger: bo.Logger})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {

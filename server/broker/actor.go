@@ -8,7 +8,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/queuegroup"
@@ -289,7 +288,7 @@ func (a *actor) commitCall(f func(a *actor) *Error) (*Error, bool) {
 		}
 		a.afterCommit(func(err error) {
 			if err != nil {
-				ch <- errorf(fibp.CodeStorageError, "%v", err)
+				ch <- errorf(CodeStorageError, "%v", err)
 				return
 			}
 			ch <- nil

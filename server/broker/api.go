@@ -2,30 +2,30 @@ package broker
 
 import (
 	"fmt"
-	"strconv"
 	"sync/atomic"
-
-	"github.com/filamq/fila/generated/fibp"
 )
 
-// Error is a request-level failure, sent as an FIBP Error frame.
+// Error is a failure with its code and a human-readable message. From a hot-path request it
+// fails the whole request (the session sends an Error frame); from an admin operation its Code is
+// the result's error code.
 type Error struct {
-	Code     fibp.ErrorCode
-	Message  string
-	Metadata map[string]string
+	Code    Code
+	Message string
+	// RetryAfterMs, when not 0, is the back-off suggested with CodeChannelFull.
+	RetryAfterMs int
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%v: %s", e.Code, e.Message) }
 
-func errorf(code fibp.ErrorCode, format string, args ...any) *Error {
+func errorf(code Code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 func (b *Broker) channelFull(queue string) *Error {
 	return &Error{
-		Code:     fibp.CodeChannelFull,
-		Message:  fmt.Sprintf("queue %q is saturated; back off and retry", queue),
-		Metadata: map[string]string{fibp.MetaRetryAfterMs: strconv.Itoa(b.opts.RetryAfterMs)},
+		Code:         CodeChannelFull,
+		Message:      fmt.Sprintf("queue %q is saturated; back off and retry", queue),
+		RetryAfterMs: b.opts.RetryAfterMs,
 	}
 }
 
@@ -234,7 +234,7 @@ func (b *Broker) ExtendLease(items []ExtendItem, done func([]ExtendResult, *Erro
 func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 	r := b.lookup(s.Queue)
 	if r.a == nil {
-		return errorf(fibp.CodeQueueNotFound, "queue %q does not exist", s.Queue)
+		return errorf(CodeQueueNotFound, "queue %q does not exist", s.Queue)
 	}
 	var failure *Error
 	ok := r.a.call(func(a *actor) {
@@ -244,14 +244,14 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 			credit = autoCreditWindow
 		}
 		if err := a.st.Lane(r.lane).Subscribe(s.ConsumerID, credit); err != nil {
-			failure = errorf(fibp.CodeInternalError, "subscribe: %v", err)
+			failure = errorf(CodeInternalError, "subscribe: %v", err)
 			return
 		}
 		a.subs[s.ConsumerID] = sub
 		sink.Subscribed(s.RequestID, s.ConsumerID)
 	})
 	if !ok {
-		return errorf(fibp.CodeQueueNotFound, "queue %q was deleted", s.Queue)
+		return errorf(CodeQueueNotFound, "queue %q was deleted", s.Queue)
 	}
 	return failure
 }

@@ -1,8 +1,7 @@
 // Package broker is Fila's queue service: the layer between the FIBP session and the pure engine.
 // It owns one actor per queue (see actor.go), the storage, the runtime configuration and the
-// message IDs. The hot path (Enqueue, Ack, Nack, ExtendLease, Subscribe, Credit, Unsubscribe)
-// speaks domain types (types.go) and hands deliveries to a Sink; server/session converts FIBP
-// frames to and from them. The admin methods still take and return FIBP frames.
+// message IDs. Its API speaks domain types (types.go, admintypes.go) and hands deliveries to a
+// Sink; it knows nothing of FIBP frames, which server/session converts to and from these types.
 package broker
 
 import (

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"slices"
 
-	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/engine"
@@ -221,7 +220,7 @@ func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []ExtendResult
 
 // committed reports whether lane l logs its leases before deliveries are sent.
 func (a *actor) committed(l queuegroup.Lane) bool {
-	return fibp.DeliveryDurability(a.lanes[l].def.DeliveryDurability) == fibp.DeliveryDurabilityCommitted
+	return a.lanes[l].def.DeliveryDurability == DurabilityCommitted
 }
 
 // fail applies a failure decision; a message dead-lettered out of the queue moves to the

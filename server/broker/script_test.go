@@ -13,7 +13,6 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
-	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/storage"
 )
@@ -167,12 +166,11 @@ func (s *script) run(d *datadriven.TestData) string {
 		s.b, s.sinks = b, nil
 		return "ok"
 	case "create":
-		req := &fibp.CreateQueue{Name: words[0], VisibilityTimeoutMs: num(opts, "visibility"), MaxAttempts: uint32(num(opts, "attempts"))}
+		req := QueueSpec{Name: words[0], VisibilityTimeoutMs: num(opts, "visibility"), MaxAttempts: uint32(num(opts, "attempts"))}
 		if len(words) > 1 && words[1] == "fast" {
-			req.DeliveryDurability = fibp.DeliveryDurabilityFast
+			req.DeliveryDurability = DurabilityFast
 		}
-		res, e := s.b.CreateQueue(req)
-		return result(res.ErrorCode, e)
+		return result(s.b.CreateQueue(req))
 	case "enqueue":
 		return s.enqueue(words, opts, true)
 	case "enqueue-async":
@@ -191,14 +189,14 @@ func (s *script) run(d *datadriven.TestData) string {
 		s.reqID++
 		e := s.b.Subscribe(Subscription{Queue: words[0], Credit: uint32(num(opts, "credit")), RequestID: s.reqID, ConsumerID: words[1],
 			ManagedCredit: opts["credit"] == ""}, k)
-		return result(CodeOk, e)
+		return result(e)
 	case "deliveries":
 		return s.deliveries(int(num(opts, "n")))
 	case "ack", "nack", "extend":
 		return s.settle(d.Cmd, words, opts)
 	case "redrive":
-		res, e := s.b.Redrive(&fibp.Redrive{DLQQueue: words[0]})
-		return fmt.Sprintf("%s redriven=%d", result(res.ErrorCode, e), res.Redriven)
+		n, e := s.b.Redrive(words[0], 0, 0)
+		return fmt.Sprintf("%s redriven=%d", result(e), n)
 	case "advance":
 		dur, err := time.ParseDuration(words[0])
 		if err != nil {
@@ -213,9 +211,9 @@ func (s *script) run(d *datadriven.TestData) string {
 		s.mu.Unlock()
 		return "ok"
 	case "stats":
-		res, e := s.b.GetStats(&fibp.GetStats{Queue: words[0]})
+		res, e := s.b.GetStats(words[0])
 		if e != nil {
-			return result(res.ErrorCode, e)
+			return result(e)
 		}
 		return fmt.Sprintf("depth=%d in_flight=%d delayed=%d", res.Depth, res.InFlight, res.Delayed)
 	case "fail-commits":
@@ -232,11 +230,11 @@ func (s *script) run(d *datadriven.TestData) string {
 	return ""
 }
 
-func result(code fmt.Stringer, e *Error) string {
+func result(e *Error) string {
 	if e != nil {
 		return "error: " + e.Code.String()
 	}
-	return code.String()
+	return CodeOk.String()
 }
 
 func (s *script) enqueue(words []string, opts map[string]string, wait bool) string {
@@ -251,7 +249,7 @@ func (s *script) enqueue(words []string, opts map[string]string, wait bool) stri
 	ch := make(chan string, 1)
 	s.b.Enqueue(msgs, func(res []EnqueueResult, e *Error) {
 		if e != nil {
-			ch <- result(CodeOk, e)
+			ch <- result(e)
 			return
 		}
 		var out []string
@@ -278,7 +276,7 @@ func (s *script) settle(cmd string, words []string, opts map[string]string) stri
 	ch := make(chan string, 1)
 	codes := func(cs []Code, e *Error) {
 		if e != nil {
-			ch <- result(CodeOk, e)
+			ch <- result(e)
 			return
 		}
 		var out []string

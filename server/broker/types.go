@@ -10,7 +10,8 @@ import (
 type MessageID = engine.MsgID
 
 // Code is the outcome of one item of a hot-path request (a message of an Enqueue, an item of an
-// Ack, Nack or ExtendLease). The session maps it to the protocol's error codes.
+// Ack, Nack or ExtendLease), or of an admin operation. The session maps it to the protocol's
+// error codes.
 type Code uint8
 
 const (
@@ -20,9 +21,17 @@ const (
 	CodeStorageError         // the round's log append failed
 	CodeChannelFull          // the queue's inbox is full; back off and retry
 	CodeInternalError        // an unexpected failure
+	// Admin and subscription failures.
+	CodeQueueAlreadyExists
+	CodeInvalidConfigValue
+	CodeReservedQueueName   // names ending in ".dlq" belong to dead-letter queues
+	CodeLuaCompilationError // Lua hooks (refused: not supported yet)
+	CodeNotADLQ             // Redrive of a queue that is not a dead-letter queue
+	CodeInvalidThrottle     // throttle declarations (refused: not supported yet)
 )
 
-var codeNames = [...]string{"Ok", "QueueNotFound", "MessageNotFound", "StorageError", "ChannelFull", "InternalError"}
+var codeNames = [...]string{"Ok", "QueueNotFound", "MessageNotFound", "StorageError", "ChannelFull", "InternalError",
+	"QueueAlreadyExists", "InvalidConfigValue", "ReservedQueueName", "LuaCompilationError", "NotADLQ", "InvalidThrottle"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {

@@ -5,6 +5,8 @@
 package session
 
 import (
+	"strconv"
+
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/broker"
 )
@@ -22,6 +24,18 @@ func ErrorCode(c broker.Code) fibp.ErrorCode {
 		return fibp.CodeStorageError
 	case broker.CodeChannelFull:
 		return fibp.CodeChannelFull
+	case broker.CodeQueueAlreadyExists:
+		return fibp.CodeQueueAlreadyExists
+	case broker.CodeInvalidConfigValue:
+		return fibp.CodeInvalidConfigValue
+	case broker.CodeReservedQueueName:
+		return fibp.CodeReservedQueueName
+	case broker.CodeLuaCompilationError:
+		return fibp.CodeLuaCompilationError
+	case broker.CodeNotADLQ:
+		return fibp.CodeNotADLQ
+	case broker.CodeInvalidThrottle:
+		return fibp.CodeInvalidThrottle
 	default:
 		return fibp.CodeInternalError
 	}
@@ -29,7 +43,11 @@ func ErrorCode(c broker.Code) fibp.ErrorCode {
 
 // ErrorFrame is the Error frame of a request-level broker failure.
 func ErrorFrame(e *broker.Error) *fibp.Error {
-	return &fibp.Error{ErrorCode: e.Code, Message: e.Message, Metadata: e.Metadata}
+	f := &fibp.Error{ErrorCode: ErrorCode(e.Code), Message: e.Message}
+	if e.RetryAfterMs > 0 {
+		f.Metadata = map[string]string{fibp.MetaRetryAfterMs: strconv.Itoa(e.RetryAfterMs)}
+	}
+	return f
 }
 
 // AppendFrame appends f as one frame, or as continuation frames when it exceeds the maximum

@@ -45,7 +45,7 @@ func (c *conn) handle(h fibp.Header, body []byte) bool {
 	case fibp.OpHandshake:
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, "the handshake is already done", nil)
 	default:
-		if handler, ok := adminOps[h.Opcode]; ok {
+		if handler, ok := session.Admin(h.Opcode); ok {
 			c.admin(h, body, handler)
 			return true
 		}
@@ -149,25 +149,8 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 	c.subs[h.RequestID] = subRef{queue: req.Queue, consumer: consumer}
 }
 
-// adminHandler decodes one admin request and runs it.
-type adminHandler func(c *conn, body []byte) (fibp.Frame, *broker.Error, error)
-
-func adminOp[T any, P interface {
-	*T
-	fibp.Frame
-}](run func(c *conn, req P) (fibp.Frame, *broker.Error)) adminHandler {
-	return func(c *conn, body []byte) (fibp.Frame, *broker.Error, error) {
-		req := P(new(T))
-		if err := req.Decode(body); err != nil {
-			return nil, nil, err
-		}
-		res, e := run(c, req)
-		return res, e, nil
-	}
-}
-
-func (c *conn) admin(h fibp.Header, body []byte, handler adminHandler) {
-	res, e, err := handler(c, body)
+func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
+	res, e, err := handler(c.s.b, session.Node{ID: c.s.opts.NodeID, Addr: c.s.advertised()}, body)
 	switch {
 	case err != nil:
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, err.Error(), nil)
@@ -179,60 +162,6 @@ func (c *conn) admin(h fibp.Header, body []byte, handler adminHandler) {
 		}
 		c.send(h.RequestID, res)
 	}
-}
-
-func notYet(feature string) *broker.Error {
-	return &broker.Error{Code: fibp.CodeInternalError, Message: feature + " are not supported by this server yet"}
-}
-
-// adminOps maps every admin opcode to its handler.
-var adminOps = map[fibp.Opcode]adminHandler{
-	fibp.OpCreateQueue: adminOp(func(c *conn, r *fibp.CreateQueue) (fibp.Frame, *broker.Error) { return c.s.b.CreateQueue(r) }),
-	fibp.OpDeleteQueue: adminOp(func(c *conn, r *fibp.DeleteQueue) (fibp.Frame, *broker.Error) { return c.s.b.DeleteQueue(r) }),
-	fibp.OpUpdateQueue: adminOp(func(c *conn, r *fibp.UpdateQueue) (fibp.Frame, *broker.Error) { return c.s.b.UpdateQueue(r) }),
-	fibp.OpGetStats:    adminOp(func(c *conn, r *fibp.GetStats) (fibp.Frame, *broker.Error) { return c.s.b.GetStats(r) }),
-	fibp.OpListQueues:  adminOp(func(c *conn, r *fibp.ListQueues) (fibp.Frame, *broker.Error) { return c.s.b.ListQueues(r) }),
-	fibp.OpSetConfig:   adminOp(func(c *conn, r *fibp.SetConfig) (fibp.Frame, *broker.Error) { return c.s.b.SetConfig(r) }),
-	fibp.OpGetConfig:   adminOp(func(c *conn, r *fibp.GetConfig) (fibp.Frame, *broker.Error) { return c.s.b.GetConfig(r) }),
-	fibp.OpListConfig:  adminOp(func(c *conn, r *fibp.ListConfig) (fibp.Frame, *broker.Error) { return c.s.b.ListConfig(r) }),
-	fibp.OpRedrive:     adminOp(func(c *conn, r *fibp.Redrive) (fibp.Frame, *broker.Error) { return c.s.b.Redrive(r) }),
-	fibp.OpGetClusterStatus: adminOp(func(c *conn, r *fibp.GetClusterStatus) (fibp.Frame, *broker.Error) {
-		res, e := c.s.b.GetClusterStatus(r)
-		for i := range res.Nodes {
-			res.Nodes[i].NodeID, res.Nodes[i].Addr = c.s.opts.NodeID, c.s.advertised()
-		}
-		return res, e
-	}),
-	fibp.OpGetRoutes: adminOp(func(c *conn, r *fibp.GetRoutes) (fibp.Frame, *broker.Error) {
-		return c.s.b.GetRoutes(r, c.s.advertised())
-	}),
-	fibp.OpGetThrottleStats: adminOp(func(c *conn, r *fibp.GetThrottleStats) (fibp.Frame, *broker.Error) {
-		return &fibp.GetThrottleStatsResult{ErrorCode: fibp.CodeThrottleNotFound}, nil
-	}),
-	fibp.OpGetThrottleBucket: adminOp(func(c *conn, r *fibp.GetThrottleBucket) (fibp.Frame, *broker.Error) {
-		return &fibp.GetThrottleBucketResult{ErrorCode: fibp.CodeThrottleNotFound}, nil
-	}),
-	fibp.OpDrainNode: adminOp(func(c *conn, r *fibp.DrainNode) (fibp.Frame, *broker.Error) {
-		if r.NodeID != c.s.opts.NodeID {
-			return &fibp.DrainNodeResult{ErrorCode: fibp.CodeNodeNotFound}, nil
-		}
-		return &fibp.DrainNodeResult{ErrorCode: fibp.CodeOk}, nil // a single node has no other node to move leaders to
-	}),
-	fibp.OpMoveQueueLeader: adminOp(func(c *conn, r *fibp.MoveQueueLeader) (fibp.Frame, *broker.Error) {
-		if st, _ := c.s.b.GetStats(&fibp.GetStats{Queue: r.Queue}); st.ErrorCode != fibp.CodeOk {
-			return &fibp.MoveQueueLeaderResult{ErrorCode: st.ErrorCode}, nil
-		}
-		if r.TargetNodeID != c.s.opts.NodeID {
-			return &fibp.MoveQueueLeaderResult{ErrorCode: fibp.CodeNodeNotFound}, nil
-		}
-		return &fibp.MoveQueueLeaderResult{ErrorCode: fibp.CodeOk}, nil
-	}),
-	fibp.OpSetRebalancing: adminOp(func(c *conn, r *fibp.SetRebalancing) (fibp.Frame, *broker.Error) { return c.s.b.SetRebalancing(r) }),
-	fibp.OpCreateApiKey:   adminOp(func(c *conn, r *fibp.CreateApiKey) (fibp.Frame, *broker.Error) { return nil, notYet("API keys") }),
-	fibp.OpRevokeApiKey:   adminOp(func(c *conn, r *fibp.RevokeApiKey) (fibp.Frame, *broker.Error) { return nil, notYet("API keys") }),
-	fibp.OpListApiKeys:    adminOp(func(c *conn, r *fibp.ListApiKeys) (fibp.Frame, *broker.Error) { return nil, notYet("API keys") }),
-	fibp.OpSetAcl:         adminOp(func(c *conn, r *fibp.SetAcl) (fibp.Frame, *broker.Error) { return nil, notYet("ACLs") }),
-	fibp.OpGetAcl:         adminOp(func(c *conn, r *fibp.GetAcl) (fibp.Frame, *broker.Error) { return nil, notYet("ACLs") }),
 }
 
 // advertised is the address clients should use for this node.

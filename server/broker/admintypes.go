@@ -1,0 +1,83 @@
+package broker
+
+import "github.com/filamq/fila/server/engine"
+
+// The admin operations' domain types. Enumerations keep the protocol's numbering (the session
+// passes the values through; the broker validates their range), so that a stored definition reads
+// the same whoever wrote it.
+
+// Enumeration values the broker understands.
+const (
+	OrderingNone                    uint8 = 0
+	WhenOrderingKeyMissingUnordered uint8 = 1 // the largest valid value
+	ScriptFailurePark               uint8 = 1 // the largest valid value (0 = reject)
+	DurabilityCommitted             uint8 = 0 // leases are logged before deliveries are sent
+	DurabilityFast                  uint8 = 1 // leases are not logged; held for the reclaim grace on restart
+	ScriptUnchanged                 uint8 = 0
+	ScriptSet                       uint8 = 1
+	ScriptRemove                    uint8 = 2
+	ReclassifyNone                  uint8 = 2 // the largest valid value (0 = all, 1 = unclassified only)
+)
+
+// QueueSpec is the definition of a new queue. Zero settings follow the broker defaults.
+type QueueSpec struct {
+	Name string
+	// HasScripts, HasOrderingKey and HasDedupKey report features this server refuses (Lua hooks,
+	// ordering keys, deduplication keys).
+	HasScripts, HasOrderingKey, HasDedupKey bool
+	VisibilityTimeoutMs                     uint64
+	Ordering                                uint8 // only OrderingNone is supported
+	WhenOrderingKeyMissing                  uint8
+	DedupWindowMs                           uint64
+	ScriptFailure                           uint8
+	ParkDeadLetterAfter                     uint32
+	MaxAttempts                             uint32
+	Backoff                                 engine.Backoff
+	BackoffInitialMs, BackoffMaxMs          uint64
+	DeliveryDurability                      uint8
+	ReclaimGraceMs                          uint64
+}
+
+// QueueUpdate changes a queue's mutable settings: nil fields stay as they are.
+type QueueUpdate struct {
+	Queue string
+	// OnEnqueueChange and OnFailureChange are ScriptUnchanged, ScriptSet (refused) or ScriptRemove.
+	OnEnqueueChange, OnFailureChange uint8
+	VisibilityTimeoutMs              *uint64
+	DedupWindowMs                    *uint64
+	MaxAttempts                      *uint32
+	Backoff                          *engine.Backoff
+	BackoffInitialMs, BackoffMaxMs   *uint64
+	ParkDeadLetterAfter              *uint32
+	DeliveryDurability               *uint8
+	ReclaimGraceMs                   *uint64
+}
+
+// QueueStats are a queue's live counters, as GetStats reports them.
+type QueueStats = engine.Stats
+
+// QueueSummary is one queue of ListQueues.
+type QueueSummary struct {
+	Name            string
+	Depth, InFlight uint64
+	ActiveConsumers uint32
+}
+
+// ConfigEntry is one runtime config entry.
+type ConfigEntry struct{ Key, Value string }
+
+// RebalancingMode is the cluster's rebalancing state.
+type RebalancingMode uint8
+
+const (
+	RebalancingEnabled RebalancingMode = iota
+	RebalancingPaused
+	RebalancingDisabled
+)
+
+// ClusterStatus describes the cluster (a single node: this one, leading every queue).
+type ClusterStatus struct {
+	Rebalancing      RebalancingMode
+	PauseEndsAt      uint64 // Unix ms, when Rebalancing is RebalancingPaused
+	QueueLeaderships uint32 // queues this node leads
+}
