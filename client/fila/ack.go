@@ -71,7 +71,7 @@ func (c *Client) Nack(ctx context.Context, items ...NackItem) ([]error, error) {
 // settle sends an Ack or Nack, finishing the deliveries it settles as soon as the frame is
 // queued: their credit then follows the frame on the wire.
 func (c *Client) settle(ctx context.Context, req fibp.Frame, want fibp.Opcode, id func(int) MessageID) (fibp.Frame, error) {
-	cl, err := c.start(req, want, nil)
+	cl, err := c.start(ctx, req, want, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +195,9 @@ func newCoalescer[I any](c *Client, want fibp.Opcode, codes func(fibp.Frame) []f
 	}
 }
 
-// submit queues one item and waits for its result.
+// submit queues one item and waits for its result. While the client is reconnecting the item
+// waits for the next connection; a submit whose ctx ends first returns a *ReconnectError (the
+// item may still be sent once connected).
 func (q *coalescer[I]) submit(ctx context.Context, item I, d *Delivery) error {
 	w := queued[I]{item: item, d: d, done: make(chan error, 1)}
 	q.mu.Lock()
@@ -217,7 +219,7 @@ func (q *coalescer[I]) submit(ctx context.Context, item I, d *Delivery) error {
 	case err := <-w.done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		return q.c.waitErr(ctx.Err())
 	}
 }
 
@@ -277,7 +279,7 @@ func (q *coalescer[I]) flush(batch []queued[I]) {
 	for i, w := range batch {
 		items[i] = w.item
 	}
-	cl, err := q.c.start(q.build(items), q.want, nil)
+	cl, err := q.c.start(q.c.life, q.build(items), q.want, nil)
 	if err != nil {
 		<-q.slots
 		for _, w := range batch {

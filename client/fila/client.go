@@ -2,46 +2,58 @@ package fila
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/filamq/fila/generated/fibp"
-	"github.com/filamq/fila/generated/wire"
 )
 
-// Client is one FIBP connection to a broker node. Every method is safe for concurrent use; many
+// Client is a FIBP connection to a broker node. Every method is safe for concurrent use; many
 // goroutines share one connection, their requests multiplexed by request ID.
 //
 // Two goroutines own the socket: a reader that decodes frames and routes them to the waiting
 // request or subscription, and a writer that sends everything queued since its last write in
 // one write call.
+//
+// With Options.MaxReconnects set, a Client outlives its connection: when the connection drops it
+// dials again (see Options.MaxReconnects) and its Producers and Consumers go on over the new
+// connection. Otherwise the Client stops when its connection ends.
 type Client struct {
-	conn     net.Conn
-	opts     Options
-	nodeID   uint64
-	caps     fibp.Capabilities // active capabilities: ours AND the server's
-	maxFrame int               // largest frame the server accepts (length prefix)
+	opts  Options
+	seeds []string
+	log   *slog.Logger
+	dial  dialFunc
+	sleep func(time.Duration) bool // waits d unless the client stops first (reports false)
+	rand  func() float64           // [0, 1), for the reconnect jitter
 
-	mu      sync.Mutex
-	pending map[uint32]*call
-	subs    map[uint32]*Consumer
-	nextID  uint32
-	err     error // why the client stopped; nil while open
-	done    chan struct{}
+	cur  atomic.Pointer[link] // the live connection; nil while disconnected; stored under mu
+	last atomic.Pointer[link] // the most recent connection
 
-	out outbox // frames waiting for the writer
+	mu       sync.Mutex
+	subs     map[uint32]*Consumer // subscriptions of the current link, by request ID
+	orphans  []*Consumer          // subscriptions waiting for the next link
+	nextID   uint32
+	err      error         // why the client stopped; nil while open (connected or not)
+	up       chan struct{} // closed while a link is live; replaced when it drops
+	lastErr  error         // why the current outage began, or its last dial failure
+	attempts int           // dial attempts of the current outage
 
-	fr    *wire.FrameReader
-	reasm fibp.Reassembler
+	done     chan struct{}
+	life     context.Context // ends when the client stops
+	lifeStop context.CancelFunc
 
 	leases *leaseTable
 	acks   *coalescer[fibp.AckItem]
 	nacks  *coalescer[fibp.NackItem]
 }
+
+// dialFunc opens the transport connection to addr.
+type dialFunc func(ctx context.Context, addr string) (net.Conn, error)
 
 // clientCapabilities is what this SDK advertises in the Handshake.
 const clientCapabilities = fibp.CapCreditFlowControl
@@ -54,161 +66,110 @@ const closeFlushTimeout = 2 * time.Second
 
 // Dial connects to addr, optionally over TLS, and performs the Handshake. An Error frame in
 // answer to the Handshake is returned as an *Error (for example ErrUnsupportedVersion with its
-// max_version metadata, or ErrUnauthorized).
+// max_version metadata, or ErrUnauthorized). It is DialSeeds with one address.
 func Dial(ctx context.Context, addr string, opts *Options) (*Client, error) {
-	o := opts.withDefaults()
-	ctx, cancel := context.WithTimeout(ctx, o.DialTimeout)
-	defer cancel()
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("fila: %w", err)
-	}
-	if o.TLS != nil {
-		cfg := o.TLS
-		if cfg.ServerName == "" {
-			cfg = cfg.Clone()
-			if host, _, err := net.SplitHostPort(addr); err == nil {
-				cfg.ServerName = host
-			}
-		}
-		tc := tls.Client(nc, cfg)
-		if err := tc.HandshakeContext(ctx); err != nil {
-			nc.Close()
-			return nil, fmt.Errorf("fila: TLS handshake with %s: %w", addr, err)
-		}
-		nc = tc
-	}
-	c := &Client{
-		conn:     nc,
-		opts:     o,
-		pending:  map[uint32]*call{},
-		subs:     map[uint32]*Consumer{},
-		done:     make(chan struct{}),
-		fr:       wire.NewFrameReader(nc, fibp.MinFrameSize, fibp.MaxFrameSize),
-		reasm:    fibp.Reassembler{MaxBody: o.MaxReassembledSize, MaxPartials: maxReassemblyPartials},
-		maxFrame: fibp.MaxFrameSize,
-	}
-	c.out.init()
-	if err := c.handshake(ctx); err != nil {
-		nc.Close()
-		return nil, err
-	}
-	c.leases = newLeaseTable(c)
-	c.acks = newAckCoalescer(c)
-	c.nacks = newNackCoalescer(c)
-	go c.readLoop()
-	go c.writeLoop()
-	if o.PingInterval > 0 {
-		go c.pingLoop()
-	}
-	return c, nil
+	return DialSeeds(ctx, []string{addr}, opts)
 }
 
-// pingLoop sends keep-alive Pings and closes the connection when a Pong does not come in time.
-func (c *Client) pingLoop() {
+// DialSeeds connects to the first of addrs that answers, trying them in turn once each; the
+// error is the last address's failure. Reconnection (Options.MaxReconnects) tries them in turn
+// too, starting with the one that was last connected.
+func DialSeeds(ctx context.Context, addrs []string, opts *Options) (*Client, error) {
+	return dialSeeds(ctx, addrs, opts.withDefaults(), dialTCP)
+}
+
+func dialSeeds(ctx context.Context, addrs []string, o Options, dial dialFunc) (*Client, error) {
+	if len(addrs) == 0 {
+		return nil, errors.New("fila: no address to dial")
+	}
+	c := &Client{
+		opts:  o,
+		seeds: append([]string(nil), addrs...),
+		log:   o.Logger,
+		dial:  dial,
+		rand:  randFloat,
+		subs:  map[uint32]*Consumer{},
+		up:    make(chan struct{}),
+		done:  make(chan struct{}),
+	}
+	c.life, c.lifeStop = context.WithCancel(context.Background())
+	c.sleep = c.sleepTimer
+	var err error
+	for _, addr := range c.seeds {
+		var l *link
+		if l, err = connect(ctx, addr, &c.opts, dial); err == nil {
+			c.leases = newLeaseTable(c)
+			c.acks = newAckCoalescer(c)
+			c.nacks = newNackCoalescer(c)
+			c.mu.Lock()
+			c.installLocked(l)
+			c.mu.Unlock()
+			c.startLink(l)
+			return c, nil
+		}
+		c.log.Debug("fila: dial failed", "addr", addr, "err", err)
+	}
+	c.lifeStop()
+	return nil, err
+}
+
+// installLocked makes l the live connection and wakes the calls waiting for one. c.mu is held.
+func (c *Client) installLocked(l *link) {
+	c.cur.Store(l)
+	c.last.Store(l)
+	c.attempts, c.lastErr = 0, nil
+	close(c.up)
+}
+
+// startLink starts l's goroutines; l must be installed first, so that their failures count.
+func (c *Client) startLink(l *link) {
+	go c.readLoop(l)
+	go c.writeLoop(l)
+	if c.opts.PingInterval > 0 {
+		go c.pingLoop(l)
+	}
+}
+
+// pingLoop sends keep-alive Pings on l and ends l when a Pong does not come in time.
+func (c *Client) pingLoop(l *link) {
 	t := time.NewTicker(c.opts.PingInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-t.C:
-		case <-c.done:
+		case <-l.done:
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), c.opts.PongTimeout)
 		_, err := c.Ping(ctx)
 		cancel()
-		if errors.Is(err, context.DeadlineExceeded) {
-			c.shutdown(fmt.Errorf("%w: no Pong within %v", ErrConnectionLost, c.opts.PongTimeout), false)
+		if errors.Is(err, context.DeadlineExceeded) && c.cur.Load() == l {
+			c.linkLost(l, fmt.Errorf("%w: no Pong within %v", ErrConnectionLost, c.opts.PongTimeout))
 			return
 		}
 	}
 }
 
-// handshake sends the Handshake and waits for HandshakeOk, before the I/O goroutines start.
-func (c *Client) handshake(ctx context.Context) (err error) {
-	stop := context.AfterFunc(ctx, func() { c.conn.SetDeadline(time.Now()) })
-	defer func() {
-		if !stop() && err == nil { // ctx ended just now: the deadline may be set
-			err = c.handshakeIOError(ctx, ctx.Err())
-		}
-	}()
-	hello := &fibp.Handshake{ProtocolVersion: fibp.Version, ClientCapabilities: clientCapabilities}
-	if c.opts.APIKey != "" {
-		hello.APIKey = wire.Some(c.opts.APIKey)
-	}
-	if err := hello.Check(); err != nil {
-		return fmt.Errorf("fila: Handshake: %w", err)
-	}
-	if _, err := c.conn.Write(fibp.AppendFrame(nil, 0, 0, hello)); err != nil {
-		return c.handshakeIOError(ctx, err)
-	}
-	var h fibp.Header
-	var body []byte
-	for done := false; !done; {
-		raw, err := c.fr.Next()
-		if err != nil {
-			return c.handshakeIOError(ctx, err)
-		}
-		var rest []byte
-		if h, rest, err = fibp.ParseHeader(raw); err == nil {
-			body, done, err = c.reasm.Add(h, rest)
-		}
-		if err != nil {
-			return invalidFrame("handshake answer: %v", err)
-		}
-	}
-	switch h.Opcode {
-	case fibp.OpError:
-		var ef fibp.Error
-		if err := ef.Decode(body); err != nil {
-			return invalidFrame("handshake answer: %v", err)
-		}
-		return errorFromFrame(&ef)
-	case fibp.OpHandshakeOk:
-	default:
-		return invalidFrame("expected HandshakeOk, got %v", h.Opcode)
-	}
-	var ok fibp.HandshakeOk
-	if err := ok.Decode(body); err != nil {
-		return invalidFrame("HandshakeOk: %v", err)
-	}
-	if ok.NegotiatedVersion != fibp.Version {
-		return invalidFrame("server negotiated protocol version %d, this client speaks %d",
-			ok.NegotiatedVersion, fibp.Version)
-	}
-	c.nodeID = ok.NodeID
-	c.caps = clientCapabilities & ok.ServerCapabilities
-	if ok.MaxFrameSize != 0 {
-		c.maxFrame = int(ok.MaxFrameSize)
-	}
-	if c.maxFrame <= fibp.HeaderSize {
-		return invalidFrame("server max_frame_size %d is too small", ok.MaxFrameSize)
-	}
-	c.fr.SetMax(max(c.maxFrame, fibp.MaxFrameSize))
-	return nil
-}
+// NodeID is the node ID the server gave in HandshakeOk (0 for a single node), of the most
+// recent connection.
+func (c *Client) NodeID() uint64 { return c.last.Load().nodeID }
 
-func (c *Client) handshakeIOError(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		err = ctx.Err()
-	}
-	return fmt.Errorf("fila: handshake: %w", err)
-}
+// MaxFrameSize is the server's maximum frame size (of the most recent connection); larger
+// requests go as continuation frames.
+func (c *Client) MaxFrameSize() int { return c.last.Load().maxFrame }
 
-// NodeID is the node ID the server gave in HandshakeOk (0 for a single node).
-func (c *Client) NodeID() uint64 { return c.nodeID }
+// Capabilities is the active capability set of the most recent connection: those both peers
+// advertised.
+func (c *Client) Capabilities() fibp.Capabilities { return c.last.Load().caps }
 
-// MaxFrameSize is the server's maximum frame size; larger requests go as continuation frames.
-func (c *Client) MaxFrameSize() int { return c.maxFrame }
+// Connected reports whether the client has a live connection now.
+func (c *Client) Connected() bool { return c.cur.Load() != nil }
 
-// Capabilities is the active capability set: those both peers advertised.
-func (c *Client) Capabilities() fibp.Capabilities { return c.caps }
-
-// Done is closed when the client stops, by Close or because the connection ended.
+// Done is closed when the client stops for good: by Close, because the connection ended and
+// reconnection is off, or because reconnection gave up.
 func (c *Client) Done() <-chan struct{} { return c.done }
 
-// Err reports why the client stopped, or nil while it is open.
+// Err reports why the client stopped, or nil while it is open (connected or reconnecting).
 func (c *Client) Err() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -216,7 +177,8 @@ func (c *Client) Err() error {
 }
 
 // Close sends Disconnect, waits briefly for it to be written, and closes the connection.
-// Outstanding requests fail with ErrClosed. Closing twice is harmless.
+// Outstanding requests fail with ErrClosed; so do calls waiting for a reconnection. Closing twice
+// is harmless.
 func (c *Client) Close() error {
 	c.shutdown(ErrClosed, true)
 	return nil
@@ -231,21 +193,33 @@ func (c *Client) shutdown(cause error, graceful bool) {
 		return
 	}
 	c.err = cause
-	pending, subs := c.pending, c.subs
-	c.pending, c.subs = map[uint32]*call{}, map[uint32]*Consumer{}
+	l := c.cur.Swap(nil)
+	var pending map[uint32]*call
+	if l != nil {
+		pending, l.pending = l.pending, nil
+	}
+	subs := c.orphans
+	for _, s := range c.subs {
+		subs = append(subs, s)
+	}
+	c.subs, c.orphans = map[uint32]*Consumer{}, nil
 	c.mu.Unlock()
 
-	if graceful {
-		c.out.appendFrame(0, &fibp.Disconnect{}, c.maxFrame)
+	if l != nil && graceful {
+		l.out.appendFrame(0, &fibp.Disconnect{}, l.maxFrame)
 	}
 	close(c.done)
-	if graceful {
-		select {
-		case <-c.out.writerDone:
-		case <-time.After(closeFlushTimeout):
+	c.lifeStop()
+	if l != nil {
+		close(l.done)
+		if graceful {
+			select {
+			case <-l.out.writerDone:
+			case <-time.After(closeFlushTimeout):
+			}
 		}
+		l.conn.Close()
 	}
-	c.conn.Close()
 	for _, cl := range pending {
 		cl.ch <- response{err: cause}
 	}
@@ -278,12 +252,15 @@ type creditGrant struct {
 	n  uint32
 }
 
-func (c *Client) collectCredits() []creditGrant {
+// collectCredits takes what is owed to the subscriptions of l, when l is the live link.
+func (c *Client) collectCredits(l *link) []creditGrant {
 	var grants []creditGrant
 	c.mu.Lock()
-	for id, s := range c.subs {
-		if n := s.owed.Swap(0); n > 0 {
-			grants = append(grants, creditGrant{id, n})
+	if c.cur.Load() == l {
+		for id, s := range c.subs {
+			if n := s.owed.Swap(0); n > 0 {
+				grants = append(grants, creditGrant{id, n})
+			}
 		}
 	}
 	c.mu.Unlock()

@@ -381,11 +381,12 @@ func TestCancelledRequestIgnoresLateAnswer(t *testing.T) {
 }
 
 func TestRequestIDWrapsAndSkipsBusy(t *testing.T) {
-	c := &Client{pending: map[uint32]*call{1: {}}, subs: map[uint32]*Consumer{3: {}}}
+	l := &link{pending: map[uint32]*call{1: {}}}
+	c := &Client{subs: map[uint32]*Consumer{3: {}}}
 	c.nextID = 0x7FFFFFFE
 	var got []uint32
 	for range 4 {
-		got = append(got, c.allocID())
+		got = append(got, c.allocID(l))
 	}
 	want := []uint32{0x7FFFFFFF, 2, 4, 5}
 	if fmt.Sprint(got) != fmt.Sprint(want) {

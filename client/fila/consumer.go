@@ -35,16 +35,27 @@ type ConsumeOptions struct {
 const DefaultMaxUnacked = 256
 
 // Consumer is one subscription. Next and C are safe for concurrent use; use one or the other.
+//
+// With reconnection (Options.MaxReconnects), a Consumer survives its connection: on the new
+// connection it subscribes again with a fresh credit window (MaxUnacked), and Next goes on
+// returning deliveries. Messages leased on the lost connection and not yet settled are
+// redelivered by the server once their lease runs out (the attempt counts as failed); deliveries
+// of the lost connection already returned by Next can still be acked, and the server answers
+// MessageNotFound once such a lease has run out. A Consumer whose resubscription the server
+// refuses (QueueNotFound, NotLeader, ...) stops with that error.
 type Consumer struct {
 	c          *Client
-	id         uint32 // the Consume's request ID, carried by its Delivery and Credit frames
+	id         uint32 // the Consume's request ID on the current link, guarded by c.mu
 	queue      string
-	consumerID string
+	throttles  []fibp.ThrottleDeclaration
+	maxUnacked uint32
 	keepAlive  bool
-	flow       bool // CREDIT_FLOW_CONTROL is active: grant credit as deliveries finish
+	flow       atomic.Bool   // CREDIT_FLOW_CONTROL is active: grant credit as deliveries finish
+	gen        atomic.Uint32 // subscription generation: one more per (re)subscription
 	owed       atomic.Uint32
 	limit      uint64        // ConsumeOptions.MaxDeliveries; 0 = none
 	allowed    atomic.Uint64 // credit granted so far, initial included (counted only with a limit)
+	received   atomic.Uint64 // deliveries received, over every connection
 
 	ctx    context.Context // ends when Close is called
 	cancel context.CancelFunc
@@ -52,16 +63,18 @@ type Consumer struct {
 	chOnce sync.Once
 	ch     chan *Delivery
 
-	mu     sync.Mutex
-	buf    []*Delivery
-	head   int
-	err    error // terminal error, returned once the buffer is drained
-	closed bool  // Close was called
+	mu         sync.Mutex
+	buf        []*Delivery
+	head       int
+	err        error // terminal error, returned once the buffer is drained
+	closed     bool  // Close was called
+	consumerID string
 }
 
 // Consume subscribes to queue. It returns once the server answered ConsumeOk; an Error frame
 // (QueueNotFound, NotLeader with its leader_addr, InvalidThrottle, ThrottleConflict, ...) is
-// returned as an *Error.
+// returned as an *Error. While the client is reconnecting it waits for the connection within
+// ctx (then fails with a *ReconnectError).
 func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions) (*Consumer, error) {
 	if opts.MaxUnacked == 0 {
 		opts.MaxUnacked = DefaultMaxUnacked
@@ -75,45 +88,89 @@ func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions)
 		req.Throttles = append(req.Throttles, opts.Throttles[i].wire())
 	}
 	s := &Consumer{
-		c:         c,
-		queue:     queue,
-		keepAlive: !opts.DisableLeaseKeepAlive,
-		flow:      c.caps.Has(fibp.CapCreditFlowControl),
-		limit:     opts.MaxDeliveries,
-		notify:    make(chan struct{}, 1),
+		c:          c,
+		queue:      queue,
+		throttles:  req.Throttles,
+		maxUnacked: opts.MaxUnacked,
+		keepAlive:  !opts.DisableLeaseKeepAlive,
+		limit:      opts.MaxDeliveries,
+		notify:     make(chan struct{}, 1),
 	}
 	s.allowed.Store(uint64(credit))
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	cl, err := c.start(req, fibp.OpConsumeOk, s)
+	cl, err := c.start(ctx, req, fibp.OpConsumeOk, s)
 	if err != nil {
 		return nil, err
 	}
 	fr, err := c.await(ctx, cl)
 	if err != nil {
 		// The server may have subscribed meanwhile when we gave up waiting: cancel it.
-		if c.removeSub(s.id) && ctx.Err() != nil {
-			c.send(s.id, &fibp.CancelConsume{})
+		if l, id, ok := c.removeConsumer(s); ok && ctx.Err() != nil {
+			c.sendOn(l, id, &fibp.CancelConsume{})
 		}
 		s.stop(err, true)
 		return nil, err
 	}
-	s.consumerID = fr.(*fibp.ConsumeOk).ConsumerID
+	s.setConsumerID(fr.(*fibp.ConsumeOk).ConsumerID)
 	return s, nil
 }
 
-// removeSub forgets a subscription, reporting whether it was still registered.
-func (c *Client) removeSub(id uint32) bool {
+// removeConsumer forgets a subscription. It reports the link and request ID it was registered
+// under, if it was registered on the live link; a subscription waiting for a link is dropped
+// from the waiting list.
+func (c *Client) removeConsumer(s *Consumer) (*link, uint32, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	_, ok := c.subs[id]
-	delete(c.subs, id)
-	return ok
+	if l := c.cur.Load(); l != nil && c.subs[s.id] == s {
+		delete(c.subs, s.id)
+		return l, s.id, true
+	}
+	for i, o := range c.orphans {
+		if o == s {
+			c.orphans = append(c.orphans[:i], c.orphans[i+1:]...)
+			break
+		}
+	}
+	return nil, 0, false
 }
 
-// deliver handles a Delivery frame on the reader goroutine.
-func (c *Client) deliver(id uint32, body []byte) {
+// rebind records the request ID and generation of a new (re)subscription. c.mu is held.
+func (s *Consumer) rebind(id uint32, flow bool) {
+	s.id = id
+	s.gen.Add(1)
+	s.flow.Store(flow)
+	s.owed.Store(0)
+}
+
+// resumeCredit is the credit of a resubscription: a full window, within what MaxDeliveries
+// still allows. ok is false when MaxDeliveries deliveries have been received.
+func (s *Consumer) resumeCredit() (credit uint32, ok bool) {
+	credit = s.maxUnacked
+	if s.limit == 0 {
+		return credit, true
+	}
+	got := s.received.Load()
+	if got >= s.limit {
+		return 0, false
+	}
+	credit = uint32(min(uint64(credit), s.limit-got))
+	s.allowed.Store(got + uint64(credit))
+	return credit, true
+}
+
+func (s *Consumer) setConsumerID(id string) {
+	s.mu.Lock()
+	s.consumerID = id
+	s.mu.Unlock()
+}
+
+// deliver handles a Delivery frame on the reader goroutine of l.
+func (c *Client) deliver(l *link, id uint32, body []byte) {
 	c.mu.Lock()
-	s := c.subs[id]
+	var s *Consumer
+	if c.cur.Load() == l {
+		s = c.subs[id]
+	}
 	c.mu.Unlock()
 	if s == nil {
 		return // a subscription we cancelled; its leases expire on the server
@@ -123,6 +180,7 @@ func (c *Client) deliver(id uint32, body []byte) {
 		s.fail(invalidFrame("Delivery: %v", err))
 		return
 	}
+	s.received.Add(uint64(len(f.Messages)))
 	now := time.Now()
 	ds := make([]*Delivery, len(f.Messages))
 	for i := range f.Messages {
@@ -132,8 +190,13 @@ func (c *Client) deliver(id uint32, body []byte) {
 	s.push(ds)
 }
 
-// ConsumerID is the server's identifier of the subscription (from ConsumeOk).
-func (s *Consumer) ConsumerID() string { return s.consumerID }
+// ConsumerID is the server's identifier of the subscription (from its latest ConsumeOk: a
+// resubscription gets a new one).
+func (s *Consumer) ConsumerID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.consumerID
+}
 
 // Queue is the subscribed queue.
 func (s *Consumer) Queue() string { return s.queue }
@@ -159,18 +222,22 @@ func (s *Consumer) signal() {
 	}
 }
 
-// grant owes the server one more credit, unless MaxDeliveries have been allowed already; the
-// writer sends what is owed with its next write.
-func (s *Consumer) grant() {
-	if !s.flow {
+// grant owes the server one more credit for a finished delivery of subscription generation
+// gen, unless MaxDeliveries have been allowed already; the writer sends what is owed with its
+// next write. Deliveries of an earlier generation (a lost connection) earn nothing: the
+// resubscription opened a fresh window.
+func (s *Consumer) grant(gen uint32) {
+	if !s.flow.Load() || gen != s.gen.Load() {
 		return
 	}
 	if s.limit > 0 && s.allowed.Add(1) > s.limit {
 		return
 	}
 	s.owed.Add(1)
-	s.c.out.creditDirty.Store(true)
-	s.c.out.signal()
+	if l := s.c.cur.Load(); l != nil {
+		l.out.creditDirty.Store(true)
+		l.out.signal()
+	}
 }
 
 // Next returns the next delivery, waiting until one arrives, ctx ends, or the subscription
@@ -243,8 +310,8 @@ func (s *Consumer) Close() error {
 	if !s.stop(ErrConsumerClosed, true) {
 		return nil
 	}
-	if s.c.removeSub(s.id) {
-		s.c.send(s.id, &fibp.CancelConsume{})
+	if l, id, ok := s.c.removeConsumer(s); ok {
+		s.c.sendOn(l, id, &fibp.CancelConsume{})
 	}
 	return nil
 }
@@ -256,8 +323,8 @@ func (s *Consumer) terminate(err error) { s.stop(err, false) }
 // fail stops the subscription after an error from the server and cancels it there.
 func (s *Consumer) fail(err error) {
 	s.stop(err, false)
-	if s.c.removeSub(s.id) {
-		s.c.send(s.id, &fibp.CancelConsume{})
+	if l, id, ok := s.c.removeConsumer(s); ok {
+		s.c.sendOn(l, id, &fibp.CancelConsume{})
 	}
 }
 

@@ -30,6 +30,7 @@ type Delivery struct {
 
 	c        *Client
 	sub      *Consumer
+	gen      uint32 // sub's generation when it arrived
 	finished atomic.Bool
 	lost     chan struct{}
 
@@ -55,6 +56,7 @@ func newDelivery(c *Client, sub *Consumer, m *fibp.DeliveryMessage) *Delivery {
 		LeaseExpiresAt: msTime(m.LeaseExpiresAt),
 		c:              c,
 		sub:            sub,
+		gen:            subGen(sub),
 		lost:           make(chan struct{}),
 		keepAlive:      sub != nil && sub.keepAlive,
 	}
@@ -92,3 +94,10 @@ func (d *Delivery) Extend(ctx context.Context, by time.Duration) (time.Time, err
 // ExtendLease answered MessageNotFound, or the lease ran out locally. Work on the message should
 // stop; another consumer may hold it now.
 func (d *Delivery) LeaseLost() <-chan struct{} { return d.lost }
+
+func subGen(s *Consumer) uint32 {
+	if s == nil {
+		return 0
+	}
+	return s.gen.Load()
+}

@@ -21,6 +21,11 @@
 // and metadata; errors.Is matches them against the sentinels (fila.ErrQueueNotFound, ...).
 // Batch operations report one error per item.
 //
+// With Options.MaxReconnects set, a Client reconnects by itself when its connection drops
+// (exponential backoff with jitter, over the seed addresses of DialSeeds): Producers resend
+// unanswered frames, Consumers resubscribe, and calls made while disconnected wait within their
+// context and then fail with a *ReconnectError (errors.Is ErrDisconnected).
+//
 // Frames are encoded and decoded only by the generated codecs in
 // github.com/filamq/fila/generated/fibp.
 package fila

@@ -64,7 +64,7 @@ func (c *Client) Enqueue(ctx context.Context, msgs ...Message) ([]EnqueueResult,
 	for i := range msgs {
 		req.Messages[i] = msgs[i].wire()
 	}
-	res, err := c.enqueueFrame(ctx, req, nil)
+	res, err := c.enqueueFrame(ctx, req, nil, false)
 	if err != nil {
 		return nil, err
 	}
@@ -73,14 +73,15 @@ func (c *Client) Enqueue(ctx context.Context, msgs ...Message) ([]EnqueueResult,
 
 // enqueueFrame sends req (unless cl is its call, already started) and waits for the answer,
 // backing off and sending it again while the whole frame is refused with ChannelFull
-// (exponential backoff, at least the server's retry_after_ms).
-func (c *Client) enqueueFrame(ctx context.Context, req *fibp.Enqueue, cl *call) (*fibp.EnqueueResult, error) {
+// (exponential backoff, at least the server's retry_after_ms). With resend, a frame whose
+// connection dropped before the answer is sent again once the client has reconnected.
+func (c *Client) enqueueFrame(ctx context.Context, req *fibp.Enqueue, cl *call, resend bool) (*fibp.EnqueueResult, error) {
 	backoff := c.opts.ChannelFullBackoff
-	for attempt := 0; ; attempt++ {
+	for attempt := 0; ; {
 		var fr fibp.Frame
 		var err error
 		if cl == nil {
-			cl, err = c.start(req, fibp.OpEnqueueResult, nil)
+			cl, err = c.start(ctx, req, fibp.OpEnqueueResult, nil)
 		}
 		if err == nil {
 			fr, err = c.await(ctx, cl)
@@ -89,9 +90,14 @@ func (c *Client) enqueueFrame(ctx context.Context, req *fibp.Enqueue, cl *call) 
 		if err == nil {
 			return fr.(*fibp.EnqueueResult), nil
 		}
+		if resend && c.opts.MaxReconnects != 0 && isLinkFailure(err) && c.Err() == nil {
+			c.log.Debug("fila: resending an unanswered Enqueue", "messages", len(req.Messages), "err", err)
+			continue // start waits for the next connection
+		}
 		if attempt >= c.opts.ChannelFullRetries || !errors.Is(err, ErrChannelFull) {
 			return nil, err
 		}
+		attempt++
 		wait := backoff
 		if ra, ok := RetryAfter(err); ok && ra > wait {
 			wait = ra

@@ -73,111 +73,124 @@ func (o *outbox) recycle(b []byte) {
 	o.mu.Unlock()
 }
 
-// send queues one frame that expects no answer (Pong, Credit, CancelConsume, Disconnect).
+// send queues one frame that expects no answer (Credit, CancelConsume) on the live link.
 func (c *Client) send(id uint32, fr fibp.Frame) error {
+	l := c.cur.Load()
+	if l == nil {
+		return c.closedErr()
+	}
+	return c.sendOn(l, id, fr)
+}
+
+// sendOn queues one frame that expects no answer on l (Pong, CancelConsume), unless l is over.
+func (c *Client) sendOn(l *link, id uint32, fr fibp.Frame) error {
 	select {
-	case <-c.done:
+	case <-l.done:
 		return c.closedErr()
 	default:
 	}
-	c.out.appendFrame(id, fr, c.maxFrame)
+	l.out.appendFrame(id, fr, l.maxFrame)
 	return nil
 }
 
-func (c *Client) writeLoop() {
-	defer close(c.out.writerDone)
+func (c *Client) writeLoop(l *link) {
+	defer close(l.out.writerDone)
 	for {
 		select {
-		case <-c.out.wake:
-		case <-c.done:
-			c.flush() // the last flush carries a graceful Close's Disconnect
+		case <-l.out.wake:
+		case <-l.done:
+			c.flush(l) // the last flush carries a graceful Close's Disconnect
 			return
 		}
-		if err := c.flush(); err != nil {
-			c.shutdown(connLost(err), false)
+		if err := c.flush(l); err != nil {
+			c.linkLost(l, connLost(err))
 			return
 		}
 	}
 }
 
-func (c *Client) flush() error {
-	if c.out.creditDirty.Swap(false) {
-		for _, g := range c.collectCredits() {
-			c.out.appendFrame(g.id, &fibp.Credit{AdditionalCredit: g.n}, c.maxFrame)
+func (c *Client) flush(l *link) error {
+	if l.out.creditDirty.Swap(false) {
+		for _, g := range c.collectCredits(l) {
+			l.out.appendFrame(g.id, &fibp.Credit{AdditionalCredit: g.n}, l.maxFrame)
 		}
 	}
-	b := c.out.take()
+	b := l.out.take()
 	if len(b) == 0 {
-		c.out.recycle(b)
+		l.out.recycle(b)
 		return nil
 	}
 	if c.opts.WriteTimeout > 0 {
-		c.conn.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
+		l.conn.SetWriteDeadline(time.Now().Add(c.opts.WriteTimeout))
 	}
-	_, err := c.conn.Write(b)
-	c.out.recycle(b)
+	_, err := l.conn.Write(b)
+	l.out.recycle(b)
 	return err
 }
 
-func (c *Client) readLoop() {
+func (c *Client) readLoop(l *link) {
 	for {
-		raw, err := c.fr.Next()
+		raw, err := l.fr.Next()
 		if err != nil {
 			var fse *wire.FrameSizeError
-			if errors.As(err, &fse) && c.skipOversized(fse) == nil {
+			if errors.As(err, &fse) && c.skipOversized(l, fse) == nil {
 				continue
 			}
-			c.shutdown(connLost(err), false)
+			c.linkLost(l, connLost(err))
 			return
 		}
 		h, rest, err := fibp.ParseHeader(raw)
 		if err != nil {
 			continue // cannot happen: the reader refuses bodies shorter than a header
 		}
-		body, done, err := c.reasm.Add(h, rest)
+		body, done, err := l.reasm.Add(h, rest)
 		if err != nil {
-			c.failRequest(h.RequestID, invalidFrame("%v from server: %v", h.Opcode, err))
+			c.failRequest(l, h.RequestID, invalidFrame("%v from server: %v", h.Opcode, err))
 			continue
 		}
 		if done {
-			c.dispatch(h, body)
+			c.dispatch(l, h, body)
 		}
 	}
 }
 
 // skipOversized discards a frame larger than the receive limit and fails its request.
-func (c *Client) skipOversized(fse *wire.FrameSizeError) error {
-	head, err := c.fr.Skip(fibp.HeaderSize)
+func (c *Client) skipOversized(l *link, fse *wire.FrameSizeError) error {
+	head, err := l.fr.Skip(fibp.HeaderSize)
 	if err != nil {
 		return err
 	}
 	if h, _, err := fibp.ParseHeader(head); err == nil {
-		c.failRequest(h.RequestID, invalidFrame("%v frame of %d bytes exceeds the limit of %d",
+		c.failRequest(l, h.RequestID, invalidFrame("%v frame of %d bytes exceeds the limit of %d",
 			h.Opcode, fse.Length, fse.Max))
 	}
 	return nil
 }
 
-// dispatch routes one complete frame. body aliases the reader's buffer: everything kept must be
-// decoded (strings are copied by the decoder) or copied before dispatch returns.
-func (c *Client) dispatch(h fibp.Header, body []byte) {
+// dispatch routes one complete frame received on l. body aliases the reader's buffer:
+// everything kept must be decoded (strings are copied by the decoder) or copied before dispatch
+// returns. Frames of a link that is no longer live reach no subscription.
+func (c *Client) dispatch(l *link, h fibp.Header, body []byte) {
 	switch {
 	case h.Opcode == fibp.OpDisconnect:
-		c.shutdown(ErrServerDisconnected, false)
+		c.linkLost(l, ErrServerDisconnected)
 		return
 	case h.RequestID&serverInitiated != 0:
 		if h.Opcode == fibp.OpPing {
-			c.send(h.RequestID, &fibp.Pong{})
+			c.sendOn(l, h.RequestID, &fibp.Pong{})
 		}
 		return // other server-initiated frames are extensions we do not know: ignore
 	case h.Opcode == fibp.OpDelivery:
-		c.deliver(h.RequestID, body)
+		c.deliver(l, h.RequestID, body)
 		return
 	}
 	c.mu.Lock()
-	cl := c.pending[h.RequestID]
-	delete(c.pending, h.RequestID)
-	sub := c.subs[h.RequestID]
+	cl := l.pending[h.RequestID]
+	delete(l.pending, h.RequestID)
+	var sub *Consumer
+	if c.cur.Load() == l {
+		sub = c.subs[h.RequestID]
+	}
 	c.mu.Unlock()
 	if cl != nil {
 		cl.ch <- decodeResponse(cl, h.Opcode, body)
@@ -193,10 +206,10 @@ func (c *Client) dispatch(h fibp.Header, body []byte) {
 	// server extension): ignore it.
 }
 
-func (c *Client) failRequest(id uint32, err error) {
+func (c *Client) failRequest(l *link, id uint32, err error) {
 	c.mu.Lock()
-	cl := c.pending[id]
-	delete(c.pending, id)
+	cl := l.pending[id]
+	delete(l.pending, id)
 	c.mu.Unlock()
 	if cl != nil {
 		cl.ch <- response{err: err}

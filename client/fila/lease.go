@@ -90,7 +90,7 @@ func (t *leaseTable) finish(d *Delivery, lost bool) {
 		close(d.lost)
 	}
 	if d.sub != nil {
-		d.sub.grant()
+		d.sub.grant(d.gen)
 	}
 }
 

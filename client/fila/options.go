@@ -2,6 +2,7 @@ package fila
 
 import (
 	"crypto/tls"
+	"log/slog"
 	"time"
 )
 
@@ -28,6 +29,32 @@ type Options struct {
 	// ChannelFullBackoff is the first backoff after ChannelFull without retry_after_ms
 	// (default 10ms); it doubles per retry up to 2s.
 	ChannelFullBackoff time.Duration
+
+	// MaxReconnects turns on reconnection and bounds it: when the connection drops (server
+	// restart, kill, network reset, Disconnect, a missing Pong), the client dials again, up to
+	// MaxReconnects attempts per outage (each attempt tries every seed address in turn), or
+	// without limit when negative. 0, the default, is no reconnection: the client stops when its
+	// connection ends, as Done and Err report. A successful reconnect resets the count.
+	//
+	// While reconnecting, calls wait for the connection within their context and then fail with
+	// a *ReconnectError (errors.Is ErrDisconnected); requests that were in flight when the
+	// connection dropped fail with an error wrapping ErrConnectionLost or ErrServerDisconnected
+	// (they may or may not have taken effect), except a Producer's, which are sent again.
+	// Consumers resubscribe by themselves. When the attempts run out the client stops with a
+	// *ReconnectError as Err.
+	MaxReconnects int
+	// ReconnectWait is the backoff before the first attempt of an outage (default 100ms); it
+	// doubles per attempt up to MaxReconnectWait, and each wait is drawn uniformly from
+	// [w/2, w) (jitter).
+	ReconnectWait time.Duration
+	// MaxReconnectWait caps the backoff between attempts (default 5s, at least ReconnectWait).
+	MaxReconnectWait time.Duration
+	// ConnectionHandler, when set, is called on every Disconnected, Reconnected and
+	// ReconnectFailed event, on the client's own goroutines: it must return quickly.
+	ConnectionHandler func(ConnectionEvent)
+	// Logger receives the SDK's log records (connection lost, reconnected, resubscription
+	// failures; Debug: each failed attempt and resent frame). nil = no logging.
+	Logger *slog.Logger
 }
 
 const (
@@ -37,6 +64,8 @@ const (
 	defaultChannelFullBackoff = 10 * time.Millisecond
 	maxChannelFullBackoff     = 2 * time.Second
 	maxReassemblyPartials     = 64
+	defaultReconnectWait      = 100 * time.Millisecond
+	defaultMaxReconnectWait   = 5 * time.Second
 )
 
 func (o *Options) withDefaults() Options {
@@ -61,6 +90,16 @@ func (o *Options) withDefaults() Options {
 	}
 	if r.ChannelFullBackoff <= 0 {
 		r.ChannelFullBackoff = defaultChannelFullBackoff
+	}
+	if r.ReconnectWait <= 0 {
+		r.ReconnectWait = defaultReconnectWait
+	}
+	if r.MaxReconnectWait <= 0 {
+		r.MaxReconnectWait = defaultMaxReconnectWait
+	}
+	r.MaxReconnectWait = max(r.MaxReconnectWait, r.ReconnectWait)
+	if r.Logger == nil {
+		r.Logger = slog.New(slog.DiscardHandler)
 	}
 	return r
 }

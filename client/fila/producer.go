@@ -42,6 +42,14 @@ func (o ProducerOptions) withDefaults() ProducerOptions {
 // Producer batches messages from any number of goroutines into Enqueue frames: a batch is sent
 // when it reaches MaxBatch messages or MaxBatchBytes, or Linger after its first message. Each
 // message gets its own result. Batches are sent in the order they were sealed.
+//
+// With reconnection (Options.MaxReconnects), a batch whose connection dropped before its answer
+// came is sent again on the next connection, until it is answered or the client stops (Close, or
+// reconnection gave up); batches sealed while disconnected wait for the connection. Retried
+// batches may reach the server out of seal order. A resent frame may duplicate messages the
+// server had already stored when the connection dropped: give each message an IdempotencyKey to
+// make the retry safe — within the queue's dedup window the server answers the repeat Ok,
+// Duplicate, with the original's ID, and stores nothing.
 type Producer struct {
 	c    *Client
 	opts ProducerOptions
@@ -68,6 +76,7 @@ type prodBatch struct {
 
 // Pending is the eventual result of one SendAsync.
 type Pending struct {
+	c    *Client
 	done chan struct{}
 	res  EnqueueResult
 }
@@ -81,13 +90,14 @@ func (p *Pending) resolve(r EnqueueResult) {
 func (p *Pending) Done() <-chan struct{} { return p.done }
 
 // Wait returns the message's ID, or its error (per-message or whole-frame), or ctx's error if
-// ctx ends first (the message may still be enqueued).
+// ctx ends first (the message may still be enqueued); when ctx ends while the client is
+// reconnecting, that error is a *ReconnectError (errors.Is ErrDisconnected and ctx's error).
 func (p *Pending) Wait(ctx context.Context) (MessageID, error) {
 	select {
 	case <-p.done:
 		return p.res.ID, p.res.Err
 	case <-ctx.Done():
-		return MessageID{}, ctx.Err()
+		return MessageID{}, p.c.waitErr(ctx.Err())
 	}
 }
 
@@ -118,7 +128,7 @@ func (p *Producer) Send(ctx context.Context, m Message) (MessageID, error) {
 // SendAsync adds m to the current batch and returns at once (unless too many batches are
 // already queued). m.Payload must not change until the Pending is done.
 func (p *Producer) SendAsync(m Message) *Pending {
-	pd := &Pending{done: make(chan struct{})}
+	pd := &Pending{c: p.c, done: make(chan struct{})}
 	em := m.wire()
 	if err := checkMessage(&em); err != nil {
 		pd.resolve(EnqueueResult{Err: err})
@@ -184,14 +194,14 @@ func (p *Producer) dispatch() {
 			p.finish(b, nil, p.c.closedErr())
 			continue
 		}
-		cl, err := p.c.start(&b.req, fibp.OpEnqueueResult, nil)
+		cl, err := p.c.start(p.c.life, &b.req, fibp.OpEnqueueResult, nil)
 		if err != nil {
 			<-p.slots
 			p.finish(b, nil, err)
 			continue
 		}
 		go func() {
-			res, err := p.c.enqueueFrame(context.Background(), &b.req, cl)
+			res, err := p.c.enqueueFrame(context.Background(), &b.req, cl, true)
 			<-p.slots
 			p.finish(b, res, err)
 		}()
