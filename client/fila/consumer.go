@@ -104,11 +104,13 @@ func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions)
 	}
 	fr, err := c.await(ctx, cl)
 	if err != nil {
-		// The server may have subscribed meanwhile when we gave up waiting: cancel it.
-		if l, id, ok := c.removeConsumer(s); ok && ctx.Err() != nil {
+		// Stopped first, s is not resubscribed by a reconnection any more. The server may have
+		// subscribed meanwhile when we gave up waiting, or s was resubscribed on a new
+		// connection: cancel it.
+		s.stop(err, true)
+		if l, id, ok := c.removeConsumer(s); ok && (ctx.Err() != nil || l != cl.l) {
 			c.sendOn(l, id, &fibp.CancelConsume{})
 		}
-		s.stop(err, true)
 		return nil, err
 	}
 	s.setConsumerID(fr.(*fibp.ConsumeOk).ConsumerID)

@@ -250,6 +250,9 @@ func (c *Client) resubscribe(s *Consumer) {
 	c.mu.Lock()
 	l := c.cur.Load()
 	switch {
+	case s.Err() != nil: // closed, or failed, meanwhile
+		c.mu.Unlock()
+		return
 	case c.err != nil:
 		err := c.err
 		c.mu.Unlock()
