@@ -32,13 +32,13 @@ func (s Sink) Deliver(requestID uint32, ds []broker.Delivery, onWritten func()) 
 }
 
 // scratch recycles the frame-typed copies of delivery batches.
-var scratch = sync.Pool{New: func() any { return new([]fibp.DeliveryMessage) }}
+var scratch = sync.Pool{New: func() any { return new(fibp.Delivery) }}
 
 // AppendDelivery appends the Delivery frame of ds for subscription requestID to dst (continuation
 // frames when it exceeds the maximum frame size). A nil dst is allocated at the frame's size.
 func AppendDelivery(dst []byte, requestID uint32, ds []broker.Delivery) []byte {
-	sp := scratch.Get().(*[]fibp.DeliveryMessage)
-	msgs := (*sp)[:0]
+	f := scratch.Get().(*fibp.Delivery)
+	msgs := f.Messages[:0]
 	for i := range ds {
 		d := &ds[i]
 		msgs = append(msgs, fibp.DeliveryMessage{
@@ -55,9 +55,10 @@ func AppendDelivery(dst []byte, requestID uint32, ds []broker.Delivery) []byte {
 			LeaseExpiresAt: uint64(d.ExpiresAt),
 		})
 	}
-	dst = AppendFrame(dst, requestID, &fibp.Delivery{Messages: msgs})
+	f.Messages = msgs
+	dst = AppendFrame(dst, requestID, f)
 	clear(msgs)
-	*sp = msgs[:0]
-	scratch.Put(sp)
+	f.Messages = msgs[:0]
+	scratch.Put(f)
 	return dst
 }
