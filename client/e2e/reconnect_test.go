@@ -15,16 +15,42 @@ import (
 // TestReconnectAcrossKill kills a private broker with SIGKILL in the middle of a produce and
 // consume run and starts it again on the same data directory and address. One reconnecting
 // client goes on by itself: a call made during the outage fails with a *ReconnectError only once
-// its context ended, the producer resends what was not answered (idempotency keys make that
-// safe), the consumer resubscribes, and every message the producer reported as sent is
-// delivered.
+// its context ended (seeds are tried in turn meanwhile), the producer resends what was not
+// answered (idempotency keys make that safe), the consumer resubscribes, and every message the
+// producer reported as sent is delivered.
 func TestReconnectAcrossKill(t *testing.T) {
 	t.Parallel()
+	testReconnectAcross(t, func(s *server) {
+		if err := s.proc.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-s.proc.exited
+	}, false)
+}
+
+// TestReconnectAcrossGracefulRestart is the same run with SIGTERM (the server sends Disconnect)
+// and a handler-style consumer (Consumer.Consume).
+func TestReconnectAcrossGracefulRestart(t *testing.T) {
+	t.Parallel()
+	testReconnectAcross(t, func(s *server) {
+		if err := s.stop(); err != nil {
+			t.Fatal(err)
+		}
+	}, true)
+}
+
+// testReconnectAcross runs a producer and a consumer on one reconnecting client while stop ends
+// the broker, which then starts again on the same data directory and address.
+func testReconnectAcross(t *testing.T, stop func(*server), handler bool) {
 	s := privateServer(t)
 	ctx := testCtx(t)
 	var evMu sync.Mutex
 	var events []fila.ConnectionEventKind
-	c, err := fila.Dial(ctx, s.addr, &fila.Options{
+	dead, err := freeAddr() // a second seed where nothing listens: tried in turn, never connected
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := fila.DialSeeds(ctx, []string{s.addr, dead}, &fila.Options{
 		MaxReconnects: -1, ReconnectWait: 20 * time.Millisecond, MaxReconnectWait: 200 * time.Millisecond,
 		ConnectionHandler: func(e fila.ConnectionEvent) { evMu.Lock(); events = append(events, e.Kind); evMu.Unlock() },
 	})
@@ -37,14 +63,15 @@ func TestReconnectAcrossKill(t *testing.T) {
 	run := newReconnectRun(t, c, queue)
 	const total, before = 600, 200
 	go run.produce(ctx, total)
-	go run.consume(ctx)
+	if handler {
+		go run.cons.Consume(ctx, run.handle, 4)
+	} else {
+		go run.consume(ctx)
+	}
 
 	eventually(t, "the first messages sent", func() bool { return run.sentCount() >= before })
-	if err := s.proc.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-s.proc.exited
-	eventually(t, "the client noticed the kill", func() bool { return !c.Connected() })
+	stop(s)
+	eventually(t, "the client noticed the stop", func() bool { return !c.Connected() })
 
 	callCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err = c.GetStats(callCtx, queue)
@@ -83,7 +110,7 @@ func TestReconnectAcrossKill(t *testing.T) {
 	}
 }
 
-// reconnectRun is the producer and consumer side of TestReconnectAcrossKill.
+// reconnectRun is the producer and consumer side of testReconnectAcross.
 type reconnectRun struct {
 	t     *testing.T
 	queue string
@@ -141,6 +168,14 @@ func (r *reconnectRun) consume(ctx context.Context) {
 		d.Ack(actx)
 		cancel()
 	}
+}
+
+// handle records a delivery; Consumer.Consume acks it.
+func (r *reconnectRun) handle(_ context.Context, d *fila.Delivery) error {
+	r.mu.Lock()
+	r.seen[d.ID] = true
+	r.mu.Unlock()
+	return nil
 }
 
 func (r *reconnectRun) sentCount() int {

@@ -38,11 +38,13 @@ const DefaultMaxUnacked = 256
 //
 // With reconnection (Options.MaxReconnects), a Consumer survives its connection: on the new
 // connection it subscribes again with a fresh credit window (MaxUnacked), and Next goes on
-// returning deliveries. Messages leased on the lost connection and not yet settled are
-// redelivered by the server once their lease runs out (the attempt counts as failed); deliveries
-// of the lost connection already returned by Next can still be acked, and the server answers
-// MessageNotFound once such a lease has run out. A Consumer whose resubscription the server
-// refuses (QueueNotFound, NotLeader, ...) stops with that error.
+// returning deliveries. Messages leased on the lost connection stay leased on the server until
+// their lease ends, and are then redelivered (the attempt counts as failed): those whose Delivery
+// frame was lost with the connection, and those whose lease ran out during the outage (or with
+// keep-alive off). The deliveries the consumer still holds, buffered or returned by Next, keep
+// their leases alive over the new connection and can be acked; an ack after the lease ended
+// answers MessageNotFound. A Consumer whose resubscription the server refuses (QueueNotFound,
+// NotLeader, ...) stops with that error.
 type Consumer struct {
 	c          *Client
 	id         uint32 // the Consume's request ID on the current link, guarded by c.mu

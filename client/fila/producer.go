@@ -248,7 +248,8 @@ func (p *Producer) Flush(ctx context.Context) error {
 }
 
 // Close sends what is batched, waits for every result, and stops the producer. Later sends
-// fail with ErrProducerClosed. It does not close the Client.
+// fail with ErrProducerClosed. It does not close the Client. While the client is reconnecting it
+// waits for the connection (closing the Client ends that wait: the results fail).
 func (p *Producer) Close() error {
 	p.mu.Lock()
 	if p.closed {
