@@ -73,15 +73,6 @@ func (o *outbox) recycle(b []byte) {
 	o.mu.Unlock()
 }
 
-// send queues one frame that expects no answer (Credit, CancelConsume) on the live link.
-func (c *Client) send(id uint32, fr fibp.Frame) error {
-	l := c.cur.Load()
-	if l == nil {
-		return c.closedErr()
-	}
-	return c.sendOn(l, id, fr)
-}
-
 // sendOn queues one frame that expects no answer on l (Pong, CancelConsume), unless l is over.
 func (c *Client) sendOn(l *link, id uint32, fr fibp.Frame) error {
 	select {

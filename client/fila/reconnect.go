@@ -222,7 +222,12 @@ func (c *Client) redial(lostAddr string) (*link, error) {
 			if c.life.Err() != nil {
 				return nil, nil
 			}
-			c.log.Debug("fila: reconnect attempt failed", "addr", addr, "attempt", n+1, "err", err)
+			var fe *Error
+			if errors.As(err, &fe) { // the server answered, and refused: worth a warning
+				c.log.Warn("fila: reconnect refused", "addr", addr, "attempt", n+1, "err", err)
+			} else {
+				c.log.Debug("fila: reconnect attempt failed", "addr", addr, "attempt", n+1, "err", err)
+			}
 			c.mu.Lock()
 			c.lastErr = err
 			c.mu.Unlock()

@@ -106,7 +106,9 @@ func TestReconnectResendsAndResubscribes(t *testing.T) {
 	evc := make(chan ConnectionEventKind, 8)
 	c, sc := dialPeer(t, p, &Options{MaxReconnects: -1, ReconnectWait: time.Millisecond,
 		ConnectionHandler: func(e ConnectionEvent) { evc <- e.Kind }})
-	cons, _ := subscribe(t, c, sc, ConsumeOptions{MaxUnacked: 5})
+	cons, f0 := subscribe(t, c, sc, ConsumeOptions{MaxUnacked: 5})
+	sc.Send(f0.Header.RequestID, &fibp.Delivery{Messages: []fibp.DeliveryMessage{deliveryMsg(9, time.Minute)}})
+	old := next(t, cons)
 	prod := c.NewProducer(ProducerOptions{Linger: -1})
 	defer prod.Close()
 	pd := prod.SendAsync(Message{Queue: "orders", Payload: []byte("x"), IdempotencyKey: "k1"})
@@ -140,8 +142,27 @@ func TestReconnectResendsAndResubscribes(t *testing.T) {
 		t.Errorf("Send across the reconnect = %v, %v", id, err)
 	}
 	sc2.Send(cf.Header.RequestID, &fibp.Delivery{Messages: []fibp.DeliveryMessage{deliveryMsg(3, time.Minute)}})
-	if d := next(t, cons); d.ID != (MessageID{3}) {
+	d := next(t, cons)
+	if d.ID != (MessageID{3}) {
 		t.Errorf("delivery after the reconnect %v", d.ID)
+	}
+	// The delivery of the lost connection can be acked, but earns no credit: the resubscription
+	// opened a fresh window. The new one does.
+	for i, dd := range []*Delivery{old, d} {
+		done := async(func() error { return dd.Ack(testCtx(t)) })
+		af := sc2.Expect(t, fibp.OpAck)
+		if i == 1 {
+			if cr := sc2.Expect(t, fibp.OpCredit); cr.Header.RequestID != cf.Header.RequestID {
+				t.Errorf("credit for request %d, want the resubscription's %d", cr.Header.RequestID, cf.Header.RequestID)
+			}
+		}
+		sc2.Reply(af, &fibp.AckResult{Results: []fibp.AckResultItem{{}}})
+		if err := wait(t, done); err != nil {
+			t.Errorf("ack %d: %v", i, err)
+		}
+		if i == 0 {
+			sc2.ExpectQuiet(t, 50*time.Millisecond)
+		}
 	}
 	for len(events) < 2 {
 		select {
@@ -216,4 +237,43 @@ func waitDisconnected(c *Client) <-chan struct{} {
 		close(ch)
 	}()
 	return ch
+}
+
+// TestConsumerClosedDuringOutage: a consumer closed around a reconnection is not subscribed on
+// the new connection, or is cancelled there at once.
+func TestConsumerClosedDuringOutage(t *testing.T) {
+	p := fibptest.Start(t, fibptest.Options{})
+	c, sc := dialPeer(t, p, &Options{MaxReconnects: -1, ReconnectWait: time.Millisecond})
+	cons, _ := subscribe(t, c, sc, ConsumeOptions{})
+	sc.Close()
+	cons.Close()
+	sc2 := p.Accept(t)
+	done := async(func() error { _, err := c.GetConfig(testCtx(t), "k"); return err })
+	subscribed := false
+	for {
+		f := sc2.Next(t)
+		switch f.Header.Opcode {
+		case fibp.OpConsume:
+			subscribed = true
+			continue
+		case fibp.OpCancelConsume:
+			if !subscribed {
+				t.Error("CancelConsume without a Consume on the new connection")
+			}
+			subscribed = false
+			continue
+		case fibp.OpGetConfig:
+			sc2.Reply(f, &fibp.GetConfigResult{Value: "v"})
+		default:
+			t.Fatalf("unexpected %v", f.Header.Opcode)
+		}
+		break
+	}
+	if err := wait(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if subscribed {
+		t.Error("the closed consumer was subscribed again and not cancelled")
+	}
+	sc2.ExpectQuiet(t, 50*time.Millisecond)
 }
