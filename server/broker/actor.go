@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -50,7 +51,8 @@ type actor struct {
 	synced   chan struct{} // closed when the waiter has finished every commit
 	inflight atomic.Int32  // commits not finished yet
 
-	reloadQueued atomic.Bool // a reload after a failed proposal is waiting to run
+	reloadQueued atomic.Bool  // a reload after a failed proposal is waiting to run
+	reloads      atomic.Int64 // reloads finished (tests wait on it)
 
 	subs    map[string]*subscription
 	bodies  *bodyCache
@@ -524,6 +526,9 @@ func (a *actor) shutdown() {
 	}
 }
 
+// errReloaded answers the operations of a round cut short by a reload.
+var errReloaded = errors.New("broker: the queue reloaded after a failed append")
+
 // reload rebuilds the group from its snapshot and log after a failed proposal.
 func (a *actor) reload() {
 	a.drain()
@@ -533,7 +538,13 @@ func (a *actor) reload() {
 		a.log.Error("stopping the queue's log failed", "err", err)
 	}
 	a.bodies.clear()
+	// Operations earlier in this round changed the state being discarded: nothing of theirs will
+	// be durable, so they are answered as their round would have been.
+	for _, reply := range a.replies {
+		reply(errReloaded)
+	}
 	a.replies, a.outbox = nil, nil
+	defer a.reloads.Add(1)
 	for {
 		err := a.open()
 		if err == nil {

@@ -37,16 +37,60 @@ import (
 //	fail-commits N                           the next N log appends fail
 //	crash                                    power failure: unsynced writes are lost, the broker stops
 type script struct {
-	t      *testing.T
-	timers []*fakeTimer
-	mem    *storage.Mem
-	b      *Broker
-	now    time.Time
-	mu     sync.Mutex
-	ids    map[wire.UUID]string
-	names  map[string]wire.UUID
-	sinks  []*scriptSink
-	reqID  uint32
+	t       *testing.T
+	timers  []*fakeTimer
+	mem     *storage.Mem
+	b       *Broker
+	now     time.Time
+	mu      sync.Mutex
+	ids     map[wire.UUID]string
+	names   map[string]wire.UUID
+	sinks   []*scriptSink
+	reqID   uint32
+	reloads int64 // reloads finished before the last fail-commits
+}
+
+// actors returns every queue group's actor.
+func (s *script) actors() []*actor {
+	s.b.mu.RLock()
+	defer s.b.mu.RUnlock()
+	seen := map[*actor]bool{}
+	var as []*actor
+	for _, r := range s.b.queues {
+		if !seen[r.a] {
+			seen[r.a] = true
+			as = append(as, r.a)
+		}
+	}
+	return as
+}
+
+func (s *script) reloadCount() int64 {
+	var n int64
+	for _, a := range s.actors() {
+		n += a.reloads.Load()
+	}
+	return n
+}
+
+// settled waits until every actor has taken its fired timer and finished the round it woke
+// (expiring leases): a call runs before that round's expiry, a second call after it.
+func (s *script) settled() {
+	for _, a := range s.actors() {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Microsecond) {
+			s.mu.Lock()
+			pending := false
+			for _, t := range s.timers {
+				pending = pending || len(t.c) > 0
+			}
+			s.mu.Unlock()
+			if !pending {
+				break
+			}
+		}
+		a.call(func(*actor) {})
+		a.call(func(*actor) {})
+	}
 }
 
 type scriptSink struct {
@@ -209,6 +253,7 @@ func (s *script) run(d *datadriven.TestData) string {
 			t.fireBy(now)
 		}
 		s.mu.Unlock()
+		s.settled()
 		return "ok"
 	case "stats":
 		res, e := s.b.GetStats(words[0])
@@ -217,7 +262,15 @@ func (s *script) run(d *datadriven.TestData) string {
 		}
 		return fmt.Sprintf("depth=%d in_flight=%d delayed=%d", res.Depth, res.InFlight, res.Delayed)
 	case "fail-commits":
+		s.reloads = s.reloadCount()
 		s.mem.FailCommits(int(num(map[string]string{"n": words[0]}, "n")))
+		return "ok"
+	case "wait-reload":
+		// The reload after a failed append runs asynchronously; requests sent before it ends may
+		// still be answered StorageError.
+		for deadline := time.Now().Add(5 * time.Second); s.reloadCount() <= s.reloads && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
 		return "ok"
 	case "crash":
 		s.mem.Crash()
