@@ -73,6 +73,14 @@ func (s *script) reloadCount() int64 {
 	return n
 }
 
+// waitReload waits for the reload after the failed append that fail-commits set up: it runs
+// asynchronously, and requests sent before it ends may still be answered StorageError.
+func (s *script) waitReload() {
+	for deadline := time.Now().Add(5 * time.Second); s.reloadCount() <= s.reloads && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // settled waits until every actor has taken its fired timer and finished the round it woke
 // (expiring leases): a call runs before that round's expiry, a second call after it.
 func (s *script) settled() {
@@ -266,11 +274,7 @@ func (s *script) run(d *datadriven.TestData) string {
 		s.mem.FailCommits(int(num(map[string]string{"n": words[0]}, "n")))
 		return "ok"
 	case "wait-reload":
-		// The reload after a failed append runs asynchronously; requests sent before it ends may
-		// still be answered StorageError.
-		for deadline := time.Now().Add(5 * time.Second); s.reloadCount() <= s.reloads && time.Now().Before(deadline); {
-			time.Sleep(time.Millisecond)
-		}
+		s.waitReload()
 		return "ok"
 	case "crash":
 		s.mem.Crash()
