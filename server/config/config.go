@@ -134,6 +134,9 @@ func appendFields(out []field, t reflect.Type, prefix string, index []int) []fie
 	return out
 }
 
+// ErrVersion is returned by Load when --version is given: the caller prints the version and exits.
+var ErrVersion = errors.New("version requested")
+
 // Load builds the configuration from defaults, the file named by --config (or FILA_CONFIG), the
 // environment and args (without the program name). Usage goes to usage when --help is given, in
 // which case Load returns flag.ErrHelp.
@@ -142,6 +145,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	fs := flag.NewFlagSet("fila-server", flag.ContinueOnError)
 	fs.SetOutput(usage)
 	configPath := fs.String("config", getenv("FILA_CONFIG"), "YAML configuration file (env FILA_CONFIG)")
+	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
 	v := reflect.ValueOf(&cfg).Elem()
 	flagVals := map[string]*flagValue{}
 	for _, f := range fields() {
@@ -158,6 +162,9 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
+	}
+	if *showVersion {
+		return cfg, ErrVersion
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q (settings are flags: see --help)", fs.Arg(0))

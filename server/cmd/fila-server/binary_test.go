@@ -49,7 +49,7 @@ func buildServer(t *testing.T) string {
 			return
 		}
 		builtBin = filepath.Join(buildDir, "fila-server")
-		out, err := exec.Command("go", "build", "-o", builtBin, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-buildvcs=auto", "-o", builtBin, ".").CombinedOutput()
 		if err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
@@ -326,6 +326,7 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 		`fila_connections 1`,
 		`fila_storage_commit_seconds_bucket`,
 		`fila_queue_active_fairness_keys{queue="metered"} 1`,
+		buildInfoLine(t, bin),
 	} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("/metrics lacks %q", want)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/config"
+	"github.com/filamq/fila/server/internal/buildinfo"
 	"github.com/filamq/fila/server/transport"
 )
 
@@ -34,6 +35,10 @@ func main() {
 func run(args []string) int {
 	cfg, err := config.Load(args, os.Getenv, os.Stderr)
 	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if errors.Is(err, config.ErrVersion) {
+		fmt.Println(buildinfo.Read().String("fila-server"))
 		return 0
 	}
 	if err != nil {
@@ -48,6 +53,18 @@ func run(args []string) int {
 	return 0
 }
 
+// buildInfoGauge is fila_build_info{version,commit,go_version} 1.
+func buildInfoGauge() prometheus.Gauge {
+	bi := buildinfo.Read()
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "fila_build_info",
+		Help:        "Always 1; the labels say which build is running (commit has -dirty for a modified tree).",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.CommitLabel(), "go_version": bi.GoVersion},
+	})
+	g.Set(1)
+	return g
+}
+
 func newLogger(cfg config.Config) *slog.Logger {
 	var level slog.Level
 	_ = level.UnmarshalText([]byte(cfg.LogLevel))
@@ -60,7 +77,7 @@ func newLogger(cfg config.Config) *slog.Logger {
 
 func serve(cfg config.Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err

@@ -1,0 +1,66 @@
+// Package buildinfo reports the version, commit and Go version the binary was built with, read
+// from runtime/debug.ReadBuildInfo. (The server module has its own copy: the client never
+// imports the server.)
+package buildinfo
+
+import (
+	"fmt"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+)
+
+// Info is what the Go toolchain stamped into the binary.
+type Info struct {
+	Version   string `json:"version"`    // the module version when built from a tagged module, else "devel"
+	Commit    string `json:"commit"`     // vcs.revision, "unknown" when the build had no VCS information
+	Modified  bool   `json:"modified"`   // vcs.modified: the working tree had uncommitted changes
+	GoVersion string `json:"go_version"` // the toolchain, such as go1.26.0
+}
+
+// pseudo matches a pseudo-version (v0.0.0-20261201115950-8a8d658abcde, with a +dirty suffix
+// or not), which the go command stamps on untagged builds: those are "devel".
+var pseudo = regexp.MustCompile(`[-.](0\.)?\d{14}-[0-9a-f]{12}(\+.*)?$`)
+
+// Read returns the running binary's build information.
+func Read() Info {
+	info := Info{Version: "devel", Commit: "unknown", GoVersion: runtime.Version()}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return info
+	}
+	info.Version = moduleVersion(bi.Main.Version)
+	if bi.GoVersion != "" {
+		info.GoVersion = bi.GoVersion
+	}
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			info.Commit = s.Value
+		case "vcs.modified":
+			info.Modified = s.Value == "true"
+		}
+	}
+	return info
+}
+
+// moduleVersion is v for a tagged module version, "devel" for (devel), empty or a pseudo-version.
+func moduleVersion(v string) string {
+	if v == "" || v == "(devel)" || pseudo.MatchString(v) {
+		return "devel"
+	}
+	return v
+}
+
+// CommitLabel is the commit with a "-dirty" suffix when the tree was modified.
+func (i Info) CommitLabel() string {
+	if i.Modified {
+		return i.Commit + "-dirty"
+	}
+	return i.Commit
+}
+
+// String is the one line `--version` prints: "<program> <version> (commit <c>, <go version>)".
+func (i Info) String(program string) string {
+	return fmt.Sprintf("%s %s (commit %s, %s)", program, i.Version, i.CommitLabel(), i.GoVersion)
+}
