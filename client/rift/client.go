@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -109,13 +110,37 @@ func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = 
 // loopback the largest initial packet size).
 func WithQUICConfig(q *quic.Config) Option { return func(c *Client) { c.quicConf = q } }
 
-// Client is one authenticated connection. It is safe for concurrent use.
+// Client is one authenticated connection, or with WithMaxReconnects one at a time. It is safe
+// for concurrent use.
 type Client struct {
-	conn     *quic.Conn
 	timeout  time.Duration
 	quicConf *quic.Config
+	tlsConf  *tls.Config // with ServerName and ALPN
+	token    string
 
-	mu     sync.Mutex // guards shared
+	maxReconnects                   int
+	reconnectWait, maxReconnectWait time.Duration
+	seeds                           []string
+	addrs                           []string // the Connect address, then the seeds
+	handler                         func(ConnectionEvent)
+	log                             *slog.Logger
+	dial                            func(ctx context.Context, addr string) (*quic.Conn, error) // dials and authenticates
+	rand                            func() float64
+	life                            context.Context // ends with Close
+	stop                            context.CancelFunc
+
+	mu       sync.Mutex
+	cur      *quic.Conn    // the live connection; nil while reconnecting
+	curAddr  string        // cur's address
+	up       chan struct{} // closed when cur is set, reconnection gave up, or the client closed
+	err      error         // *ReconnectError once reconnection gave up
+	gaveUp   chan struct{} // closed when err is set
+	closed   bool
+	attempts int   // dial attempts in the current outage
+	lastErr  error // the last dial failure, or why the connection dropped
+	subs     map[*Subscription]struct{}
+
+	pubMu  sync.Mutex // guards shared
 	shared *Publisher
 }
 
@@ -125,10 +150,22 @@ func Connect(ctx context.Context, addr, serverName string, tlsConf *tls.Config, 
 	if tlsConf == nil || tlsConf.RootCAs == nil || tlsConf.InsecureSkipVerify {
 		return nil, ErrNoTrustRoots
 	}
-	c := &Client{timeout: DefaultTimeout}
+	c := &Client{timeout: DefaultTimeout, reconnectWait: defaultReconnectWait, maxReconnectWait: defaultMaxReconnectWait,
+		rand: randFloat, subs: map[*Subscription]struct{}{}, gaveUp: make(chan struct{})}
 	for _, o := range opts {
 		o(c)
 	}
+	if c.reconnectWait <= 0 {
+		c.reconnectWait = defaultReconnectWait
+	}
+	if c.maxReconnectWait <= 0 {
+		c.maxReconnectWait = defaultMaxReconnectWait
+	}
+	c.maxReconnectWait = max(c.maxReconnectWait, c.reconnectWait)
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.addrs = append([]string{addr}, c.seeds...)
 	if c.quicConf == nil {
 		c.quicConf = &quic.Config{KeepAlivePeriod: 10 * time.Second, MaxIdleTimeout: 60 * time.Second}
 		if loopback(addr) {
@@ -137,20 +174,37 @@ func Connect(ctx context.Context, addr, serverName string, tlsConf *tls.Config, 
 			c.quicConf.InitialPacketSize = 1452
 		}
 	}
-	tc := tlsConf.Clone()
-	tc.ServerName, tc.NextProtos, tc.MinVersion = serverName, []string{ALPN}, tls.VersionTLS13
+	c.tlsConf = tlsConf.Clone()
+	c.tlsConf.ServerName, c.tlsConf.NextProtos, c.tlsConf.MinVersion = serverName, []string{ALPN}, tls.VersionTLS13
+	c.token = token
+	if c.dial == nil {
+		c.dial = c.dialQUIC
+	}
+	conn, err := c.dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.cur, c.curAddr = conn, addr
+	c.life, c.stop = context.WithCancel(context.Background())
+	if c.reconnecting() {
+		go c.watch(conn)
+	}
+	return c, nil
+}
+
+// dialQUIC dials addr and authenticates, within ctx and the operation timeout.
+func (c *Client) dialQUIC(ctx context.Context, addr string) (*quic.Conn, error) {
 	ctx, cancel := c.opContext(ctx, 0)
 	defer cancel()
-	conn, err := quic.DialAddr(ctx, addr, tc, c.quicConf)
+	conn, err := quic.DialAddr(ctx, addr, c.tlsConf, c.quicConf)
 	if err != nil {
 		return nil, fmt.Errorf("rift: connect %s: %w", addr, err)
 	}
-	c.conn = conn
-	if err := c.auth(ctx, token); err != nil {
+	if err := auth(ctx, conn, c.token); err != nil {
 		conn.CloseWithError(0, "")
 		return nil, err
 	}
-	return c, nil
+	return conn, nil
 }
 
 // loopback reports whether addr (host:port) is a loopback IP address or localhost.
@@ -167,22 +221,24 @@ func loopback(addr string) bool {
 }
 
 // auth sends the single AUTH frame on the first stream and waits for OK and the stream's end.
-func (c *Client) auth(ctx context.Context, token string) error {
+func auth(ctx context.Context, conn *quic.Conn, token string) error {
 	a := &proto.Auth{Token: token}
 	if err := a.Check(); err != nil {
 		return fmt.Errorf("rift: token: %w", err)
 	}
-	s, err := c.openStream(ctx)
+	str, err := conn.OpenStreamSync(ctx)
 	if err != nil {
-		return err
+		return connCause(conn, err)
 	}
+	s := &call{conn: conn, str: str, fr: newCallReader(str)}
+	s.bind(ctx)
 	defer s.release()
 	if err := s.write(proto.AppendFrame(nil, a)); err != nil {
-		return c.connErr(err)
+		return connCause(conn, err)
 	}
 	s.finish()
 	if _, err := s.expectOk(); err != nil {
-		err = c.connErr(err)
+		err = connCause(conn, err)
 		var ae *quic.ApplicationError
 		if errors.As(err, &ae) && ae.Remote {
 			return &refusedError{why: ae.ErrorMessage, code: uint64(ae.ErrorCode), cause: err}
@@ -205,12 +261,12 @@ func (e *refusedError) Error() string {
 
 func (e *refusedError) Unwrap() error { return e.cause }
 
-// connErr prefers the connection's close reason (such as a refused authentication) to a
+// connCause prefers the connection's close reason (such as a refused authentication) to a
 // stream error caused by it.
-func (c *Client) connErr(err error) error {
+func connCause(conn *quic.Conn, err error) error {
 	select {
-	case <-c.conn.Context().Done():
-		if cause := context.Cause(c.conn.Context()); cause != nil {
+	case <-conn.Context().Done():
+		if cause := context.Cause(conn.Context()); cause != nil {
 			return cause
 		}
 	default:
@@ -218,9 +274,39 @@ func (c *Client) connErr(err error) error {
 	return err
 }
 
-// Close closes the connection and everything on it.
+// connErr is connCause for an operation on conn after authentication: when conn has ended, the
+// error wraps ErrConnectionLost.
+func connErr(conn *quic.Conn, err error) error {
+	select {
+	case <-conn.Context().Done():
+		cause := context.Cause(conn.Context())
+		if cause == nil {
+			cause = err
+		}
+		return fmt.Errorf("%w: %w", ErrConnectionLost, cause)
+	default:
+	}
+	return err
+}
+
+// Close closes the connection and everything on it, and stops reconnection.
 func (c *Client) Close() error {
-	return c.conn.CloseWithError(0, "")
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	conn := c.cur
+	if conn == nil && c.err == nil {
+		close(c.up) // waiters see closed
+	}
+	c.mu.Unlock()
+	c.stop()
+	if conn == nil {
+		return nil
+	}
+	return conn.CloseWithError(0, "")
 }
 
 // opContext bounds ctx by d, or by the operation timeout when d is 0.
@@ -234,6 +320,7 @@ func (c *Client) opContext(ctx context.Context, d time.Duration) (context.Contex
 // call is one operation stream bound to a context: cancelling the context (or passing its
 // deadline) interrupts any blocked read or write.
 type call struct {
+	conn     *quic.Conn
 	str      *quic.Stream
 	fr       *frameReader
 	stop     func() bool
@@ -241,24 +328,44 @@ type call struct {
 }
 
 // openStream opens a stream for a single call; release returns its pooled read buffer.
-func (c *Client) openStream(ctx context.Context) (*call, error) {
-	str, err := c.conn.OpenStreamSync(ctx)
-	if err != nil {
-		return nil, c.connErr(err)
-	}
-	s := &call{str: str, fr: newCallReader(str)}
-	s.bind(ctx)
-	return s, nil
-}
+func (c *Client) openStream(ctx context.Context) (*call, error) { return c.open(ctx, 0) }
 
 // openLongStream opens a stream that lives beyond one call (a subscription or a publisher),
 // with a read buffer of its own.
 func (c *Client) openLongStream(ctx context.Context, bufSize int) (*call, error) {
-	str, err := c.conn.OpenStreamSync(ctx)
-	if err != nil {
-		return nil, c.connErr(err)
+	return c.open(ctx, bufSize)
+}
+
+// open opens a stream on the live connection (bufSize 0: a pooled read buffer). While the
+// client reconnects it waits within ctx; a connection found dead is replaced first, since
+// nothing was sent on it.
+func (c *Client) open(ctx context.Context, bufSize int) (*call, error) {
+	for {
+		conn, err := c.connection(ctx)
+		if err != nil {
+			return nil, err
+		}
+		s, err := openOn(ctx, conn, bufSize)
+		if err != nil && c.reconnecting() && ctx.Err() == nil && dead(conn) {
+			c.lost(conn)
+			continue
+		}
+		return s, err
 	}
-	s := &call{str: str, fr: newReaderSize(str, bufSize)}
+}
+
+// openOn opens a stream on conn.
+func openOn(ctx context.Context, conn *quic.Conn, bufSize int) (*call, error) {
+	str, err := conn.OpenStreamSync(ctx)
+	if err != nil {
+		return nil, connErr(conn, err)
+	}
+	s := &call{conn: conn, str: str}
+	if bufSize == 0 {
+		s.fr = newCallReader(str)
+	} else {
+		s.fr = newReaderSize(str, bufSize)
+	}
 	s.bind(ctx)
 	return s, nil
 }
@@ -360,13 +467,13 @@ func (c *Client) do(ctx context.Context, d time.Duration, req proto.Frame, handl
 	}
 	defer s.release()
 	if err := s.write(proto.AppendFrame(nil, req)); err != nil {
-		return c.ctxErr(ctx, err)
+		return s.ctxErr(ctx, err)
 	}
 	s.finish()
 	for {
 		op, body, err := s.next()
 		if err != nil {
-			return c.ctxErr(ctx, err)
+			return s.ctxErr(ctx, err)
 		}
 		if done, err := handle(op, body); done || err != nil {
 			return err
@@ -374,8 +481,8 @@ func (c *Client) do(ctx context.Context, d time.Duration, req proto.Frame, handl
 	}
 }
 
-// ctxErr reports the context's error when it caused err.
-func (c *Client) ctxErr(ctx context.Context, err error) error {
+// ctxErr reports the context's error when it caused err, and the connection's end when it did.
+func (s *call) ctxErr(ctx context.Context, err error) error {
 	var e *Error
 	if errors.As(err, &e) {
 		return err
@@ -383,5 +490,5 @@ func (c *Client) ctxErr(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("rift: %w (%v)", ctx.Err(), err)
 	}
-	return c.connErr(err)
+	return connErr(s.conn, err)
 }

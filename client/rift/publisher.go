@@ -15,8 +15,7 @@ import (
 // they are exceeded (a single larger frame is always accepted).
 const maxPending = 512 << 10
 
-// Publisher is one publisher stream: publications on it are routed in order. It is safe for
-// concurrent use, but becomes unusable (ErrBroken) after any failed or cancelled operation.
+// pubStream is one publisher stream (see Publisher).
 //
 // Publish does not write to the stream itself: it appends the frame to a buffer that a writer
 // goroutine hands to QUIC, one write for everything that accumulated meanwhile (a QUIC write of
@@ -25,7 +24,7 @@ const maxPending = 512 << 10
 // error from Publish therefore means the publication was accepted for sending; a failure to
 // send it makes the publisher unusable and surfaces on a later operation. PUBLISH is never
 // answered anyway: Flush confirms.
-type Publisher struct {
+type pubStream struct {
 	c *Client
 	s *call
 
@@ -42,8 +41,8 @@ type Publisher struct {
 	waiters     int
 }
 
-// Publisher opens a publisher stream.
-func (c *Client) Publisher(ctx context.Context) (*Publisher, error) {
+// openPubStream opens a publisher stream.
+func (c *Client) openPubStream(ctx context.Context) (*pubStream, error) {
 	ctx, cancel := c.opContext(ctx, 0)
 	defer cancel()
 	s, err := c.openLongStream(ctx, 4<<10) // answers are OK and ERROR frames only
@@ -52,14 +51,20 @@ func (c *Client) Publisher(ctx context.Context) (*Publisher, error) {
 	}
 	s.unbind()
 	s.str.SetDeadline(time.Time{})
-	p := &Publisher{c: c, s: s, wake: make(chan struct{}, 1), space: make(chan struct{})}
+	p := &pubStream{c: c, s: s, wake: make(chan struct{}, 1), space: make(chan struct{})}
 	go p.writeLoop()
 	return p, nil
 }
 
-// Publish queues a message for sending without waiting for an answer; Flush confirms it. reply
-// is "" or a literal _INBOX.<...> subject the identity may subscribe to.
-func (p *Publisher) Publish(ctx context.Context, subject, reply string, payload []byte) error {
+// lost reports whether the stream is unusable because its connection ended (and not because it
+// was closed).
+func (p *pubStream) lost() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err != nil && !p.closing && dead(p.s.conn)
+}
+
+func (p *pubStream) Publish(ctx context.Context, subject, reply string, payload []byte) error {
 	f := proto.Publish{Subject: subject, Reply: reply, Payload: payload}
 	if err := f.Check(); err != nil {
 		return fmt.Errorf("rift: publish: %w", err)
@@ -67,8 +72,7 @@ func (p *Publisher) Publish(ctx context.Context, subject, reply string, payload 
 	return p.enqueuePublish(ctx, &f)
 }
 
-// PublishAck publishes and waits until the broker has routed the message.
-func (p *Publisher) PublishAck(ctx context.Context, subject, reply string, payload []byte) error {
+func (p *pubStream) PublishAck(ctx context.Context, subject, reply string, payload []byte) error {
 	f := &proto.PublishAck{Subject: subject, Reply: reply, Payload: payload}
 	if err := f.Check(); err != nil {
 		return fmt.Errorf("rift: publish: %w", err)
@@ -76,22 +80,17 @@ func (p *Publisher) PublishAck(ctx context.Context, subject, reply string, paylo
 	return p.call(ctx, f)
 }
 
-// Flush sends a PING and waits for its OK: every earlier publication on this stream was routed by
-// the broker (which does not mean processed by subscribers). A refused publication surfaces here
-// as an *Error.
-func (p *Publisher) Flush(ctx context.Context) error {
+func (p *pubStream) Flush(ctx context.Context) error {
 	return p.call(ctx, &proto.Ping{})
 }
 
-// Err returns why the publisher is unusable, or nil.
-func (p *Publisher) Err() error {
+func (p *pubStream) Err() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.err
 }
 
-// Close finishes the publisher stream once what was published has been handed to QUIC.
-func (p *Publisher) Close() error {
+func (p *pubStream) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
@@ -106,7 +105,7 @@ func (p *Publisher) Close() error {
 }
 
 // enqueue appends f to the buffer (see reserve).
-func (p *Publisher) enqueue(ctx context.Context, f proto.Frame) error {
+func (p *pubStream) enqueue(ctx context.Context, f proto.Frame) error {
 	if err := p.reserve(ctx, proto.LengthSize+proto.HeaderSize+f.Size()); err != nil {
 		return err
 	}
@@ -120,7 +119,7 @@ func (p *Publisher) enqueue(ctx context.Context, f proto.Frame) error {
 
 // enqueuePublish is enqueue for PUBLISH, without converting f to an interface (which would
 // allocate it).
-func (p *Publisher) enqueuePublish(ctx context.Context, f *proto.Publish) error {
+func (p *pubStream) enqueuePublish(ctx context.Context, f *proto.Publish) error {
 	size := proto.HeaderSize + f.Size()
 	if err := p.reserve(ctx, proto.LengthSize+size); err != nil {
 		return err
@@ -141,7 +140,7 @@ func appendPublish(b []byte, f *proto.Publish, size int) []byte {
 // reserve locks p.mu and waits (within ctx and the operation timeout) until size more bytes
 // fit in the buffer; on success it returns with p.mu held. A cancelled
 // context breaks the publisher, as any failed operation does.
-func (p *Publisher) reserve(ctx context.Context, size int) error {
+func (p *pubStream) reserve(ctx context.Context, size int) error {
 	p.mu.Lock()
 	var timer *time.Timer
 	for {
@@ -182,7 +181,7 @@ func (p *Publisher) reserve(ctx context.Context, size int) error {
 }
 
 // signal wakes the writer; p.mu is held.
-func (p *Publisher) signal() {
+func (p *pubStream) signal() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -190,7 +189,7 @@ func (p *Publisher) signal() {
 }
 
 // failLocked makes the publisher unusable because of err and resets its stream; p.mu is held.
-func (p *Publisher) failLocked(err error) {
+func (p *pubStream) failLocked(err error) {
 	if p.err == nil {
 		p.breakLocked(err)
 		p.s.cancel()
@@ -198,7 +197,7 @@ func (p *Publisher) failLocked(err error) {
 }
 
 // breakLocked makes the publisher unusable; p.mu is held.
-func (p *Publisher) breakLocked(err error) {
+func (p *pubStream) breakLocked(err error) {
 	p.err = err
 	p.buf = nil
 	p.signal()
@@ -206,7 +205,7 @@ func (p *Publisher) breakLocked(err error) {
 }
 
 // freeWaiters wakes the publishers waiting for room; p.mu is held.
-func (p *Publisher) freeWaiters() {
+func (p *pubStream) freeWaiters() {
 	if p.waiters > 0 {
 		close(p.space)
 		p.space = make(chan struct{})
@@ -214,7 +213,7 @@ func (p *Publisher) freeWaiters() {
 }
 
 // call queues f and reads its answer, which must be OK.
-func (p *Publisher) call(ctx context.Context, f proto.Frame) error {
+func (p *pubStream) call(ctx context.Context, f proto.Frame) error {
 	p.op.Lock()
 	defer p.op.Unlock()
 	ctx, cancel := p.c.opContext(ctx, 0)
@@ -229,7 +228,7 @@ func (p *Publisher) call(ctx context.Context, f proto.Frame) error {
 	stop()
 	p.s.str.SetReadDeadline(time.Time{})
 	if err != nil {
-		err = p.c.ctxErr(ctx, err)
+		err = p.s.ctxErr(ctx, err)
 		p.mu.Lock()
 		p.writeFailed = false
 		p.failLocked(err)
@@ -241,7 +240,7 @@ func (p *Publisher) call(ctx context.Context, f proto.Frame) error {
 
 // explain returns the server's ERROR when a failed write was its consequence (the server
 // refuses a publication with ERROR and stops reading), and err otherwise.
-func (p *Publisher) explain(ctx context.Context, err error) error {
+func (p *pubStream) explain(ctx context.Context, err error) error {
 	p.mu.Lock()
 	failed := p.writeFailed
 	p.writeFailed = false
@@ -264,8 +263,8 @@ func (p *Publisher) explain(ctx context.Context, err error) error {
 
 // writeFailedLocked makes the publisher unusable after a failed write; p.mu is held. The receiving half stays open: the server may have explained the failure with
 // an ERROR, which the next Flush or PublishAck reads (see explain).
-func (p *Publisher) writeFailedLocked(err error) {
-	err = fmt.Errorf("rift: publish: %w", p.c.connErr(err))
+func (p *pubStream) writeFailedLocked(err error) {
+	err = fmt.Errorf("rift: publish: %w", connErr(p.s.conn, err))
 	switch {
 	case p.closing:
 		p.s.cancel()
@@ -278,8 +277,8 @@ func (p *Publisher) writeFailedLocked(err error) {
 
 // writeLoop hands the buffered frames to QUIC until the publisher fails, or is closed and has
 // written everything.
-func (p *Publisher) writeLoop() {
-	done := p.c.conn.Context().Done()
+func (p *pubStream) writeLoop() {
+	done := p.s.conn.Context().Done()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for {
@@ -311,17 +310,145 @@ func (p *Publisher) writeLoop() {
 			p.mu.Lock()
 		case <-done:
 			p.mu.Lock()
-			p.failLocked(p.c.connErr(context.Canceled))
+			p.failLocked(connErr(p.s.conn, context.Canceled))
 		}
 	}
+}
+
+// Publisher publishes on one stream at a time: publications on it are routed in order. It is
+// safe for concurrent use, but becomes unusable (ErrBroken) after any failed or cancelled
+// operation.
+//
+// Publish does not write to the stream itself: it appends the frame to a buffer that a writer
+// goroutine hands to QUIC, one write for everything that accumulated meanwhile (a QUIC write of
+// more than a packet waits until it is sent, so writing each publication would make every
+// publisher wait for the network). Publish waits only while 512 KiB are already waiting. A nil
+// error from Publish therefore means the publication was accepted for sending; a failure to
+// send it makes the publisher unusable and surfaces on a later operation. PUBLISH is never
+// answered anyway: Flush confirms.
+//
+// With reconnection (WithMaxReconnects), a stream that failed because its connection ended is
+// replaced on the next operation by a new stream on the next connection (waiting for it within
+// the operation's context): the Publisher stays usable. What was queued but not yet received
+// by the broker when the connection ended is lost, and the Flush after a replacement reports it
+// (an error wrapping ErrConnectionLost) once.
+type Publisher struct {
+	c      *Client
+	reopen sync.Mutex // serializes replacing cur
+
+	mu       sync.Mutex
+	cur      *pubStream
+	closed   bool
+	replaced bool // cur replaced a lost stream since the last Flush
+}
+
+// Publisher opens a publisher stream.
+func (c *Client) Publisher(ctx context.Context) (*Publisher, error) {
+	s, err := c.openPubStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Publisher{c: c, cur: s}, nil
+}
+
+// stream returns the current stream, first replacing one lost with its connection.
+func (p *Publisher) stream(ctx context.Context) (*pubStream, error) {
+	p.mu.Lock()
+	s := p.cur
+	p.mu.Unlock()
+	if !p.c.reconnecting() || !s.lost() {
+		return s, nil
+	}
+	p.reopen.Lock()
+	defer p.reopen.Unlock()
+	p.mu.Lock()
+	s, closed := p.cur, p.closed
+	p.mu.Unlock()
+	if closed || !s.lost() {
+		return s, nil
+	}
+	ns, err := p.c.openPubStream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		ns.Close()
+		return s, nil
+	}
+	p.cur, p.replaced = ns, true
+	p.c.log.Debug("rift: publisher stream reopened")
+	return ns, nil
+}
+
+// Publish queues a message for sending without waiting for an answer; Flush confirms it. reply
+// is "" or a literal _INBOX.<...> subject the identity may subscribe to.
+func (p *Publisher) Publish(ctx context.Context, subject, reply string, payload []byte) error {
+	s, err := p.stream(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Publish(ctx, subject, reply, payload)
+}
+
+// PublishAck publishes and waits until the broker has routed the message.
+func (p *Publisher) PublishAck(ctx context.Context, subject, reply string, payload []byte) error {
+	s, err := p.stream(ctx)
+	if err != nil {
+		return err
+	}
+	return s.PublishAck(ctx, subject, reply, payload)
+}
+
+// Flush sends a PING and waits for its OK: every earlier publication on this stream was routed by
+// the broker (which does not mean processed by subscribers). A refused publication surfaces here
+// as an *Error. After the stream was replaced because the connection ended, Flush returns an
+// error wrapping ErrConnectionLost once: publications before the replacement may be lost.
+func (p *Publisher) Flush(ctx context.Context) error {
+	s, err := p.stream(ctx)
+	if err != nil {
+		return err
+	}
+	if err := s.Flush(ctx); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.replaced && p.cur == s {
+		p.replaced = false
+		return fmt.Errorf("%w: publications before the reconnection may be lost", ErrConnectionLost)
+	}
+	return nil
+}
+
+// Err returns why the publisher is unusable, or nil. With reconnection a stream lost with its
+// connection is not reported: the next operation replaces it.
+func (p *Publisher) Err() error {
+	p.mu.Lock()
+	s := p.cur
+	p.mu.Unlock()
+	if p.c.reconnecting() && s.lost() {
+		return nil
+	}
+	return s.Err()
+}
+
+// Close finishes the publisher stream once what was published has been handed to QUIC.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	s := p.cur
+	p.mu.Unlock()
+	return s.Close()
 }
 
 // Publish publishes on the client's shared publisher stream, opening a new stream when the
 // previous one failed. It never retries: a failed publication may or may not have reached the
 // broker.
 func (c *Client) Publish(ctx context.Context, subject, reply string, payload []byte) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
 	if c.shared == nil || c.shared.Err() != nil {
 		p, err := c.Publisher(ctx)
 		if err != nil {
@@ -334,8 +461,8 @@ func (c *Client) Publish(ctx context.Context, subject, reply string, payload []b
 
 // Flush flushes the shared publisher (see Publisher.Flush).
 func (c *Client) Flush(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.pubMu.Lock()
+	defer c.pubMu.Unlock()
 	if c.shared == nil {
 		return nil
 	}

@@ -44,13 +44,25 @@ func decodeMessage(r *wire.Reader, body []byte) (Message, error) {
 // itself: no goroutine and no queue stand between QUIC and the application, whose pace QUIC flow
 // control passes on to the server (which ends a subscriber that falls too far behind as a slow
 // consumer).
+//
+// With reconnection (WithMaxReconnects) a subscription outlives its connection: it subscribes
+// again on the next connection by itself, and Recv waits meanwhile (returning a
+// *ReconnectError when its context ends during the outage). Delivery is at most once: messages
+// published while the subscription had no connection are not delivered to it.
 type Subscription struct {
-	s      *call
-	turn   chan struct{} // (capacity 1) held by the Recv that reads the stream
-	r      wire.Reader   // decodes MESSAGE frames, remembering recent subjects
-	err    error         // why deliveries ended; guarded by turn
-	closed atomic.Bool
-	once   sync.Once
+	c       *Client
+	pattern string
+	queue   string
+	s       *call          // the current stream; nil while waiting for a new one (guarded by turn; mu for writes)
+	next    chan subResult // (capacity 1) a resubscription's stream, or why it failed
+	done    chan struct{}  // closed by Close
+	mu      sync.Mutex     // guards s's replacement against Close, and next's contents
+	turn    chan struct{}  // (capacity 1) held by the Recv that reads the stream
+	r       wire.Reader    // decodes MESSAGE frames, remembering recent subjects
+	err     error          // why deliveries ended; guarded by turn
+	closed  atomic.Bool
+	once    sync.Once
+	conn    *quic.Conn // the connection of the latest stream (guarded by mu)
 
 	dmu sync.Mutex // orders the read-deadline changes of Recv and of its context's AfterFunc
 	gen uint64     // counts Recv calls that bound a context; guarded by dmu
@@ -69,29 +81,126 @@ func (c *Client) Subscribe(ctx context.Context, pattern, queue string) (*Subscri
 	if err != nil {
 		return nil, err
 	}
+	if err := subscribeOn(ctx, s, req); err != nil {
+		return nil, err
+	}
+	sub := &Subscription{c: c, pattern: pattern, queue: queue, s: s, conn: s.conn, next: make(chan subResult, 1),
+		done: make(chan struct{}), turn: make(chan struct{}, 1)}
+	if c.reconnecting() {
+		c.mu.Lock()
+		c.subs[sub] = struct{}{}
+		c.mu.Unlock()
+		if dead(s.conn) { // lost before registering: the reconnection may have missed it
+			c.lost(s.conn)
+			c.mu.Lock()
+			conn := c.cur
+			c.mu.Unlock()
+			if conn != nil {
+				go sub.resubscribe(conn)
+			}
+		}
+	}
+	return sub, nil
+}
+
+// subscribeOn sends SUBSCRIBE on s and waits for its OK; on failure it releases s.
+func subscribeOn(ctx context.Context, s *call, req *proto.Subscribe) error {
 	if err := s.write(proto.AppendFrame(nil, req)); err != nil {
 		s.release()
-		return nil, c.ctxErr(ctx, err)
+		return s.ctxErr(ctx, err)
 	}
 	if _, err := s.expectOk(); err != nil {
 		s.release()
-		return nil, c.ctxErr(ctx, err)
+		return s.ctxErr(ctx, err)
 	}
 	s.unbind() // deliveries are not bound to the subscribing context
 	s.str.SetDeadline(time.Time{})
-	return &Subscription{s: s, turn: make(chan struct{}, 1)}, nil
+	return nil
 }
 
-func subscriptionErr(err error) error {
-	var e *Error
-	if errors.As(err, &e) && e.Code == proto.CodeOperation && e.Message == "slow consumer" {
-		return fmt.Errorf("%w (%v)", ErrSlowConsumer, e)
+type subResult struct {
+	s   *call
+	err error
+}
+
+// resubscribe subscribes again on conn, a new connection, and hands the stream to Recv. A
+// failure because conn ended too leaves the subscription to the next reconnection; any other
+// failure (such as a permission refusal) ends the subscription with it.
+func (sub *Subscription) resubscribe(conn *quic.Conn) {
+	sub.mu.Lock()
+	if sub.closed.Load() || sub.conn == conn {
+		sub.mu.Unlock()
+		return
 	}
-	var se *quic.StreamError
-	if errors.As(err, &se) && se.Remote && se.ErrorCode == resetSlowConsumer {
-		return ErrSlowConsumer
+	sub.mu.Unlock()
+	ctx, cancel := sub.c.opContext(sub.c.life, 0)
+	defer cancel()
+	s, err := openOn(ctx, conn, subBufSize)
+	if err == nil {
+		err = subscribeOn(ctx, s, &proto.Subscribe{Pattern: sub.pattern, Queue: sub.queue})
 	}
-	return err
+	if err != nil {
+		if dead(conn) || sub.c.life.Err() != nil {
+			return
+		}
+		sub.c.log.Warn("rift: subscription could not subscribe again", "pattern", sub.pattern, "queue", sub.queue, "err", err)
+		s = nil
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.closed.Load() {
+		if s != nil {
+			s.cancel()
+		}
+		return
+	}
+	select {
+	case old := <-sub.next:
+		if old.s != nil {
+			old.s.cancel()
+		}
+	default:
+	}
+	if s != nil {
+		sub.conn = conn
+	}
+	sub.next <- subResult{s: s, err: err}
+	sub.c.log.Debug("rift: subscription subscribed again", "pattern", sub.pattern, "queue", sub.queue)
+}
+
+// awaitStream waits, within ctx, for the stream of a resubscription (sub.s is nil). terminal
+// reports an error that ends the subscription (closed, reconnection gave up, resubscription
+// refused), as opposed to ctx ending.
+func (sub *Subscription) awaitStream(ctx context.Context) (err error, terminal bool) {
+	var r subResult
+	select {
+	case r = <-sub.next:
+	default:
+		select {
+		case r = <-sub.next:
+		case <-sub.done:
+			return ErrClosed, true
+		case <-sub.c.life.Done():
+			return ErrClosed, true
+		case <-sub.c.gaveUp:
+			sub.c.mu.Lock()
+			defer sub.c.mu.Unlock()
+			return sub.c.err, true
+		case <-ctx.Done():
+			return sub.c.waitErr(ctx.Err()), false
+		}
+	}
+	if r.err != nil {
+		return r.err, true
+	}
+	sub.mu.Lock()
+	defer sub.mu.Unlock()
+	if sub.closed.Load() {
+		r.s.cancel()
+		return ErrClosed, true
+	}
+	sub.s = r.s
+	return nil, false
 }
 
 // Recv returns the next message. It is cancellation safe: when ctx ends first, no message is
@@ -111,11 +220,30 @@ func (sub *Subscription) Recv(ctx context.Context) (Message, error) {
 		}
 	}
 	defer func() { <-sub.turn }()
+	for {
+		m, err, again := sub.recv(ctx)
+		if !again {
+			return m, err
+		}
+	}
+}
+
+// recv is one attempt of Recv, which holds the turn; again reports that the stream was lost
+// with its connection and replaced (or is being replaced): try again.
+func (sub *Subscription) recv(ctx context.Context) (Message, error, bool) {
 	if sub.err == nil && sub.closed.Load() {
 		sub.err = ErrClosed
 	}
 	if sub.err != nil {
-		return Message{}, sub.err
+		return Message{}, sub.err, false
+	}
+	if sub.s == nil {
+		if err, terminal := sub.awaitStream(ctx); err != nil {
+			if terminal {
+				sub.err = err
+			}
+			return Message{}, err, false
+		}
 	}
 	var op proto.Opcode
 	var body []byte
@@ -129,24 +257,31 @@ func (sub *Subscription) Recv(ctx context.Context) (Message, error) {
 		err = fmt.Errorf("rift: unexpected %v on a subscription", op)
 	}
 	if err != nil {
+		var e *Error
 		switch {
 		case sub.closed.Load():
 			err = ErrClosed
 		case ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded):
-			return Message{}, ctx.Err() // interrupted by ctx: the stream is still good
+			return Message{}, ctx.Err(), false // interrupted by ctx: the stream is still good
+		case sub.c.reconnecting() && dead(sub.s.conn) && !errors.As(err, &e):
+			sub.mu.Lock()
+			sub.s.cancel()
+			sub.s = nil
+			sub.mu.Unlock()
+			return Message{}, nil, true
 		default:
 			err = subscriptionErr(err)
 		}
 		sub.err = err
 		sub.s.cancel()
-		return Message{}, err
+		return Message{}, err, false
 	}
 	m, err := decodeMessage(&sub.r, body)
 	if err != nil {
 		sub.err = err
 		sub.s.cancel()
 	}
-	return m, err
+	return m, err, false
 }
 
 // nextWithin reads the next frame with ctx's deadline and cancellation applied to the stream.
@@ -155,20 +290,21 @@ func (sub *Subscription) nextWithin(ctx context.Context) (proto.Opcode, []byte, 
 	sub.gen++
 	gen := sub.gen
 	d, _ := ctx.Deadline()
-	sub.s.str.SetReadDeadline(d)
+	s := sub.s
+	s.str.SetReadDeadline(d)
 	sub.dmu.Unlock()
 	stop := context.AfterFunc(ctx, func() {
 		sub.dmu.Lock()
 		if sub.gen == gen { // not a later Recv's read
-			sub.s.str.SetReadDeadline(time.Now())
+			s.str.SetReadDeadline(time.Now())
 		}
 		sub.dmu.Unlock()
 	})
-	op, body, err := sub.s.next()
+	op, body, err := s.next()
 	stop()
 	sub.dmu.Lock()
 	sub.gen++
-	sub.s.str.SetReadDeadline(time.Time{})
+	s.str.SetReadDeadline(time.Time{})
 	sub.dmu.Unlock()
 	return op, body, err
 }
@@ -176,8 +312,25 @@ func (sub *Subscription) nextWithin(ctx context.Context) (proto.Opcode, []byte, 
 // Close cancels the subscription (STOP_SENDING and reset on its stream).
 func (sub *Subscription) Close() error {
 	sub.once.Do(func() {
+		sub.mu.Lock()
 		sub.closed.Store(true)
-		sub.s.cancel()
+		if sub.s != nil {
+			sub.s.cancel()
+		}
+		select {
+		case r := <-sub.next:
+			if r.s != nil {
+				r.s.cancel()
+			}
+		default:
+		}
+		close(sub.done)
+		sub.mu.Unlock()
+		if sub.c != nil {
+			sub.c.mu.Lock()
+			delete(sub.c.subs, sub)
+			sub.c.mu.Unlock()
+		}
 	})
 	return nil
 }
@@ -199,4 +352,16 @@ func (c *Client) Request(ctx context.Context, subject string, payload []byte, ti
 			return true, err
 		})
 	return reply, err
+}
+
+func subscriptionErr(err error) error {
+	var e *Error
+	if errors.As(err, &e) && e.Code == proto.CodeOperation && e.Message == "slow consumer" {
+		return fmt.Errorf("%w (%v)", ErrSlowConsumer, e)
+	}
+	var se *quic.StreamError
+	if errors.As(err, &se) && se.Remote && se.ErrorCode == resetSlowConsumer {
+		return ErrSlowConsumer
+	}
+	return err
 }
