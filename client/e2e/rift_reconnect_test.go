@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -27,6 +28,29 @@ import (
 // messages published after the restart.
 func TestRiftReconnectAcrossKill(t *testing.T) {
 	t.Parallel()
+	testRiftReconnectAcross(t, func(s *server) {
+		if err := s.proc.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-s.proc.exited
+	})
+}
+
+// TestRiftReconnectAcrossGracefulRestart is the same run with SIGTERM: the server closes the
+// connections, and the clients notice at once.
+func TestRiftReconnectAcrossGracefulRestart(t *testing.T) {
+	t.Parallel()
+	testRiftReconnectAcross(t, func(s *server) {
+		if err := s.stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// testRiftReconnectAcross runs subscribers, a publisher and a durable consumer on reconnecting
+// clients while stop ends the broker, which then starts again on the same data directory and
+// addresses.
+func testRiftReconnectAcross(t *testing.T, stop func(*server)) {
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -34,18 +58,22 @@ func TestRiftReconnectAcrossKill(t *testing.T) {
 	riftAddr := pc.LocalAddr().String()
 	pc.Close()
 	certs := t.TempDir()
-	conf := writeFile(t, "fila.yaml", fmt.Sprintf("rift:\n  listen: %s\n  dev_certs: %s\n", riftAddr, certs))
+	conf := writeFile(t, "fila.yaml", fmt.Sprintf(
+		"rift:\n  listen: %s\n  dev_certs: %s\n  streams:\n    - {name: rrs, subjects: [\"rrs.>\"], durability: fsync}\n", riftAddr, certs))
 	s := privateServer(t, "--config", conf)
 	ctx := testCtx(t)
 
-	tlsConf, err := rift.TLSConfig(filepath.Join(certs, "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	token, err := os.ReadFile(filepath.Join(certs, "dev-token"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The server writes the development CA and token as its Rift listener starts, just after
+	// FIBP's: wait for them.
+	var tlsConf *tls.Config
+	var token []byte
+	eventually(t, "the development CA and token", func() bool {
+		if tlsConf, err = rift.TLSConfig(filepath.Join(certs, "ca.pem")); err != nil {
+			return false
+		}
+		token, err = os.ReadFile(filepath.Join(certs, "dev-token"))
+		return err == nil && len(token) > 0
+	})
 	var evMu sync.Mutex
 	var events []rift.ConnectionEventKind
 	dial := func(record bool) *rift.Client {
@@ -74,6 +102,9 @@ func TestRiftReconnectAcrossKill(t *testing.T) {
 				t.Fatalf("rift connect: %v", err)
 			}
 			time.Sleep(50 * time.Millisecond)
+			if tk, err := os.ReadFile(filepath.Join(certs, "dev-token")); err == nil {
+				token = tk // in case it was read while being written
+			}
 		}
 	}
 	subC, pubC := dial(true), dial(false)
@@ -152,12 +183,26 @@ func TestRiftReconnectAcrossKill(t *testing.T) {
 		return published
 	}
 
-	eventually(t, "messages received before the kill", func() bool { return highest("plain") >= 20 && highest("queue") >= 20 })
-	if err := s.proc.cmd.Process.Kill(); err != nil {
+	// A durable consumer with three records fetched, one acknowledged.
+	for i := range 3 {
+		if _, err := subC.StreamPublish(ctx, "rrs", "rrs.x", "", []byte(strconv.Itoa(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons, err := subC.Consumer(ctx, "rrs", "k", rift.ConsumerConfig{AckWait: 300 * time.Millisecond, MaxAckPending: 16})
+	if err != nil {
 		t.Fatal(err)
 	}
-	<-s.proc.exited
-	eventually(t, "the clients noticed the kill", func() bool { return !subC.Connected() && !pubC.Connected() })
+	if ds, err := cons.Fetch(ctx, 3); err != nil || len(ds) != 3 {
+		t.Fatalf("Fetch = %d deliveries, %v; want 3", len(ds), err)
+	}
+	if err := cons.Ack(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+
+	eventually(t, "messages received before the kill", func() bool { return highest("plain") >= 20 && highest("queue") >= 20 })
+	stop(s)
+	eventually(t, "the clients noticed the stop", func() bool { return !subC.Connected() && !pubC.Connected() })
 
 	callCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err = subC.Request(callCtx, "rr.echo", []byte("ping"), time.Second)
@@ -178,6 +223,28 @@ func TestRiftReconnectAcrossKill(t *testing.T) {
 	eventually(t, "messages published after the restart received by both subscriptions", func() bool {
 		return highest("plain") > after+20 && highest("queue") > after+20
 	})
+	// The same Consumer goes on: unacknowledged records come again, and new ones follow.
+	if _, err := subC.StreamPublish(ctx, "rrs", "rrs.x", "", []byte("3")); err != nil {
+		t.Fatalf("StreamPublish after the restart: %v", err)
+	}
+	redelivered := map[uint64]uint32{}
+	eventually(t, "records 2 and 3 redelivered and 4 delivered after the restart", func() bool {
+		ds, err := cons.Fetch(ctx, 16)
+		if err != nil {
+			t.Fatalf("Fetch after the restart: %v", err)
+		}
+		for _, d := range ds {
+			redelivered[d.Sequence] = d.DeliveryCount
+			if err := cons.Ack(ctx, d.Sequence); err != nil {
+				t.Fatalf("Ack after the restart: %v", err)
+			}
+		}
+		return redelivered[2] >= 2 && redelivered[3] >= 2 && redelivered[4] >= 1
+	})
+	if _, ok := redelivered[1]; ok {
+		t.Errorf("record 1, acknowledged before the kill, was delivered again: %v", redelivered)
+	}
+
 	mu.Lock()
 	if len(recvErrs) > 0 {
 		t.Errorf("subscriptions ended: %v", recvErrs)

@@ -20,6 +20,13 @@
 // Client.Publish uses a shared publisher and opens a new stream on the call after a failure; it
 // never retries a failed publication, which may nevertheless have reached the broker (retries
 // can duplicate: applications that need idempotency supply their own message identifiers).
+//
+// With WithMaxReconnects the client survives the loss of its connection (a server restart or
+// kill): it dials again with exponential backoff and jitter, trying the Connect address and the
+// WithSeeds addresses in turn; subscriptions subscribe again and Publishers open a new stream by
+// themselves, and calls made while disconnected wait within their context, then fail with a
+// *ReconnectError (errors.Is ErrDisconnected). Delivery stays at most once: messages published
+// while a subscription had no connection are not delivered to it. See WithMaxReconnects.
 package rift
 
 import (

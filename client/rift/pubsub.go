@@ -127,8 +127,11 @@ type subResult struct {
 // failure because conn ended too leaves the subscription to the next reconnection; any other
 // failure (such as a permission refusal) ends the subscription with it.
 func (sub *Subscription) resubscribe(conn *quic.Conn) {
+	sub.c.mu.Lock()
+	_, live := sub.c.subs[sub]
+	sub.c.mu.Unlock()
 	sub.mu.Lock()
-	if sub.closed.Load() || sub.conn == conn {
+	if !live || sub.closed.Load() || sub.conn == conn {
 		sub.mu.Unlock()
 		return
 	}
@@ -166,6 +169,16 @@ func (sub *Subscription) resubscribe(conn *quic.Conn) {
 	}
 	sub.next <- subResult{s: s, err: err}
 	sub.c.log.Debug("rift: subscription subscribed again", "pattern", sub.pattern, "queue", sub.queue)
+}
+
+// end records why deliveries ended (the caller holds the turn) and stops resubscribing.
+func (sub *Subscription) end(err error) {
+	sub.err = err
+	if sub.c != nil {
+		sub.c.mu.Lock()
+		delete(sub.c.subs, sub)
+		sub.c.mu.Unlock()
+	}
 }
 
 // awaitStream waits, within ctx, for the stream of a resubscription (sub.s is nil). terminal
@@ -240,7 +253,7 @@ func (sub *Subscription) recv(ctx context.Context) (Message, error, bool) {
 	if sub.s == nil {
 		if err, terminal := sub.awaitStream(ctx); err != nil {
 			if terminal {
-				sub.err = err
+				sub.end(err)
 			}
 			return Message{}, err, false
 		}
@@ -272,13 +285,13 @@ func (sub *Subscription) recv(ctx context.Context) (Message, error, bool) {
 		default:
 			err = subscriptionErr(err)
 		}
-		sub.err = err
+		sub.end(err)
 		sub.s.cancel()
 		return Message{}, err, false
 	}
 	m, err := decodeMessage(&sub.r, body)
 	if err != nil {
-		sub.err = err
+		sub.end(err)
 		sub.s.cancel()
 	}
 	return m, err, false
