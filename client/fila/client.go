@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/filamq/fila/client/internal/backoff"
 	"github.com/filamq/fila/generated/fibp"
 )
 
@@ -87,7 +88,7 @@ func dialSeeds(ctx context.Context, addrs []string, o Options, dial dialFunc) (*
 		seeds: append([]string(nil), addrs...),
 		log:   o.Logger,
 		dial:  dial,
-		rand:  randFloat,
+		rand:  backoff.RandFloat,
 		subs:  map[uint32]*Consumer{},
 		up:    make(chan struct{}),
 		done:  make(chan struct{}),

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
+	"github.com/filamq/fila/client/internal/backoff"
 	"github.com/filamq/fila/generated/fibp"
 )
 
@@ -78,26 +78,6 @@ func (e *ReconnectError) Unwrap() []error {
 	}
 	return errs
 }
-
-// backoff is the delay before each reconnect attempt: initial·2ⁿ capped at max, with "equal
-// jitter" — a uniform draw in [d/2, d) — so that clients restarted together spread out.
-type backoff struct {
-	initial, max time.Duration
-	rand         func() float64 // [0, 1)
-}
-
-// delay is the wait before attempt n (0-based) of an outage.
-func (b backoff) delay(n int) time.Duration {
-	d := b.initial
-	for i := 0; i < n && d < b.max; i++ {
-		d *= 2
-	}
-	d = min(d, b.max)
-	half := d / 2
-	return half + time.Duration(b.rand()*float64(d-half))
-}
-
-func randFloat() float64 { return rand.Float64() }
 
 // sleepTimer waits d, reporting false when the client stops first.
 func (c *Client) sleepTimer(d time.Duration) bool {
@@ -199,7 +179,7 @@ func (c *Client) reconnect(lostAddr string) {
 // redial makes attempts until one connects: before each it waits the backoff, then tries every
 // seed in turn, starting with lostAddr. It returns nil, nil when the client stopped meanwhile.
 func (c *Client) redial(lostAddr string) (*link, error) {
-	b := backoff{initial: c.opts.ReconnectWait, max: c.opts.MaxReconnectWait, rand: c.rand}
+	b := backoff.Backoff{Initial: c.opts.ReconnectWait, Max: c.opts.MaxReconnectWait, Rand: c.rand}
 	start := 0
 	for i, a := range c.seeds {
 		if a == lostAddr {
@@ -207,7 +187,7 @@ func (c *Client) redial(lostAddr string) (*link, error) {
 		}
 	}
 	for n := 0; c.opts.MaxReconnects < 0 || n < c.opts.MaxReconnects; n++ {
-		if !c.sleep(b.delay(n)) {
+		if !c.sleep(b.Delay(n)) {
 			return nil, nil
 		}
 		c.mu.Lock()

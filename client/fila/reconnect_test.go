@@ -12,25 +12,6 @@ import (
 	"github.com/filamq/fila/generated/fibp"
 )
 
-func TestBackoffDoublesUpToTheCapWithJitter(t *testing.T) {
-	lo := backoff{initial: 100 * time.Millisecond, max: time.Second, rand: func() float64 { return 0 }}
-	hi := lo
-	hi.rand = func() float64 { return 0.999999 }
-	wantFull := []time.Duration{100, 200, 400, 800, 1000, 1000, 1000}
-	for n, full := range wantFull {
-		full *= time.Millisecond
-		if got := lo.delay(n); got != full/2 {
-			t.Errorf("delay(%d) with rand 0 = %v, want %v", n, got, full/2)
-		}
-		if got := hi.delay(n); got < full*99/100 || got >= full {
-			t.Errorf("delay(%d) with rand ~1 = %v, want just under %v", n, got, full)
-		}
-	}
-	if got := lo.delay(1 << 20); got != 500*time.Millisecond {
-		t.Errorf("delay of a huge attempt number = %v, want the cap's lower half", got)
-	}
-}
-
 // fakeRedial is a Client with no connection whose dials and sleeps are recorded, not performed.
 func fakeRedial(o Options, seeds []string, dialErr error) (*Client, *[]string, *[]time.Duration) {
 	var dialed []string

@@ -45,6 +45,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/filamq/fila/client/internal/backoff"
 	proto "github.com/filamq/fila/generated/rift"
 )
 
@@ -158,7 +159,7 @@ func Connect(ctx context.Context, addr, serverName string, tlsConf *tls.Config, 
 		return nil, ErrNoTrustRoots
 	}
 	c := &Client{timeout: DefaultTimeout, reconnectWait: defaultReconnectWait, maxReconnectWait: defaultMaxReconnectWait,
-		rand: randFloat, subs: map[*Subscription]struct{}{}, gaveUp: make(chan struct{})}
+		rand: backoff.RandFloat, subs: map[*Subscription]struct{}{}, gaveUp: make(chan struct{})}
 	for _, o := range opts {
 		o(c)
 	}

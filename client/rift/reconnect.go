@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 
 	"github.com/quic-go/quic-go"
+
+	"github.com/filamq/fila/client/internal/backoff"
 )
 
 // WithMaxReconnects turns on reconnection and bounds it: when the QUIC connection drops (server
@@ -133,29 +134,11 @@ func (e *ReconnectError) Unwrap() []error {
 	return errs
 }
 
-// backoff is the delay before each reconnect attempt: initial·2ⁿ capped at max, with "equal
-// jitter" (a uniform draw in [d/2, d)) so that clients restarted together spread out.
-type backoff struct {
-	initial, max time.Duration
-	rand         func() float64 // [0, 1)
-}
-
-// delay is the wait before attempt n (0-based) of an outage.
-func (b backoff) delay(n int) time.Duration {
-	d := b.initial
-	for i := 0; i < n && d < b.max; i++ {
-		d *= 2
-	}
-	d = min(d, b.max)
-	half := d / 2
-	return half + time.Duration(b.rand()*float64(d-half))
-}
-
 // redialer is the reconnect loop, independent of QUIC so that tests can drive it.
 type redialer[T any] struct {
 	addrs   []string
 	max     int // attempts; negative: no limit
-	backoff backoff
+	backoff backoff.Backoff
 	sleep   func(time.Duration) bool // false: the client stopped
 	dial    func(addr string) (T, error)
 	failed  func(attempt int, addr string, err error)
@@ -173,7 +156,7 @@ func (r redialer[T]) run(lost string, cause error) (conn T, addr string, attempt
 	}
 	last := cause
 	for n := 0; r.max < 0 || n < r.max; n++ {
-		if !r.sleep(r.backoff.delay(n)) {
+		if !r.sleep(r.backoff.Delay(n)) {
 			return conn, "", n, false, nil
 		}
 		for i := range r.addrs {
@@ -191,8 +174,6 @@ func (r redialer[T]) run(lost string, cause error) (conn T, addr string, attempt
 	var zero T
 	return zero, "", r.max, false, &ReconnectError{Attempts: r.max, Last: last}
 }
-
-func randFloat() float64 { return rand.Float64() }
 
 // sleepLife waits d, reporting false when the client is closed first.
 func (c *Client) sleepLife(d time.Duration) bool {
@@ -296,7 +277,7 @@ func (c *Client) reconnect(lostAddr string, cause error) {
 	r := redialer[*quic.Conn]{
 		addrs:   c.addrs,
 		max:     c.maxReconnects,
-		backoff: backoff{initial: c.reconnectWait, max: c.maxReconnectWait, rand: c.rand},
+		backoff: backoff.Backoff{Initial: c.reconnectWait, Max: c.maxReconnectWait, Rand: c.rand},
 		sleep:   c.sleepLife,
 		dial:    func(addr string) (*quic.Conn, error) { return c.dial(c.life, addr) },
 		failed: func(n int, addr string, err error) {

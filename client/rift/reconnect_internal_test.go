@@ -6,25 +6,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
-)
 
-func TestBackoffDoublesUpToTheCapWithJitter(t *testing.T) {
-	b := backoff{initial: 100 * time.Millisecond, max: time.Second, rand: func() float64 { return 0 }}
-	want := []time.Duration{50, 100, 200, 400, 500, 500}
-	for n, w := range want {
-		if got := b.delay(n); got != w*time.Millisecond {
-			t.Errorf("delay(%d) with rand 0 = %v, want %v", n, got, w*time.Millisecond)
-		}
-	}
-	b.rand = func() float64 { return 0.5 }
-	if got := b.delay(0); got != 75*time.Millisecond {
-		t.Errorf("delay(0) with rand 0.5 = %v, want 75ms", got)
-	}
-	b.rand = func() float64 { return 0.999999 }
-	if got := b.delay(10); got >= time.Second || got < 999*time.Millisecond {
-		t.Errorf("delay(10) with rand ~1 = %v, want just under the 1s cap", got)
-	}
-}
+	"github.com/filamq/fila/client/internal/backoff"
+)
 
 // fakeDialer records the addresses dialled and the waits slept; it connects on call number ok
 // (1-based; 0: never).
@@ -39,7 +23,7 @@ func (f *fakeDialer) redialer(addrs []string, max int) redialer[string] {
 	return redialer[string]{
 		addrs:   addrs,
 		max:     max,
-		backoff: backoff{initial: 10 * time.Millisecond, max: 40 * time.Millisecond, rand: func() float64 { return 0 }},
+		backoff: backoff.Backoff{Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond, Rand: func() float64 { return 0 }},
 		sleep: func(d time.Duration) bool {
 			f.slept = append(f.slept, d)
 			return f.stopAt == 0 || len(f.slept) < f.stopAt
