@@ -37,7 +37,8 @@ type queueFSM struct {
 	fence   queuelog.Fence // the last applied entry's, while leading
 	stored  uint64         // the applied index stored when the group opened
 	batch   storage.BodyBatch
-	// failed is set when an entry could not be applied; the actor then reloads the group.
+	// failed is set when an entry could not be applied. The entry's future carries the error, so
+	// the actor reloads the group; until then it takes no snapshot of a state the log lacks.
 	failed atomic.Bool
 	mu     sync.Mutex // guards state across the hand-over
 }
@@ -50,7 +51,8 @@ func newQueueFSM(db storage.Store, name string, state *queuegroup.State, log *sl
 	return &queueFSM{db: db, name: name, log: log, state: state, stored: stored, batch: db.NewBatch(name)}, nil
 }
 
-// take hands the state to the actor: from now on the state machine only writes bodies.
+// take hands the state to the actor: from now on the state machine only checks fences and
+// deletes acked bodies.
 func (f *queueFSM) take() *queuegroup.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -13,8 +13,8 @@
 //   - Decide first: IDs, times, DRR picks (engine.Queue.Dispatch), retry or dead-letter
 //     (DecideFailure), lease expiries (DecideExtend) are made on the leader before a command.
 //   - Times given to one State never decrease (one leader clock).
-//   - Bodies are not kept here: the broker stores them under the group as entries are applied
-//     (ScanEffects tells which to write and which to delete).
+//   - Bodies are not kept here: the group's log store keeps them beside their entries
+//     (SplitBodies, JoinBodies), and the broker deletes those an applied entry acks (Deleted).
 //   - A State is not safe for concurrent use.
 package queuegroup
 

@@ -4,8 +4,8 @@
 // Key layout (every key starts with a one-byte kind):
 //
 //	F                       format marker: the store format version, a big-endian u32
-//	R…                      the meta group's Raft log and stable store (server/raftstore under MetaRaftPrefix)
-//	r<queue>\x00…           a queue group's Raft log and stable store (under QueueRaftPrefix)
+//	R…                      the meta group's Raft log and stable store (server/raftstore under metaRaftPrefix)
+//	r<queue>\x00…           a queue group's Raft log and stable store (under queueRaftPrefix)
 //	b<queue>\x00<id:16>     store.MessageRecord  a message body (headers and payload) of a queue group,
 //	                                             written with the log entry that carries it
 //	a<queue>                u64 big-endian       the last log index a queue group applied to its bodies
@@ -158,15 +158,12 @@ func checkFormat(p *pebble.DB, dir string) error {
 // Close flushes and closes the store.
 func (d *DB) Close() error { return d.p.Close() }
 
-// Pebble returns the underlying database.
-func (d *DB) Pebble() *pebble.DB { return d.p }
+// metaRaftPrefix is the key prefix of the meta group's Raft log and stable store.
+func metaRaftPrefix() []byte { return []byte{kindMetaRaft} }
 
-// MetaRaftPrefix is the key prefix of the meta group's Raft log and stable store.
-func MetaRaftPrefix() []byte { return []byte{kindMetaRaft} }
-
-// QueueRaftPrefix is the key prefix of a queue group's Raft log and stable store. No group's
+// queueRaftPrefix is the key prefix of a queue group's Raft log and stable store. No group's
 // prefix is a prefix of another's.
-func QueueRaftPrefix(queue string) []byte { return groupPrefix(kindRaft, queue) }
+func queueRaftPrefix(queue string) []byte { return groupPrefix(kindRaft, queue) }
 
 func groupPrefix(kind byte, queue string) []byte {
 	return append(append([]byte{kind}, queue...), 0)
@@ -198,14 +195,13 @@ func (d *DB) Applied(queue string) (uint64, error) {
 
 // Batch collects applied log entries' body deletions. It is not safe for concurrent use.
 type Batch struct {
-	db    *DB
 	queue string
 	b     *pebble.Batch
 	key   []byte
 }
 
 // NewBatch returns an empty batch of writes to queue group queue's bodies.
-func (d *DB) NewBatch(queue string) BodyBatch { return &Batch{db: d, queue: queue, b: d.p.NewBatch()} }
+func (d *DB) NewBatch(queue string) BodyBatch { return &Batch{queue: queue, b: d.p.NewBatch()} }
 
 // DeleteBody removes a message body.
 func (b *Batch) DeleteBody(id ID) {

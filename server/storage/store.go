@@ -50,13 +50,13 @@ var (
 
 // MetaLog returns the meta group's log store (in Pebble) and snapshot store (files).
 func (d *DB) MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error) {
-	return d.groupLog(MetaRaftPrefix(), filepath.Join(d.dir, "snapshots", "meta"))
+	return d.groupLog(metaRaftPrefix(), filepath.Join(d.dir, "snapshots", "meta"))
 }
 
 // QueueLog returns a queue group's log store (in Pebble, each body stored once beside the
 // entries: see bodyLog) and snapshot store (files).
 func (d *DB) QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
-	logs, snaps, err := d.groupLog(QueueRaftPrefix(queue), d.snapshotDir(queue))
+	logs, snaps, err := d.groupLog(queueRaftPrefix(queue), d.snapshotDir(queue))
 	if err != nil {
 		return nil, nil, err
 	}
