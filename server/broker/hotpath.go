@@ -2,14 +2,13 @@ package broker
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"slices"
 
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/keys"
 	"github.com/filamq/fila/server/queuegroup"
 )
 
@@ -19,19 +18,6 @@ type enqueueItem struct {
 	index int
 	msg   *Message
 	body  *body
-}
-
-// identityHash hashes an idempotency key, length-prefixed so that identities of several parts
-// (dedup keys, later) can never collide by concatenation.
-func identityHash(idempotencyKey string) queuegroup.Identity {
-	h := sha256.New()
-	var n [4]byte
-	binary.BigEndian.PutUint32(n[:], uint32(len(idempotencyKey)))
-	h.Write(n[:])
-	h.Write([]byte(idempotencyKey))
-	var out queuegroup.Identity
-	copy(out[:], h.Sum(nil))
-	return out
 }
 
 // dedupWindow is the queue's deduplication window in milliseconds.
@@ -55,7 +41,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 		var ident []byte
 		key, keyed := m.IdempotencyKey, m.HasKey
 		if keyed {
-			hash := identityHash(key)
+			hash := keys.IdempotencyIdentity(key)
 			orig, dup := a.st.Duplicate(hash, now)
 			if !dup {
 				orig, dup = batchIDs[hash]

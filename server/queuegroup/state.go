@@ -25,6 +25,7 @@ import (
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/keys"
 )
 
 // Lane selects the queue or its dead-letter queue.
@@ -37,8 +38,8 @@ const (
 	LaneDeadLetter = queuelog.LaneDeadLetter
 )
 
-// Identity is a deduplication identity: the first 16 bytes of a SHA-256 of its parts.
-type Identity [16]byte
+// Identity is a deduplication identity (see keys.Identity).
+type Identity = keys.Identity
 
 // State is one queue group's replicated state.
 type State struct {
