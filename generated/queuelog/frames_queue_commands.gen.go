@@ -54,7 +54,7 @@ func (x *Enqueue) DecodeFrom(r *wire.Reader) {
 	x.Lane = Lane(r.U8())
 	x.At = r.I64()
 	{
-		n0 := r.Count(4, 48)
+		n0 := r.Count(4, 50)
 		if cap(x.Messages) >= n0 {
 			x.Messages = x.Messages[:n0]
 		} else {
@@ -122,6 +122,10 @@ type LogMessage struct {
 
 	// DedupUntil: Unix ms until which the identity is remembered.
 	DedupUntil int64
+
+	// Attributes: What the queue's on_enqueue hook returned as attributes (read by keys of kind
+	// attribute).
+	Attributes map[string]string
 }
 
 // Size returns the number of bytes AppendTo appends.
@@ -139,6 +143,11 @@ func (x *LogMessage) Size() int {
 	n += 4 + len(x.Payload)
 	n += 4 + len(x.Identity)
 	n += 8
+	n += 2
+	for k0, v0 := range x.Attributes {
+		n += 2 + len(k0)
+		n += 2 + len(v0)
+	}
 	return n
 }
 
@@ -160,6 +169,14 @@ func (x *LogMessage) AppendTo(b []byte) []byte {
 	b = wire.AppendBytes32(b, x.Payload)
 	b = wire.AppendBytes32(b, x.Identity)
 	b = wire.AppendI64(b, x.DedupUntil)
+	{
+		var scratch0 [16]string
+		b = wire.AppendCount(b, 2, len(x.Attributes))
+		for _, k0 := range wire.SortedKeys(x.Attributes, &scratch0) {
+			b = wire.AppendString16(b, k0)
+			b = wire.AppendString16(b, x.Attributes[k0])
+		}
+	}
 	return b
 }
 
@@ -185,6 +202,18 @@ func (x *LogMessage) DecodeFrom(r *wire.Reader) {
 	x.Payload = r.Bytes(r.Len32(2147483647))
 	x.Identity = r.Bytes(r.Len32(2147483647))
 	x.DedupUntil = r.I64()
+	{
+		n0 := r.Count(2, 4)
+		x.Attributes = nil
+		if n0 > 0 {
+			m0 := make(map[string]string, n0)
+			for range n0 {
+				k0 := r.String(r.Len16(65535), false)
+				m0[k0] = r.String(r.Len16(65535), false)
+			}
+			x.Attributes = m0
+		}
+	}
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
@@ -208,6 +237,17 @@ func (x *LogMessage) Check() error {
 	}
 	if err := wire.CheckBytes(x.Identity, 2147483647); err != nil {
 		return wire.AtField("identity", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Attributes), 65535); err != nil {
+		return wire.AtField("attributes", -1, err)
+	}
+	for k0, v0 := range x.Attributes {
+		if err := wire.CheckString(k0, 65535, false); err != nil {
+			return wire.AtField("attributes", -1, err)
+		}
+		if err := wire.CheckString(v0, 65535, false); err != nil {
+			return wire.AtField("attributes", -1, err)
+		}
 	}
 	return nil
 }

@@ -114,6 +114,9 @@ type SnapshotMessage struct {
 
 	// Consumer: The lease holder (leased only).
 	Consumer string
+
+	// Attributes: Its attributes (from on_enqueue).
+	Attributes map[string]string
 }
 
 // Opcode returns OpSnapshotMessage.
@@ -136,6 +139,11 @@ func (x *SnapshotMessage) Size() int {
 	n += 8
 	n += 8
 	n += 2 + len(x.Consumer)
+	n += 2
+	for k0, v0 := range x.Attributes {
+		n += 2 + len(k0)
+		n += 2 + len(v0)
+	}
 	return n
 }
 
@@ -154,6 +162,14 @@ func (x *SnapshotMessage) AppendTo(b []byte) []byte {
 	b = wire.AppendI64(b, x.LeasedAt)
 	b = wire.AppendI64(b, x.LeaseExpiresAt)
 	b = wire.AppendString16(b, x.Consumer)
+	{
+		var scratch0 [16]string
+		b = wire.AppendCount(b, 2, len(x.Attributes))
+		for _, k0 := range wire.SortedKeys(x.Attributes, &scratch0) {
+			b = wire.AppendString16(b, k0)
+			b = wire.AppendString16(b, x.Attributes[k0])
+		}
+	}
 	return b
 }
 
@@ -172,6 +188,18 @@ func (x *SnapshotMessage) DecodeFrom(r *wire.Reader) {
 	x.LeasedAt = r.I64()
 	x.LeaseExpiresAt = r.I64()
 	x.Consumer = r.String(r.Len16(65535), false)
+	{
+		n0 := r.Count(2, 4)
+		x.Attributes = nil
+		if n0 > 0 {
+			m0 := make(map[string]string, n0)
+			for range n0 {
+				k0 := r.String(r.Len16(65535), false)
+				m0[k0] = r.String(r.Len16(65535), false)
+			}
+			x.Attributes = m0
+		}
+	}
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
@@ -184,6 +212,17 @@ func (x *SnapshotMessage) Check() error {
 	}
 	if err := wire.CheckString(x.Consumer, 65535, false); err != nil {
 		return wire.AtField("consumer", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Attributes), 65535); err != nil {
+		return wire.AtField("attributes", -1, err)
+	}
+	for k0, v0 := range x.Attributes {
+		if err := wire.CheckString(k0, 65535, false); err != nil {
+			return wire.AtField("attributes", -1, err)
+		}
+		if err := wire.CheckString(v0, 65535, false); err != nil {
+			return wire.AtField("attributes", -1, err)
+		}
 	}
 	return nil
 }

@@ -22,6 +22,10 @@ func sampleQueueConfig(seed int) QueueConfig {
 }
 func sampleLogMessage(seed int) LogMessage {
 	return LogMessage{
+		Attributes: map[string]string{
+			"k2":                    "v2",
+			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
+		},
 		DedupUntil:  int64(seed*37 + 11),
 		FairnessKey: fmt.Sprintf("fairness_key-%d-é", seed),
 		Headers: map[string]string{
@@ -148,7 +152,11 @@ func sampleSnapshotLane(seed int) *SnapshotLane {
 }
 func sampleSnapshotMessage(seed int) *SnapshotMessage {
 	return &SnapshotMessage{
-		Attempts:       uint32(seed*37 + 8),
+		Attempts: uint32(seed*37 + 8),
+		Attributes: map[string]string{
+			"k2":                    "v2",
+			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
+		},
 		Consumer:       fmt.Sprintf("consumer-%d-é", seed),
 		EnqueuedAt:     int64(seed*37 + 11),
 		FairnessKey:    fmt.Sprintf("fairness_key-%d-é", seed),

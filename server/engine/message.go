@@ -44,8 +44,8 @@ func (s State) String() string {
 
 // Message is a message as it enters (Enqueue, Restorer.AddMessage) and leaves (Get, Oldest,
 // Messages, ApplyFail, ApplyRemove) the engine. The engine stores it in a compact form and rebuilds this struct on
-// demand, so a Message returned by the engine is a copy; Headers and Payload are shared with the
-// engine and must not be modified.
+// demand, so a Message returned by the engine is a copy; Headers, Payload and Attributes are
+// shared with the engine and must not be modified.
 type Message struct {
 	// ID is the broker-assigned message ID.
 	ID MsgID
@@ -56,6 +56,10 @@ type Message struct {
 	// Payload is opaque to the engine; the broker may leave it nil and keep payloads on disk.
 	// The engine keeps the slice it is given.
 	Payload []byte
+	// Attributes are what the queue's on_enqueue hook returned for the message (keys of kind
+	// attribute read them: ordering, deduplication, throttles); nil when it has none. Opaque to
+	// the engine, which keeps the map it is given.
+	Attributes map[string]string
 	// FairnessKey selects the DRR flow; "" means DefaultFairnessKey.
 	FairnessKey string
 	// Weight is the message's DRR weight; 0 means 1. A key's weight is the weight of its most
@@ -85,8 +89,8 @@ type Message struct {
 }
 
 // DeadLetterCopy returns the message to enqueue into the dead-letter queue for m, the Message
-// returned by ApplyFail with DeadLetter set: it keeps ID, headers, payload, fairness key, weight,
-// enqueue and not-before times, attempt count, redrive count and last error, and drops the
+// returned by ApplyFail with DeadLetter set: it keeps ID, headers, payload, attributes, fairness
+// key, weight, enqueue and not-before times, attempt count, redrive count and last error, and drops the
 // lease and state. (The dead-letter reason is a broker concern.)
 func DeadLetterCopy(m Message) Message {
 	m.Queue = ""

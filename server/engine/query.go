@@ -16,6 +16,7 @@ func (q *Queue) message(slot uint32) Message {
 		Queue:        q.name,
 		Headers:      b.headers,
 		Payload:      b.payload,
+		Attributes:   b.attributes,
 		FairnessKey:  q.keys[r.key()].name,
 		Weight:       r.weight,
 		EnqueuedAt:   r.enqueuedAt,

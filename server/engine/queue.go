@@ -265,8 +265,8 @@ func (q *Queue) store(m *Message) (uint32, *rec) {
 		weight: w, attempts: m.Attempts, redrives: m.RedriveCount, meta: k,
 		onext: nilIdx, oprev: q.otail,
 	}
-	if m.Headers != nil || m.Payload != nil {
-		q.slab.setBody(slot, body{m.Headers, m.Payload})
+	if m.Headers != nil || m.Payload != nil || m.Attributes != nil {
+		q.slab.setBody(slot, body{m.Headers, m.Payload, m.Attributes})
 	}
 	if m.LastError != "" {
 		q.setError(slot, r, m.LastError)

@@ -145,7 +145,7 @@ func (r *Restorer) fail(format string, args ...any) error {
 // AddMessage adds the next message in enqueue order, in the state m.State says: StateDelayed
 // (waits for NotBefore), StateLeased (LeasedAt, LeaseExpiresAt, Consumer), StateReady (placed in
 // its key's FIFO by AddReady). Every other field is taken as it is (an empty fairness key is
-// DefaultFairnessKey, a zero weight 1); Headers and Payload are kept if given. Queue is ignored.
+// DefaultFairnessKey, a zero weight 1); Headers, Payload and Attributes are kept if given. Queue is ignored.
 func (r *Restorer) AddMessage(m Message) error {
 	if r.err != nil {
 		return r.err

@@ -85,10 +85,11 @@ func stateText(st uint32) string {
 }
 
 // body holds the opaque parts of a message; it lives in a side table so that rec stays
-// pointer-free and messages without headers or payload cost nothing here.
+// pointer-free and messages without headers, payload or attributes cost nothing here.
 type body struct {
-	headers map[string]string
-	payload []byte
+	headers    map[string]string
+	payload    []byte
+	attributes map[string]string
 }
 
 const (
@@ -161,7 +162,7 @@ func (s *slab) release(slot uint32) {
 	}
 }
 
-// setBody stores headers and payload for slot (at least one is non-nil).
+// setBody stores headers, payload and attributes for slot (at least one is non-nil).
 func (s *slab) setBody(slot uint32, b body) {
 	c, i := slot>>chunkShift, int(slot&chunkMask)
 	bs := s.bodies[c]

@@ -87,7 +87,7 @@ func (s *State) writeLane(sw *snapshotWriter, l Lane) {
 		sw.put(&queuelog.SnapshotMessage{ID: wire.UUID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
 			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
 			LastError: m.LastError, State: queuelog.MessageState(m.State), LeasedAt: m.LeasedAt,
-			LeaseExpiresAt: m.LeaseExpiresAt, Consumer: m.Consumer})
+			LeaseExpiresAt: m.LeaseExpiresAt, Consumer: m.Consumer, Attributes: m.Attributes})
 	}
 	for _, k := range keys {
 		var ready []wire.UUID
@@ -203,7 +203,7 @@ func (sr *snapshotReader) lane(l Lane, name string) (*engine.Queue, error) {
 		if err := rs.AddMessage(engine.Message{ID: engine.MsgID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
 			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
 			LastError: m.LastError, State: engine.State(m.State), LeasedAt: m.LeasedAt, LeaseExpiresAt: m.LeaseExpiresAt,
-			Consumer: m.Consumer}); err != nil {
+			Consumer: m.Consumer, Attributes: attributes(m.Attributes)}); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 		}
 	}

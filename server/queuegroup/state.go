@@ -154,7 +154,7 @@ func (s *State) Enqueue(c *queuelog.Enqueue) error {
 	for i := range c.Messages {
 		m := &c.Messages[i]
 		msgs = append(msgs, engine.Message{ID: engine.MsgID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
-			EnqueuedAt: c.At, NotBefore: m.NotBefore})
+			EnqueuedAt: c.At, NotBefore: m.NotBefore, Attributes: attributes(m.Attributes)})
 	}
 	err = q.ApplyEnqueue(engine.Enqueue{At: c.At, Msgs: msgs})
 	clear(msgs)
@@ -170,6 +170,15 @@ func (s *State) Enqueue(c *queuelog.Enqueue) error {
 	}
 	s.record(c)
 	return nil
+}
+
+// attributes returns a message's stored attributes: nil for none, so that a message without any
+// costs the engine nothing.
+func attributes(a map[string]string) map[string]string {
+	if len(a) == 0 {
+		return nil
+	}
+	return a
 }
 
 // Leased records leases that engine.Queue.Dispatch has already applied to lane l (a lane with

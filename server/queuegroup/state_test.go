@@ -67,6 +67,9 @@ func (l *leader) step(t *rapid.T) {
 		for range rapid.IntRange(1, 4).Draw(t, "n") {
 			m := queuelog.LogMessage{ID: wire.UUID(l.id()), FairnessKey: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key"),
 				Weight: uint32(rapid.IntRange(1, 3).Draw(t, "w")), NotBefore: l.now + rapid.Int64Range(0, 20).Draw(t, "delay")}
+			if rapid.Bool().Draw(t, "attributed") {
+				m.Attributes = map[string]string{"tier": rapid.SampledFrom([]string{"gold", "free"}).Draw(t, "tier")}
+			}
 			if rapid.Bool().Draw(t, "keyed") {
 				m.Identity = bytes.Repeat([]byte{byte(rapid.IntRange(0, 5).Draw(t, "ident"))}, 16)
 				m.DedupUntil = l.now + 50
