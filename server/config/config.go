@@ -1,19 +1,12 @@
 // Package config holds fila-server's settings: embedded defaults, overridden by a YAML file,
-// then FILA_* environment variables, then command-line flags.
+// then FILA_* environment variables, then command-line flags (load.go). A setting is declared
+// once, as a field with yaml and help tags; its flag, variable and --help line follow from them.
 package config
 
 import (
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"os"
-	"reflect"
-	"strconv"
-	"strings"
 	"time"
-
-	"gopkg.in/yaml.v3"
 )
 
 // Config is every setting of fila-server.
@@ -30,13 +23,13 @@ type Config struct {
 	TLSKey      string `yaml:"tls_key" help:"PEM private key for tls_cert"`
 	TLSClientCA string `yaml:"tls_client_ca" help:"PEM CA bundle: require and verify client certificates (mTLS)"`
 
-	MaxFrameSize     int           `yaml:"max_frame_size" help:"largest accepted frame in bytes, advertised in HandshakeOk"`
-	MaxReassembly    int           `yaml:"max_reassembly" help:"largest body reassembled from continuation frames, in bytes"`
+	MaxFrameSize     Bytes         `yaml:"max_frame_size" help:"largest accepted frame, advertised in HandshakeOk"`
+	MaxReassembly    Bytes         `yaml:"max_reassembly" help:"largest body reassembled from continuation frames"`
 	MaxConnections   int           `yaml:"max_connections" help:"concurrent client connections"`
 	MaxInflight      int           `yaml:"max_inflight" help:"requests awaiting an answer per connection"`
 	MaxSubscriptions int           `yaml:"max_subscriptions" help:"subscriptions per connection"`
 	QueueInbox       int           `yaml:"queue_inbox" help:"requests waiting per queue before ChannelFull"`
-	BodyCacheBytes   int           `yaml:"body_cache_bytes" help:"memory for recent message bodies, all queues together; older bodies stay on disk"`
+	BodyCacheBytes   Bytes         `yaml:"body_cache_bytes" help:"memory for recent message bodies, all queues together; older bodies stay on disk"`
 	PingInterval     time.Duration `yaml:"ping_interval" help:"idle time before the server pings a client"`
 	PongTimeout      time.Duration `yaml:"pong_timeout" help:"time a client has to answer a Ping"`
 	ShutdownTimeout  time.Duration `yaml:"shutdown_timeout" help:"time to finish in-flight requests on SIGINT/SIGTERM"`
@@ -91,10 +84,10 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log_format: %q is not text or json", c.LogFormat))
 	}
 	if c.MaxFrameSize < 1024 {
-		errs = append(errs, fmt.Errorf("max_frame_size: %d is below 1024", c.MaxFrameSize))
+		errs = append(errs, fmt.Errorf("max_frame_size: %v is below 1KiB", c.MaxFrameSize))
 	}
-	for name, v := range map[string]int{"max_reassembly": c.MaxReassembly, "max_connections": c.MaxConnections,
-		"max_inflight": c.MaxInflight, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "body_cache_bytes": c.BodyCacheBytes} {
+	for name, v := range map[string]int{"max_reassembly": int(c.MaxReassembly), "max_connections": c.MaxConnections,
+		"max_inflight": c.MaxInflight, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "body_cache_bytes": int(c.BodyCacheBytes)} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}
@@ -107,138 +100,3 @@ func (c *Config) Validate() error {
 	errs = append(errs, c.Rift.validate()...)
 	return errors.Join(errs...)
 }
-
-// field describes one scalar setting, derived from the struct tags. Nested sections (rift) give
-// their fields a prefix: YAML rift.listen is flag --rift-listen and FILA_RIFT_LISTEN. Lists
-// (identities, streams) are set in the YAML file only.
-type field struct {
-	yaml, flag, env, help string
-	index                 []int
-}
-
-func fields() []field { return appendFields(nil, reflect.TypeOf(Config{}), "", nil) }
-
-func appendFields(out []field, t reflect.Type, prefix string, index []int) []field {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		y := prefix + f.Tag.Get("yaml")
-		idx := append(append([]int(nil), index...), i)
-		switch {
-		case f.Type.Kind() == reflect.Struct && f.Type != reflect.TypeOf(time.Duration(0)):
-			out = appendFields(out, f.Type, y+"_", idx)
-		case f.Type.Kind() == reflect.Slice:
-		default:
-			out = append(out, field{yaml: y, flag: strings.ReplaceAll(y, "_", "-"), env: "FILA_" + strings.ToUpper(y), help: f.Tag.Get("help"), index: idx})
-		}
-	}
-	return out
-}
-
-// ErrVersion is returned by Load when --version is given: the caller prints the version and exits.
-var ErrVersion = errors.New("version requested")
-
-// Load builds the configuration from defaults, the file named by --config (or FILA_CONFIG), the
-// environment and args (without the program name). Usage goes to usage when --help is given, in
-// which case Load returns flag.ErrHelp.
-func Load(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
-	cfg := Default()
-	fs := flag.NewFlagSet("fila-server", flag.ContinueOnError)
-	fs.SetOutput(usage)
-	configPath := fs.String("config", getenv("FILA_CONFIG"), "YAML configuration file (env FILA_CONFIG)")
-	showVersion := fs.Bool("version", false, "print the version, commit and Go version, and exit")
-	v := reflect.ValueOf(&cfg).Elem()
-	flagVals := map[string]*flagValue{}
-	for _, f := range fields() {
-		def := fmt.Sprint(v.FieldByIndex(f.index).Interface())
-		fv := &flagValue{isBool: v.FieldByIndex(f.index).Kind() == reflect.Bool}
-		flagVals[f.yaml] = fv
-		fs.Var(fv, f.flag, fmt.Sprintf("%s (env %s, default %q)", f.help, f.env, def))
-	}
-	fs.Usage = func() {
-		fmt.Fprintln(usage, "fila-server: the Fila broker. Settings come from the defaults, then --config FILE (YAML keys")
-		fmt.Fprintln(usage, "as in the flag names with _ for -), then FILA_* environment variables, then flags.")
-		fmt.Fprintln(usage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return cfg, err
-	}
-	if *showVersion {
-		return cfg, ErrVersion
-	}
-	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected argument %q (settings are flags: see --help)", fs.Arg(0))
-	}
-	if *configPath != "" {
-		data, err := os.ReadFile(*configPath)
-		if err != nil {
-			return cfg, fmt.Errorf("config file: %w", err)
-		}
-		dec := yaml.NewDecoder(strings.NewReader(string(data)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-			return cfg, fmt.Errorf("config file %s: %w", *configPath, err)
-		}
-	}
-	for _, f := range fields() {
-		if val := getenv(f.env); val != "" {
-			if err := set(v.FieldByIndex(f.index), val); err != nil {
-				return cfg, fmt.Errorf("%s: %w", f.env, err)
-			}
-		}
-	}
-	var err error
-	fs.Visit(func(fl *flag.Flag) {
-		for _, f := range fields() {
-			if f.flag == fl.Name && err == nil {
-				if e := set(v.FieldByIndex(f.index), flagVals[f.yaml].s); e != nil {
-					err = fmt.Errorf("--%s: %w", f.flag, e)
-				}
-			}
-		}
-	})
-	if err != nil {
-		return cfg, err
-	}
-	return cfg, cfg.Validate()
-}
-
-// set parses s into a settings field.
-func set(v reflect.Value, s string) error {
-	switch v.Interface().(type) {
-	case string:
-		v.SetString(s)
-	case bool:
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return fmt.Errorf("%q is not true or false", s)
-		}
-		v.SetBool(b)
-	case int:
-		n, err := strconv.Atoi(s)
-		if err != nil {
-			return fmt.Errorf("%q is not an integer", s)
-		}
-		v.SetInt(int64(n))
-	case time.Duration:
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("%q is not a duration such as 30s", s)
-		}
-		v.SetInt(int64(d))
-	default:
-		return fmt.Errorf("unsupported setting type %s", v.Type())
-	}
-	return nil
-}
-
-// flagValue holds a flag's text until the file and environment are applied; boolean settings
-// may be given bare (--fsync) or with a value (--fsync=false).
-type flagValue struct {
-	s      string
-	isBool bool
-}
-
-func (f *flagValue) String() string     { return f.s }
-func (f *flagValue) Set(s string) error { f.s = s; return nil }
-func (f *flagValue) IsBoolFlag() bool   { return f.isBool }

@@ -3,7 +3,6 @@ package config
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,11 +67,11 @@ func TestUnknownFileKeyIsAnError(t *testing.T) {
 func TestHelpDocumentsEverySetting(t *testing.T) {
 	var out bytes.Buffer
 	_, err := Load([]string{"--help"}, env(nil), &out)
-	if !errors.Is(err, flag.ErrHelp) {
+	if !errors.Is(err, ErrHelp) {
 		t.Fatalf("--help: %v", err)
 	}
 	for _, f := range fields() {
-		if !strings.Contains(out.String(), "-"+f.flag) || !strings.Contains(out.String(), f.env) {
+		if !strings.Contains(out.String(), "--"+f.flag+" ") || !strings.Contains(out.String(), f.env) {
 			t.Errorf("--help does not document %s / %s", f.flag, f.env)
 		}
 	}
@@ -85,5 +84,56 @@ func TestBooleanFlagsMayBeBare(t *testing.T) {
 	}
 	if !cfg.PProf || cfg.Fsync || cfg.LogLevel != "warn" {
 		t.Fatalf("%+v", cfg)
+	}
+}
+
+func TestSizesTakeUnits(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fila.yaml")
+	if err := os.WriteFile(path, []byte("max_frame_size: 8MiB\nmax_reassembly: 1048576\nrift:\n  subscriber_queue_bytes: 1.5 GiB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load([]string{"--config", path, "--body-cache-bytes", "64MiB"}, env(map[string]string{"FILA_MAX_REASSEMBLY": "32MB"}), &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Config{MaxFrameSize: 8 << 20, MaxReassembly: 32_000_000, BodyCacheBytes: 64 << 20}
+	if cfg.MaxFrameSize != want.MaxFrameSize || cfg.MaxReassembly != want.MaxReassembly || cfg.BodyCacheBytes != want.BodyCacheBytes || cfg.Rift.QueueBytes != 3<<29 {
+		t.Fatalf("sizes: frame %d reassembly %d cache %d rift %d", cfg.MaxFrameSize, cfg.MaxReassembly, cfg.BodyCacheBytes, cfg.Rift.QueueBytes)
+	}
+	if _, err := Load([]string{"--max-frame-size", "lots"}, env(nil), &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), `--max-frame-size: "lots" is not a size such as 64MiB`) {
+		t.Fatalf("a bad size: %v", err)
+	}
+}
+
+func TestBytesString(t *testing.T) {
+	for b, want := range map[Bytes]string{0: "0", 100: "100", 1536 << 10: "1536KiB", 64 << 20: "64MiB", 2 << 30: "2GiB"} {
+		if got := b.String(); got != want {
+			t.Errorf("Bytes(%d).String() = %q, want %q", int(b), got, want)
+		}
+		var back Bytes
+		if err := back.UnmarshalText([]byte(b.String())); err != nil || back != b {
+			t.Errorf("%q parses back to %d, %v", b.String(), int(back), err)
+		}
+	}
+}
+
+// A mistake in the command line is one line that points to --help, never the whole usage.
+func TestCommandLineMistakesAreOneLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--lisen", "x"}, "unknown flag: --lisen"},
+		{[]string{"-listen", "x"}, "long flags take two dashes (--listen)"},
+		{[]string{"--listen"}, "flag needs an argument: --listen"},
+	} {
+		var out bytes.Buffer
+		_, err := Load(tc.args, env(nil), &out)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasSuffix(err.Error(), "(see fila-server --help)") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("Load(%q) = %v, want one line with %q pointing to --help", tc.args, err, tc.want)
+		}
+		if out.Len() != 0 {
+			t.Errorf("Load(%q) wrote usage:\n%s", tc.args, out.String())
+		}
 	}
 }

@@ -21,7 +21,7 @@ type Rift struct {
 	KeepAlive      time.Duration `yaml:"keep_alive" help:"QUIC keepalive period"`
 	IdleTimeout    time.Duration `yaml:"idle_timeout" help:"QUIC idle timeout"`
 	QueueMsgs      int           `yaml:"subscriber_queue_msgs" help:"messages waiting per subscription before it is cut off as a slow consumer"`
-	QueueBytes     int           `yaml:"subscriber_queue_bytes" help:"payload bytes waiting per subscription before it is cut off as a slow consumer"`
+	QueueBytes     Bytes         `yaml:"subscriber_queue_bytes" help:"payload bytes waiting per subscription before it is cut off as a slow consumer"`
 
 	PluginsDir       string        `yaml:"plugins_dir" help:"folder of Lua plugins (*.lua) loaded at start; empty = none"`
 	PluginIdentity   string        `yaml:"plugin_identity" help:"identity whose permissions plugins without their own entry in rift.plugins use"`
@@ -82,7 +82,7 @@ func (r *Rift) validate() []error {
 		errs = append(errs, errors.New("rift.cert and rift.key: give both or neither"))
 	}
 	for name, v := range map[string]int{"rift.max_connections": r.MaxConnections, "rift.max_streams": r.MaxStreams,
-		"rift.subscriber_queue_msgs": r.QueueMsgs, "rift.subscriber_queue_bytes": r.QueueBytes} {
+		"rift.subscriber_queue_msgs": r.QueueMsgs, "rift.subscriber_queue_bytes": int(r.QueueBytes)} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}

@@ -367,6 +367,10 @@ func TestHelpAndBadFlags(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), `--max-inflight: "lots" is not an integer`) {
 		t.Fatalf("a bad flag: %v\n%s", err, out)
 	}
+	out, err = exec.Command(bin, "--lisen", "x").CombinedOutput()
+	if err == nil || string(out) != "fila-server: unknown flag: --lisen (see fila-server --help)\n" {
+		t.Fatalf("an unknown flag must print one line: %v\n%s", err, out)
+	}
 }
 
 func waitListening(t *testing.T, addr string) {

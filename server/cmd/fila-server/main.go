@@ -7,7 +7,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -34,7 +33,7 @@ func main() {
 
 func run(args []string) int {
 	cfg, err := config.Load(args, os.Getenv, os.Stderr)
-	if errors.Is(err, flag.ErrHelp) {
+	if errors.Is(err, config.ErrHelp) {
 		return 0
 	}
 	if errors.Is(err, config.ErrVersion) {
@@ -85,7 +84,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	bo := broker.DefaultOptions(cfg.DataDir)
 	bo.Sync = cfg.Fsync
 	bo.InboxSize = cfg.QueueInbox
-	bo.BodyCacheBytes = cfg.BodyCacheBytes
+	bo.BodyCacheBytes = int(cfg.BodyCacheBytes)
 	bo.Logger = log
 	bo.Registry = reg
 	rn, err := openRift(cfg, log)
@@ -109,7 +108,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	srv := transport.New(b, transport.Options{
-		TLS: tlsConf, MaxFrameSize: cfg.MaxFrameSize, MaxReassembly: cfg.MaxReassembly,
+		TLS: tlsConf, MaxFrameSize: int(cfg.MaxFrameSize), MaxReassembly: int(cfg.MaxReassembly),
 		MaxConnections: cfg.MaxConnections, MaxInflight: cfg.MaxInflight, MaxSubscriptions: cfg.MaxSubscriptions,
 		PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, Logger: log, Registry: reg,
 	})

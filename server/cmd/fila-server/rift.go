@@ -47,7 +47,7 @@ func openRift(cfg config.Config, log *slog.Logger) (*riftNode, error) {
 	}
 	svc, err := service.Open(service.Options{
 		Identities: ids, Streams: streams, StreamDir: filepath.Join(cfg.DataDir, "rift"),
-		Bus: bus.Options{QueueMsgs: rc.QueueMsgs, QueueBytes: rc.QueueBytes}, Logger: log,
+		Bus: bus.Options{QueueMsgs: rc.QueueMsgs, QueueBytes: int(rc.QueueBytes)}, Logger: log,
 	})
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func (n *riftNode) listen(cfg config.Config, log *slog.Logger) error {
 		Addr: rc.Listen, TLS: &tls.Config{Certificates: []tls.Certificate{cert}},
 		MaxConnections: rc.MaxConnections, MaxStreams: rc.MaxStreams, AuthTimeout: rc.AuthTimeout,
 		FrameTimeout: rc.FrameTimeout, WriteTimeout: rc.WriteTimeout, KeepAlive: rc.KeepAlive, IdleTimeout: rc.IdleTimeout,
-		SubQueueMsgs: rc.QueueMsgs, SubQueueBytes: rc.QueueBytes, Events: n.events, Logger: log,
+		SubQueueMsgs: rc.QueueMsgs, SubQueueBytes: int(rc.QueueBytes), Events: n.events, Logger: log,
 	})
 	if err != nil {
 		return err
