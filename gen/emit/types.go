@@ -239,7 +239,7 @@ func (e *emitter) decode(t *spec.Type, v *Statement, depth int) []Code {
 			n.Clone().Op(":=").Id("r").Dot("Count").Call(Lit(t.Count.Size), Lit(minSize(t.Key)+minSize(t.Elem))),
 			v.Clone().Op("=").Nil(),
 			If(n.Clone().Op(">").Lit(0)).Block(
-				m.Clone().Op(":=").Make(e.goType(t), n),
+				m.Clone().Op(":=").Make(e.goType(t), Qual(wirePkg, "MapHint").Call(n)),
 				For(Range().Add(n)).Block(
 					k.Clone().Op(":=").Add(e.decodeExpr(t.Key)),
 					m.Clone().Index(k).Op("=").Add(e.decodeExpr(t.Elem)),

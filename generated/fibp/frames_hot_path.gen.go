@@ -188,7 +188,7 @@ func (x *EnqueueMessage) DecodeFrom(r *wire.Reader) {
 		n0 := r.Count(2, 4)
 		x.Headers = nil
 		if n0 > 0 {
-			m0 := make(map[string]string, n0)
+			m0 := make(map[string]string, wire.MapHint(n0))
 			for range n0 {
 				k0 := r.String(r.Len16(65535), true)
 				m0[k0] = r.String(r.Len16(65535), true)
@@ -801,7 +801,7 @@ func (x *DeliveryMessage) DecodeFrom(r *wire.Reader) {
 		n0 := r.Count(2, 4)
 		x.Headers = nil
 		if n0 > 0 {
-			m0 := make(map[string]string, n0)
+			m0 := make(map[string]string, wire.MapHint(n0))
 			for range n0 {
 				k0 := r.String(r.Len16(65535), true)
 				m0[k0] = r.String(r.Len16(65535), true)

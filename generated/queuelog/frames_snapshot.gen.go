@@ -192,7 +192,7 @@ func (x *SnapshotMessage) DecodeFrom(r *wire.Reader) {
 		n0 := r.Count(2, 4)
 		x.Attributes = nil
 		if n0 > 0 {
-			m0 := make(map[string]string, n0)
+			m0 := make(map[string]string, wire.MapHint(n0))
 			for range n0 {
 				k0 := r.String(r.Len16(65535), false)
 				m0[k0] = r.String(r.Len16(65535), false)

@@ -88,6 +88,20 @@ func (fr *FrameReader) Next() ([]byte, error) {
 	return body, nil
 }
 
+// Shrink lets go of the buffer that holds bodies larger than the internal buffer when its capacity
+// exceeds keep bytes, so that one large frame does not pin its size for the connection's lifetime.
+// A body returned earlier stays valid (it is no longer reused). Shrink reports whether it let go.
+func (fr *FrameReader) Shrink(keep int) bool {
+	if cap(fr.big) > keep {
+		fr.big = nil
+		return true
+	}
+	return false
+}
+
+// Buffered returns the bytes of memory the reader holds: its read buffer and its large-body buffer.
+func (fr *FrameReader) Buffered() int { return fr.br.Size() + cap(fr.big) }
+
 // Skip discards the body of the frame refused by the last FrameSizeError, returning up to keep
 // of its first bytes (for example, a header to answer).
 func (fr *FrameReader) Skip(keep int) ([]byte, error) {

@@ -247,3 +247,12 @@ func (r *Reader) Count(width, minSize int) int {
 
 // Present reads the presence byte of an optional<T>.
 func (r *Reader) Present() bool { return r.Bool() }
+
+// maxMapHint is the most entries a decoder preallocates for a map: one group of Go's map layout.
+const maxMapHint = 8
+
+// MapHint is the capacity to preallocate for a map whose count field says n entries. Entries may
+// repeat a key, so n bounds the map's final size without justifying it: a count of 65,535 entries
+// that all name the same key makes a one-entry map. Past the first few entries the map grows as
+// distinct keys arrive, so its memory follows what it holds.
+func MapHint(n int) int { return min(n, maxMapHint) }

@@ -226,3 +226,33 @@ func TestFrameReaderLimits(t *testing.T) {
 		t.Fatalf("stream cut mid-frame: %v, want ErrUnexpectedEOF", err)
 	}
 }
+
+func TestFrameReaderShrinkDropsLargeBuffer(t *testing.T) {
+	large := bytes.Repeat([]byte{7}, 200<<10) // beyond the 64 KiB read buffer
+	fr := NewFrameReader(bytes.NewReader(frames(large, []byte("ok"))), 1, 1<<20)
+	body, err := fr.Next()
+	if err != nil || len(body) != len(large) {
+		t.Fatalf("Next = %d bytes, %v", len(body), err)
+	}
+	if got := fr.Buffered(); got < len(large) {
+		t.Fatalf("Buffered = %d after a %d-byte frame", got, len(large))
+	}
+	fr.Shrink(1 << 10)
+	if got := fr.Buffered(); got >= len(large) {
+		t.Fatalf("Buffered = %d after Shrink", got)
+	}
+	if body[0] != 7 || body[len(body)-1] != 7 {
+		t.Fatal("a body returned before Shrink changed")
+	}
+	if got, err := fr.Next(); err != nil || string(got) != "ok" {
+		t.Fatalf("frame after Shrink: %q, %v", got, err)
+	}
+}
+
+func TestMapHintIsSmall(t *testing.T) {
+	for n, want := range map[int]int{0: 0, 3: 3, 8: 8, 65535: 8} {
+		if got := MapHint(n); got != want {
+			t.Errorf("MapHint(%d) = %d, want %d", n, got, want)
+		}
+	}
+}

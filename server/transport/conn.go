@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/wire"
@@ -127,6 +128,33 @@ func (c *conn) serve() {
 		if !c.handle(h, full) {
 			return
 		}
+		c.shrink()
+	}
+}
+
+// keepDecoded bounds the memory a connection keeps between frames in its reused decoding targets
+// and large-frame buffer: what one large frame needed is let go once it is handled.
+const keepDecoded = 256 << 10
+
+// shrink drops the reused decoding targets and buffers that outgrew keepDecoded. Targets that
+// alias a dropped buffer go with it, so that their payloads do not keep it alive.
+func (c *conn) shrink() {
+	if c.fr.Shrink(keepDecoded) {
+		c.enq, c.ack, c.nack, c.ext = fibp.Enqueue{}, fibp.Ack{}, fibp.Nack{}, fibp.ExtendLease{}
+		c.ackItems, c.nackItems, c.extItems = nil, nil, nil
+		return
+	}
+	if cap(c.enq.Messages)*int(unsafe.Sizeof(fibp.EnqueueMessage{})) > keepDecoded {
+		c.enq = fibp.Enqueue{}
+	}
+	if cap(c.ack.Items)*int(unsafe.Sizeof(fibp.AckItem{})) > keepDecoded {
+		c.ack, c.ackItems = fibp.Ack{}, nil
+	}
+	if cap(c.nack.Items)*int(unsafe.Sizeof(fibp.NackItem{})) > keepDecoded {
+		c.nack, c.nackItems = fibp.Nack{}, nil
+	}
+	if cap(c.ext.Items)*int(unsafe.Sizeof(fibp.ExtendLeaseItem{})) > keepDecoded {
+		c.ext, c.extItems = fibp.ExtendLease{}, nil
 	}
 }
 
