@@ -1,11 +1,11 @@
 // Package plugin runs Rift's Lua plugins (gopher-lua) inside the server.
 //
 // Every *.lua file of the configured folder is loaded at start, in name order, each into its own
-// sandboxed Lua state with the permissions of one configured identity. The sandbox has the base
-// functions without dofile, loadfile, load, loadstring, require, module, getfenv, setfenv,
-// collectgarbage and print, plus the string, table and math libraries and the rift module; no io,
-// os, debug or package. Every run of plugin code (the script's top level and each callback) has a
-// time budget, after which it is interrupted with an error.
+// Lua state of the server's sandbox (server/sandbox: the base functions that stay inside it, the
+// string, table and math libraries, read-only, and here the rift module) with the permissions of
+// one configured identity. Unlike a queue hook, a plugin keeps its globals between callbacks.
+// Every run of plugin code (the script's top level and each callback) has a time budget, after
+// which it is interrupted with an error.
 //
 // The rift module:
 //
@@ -35,6 +35,7 @@ import (
 
 	"github.com/filamq/fila/server/rift/bus"
 	"github.com/filamq/fila/server/rift/service"
+	"github.com/filamq/fila/server/sandbox"
 )
 
 // Options configures a Host.
@@ -58,8 +59,9 @@ type Plugin struct {
 	budget time.Duration
 	log    *slog.Logger
 
-	mu     sync.Mutex // serializes every use of L
-	L      *lua.LState
+	mu     sync.Mutex // serializes every use of sb and L
+	sb     *sandbox.State
+	L      *lua.LState // sb.L
 	subs   []*bus.Subscription
 	wg     sync.WaitGroup
 	closed bool
@@ -118,29 +120,21 @@ func (h *Host) Close() {
 // Start runs a plugin's source with sess's permissions.
 func Start(name, src string, sess *service.Session, budget time.Duration, log *slog.Logger) (*Plugin, error) {
 	p := &Plugin{Name: name, sess: sess, budget: budget, log: log.With("plugin", name)}
-	p.L = newSandbox()
-	p.L.SetGlobal("rift", p.module())
+	lim := sandbox.DefaultLimits()
+	lim.Timeout = budget
+	p.sb = sandbox.NewState(lim, map[string]func(*lua.LState) *lua.LTable{"rift": p.module})
+	p.L = p.sb.L
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	fn, err := p.L.LoadString(src)
+	proto, err := sandbox.Compile(name, src)
 	if err == nil {
-		p.L.Push(fn)
-		err = p.call(0)
+		_, err = p.sb.Run(p.budget, p.L.NewFunctionFromProto(proto), 0)
 	}
 	if err != nil {
 		p.closeLocked()
 		return nil, fmt.Errorf("rift plugin %s: %w", name, err)
 	}
 	return p, nil
-}
-
-// call runs the function and arguments on the stack within the time budget; p.mu is held.
-func (p *Plugin) call(nargs int) error {
-	ctx, cancel := context.WithTimeout(context.Background(), p.budget)
-	defer cancel()
-	p.L.SetContext(ctx)
-	defer p.L.RemoveContext()
-	return p.L.PCall(nargs, 0, nil)
 }
 
 // Close ends the plugin's subscriptions and closes its Lua state.
@@ -159,37 +153,16 @@ func (p *Plugin) Close() {
 }
 
 func (p *Plugin) closeLocked() {
-	if p.L != nil {
-		p.L.Close()
-		p.L = nil
+	if p.sb != nil {
+		p.sb.Close()
+		p.sb, p.L = nil, nil
 	}
 }
 
-// newSandbox returns a Lua state with only the allowed libraries and functions.
-func newSandbox() *lua.LState {
-	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: 200, RegistrySize: 1024, RegistryMaxSize: 1 << 16})
-	for _, lib := range []struct {
-		name string
-		fn   lua.LGFunction
-	}{{lua.BaseLibName, lua.OpenBase}, {lua.StringLibName, lua.OpenString}, {lua.TabLibName, lua.OpenTable}, {lua.MathLibName, lua.OpenMath}} {
-		L.Push(L.NewFunction(lib.fn))
-		L.Push(lua.LString(lib.name))
-		L.Call(1, 0)
-	}
-	for _, f := range []string{"dofile", "loadfile", "load", "loadstring", "require", "module", "getfenv", "setfenv",
-		"collectgarbage", "print", "_printregs", "newproxy"} {
-		L.SetGlobal(f, lua.LNil)
-	}
-	if s, ok := L.GetGlobal("string").(*lua.LTable); ok {
-		s.RawSetString("dump", lua.LNil)
-	}
-	return L
-}
-
-func (p *Plugin) module() *lua.LTable {
-	m := p.L.NewTable()
+func (p *Plugin) module(L *lua.LState) *lua.LTable {
+	m := L.NewTable()
 	m.RawSetString("identity", lua.LString(p.sess.ID.Name))
-	p.L.SetFuncs(m, map[string]lua.LGFunction{
+	L.SetFuncs(m, map[string]lua.LGFunction{
 		"subscribe": p.luaSubscribe,
 		"publish":   p.luaPublish,
 		"reply":     p.luaReply,
@@ -268,9 +241,7 @@ func (p *Plugin) dispatch(sub *bus.Subscription, fn *lua.LFunction) {
 		msg.RawSetString("subject", lua.LString(m.Subject))
 		msg.RawSetString("reply", lua.LString(m.Reply))
 		msg.RawSetString("payload", lua.LString(m.Payload))
-		p.L.Push(fn)
-		p.L.Push(msg)
-		if err := p.call(1); err != nil {
+		if _, err := p.sb.Run(p.budget, fn, 0, msg); err != nil {
 			p.log.Warn("rift plugin callback failed", "subject", m.Subject, "err", err)
 		}
 		p.mu.Unlock()

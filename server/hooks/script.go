@@ -1,0 +1,88 @@
+package hooks
+
+import (
+	"fmt"
+
+	lua "github.com/yuin/gopher-lua"
+
+	"github.com/filamq/fila/server/sandbox"
+)
+
+// Hook names a queue hook.
+type Hook uint8
+
+const (
+	// OnEnqueue classifies each message before it is stored.
+	OnEnqueue Hook = iota
+	// OnFailure decides retry or dead-letter when a delivery fails.
+	OnFailure
+)
+
+var hookFunctions = [...]string{"on_enqueue", "on_failure"}
+
+// function is the global function the hook's script must define.
+func (h Hook) function() string { return hookFunctions[h] }
+
+// String returns the hook's function name.
+func (h Hook) String() string {
+	if int(h) < len(hookFunctions) {
+		return hookFunctions[h]
+	}
+	return fmt.Sprintf("Hook(%d)", uint8(h))
+}
+
+// Script is one compiled hook script. It holds no Lua state and may be shared by goroutines.
+type Script struct {
+	hook   Hook
+	source string
+	proto  *lua.FunctionProto
+}
+
+// Source returns the script's text.
+func (s *Script) Source() string { return s.source }
+
+// Hook returns the hook the script implements.
+func (s *Script) Hook() Hook { return s.hook }
+
+// CompileError is a script that does not compile, or that lacks its hook's function. Its
+// message is the compiler's (line numbers included).
+type CompileError struct{ Msg string }
+
+func (e *CompileError) Error() string { return e.Msg }
+
+// Compile compiles src as hook's script and checks, by running its top level once in r's
+// sandbox, that it defines the hook's function.
+func (r *Runtime) Compile(hook Hook, src string) (*Script, error) {
+	chunk := hook.function()
+	proto, err := sandbox.Compile(chunk, src)
+	if err != nil {
+		return nil, &CompileError{Msg: err.Error()}
+	}
+	s := &Script{hook: hook, source: src, proto: proto}
+	st, lim := r.take()
+	err = r.checkDefines(st, lim, s)
+	r.give(st, err != nil)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (r *Runtime) checkDefines(st *state, lim sandbox.Limits, s *Script) error {
+	L := st.L
+	env := L.NewTable()
+	L.SetMetatable(env, st.envMeta)
+	chunk := L.NewFunctionFromProto(s.proto)
+	chunk.Env = env
+	if _, err := st.Run(lim.Timeout, chunk, 0); err != nil {
+		return &CompileError{Msg: fmt.Sprintf("%s: running the script's top level: %v", s.hook, err)}
+	}
+	if _, ok := env.RawGetString(s.hook.function()).(*lua.LFunction); !ok {
+		return &CompileError{Msg: fmt.Sprintf("%s: the script does not define function %s(msg)", s.hook, s.hook.function())}
+	}
+	return nil
+}
+
+func scriptErrorf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{sandbox.ErrScript}, args...)...)
+}

@@ -1,0 +1,197 @@
+// Package sandbox is the one Lua sandbox of the server (gopher-lua), shared by the queue hooks
+// (server/hooks) and Rift's plugins (server/rift/plugin).
+//
+// A sandboxed state has the base functions without the ones that reach outside it or change what
+// other code sees (dofile, loadfile, load, loadstring, require, module, getfenv, setfenv, rawset,
+// collectgarbage, print, newproxy, _G), and the string (without dump; rep bounded by
+// Limits.MaxStringBytes), table and math libraries; no io, os, debug, package or coroutine.
+// The libraries are read-only: a script cannot change string.upper for the next one, and
+// getmetatable of a library or of a string answers false.
+//
+// Every run of script code has a time budget (Run), enforced between any two instructions, so
+// `while true do end` ends with ErrTimeout; the call stack and the value stack ("registry") are
+// bounded (Limits), so deep recursion or unpack of a huge range ends with a script error. A
+// script that fills a table until memory runs out is stopped by the time budget, and a single
+// allocation by the string library is bounded by MaxStringBytes.
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	lua "github.com/yuin/gopher-lua"
+	"github.com/yuin/gopher-lua/ast"
+	"github.com/yuin/gopher-lua/parse"
+)
+
+// Limits bound what one state and one run may use.
+type Limits struct {
+	// Timeout is the time budget of one Run.
+	Timeout time.Duration
+	// CallStackSize bounds nested calls.
+	CallStackSize int
+	// RegistrySize is the initial size of the value stack; RegistryMaxSize bounds its growth.
+	RegistrySize, RegistryMaxSize int
+	// MaxStringBytes bounds the result of string.rep.
+	MaxStringBytes int
+}
+
+// DefaultLimits returns the limits of the runtime config's defaults (lua.timeout_ms 10).
+func DefaultLimits() Limits {
+	return Limits{Timeout: 10 * time.Millisecond, CallStackSize: 200, RegistrySize: 1024, RegistryMaxSize: 64 * 1024,
+		MaxStringBytes: 1 << 20}
+}
+
+// registryGrowStep is how many slots the value stack grows by at a time: growth copies the stack,
+// so a small step makes a run to RegistryMaxSize cost quadratic time.
+const registryGrowStep = 4096
+
+// ErrTimeout reports a run that exceeded its time budget.
+var ErrTimeout = errors.New("script timed out")
+
+// ErrScript reports a run that raised an error (or a state limit that stopped it).
+var ErrScript = errors.New("script error")
+
+// removed are the base functions a sandboxed state does not have.
+var removed = []string{"dofile", "loadfile", "load", "loadstring", "require", "module", "getfenv", "setfenv",
+	"rawset", "collectgarbage", "print", "_printregs", "newproxy", "_G"}
+
+// State is a sandboxed Lua state. It is not safe for concurrent use.
+type State struct {
+	// L is the gopher-lua state; run its code with Run only.
+	L       *lua.LState
+	budget  budget
+	timeout time.Duration
+}
+
+// NewState returns a sandboxed state with the given limits. modules are added as read-only
+// global tables (for example the hooks' fila module), built on the new state by their function.
+func NewState(lim Limits, modules map[string]func(L *lua.LState) *lua.LTable) *State {
+	L := lua.NewState(lua.Options{SkipOpenLibs: true, CallStackSize: lim.CallStackSize,
+		RegistrySize: lim.RegistrySize, RegistryMaxSize: lim.RegistryMaxSize, RegistryGrowStep: registryGrowStep})
+	for _, lib := range []struct {
+		name string
+		fn   lua.LGFunction
+	}{{lua.BaseLibName, lua.OpenBase}, {lua.StringLibName, lua.OpenString}, {lua.TabLibName, lua.OpenTable}, {lua.MathLibName, lua.OpenMath}} {
+		L.Push(L.NewFunction(lib.fn))
+		L.Push(lua.LString(lib.name))
+		L.Call(1, 0)
+	}
+	for _, f := range removed {
+		L.SetGlobal(f, lua.LNil)
+	}
+	str := L.GetGlobal(lua.StringLibName).(*lua.LTable)
+	str.RawSetString("dump", lua.LNil)
+	str.RawSetString("rep", L.NewFunction(boundedRep(lim.MaxStringBytes)))
+	if mt, ok := L.GetMetatable(lua.LString("")).(*lua.LTable); ok {
+		mt.RawSetString("__metatable", lua.LFalse)
+	}
+	for _, name := range []string{lua.StringLibName, lua.TabLibName, lua.MathLibName} {
+		L.SetGlobal(name, ReadOnly(L, L.GetGlobal(name).(*lua.LTable)))
+	}
+	for name, build := range modules {
+		L.SetGlobal(name, ReadOnly(L, build(L)))
+	}
+	return &State{L: L}
+}
+
+// Close releases the state.
+func (s *State) Close() { s.L.Close() }
+
+// ReadOnly returns an empty table that reads through to t and refuses writes; its metatable is
+// protected.
+func ReadOnly(L *lua.LState, t *lua.LTable) *lua.LTable {
+	p, mt := L.NewTable(), L.NewTable()
+	mt.RawSetString("__index", t)
+	mt.RawSetString("__newindex", L.NewFunction(func(L *lua.LState) int {
+		L.RaiseError("attempt to change a read-only table (field %s)", L.ToStringMeta(L.Get(2)).String())
+		return 0
+	}))
+	mt.RawSetString("__metatable", lua.LFalse)
+	L.SetMetatable(p, mt)
+	return p
+}
+
+func boundedRep(limit int) lua.LGFunction {
+	return func(L *lua.LState) int {
+		s, n := L.CheckString(1), L.CheckInt(2)
+		if n <= 0 || s == "" {
+			L.Push(lua.LString(""))
+			return 1
+		}
+		if n > limit/len(s) {
+			L.RaiseError("string.rep: the result would exceed %d bytes", limit)
+		}
+		L.Push(lua.LString(strings.Repeat(s, n)))
+		return 1
+	}
+}
+
+// Compile parses and compiles a chunk; a syntax error names chunk and the line.
+func Compile(chunk, src string) (*lua.FunctionProto, error) {
+	stmts, err := parseChunk(chunk, src)
+	if err != nil {
+		return nil, err
+	}
+	proto, err := lua.Compile(stmts, chunk)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", chunk, err)
+	}
+	return proto, nil
+}
+
+// Run calls fn with args within the time budget and returns its first nret results (nil where
+// it returned fewer). Its error wraps ErrTimeout or ErrScript and carries the script's message.
+// After an error the state is usable, but a caller that pools states should drop it.
+func (s *State) Run(timeout time.Duration, fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValue, error) {
+	s.Start(timeout)
+	return s.Call(fn, nret, args...)
+}
+
+// Start begins a time budget for the Calls that follow it.
+func (s *State) Start(timeout time.Duration) {
+	s.budget.start(timeout)
+	s.timeout = timeout
+}
+
+// Call is Run within the budget of the last Start.
+func (s *State) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValue, error) {
+	L, b := s.L, &s.budget
+	L.SetContext(b)
+	defer L.RemoveContext()
+	L.Push(fn)
+	for _, a := range args {
+		L.Push(a)
+	}
+	if err := L.PCall(len(args), nret, nil); err != nil {
+		if b.expired {
+			return nil, fmt.Errorf("%w after %v", ErrTimeout, s.timeout)
+		}
+		return nil, fmt.Errorf("%w: %s", ErrScript, message(err))
+	}
+	out := make([]lua.LValue, nret)
+	for i := range out {
+		out[i] = L.Get(-nret + i)
+	}
+	L.Pop(nret)
+	return out, nil
+}
+
+func parseChunk(chunk, src string) ([]ast.Stmt, error) {
+	stmts, err := parse.Parse(strings.NewReader(src), chunk)
+	if err != nil {
+		return nil, fmt.Errorf("%v", err)
+	}
+	return stmts, nil
+}
+
+// message is a Lua error's text without gopher-lua's stack traceback.
+func message(err error) string {
+	var api *lua.ApiError
+	if errors.As(err, &api) && api.Object != nil {
+		return api.Object.String()
+	}
+	return err.Error()
+}
