@@ -276,6 +276,7 @@ func (b *Broker) Redrive(dlq string, count uint64, reclassify uint8) (uint64, *E
 		}
 		n, err := a.st.Redrive(a.now(), ids)
 		moved = n
+		a.lanes[queuegroup.LaneQueue].m.redriven.Add(float64(n))
 		if err != nil {
 			return errorf(CodeInternalError, "%v", err)
 		}

@@ -129,12 +129,16 @@ func (a *actor) ack(l queuegroup.Lane, items []settleItem, res []Code, done func
 	q := a.st.Lane(l)
 	for _, it := range items {
 		err := q.CheckLease(it.id, now)
+		leasedAt, leased := q.LeasedAt(it.id)
 		if err == nil {
 			err = a.st.Ack(l, it.id)
 		}
 		if res[it.index] = codeOf(err); err == nil {
 			a.bodies.remove(it.id)
 			a.lanes[l].m.acked.Inc()
+			if leased {
+				a.lanes[l].m.processSeconds.Observe(msSeconds(leasedAt, now))
+			}
 		}
 	}
 	a.afterCommit(func(err error) {
@@ -338,6 +342,9 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 		a.closeBatch(sub, buf)
 	}
 	a.lanes[l].m.delivered.Inc()
+	if m.Attempts == 1 && m.RedriveCount == 0 { // the first lease: Attempts counts this one
+		a.lanes[l].m.waitSeconds.Observe(msSeconds(m.EnqueuedAt, le.LeasedAt))
+	}
 }
 
 // closeBatch moves a subscription's pending deliveries to the round's outbox, to be handed to

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/storage"
@@ -34,6 +36,7 @@ import (
 //	redrive DLQ
 //	advance DURATION                         move the clock; queue timers that are due fire
 //	stats QUEUE
+//	metrics NAME…                            the samples of these series (without fila_), sorted
 //	fail-commits N                           the next N log appends fail
 //	crash                                    power failure: unsynced writes are lost, the broker stops
 type script struct {
@@ -48,6 +51,7 @@ type script struct {
 	sinks   []*scriptSink
 	reqID   uint32
 	reloads int64 // reloads finished before the last fail-commits
+	reg     *prometheus.Registry
 }
 
 // actors returns every queue group's actor.
@@ -210,11 +214,13 @@ func (s *script) run(d *datadriven.TestData) string {
 	words, opts := args(d)
 	switch d.Cmd {
 	case "open":
+		s.reg = prometheus.NewRegistry()
 		b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, BodyCacheBytes: int(num(opts, "cache")),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Registry: s.reg})
 		if err != nil {
 			return "error: " + err.Error()
 		}
+		s.reg.MustRegister(NewCollector(b, CollectorOptions{TopKeys: int(num(opts, "top-keys"))}))
 		s.b, s.sinks = b, nil
 		return "ok"
 	case "create":
@@ -246,6 +252,8 @@ func (s *script) run(d *datadriven.TestData) string {
 		return s.deliveries(int(num(opts, "n")))
 	case "ack", "nack", "extend":
 		return s.settle(d.Cmd, words, opts)
+	case "metrics":
+		return s.metrics(words)
 	case "redrive":
 		n, e := s.b.Redrive(words[0], 0, 0)
 		return fmt.Sprintf("%s redriven=%d", result(e), n)
@@ -454,4 +462,37 @@ func (s *script) deliveries(n int) string {
 		return "none"
 	}
 	return strings.Join(lines, "\n")
+}
+
+// metrics prints the samples of the named series: gauges and counters as name{labels} value,
+// histograms as their count and sum.
+func (s *script) metrics(names []string) string {
+	families, err := s.reg.Gather()
+	if err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, f := range families {
+		if !slices.Contains(names, strings.TrimPrefix(f.GetName(), "fila_")) {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			line := strings.TrimPrefix(f.GetName(), "fila_") + "{" + strings.Join(labels, ",") + "} "
+			switch {
+			case m.Histogram != nil:
+				line += fmt.Sprintf("count=%d sum=%g", m.Histogram.GetSampleCount(), m.Histogram.GetSampleSum())
+			case m.Counter != nil:
+				line += fmt.Sprint(m.Counter.GetValue())
+			default:
+				line += fmt.Sprint(m.Gauge.GetValue())
+			}
+			out = append(out, line)
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
 }

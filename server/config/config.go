@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/filamq/fila/server/broker"
 )
 
 // Config is every setting of fila-server.
@@ -18,6 +20,8 @@ type Config struct {
 	LogFormat  string `yaml:"log_format" help:"text or json"`
 	Fsync      bool   `yaml:"fsync" help:"fsync every acknowledged change (group-committed); false trades durability for speed"`
 	PProf      bool   `yaml:"pprof" help:"serve Go profiles under /debug/pprof/ on http_listen"`
+
+	MetricsTopKeys int `yaml:"metrics_top_keys" help:"fairness keys per queue with their own fila_queue_fairness_key_ready series (the largest backlogs); bounds the label cardinality"`
 
 	TLSCert     string `yaml:"tls_cert" help:"PEM certificate: serve FIBP over TLS"`
 	TLSKey      string `yaml:"tls_key" help:"PEM private key for tls_cert"`
@@ -46,6 +50,7 @@ func Default() Config {
 		LogLevel:         "info",
 		LogFormat:        "text",
 		Fsync:            true,
+		MetricsTopKeys:   broker.DefaultTopKeys,
 		MaxFrameSize:     16 << 20,
 		MaxReassembly:    64 << 20,
 		MaxConnections:   10_000,
@@ -87,7 +92,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_frame_size: %v is below 1KiB", c.MaxFrameSize))
 	}
 	for name, v := range map[string]int{"max_reassembly": int(c.MaxReassembly), "max_connections": c.MaxConnections,
-		"max_inflight": c.MaxInflight, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "body_cache_bytes": int(c.BodyCacheBytes)} {
+		"max_inflight": c.MaxInflight, "metrics_top_keys": c.MetricsTopKeys, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "body_cache_bytes": int(c.BodyCacheBytes)} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}

@@ -239,10 +239,12 @@ func (c *conn) sendRaw(frame []byte, onWritten func()) bool {
 }
 
 func (c *conn) sendError(requestID uint32, code fibp.ErrorCode, msg string, meta map[string]string) {
+	c.s.countError(code)
 	c.send(requestID, &fibp.Error{ErrorCode: code, Message: msg, Metadata: meta})
 }
 
 func (c *conn) sendBrokerError(requestID uint32, e *broker.Error) {
+	c.s.countCode(e.Code)
 	c.send(requestID, session.ErrorFrame(e))
 }
 

@@ -11,6 +11,7 @@ import (
 
 // handle dispatches one complete request; it reports whether the connection stays open.
 func (c *conn) handle(h fibp.Header, body []byte) bool {
+	c.logRequest(h, body)
 	switch h.Opcode {
 	case fibp.OpPing:
 		c.send(h.RequestID, &fibp.Pong{})
@@ -73,6 +74,9 @@ func (c *conn) enqueue(h fibp.Header, body []byte) {
 		if e != nil {
 			c.sendBrokerError(id, e)
 		} else {
+			for _, r := range rs {
+				c.s.countCode(r.Code)
+			}
 			c.send(id, session.EnqueueResult(rs))
 		}
 		c.end()
@@ -85,6 +89,9 @@ func codesAnswer[R fibp.Frame](c *conn, requestID uint32, frame func([]broker.Co
 		if e != nil {
 			c.sendBrokerError(requestID, e)
 		} else {
+			for _, code := range codes {
+				c.s.countCode(code)
+			}
 			c.send(requestID, frame(codes))
 		}
 		c.end()
@@ -116,6 +123,9 @@ func (c *conn) settleExtend(h fibp.Header, body []byte) {
 			if e != nil {
 				c.sendBrokerError(id, e)
 			} else {
+				for _, r := range rs {
+					c.s.countCode(r.Code)
+				}
 				c.send(id, session.ExtendLeaseResult(rs))
 			}
 			c.end()
@@ -151,14 +161,18 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 
 func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
 	res, e, err := handler(c.s.b, session.Node{ID: c.s.opts.NodeID, Addr: c.s.advertised()}, body)
-	switch {
-	case err != nil:
+	if err != nil {
+		c.log.Info("admin request malformed", "op", h.Opcode.String(), "err", err)
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, err.Error(), nil)
+		return
+	}
+	c.logAdmin(h.Opcode, e)
+	switch {
 	case res == nil && e != nil:
 		c.sendBrokerError(h.RequestID, e)
 	default:
 		if e != nil {
-			c.log.Debug("admin request failed", "op", h.Opcode, "code", e.Code, "msg", e.Message)
+			c.s.countCode(e.Code)
 		}
 		c.send(h.RequestID, res)
 	}

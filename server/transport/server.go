@@ -79,6 +79,7 @@ type Server struct {
 	nextConn atomic.Uint64
 
 	connGauge prometheus.Gauge
+	errors    *prometheus.CounterVec
 }
 
 // New returns a server for b.
@@ -86,8 +87,9 @@ func New(b *broker.Broker, opts Options) *Server {
 	opts.defaults()
 	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}}
 	s.connGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "fila", Name: "connections", Help: "Open FIBP connections."})
+	s.errors = newErrorCounter()
 	if opts.Registry != nil {
-		opts.Registry.MustRegister(s.connGauge)
+		opts.Registry.MustRegister(s.connGauge, s.errors)
 	}
 	return s
 }
@@ -147,11 +149,14 @@ func (s *Server) accept(nc net.Conn) {
 	s.connGauge.Inc()
 	go func() {
 		defer s.wg.Done()
+		opened := time.Now()
+		c.log.Info("connection opened")
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)
 		s.mu.Unlock()
 		s.connGauge.Dec()
+		c.log.Info("connection closed", "open_for", time.Since(opened))
 	}()
 }
 

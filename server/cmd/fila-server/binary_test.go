@@ -302,7 +302,7 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 	}
 	bin := buildServer(t)
 	dir, addr, httpAddr := t.TempDir(), freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin, "--data-dir", dir, "--listen", addr, "--http-listen", httpAddr)
+	cmd := exec.Command(bin, "--data-dir", dir, "--listen", addr, "--http-listen", httpAddr, "--log-format", "json")
 	var logs lockedBuffer
 	cmd.Stderr = &logs
 	if err := cmd.Start(); err != nil {
@@ -315,9 +315,13 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 	c.Handshake()
 	c.Call(1, &fibp.CreateQueue{Name: "metered"})
 	c.Call(2, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "metered", Payload: []byte("x")}}})
+	c.Call(3, &fibp.GetStats{Queue: "absent"})
 
 	if body := httpGet(t, "http://"+httpAddr+"/healthz"); body != "ok\n" {
 		t.Fatalf("/healthz said %q", body)
+	}
+	if body := httpGet(t, "http://"+httpAddr+"/readyz"); body != "ready\n" {
+		t.Fatalf("/readyz said %q", body)
 	}
 	metrics := httpGet(t, "http://"+httpAddr+"/metrics")
 	for _, want := range []string{
@@ -326,6 +330,14 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 		`fila_connections 1`,
 		`fila_storage_commit_seconds_bucket`,
 		`fila_queue_active_fairness_keys{queue="metered"} 1`,
+		`fila_queue_fairness_key_ready{key="default",queue="metered"} 1`,
+		`fila_queue_oldest_ready_age_seconds{queue="metered"} `,
+		`fila_queue_stored_bytes{queue="metered"} `,
+		`fila_delivery_wait_seconds_count{queue="metered"} 0`,
+		`fila_ack_latency_seconds_count{queue="metered"} 0`,
+		`fila_redriven_total{queue="metered"} 0`,
+		`fila_errors_total{code="QueueNotFound"} 1`,
+		`fila_storage_disk_bytes `,
 		buildInfoLine(t, bin),
 	} {
 		if !strings.Contains(metrics, want) {
@@ -342,14 +354,25 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("fila-server exited with %v\n%s", err, logs.String())
 	}
-	if !strings.Contains(logs.String(), "stopped") {
-		t.Fatalf("no orderly stop in the log:\n%s", logs.String())
+	for _, want := range []string{
+		`"msg":"stopped"`,
+		`"msg":"connection opened","conn":1,"remote":"127.0.0.1:`, // waitListening's probe
+		`"msg":"admin request","conn":2,"remote":"127.0.0.1:`,     // CreateQueue at info
+		`"msg":"connection closed"`,
+		`"open_for":"`, // durations as text, not nanoseconds
+	} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %s:\n%s", want, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), `"op":"GetStats"`) {
+		t.Errorf("a read-only admin request was logged at info:\n%s", logs.String())
 	}
 	srv := startBinary(t, bin, dir, addr)
 	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
 	c = fibptest.Dial(t, addr)
 	c.Handshake()
-	if s := c.Call(3, &fibp.GetStats{Queue: "metered"}).(*fibp.GetStatsResult); s.Depth != 1 {
+	if s := c.Call(4, &fibp.GetStats{Queue: "metered"}).(*fibp.GetStatsResult); s.Depth != 1 {
 		t.Fatalf("after a clean restart the queue holds %d messages, want 1", s.Depth)
 	}
 }

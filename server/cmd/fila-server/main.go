@@ -10,16 +10,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/config"
@@ -64,19 +60,18 @@ func buildInfoGauge() prometheus.Gauge {
 	return g
 }
 
-func newLogger(cfg config.Config) *slog.Logger {
-	var level slog.Level
-	_ = level.UnmarshalText([]byte(cfg.LogLevel))
-	opts := &slog.HandlerOptions{Level: level}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts))
-}
-
 func serve(cfg config.Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge())
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge(),
+		diskUsageGauge(cfg.DataDir))
+	ready := &readiness{}
+	httpSrv, err := startHTTP(cfg, reg, ready)
+	if err != nil {
+		return err
+	}
+	if httpSrv != nil {
+		defer httpSrv.Close()
+	}
 
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
@@ -100,7 +95,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		rn.close()
 		return err
 	}
-	reg.MustRegister(broker.NewCollector(b))
+	reg.MustRegister(broker.NewCollector(b, broker.CollectorOptions{TopKeys: cfg.MetricsTopKeys}))
 
 	tlsConf, err := loadTLS(cfg)
 	if err != nil {
@@ -120,26 +115,6 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
-	var httpSrv *http.Server
-	if cfg.HTTPListen != "" {
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-		if cfg.PProf {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		}
-		hln, err := net.Listen("tcp", cfg.HTTPListen)
-		if err != nil {
-			srv.Shutdown(context.Background())
-			b.Close()
-			return err
-		}
-		httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go httpSrv.Serve(hln)
-	}
 	if rn != nil {
 		if err := rn.listen(cfg, log); err != nil {
 			srv.Shutdown(context.Background())
@@ -148,6 +123,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 			return err
 		}
 	}
+	ready.set(phaseServing)
 	log.Info("fila-server ready", "fibp", ln.Addr().String(), "http", cfg.HTTPListen, "data", cfg.DataDir, "tls", tlsConf != nil, "fsync", cfg.Fsync)
 
 	sig := make(chan os.Signal, 1)
@@ -158,13 +134,11 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	case err := <-served:
 		log.Error("listener failed", "err", err)
 	}
+	ready.set(phaseStopping)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("connections did not finish in time", "err", err)
-	}
-	if httpSrv != nil {
-		httpSrv.Shutdown(ctx)
 	}
 	if err := rn.close(); err != nil {
 		log.Warn("rift did not close cleanly", "err", err)

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/filamq/fila/server/config"
+)
+
+// phase is where the process is in its life, as /readyz reports it.
+type phase int32
+
+const (
+	phaseRecovering phase = iota // opening the store and replaying the queues' logs
+	phaseServing                 // every listener accepts; the node serves requests
+	phaseStopping                // shutting down: answering what is in flight, accepting nothing new
+)
+
+func (p phase) String() string {
+	switch p {
+	case phaseRecovering:
+		return "recovering"
+	case phaseServing:
+		return "ready"
+	case phaseStopping:
+		return "stopping"
+	}
+	return fmt.Sprintf("phase(%d)", int32(p))
+}
+
+// readiness holds the current phase for /readyz.
+type readiness struct{ p atomic.Int32 }
+
+func (r *readiness) set(p phase) { r.p.Store(int32(p)) }
+func (r *readiness) get() phase  { return phase(r.p.Load()) }
+
+// ServeHTTP answers 200 "ready" once recovery is done and the node serves, 503 with the phase
+// before (recovering) and after (stopping): a load balancer or Kubernetes sends traffic only to
+// a node that takes it.
+func (r *readiness) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	p := r.get()
+	if p != phaseServing {
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}
+	fmt.Fprintln(w, p)
+}
+
+// startHTTP serves /metrics, /healthz, /readyz (and /debug/pprof/ with --pprof) on
+// cfg.HTTPListen; it returns nil when that is empty. It starts before the broker opens, so
+// /readyz can tell that recovery is under way.
+func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness) (*http.Server, error) {
+	if cfg.HTTPListen == "" {
+		return nil, nil
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/readyz", ready)
+	if cfg.PProf {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPListen)
+	if err != nil {
+		return nil, err
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return srv, nil
+}
+
+// diskUsageGauge is fila_storage_disk_bytes: the size of every file under the data directory
+// (the Pebble store, its WAL and the Raft snapshots), measured at scrape time.
+func diskUsageGauge(dir string) prometheus.GaugeFunc {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "fila", Name: "storage_disk_bytes",
+		Help: "Bytes of all files under data_dir (store, write-ahead log, snapshots).",
+	}, func() float64 {
+		var total int64
+		filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type().IsRegular() {
+				if info, err := d.Info(); err == nil {
+					total += info.Size()
+				}
+			}
+			return nil
+		})
+		return float64(total)
+	})
+}
+
+func newLogger(cfg config.Config) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: level, ReplaceAttr: durationsAsText}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+
+// durationsAsText writes durations as "1.5s", not as integer nanoseconds (slog's JSON default).
+func durationsAsText(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.StringValue(a.Value.Duration().String())
+	}
+	return a
+}

@@ -1,0 +1,35 @@
+package engine
+
+// OldestReady returns the enqueue time (Unix ms) of the oldest message waiting at the head of a
+// fairness key's ready (or held) list — the messages next in line — and false when nothing is
+// ready. Each key's list is in the order its messages became ready, so a message that became ready
+// late (after a delay or a retry backoff) counts once it reaches its key's head: the figure is
+// exact for a queue without delays and retries, and a close lower bound otherwise. It costs
+// O(k) for k fairness keys with ready messages (for metrics, read at scrape time).
+func (q *Queue) OldestReady() (enqueuedAt int64, ok bool) {
+	for i := range q.keys {
+		ks := &q.keys[i]
+		for _, head := range [2]uint32{ks.head, ks.heldHead} {
+			if ks.refs == 0 || head == nilIdx {
+				continue
+			}
+			if t := q.slab.at(head).enqueuedAt; !ok || t < enqueuedAt {
+				enqueuedAt, ok = t, true
+			}
+		}
+	}
+	return enqueuedAt, ok
+}
+
+// LeasedAt returns when the lease of id began (Unix ms); false when id is not leased.
+func (q *Queue) LeasedAt(id MsgID) (int64, bool) {
+	slot, ok := q.index.find(id, &q.slab)
+	if !ok {
+		return 0, false
+	}
+	r := q.slab.at(slot)
+	if r.state() != stLeased {
+		return 0, false
+	}
+	return q.leases[r.next].leasedAt, true
+}

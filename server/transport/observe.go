@@ -1,0 +1,62 @@
+package transport
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/session"
+)
+
+// newErrorCounter is fila_errors_total{code}: every error code the server answered with, whether
+// as an Error frame, an admin result or one item of an Enqueue, Ack, Nack or ExtendLease
+// result. The label takes the FIBP error code names (a fixed set).
+func newErrorCounter() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "fila", Name: "errors_total",
+		Help: "Error codes answered to clients, by FIBP code name (Error frames, admin results and per-item results).",
+	}, []string{"code"})
+}
+
+func (s *Server) countError(code fibp.ErrorCode) {
+	if code != fibp.CodeOk {
+		s.errors.WithLabelValues(code.String()).Inc()
+	}
+}
+
+func (s *Server) countCode(code broker.Code) {
+	if code != broker.CodeOk {
+		s.countError(session.ErrorCode(code))
+	}
+}
+
+// readOnlyAdmin lists the admin requests that change nothing: they are logged at debug, every
+// other admin request at info.
+var readOnlyAdmin = map[fibp.Opcode]bool{
+	fibp.OpGetStats: true, fibp.OpListQueues: true, fibp.OpGetConfig: true, fibp.OpListConfig: true,
+	fibp.OpGetClusterStatus: true, fibp.OpGetRoutes: true, fibp.OpGetThrottleStats: true,
+	fibp.OpGetThrottleBucket: true, fibp.OpListApiKeys: true, fibp.OpGetAcl: true,
+}
+
+// logAdmin records one admin request and its outcome (e nil: it succeeded).
+func (c *conn) logAdmin(op fibp.Opcode, e *broker.Error) {
+	level := slog.LevelInfo
+	if readOnlyAdmin[op] {
+		level = slog.LevelDebug
+	}
+	if e == nil {
+		c.log.Log(context.Background(), level, "admin request", "op", op.String())
+		return
+	}
+	c.log.Log(context.Background(), level, "admin request failed", "op", op.String(), "code", session.ErrorCode(e.Code).String(), "msg", e.Message)
+}
+
+// logRequest records a request at debug level; it costs one check when debug is off.
+func (c *conn) logRequest(h fibp.Header, body []byte) {
+	if c.log.Enabled(context.Background(), slog.LevelDebug) {
+		c.log.Debug("request", "op", h.Opcode.String(), "request_id", h.RequestID, "bytes", len(body))
+	}
+}
