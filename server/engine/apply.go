@@ -103,19 +103,21 @@ func (q *Queue) ApplyLease(c Lease) error {
 	return nil
 }
 
-// ApplyAck deletes a stored message in any state: leased (the leader checks the lease with
-// CheckLease first), or ready, held or delayed (a fast-durability queue, whose leases are not
-// commands, replaying or replicating the Ack). It fails with ErrMessageNotFound only if the ID
-// is not stored. (The engine does not know the time here: the broker checks expiry with
-// CheckLease or by handling Expired first.)
+// ApplyAck deletes a stored message in any state (after promoting delayed messages due at c.At):
+// leased (the leader checks the lease with CheckLease first), or ready, held or delayed (a
+// fast-durability queue, whose leases are not commands, replaying or replicating the Ack). When
+// it was the head of an ordering group, the next message of the group is scheduled at c.At. It
+// fails with ErrMessageNotFound only if the ID is not stored. (Lease expiry is not checked here:
+// the broker checks it with CheckLease or by handling Expired first.)
 func (q *Queue) ApplyAck(c Ack) error {
 	slot, ok := q.index.find(c.ID, &q.slab)
 	if !ok {
 		return ErrMessageNotFound
 	}
+	q.advance(c.At)
 	r := q.slab.at(slot)
 	q.detach(r)
-	q.delete(slot, r)
+	q.drop(slot, r, c.At)
 	return nil
 }
 
@@ -144,7 +146,8 @@ func (q *Queue) ApplyExtend(c Extend) error {
 // delayed heap on a fast-durability queue's replica or replay, which never saw the lease — takes
 // c.Attempts as its attempt count and c.Error as its LastError. With c.DeadLetter it is deleted;
 // otherwise it waits until c.NotBefore (ready at once if that is at or before c.At) and then
-// joins the end of its key's FIFO. It returns the message as it stands after the failure — for
+// joins the end of its key's FIFO; the head of an ordering group stays the head, holding its
+// group while it waits. It returns the message as it stands after the failure — for
 // a dead-lettered one, its last state, from which DeadLetterCopy makes the DLQ message. It fails
 // with ErrMessageNotFound only if the ID is not stored.
 func (q *Queue) ApplyFail(c Fail) (Message, error) {
@@ -160,11 +163,11 @@ func (q *Queue) ApplyFail(c Fail) (Message, error) {
 	if c.DeadLetter {
 		m := q.message(slot)
 		m.State = StateUnknown
-		q.delete(slot, r)
+		q.drop(slot, r, c.At)
 		return m, nil
 	}
 	r.notBefore = c.NotBefore
-	q.schedule(slot, r, c.At)
+	q.place(slot, r, c.At)
 	return q.message(slot), nil
 }
 
@@ -181,7 +184,7 @@ func (q *Queue) ApplyRemove(c Remove) (Message, error) {
 	m := DeadLetterCopy(q.message(slot))
 	m.Queue = q.name
 	q.detach(r)
-	q.delete(slot, r)
+	q.drop(slot, r, c.At)
 	return m, nil
 }
 

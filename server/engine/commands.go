@@ -6,12 +6,12 @@ package engine
 // policy, scripts or the wall clock is taken before the command is made (Dispatch, DecideFailure,
 // DecideExtend), so applying a command never re-decides anything.
 //
-// Commands that touch the ready set carry a time (Enqueue.At, Lease.LeasedAt, Fail.At,
+// Commands that touch the ready set carry a time (Enqueue.At, Lease.LeasedAt, Ack.At, Fail.At,
 // Remove.At). Before applying one, the queue promotes every delayed message whose NotBefore is
 // at or before that time, exactly as Dispatch and Advance do for the live queue, so promotions
 // need no command of their own. The times given to one Queue must be non-decreasing (one
 // broker clock) for a replay to reproduce the live delivery order exactly. (Extend.At is only
-// the start of a lease it creates; Ack and Extend promote nothing.)
+// the start of a lease it creates; Extend promotes nothing.)
 //
 // With fast delivery durability the broker does not persist Lease commands, but does persist
 // Ack and Fail: a replica or replay applies them to a message it holds as ready or delayed,
@@ -51,6 +51,9 @@ type Lease struct {
 type Ack struct {
 	// ID is the acknowledged message.
 	ID MsgID
+	// At is the acknowledgement time (Unix ms): the next message of the acked message's
+	// ordering group is scheduled then. 0 (no time) promotes nothing.
+	At int64
 }
 
 // Extend moves the expiry of a lease, or leases a held message (see Queue.Hold) to the

@@ -231,7 +231,7 @@ func TestDispatchAndAckDoNotAllocate(t *testing.T) {
 		now++
 		dst = q.Dispatch(now, 64, dst[:0])
 		for _, l := range dst {
-			if err := q.ApplyAck(Ack{l.ID}); err != nil {
+			if err := q.ApplyAck(Ack{ID: l.ID}); err != nil {
 				t.Fatal(err)
 			}
 		}

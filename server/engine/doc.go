@@ -78,7 +78,17 @@
 // subscriptions with credit one by one; a subscription out of credit leaves the rotation until
 // AddCredit.
 //
-// # Seams for later features
+// # Ordering groups
+//
+// A message enqueued with Grouped set belongs to the ordering group Group (the broker evaluates
+// the queue's ordering key on the leader and the Enqueue command carries the result). Only the
+// oldest stored message of a group — its head — is ever ready, delayed, held or leased; the others
+// wait in no FIFO, heap or ring, so the DRR FIFOs hold group heads beside unordered messages and
+// picking a delivery never looks at groups. When the head is acked, dead-lettered or removed, the
+// next message becomes the head and is scheduled at that command's time (so Ack carries a time); a
+// retried head stays the head. A group costs nothing once its last message is gone (ordering.go).
+//
+// // # Seams for later features
 //
 // These are not implemented; the places they fit are:
 //
@@ -88,10 +98,6 @@
 //     message never blocks a deliverable one. Buckets would be charged where Dispatch calls
 //     spend; "throttled" would be counted by the check. To look past a key's head, a key's FIFO
 //     would split into one FIFO per (key, bucket).
-//   - Ordering groups: the per-key FIFO would hold group heads instead of messages (a group
-//     joins its key's FIFO when its head becomes ready, and leaves it while the head is
-//     leased, delayed or retrying); makeReady, lease, Hold/release and ApplyFail/schedule are
-//     the places where a message enters and leaves the ready set. A retried head keeps its place.
 //   - Deduplication: checkNew is where an Enqueue's identities would be checked against a
 //     time-ordered dedup index owned by the Queue (identities would be fields of Message and
 //     expiry a timer in NextWakeup); duplicates would be reported per message, not refused.

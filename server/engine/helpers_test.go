@@ -74,7 +74,7 @@ func checkInvariants(q *Queue) error {
 		q.checkRecords, q.checkKeys, q.checkDelayedHeap, q.checkLeases,
 		func() error { return checkRing(&q.active, "active") },
 		func() error { return checkRing(&q.credited, "credited") },
-		q.checkSubs,
+		q.checkSubs, q.checkGroups,
 	} {
 		if err := check(); err != nil {
 			return err
@@ -109,6 +109,7 @@ func (q *Queue) checkRecords() error {
 			delayed++
 		case stLeased:
 			leased++
+		case stWaiting:
 		default:
 			return fmt.Errorf("slot %d in order list has state %d", slot, r.state())
 		}
@@ -316,6 +317,9 @@ func restore(t tb, q *Queue) *Queue {
 	t.Helper()
 	r, err := NewRestorer(q.Name(), q.Config())
 	must(t, err)
+	if q.groups.off {
+		r.DisableOrdering()
+	}
 	for m := range q.Messages() {
 		must(t, r.AddMessage(m))
 	}

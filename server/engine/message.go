@@ -24,7 +24,8 @@ const (
 	// for Enqueue, or one returned after it left the queue).
 	StateUnknown State = 0
 	// StateReady messages are pending: deliverable as soon as the scheduler reaches them (or,
-	// held by Queue.Hold, once the hold ends).
+	// held by Queue.Hold, once the hold ends; or, behind the head of their ordering group, once
+	// they are the head).
 	StateReady State = 1
 	// StateDelayed messages wait for their NotBefore time (an enqueue delay or a retry delay).
 	StateDelayed State = 2
@@ -60,6 +61,13 @@ type Message struct {
 	// attribute read them: ordering, deduplication, throttles); nil when it has none. Opaque to
 	// the engine, which keeps the map it is given.
 	Attributes map[string]string
+	// Group is the message's ordering group when Grouped: the broker decides it at enqueue
+	// (ordering.md) — the encoded value of the queue's ordering key, or "" for a queue that is
+	// one group. Within a group only the oldest stored message is ever delivered, delayed or
+	// leased; the others wait behind it (see ordering.go). Redrive and dead-lettering keep it.
+	Group string
+	// Grouped puts the message in the ordering group Group; false for an unordered message.
+	Grouped bool
 	// FairnessKey selects the DRR flow; "" means DefaultFairnessKey.
 	FairnessKey string
 	// Weight is the message's DRR weight; 0 means 1. A key's weight is the weight of its most

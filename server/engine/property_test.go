@@ -552,7 +552,7 @@ func TestPropertyWeightedShares(t *testing.T) {
 			before := len(ls)
 			ls = q.Dispatch(0, rapid.IntRange(1, 50).Draw(t, "batch"), ls)
 			for _, l := range ls[before:] {
-				_ = q.ApplyAck(Ack{l.ID})
+				_ = q.ApplyAck(Ack{ID: l.ID})
 			}
 		}
 		counts := make([]int, len(weights))

@@ -25,9 +25,10 @@ func (q *Queue) message(slot uint32) Message {
 		RedriveCount: r.redrives,
 		State:        State(r.state()),
 	}
-	if r.state() == stHeld {
+	if st := r.state(); st == stHeld || st == stWaiting {
 		m.State = StateReady
 	}
+	m.Group, m.Grouped = q.groupOf(slot, r)
 	if r.meta&metaHasError != 0 {
 		m.LastError = q.errs[slot]
 	}
@@ -127,6 +128,11 @@ type Stats struct {
 	ActiveConsumers uint32
 	// Quantum is the DRR quantum.
 	Quantum uint32
+	// OrderingGroups counts ordering groups with stored messages (0 for an unordered queue).
+	OrderingGroups uint64
+	// BlockedGroups counts ordering groups whose head is in flight: nothing else of the group
+	// is delivered until it is acked, nacked or expires.
+	BlockedGroups uint64
 	// Keys has one entry per fairness key with a stored message, sorted by key.
 	Keys []KeyStats
 }
@@ -155,6 +161,9 @@ func (q *Queue) Stats() Stats {
 		ActiveConsumers:    uint32(len(q.subIdx)),
 		Quantum:            q.cfg.Quantum,
 		Keys:               make([]KeyStats, 0, len(q.keyIdx)),
+	}
+	if !q.groups.off {
+		s.OrderingGroups, s.BlockedGroups = uint64(len(q.groups.idx)), uint64(q.groups.leased)
 	}
 	for i := range q.keys {
 		ks := &q.keys[i]

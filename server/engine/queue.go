@@ -76,6 +76,8 @@ type Queue struct {
 
 	holdUntil int64 // end of the hold (Unix ms); meaningful while nHeld > 0
 
+	groups groupTable // ordering groups (ordering.go)
+
 	subs     []subState
 	subIdx   map[string]uint32
 	freeSubs []uint32
@@ -245,7 +247,7 @@ func (q *Queue) insert(m *Message, at int64) {
 	if r.enqueuedAt == 0 {
 		r.enqueuedAt = at
 	}
-	q.schedule(slot, r, at)
+	q.place(slot, r, at)
 }
 
 // store adds m at the end of the enqueue order, in no state yet (free), and returns its slot.
@@ -278,6 +280,9 @@ func (q *Queue) store(m *Message) (uint32, *rec) {
 	}
 	q.otail = slot
 	q.index.insert(m.ID, slot)
+	if m.Grouped {
+		q.joinGroup(slot, r, m.Group)
+	}
 	return slot, r
 }
 
@@ -305,7 +310,8 @@ func (q *Queue) setError(slot uint32, r *rec, text string) {
 	r.meta |= metaHasError
 }
 
-// delete forgets a stored message that is neither ready, delayed nor leased any more.
+// delete forgets a stored message that is neither ready, delayed nor leased any more, and has
+// left its ordering group (see drop).
 func (q *Queue) delete(slot uint32, r *rec) {
 	q.index.remove(r.id, slot)
 	if r.oprev == nilIdx {
@@ -361,6 +367,7 @@ func (q *Queue) addLease(slot uint32, r *rec, leasedAt, expiresAt int64, consume
 	r.next, r.prev = l, nilIdx
 	q.leaseHeap.push(expiresAt, slot)
 	q.inFlight++
+	q.leaseCounted(r, 1)
 }
 
 // unlease ends the lease of a leased message; the caller then reschedules or deletes it.
@@ -374,10 +381,11 @@ func (q *Queue) unlease(r *rec) {
 	}
 	r.setState(stFree)
 	q.inFlight--
+	q.leaseCounted(r, -1)
 }
 
 // detach takes a stored message out of whatever set holds it (ready FIFO, held list, delayed
-// heap, lease).
+// heap, lease); a waiting message is in none.
 func (q *Queue) detach(r *rec) {
 	switch r.state() {
 	case stReady:

@@ -411,7 +411,7 @@ func TestDrainedQueueReleasesMemory(t *testing.T) {
 		t.Fatalf("%d chunks for %d messages", len(q.slab.chunks), n)
 	}
 	for _, l := range q.Dispatch(0, n, nil) {
-		must(t, q.ApplyAck(Ack{l.ID}))
+		must(t, q.ApplyAck(Ack{ID: l.ID}))
 	}
 	if q.slab.chunks != nil || len(q.index.tab) > minIndexSize || len(q.keys) != 0 || len(q.leases) != 0 {
 		t.Fatalf("drained queue keeps %d chunks, index %d, %d keys, %d leases",

@@ -144,7 +144,8 @@ func (r *Restorer) fail(format string, args ...any) error {
 
 // AddMessage adds the next message in enqueue order, in the state m.State says: StateDelayed
 // (waits for NotBefore), StateLeased (LeasedAt, LeaseExpiresAt, Consumer), StateReady (placed in
-// its key's FIFO by AddReady). Every other field is taken as it is (an empty fairness key is
+// its key's FIFO by AddReady). A grouped message that is not the first of its ordering group
+// waits behind the group's head whatever its state (it must not be leased) and is in no FIFO. Every other field is taken as it is (an empty fairness key is
 // DefaultFairnessKey, a zero weight 1); Headers, Payload and Attributes are kept if given. Queue is ignored.
 func (r *Restorer) AddMessage(m Message) error {
 	if r.err != nil {
@@ -165,6 +166,14 @@ func (r *Restorer) AddMessage(m Message) error {
 		return r.fail("%w: %v", ErrDuplicateID, m.ID)
 	}
 	slot, rc := q.store(&m)
+	if q.waits(slot, rc) {
+		// Behind the head of its ordering group: it has no place of its own yet.
+		if m.State == StateLeased {
+			return r.fail("message %v is leased behind the head of its ordering group", m.ID)
+		}
+		rc.setState(stWaiting)
+		return nil
+	}
 	switch m.State {
 	case StateReady:
 		rc.setState(stRestored)

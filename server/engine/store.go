@@ -23,10 +23,12 @@ const maxSlots = nilIdx - 1
 //	    56    4 onext       \ enqueue order
 //	    60    4 oprev       /
 //
-// meta packs the fairness-key index (bits 0–26), the state (bits 27–29) and two flags (bit 30:
-// the slot has a body in the side table; bit 31: the message has a LastError in q.errs).
+// meta packs the fairness-key index (bits 0–25), the state (bits 26–28) and three flags (bit 29:
+// the message is in an ordering group, see ordering.go; bit 30: the slot has a body in the side
+// table; bit 31: the message has a LastError in q.errs).
 //
-// next and prev depend on the state: ready — the key's FIFO links; held — the links of the
+// next and prev depend on the state: waiting — unused (the message is behind its group's head);
+// ready — the key's FIFO links; held — the links of the
 // key's held list (see Queue.Hold); delayed — next is the position in the delayed heap; leased —
 // next is the index of the lease record; free — next links the free list; restored — unused
 // (a Restorer has not yet placed the ready message in its FIFO). onext/oprev link every stored
@@ -45,10 +47,11 @@ type rec struct {
 }
 
 const (
-	metaKeyBits  = 27
+	metaKeyBits  = 26
 	metaKeyMask  = 1<<metaKeyBits - 1
 	metaStShift  = metaKeyBits
 	metaStMask   = 7 << metaStShift
+	metaGrouped  = 1 << 29
 	metaHasBody  = 1 << 30
 	metaHasError = 1 << 31
 
@@ -57,7 +60,7 @@ const (
 )
 
 // Internal states (stored in rec.meta). The first four equal the exported State values; a held
-// message is reported as StateReady, and stRestored exists only inside a Restorer.
+// or waiting message is reported as StateReady, and stRestored exists only inside a Restorer.
 const (
 	stFree     = uint32(StateUnknown)
 	stReady    = uint32(StateReady)
@@ -65,6 +68,7 @@ const (
 	stLeased   = uint32(StateLeased)
 	stHeld     = 4 // ready, but kept from delivery by Queue.Hold
 	stRestored = 5 // ready in a snapshot, not yet placed in its key's FIFO
+	stWaiting  = 6 // behind the head of its ordering group (ordering.go)
 )
 
 func (r *rec) key() uint32   { return r.meta & metaKeyMask }
@@ -80,6 +84,8 @@ func stateText(st uint32) string {
 		return "held"
 	case stRestored:
 		return "ready"
+	case stWaiting:
+		return "waiting behind its ordering group's head"
 	}
 	return State(st).String()
 }
