@@ -88,7 +88,7 @@
 // next message becomes the head and is scheduled at that command's time (so Ack carries a time); a
 // retried head stays the head. A group costs nothing once its last message is gone (ordering.go).
 //
-// // # Seams for later features
+// # Seams for later features
 //
 // These are not implemented; the places they fit are:
 //
