@@ -54,7 +54,7 @@ func (x *Enqueue) DecodeFrom(r *wire.Reader) {
 	x.Lane = Lane(r.U8())
 	x.At = r.I64()
 	{
-		n0 := r.Count(4, 50)
+		n0 := r.Count(4, 55)
 		if cap(x.Messages) >= n0 {
 			x.Messages = x.Messages[:n0]
 		} else {
@@ -126,6 +126,14 @@ type LogMessage struct {
 	// Attributes: What the queue's on_enqueue hook returned as attributes (read by keys of kind
 	// attribute).
 	Attributes map[string]string
+
+	// Grouped: It belongs to the ordering group named by group (decided on the leader, never
+	// re-evaluated).
+	Grouped bool
+
+	// Group: Its ordering group: the encoded value of the queue's ordering key; empty for a queue that
+	// is one group.
+	Group []byte
 }
 
 // Size returns the number of bytes AppendTo appends.
@@ -148,6 +156,8 @@ func (x *LogMessage) Size() int {
 		n += 2 + len(k0)
 		n += 2 + len(v0)
 	}
+	n += 1
+	n += 4 + len(x.Group)
 	return n
 }
 
@@ -177,6 +187,8 @@ func (x *LogMessage) AppendTo(b []byte) []byte {
 			b = wire.AppendString16(b, x.Attributes[k0])
 		}
 	}
+	b = wire.AppendBool(b, x.Grouped)
+	b = wire.AppendBytes32(b, x.Group)
 	return b
 }
 
@@ -214,6 +226,8 @@ func (x *LogMessage) DecodeFrom(r *wire.Reader) {
 			x.Attributes = m0
 		}
 	}
+	x.Grouped = r.Bool()
+	x.Group = r.Bytes(r.Len32(2147483647))
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
@@ -248,6 +262,9 @@ func (x *LogMessage) Check() error {
 		if err := wire.CheckString(v0, 65535, false); err != nil {
 			return wire.AtField("attributes", -1, err)
 		}
+	}
+	if err := wire.CheckBytes(x.Group, 2147483647); err != nil {
+		return wire.AtField("group", -1, err)
 	}
 	return nil
 }
@@ -392,13 +409,17 @@ func (x *LogLease) Check() error {
 }
 
 // Ack: opcode 0x03, either direction.
-// Removes acknowledged messages for good.
+// Removes acknowledged messages for good at time at (when an ordering group's head goes, the next
+// message of the group is scheduled then).
 type Ack struct {
 	// Lane: The lane.
 	Lane Lane
 
 	// Ids: The acknowledged messages.
 	Ids []wire.UUID
+
+	// At: Unix ms of the acknowledgements.
+	At int64
 }
 
 // Opcode returns OpAck.
@@ -411,6 +432,7 @@ func (x *Ack) Size() int {
 	n := 0
 	n += 1
 	n += 4 + 16*len(x.Ids)
+	n += 8
 	return n
 }
 
@@ -422,6 +444,7 @@ func (x *Ack) AppendTo(b []byte) []byte {
 	for i0 := range x.Ids {
 		b = wire.AppendUUID(b, x.Ids[i0])
 	}
+	b = wire.AppendI64(b, x.At)
 	return b
 }
 
@@ -443,6 +466,7 @@ func (x *Ack) DecodeFrom(r *wire.Reader) {
 			}
 		}
 	}
+	x.At = r.I64()
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.

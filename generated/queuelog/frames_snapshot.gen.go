@@ -117,6 +117,12 @@ type SnapshotMessage struct {
 
 	// Attributes: Its attributes (from on_enqueue).
 	Attributes map[string]string
+
+	// Grouped: It belongs to the ordering group named by group.
+	Grouped bool
+
+	// Group: Its ordering group (see Enqueue).
+	Group []byte
 }
 
 // Opcode returns OpSnapshotMessage.
@@ -144,6 +150,8 @@ func (x *SnapshotMessage) Size() int {
 		n += 2 + len(k0)
 		n += 2 + len(v0)
 	}
+	n += 1
+	n += 4 + len(x.Group)
 	return n
 }
 
@@ -170,6 +178,8 @@ func (x *SnapshotMessage) AppendTo(b []byte) []byte {
 			b = wire.AppendString16(b, x.Attributes[k0])
 		}
 	}
+	b = wire.AppendBool(b, x.Grouped)
+	b = wire.AppendBytes32(b, x.Group)
 	return b
 }
 
@@ -200,6 +210,8 @@ func (x *SnapshotMessage) DecodeFrom(r *wire.Reader) {
 			x.Attributes = m0
 		}
 	}
+	x.Grouped = r.Bool()
+	x.Group = r.Bytes(r.Len32(2147483647))
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
@@ -223,6 +235,9 @@ func (x *SnapshotMessage) Check() error {
 		if err := wire.CheckString(v0, 65535, false); err != nil {
 			return wire.AtField("attributes", -1, err)
 		}
+	}
+	if err := wire.CheckBytes(x.Group, 2147483647); err != nil {
+		return wire.AtField("group", -1, err)
 	}
 	return nil
 }

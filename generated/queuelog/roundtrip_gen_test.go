@@ -28,6 +28,8 @@ func sampleLogMessage(seed int) LogMessage {
 		},
 		DedupUntil:  int64(seed*37 + 11),
 		FairnessKey: fmt.Sprintf("fairness_key-%d-é", seed),
+		Group:       []byte(fmt.Sprintf("group-%d\x00\xff", seed)),
+		Grouped:     seed%2 == 1,
 		Headers: map[string]string{
 			"k2":                    "v2",
 			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
@@ -74,6 +76,7 @@ func sampleLease(seed int) *Lease {
 }
 func sampleAck(seed int) *Ack {
 	return &Ack{
+		At: int64(seed*37 + 2),
 		Ids: func() []wire.UUID {
 			var out []wire.UUID
 			for seed := range [2]int{seed, seed + 1} {
@@ -160,6 +163,8 @@ func sampleSnapshotMessage(seed int) *SnapshotMessage {
 		Consumer:       fmt.Sprintf("consumer-%d-é", seed),
 		EnqueuedAt:     int64(seed*37 + 11),
 		FairnessKey:    fmt.Sprintf("fairness_key-%d-é", seed),
+		Group:          []byte(fmt.Sprintf("group-%d\x00\xff", seed)),
+		Grouped:        seed%2 == 1,
 		ID:             wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
 		LastError:      fmt.Sprintf("last_error-%d-é", seed),
 		LeaseExpiresAt: int64(seed*37 + 16),

@@ -75,6 +75,7 @@ type actor struct {
 type lane struct {
 	name string
 	def  store.QueueRecord
+	keys laneKeys // ordering and deduplication, from def
 	m    queueMetrics
 }
 
@@ -191,6 +192,13 @@ func newActor(b *Broker, def, dlq store.QueueRecord) *actor {
 	}
 	a.lanes[queuegroup.LaneQueue] = lane{name: def.Name, def: def, m: b.metrics.forQueue(def.Name)}
 	a.lanes[queuegroup.LaneDeadLetter] = lane{name: dlq.Name, def: dlq, m: b.metrics.forQueue(dlq.Name)}
+	for l := range a.lanes {
+		k, err := parseLaneKeys(&a.lanes[l].def)
+		if err != nil { // checked at creation: the stored definition is damaged
+			a.log.Error("the queue's ordering or dedup key does not decode; ignoring it", "lane", l, "err", err)
+		}
+		a.lanes[l].keys = k
+	}
 	a.internal.wake = make(chan struct{}, 1)
 	return a
 }

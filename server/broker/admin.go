@@ -23,10 +23,6 @@ func checkDefinition(req *QueueSpec) *Error {
 		return errorf(CodeReservedQueueName, "queue names ending in %q are reserved for dead-letter queues", dlqSuffix)
 	case req.HasScripts:
 		return errorf(CodeLuaCompilationError, "Lua hooks are not supported by this server yet")
-	case req.Ordering != OrderingNone || req.HasOrderingKey:
-		return errorf(CodeInvalidConfigValue, "ordering groups are not supported by this server yet")
-	case req.HasDedupKey:
-		return errorf(CodeInvalidConfigValue, "deduplication keys are not supported by this server yet")
 	case req.ScriptFailure > ScriptFailurePark:
 		return errorf(CodeInvalidConfigValue, "script_failure %d is not 0 (reject) or 1 (park)", req.ScriptFailure)
 	case req.Backoff > engine.BackoffExponential:
@@ -40,7 +36,7 @@ func checkDefinition(req *QueueSpec) *Error {
 	case req.Backoff == engine.BackoffExponential && req.BackoffMaxMs != 0 && req.BackoffInitialMs > req.BackoffMaxMs:
 		return errorf(CodeInvalidConfigValue, "backoff_max_ms %d is below backoff_initial_ms %d", req.BackoffMaxMs, req.BackoffInitialMs)
 	}
-	return nil
+	return checkKeys(req)
 }
 
 // CreateQueue creates a queue and its dead-letter queue (the queue's ID is its name).
@@ -51,7 +47,8 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 	now := uint64(b.clock().UnixMilli())
 	def := store.QueueRecord{
 		Name: req.Name, CreatedAt: now, VisibilityTimeoutMs: req.VisibilityTimeoutMs,
-		Ordering: uint8(req.Ordering), WhenOrderingKeyMissing: uint8(req.WhenOrderingKeyMissing),
+		Ordering: req.Ordering, OrderingKey: req.OrderingKey.AppendTo(nil), WhenOrderingKeyMissing: req.WhenOrderingKeyMissing,
+		DedupKey:      req.DedupKey.AppendTo(nil),
 		DedupWindowMs: req.DedupWindowMs, ScriptFailure: uint8(req.ScriptFailure),
 		ParkDeadLetterAfter: req.ParkDeadLetterAfter, MaxAttempts: req.MaxAttempts,
 		Backoff: uint8(req.Backoff), BackoffInitialMs: req.BackoffInitialMs, BackoffMaxMs: req.BackoffMaxMs,
@@ -130,8 +127,9 @@ func (b *Broker) purgeDeadLetters(r queueRef) *Error {
 		for m := range a.st.Lane(r.lane).Messages() {
 			ids = append(ids, m.ID)
 		}
+		now := a.now()
 		for _, id := range ids {
-			if err := a.st.Ack(r.lane, id); err == nil {
+			if err := a.st.Ack(r.lane, id, now); err == nil {
 				a.bodies.remove(id)
 			}
 		}

@@ -1,6 +1,9 @@
 package broker
 
-import "github.com/filamq/fila/server/engine"
+import (
+	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/keys"
+)
 
 // The admin operations' domain types. Enumerations keep the protocol's numbering (the session
 // passes the values through; the broker validates their range), so that a stored definition reads
@@ -9,6 +12,8 @@ import "github.com/filamq/fila/server/engine"
 // Enumeration values the broker understands.
 const (
 	OrderingNone                    uint8 = 0
+	OrderingQueue                   uint8 = 1 // the whole queue is one ordering group
+	OrderingGrouped                 uint8 = 2 // grouped by the ordering key
 	WhenOrderingKeyMissingUnordered uint8 = 1 // the largest valid value
 	ScriptFailurePark               uint8 = 1 // the largest valid value (0 = reject)
 	DurabilityCommitted             uint8 = 0 // leases are logged before deliveries are sent
@@ -22,20 +27,25 @@ const (
 // QueueSpec is the definition of a new queue. Zero settings follow the broker defaults.
 type QueueSpec struct {
 	Name string
-	// HasScripts, HasOrderingKey and HasDedupKey report features this server refuses (Lua hooks,
-	// ordering keys, deduplication keys).
-	HasScripts, HasOrderingKey, HasDedupKey bool
-	VisibilityTimeoutMs                     uint64
-	Ordering                                uint8 // only OrderingNone is supported
-	WhenOrderingKeyMissing                  uint8
-	DedupWindowMs                           uint64
-	ScriptFailure                           uint8
-	ParkDeadLetterAfter                     uint32
-	MaxAttempts                             uint32
-	Backoff                                 engine.Backoff
-	BackoffInitialMs, BackoffMaxMs          uint64
-	DeliveryDurability                      uint8
-	ReclaimGraceMs                          uint64
+	// HasScripts reports Lua hooks, which this server refuses.
+	HasScripts          bool
+	VisibilityTimeoutMs uint64
+	// Ordering is OrderingNone, OrderingQueue or OrderingGrouped (by OrderingKey, with
+	// WhenOrderingKeyMissing deciding about messages without it); fixed at creation.
+	Ordering               uint8
+	OrderingKey            keys.Key
+	WhenOrderingKeyMissing uint8
+	// DedupKey is the deduplication identity (empty: the producer's idempotency key); fixed at
+	// creation.
+	DedupKey                       keys.Key
+	DedupWindowMs                  uint64
+	ScriptFailure                  uint8
+	ParkDeadLetterAfter            uint32
+	MaxAttempts                    uint32
+	Backoff                        engine.Backoff
+	BackoffInitialMs, BackoffMaxMs uint64
+	DeliveryDurability             uint8
+	ReclaimGraceMs                 uint64
 }
 
 // QueueUpdate changes a queue's mutable settings: nil fields stay as they are.

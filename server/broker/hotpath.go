@@ -29,19 +29,31 @@ func (a *actor) dedupWindow(l queuegroup.Lane) uint64 {
 }
 
 // enqueue stores messages in lane l and reports each one's ID through res. A message whose
-// idempotency key the group remembers is answered with the original's ID and not stored
-// (deduplication.md).
+// deduplication identity the group remembers is answered with the original's ID and not stored
+// (deduplication.md); one missing the ordering key of a queue that rejects those is answered
+// OrderingKeyMissing (ordering.md). The ordering group is decided here and carried in the log.
 func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueResult, done func()) {
 	now := a.now()
+	lk := &a.lanes[l].keys
 	c := queuelog.Enqueue{Lane: l, At: now, Messages: make([]queuelog.LogMessage, 0, len(items))}
-	var dedupUntil int64 // computed once per batch, when a message carries a key
+	var dedupUntil int64 // computed once per batch, when a message has an identity
 	var batchIDs map[queuegroup.Identity]engine.MsgID
 	for _, it := range items {
 		m := it.msg
+		fk := m.FairnessKey
+		if fk == "" {
+			fk = engine.DefaultFairnessKey
+		}
+		subj := keys.Subject{Headers: it.body.headers, FairnessKey: fk, IdempotencyKey: m.IdempotencyKey,
+			HasIdempotencyKey: m.HasKey, Payload: it.body.payload}
+		group, grouped, ok := lk.group(&subj)
+		if !ok {
+			res[it.index] = EnqueueResult{Code: CodeOrderingKeyMissing}
+			continue
+		}
 		var ident []byte
-		key, keyed := m.IdempotencyKey, m.HasKey
+		hash, keyed := lk.identity(&subj)
 		if keyed {
-			hash := keys.IdempotencyIdentity(key)
 			orig, dup := a.st.Duplicate(hash, now)
 			if !dup {
 				orig, dup = batchIDs[hash]
@@ -60,11 +72,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 		}
 		id := a.b.ids.next(now)
 		if keyed {
-			batchIDs[queuegroup.Identity(ident)] = id
-		}
-		fk := m.FairnessKey
-		if fk == "" {
-			fk = engine.DefaultFairnessKey
+			batchIDs[hash] = id
 		}
 		weight := m.Weight
 		if weight == 0 {
@@ -75,7 +83,8 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 			notBefore = addMs(now, m.DelayMs)
 		}
 		c.Messages = append(c.Messages, queuelog.LogMessage{ID: wire.UUID(id), FairnessKey: fk, Weight: weight, NotBefore: notBefore,
-			Headers: it.body.headers, Payload: it.body.payload, Identity: ident, DedupUntil: dedupUntil})
+			Headers: it.body.headers, Payload: it.body.payload, Identity: ident, DedupUntil: dedupUntil,
+			Grouped: grouped, Group: []byte(group)})
 		a.bodies.put(id, it.body)
 		res[it.index] = EnqueueResult{Code: CodeOk, ID: id}
 	}
@@ -131,7 +140,7 @@ func (a *actor) ack(l queuegroup.Lane, items []settleItem, res []Code, done func
 		err := q.CheckLease(it.id, now)
 		leasedAt, leased := q.LeasedAt(it.id)
 		if err == nil {
-			err = a.st.Ack(l, it.id)
+			err = a.st.Ack(l, it.id, now)
 		}
 		if res[it.index] = codeOf(err); err == nil {
 			a.bodies.remove(it.id)

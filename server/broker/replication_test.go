@@ -106,7 +106,7 @@ func TestAQueueGroupFailsOverToAReplicaWithEveryCommittedMessage(t *testing.T) {
 	leases := q.Dispatch(2000, 5, nil)
 	st.Leased(queuegroup.LaneQueue, 2000, leases)
 	for _, le := range leases[:2] {
-		if err := st.Ack(queuegroup.LaneQueue, le.ID); err != nil {
+		if err := st.Ack(queuegroup.LaneQueue, le.ID, 2000); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/keys"
 	"github.com/filamq/fila/server/storage"
 )
 
@@ -26,8 +27,10 @@ import (
 // Commands (message IDs print as m1, m2, … in the order the broker assigned them):
 //
 //	open [cache=BYTES]                       open a broker on the store (after crash: recover)
-//	create NAME [visibility=MS] [attempts=N] [fast]
-//	enqueue QUEUE PAYLOAD… [key=K] [delay=MS] [idem=KEY]
+//	create NAME [visibility=MS] [attempts=N] [fast] [ordering=queue|grouped] [okey=KEY]
+//	       [missing=unordered] [dedup=KEY] [window=MS]   KEY: parts "kind[:name]" joined by ","
+//	update NAME [window=MS]
+//	enqueue QUEUE PAYLOAD… [key=K] [delay=MS] [idem=KEY] [hdr=NAME:VALUE[;NAME:VALUE]]
 //	enqueue-async QUEUE PAYLOAD…             the same without waiting for the answer
 //	delay-appends DURATION                   every later log append takes this long
 //	consume QUEUE CONSUMER [credit=N]        credit 0 (default): server-managed window
@@ -35,7 +38,7 @@ import (
 //	ack|nack|extend QUEUE ID… [retry=MS] [by=MS]
 //	redrive DLQ
 //	advance DURATION                         move the clock; queue timers that are due fire
-//	stats QUEUE
+//	stats QUEUE                              (with groups= blocked= on an ordered queue)
 //	metrics NAME…                            the samples of these series (without fila_), sorted
 //	fail-commits N                           the next N log appends fail
 //	crash                                    power failure: unsynced writes are lost, the broker stops
@@ -224,11 +227,28 @@ func (s *script) run(d *datadriven.TestData) string {
 		s.b, s.sinks = b, nil
 		return "ok"
 	case "create":
-		req := QueueSpec{Name: words[0], VisibilityTimeoutMs: num(opts, "visibility"), MaxAttempts: uint32(num(opts, "attempts"))}
+		req := QueueSpec{Name: words[0], VisibilityTimeoutMs: num(opts, "visibility"), MaxAttempts: uint32(num(opts, "attempts")),
+			OrderingKey: scriptKey(opts["okey"]), DedupKey: scriptKey(opts["dedup"]), DedupWindowMs: num(opts, "window")}
 		if len(words) > 1 && words[1] == "fast" {
 			req.DeliveryDurability = DurabilityFast
 		}
+		switch opts["ordering"] {
+		case "queue":
+			req.Ordering = OrderingQueue
+		case "grouped":
+			req.Ordering = OrderingGrouped
+		}
+		if opts["missing"] == "unordered" {
+			req.WhenOrderingKeyMissing = WhenOrderingKeyMissingUnordered
+		}
 		return result(s.b.CreateQueue(req))
+	case "update":
+		req := QueueUpdate{Queue: words[0]}
+		if _, ok := opts["window"]; ok {
+			v := num(opts, "window")
+			req.DedupWindowMs = &v
+		}
+		return result(s.b.UpdateQueue(req))
 	case "enqueue":
 		return s.enqueue(words, opts, true)
 	case "enqueue-async":
@@ -276,7 +296,11 @@ func (s *script) run(d *datadriven.TestData) string {
 		if e != nil {
 			return result(e)
 		}
-		return fmt.Sprintf("depth=%d in_flight=%d delayed=%d", res.Depth, res.InFlight, res.Delayed)
+		out := fmt.Sprintf("depth=%d in_flight=%d delayed=%d", res.Depth, res.InFlight, res.Delayed)
+		if res.OrderingGroups > 0 || res.BlockedGroups > 0 {
+			out += fmt.Sprintf(" groups=%d blocked=%d", res.OrderingGroups, res.BlockedGroups)
+		}
+		return out
 	case "fail-commits":
 		s.reloads = s.reloadCount()
 		s.mem.FailCommits(int(num(map[string]string{"n": words[0]}, "n")))
@@ -309,6 +333,13 @@ func (s *script) enqueue(words []string, opts map[string]string, wait bool) stri
 		if k := opts["idem"]; k != "" {
 			m.IdempotencyKey, m.HasKey = k, true
 		}
+		if h := opts["hdr"]; h != "" {
+			m.Headers = map[string]string{}
+			for _, kv := range strings.Split(h, ";") {
+				k, v, _ := strings.Cut(kv, ":")
+				m.Headers[k] = v
+			}
+		}
 		msgs = append(msgs, m)
 	}
 	ch := make(chan string, 1)
@@ -334,6 +365,24 @@ func (s *script) enqueue(words []string, opts map[string]string, wait bool) stri
 		return ""
 	}
 	return <-ch
+}
+
+// scriptKey parses a key written as parts "kind[:name]" joined by "," (kinds as keys.Kind
+// prints them).
+func scriptKey(text string) keys.Key {
+	var k keys.Key
+	for _, p := range strings.Split(text, ",") {
+		if p == "" {
+			continue
+		}
+		kind, name, _ := strings.Cut(p, ":")
+		for i := keys.Header; i <= keys.HeadersHash; i++ {
+			if i.String() == kind {
+				k = append(k, keys.Part{Kind: i, Name: name})
+			}
+		}
+	}
+	return k
 }
 
 func (s *script) settle(cmd string, words []string, opts map[string]string) string {

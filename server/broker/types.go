@@ -28,10 +28,13 @@ const (
 	CodeLuaCompilationError // Lua hooks (refused: not supported yet)
 	CodeNotADLQ             // Redrive of a queue that is not a dead-letter queue
 	CodeInvalidThrottle     // throttle declarations (refused: not supported yet)
+	CodeOrderingKeyMissing  // a message without the ordering key of a queue that rejects those
+	CodeImmutableSetting    // an UpdateQueue of a setting fixed at creation
 )
 
 var codeNames = [...]string{"Ok", "QueueNotFound", "MessageNotFound", "StorageError", "ChannelFull", "InternalError",
-	"QueueAlreadyExists", "InvalidConfigValue", "ReservedQueueName", "LuaCompilationError", "NotADLQ", "InvalidThrottle"}
+	"QueueAlreadyExists", "InvalidConfigValue", "ReservedQueueName", "LuaCompilationError", "NotADLQ", "InvalidThrottle",
+	"OrderingKeyMissing", "ImmutableSetting"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {

@@ -166,3 +166,20 @@ func TestHashes(t *testing.T) {
 		t.Error("payload_hash must depend on the payload and only on it")
 	}
 }
+
+func TestEncodingRoundTrip(t *testing.T) {
+	for _, k := range []keys.Key{nil, {{Kind: keys.FairnessKey}}, {{Kind: keys.Header, Name: "tenant"}, {Kind: keys.PayloadHash}, {Kind: keys.Attribute, Name: "é"}}} {
+		got, err := keys.Decode(k.AppendTo(nil))
+		if err != nil {
+			t.Fatalf("%v: %v", k, err)
+		}
+		if !slices.Equal(got, k) {
+			t.Fatalf("round trip of %v gave %v", k, got)
+		}
+	}
+	for _, bad := range [][]byte{{0}, {0, 1}, {0, 1, 0, 0, 5, 'a'}, {0, 1, 0, 0, 0, 9}, {0, 0, 7}} {
+		if _, err := keys.Decode(bad); err == nil {
+			t.Errorf("Decode(%x) accepted", bad)
+		}
+	}
+}

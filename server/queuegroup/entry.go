@@ -99,7 +99,7 @@ func (s *State) apply(f queuelog.Frame) error {
 		err = s.applyLease(c)
 	case *queuelog.Ack:
 		for _, id := range c.Ids {
-			if err = s.Ack(c.Lane, engine.MsgID(id)); err != nil {
+			if err = s.Ack(c.Lane, engine.MsgID(id), c.At); err != nil {
 				break
 			}
 		}

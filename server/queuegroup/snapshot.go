@@ -87,7 +87,8 @@ func (s *State) writeLane(sw *snapshotWriter, l Lane) {
 		sw.put(&queuelog.SnapshotMessage{ID: wire.UUID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
 			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
 			LastError: m.LastError, State: queuelog.MessageState(m.State), LeasedAt: m.LeasedAt,
-			LeaseExpiresAt: m.LeaseExpiresAt, Consumer: m.Consumer, Attributes: m.Attributes})
+			LeaseExpiresAt: m.LeaseExpiresAt, Consumer: m.Consumer, Attributes: m.Attributes,
+			Grouped: m.Grouped, Group: []byte(m.Group)})
 	}
 	for _, k := range keys {
 		var ready []wire.UUID
@@ -195,6 +196,9 @@ func (sr *snapshotReader) lane(l Lane, name string) (*engine.Queue, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: lane %v: %v", ErrBadSnapshot, l, err)
 	}
+	if l == LaneDeadLetter {
+		rs.DisableOrdering() // as fromLanes does
+	}
 	for i := uint64(0); i < hdr.Messages; i++ {
 		m, err := expect[*queuelog.SnapshotMessage](sr)
 		if err != nil {
@@ -203,7 +207,7 @@ func (sr *snapshotReader) lane(l Lane, name string) (*engine.Queue, error) {
 		if err := rs.AddMessage(engine.Message{ID: engine.MsgID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
 			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
 			LastError: m.LastError, State: engine.State(m.State), LeasedAt: m.LeasedAt, LeaseExpiresAt: m.LeaseExpiresAt,
-			Consumer: m.Consumer, Attributes: attributes(m.Attributes)}); err != nil {
+			Consumer: m.Consumer, Attributes: attributes(m.Attributes), Grouped: m.Grouped, Group: string(m.Group)}); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 		}
 	}

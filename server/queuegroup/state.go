@@ -72,6 +72,7 @@ func New(name, dlqName string, queueCfg, dlqCfg engine.Config) (*State, error) {
 }
 
 func fromLanes(q, d *engine.Queue) *State {
+	d.DisableOrdering() // dead letters keep their groups for redrive, unordered here
 	d.SetFailurePolicy(engine.FailurePolicyFunc(func(*engine.Message, string) (engine.FailureDecision, bool) {
 		return engine.FailureDecision{}, true
 	}))
@@ -154,7 +155,8 @@ func (s *State) Enqueue(c *queuelog.Enqueue) error {
 	for i := range c.Messages {
 		m := &c.Messages[i]
 		msgs = append(msgs, engine.Message{ID: engine.MsgID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
-			EnqueuedAt: c.At, NotBefore: m.NotBefore, Attributes: attributes(m.Attributes)})
+			EnqueuedAt: c.At, NotBefore: m.NotBefore, Attributes: attributes(m.Attributes),
+			Grouped: m.Grouped, Group: string(m.Group)})
 	}
 	err = q.ApplyEnqueue(engine.Enqueue{At: c.At, Msgs: msgs})
 	clear(msgs)
@@ -207,20 +209,21 @@ func (s *State) applyLease(c *queuelog.Lease) error {
 	return nil
 }
 
-// Ack removes a message of lane l for good.
-func (s *State) Ack(l Lane, id engine.MsgID) error {
+// Ack removes a message of lane l for good at time at (when it heads an ordering group, the next
+// message of the group is scheduled then).
+func (s *State) Ack(l Lane, id engine.MsgID, at int64) error {
 	q, err := s.lane(l)
 	if err != nil {
 		return err
 	}
-	if err := q.ApplyAck(engine.Ack{ID: id}); err != nil {
+	if err := q.ApplyAck(engine.Ack{ID: id, At: at}); err != nil {
 		return err
 	}
 	if s.recording {
-		if s.acks.Lane != l && len(s.acks.Ids) > 0 {
+		if (s.acks.Lane != l || s.acks.At != at) && len(s.acks.Ids) > 0 {
 			s.flushAcks()
 		}
-		s.acks.Lane = l
+		s.acks.Lane, s.acks.At = l, at
 		s.acks.Ids = append(s.acks.Ids, wire.UUID(id))
 	}
 	return nil

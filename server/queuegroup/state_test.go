@@ -94,7 +94,7 @@ func (l *leader) step(t *rapid.T) {
 		if ids := l.leased(lane); len(ids) > 0 {
 			id := rapid.SampledFrom(ids).Draw(t, "ack")
 			if l.s.Lane(lane).CheckLease(id, l.now) == nil {
-				if err := l.s.Ack(lane, id); err != nil {
+				if err := l.s.Ack(lane, id, l.now); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -5,6 +5,7 @@ import (
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/keys"
 )
 
 // Node is what the admin operations report about the node serving the connection.
@@ -162,13 +163,26 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 // QueueSpec converts a CreateQueue (enumerations keep their numbering; the broker checks them).
 func QueueSpec(r *fibp.CreateQueue) broker.QueueSpec {
 	return broker.QueueSpec{
-		Name:       r.Name,
-		HasScripts: r.OnEnqueueScript.Present || r.OnFailureScript.Present, HasOrderingKey: len(r.OrderingKey) > 0, HasDedupKey: len(r.DedupKey) > 0,
+		Name:        r.Name,
+		HasScripts:  r.OnEnqueueScript.Present || r.OnFailureScript.Present,
+		OrderingKey: KeyFromWire(r.OrderingKey), DedupKey: KeyFromWire(r.DedupKey),
 		VisibilityTimeoutMs: r.VisibilityTimeoutMs, Ordering: uint8(r.Ordering), WhenOrderingKeyMissing: uint8(r.WhenOrderingKeyMissing),
 		DedupWindowMs: r.DedupWindowMs, ScriptFailure: uint8(r.ScriptFailure), ParkDeadLetterAfter: r.ParkDeadLetterAfter,
 		MaxAttempts: r.MaxAttempts, Backoff: engine.Backoff(r.Backoff), BackoffInitialMs: r.BackoffInitialMs, BackoffMaxMs: r.BackoffMaxMs,
 		DeliveryDurability: uint8(r.DeliveryDurability), ReclaimGraceMs: r.ReclaimGraceMs,
 	}
+}
+
+// KeyFromWire converts a FIBP key (the part kinds share their numbering).
+func KeyFromWire(fk fibp.Key) keys.Key {
+	if len(fk) == 0 {
+		return nil
+	}
+	k := make(keys.Key, len(fk))
+	for i, p := range fk {
+		k[i] = keys.Part{Kind: keys.Kind(p.Kind), Name: p.Name}
+	}
+	return k
 }
 
 // opt is a pointer to an optional field's value, nil when it is absent.

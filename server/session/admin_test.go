@@ -1,12 +1,15 @@
 package session
 
 import (
+	"bytes"
 	"io"
 	"log/slog"
+	"slices"
 	"testing"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/keys"
 	"github.com/filamq/fila/server/storage"
 )
 
@@ -61,5 +64,18 @@ func TestAdminTable(t *testing.T) {
 	res, _ := run(t, b, &fibp.GetClusterStatus{})
 	if s := res.(*fibp.GetClusterStatusResult); len(s.Nodes) != 1 || s.Nodes[0].Addr != "127.0.0.1:1" {
 		t.Errorf("cluster status %+v", s)
+	}
+}
+
+// The stored encoding of keys (keys.Key.AppendTo, keys.Decode) is the FIBP key layout.
+func TestKeyEncodingIsFIBP(t *testing.T) {
+	fk := fibp.Key{{Kind: fibp.KeyPartKind(0), Name: "tenant"}, {Kind: fibp.KeyPartKind(4)}, {Kind: fibp.KeyPartKind(2), Name: "job"}}
+	k := KeyFromWire(fk)
+	if got, want := k.AppendTo(nil), fk.AppendTo(nil); !bytes.Equal(got, want) {
+		t.Fatalf("keys encode %x, FIBP %x", got, want)
+	}
+	back, err := keys.Decode(fk.AppendTo(nil))
+	if err != nil || !slices.Equal(back, k) {
+		t.Fatalf("decoding the FIBP bytes: %v, %v", back, err)
 	}
 }

@@ -36,6 +36,10 @@ func ErrorCode(c broker.Code) fibp.ErrorCode {
 		return fibp.CodeNotADLQ
 	case broker.CodeInvalidThrottle:
 		return fibp.CodeInvalidThrottle
+	case broker.CodeOrderingKeyMissing:
+		return fibp.CodeOrderingKeyMissing
+	case broker.CodeImmutableSetting:
+		return fibp.CodeImmutableSetting
 	default:
 		return fibp.CodeInternalError
 	}

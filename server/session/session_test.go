@@ -65,7 +65,7 @@ func TestAppendDelivery(t *testing.T) {
 }
 
 func TestErrorCode(t *testing.T) {
-	for c := broker.CodeOk; c <= broker.CodeInvalidThrottle; c++ {
+	for c := broker.CodeOk; c <= broker.CodeImmutableSetting; c++ {
 		if got := ErrorCode(c).String(); got != c.String() {
 			t.Errorf("%v maps to %v", c, got)
 		}
