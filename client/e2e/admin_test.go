@@ -489,9 +489,9 @@ func TestUnsupportedFeaturesRefused(t *testing.T) {
 		cfg  fila.QueueConfig
 		want *fila.Error
 	}{
-		{"ordering = queue", fila.QueueConfig{Ordering: fibp.OrderingQueue}, fila.ErrInvalidConfigValue},
-		{"grouped ordering", fila.QueueConfig{Ordering: fibp.OrderingGrouped, OrderingKey: fila.Key{fila.HeaderPart("customer")}}, fila.ErrInvalidConfigValue},
-		{"a dedup key", fila.QueueConfig{DedupKey: fila.Key{fila.IdempotencyKeyPart()}}, fila.ErrInvalidConfigValue},
+		{"grouped ordering without a key", fila.QueueConfig{Ordering: fibp.OrderingGrouped}, fila.ErrInvalidConfigValue},
+		{"a payload hash in an ordering key", fila.QueueConfig{Ordering: fibp.OrderingGrouped, OrderingKey: fila.Key{fila.PayloadHashPart()}}, fila.ErrInvalidConfigValue},
+		{"an ordering key without grouped ordering", fila.QueueConfig{Ordering: fibp.OrderingQueue, OrderingKey: fila.Key{fila.HeaderPart("customer")}}, fila.ErrInvalidConfigValue},
 		{"an on_enqueue script", fila.QueueConfig{OnEnqueueScript: "function on_enqueue(m) return nil end"}, fila.ErrLuaCompilation},
 	} {
 		tc.cfg.Name = queueName(t)
