@@ -54,6 +54,7 @@ type actor struct {
 	reloadQueued atomic.Bool  // a reload after a failed proposal is waiting to run
 	reloads      atomic.Int64 // reloads finished (tests wait on it)
 
+	hooks   queueHooks // the queue lane's compiled Lua hooks
 	subs    map[string]*subscription
 	bodies  *bodyCache
 	batches batchPool
@@ -232,6 +233,7 @@ func (a *actor) open() error {
 	for l := range a.lanes {
 		a.syncConfig(queuegroup.Lane(l))
 	}
+	a.loadHooks()
 	if !a.committed(queuegroup.LaneQueue) {
 		// Fast delivery durability: leases were not logged, so any message ready now may have
 		// been delivered before the restart. Hold them for the reclaim grace (clustering.md).

@@ -21,8 +21,6 @@ func checkDefinition(req *QueueSpec) *Error {
 		return errorf(CodeInvalidConfigValue, "queue name %q must be 1 to 255 bytes without spaces or control characters", req.Name)
 	case strings.HasSuffix(req.Name, dlqSuffix):
 		return errorf(CodeReservedQueueName, "queue names ending in %q are reserved for dead-letter queues", dlqSuffix)
-	case req.HasScripts:
-		return errorf(CodeLuaCompilationError, "Lua hooks are not supported by this server yet")
 	case req.ScriptFailure > ScriptFailurePark:
 		return errorf(CodeInvalidConfigValue, "script_failure %d is not 0 (reject) or 1 (park)", req.ScriptFailure)
 	case req.Backoff > engine.BackoffExponential:
@@ -44,9 +42,13 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 	if e := checkDefinition(&req); e != nil {
 		return e
 	}
+	if _, e := b.compileHooks(req.OnEnqueueScript, req.OnFailureScript, req.HasOnEnqueue, req.HasOnFailure); e != nil {
+		return e
+	}
 	now := uint64(b.clock().UnixMilli())
 	def := store.QueueRecord{
 		Name: req.Name, CreatedAt: now, VisibilityTimeoutMs: req.VisibilityTimeoutMs,
+		OnEnqueueScript: req.OnEnqueueScript, OnFailureScript: req.OnFailureScript,
 		Ordering: req.Ordering, OrderingKey: req.OrderingKey.AppendTo(nil), WhenOrderingKeyMissing: req.WhenOrderingKeyMissing,
 		DedupKey:      req.DedupKey.AppendTo(nil),
 		DedupWindowMs: req.DedupWindowMs, ScriptFailure: uint8(req.ScriptFailure),
@@ -147,11 +149,15 @@ func (b *Broker) UpdateQueue(req QueueUpdate) *Error {
 	if r.a == nil {
 		return errorf(CodeQueueNotFound, "queue %q does not exist", req.Queue)
 	}
-	if req.OnEnqueueChange == ScriptSet || req.OnFailureChange == ScriptSet {
-		return errorf(CodeLuaCompilationError, "Lua hooks are not supported by this server yet")
-	}
 	if req.OnEnqueueChange > ScriptRemove || req.OnFailureChange > ScriptRemove {
 		return errorf(CodeInvalidConfigValue, "script change must be 0 (unchanged), 1 (set) or 2 (remove)")
+	}
+	if (req.OnEnqueueChange == ScriptSet || req.OnFailureChange == ScriptSet) && r.lane == queuegroup.LaneDeadLetter {
+		return errorf(CodeInvalidConfigValue, "a dead-letter queue has no Lua hooks")
+	}
+	if _, e := b.compileHooks(req.OnEnqueueScript, req.OnFailureScript,
+		req.OnEnqueueChange == ScriptSet, req.OnFailureChange == ScriptSet); e != nil {
+		return e
 	}
 	if v := req.Backoff; v != nil && *v > engine.BackoffExponential {
 		return errorf(CodeInvalidConfigValue, "backoff %d is not one of 0..3", *v)
@@ -177,6 +183,7 @@ func (b *Broker) UpdateQueue(req QueueUpdate) *Error {
 	e, ok := r.a.commitCall(func(a *actor) *Error {
 		a.lanes[r.lane].def = def
 		a.syncConfig(r.lane)
+		a.loadHooks()
 		return nil
 	})
 	if !ok {
@@ -198,10 +205,16 @@ func (b *Broker) checkUpdate(def *store.QueueRecord, req *QueueUpdate) *Error {
 		def.Backoff = uint8(*v)
 	}
 	set(&def.DeliveryDurability, req.DeliveryDurability)
-	if req.OnEnqueueChange == ScriptRemove {
+	switch req.OnEnqueueChange {
+	case ScriptSet:
+		def.OnEnqueueScript = req.OnEnqueueScript
+	case ScriptRemove:
 		def.OnEnqueueScript = ""
 	}
-	if req.OnFailureChange == ScriptRemove {
+	switch req.OnFailureChange {
+	case ScriptSet:
+		def.OnFailureScript = req.OnFailureScript
+	case ScriptRemove:
 		def.OnFailureScript = ""
 	}
 	cfg := b.engineConfig(def)
@@ -350,6 +363,7 @@ func (b *Broker) SetConfig(k, value string) *Error {
 	b.config[k] = value
 	if known {
 		_ = key.apply(&b.defaults, value) // validated above
+		b.hooks.SetLimits(b.defaults.luaLimits())
 	}
 	actors := map[*actor]bool{}
 	for _, r := range b.queues {

@@ -27,8 +27,10 @@ const (
 // QueueSpec is the definition of a new queue. Zero settings follow the broker defaults.
 type QueueSpec struct {
 	Name string
-	// HasScripts reports Lua hooks, which this server refuses.
-	HasScripts          bool
+	// OnEnqueueScript and OnFailureScript are the Lua hooks, used when HasOnEnqueue and
+	// HasOnFailure (a present but empty script is refused: it defines no hook function).
+	OnEnqueueScript, OnFailureScript string
+	HasOnEnqueue, HasOnFailure       bool
 	VisibilityTimeoutMs uint64
 	// Ordering is OrderingNone, OrderingQueue or OrderingGrouped (by OrderingKey, with
 	// WhenOrderingKeyMissing deciding about messages without it); fixed at creation.
@@ -51,8 +53,10 @@ type QueueSpec struct {
 // QueueUpdate changes a queue's mutable settings: nil fields stay as they are.
 type QueueUpdate struct {
 	Queue string
-	// OnEnqueueChange and OnFailureChange are ScriptUnchanged, ScriptSet (refused) or ScriptRemove.
+	// OnEnqueueChange and OnFailureChange are ScriptUnchanged, ScriptSet (to OnEnqueueScript,
+	// OnFailureScript) or ScriptRemove.
 	OnEnqueueChange, OnFailureChange uint8
+	OnEnqueueScript, OnFailureScript string
 	VisibilityTimeoutMs              *uint64
 	DedupWindowMs                    *uint64
 	MaxAttempts                      *uint32

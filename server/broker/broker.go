@@ -22,6 +22,7 @@ import (
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/hooks"
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftgroup"
 	"github.com/filamq/fila/server/storage"
@@ -94,6 +95,7 @@ type Broker struct {
 	ids     *idGen
 	metrics *metrics
 	events  Events
+	hooks   *hooks.Runtime // runs every queue's Lua hooks
 
 	meta      *metaFSM
 	metaGroup *raftgroup.Group
@@ -160,6 +162,7 @@ func Open(o Options) (*Broker, error) {
 		opts: o, db: db, log: o.Logger, clock: o.Clock, ids: newIDGen(), events: o.Events,
 		metrics: newMetrics(o.Registry), queues: map[string]queueRef{}, defaults: DefaultDefaults(), meta: newMetaFSM(),
 	}
+	b.hooks = hooks.NewRuntime(b.defaults.luaLimits(), b.configValue)
 	if err := b.recover(); err != nil {
 		b.shutdownGroups()
 		db.Close()
@@ -205,6 +208,7 @@ func (b *Broker) recover() error {
 			}
 		}
 	}
+	b.hooks.SetLimits(b.defaults.luaLimits())
 	defs := map[string]store.QueueRecord{}
 	for _, d := range b.meta.definitions() {
 		defs[d.Name] = d

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/sandbox"
 )
 
 // Defaults are the broker-wide values that a zero in CreateQueue stands for, and the scheduler
@@ -22,12 +23,16 @@ type Defaults struct {
 	ReclaimGraceMs      uint64
 	Quantum             uint32
 	LuaTimeoutMs        uint64
+	LuaCallStackSize    uint64
+	LuaRegistryMaxSize  uint64
+	LuaMaxStringBytes   uint64
 	ReclassifyMs        uint64
 }
 
 // DefaultDefaults returns concepts.md's server defaults.
 func DefaultDefaults() Defaults {
 	e := engine.DefaultConfig()
+	lua := sandbox.DefaultLimits()
 	return Defaults{
 		VisibilityTimeoutMs: e.VisibilityTimeoutMs,
 		MaxAttempts:         e.MaxAttempts,
@@ -38,6 +43,9 @@ func DefaultDefaults() Defaults {
 		ReclaimGraceMs:      10 * 1000,
 		Quantum:             e.Quantum,
 		LuaTimeoutMs:        10,
+		LuaCallStackSize:    uint64(lua.CallStackSize),
+		LuaRegistryMaxSize:  uint64(lua.RegistryMaxSize),
+		LuaMaxStringBytes:   uint64(lua.MaxStringBytes),
 		ReclassifyMs:        60 * 1000,
 	}
 }
@@ -104,6 +112,9 @@ var knownConfig = map[string]configKey{
 	"defaults.reclaim_grace_ms":   uintKey("fast queues' reclaim grace after a restart", 1, day, func(d *Defaults) *uint64 { return &d.ReclaimGraceMs }),
 	"scheduler.quantum":           uint32Key("DRR quantum: deficit per weight unit per round", 1, func(d *Defaults) *uint32 { return &d.Quantum }),
 	"lua.timeout_ms":              uintKey("time budget of one script call", 1, 10_000, func(d *Defaults) *uint64 { return &d.LuaTimeoutMs }),
+	"lua.call_stack_size":         uintKey("nested calls a script may make", 16, 100_000, func(d *Defaults) *uint64 { return &d.LuaCallStackSize }),
+	"lua.registry_max_size":       uintKey("values a script's stack may hold", 1024, 16<<20, func(d *Defaults) *uint64 { return &d.LuaRegistryMaxSize }),
+	"lua.max_string_bytes":        uintKey("longest string string.rep may make", 1024, 1<<30, func(d *Defaults) *uint64 { return &d.LuaMaxStringBytes }),
 	"lua.reclassify_interval_ms":  uintKey("how often parked messages are reclassified", 1, day, func(d *Defaults) *uint64 { return &d.ReclassifyMs }),
 }
 

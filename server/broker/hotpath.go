@@ -39,12 +39,16 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 	var dedupUntil int64 // computed once per batch, when a message has an identity
 	var batchIDs map[queuegroup.Identity]engine.MsgID
 	for _, it := range items {
-		m := it.msg
+		m, attrs, code := a.classify(l, it.msg, len(it.body.payload))
+		if code != CodeOk {
+			res[it.index] = EnqueueResult{Code: code}
+			continue
+		}
 		fk := m.FairnessKey
 		if fk == "" {
 			fk = engine.DefaultFairnessKey
 		}
-		subj := keys.Subject{Headers: it.body.headers, FairnessKey: fk, IdempotencyKey: m.IdempotencyKey,
+		subj := keys.Subject{Headers: it.body.headers, FairnessKey: fk, Attributes: attrs, IdempotencyKey: m.IdempotencyKey,
 			HasIdempotencyKey: m.HasKey, Payload: it.body.payload}
 		group, grouped, ok := lk.group(&subj)
 		if !ok {
@@ -84,7 +88,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 		}
 		c.Messages = append(c.Messages, queuelog.LogMessage{ID: wire.UUID(id), FairnessKey: fk, Weight: weight, NotBefore: notBefore,
 			Headers: it.body.headers, Payload: it.body.payload, Identity: ident, DedupUntil: dedupUntil,
-			Grouped: grouped, Group: []byte(group)})
+			Grouped: grouped, Group: []byte(group), Attributes: attrs})
 		a.bodies.put(id, it.body)
 		res[it.index] = EnqueueResult{Code: CodeOk, ID: id}
 	}

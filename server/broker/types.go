@@ -25,16 +25,18 @@ const (
 	CodeQueueAlreadyExists
 	CodeInvalidConfigValue
 	CodeReservedQueueName   // names ending in ".dlq" belong to dead-letter queues
-	CodeLuaCompilationError // Lua hooks (refused: not supported yet)
+	CodeLuaCompilationError // a Lua hook does not compile or lacks its function
 	CodeNotADLQ             // Redrive of a queue that is not a dead-letter queue
 	CodeInvalidThrottle     // throttle declarations (refused: not supported yet)
 	CodeOrderingKeyMissing  // a message without the ordering key of a queue that rejects those
 	CodeImmutableSetting    // an UpdateQueue of a setting fixed at creation
+	CodeScriptError         // the queue's on_enqueue failed on this message (reject policy)
+	CodeScriptTimeout       // the queue's on_enqueue ran out of time on this message (reject policy)
 )
 
 var codeNames = [...]string{"Ok", "QueueNotFound", "MessageNotFound", "StorageError", "ChannelFull", "InternalError",
 	"QueueAlreadyExists", "InvalidConfigValue", "ReservedQueueName", "LuaCompilationError", "NotADLQ", "InvalidThrottle",
-	"OrderingKeyMissing", "ImmutableSetting"}
+	"OrderingKeyMissing", "ImmutableSetting", "ScriptError", "ScriptTimeout"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {

@@ -182,7 +182,11 @@ func (s *State) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LVa
 func parseChunk(chunk, src string) ([]ast.Stmt, error) {
 	stmts, err := parse.Parse(strings.NewReader(src), chunk)
 	if err != nil {
-		return nil, fmt.Errorf("%v", err)
+		msg := strings.TrimSpace(err.Error())
+		if strings.Contains(msg, " at EOF") { // name the line the script ends on, as for other errors
+			msg = strings.Replace(msg, " at EOF", fmt.Sprintf(" line:%d at the end of the script", strings.Count(src, "\n")+1), 1)
+		}
+		return nil, errors.New(msg)
 	}
 	return stmts, nil
 }

@@ -55,6 +55,9 @@ func notYet(feature string) *broker.Error {
 var adminOps = map[fibp.Opcode]AdminHandler{
 	fibp.OpCreateQueue: adminOp(func(b *broker.Broker, _ Node, r *fibp.CreateQueue) (fibp.Frame, *broker.Error) {
 		if e := b.CreateQueue(QueueSpec(r)); e != nil {
+			if e.Code == broker.CodeLuaCompilationError {
+				return nil, e // an Error frame: it carries the compiler's message
+			}
 			return &fibp.CreateQueueResult{ErrorCode: code(e)}, e
 		}
 		return &fibp.CreateQueueResult{ErrorCode: fibp.CodeOk, QueueID: r.Name}, nil
@@ -65,6 +68,9 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 	}),
 	fibp.OpUpdateQueue: adminOp(func(b *broker.Broker, _ Node, r *fibp.UpdateQueue) (fibp.Frame, *broker.Error) {
 		e := b.UpdateQueue(QueueUpdate(r))
+		if e != nil && e.Code == broker.CodeLuaCompilationError {
+			return nil, e // an Error frame: it carries the compiler's message
+		}
 		return &fibp.UpdateQueueResult{ErrorCode: code(e)}, e
 	}),
 	fibp.OpGetStats: adminOp(func(b *broker.Broker, _ Node, r *fibp.GetStats) (fibp.Frame, *broker.Error) {
@@ -163,8 +169,9 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 // QueueSpec converts a CreateQueue (enumerations keep their numbering; the broker checks them).
 func QueueSpec(r *fibp.CreateQueue) broker.QueueSpec {
 	return broker.QueueSpec{
-		Name:        r.Name,
-		HasScripts:  r.OnEnqueueScript.Present || r.OnFailureScript.Present,
+		Name:            r.Name,
+		OnEnqueueScript: r.OnEnqueueScript.Value, HasOnEnqueue: r.OnEnqueueScript.Present,
+		OnFailureScript: r.OnFailureScript.Value, HasOnFailure: r.OnFailureScript.Present,
 		OrderingKey: KeyFromWire(r.OrderingKey), DedupKey: KeyFromWire(r.DedupKey),
 		VisibilityTimeoutMs: r.VisibilityTimeoutMs, Ordering: uint8(r.Ordering), WhenOrderingKeyMissing: uint8(r.WhenOrderingKeyMissing),
 		DedupWindowMs: r.DedupWindowMs, ScriptFailure: uint8(r.ScriptFailure), ParkDeadLetterAfter: r.ParkDeadLetterAfter,
@@ -200,6 +207,7 @@ func same[T any](v T) T { return v }
 func QueueUpdate(r *fibp.UpdateQueue) broker.QueueUpdate {
 	return broker.QueueUpdate{
 		Queue: r.Queue, OnEnqueueChange: uint8(r.OnEnqueueChange), OnFailureChange: uint8(r.OnFailureChange),
+		OnEnqueueScript: r.OnEnqueueScript, OnFailureScript: r.OnFailureScript,
 		VisibilityTimeoutMs: opt(r.VisibilityTimeoutMs, same), DedupWindowMs: opt(r.DedupWindowMs, same),
 		MaxAttempts: opt(r.MaxAttempts, same), Backoff: opt(r.Backoff, func(b fibp.Backoff) engine.Backoff { return engine.Backoff(b) }),
 		BackoffInitialMs: opt(r.BackoffInitialMs, same), BackoffMaxMs: opt(r.BackoffMaxMs, same),

@@ -40,6 +40,10 @@ func ErrorCode(c broker.Code) fibp.ErrorCode {
 		return fibp.CodeOrderingKeyMissing
 	case broker.CodeImmutableSetting:
 		return fibp.CodeImmutableSetting
+	case broker.CodeScriptError:
+		return fibp.CodeScriptError
+	case broker.CodeScriptTimeout:
+		return fibp.CodeScriptTimeout
 	default:
 		return fibp.CodeInternalError
 	}

@@ -41,7 +41,7 @@ func TestAdminErrorCodes(t *testing.T) {
 		{"reserved name", &fibp.CreateQueue{Name: "x.dlq"}, fibp.CodeReservedQueueName},
 		{"empty name", &fibp.CreateQueue{Name: ""}, fibp.CodeInvalidConfigValue},
 		{"bad backoff", &fibp.CreateQueue{Name: "b", Backoff: 9}, fibp.CodeInvalidConfigValue},
-		{"script", &fibp.CreateQueue{Name: "s", OnEnqueueScript: wire.Some("function on_enqueue(m) end")}, fibp.CodeLuaCompilationError},
+		{"script", &fibp.CreateQueue{Name: "s", OnEnqueueScript: wire.Some("function on_enqueue(m)")}, fibp.CodeLuaCompilationError},
 		{"stats of a missing queue", &fibp.GetStats{Queue: "nope"}, fibp.CodeQueueNotFound},
 		{"delete a missing queue", &fibp.DeleteQueue{Queue: "nope"}, fibp.CodeQueueNotFound},
 		{"update a missing queue", &fibp.UpdateQueue{Queue: "nope"}, fibp.CodeQueueNotFound},
