@@ -120,8 +120,8 @@ func TestCreateQueueErrors(t *testing.T) {
 		{"visibility over 12h", fila.QueueConfig{VisibilityTimeout: 13 * time.Hour}, fila.ErrInvalidConfigValue},
 		{"exponential max below initial", fila.QueueConfig{Backoff: fibp.BackoffExponential,
 			BackoffInitial: 2 * time.Second, BackoffMax: time.Second}, fila.ErrInvalidConfigValue},
-		{"on_enqueue script", fila.QueueConfig{OnEnqueueScript: "function on_enqueue(msg) return {} end"}, fila.ErrLuaCompilation},
-		{"on_failure script", fila.QueueConfig{OnFailureScript: "function on_failure(msg) return {action = \"dlq\"} end"}, fila.ErrLuaCompilation},
+		{"on_enqueue script that does not compile", fila.QueueConfig{OnEnqueueScript: "function on_enqueue(msg) return { end"}, fila.ErrLuaCompilation},
+		{"on_failure script without on_failure", fila.QueueConfig{OnFailureScript: "function on_enqueue(msg) return {action = \"dlq\"} end"}, fila.ErrLuaCompilation},
 	} {
 		cfg := tc.cfg
 		cfg.Name = queueName(t)
@@ -143,9 +143,9 @@ func TestCreateQueueErrors(t *testing.T) {
 			wantCode(t, "GetStats of the DLQ after a refused CreateQueue ("+tc.name+")", err, fila.ErrQueueNotFound)
 		}
 	}
-	// A script is refused with the compiler's (here: the broker's) message, not just a code.
-	_, err = c.CreateQueue(ctx, fila.QueueConfig{Name: queueName(t), OnEnqueueScript: "function on_enqueue(msg) return nil end"})
-	if fe, ok := err.(*fila.Error); !ok || fe.Message == "" {
+	// A script is refused with the compiler's message, line included, not just a code.
+	_, err = c.CreateQueue(ctx, fila.QueueConfig{Name: queueName(t), OnEnqueueScript: "function on_enqueue(msg)\n  return nil +\nend"})
+	if fe, ok := err.(*fila.Error); !ok || !strings.Contains(fe.Message, "line:3") {
 		t.Errorf("LuaCompilationError without a message: %#v", err)
 	}
 }
@@ -204,8 +204,8 @@ func TestUpdateQueue(t *testing.T) {
 
 	err := c.UpdateQueue(ctx, queueName(t), fila.QueueUpdate{MaxAttempts: fila.Ptr[uint32](2)})
 	wantCode(t, "UpdateQueue of a missing queue", err, fila.ErrQueueNotFound)
-	err = c.UpdateQueue(ctx, q, fila.QueueUpdate{OnEnqueueScript: fila.Ptr("function on_enqueue(m) return nil end")})
-	wantCode(t, "UpdateQueue setting a script", err, fila.ErrLuaCompilation)
+	err = c.UpdateQueue(ctx, q, fila.QueueUpdate{OnEnqueueScript: fila.Ptr("function on_enqueue(m) return nil")})
+	wantCode(t, "UpdateQueue setting a script that does not compile", err, fila.ErrLuaCompilation)
 	err = c.UpdateQueue(ctx, q, fila.QueueUpdate{Backoff: fila.Ptr[fibp.Backoff](9)})
 	wantCode(t, "UpdateQueue with backoff 9", err, fila.ErrInvalidConfigValue)
 	err = c.UpdateQueue(ctx, q, fila.QueueUpdate{DeliveryDurability: fila.Ptr[fibp.DeliveryDurability](4)})
@@ -492,7 +492,7 @@ func TestUnsupportedFeaturesRefused(t *testing.T) {
 		{"grouped ordering without a key", fila.QueueConfig{Ordering: fibp.OrderingGrouped}, fila.ErrInvalidConfigValue},
 		{"a payload hash in an ordering key", fila.QueueConfig{Ordering: fibp.OrderingGrouped, OrderingKey: fila.Key{fila.PayloadHashPart()}}, fila.ErrInvalidConfigValue},
 		{"an ordering key without grouped ordering", fila.QueueConfig{Ordering: fibp.OrderingQueue, OrderingKey: fila.Key{fila.HeaderPart("customer")}}, fila.ErrInvalidConfigValue},
-		{"an on_enqueue script", fila.QueueConfig{OnEnqueueScript: "function on_enqueue(m) return nil end"}, fila.ErrLuaCompilation},
+		{"an on_enqueue script without on_enqueue", fila.QueueConfig{OnEnqueueScript: "function classify(m) return nil end"}, fila.ErrLuaCompilation},
 	} {
 		tc.cfg.Name = queueName(t)
 		_, err := c.CreateQueue(ctx, tc.cfg)

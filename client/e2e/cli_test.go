@@ -68,7 +68,7 @@ func TestCLIQueueLifecycle(t *testing.T) {
 	}
 	wantCLIError(t, cli(t, "", "queue", "create", q), 1, "(QueueAlreadyExists)")
 	wantCLIError(t, cli(t, "", "queue", "create", q+".dlq"), 1, "(ReservedQueueName)")
-	wantCLIError(t, cli(t, "", "queue", "create", queueName(t), "--on-enqueue", writeFile(t, "hook.lua", "function on_enqueue(m) return nil end")), 1, "(LuaCompilationError)")
+	wantCLIError(t, cli(t, "", "queue", "create", queueName(t), "--on-enqueue", writeFile(t, "hook.lua", "function on_enqueue(m) return nil")), 1, "(LuaCompilationError)")
 
 	// enqueue: argument, headers, fairness key, weight; --json; payload from a file.
 	out := cliOK(t, "", "enqueue", q, "-H", "tenant=acme", "-H", "trace=t1", "--fairness-key", "acme", "--weight", "2", "hello")
