@@ -31,7 +31,7 @@ type QueueSpec struct {
 	// HasOnFailure (a present but empty script is refused: it defines no hook function).
 	OnEnqueueScript, OnFailureScript string
 	HasOnEnqueue, HasOnFailure       bool
-	VisibilityTimeoutMs uint64
+	VisibilityTimeoutMs              uint64
 	// Ordering is OrderingNone, OrderingQueue or OrderingGrouped (by OrderingKey, with
 	// WhenOrderingKeyMissing deciding about messages without it); fixed at creation.
 	Ordering               uint8
