@@ -152,6 +152,9 @@ type QueueStats struct {
 	ReplicationCount     uint32            `json:"replication_count"`
 	PerKeyStats          []FairnessKeyStat `json:"per_key_stats"`
 	ActiveThrottles      []ThrottleSummary `json:"active_throttles"`
+	// Settings are the queue's stored settings by CreateQueue field name; a zero number or
+	// backoff server_default follows the broker default defaults.<name> (see ListConfig).
+	Settings map[string]string `json:"settings,omitempty"`
 }
 
 // FairnessKeyStat is the scheduler's state for one fairness key.
@@ -204,6 +207,7 @@ func (c *Client) GetStats(ctx context.Context, queue string) (*QueueStats, error
 		ReplicationCount:     res.ReplicationCount,
 		PerKeyStats:          make([]FairnessKeyStat, len(res.PerKeyStats)),
 		ActiveThrottles:      make([]ThrottleSummary, len(res.ActiveThrottles)),
+		Settings:             res.Settings,
 	}
 	for i, k := range res.PerKeyStats {
 		st.PerKeyStats[i] = FairnessKeyStat(k)

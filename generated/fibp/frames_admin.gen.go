@@ -465,6 +465,12 @@ type GetStatsResult struct {
 
 	// ActiveThrottles: Each throttle active on the queue.
 	ActiveThrottles []ThrottleSummary
+
+	// Settings: Appended (schema evolution): the queue's settings as CreateQueue and UpdateQueue
+	// stored them, by CreateQueue field name (visibility_timeout_ms, max_attempts, backoff, …). A
+	// zero duration or count, and backoff server_default, mean the queue follows the broker default of
+	// the same name under defaults. in the runtime config (ListConfig "defaults.").
+	Settings map[string]string
 }
 
 // Opcode returns OpGetStatsResult.
@@ -495,6 +501,11 @@ func (x *GetStatsResult) Size() int {
 	for i0 := range x.ActiveThrottles {
 		n += x.ActiveThrottles[i0].Size()
 	}
+	n += 2
+	for k0, v0 := range x.Settings {
+		n += 2 + len(k0)
+		n += 2 + len(v0)
+	}
 	return n
 }
 
@@ -520,6 +531,14 @@ func (x *GetStatsResult) AppendTo(b []byte) []byte {
 	b = wire.AppendCount(b, 4, len(x.ActiveThrottles))
 	for i0 := range x.ActiveThrottles {
 		b = x.ActiveThrottles[i0].AppendTo(b)
+	}
+	{
+		var scratch0 [16]string
+		b = wire.AppendCount(b, 2, len(x.Settings))
+		for _, k0 := range wire.SortedKeys(x.Settings, &scratch0) {
+			b = wire.AppendString16(b, k0)
+			b = wire.AppendString16(b, x.Settings[k0])
+		}
 	}
 	return b
 }
@@ -567,6 +586,18 @@ func (x *GetStatsResult) DecodeFrom(r *wire.Reader) {
 			}
 		}
 	}
+	{
+		n0 := r.Count(2, 4)
+		x.Settings = nil
+		if n0 > 0 {
+			m0 := make(map[string]string, wire.MapHint(n0))
+			for range n0 {
+				k0 := r.String(r.Len16(65535), true)
+				m0[k0] = r.String(r.Len16(65535), true)
+			}
+			x.Settings = m0
+		}
+	}
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
@@ -585,6 +616,17 @@ func (x *GetStatsResult) Check() error {
 	for i0 := range x.ActiveThrottles {
 		if err := x.ActiveThrottles[i0].Check(); err != nil {
 			return wire.AtField("active_throttles", i0, err)
+		}
+	}
+	if err := wire.CheckCount(len(x.Settings), 65535); err != nil {
+		return wire.AtField("settings", -1, err)
+	}
+	for k0, v0 := range x.Settings {
+		if err := wire.CheckString(k0, 65535, true); err != nil {
+			return wire.AtField("settings", -1, err)
+		}
+		if err := wire.CheckString(v0, 65535, true); err != nil {
+			return wire.AtField("settings", -1, err)
 		}
 	}
 	return nil

@@ -115,7 +115,7 @@ func TestGoldenDelivery(t *testing.T) {
 
 func TestGoldenGetStatsResultWithThrottle(t *testing.T) {
 	want := hexvec.Bytes(t,
-		"000000a1",                     // length: 161
+		"000000b4",                     // length: 180
 		"f8 00 00000009",               // GetStatsResult answering request 9
 		"00",                           // error_code Ok
 		"0000000000000005",             // depth 5
@@ -142,10 +142,13 @@ func TestGoldenGetStatsResultWithThrottle(t *testing.T) {
 		"0001 00 0008 "+hexvec.Text("merchant"), // key: 1 part, header "merchant"
 		"00",       //   when_key_missing: shared bucket
 		"00000002", //   declaring_subscribers 2
+		"0001",     // settings: 1 entry (appended field)
+		"000c "+hexvec.Text("max_attempts")+" 0001 "+hexvec.Text("5"),
 	)
 	checkVector(t, 0, 9, &GetStatsResult{
 		Depth: 5, InFlight: 1, Throttled: 2, ActiveFairnessKeys: 1, ActiveConsumers: 1, Quantum: 1,
 		PerKeyStats: []FairnessKeyStat{{Key: "default", PendingCount: 5, CurrentDeficit: -1, Weight: 1}},
+		Settings:    map[string]string{"max_attempts": "5"},
 		ActiveThrottles: []ThrottleSummary{{
 			Name:                 "api",
 			Limits:               []ThrottleLimit{{MaxDeliveries: 100, WindowMs: 1000}},

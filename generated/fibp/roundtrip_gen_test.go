@@ -650,8 +650,12 @@ func sampleGetStatsResult(seed int) *GetStatsResult {
 		}(),
 		Quantum:          uint32(seed*37 + 7),
 		ReplicationCount: uint32(seed*37 + 17),
-		Throttled:        uint64(seed*37 + 9),
-		Unclassified:     uint64(seed*37 + 12),
+		Settings: map[string]string{
+			"k2":                    "v2",
+			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
+		},
+		Throttled:    uint64(seed*37 + 9),
+		Unclassified: uint64(seed*37 + 12),
 	}
 }
 func sampleGetStats(seed int) *GetStats {

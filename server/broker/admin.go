@@ -347,6 +347,9 @@ func (b *Broker) SetConfig(k, value string) *Error {
 	if k == "" {
 		return errorf(CodeInvalidConfigValue, "config key must not be empty")
 	}
+	if e := unknownKeyError(k); e != nil {
+		return e
+	}
 	key, known := knownConfig[k]
 	if known {
 		d := b.currentDefaults()

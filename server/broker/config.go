@@ -89,8 +89,10 @@ func uint32Key(doc string, min uint32, field func(d *Defaults) *uint32) configKe
 
 const day = 24 * 60 * 60 * 1000
 
-// knownConfig lists the keys the broker validates and applies. Any other key is stored as given,
-// for scripts to read (fila.get).
+// knownConfig lists the keys the broker validates and applies: the one registry of them (a
+// feature that adds a key adds it here; SetConfig's refusal, ListConfig and the docs follow).
+// Under the broker's own namespaces (brokerNamespaces) only these keys are accepted; any other
+// key is stored as given, for scripts to read (fila.get).
 var knownConfig = map[string]configKey{
 	"defaults.visibility_timeout_ms": uintKey("lease duration of queues created with 0", 1, 12*60*60*1000, func(d *Defaults) *uint64 { return &d.VisibilityTimeoutMs }),
 	"defaults.max_attempts":          uint32Key("deliveries before dead-lettering", 1, func(d *Defaults) *uint32 { return &d.MaxAttempts }),
@@ -133,4 +135,29 @@ func (b *Broker) currentDefaults() Defaults {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	return b.defaults
+}
+
+// brokerNamespaces are the key prefixes the broker reserves: SetConfig refuses a key under them
+// that is not in knownConfig, so a typo does not pass for a setting.
+var brokerNamespaces = []string{"defaults.", "scheduler.", "lua."}
+
+// unknownKeyError reports a key under a broker namespace that the broker does not know, with
+// the valid keys of that namespace; nil for a known key or a key outside the namespaces.
+func unknownKeyError(k string) *Error {
+	if _, known := knownConfig[k]; known {
+		return nil
+	}
+	for _, ns := range brokerNamespaces {
+		if !strings.HasPrefix(k, ns) {
+			continue
+		}
+		var valid []string
+		for _, key := range knownKeys() {
+			if strings.HasPrefix(key, ns) {
+				valid = append(valid, key)
+			}
+		}
+		return errorf(CodeInvalidConfigValue, "unknown config key %q: the keys under %s are %s", k, ns, strings.Join(valid, ", "))
+	}
+	return nil
 }

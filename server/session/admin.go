@@ -78,7 +78,11 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 		if e != nil {
 			return &fibp.GetStatsResult{ErrorCode: code(e)}, e
 		}
-		return StatsResult(&s), nil
+		res := StatsResult(&s)
+		if def, e := b.Definition(r.Queue); e == nil {
+			res.Settings = Settings(&def)
+		}
+		return res, nil
 	}),
 	fibp.OpListQueues: adminOp(func(b *broker.Broker, _ Node, _ *fibp.ListQueues) (fibp.Frame, *broker.Error) {
 		res := &fibp.ListQueuesResult{ErrorCode: fibp.CodeOk}
@@ -88,8 +92,10 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 		return res, nil
 	}),
 	fibp.OpSetConfig: adminOp(func(b *broker.Broker, _ Node, r *fibp.SetConfig) (fibp.Frame, *broker.Error) {
-		e := b.SetConfig(r.Key, r.Value)
-		return &fibp.SetConfigResult{ErrorCode: code(e)}, e
+		if e := b.SetConfig(r.Key, r.Value); e != nil {
+			return nil, e // an Error frame: its message says why, and lists the valid keys
+		}
+		return &fibp.SetConfigResult{ErrorCode: fibp.CodeOk}, nil
 	}),
 	fibp.OpGetConfig: adminOp(func(b *broker.Broker, _ Node, r *fibp.GetConfig) (fibp.Frame, *broker.Error) {
 		v, e := b.GetConfig(r.Key)

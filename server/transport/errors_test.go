@@ -48,6 +48,9 @@ func TestAdminErrorCodes(t *testing.T) {
 		{"redrive a queue that is not a DLQ", &fibp.Redrive{DLQQueue: "orders"}, fibp.CodeNotADLQ},
 		{"unset config key", &fibp.GetConfig{Key: "app.missing"}, fibp.CodeInvalidConfigValue},
 		{"bad config value", &fibp.SetConfig{Key: "scheduler.quantum", Value: "zero"}, fibp.CodeInvalidConfigValue},
+		{"unknown key under defaults.", &fibp.SetConfig{Key: "defaults.visiblity_timeout_ms", Value: "1"}, fibp.CodeInvalidConfigValue},
+		{"unknown key under scheduler.", &fibp.SetConfig{Key: "scheduler.quantom", Value: "1"}, fibp.CodeInvalidConfigValue},
+		{"unknown key under lua.", &fibp.SetConfig{Key: "lua.timeout", Value: "1"}, fibp.CodeInvalidConfigValue},
 		{"throttle stats", &fibp.GetThrottleStats{Name: "api"}, fibp.CodeThrottleNotFound},
 		{"drain an unknown node", &fibp.DrainNode{NodeID: 42, Drain: true}, fibp.CodeNodeNotFound},
 	} {

@@ -76,6 +76,9 @@ func (b *fakeBroker) handle(c *fibptest.Conn, f fibptest.Frame) {
 }
 
 func (b *fakeBroker) stats(queue string) *fibp.GetStatsResult {
+	if queue == "orders.dlq" {
+		return &fibp.GetStatsResult{Depth: 3}
+	}
 	if queue != "orders" {
 		return &fibp.GetStatsResult{ErrorCode: fibp.CodeQueueNotFound}
 	}

@@ -16,7 +16,7 @@ import (
 func (a *app) queueCommand() *cobra.Command {
 	cmd := group(&cobra.Command{Use: "queue", Short: "Create, change, delete and inspect queues"})
 	cmd.AddCommand(a.queueCreateCommand(), a.queueUpdateCommand(), a.queueDeleteCommand(),
-		a.queueListCommand(), a.queueStatsCommand())
+		a.queueListCommand(), a.queueStatsCommand(), a.queueDescribeCommand())
 	return cmd
 }
 

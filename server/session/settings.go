@@ -1,0 +1,36 @@
+package session
+
+import (
+	"strconv"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/store"
+)
+
+// Settings renders a stored queue definition as GetStatsResult.settings: CreateQueue's field
+// names, numbers in decimal, enumerations by their FIBP names, scripts as their source. A zero
+// number or backoff "default" means the queue follows the broker default of the same name
+// (defaults.<name>).
+func Settings(def *store.QueueRecord) map[string]string {
+	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	m := map[string]string{
+		"visibility_timeout_ms":     u(def.VisibilityTimeoutMs),
+		"max_attempts":              u(uint64(def.MaxAttempts)),
+		"backoff":                   fibp.Backoff(def.Backoff).String(),
+		"backoff_initial_ms":        u(def.BackoffInitialMs),
+		"backoff_max_ms":            u(def.BackoffMaxMs),
+		"dedup_window_ms":           u(def.DedupWindowMs),
+		"delivery_durability":       fibp.DeliveryDurability(def.DeliveryDurability).String(),
+		"reclaim_grace_ms":          u(def.ReclaimGraceMs),
+		"ordering":                  fibp.Ordering(def.Ordering).String(),
+		"when_ordering_key_missing": fibp.WhenOrderingKeyMissing(def.WhenOrderingKeyMissing).String(),
+		"script_failure":            fibp.ScriptFailure(def.ScriptFailure).String(),
+		"park_dead_letter_after":    u(uint64(def.ParkDeadLetterAfter)),
+		"on_enqueue_script":         def.OnEnqueueScript,
+		"on_failure_script":         def.OnFailureScript,
+	}
+	if def.DLQOf != "" {
+		m["dlq_of"] = def.DLQOf
+	}
+	return m
+}
