@@ -39,7 +39,8 @@ func TestCLIQueueDescribe(t *testing.T) {
 	c := dial(t, "")
 	q := queueName(t)
 	t.Cleanup(func() { cli(t, "", "queue", "delete", q) })
-	cliOK(t, "", "queue", "create", q, "--max-attempts", "7", "--visibility-timeout", "45s")
+	cliOK(t, "", "queue", "create", q, "--max-attempts", "7", "--visibility-timeout", "45s",
+		"--ordering", "grouped", "--ordering-key", "header:customer")
 
 	rows := tableRows(cliOK(t, "", "queue", "describe", q))
 	defaults, err := c.ListConfig(testCtx(t), "defaults.")
@@ -58,6 +59,9 @@ func TestCLIQueueDescribe(t *testing.T) {
 		"dedup_window_ms":       {"dedup_window_ms", def["defaults.dedup_window_ms"]},
 		"delivery_durability":   {"delivery_durability", "committed", "-"},
 		"on_enqueue_script":     {"on_enqueue_script", "none", "-"},
+		"ordering":              {"ordering", "grouped", "-"},
+		"ordering_key":          {"ordering_key", "header:customer", "-"},
+		"dedup_key":             {"dedup_key", "-", "-"},
 	} {
 		got := rows[name]
 		if len(got) < len(want) || strings.Join(got[:len(want)], " ") != strings.Join(want, " ") {

@@ -2,13 +2,15 @@ package session
 
 import (
 	"strconv"
+	"strings"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/store"
+	"github.com/filamq/fila/server/keys"
 )
 
 // Settings renders a stored queue definition as GetStatsResult.settings: CreateQueue's field
-// names, numbers in decimal, enumerations by their FIBP names, scripts as their source. A zero
+// names, numbers in decimal, enumerations by their FIBP names, keys as their parts (header:customer), scripts as their source. A zero
 // number or backoff "default" means the queue follows the broker default of the same name
 // (defaults.<name>).
 func Settings(def *store.QueueRecord) map[string]string {
@@ -29,8 +31,25 @@ func Settings(def *store.QueueRecord) map[string]string {
 		"on_enqueue_script":         def.OnEnqueueScript,
 		"on_failure_script":         def.OnFailureScript,
 	}
+	for name, b := range map[string][]byte{"ordering_key": def.OrderingKey, "dedup_key": def.DedupKey} {
+		m[name] = formatKey(b)
+	}
 	if def.DLQOf != "" {
 		m["dlq_of"] = def.DLQOf
 	}
 	return m
+}
+
+// formatKey renders a stored key as its parts joined by commas (header:customer,fairness_key);
+// empty for no key.
+func formatKey(b []byte) string {
+	k, err := keys.Decode(b)
+	if err != nil {
+		return "undecodable key"
+	}
+	parts := make([]string, len(k))
+	for i, p := range k {
+		parts[i] = p.String()
+	}
+	return strings.Join(parts, ",")
 }
