@@ -28,11 +28,13 @@ type collector struct {
 	topKeys int
 
 	depth, inFlight, delayed, keys, consumers, oldestAge, keyReady, storedBytes *prometheus.Desc
+	groups, blockedGroups                                                       *prometheus.Desc
 }
 
 // NewCollector returns a Prometheus collector of per-queue gauges: depth, in-flight, delayed,
 // active fairness keys and consumers, the age of the oldest ready message, the ready backlog of
-// the top fairness keys, and the bytes a queue group stores.
+// the top fairness keys, the bytes a queue group stores, and for ordered queues the ordering
+// groups with messages and those blocked by an in-flight head.
 func NewCollector(b *Broker, o CollectorOptions) prometheus.Collector {
 	if o.TopKeys <= 0 {
 		o.TopKeys = DefaultTopKeys
@@ -50,14 +52,17 @@ func NewCollector(b *Broker, o CollectorOptions) prometheus.Collector {
 		consumers: d("active_consumers", "Subscriptions."),
 		oldestAge: d("oldest_ready_age_seconds",
 			"Age of the oldest message waiting at the head of a fairness key's ready list (like SQS ApproximateAgeOfOldestMessage); 0 when none is ready."),
-		keyReady: d("fairness_key_ready", "Ready messages of the fairness keys with the largest backlog (at most --metrics-top-keys per queue).", "key"),
+		keyReady:      d("fairness_key_ready", "Ready messages of the fairness keys with the largest backlog (at most --metrics-top-keys per queue).", "key"),
+		groups:        d("ordering_groups", "Ordering groups with stored messages (ordered queues only)."),
+		blockedGroups: d("ordering_groups_blocked", "Ordering groups whose head is in flight, so nothing else of the group is delivered (ordered queues only)."),
 		storedBytes: d("stored_bytes",
 			"Estimated on-disk bytes of the queue's group: its log and message bodies, its dead-letter queue included (flushed data only)."),
 	}
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.depth, c.inFlight, c.delayed, c.keys, c.consumers, c.oldestAge, c.keyReady, c.storedBytes} {
+	for _, d := range []*prometheus.Desc{c.depth, c.inFlight, c.delayed, c.keys, c.consumers, c.oldestAge, c.keyReady, c.storedBytes,
+		c.groups, c.blockedGroups} {
 		ch <- d
 	}
 }
@@ -72,8 +77,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		var s engine.Stats
 		var oldest int64
-		var hasOldest bool
+		var hasOldest, ordered bool
 		if !r.a.call(func(a *actor) {
+			ordered = a.lanes[r.lane].keys.ordering != OrderingNone
 			q := a.st.Lane(r.lane)
 			s = q.Stats()
 			oldest, hasOldest = q.OldestReady()
@@ -93,6 +99,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			age = msSeconds(oldest, now)
 		}
 		g(c.oldestAge, age)
+		if ordered {
+			g(c.groups, float64(s.OrderingGroups))
+			g(c.blockedGroups, float64(s.BlockedGroups))
+		}
 		for _, k := range topKeys(s.Keys, c.topKeys) {
 			g(c.keyReady, float64(k.Pending), k.Key)
 		}

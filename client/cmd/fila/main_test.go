@@ -228,6 +228,18 @@ func TestUsageErrors(t *testing.T) {
 	}
 }
 
+func TestQueueUpdateOfAnImmutableSetting(t *testing.T) {
+	for _, flag := range []string{"--ordering-key", "--dedup-key", "--when-ordering-key-missing", "--ordering"} {
+		_, errOut, code, b := cli(t, "queue", "update", "q", flag, "x", "--max-attempts", "3")
+		b.mu.Lock()
+		sent := len(b.received)
+		b.mu.Unlock()
+		if code != 2 || !strings.Contains(errOut, "fixed at creation (ImmutableSetting)") || sent != 0 {
+			t.Errorf("%s: exit %d, stderr %q, %d frames sent", flag, code, errOut, sent)
+		}
+	}
+}
+
 func TestEnqueue(t *testing.T) {
 	out, errOut, code, b := cli(t, "enqueue", "orders", "--header", "tenant=acme", "-H", "k=v=w",
 		"--fairness-key", "acme", "--weight", "2", "--delay", "1s", "--idempotency-key", "o-1", "hello")

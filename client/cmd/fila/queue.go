@@ -153,7 +153,19 @@ func (a *app) queueUpdateCommand() *cobra.Command {
 	q.register(cmd.Flags())
 	cmd.Flags().BoolVar(&removeOnEnqueue, "remove-on-enqueue", false, "remove the on_enqueue script")
 	cmd.Flags().BoolVar(&removeOnFailure, "remove-on-failure", false, "remove the on_failure script")
+	// Settings fixed at creation are known here only to say so (the server would answer
+	// ImmutableSetting; UpdateQueue cannot even carry them).
+	var fixed string
+	for _, name := range immutableFlags {
+		cmd.Flags().StringVar(&fixed, name, "", "fixed at creation")
+		_ = cmd.Flags().MarkHidden(name)
+	}
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		for _, name := range immutableFlags {
+			if cmd.Flags().Changed(name) {
+				return usagef("queue update: --%s is fixed at creation (ImmutableSetting); create a new queue to change it", name)
+			}
+		}
 		u, err := q.update(cmd.Flags())
 		if err != nil {
 			return err
@@ -178,6 +190,9 @@ func (a *app) queueUpdateCommand() *cobra.Command {
 	}
 	return cmd
 }
+
+// immutableFlags are the flags of queue create whose settings no update can change.
+var immutableFlags = []string{"ordering", "ordering-key", "when-ordering-key-missing", "dedup-key", "script-failure"}
 
 // update builds a QueueUpdate from the flags given on the command line.
 func (q *queueFlags) update(fs *pflag.FlagSet) (fila.QueueUpdate, error) {
