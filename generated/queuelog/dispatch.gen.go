@@ -31,6 +31,9 @@ var (
 	_ Frame = (*PutQueue)(nil)
 	_ Frame = (*DropQueue)(nil)
 	_ Frame = (*SetConfig)(nil)
+	_ Frame = (*PutApiKey)(nil)
+	_ Frame = (*RevokeApiKey)(nil)
+	_ Frame = (*SetAcl)(nil)
 	_ Frame = (*SnapshotLane)(nil)
 	_ Frame = (*SnapshotMessage)(nil)
 	_ Frame = (*SnapshotKey)(nil)
@@ -39,6 +42,7 @@ var (
 	_ Frame = (*SnapshotEnd)(nil)
 	_ Frame = (*SnapshotQueue)(nil)
 	_ Frame = (*SnapshotConfig)(nil)
+	_ Frame = (*SnapshotApiKey)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -68,6 +72,12 @@ func New(op Opcode) Frame {
 		return new(DropQueue)
 	case OpSetConfig:
 		return new(SetConfig)
+	case OpPutApiKey:
+		return new(PutApiKey)
+	case OpRevokeApiKey:
+		return new(RevokeApiKey)
+	case OpSetAcl:
+		return new(SetAcl)
 	case OpSnapshotLane:
 		return new(SnapshotLane)
 	case OpSnapshotMessage:
@@ -84,6 +94,8 @@ func New(op Opcode) Frame {
 		return new(SnapshotQueue)
 	case OpSnapshotConfig:
 		return new(SnapshotConfig)
+	case OpSnapshotApiKey:
+		return new(SnapshotApiKey)
 	}
 	return nil
 }

@@ -177,3 +177,281 @@ func (x *SetConfig) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// PutApiKey: opcode 0x30, either direction.
+// Creates an API key, with an empty ACL. The leader generated its ID and secret; the log holds
+// only the secret's SHA-256 hash, never the secret.
+type PutApiKey struct {
+	// ID: The key ID.
+	ID string
+
+	// Name: The operator's name for the key.
+	Name string
+
+	// SecretHash: SHA-256 of the plaintext secret (32 bytes).
+	SecretHash []byte
+
+	// CreatedAt: Unix ms of creation.
+	CreatedAt uint64
+
+	// ExpiresAt: Unix ms after which the key is refused; 0 = never.
+	ExpiresAt uint64
+
+	// Superadmin: The key may do everything, key management included.
+	Superadmin bool
+}
+
+// Opcode returns OpPutApiKey.
+func (*PutApiKey) Opcode() Opcode {
+	return OpPutApiKey
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *PutApiKey) Size() int {
+	n := 0
+	n += 2 + len(x.ID)
+	n += 2 + len(x.Name)
+	n += 4 + len(x.SecretHash)
+	n += 8
+	n += 8
+	n += 1
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *PutApiKey) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	b = wire.AppendString16(b, x.Name)
+	b = wire.AppendBytes32(b, x.SecretHash)
+	b = wire.AppendU64(b, x.CreatedAt)
+	b = wire.AppendU64(b, x.ExpiresAt)
+	b = wire.AppendBool(b, x.Superadmin)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *PutApiKey) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+	x.Name = r.String(r.Len16(65535), false)
+	x.SecretHash = r.Bytes(r.Len32(2147483647))
+	x.CreatedAt = r.U64()
+	x.ExpiresAt = r.U64()
+	x.Superadmin = r.Bool()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *PutApiKey) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	if err := wire.CheckString(x.Name, 65535, false); err != nil {
+		return wire.AtField("name", -1, err)
+	}
+	if err := wire.CheckBytes(x.SecretHash, 2147483647); err != nil {
+		return wire.AtField("secret_hash", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *PutApiKey) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpPutApiKey,
+		}
+	}
+	return nil
+}
+
+// RevokeApiKey: opcode 0x31, either direction.
+// Deletes an API key and its ACL; connections using it are refused at their next request.
+type RevokeApiKey struct {
+	// ID: The key ID.
+	ID string
+}
+
+// Opcode returns OpRevokeApiKey.
+func (*RevokeApiKey) Opcode() Opcode {
+	return OpRevokeApiKey
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *RevokeApiKey) Size() int {
+	n := 0
+	n += 2 + len(x.ID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *RevokeApiKey) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *RevokeApiKey) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *RevokeApiKey) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *RevokeApiKey) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpRevokeApiKey,
+		}
+	}
+	return nil
+}
+
+// SetAcl: opcode 0x32, either direction.
+// Replaces an API key's permission list.
+type SetAcl struct {
+	// ID: The key ID.
+	ID string
+
+	// Permissions: The new list.
+	Permissions []ACLPermission
+}
+
+// Opcode returns OpSetAcl.
+func (*SetAcl) Opcode() Opcode {
+	return OpSetAcl
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SetAcl) Size() int {
+	n := 0
+	n += 2 + len(x.ID)
+	n += 4
+	for i0 := range x.Permissions {
+		n += x.Permissions[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SetAcl) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	b = wire.AppendCount(b, 4, len(x.Permissions))
+	for i0 := range x.Permissions {
+		b = x.Permissions[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SetAcl) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+	{
+		n0 := r.Count(4, 4)
+		if cap(x.Permissions) >= n0 {
+			x.Permissions = x.Permissions[:n0]
+		} else {
+			x.Permissions = make([]ACLPermission, n0)
+		}
+		for i0 := range x.Permissions {
+			x.Permissions[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SetAcl) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Permissions), 4294967295); err != nil {
+		return wire.AtField("permissions", -1, err)
+	}
+	for i0 := range x.Permissions {
+		if err := x.Permissions[i0].Check(); err != nil {
+			return wire.AtField("permissions", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SetAcl) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSetAcl,
+		}
+	}
+	return nil
+}
+
+// ACLPermission: The new list.
+type ACLPermission struct {
+	// Kind: produce, consume or admin.
+	Kind string
+
+	// Pattern: A glob over queue names: * matches any run of characters.
+	Pattern string
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ACLPermission) Size() int {
+	n := 0
+	n += 2 + len(x.Kind)
+	n += 2 + len(x.Pattern)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ACLPermission) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Kind)
+	b = wire.AppendString16(b, x.Pattern)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ACLPermission) DecodeFrom(r *wire.Reader) {
+	x.Kind = r.String(r.Len16(65535), false)
+	x.Pattern = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ACLPermission) Check() error {
+	if err := wire.CheckString(x.Kind, 65535, false); err != nil {
+		return wire.AtField("kind", -1, err)
+	}
+	if err := wire.CheckString(x.Pattern, 65535, false); err != nil {
+		return wire.AtField("pattern", -1, err)
+	}
+	return nil
+}

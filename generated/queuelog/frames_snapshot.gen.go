@@ -644,3 +644,170 @@ func (x *SnapshotConfig) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// SnapshotApiKey: opcode 0x58, either direction.
+// An API key and its ACL in a meta group snapshot (the fields of PutApiKey and SetAcl).
+type SnapshotApiKey struct {
+	// ID: The key ID.
+	ID string
+
+	// Name: The operator's name for the key.
+	Name string
+
+	// SecretHash: SHA-256 of the plaintext secret.
+	SecretHash []byte
+
+	// CreatedAt: Unix ms of creation.
+	CreatedAt uint64
+
+	// ExpiresAt: Unix ms after which the key is refused; 0 = never.
+	ExpiresAt uint64
+
+	// Superadmin: The key may do everything.
+	Superadmin bool
+
+	// Permissions: Its ACL.
+	Permissions []SnapshotPermission
+}
+
+// Opcode returns OpSnapshotApiKey.
+func (*SnapshotApiKey) Opcode() Opcode {
+	return OpSnapshotApiKey
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotApiKey) Size() int {
+	n := 0
+	n += 2 + len(x.ID)
+	n += 2 + len(x.Name)
+	n += 4 + len(x.SecretHash)
+	n += 8
+	n += 8
+	n += 1
+	n += 4
+	for i0 := range x.Permissions {
+		n += x.Permissions[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotApiKey) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	b = wire.AppendString16(b, x.Name)
+	b = wire.AppendBytes32(b, x.SecretHash)
+	b = wire.AppendU64(b, x.CreatedAt)
+	b = wire.AppendU64(b, x.ExpiresAt)
+	b = wire.AppendBool(b, x.Superadmin)
+	b = wire.AppendCount(b, 4, len(x.Permissions))
+	for i0 := range x.Permissions {
+		b = x.Permissions[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotApiKey) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+	x.Name = r.String(r.Len16(65535), false)
+	x.SecretHash = r.Bytes(r.Len32(2147483647))
+	x.CreatedAt = r.U64()
+	x.ExpiresAt = r.U64()
+	x.Superadmin = r.Bool()
+	{
+		n0 := r.Count(4, 4)
+		if cap(x.Permissions) >= n0 {
+			x.Permissions = x.Permissions[:n0]
+		} else {
+			x.Permissions = make([]SnapshotPermission, n0)
+		}
+		for i0 := range x.Permissions {
+			x.Permissions[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotApiKey) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	if err := wire.CheckString(x.Name, 65535, false); err != nil {
+		return wire.AtField("name", -1, err)
+	}
+	if err := wire.CheckBytes(x.SecretHash, 2147483647); err != nil {
+		return wire.AtField("secret_hash", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Permissions), 4294967295); err != nil {
+		return wire.AtField("permissions", -1, err)
+	}
+	for i0 := range x.Permissions {
+		if err := x.Permissions[i0].Check(); err != nil {
+			return wire.AtField("permissions", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotApiKey) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotApiKey,
+		}
+	}
+	return nil
+}
+
+// SnapshotPermission: Its ACL.
+type SnapshotPermission struct {
+	// Kind: produce, consume or admin.
+	Kind string
+
+	// Pattern: A glob over queue names.
+	Pattern string
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotPermission) Size() int {
+	n := 0
+	n += 2 + len(x.Kind)
+	n += 2 + len(x.Pattern)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotPermission) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Kind)
+	b = wire.AppendString16(b, x.Pattern)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotPermission) DecodeFrom(r *wire.Reader) {
+	x.Kind = r.String(r.Len16(65535), false)
+	x.Pattern = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotPermission) Check() error {
+	if err := wire.CheckString(x.Kind, 65535, false); err != nil {
+		return wire.AtField("kind", -1, err)
+	}
+	if err := wire.CheckString(x.Pattern, 65535, false); err != nil {
+		return wire.AtField("pattern", -1, err)
+	}
+	return nil
+}

@@ -96,6 +96,21 @@ func FuzzSetConfig(f *testing.F) {
 		return new(SetConfig)
 	}, sampleSetConfig(1), sampleSetConfig(2), new(SetConfig))
 }
+func FuzzPutApiKey(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(PutApiKey)
+	}, samplePutApiKey(1), samplePutApiKey(2), new(PutApiKey))
+}
+func FuzzRevokeApiKey(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(RevokeApiKey)
+	}, sampleRevokeApiKey(1), sampleRevokeApiKey(2), new(RevokeApiKey))
+}
+func FuzzSetAcl(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SetAcl)
+	}, sampleSetAcl(1), sampleSetAcl(2), new(SetAcl))
+}
 func FuzzSnapshotLane(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(SnapshotLane)
@@ -135,6 +150,11 @@ func FuzzSnapshotConfig(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(SnapshotConfig)
 	}, sampleSnapshotConfig(1), sampleSnapshotConfig(2), new(SnapshotConfig))
+}
+func FuzzSnapshotApiKey(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotApiKey)
+	}, sampleSnapshotApiKey(1), sampleSnapshotApiKey(2), new(SnapshotApiKey))
 }
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.

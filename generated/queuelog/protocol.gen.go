@@ -71,6 +71,12 @@ const (
 	OpDropQueue Opcode = 33
 	// OpSetConfig is SetConfig (either direction).
 	OpSetConfig Opcode = 34
+	// OpPutApiKey is PutApiKey (either direction).
+	OpPutApiKey Opcode = 48
+	// OpRevokeApiKey is RevokeApiKey (either direction).
+	OpRevokeApiKey Opcode = 49
+	// OpSetAcl is SetAcl (either direction).
+	OpSetAcl Opcode = 50
 	// OpSnapshotLane is SnapshotLane (either direction).
 	OpSnapshotLane Opcode = 64
 	// OpSnapshotMessage is SnapshotMessage (either direction).
@@ -87,6 +93,8 @@ const (
 	OpSnapshotQueue Opcode = 80
 	// OpSnapshotConfig is SnapshotConfig (either direction).
 	OpSnapshotConfig Opcode = 81
+	// OpSnapshotApiKey is SnapshotApiKey (either direction).
+	OpSnapshotApiKey Opcode = 88
 )
 
 // Direction says which peer sends a frame.
@@ -125,6 +133,12 @@ func (op Opcode) String() string {
 		return "DropQueue"
 	case OpSetConfig:
 		return "SetConfig"
+	case OpPutApiKey:
+		return "PutApiKey"
+	case OpRevokeApiKey:
+		return "RevokeApiKey"
+	case OpSetAcl:
+		return "SetAcl"
 	case OpSnapshotLane:
 		return "SnapshotLane"
 	case OpSnapshotMessage:
@@ -141,6 +155,8 @@ func (op Opcode) String() string {
 		return "SnapshotQueue"
 	case OpSnapshotConfig:
 		return "SnapshotConfig"
+	case OpSnapshotApiKey:
+		return "SnapshotApiKey"
 	}
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
@@ -172,6 +188,12 @@ func (op Opcode) Direction() Direction {
 		return EitherDirection
 	case OpSetConfig:
 		return EitherDirection
+	case OpPutApiKey:
+		return EitherDirection
+	case OpRevokeApiKey:
+		return EitherDirection
+	case OpSetAcl:
+		return EitherDirection
 	case OpSnapshotLane:
 		return EitherDirection
 	case OpSnapshotMessage:
@@ -187,6 +209,8 @@ func (op Opcode) Direction() Direction {
 	case OpSnapshotQueue:
 		return EitherDirection
 	case OpSnapshotConfig:
+		return EitherDirection
+	case OpSnapshotApiKey:
 		return EitherDirection
 	}
 	return 0

@@ -48,6 +48,18 @@ func sampleLogLease(seed int) LogLease {
 		ID:        wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
 	}
 }
+func sampleACLPermission(seed int) ACLPermission {
+	return ACLPermission{
+		Kind:    fmt.Sprintf("kind-%d-é", seed),
+		Pattern: fmt.Sprintf("pattern-%d-é", seed),
+	}
+}
+func sampleSnapshotPermission(seed int) SnapshotPermission {
+	return SnapshotPermission{
+		Kind:    fmt.Sprintf("kind-%d-é", seed),
+		Pattern: fmt.Sprintf("pattern-%d-é", seed),
+	}
+}
 func sampleEnqueue(seed int) *Enqueue {
 	return &Enqueue{
 		At:   int64(seed*37 + 2),
@@ -145,6 +157,31 @@ func sampleSetConfig(seed int) *SetConfig {
 		Value: fmt.Sprintf("value-%d-é", seed),
 	}
 }
+func samplePutApiKey(seed int) *PutApiKey {
+	return &PutApiKey{
+		CreatedAt:  uint64(seed*37 + 10),
+		ExpiresAt:  uint64(seed*37 + 10),
+		ID:         fmt.Sprintf("id-%d-é", seed),
+		Name:       fmt.Sprintf("name-%d-é", seed),
+		SecretHash: []byte(fmt.Sprintf("secret_hash-%d\x00\xff", seed)),
+		Superadmin: seed%2 == 1,
+	}
+}
+func sampleRevokeApiKey(seed int) *RevokeApiKey {
+	return &RevokeApiKey{ID: fmt.Sprintf("id-%d-é", seed)}
+}
+func sampleSetAcl(seed int) *SetAcl {
+	return &SetAcl{
+		ID: fmt.Sprintf("id-%d-é", seed),
+		Permissions: func() []ACLPermission {
+			var out []ACLPermission
+			for seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleACLPermission(seed))
+			}
+			return out
+		}(),
+	}
+}
 func sampleSnapshotLane(seed int) *SnapshotLane {
 	return &SnapshotLane{
 		Config:   sampleQueueConfig(seed),
@@ -210,6 +247,23 @@ func sampleSnapshotConfig(seed int) *SnapshotConfig {
 	return &SnapshotConfig{
 		Key:   fmt.Sprintf("key-%d-é", seed),
 		Value: fmt.Sprintf("value-%d-é", seed),
+	}
+}
+func sampleSnapshotApiKey(seed int) *SnapshotApiKey {
+	return &SnapshotApiKey{
+		CreatedAt: uint64(seed*37 + 10),
+		ExpiresAt: uint64(seed*37 + 10),
+		ID:        fmt.Sprintf("id-%d-é", seed),
+		Name:      fmt.Sprintf("name-%d-é", seed),
+		Permissions: func() []SnapshotPermission {
+			var out []SnapshotPermission
+			for seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleSnapshotPermission(seed))
+			}
+			return out
+		}(),
+		SecretHash: []byte(fmt.Sprintf("secret_hash-%d\x00\xff", seed)),
+		Superadmin: seed%2 == 1,
 	}
 }
 
@@ -296,6 +350,24 @@ func roundTripCases() []roundTripCase {
 		tail: 0,
 	}, {
 		fresh: func() Frame {
+			return new(PutApiKey)
+		},
+		full: samplePutApiKey(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(RevokeApiKey)
+		},
+		full: sampleRevokeApiKey(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SetAcl)
+		},
+		full: sampleSetAcl(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
 			return new(SnapshotLane)
 		},
 		full: sampleSnapshotLane(1),
@@ -341,6 +413,12 @@ func roundTripCases() []roundTripCase {
 			return new(SnapshotConfig)
 		},
 		full: sampleSnapshotConfig(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotApiKey)
+		},
+		full: sampleSnapshotApiKey(1),
 		tail: 0,
 	}}
 }

@@ -18,7 +18,7 @@ import (
 func checkDefinition(req *QueueSpec) *Error {
 	switch {
 	case !validName(req.Name):
-		return errorf(CodeInvalidConfigValue, "queue name %q must be 1 to 255 bytes without spaces or control characters", req.Name)
+		return errorf(CodeInvalidConfigValue, "queue name %q must be 1 to 255 bytes of UTF-8 without spaces, *, control or bidi-override characters", req.Name)
 	case strings.HasSuffix(req.Name, dlqSuffix):
 		return errorf(CodeReservedQueueName, "queue names ending in %q are reserved for dead-letter queues", dlqSuffix)
 	case req.ScriptFailure > ScriptFailurePark:

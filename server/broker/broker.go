@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/store"
+	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/hooks"
 	"github.com/filamq/fila/server/queuegroup"
@@ -65,6 +67,9 @@ type Options struct {
 	Storage  storage.Options
 	// Store replaces the Pebble store in DataDir (tests: storage.Mem, whose DataDir is unused).
 	Store storage.Store
+	// BootstrapAPIKey, when set, turns API-key authentication on with this superadmin secret
+	// (at least 32 characters; see keys.go). It lives in configuration, never in the log.
+	BootstrapAPIKey string
 }
 
 // Timer is a queue's wake-up timer, as Options.NewTimer makes it. Reset and Stop follow
@@ -163,6 +168,12 @@ func Open(o Options) (*Broker, error) {
 		metrics: newMetrics(o.Registry), queues: map[string]queueRef{}, defaults: DefaultDefaults(), meta: newMetaFSM(),
 	}
 	b.hooks = hooks.NewRuntime(b.defaults.luaLimits(), b.configValue)
+	if o.BootstrapAPIKey != "" {
+		if err := setBootstrap(b.meta.keys, o.BootstrapAPIKey); err != nil {
+			db.Close()
+			return nil, err
+		}
+	}
 	if err := b.recover(); err != nil {
 		b.shutdownGroups()
 		db.Close()
@@ -411,11 +422,12 @@ func (b *Broker) engineConfig(def *store.QueueRecord) engine.Config {
 	return c
 }
 
-// validName reports whether a queue name is acceptable: 1..255 bytes, no control characters,
-// no whitespace.
+// validName reports whether a new queue's name is acceptable: 1..255 bytes of UTF-8, no
+// whitespace, no * (the ACL glob character), no control or bidi-override characters. Queues of an
+// older store are not checked again: they load and work as before.
 func validName(name string) bool {
 	if name == "" || len(name) > 255 {
 		return false
 	}
-	return !strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f })
+	return utf8.ValidString(name) && !strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == '*' || auth.Unsafe(r) })
 }

@@ -13,20 +13,22 @@ import (
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/queuegroup"
 )
 
 // metaFSM is the meta group's state machine: every queue definition (queues and their dead-letter
-// queues) and the runtime config. It applies every committed entry itself; the broker proposes a
+// queues), the runtime config, and the API keys with their ACLs. It applies every committed entry itself; the broker proposes a
 // change, waits for it, then reads the result here.
 type metaFSM struct {
 	mu     sync.RWMutex
 	queues map[string]store.QueueRecord
 	config map[string]string
+	keys   *auth.Store // API keys and ACLs (keys.go); it has its own lock
 }
 
 func newMetaFSM() *metaFSM {
-	return &metaFSM{queues: map[string]store.QueueRecord{}, config: map[string]string{}}
+	return &metaFSM{queues: map[string]store.QueueRecord{}, config: map[string]string{}, keys: auth.NewStore()}
 }
 
 // Apply applies one meta entry: a sequence of meta commands.
@@ -48,6 +50,8 @@ func (m *metaFSM) Apply(l *raft.Log) any {
 			delete(m.queues, c.Name)
 		case *queuelog.SetConfig:
 			m.config[c.Key] = c.Value
+		case *queuelog.PutApiKey, *queuelog.RevokeApiKey, *queuelog.SetAcl:
+			return m.applyKey(f)
 		default:
 			return fmt.Errorf("meta: %v is not a meta command", f.Opcode())
 		}
@@ -83,13 +87,14 @@ func putQueue(def *store.QueueRecord) queuelog.Frame {
 
 // Snapshot copies the state; Persist writes it as SnapshotQueue and SnapshotConfig frames.
 func (m *metaFSM) Snapshot() (raft.FSMSnapshot, error) {
-	return metaSnapshot{queues: m.definitions(), config: m.configCopy()}, nil
+	return metaSnapshot{queues: m.definitions(), config: m.configCopy(), keys: m.keys.List()}, nil
 }
 
 // Restore replaces the state with a snapshot's.
 func (m *metaFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	queues, config := map[string]store.QueueRecord{}, map[string]string{}
+	var keys []auth.Record
 	fr := wire.NewFrameReader(rc, queuelog.HeaderSize, 64<<20)
 	for frames := uint64(0); ; frames++ {
 		body, err := fr.Next()
@@ -109,12 +114,19 @@ func (m *metaFSM) Restore(rc io.ReadCloser) error {
 			queues[def.Name] = def
 		case *queuelog.SnapshotConfig:
 			config[c.Key] = c.Value
+		case *queuelog.SnapshotApiKey:
+			r, err := snapshotKey(c)
+			if err != nil {
+				return fmt.Errorf("meta snapshot: %w", err)
+			}
+			keys = append(keys, r)
 		case *queuelog.SnapshotEnd:
 			if c.Frames != frames {
 				return errors.New("meta snapshot: incomplete")
 			}
 			m.mu.Lock()
 			m.queues, m.config = queues, config
+			m.keys.Replace(keys)
 			m.mu.Unlock()
 			return nil
 		default:
@@ -126,6 +138,7 @@ func (m *metaFSM) Restore(rc io.ReadCloser) error {
 type metaSnapshot struct {
 	queues []store.QueueRecord
 	config map[string]string
+	keys   []auth.Record
 }
 
 func (s metaSnapshot) Persist(sink raft.SnapshotSink) error {
@@ -142,6 +155,9 @@ func (s metaSnapshot) Persist(sink raft.SnapshotSink) error {
 	}
 	for k, v := range s.config {
 		put(&queuelog.SnapshotConfig{Key: k, Value: v})
+	}
+	for i := range s.keys {
+		put(keySnapshot(&s.keys[i]))
 	}
 	put(&queuelog.SnapshotEnd{Frames: n})
 	if err := w.Flush(); err != nil {

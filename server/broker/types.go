@@ -32,11 +32,16 @@ const (
 	CodeImmutableSetting    // an UpdateQueue of a setting fixed at creation
 	CodeScriptError         // the queue's on_enqueue failed on this message (reject policy)
 	CodeScriptTimeout       // the queue's on_enqueue ran out of time on this message (reject policy)
+	// Authentication and authorization failures (server/auth).
+	CodeUnauthorized   // no key, or an unknown, expired or revoked one
+	CodeForbidden      // the key's ACL does not allow this
+	CodeAPIKeyNotFound // no API key has this ID
 )
 
 var codeNames = [...]string{"Ok", "QueueNotFound", "MessageNotFound", "StorageError", "ChannelFull", "InternalError",
 	"QueueAlreadyExists", "InvalidConfigValue", "ReservedQueueName", "LuaCompilationError", "NotADLQ", "InvalidThrottle",
-	"OrderingKeyMissing", "ImmutableSetting", "ScriptError", "ScriptTimeout"}
+	"OrderingKeyMissing", "ImmutableSetting", "ScriptError", "ScriptTimeout",
+	"Unauthorized", "Forbidden", "APIKeyNotFound"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {

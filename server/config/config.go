@@ -6,6 +6,8 @@ package config
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/filamq/fila/server/broker"
@@ -27,9 +29,15 @@ type Config struct {
 	TLSKey      string `yaml:"tls_key" help:"PEM private key for tls_cert"`
 	TLSClientCA string `yaml:"tls_client_ca" help:"PEM CA bundle: require and verify client certificates (mTLS)"`
 
+	// BootstrapAPIKeyFile or BootstrapAPIKey (environment only) turns API-key authentication on.
+	BootstrapAPIKeyFile string `yaml:"bootstrap_api_key_file" help:"file holding the bootstrap superadmin API key (or env FILA_BOOTSTRAP_API_KEY); either turns authentication on"`
+	BootstrapAPIKey     string `yaml:"-"` // from FILA_BOOTSTRAP_API_KEY only: a secret never goes in a flag or a file of settings
+
 	MaxFrameSize     Bytes         `yaml:"max_frame_size" help:"largest accepted frame, advertised in HandshakeOk"`
 	MaxReassembly    Bytes         `yaml:"max_reassembly" help:"largest body reassembled from continuation frames"`
 	MaxConnections   int           `yaml:"max_connections" help:"concurrent client connections"`
+	MaxPerClient     int           `yaml:"max_connections_per_client" help:"concurrent connections from one client IP address"`
+	HandshakeTimeout time.Duration `yaml:"handshake_timeout" help:"time a new connection has to complete TLS and the FIBP Handshake"`
 	MaxInflight      int           `yaml:"max_inflight" help:"requests awaiting an answer per connection"`
 	MaxSubscriptions int           `yaml:"max_subscriptions" help:"subscriptions per connection"`
 	QueueInbox       int           `yaml:"queue_inbox" help:"requests waiting per queue before ChannelFull"`
@@ -54,6 +62,8 @@ func Default() Config {
 		MaxFrameSize:     16 << 20,
 		MaxReassembly:    64 << 20,
 		MaxConnections:   10_000,
+		MaxPerClient:     1000,
+		HandshakeTimeout: 10 * time.Second,
 		MaxInflight:      4096,
 		MaxSubscriptions: 1024,
 		QueueInbox:       4096,
@@ -91,17 +101,37 @@ func (c *Config) Validate() error {
 	if c.MaxFrameSize < 1024 {
 		errs = append(errs, fmt.Errorf("max_frame_size: %v is below 1KiB", c.MaxFrameSize))
 	}
-	for name, v := range map[string]int{"max_reassembly": int(c.MaxReassembly), "max_connections": c.MaxConnections,
+	if c.BootstrapAPIKey != "" && c.BootstrapAPIKeyFile != "" {
+		errs = append(errs, errors.New("bootstrap_api_key_file: FILA_BOOTSTRAP_API_KEY is set too; give one"))
+	}
+	for name, v := range map[string]int{"max_reassembly": int(c.MaxReassembly), "max_connections": c.MaxConnections, "max_connections_per_client": c.MaxPerClient,
 		"max_inflight": c.MaxInflight, "metrics_top_keys": c.MetricsTopKeys, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "body_cache_bytes": int(c.BodyCacheBytes)} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}
 	}
-	for name, v := range map[string]time.Duration{"ping_interval": c.PingInterval, "pong_timeout": c.PongTimeout, "shutdown_timeout": c.ShutdownTimeout} {
+	for name, v := range map[string]time.Duration{"handshake_timeout": c.HandshakeTimeout, "ping_interval": c.PingInterval, "pong_timeout": c.PongTimeout, "shutdown_timeout": c.ShutdownTimeout} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}
 	}
 	errs = append(errs, c.Rift.validate()...)
 	return errors.Join(errs...)
+}
+
+// BootstrapKey returns the bootstrap superadmin API key, from FILA_BOOTSTRAP_API_KEY or the
+// bootstrap_api_key_file; empty means authentication is off.
+func (c *Config) BootstrapKey() (string, error) {
+	if c.BootstrapAPIKeyFile == "" {
+		return strings.TrimSpace(c.BootstrapAPIKey), nil
+	}
+	data, err := os.ReadFile(c.BootstrapAPIKeyFile)
+	if err != nil {
+		return "", fmt.Errorf("bootstrap_api_key_file: %w", err)
+	}
+	key := strings.TrimSpace(string(data))
+	if key == "" {
+		return "", fmt.Errorf("bootstrap_api_key_file %s: the file is empty", c.BootstrapAPIKeyFile)
+	}
+	return key, nil
 }

@@ -37,6 +37,7 @@ func appendFields(out []field, t reflect.Type, prefix string, index []int) []fie
 		y := prefix + f.Tag.Get("yaml")
 		idx := append(append([]int(nil), index...), i)
 		switch {
+		case f.Tag.Get("yaml") == "-": // set in code only (BootstrapAPIKey)
 		case f.Type.Kind() == reflect.Struct:
 			out = appendFields(out, f.Type, y+"_", idx)
 		case f.Type.Kind() == reflect.Slice:
@@ -74,6 +75,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 			return cfg, err
 		}
 	}
+	cfg.BootstrapAPIKey = getenv("FILA_BOOTSTRAP_API_KEY")
 	for _, f := range fields() {
 		if val := getenv(f.env); val != "" {
 			if err := set(v.FieldByIndex(f.index), val); err != nil {

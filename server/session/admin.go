@@ -159,17 +159,11 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 		e := b.SetRebalancing(broker.RebalancingMode(r.Mode), r.PauseMs)
 		return &fibp.SetRebalancingResult{ErrorCode: code(e)}, e
 	}),
-	fibp.OpCreateApiKey: adminOp(func(*broker.Broker, Node, *fibp.CreateApiKey) (fibp.Frame, *broker.Error) {
-		return nil, notYet("API keys")
-	}),
-	fibp.OpRevokeApiKey: adminOp(func(*broker.Broker, Node, *fibp.RevokeApiKey) (fibp.Frame, *broker.Error) {
-		return nil, notYet("API keys")
-	}),
-	fibp.OpListApiKeys: adminOp(func(*broker.Broker, Node, *fibp.ListApiKeys) (fibp.Frame, *broker.Error) {
-		return nil, notYet("API keys")
-	}),
-	fibp.OpSetAcl: adminOp(func(*broker.Broker, Node, *fibp.SetAcl) (fibp.Frame, *broker.Error) { return nil, notYet("ACLs") }),
-	fibp.OpGetAcl: adminOp(func(*broker.Broker, Node, *fibp.GetAcl) (fibp.Frame, *broker.Error) { return nil, notYet("ACLs") }),
+	fibp.OpCreateApiKey: adminOp(createAPIKey),
+	fibp.OpRevokeApiKey: adminOp(revokeAPIKey),
+	fibp.OpListApiKeys:  adminOp(listAPIKeys),
+	fibp.OpSetAcl:       adminOp(setACL),
+	fibp.OpGetAcl:       adminOp(getACL),
 }
 
 // QueueSpec converts a CreateQueue (enumerations keep their numbering; the broker checks them).

@@ -44,6 +44,12 @@ func ErrorCode(c broker.Code) fibp.ErrorCode {
 		return fibp.CodeScriptError
 	case broker.CodeScriptTimeout:
 		return fibp.CodeScriptTimeout
+	case broker.CodeUnauthorized:
+		return fibp.CodeUnauthorized
+	case broker.CodeForbidden:
+		return fibp.CodeForbidden
+	case broker.CodeAPIKeyNotFound:
+		return fibp.CodeApiKeyNotFound
 	default:
 		return fibp.CodeInternalError
 	}

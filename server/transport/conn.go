@@ -15,6 +15,7 @@ import (
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/session"
 )
@@ -36,6 +37,11 @@ type conn struct {
 	pending  sync.WaitGroup
 
 	subs map[uint32]subRef // by Consume request ID; reader goroutine only
+
+	// The connection's API key (authz.go); nil when authentication is off. Reader goroutine only.
+	auth   *auth.Store
+	who    *auth.Principal
+	whoGen uint64
 
 	lastRecv      atomic.Int64 // Unix nanoseconds of the last frame received
 	pingID        atomic.Uint32
@@ -210,6 +216,9 @@ func (c *conn) handshake() bool {
 	if hs.ProtocolVersion < fibp.Version {
 		c.sendError(0, fibp.CodeUnsupportedVersion, fmt.Sprintf("protocol version %d is not supported", hs.ProtocolVersion),
 			map[string]string{fibp.MetaMaxVersion: strconv.Itoa(fibp.Version)})
+		return false
+	}
+	if !c.authenticate(hs.APIKey) {
 		return false
 	}
 	const serverCaps = fibp.CapCreditFlowControl

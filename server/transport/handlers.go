@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/session"
 )
@@ -12,6 +13,9 @@ import (
 // handle dispatches one complete request; it reports whether the connection stays open.
 func (c *conn) handle(h fibp.Header, body []byte) bool {
 	c.logRequest(h, body)
+	if h.Opcode != fibp.OpPong && h.Opcode != fibp.OpDisconnect && !c.authorized(h) {
+		return false
+	}
 	switch h.Opcode {
 	case fibp.OpPing:
 		c.send(h.RequestID, &fibp.Pong{})
@@ -68,12 +72,19 @@ func (c *conn) enqueue(h fibp.Header, body []byte) {
 	if !c.decode(h, &c.enq, body) {
 		return
 	}
-	c.begin()
 	id := h.RequestID
-	c.s.b.Enqueue(session.Messages(&c.enq), func(rs []broker.EnqueueResult, e *broker.Error) {
+	msgs, denied := screen(c.who, auth.Produce, session.Messages(&c.enq), func(m *broker.Message) string { return m.Queue })
+	forbidden := broker.EnqueueResult{Code: broker.CodeForbidden}
+	if allDenied(msgs, denied) {
+		c.send(id, session.EnqueueResult(unscreen(denied, nil, forbidden)))
+		return
+	}
+	c.begin()
+	c.s.b.Enqueue(msgs, func(rs []broker.EnqueueResult, e *broker.Error) {
 		if e != nil {
 			c.sendBrokerError(id, e)
 		} else {
+			rs = unscreen(denied, rs, forbidden)
 			for _, r := range rs {
 				c.s.countCode(r.Code)
 			}
@@ -83,12 +94,14 @@ func (c *conn) enqueue(h fibp.Header, body []byte) {
 	})
 }
 
-// codesAnswer returns the callback that sends an Ack's or Nack's result or error.
-func codesAnswer[R fibp.Frame](c *conn, requestID uint32, frame func([]broker.Code) R) func([]broker.Code, *broker.Error) {
+// codesAnswer returns the callback that sends an Ack's or Nack's result or error; denied items
+// (screen) answer Forbidden.
+func codesAnswer[R fibp.Frame](c *conn, requestID uint32, denied []bool, frame func([]broker.Code) R) func([]broker.Code, *broker.Error) {
 	return func(codes []broker.Code, e *broker.Error) {
 		if e != nil {
 			c.sendBrokerError(requestID, e)
 		} else {
+			codes = unscreen(denied, codes, broker.CodeForbidden)
 			for _, code := range codes {
 				c.s.countCode(code)
 			}
@@ -98,44 +111,66 @@ func codesAnswer[R fibp.Frame](c *conn, requestID uint32, frame func([]broker.Co
 	}
 }
 
+// settle screens a settlement's items against the consume permission and hands the rest to run.
+func settle[T any, R fibp.Frame](c *conn, h fibp.Header, items []T, queue func(*T) string, frame func([]broker.Code) R,
+	run func([]T, func([]broker.Code, *broker.Error))) {
+	kept, denied := screen(c.who, auth.Consume, items, queue)
+	if allDenied(kept, denied) {
+		c.send(h.RequestID, frame(unscreen(denied, nil, broker.CodeForbidden)))
+		return
+	}
+	c.begin()
+	run(kept, codesAnswer(c, h.RequestID, denied, frame))
+}
+
 func (c *conn) settleAck(h fibp.Header, body []byte) {
 	if c.decode(h, &c.ack, body) {
-		c.begin()
 		c.ackItems = session.AckItems(c.ackItems[:0], &c.ack)
-		c.s.b.Ack(c.ackItems, codesAnswer(c, h.RequestID, session.AckResult))
+		settle(c, h, c.ackItems, func(it *broker.AckItem) string { return it.Queue }, session.AckResult, c.s.b.Ack)
 	}
 }
 
 func (c *conn) settleNack(h fibp.Header, body []byte) {
 	if c.decode(h, &c.nack, body) {
-		c.begin()
 		c.nackItems = session.NackItems(c.nackItems[:0], &c.nack)
-		c.s.b.Nack(c.nackItems, codesAnswer(c, h.RequestID, session.NackResult))
+		settle(c, h, c.nackItems, func(it *broker.NackItem) string { return it.Queue }, session.NackResult, c.s.b.Nack)
 	}
 }
 
 func (c *conn) settleExtend(h fibp.Header, body []byte) {
-	if c.decode(h, &c.ext, body) {
-		c.begin()
-		c.extItems = session.ExtendItems(c.extItems[:0], &c.ext)
-		id := h.RequestID
-		c.s.b.ExtendLease(c.extItems, func(rs []broker.ExtendResult, e *broker.Error) {
-			if e != nil {
-				c.sendBrokerError(id, e)
-			} else {
-				for _, r := range rs {
-					c.s.countCode(r.Code)
-				}
-				c.send(id, session.ExtendLeaseResult(rs))
-			}
-			c.end()
-		})
+	if !c.decode(h, &c.ext, body) {
+		return
 	}
+	c.extItems = session.ExtendItems(c.extItems[:0], &c.ext)
+	id := h.RequestID
+	items, denied := screen(c.who, auth.Consume, c.extItems, func(it *broker.ExtendItem) string { return it.Queue })
+	forbidden := broker.ExtendResult{Code: broker.CodeForbidden}
+	if allDenied(items, denied) {
+		c.send(id, session.ExtendLeaseResult(unscreen(denied, nil, forbidden)))
+		return
+	}
+	c.begin()
+	c.s.b.ExtendLease(items, func(rs []broker.ExtendResult, e *broker.Error) {
+		if e != nil {
+			c.sendBrokerError(id, e)
+		} else {
+			rs = unscreen(denied, rs, forbidden)
+			for _, r := range rs {
+				c.s.countCode(r.Code)
+			}
+			c.send(id, session.ExtendLeaseResult(rs))
+		}
+		c.end()
+	})
 }
 
 func (c *conn) consume(h fibp.Header, body []byte) {
 	var req fibp.Consume
 	if !c.decode(h, &req, body) {
+		return
+	}
+	if !c.who.Allowed(auth.Consume, req.Queue) {
+		c.forbidden(h.RequestID, auth.Consume, req.Queue)
 		return
 	}
 	if _, dup := c.subs[h.RequestID]; dup {
@@ -160,6 +195,9 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 }
 
 func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
+	if !c.permitAdmin(h, body) {
+		return
+	}
 	res, e, err := handler(c.s.b, session.Node{ID: c.s.opts.NodeID, Addr: c.s.advertised()}, body)
 	if err != nil {
 		c.log.Info("admin request malformed", "op", h.Opcode.String(), "err", err)
@@ -174,6 +212,7 @@ func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
 		if e != nil {
 			c.s.countCode(e.Code)
 		}
+		session.Filter(c.who, res)
 		c.send(h.RequestID, res)
 	}
 }

@@ -21,19 +21,21 @@ import (
 
 // Options configures a Server. Zero fields take the defaults shown.
 type Options struct {
-	TLS              *tls.Config   // nil: plain TCP
-	MaxFrameSize     int           // largest accepted frame, advertised in HandshakeOk (16 MiB)
-	MaxReassembly    int           // largest body reassembled from continuation frames (64 MiB)
-	MaxPartials      int           // request IDs mid-continuation per connection (64)
-	MaxConnections   int           // concurrent connections (10,000)
-	MaxInflight      int           // requests awaiting an answer per connection (4,096)
-	MaxSubscriptions int           // subscriptions per connection (1,024)
-	WriteQueueBytes  int           // pending outbound bytes before a connection is cut (64 MiB)
-	HandshakeTimeout time.Duration // time to receive the Handshake (10 s)
-	PingInterval     time.Duration // idle time before the server pings (15 s)
-	PongTimeout      time.Duration // time to answer a server Ping (30 s)
-	WriteTimeout     time.Duration // time one socket write may block (30 s)
-	NodeID           uint64        // 0 in single-node mode
+	TLS              *tls.Config      // nil: plain TCP
+	MaxFrameSize     int              // largest accepted frame, advertised in HandshakeOk (16 MiB)
+	MaxReassembly    int              // largest body reassembled from continuation frames (64 MiB)
+	MaxPartials      int              // request IDs mid-continuation per connection (64)
+	MaxConnections   int              // concurrent connections (10,000)
+	MaxPerClient     int              // concurrent connections from one client IP address (1,000)
+	MaxInflight      int              // requests awaiting an answer per connection (4,096)
+	MaxSubscriptions int              // subscriptions per connection (1,024)
+	WriteQueueBytes  int              // pending outbound bytes before a connection is cut (64 MiB)
+	HandshakeTimeout time.Duration    // time to receive the Handshake (10 s)
+	PingInterval     time.Duration    // idle time before the server pings (15 s)
+	PongTimeout      time.Duration    // time to answer a server Ping (30 s)
+	WriteTimeout     time.Duration    // time one socket write may block (30 s)
+	NodeID           uint64           // 0 in single-node mode
+	Clock            func() time.Time // time.Now: API key expiry
 	Logger           *slog.Logger
 	Registry         prometheus.Registerer
 }
@@ -53,6 +55,7 @@ func (o *Options) defaults() {
 	set(&o.MaxReassembly, 64<<20)
 	set(&o.MaxPartials, 64)
 	set(&o.MaxConnections, 10_000)
+	set(&o.MaxPerClient, 1000)
 	set(&o.MaxInflight, 4096)
 	set(&o.MaxSubscriptions, 1024)
 	set(&o.WriteQueueBytes, 64<<20)
@@ -62,6 +65,9 @@ func (o *Options) defaults() {
 	setD(&o.WriteTimeout, 30*time.Second)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
 	}
 }
 
@@ -74,6 +80,7 @@ type Server struct {
 	mu       sync.Mutex
 	ln       net.Listener
 	conns    map[*conn]struct{}
+	perHost  map[string]int // open connections by client IP address
 	closing  bool
 	wg       sync.WaitGroup
 	nextConn atomic.Uint64
@@ -85,7 +92,7 @@ type Server struct {
 // New returns a server for b.
 func New(b *broker.Broker, opts Options) *Server {
 	opts.defaults()
-	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}}
+	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}, perHost: map[string]int{}}
 	s.connGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "fila", Name: "connections", Help: "Open FIBP connections."})
 	s.errors = newErrorCounter()
 	if opts.Registry != nil {
@@ -135,15 +142,18 @@ func (s *Server) Serve(ln net.Listener) error {
 var errTemporary = errors.New("temporary")
 
 func (s *Server) accept(nc net.Conn) {
+	host := clientHost(nc.RemoteAddr())
 	s.mu.Lock()
-	if s.closing || len(s.conns) >= s.opts.MaxConnections {
+	if s.closing || len(s.conns) >= s.opts.MaxConnections || s.perHost[host] >= s.opts.MaxPerClient {
+		open, fromHost := len(s.conns), s.perHost[host]
 		s.mu.Unlock()
-		s.log.Warn("refusing a connection", "remote", nc.RemoteAddr(), "open", len(s.conns))
+		s.log.Warn("refusing a connection", "remote", nc.RemoteAddr(), "open", open, "open_from_client", fromHost)
 		nc.Close()
 		return
 	}
 	c := newConn(s, nc, s.nextConn.Add(1))
 	s.conns[c] = struct{}{}
+	s.perHost[host]++
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.connGauge.Inc()
@@ -154,10 +164,25 @@ func (s *Server) accept(nc net.Conn) {
 		c.serve()
 		s.mu.Lock()
 		delete(s.conns, c)
+		if s.perHost[host]--; s.perHost[host] == 0 {
+			delete(s.perHost, host)
+		}
 		s.mu.Unlock()
 		s.connGauge.Dec()
 		c.log.Info("connection closed", "open_for", time.Since(opened))
 	}()
+}
+
+// clientHost is the IP address of a client, the unit of the per-client connection limit.
+func clientHost(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	host, _, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	return host
 }
 
 // Addr returns the listening address, or nil before Serve.

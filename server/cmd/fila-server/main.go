@@ -5,19 +5,21 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/certs"
 	"github.com/filamq/fila/server/config"
 	"github.com/filamq/fila/server/internal/buildinfo"
 	"github.com/filamq/fila/server/transport"
@@ -28,6 +30,9 @@ func main() {
 }
 
 func run(args []string) int {
+	if len(args) > 0 && args[0] == "dev-certs" {
+		return devCerts(args[1:])
+	}
 	cfg, err := config.Load(args, os.Getenv, os.Stderr)
 	if errors.Is(err, config.ErrHelp) {
 		return 0
@@ -82,6 +87,11 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	bo.BodyCacheBytes = int(cfg.BodyCacheBytes)
 	bo.Logger = log
 	bo.Registry = reg
+	bootstrap, err := cfg.BootstrapKey()
+	if err != nil {
+		return err
+	}
+	bo.BootstrapAPIKey = bootstrap
 	rn, err := openRift(cfg, log)
 	if err != nil {
 		return err
@@ -97,14 +107,19 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	reg.MustRegister(broker.NewCollector(b, broker.CollectorOptions{TopKeys: cfg.MetricsTopKeys}))
 
-	tlsConf, err := loadTLS(cfg)
+	tlsCerts, err := loadTLS(cfg)
 	if err != nil {
 		b.Close()
 		return err
 	}
+	var tlsConf *tls.Config
+	if tlsCerts != nil {
+		tlsConf = tlsCerts.Config()
+	}
 	srv := transport.New(b, transport.Options{
 		TLS: tlsConf, MaxFrameSize: int(cfg.MaxFrameSize), MaxReassembly: int(cfg.MaxReassembly),
-		MaxConnections: cfg.MaxConnections, MaxInflight: cfg.MaxInflight, MaxSubscriptions: cfg.MaxSubscriptions,
+		MaxConnections: cfg.MaxConnections, MaxPerClient: cfg.MaxPerClient, HandshakeTimeout: cfg.HandshakeTimeout,
+		MaxInflight: cfg.MaxInflight, MaxSubscriptions: cfg.MaxSubscriptions,
 		PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, Logger: log, Registry: reg,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -124,15 +139,29 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		}
 	}
 	ready.set(phaseServing)
-	log.Info("fila-server ready", "fibp", ln.Addr().String(), "http", cfg.HTTPListen, "data", cfg.DataDir, "tls", tlsConf != nil, "fsync", cfg.Fsync)
+	log.Info("fila-server ready", "fibp", ln.Addr().String(), "http", cfg.HTTPListen, "data", cfg.DataDir, "tls", tlsConf != nil,
+		"fsync", cfg.Fsync, "auth", b.Auth().Enabled())
+	if !b.Auth().Enabled() && len(b.ListAPIKeys()) > 0 {
+		log.Warn("API keys are stored but authentication is off: set FILA_BOOTSTRAP_API_KEY or bootstrap_api_key_file")
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case s := <-sig:
-		log.Info("shutting down", "signal", s.String())
-	case err := <-served:
-		log.Error("listener failed", "err", err)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+wait:
+	for {
+		select {
+		case <-hup:
+			reloadTLS(tlsCerts, log)
+		case s := <-sig:
+			log.Info("shutting down", "signal", s.String())
+			break wait
+		case err := <-served:
+			log.Error("listener failed", "err", err)
+			break wait
+		}
 	}
 	ready.set(phaseStopping)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
@@ -150,25 +179,46 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	return nil
 }
 
-func loadTLS(cfg config.Config) (*tls.Config, error) {
+// loadTLS loads the FIBP listener's certificates; nil when TLS is not configured.
+func loadTLS(cfg config.Config) (*certs.Reloader, error) {
 	if cfg.TLSCert == "" {
 		return nil, nil
 	}
-	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	return certs.Load(certs.Files{Cert: cfg.TLSCert, Key: cfg.TLSKey, ClientCA: cfg.TLSClientCA})
+}
+
+// reloadTLS loads the certificate files again (SIGHUP); open connections keep their sessions.
+func reloadTLS(r *certs.Reloader, log *slog.Logger) {
+	if r == nil {
+		log.Info("SIGHUP: no TLS certificates to reload")
+		return
+	}
+	if err := r.Reload(); err != nil {
+		log.Error("SIGHUP: certificates not reloaded; the previous ones stay in use", "err", err)
+		return
+	}
+	log.Info("SIGHUP: certificates reloaded")
+}
+
+// devCerts is `fila-server dev-certs DIR`.
+func devCerts(args []string) int {
+	if len(args) != 1 || strings.HasPrefix(args[0], "-") {
+		fmt.Fprintln(os.Stderr, "usage: fila-server dev-certs DIR")
+		fmt.Fprintln(os.Stderr, "  writes a local CA, a server certificate for localhost/127.0.0.1/::1 and a client certificate (development only)")
+		return 2
+	}
+	paths, err := certs.WriteDev(args[0])
 	if err != nil {
-		return nil, fmt.Errorf("tls: %w", err)
+		fmt.Fprintln(os.Stderr, "fila-server dev-certs:", err)
+		return 1
 	}
-	conf := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if cfg.TLSClientCA != "" {
-		pem, err := os.ReadFile(cfg.TLSClientCA)
-		if err != nil {
-			return nil, fmt.Errorf("tls client CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("tls client CA %s: no certificates found", cfg.TLSClientCA)
-		}
-		conf.ClientCAs, conf.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	for _, p := range paths {
+		fmt.Println(p)
 	}
-	return conf, nil
+	d := args[0]
+	fmt.Printf("\nserver: fila-server --tls-cert %s --tls-key %s --tls-client-ca %s\n",
+		filepath.Join(d, certs.DevServerCert), filepath.Join(d, certs.DevServerKey), filepath.Join(d, certs.DevCA))
+	fmt.Printf("client: fila --ca %s --cert %s --key %s queue list\n",
+		filepath.Join(d, certs.DevCA), filepath.Join(d, certs.DevClientCert), filepath.Join(d, certs.DevClientKey))
+	return 0
 }

@@ -82,10 +82,11 @@ func TestMutualTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	conf, err := loadTLS(cfg)
+	reloader, err := loadTLS(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	conf := reloader.Config()
 	b, err := broker.Open(broker.DefaultOptions(t.TempDir()))
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,139 @@
+package transport
+
+import (
+	"fmt"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/auth"
+	"github.com/filamq/fila/server/session"
+)
+
+// Authentication and authorization of a connection (security.md). A connection of a server
+// without authentication has a nil principal, which may do everything; otherwise the Handshake's
+// key is checked, and every later request checks it again (revocation, expiry and ACL changes
+// take effect at the next request) and checks the ACL of what it touches.
+
+// authenticate checks the Handshake's API key; false means Unauthorized was sent and the
+// connection must close.
+func (c *conn) authenticate(key wire.Optional[string]) bool {
+	st := c.s.b.Auth()
+	if !st.Enabled() {
+		return true
+	}
+	gen := st.Gen() // before the lookup: a change after it is seen at the next request
+	secret, ok := key.Get()
+	if !ok || secret == "" {
+		c.sendError(0, fibp.CodeUnauthorized, "this server requires an API key", nil)
+		return false
+	}
+	p, ok := st.Authenticate(secret)
+	if !ok {
+		c.sendError(0, fibp.CodeUnauthorized, "unknown or revoked API key", nil)
+		return false
+	}
+	if p.Expired(c.s.opts.Clock().UnixMilli()) {
+		c.sendError(0, fibp.CodeUnauthorized, fmt.Sprintf("API key %s has expired", p.ID()), nil)
+		return false
+	}
+	c.auth, c.who, c.whoGen = st, p, gen
+	c.log = c.log.With("key", p.ID())
+	return true
+}
+
+// authorized re-checks the connection's key before a request; false means Unauthorized was
+// sent and the connection must close.
+func (c *conn) authorized(h fibp.Header) bool {
+	if c.who == nil {
+		return true
+	}
+	if g := c.auth.Gen(); g != c.whoGen {
+		c.whoGen = g
+		p, ok := c.auth.Lookup(c.who.ID())
+		if !ok {
+			c.sendError(h.RequestID, fibp.CodeUnauthorized, fmt.Sprintf("API key %s was revoked", c.who.ID()), nil)
+			return false
+		}
+		c.who = p
+	}
+	if c.who.Expires() && c.who.Expired(c.s.opts.Clock().UnixMilli()) {
+		c.sendError(h.RequestID, fibp.CodeUnauthorized, fmt.Sprintf("API key %s has expired", c.who.ID()), nil)
+		return false
+	}
+	return true
+}
+
+// forbidden answers a request-level ACL denial.
+func (c *conn) forbidden(requestID uint32, kind auth.Kind, queue string) {
+	c.sendError(requestID, fibp.CodeForbidden, fmt.Sprintf("API key %s has no %s permission on queue %q", c.who.ID(), kind, queue), nil)
+}
+
+// permitAdmin checks an admin request against the key; false means it was answered.
+func (c *conn) permitAdmin(h fibp.Header, body []byte) bool {
+	need, err := session.AdminNeed(h.Opcode, body)
+	switch {
+	case err != nil:
+		c.sendError(h.RequestID, fibp.CodeInvalidFrame, err.Error(), nil)
+		return false
+	case need.Permits(c.who):
+		return true
+	case need.Superadmin:
+		c.sendError(h.RequestID, fibp.CodeForbidden, fmt.Sprintf("%v needs a superadmin key", h.Opcode), nil)
+	default:
+		c.forbidden(h.RequestID, need.Kind, need.Queue)
+	}
+	return false
+}
+
+// screen keeps the items of a batch whose queue the key may use for kind. denied is nil when
+// every item is kept (then kept is items); otherwise denied[i] marks the items left out.
+func screen[T any](who *auth.Principal, kind auth.Kind, items []T, queue func(*T) string) (kept []T, denied []bool) {
+	if who.Superadmin() {
+		return items, nil
+	}
+	last, lastOK := "", false
+	for i := range items {
+		q := queue(&items[i])
+		if i == 0 || q != last {
+			last, lastOK = q, who.Allowed(kind, q)
+		}
+		if lastOK && denied == nil {
+			continue
+		}
+		if denied == nil {
+			denied = make([]bool, len(items))
+			kept = append(make([]T, 0, len(items)), items[:i]...)
+		}
+		if lastOK {
+			kept = append(kept, items[i])
+		} else {
+			denied[i] = true
+		}
+	}
+	if denied == nil {
+		return items, nil
+	}
+	return kept, denied
+}
+
+// unscreen puts the denied items back into a batch's results as forbidden.
+func unscreen[R any](denied []bool, rs []R, forbidden R) []R {
+	if denied == nil {
+		return rs
+	}
+	out := make([]R, len(denied))
+	j := 0
+	for i, d := range denied {
+		switch {
+		case d:
+			out[i] = forbidden
+		case j < len(rs):
+			out[i] = rs[j]
+			j++
+		}
+	}
+	return out
+}
+
+// allDenied reports whether screening left nothing to send to the broker.
+func allDenied[T any](kept []T, denied []bool) bool { return denied != nil && len(kept) == 0 }
