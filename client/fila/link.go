@@ -47,6 +47,9 @@ func connect(ctx context.Context, addr string, o *Options, dial dialFunc) (*link
 		tc := tls.Client(nc, cfg)
 		if err := tc.HandshakeContext(ctx); err != nil {
 			nc.Close()
+			if mistake := explainTLS(addr, err); mistake != nil {
+				return nil, mistake
+			}
 			return nil, fmt.Errorf("fila: TLS handshake with %s: %w", addr, err)
 		}
 		nc = tc
@@ -63,6 +66,9 @@ func connect(ctx context.Context, addr string, o *Options, dial dialFunc) (*link
 	l.out.init()
 	if err := l.handshake(ctx, o.APIKey); err != nil {
 		nc.Close()
+		if mistake := explainHandshake(ctx, addr, o, dial, err); mistake != nil {
+			return nil, mistake
+		}
 		return nil, err
 	}
 	return l, nil
@@ -92,6 +98,7 @@ func (l *link) handshake(ctx context.Context, apiKey string) (err error) {
 	if _, err := l.conn.Write(fibp.AppendFrame(nil, 0, 0, hello)); err != nil {
 		return handshakeIOError(ctx, err)
 	}
+	defer nudge(l.conn)()
 	var h fibp.Header
 	var body []byte
 	for done := false; !done; {

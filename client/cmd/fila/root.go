@@ -3,8 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,6 +26,7 @@ type app struct {
 	apiKey  string
 	useTLS  bool
 	caFile  string
+	tls     fila.TLSFiles // --cert, --key, --server-name (and --ca)
 	json    bool
 	timeout duration
 
@@ -51,11 +50,14 @@ func (a *app) rootCommand() *cobra.Command {
 	pf.StringVar(&a.apiKey, "api-key", os.Getenv("FILA_API_KEY"), "API key (env FILA_API_KEY)")
 	pf.BoolVar(&a.useTLS, "tls", false, "connect with TLS")
 	pf.StringVar(&a.caFile, "ca", "", "PEM file of the CA that signed the server certificate (implies --tls)")
+	pf.StringVar(&a.tls.Cert, "cert", "", "PEM client certificate, for a server that requires mTLS (implies --tls; needs --key)")
+	pf.StringVar(&a.tls.Key, "key", "", "PEM private key of --cert")
+	pf.StringVar(&a.tls.ServerName, "server-name", "", "name the server certificate must carry (default: the host of --addr; implies --tls)")
 	pf.BoolVar(&a.json, "json", false, "print JSON instead of tables")
 	a.timeout.Duration = 10 * time.Second
 	pf.DurationVar(&a.timeout.Duration, "timeout", a.timeout.Duration, "time limit for connecting and for each request")
 	root.AddCommand(a.queueCommand(), a.enqueueCommand(), a.consumeCommand(), a.redriveCommand(),
-		a.configCommand(), a.clusterCommand(), a.riftCommand(), a.versionCommand(), a.ackCommand(), a.nackCommand())
+		a.configCommand(), a.clusterCommand(), a.keyCommand(), a.aclCommand(), a.riftCommand(), a.versionCommand(), a.ackCommand(), a.nackCommand())
 	a.completeQueueArgs(root)
 	return root
 }
@@ -117,23 +119,18 @@ func (a *app) connect(ctx context.Context) (*fila.Client, error) {
 		return a.client, nil
 	}
 	opts := &fila.Options{APIKey: a.apiKey, DialTimeout: a.timeout.Duration}
-	if a.useTLS || a.caFile != "" {
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		if a.caFile != "" {
-			pem, err := os.ReadFile(a.caFile)
-			if err != nil {
-				return nil, err
-			}
-			cfg.RootCAs = x509.NewCertPool()
-			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("no PEM certificate in %s", a.caFile)
-			}
+	if a.useTLS || a.caFile != "" || a.tls != (fila.TLSFiles{}) {
+		files := a.tls
+		files.CA = a.caFile
+		cfg, err := files.Config()
+		if err != nil {
+			return nil, err
 		}
 		opts.TLS = cfg
 	}
 	c, err := fila.Dial(ctx, a.addr, opts)
 	if err != nil {
-		return nil, err
+		return nil, a.explainConnect(err)
 	}
 	a.client = c
 	return c, nil
