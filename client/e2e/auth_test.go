@@ -35,7 +35,9 @@ func dialKey(t *testing.T, addr, key string) (*fila.Client, error) {
 func TestCLIKeysAndACLs(t *testing.T) {
 	t.Parallel()
 	s := authServer(t)
-	boot := func(args ...string) string { return cliOK(t, s.addr, append([]string{"--api-key", bootstrapKey}, args...)...) }
+	boot := func(args ...string) string {
+		return cliOK(t, s.addr, append([]string{"--api-key", bootstrapKey}, args...)...)
+	}
 
 	wantCLIError(t, cli(t, s.addr, "queue", "list"), 1, "the server requires an API key: pass --api-key or set FILA_API_KEY")
 	wantCLIError(t, cli(t, s.addr, "--api-key", "fila_wrong", "queue", "list"), 1, "the server rejected the API key")
