@@ -55,8 +55,8 @@ func TestOrderingGroups(t *testing.T) {
 		t.Fatalf("first deliveries %v, want the heads a1 and c1", first)
 	}
 	st := getStats(t, c, q)
-	if st.InFlight != 2 || st.Depth != 3 || st.Delayed != 1 {
-		t.Fatalf("stats %+v, want 2 in flight, 3 waiting of which 1 delayed", st)
+	if st.InFlight != 2 || st.Depth != 3 || st.Delayed != 1 || st.OrderingGroups != 3 || st.OrderingGroupsBlocked != 2 {
+		t.Fatalf("stats %+v, want 2 in flight, 3 waiting of which 1 delayed, 3 groups of which 2 blocked", st)
 	}
 	if errs, err := c.Ack(ctx, fila.AckItem{Queue: q, ID: res[0].ID}, fila.AckItem{Queue: q, ID: res[4].ID}); err != nil || errs[0] != nil || errs[1] != nil {
 		t.Fatalf("acking a1 and c1: %v %v", errs, err)
@@ -179,5 +179,20 @@ func TestDedupKeys(t *testing.T) {
 		if err != nil || again[0].Err != nil || !again[0].Duplicate || again[0].ID != res[0].ID {
 			t.Errorf("after the original was acked: %+v, %v; want a duplicate of %v", again, err, res[0].ID)
 		}
+	}
+}
+
+// TestOrderingStatsCLI: fila queue stats shows an ordered queue's groups and the blocked ones.
+func TestOrderingStatsCLI(t *testing.T) {
+	t.Parallel()
+	c := dial(t, "")
+	q := createQueue(t, c, fila.QueueConfig{Ordering: fibp.OrderingQueue})
+	enqueue(t, c, payloads(q, "m", 2)...)
+	cons := consume(t, c, q, fila.ConsumeOptions{MaxUnacked: 10})
+	next(t, cons)
+	out := cliOK(t, "", "queue", "stats", q)
+	kv := statsTable(t, out)
+	if kv["ordering groups"] != "1" || kv["groups blocked by an in-flight head"] != "1" {
+		t.Errorf("queue stats of an ordered queue:\n%s", out)
 	}
 }

@@ -155,6 +155,10 @@ type QueueStats struct {
 	// Settings are the queue's stored settings by CreateQueue field name; a zero number or
 	// backoff server_default follows the broker default defaults.<name> (see ListConfig).
 	Settings map[string]string `json:"settings,omitempty"`
+	// OrderingGroups counts the ordering groups with messages, OrderingGroupsBlocked those whose
+	// head is in flight (nothing else of the group is delivered meanwhile); 0 when unordered.
+	OrderingGroups        uint64 `json:"ordering_groups"`
+	OrderingGroupsBlocked uint64 `json:"ordering_groups_blocked"`
 }
 
 // FairnessKeyStat is the scheduler's state for one fairness key.
@@ -194,20 +198,22 @@ func (c *Client) GetStats(ctx context.Context, queue string) (*QueueStats, error
 		return nil, err
 	}
 	st := &QueueStats{
-		Depth:                res.Depth,
-		InFlight:             res.InFlight,
-		Delayed:              res.Delayed,
-		Unclassified:         res.Unclassified,
-		OldestUnclassifiedAt: msTime(res.OldestUnclassifiedAt),
-		Throttled:            res.Throttled,
-		ActiveFairnessKeys:   res.ActiveFairnessKeys,
-		ActiveConsumers:      res.ActiveConsumers,
-		Quantum:              res.Quantum,
-		LeaderNodeID:         res.LeaderNodeID,
-		ReplicationCount:     res.ReplicationCount,
-		PerKeyStats:          make([]FairnessKeyStat, len(res.PerKeyStats)),
-		ActiveThrottles:      make([]ThrottleSummary, len(res.ActiveThrottles)),
-		Settings:             res.Settings,
+		Depth:                 res.Depth,
+		InFlight:              res.InFlight,
+		Delayed:               res.Delayed,
+		Unclassified:          res.Unclassified,
+		OldestUnclassifiedAt:  msTime(res.OldestUnclassifiedAt),
+		Throttled:             res.Throttled,
+		ActiveFairnessKeys:    res.ActiveFairnessKeys,
+		ActiveConsumers:       res.ActiveConsumers,
+		Quantum:               res.Quantum,
+		LeaderNodeID:          res.LeaderNodeID,
+		ReplicationCount:      res.ReplicationCount,
+		PerKeyStats:           make([]FairnessKeyStat, len(res.PerKeyStats)),
+		ActiveThrottles:       make([]ThrottleSummary, len(res.ActiveThrottles)),
+		Settings:              res.Settings,
+		OrderingGroups:        res.OrderingGroups,
+		OrderingGroupsBlocked: res.OrderingGroupsBlocked,
 	}
 	for i, k := range res.PerKeyStats {
 		st.PerKeyStats[i] = FairnessKeyStat(k)

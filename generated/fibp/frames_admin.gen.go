@@ -471,6 +471,14 @@ type GetStatsResult struct {
 	// zero duration or count, and backoff server_default, mean the queue follows the broker default of
 	// the same name under defaults. in the runtime config (ListConfig "defaults.").
 	Settings map[string]string
+
+	// OrderingGroups: Appended (schema evolution): ordering groups with stored messages (ordering.md);
+	// 0 for an unordered queue.
+	OrderingGroups uint64
+
+	// OrderingGroupsBlocked: Appended (schema evolution): ordering groups whose head is in flight, so
+	// that nothing else of the group is delivered until it is acked, nacked or its lease expires.
+	OrderingGroupsBlocked uint64
 }
 
 // Opcode returns OpGetStatsResult.
@@ -506,6 +514,8 @@ func (x *GetStatsResult) Size() int {
 		n += 2 + len(k0)
 		n += 2 + len(v0)
 	}
+	n += 8
+	n += 8
 	return n
 }
 
@@ -540,6 +550,8 @@ func (x *GetStatsResult) AppendTo(b []byte) []byte {
 			b = wire.AppendString16(b, x.Settings[k0])
 		}
 	}
+	b = wire.AppendU64(b, x.OrderingGroups)
+	b = wire.AppendU64(b, x.OrderingGroupsBlocked)
 	return b
 }
 
@@ -598,6 +610,8 @@ func (x *GetStatsResult) DecodeFrom(r *wire.Reader) {
 			x.Settings = m0
 		}
 	}
+	x.OrderingGroups = r.U64()
+	x.OrderingGroupsBlocked = r.U64()
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.

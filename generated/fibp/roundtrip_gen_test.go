@@ -635,12 +635,14 @@ func sampleGetStatsResult(seed int) *GetStatsResult {
 			}
 			return out
 		}(),
-		Delayed:              uint64(seed*37 + 7),
-		Depth:                uint64(seed*37 + 5),
-		ErrorCode:            []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
-		InFlight:             uint64(seed*37 + 9),
-		LeaderNodeID:         uint64(seed*37 + 14),
-		OldestUnclassifiedAt: uint64(seed*37 + 22),
+		Delayed:               uint64(seed*37 + 7),
+		Depth:                 uint64(seed*37 + 5),
+		ErrorCode:             []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		InFlight:              uint64(seed*37 + 9),
+		LeaderNodeID:          uint64(seed*37 + 14),
+		OldestUnclassifiedAt:  uint64(seed*37 + 22),
+		OrderingGroups:        uint64(seed*37 + 15),
+		OrderingGroupsBlocked: uint64(seed*37 + 23),
 		PerKeyStats: func() []FairnessKeyStat {
 			var out []FairnessKeyStat
 			for seed := range [2]int{seed, seed + 1} {

@@ -221,6 +221,7 @@ func StatsResult(s *broker.QueueStats) *fibp.GetStatsResult {
 	res := &fibp.GetStatsResult{
 		ErrorCode: fibp.CodeOk, Depth: s.Depth, InFlight: s.InFlight, Delayed: s.Delayed,
 		ActiveFairnessKeys: s.ActiveFairnessKeys, ActiveConsumers: s.ActiveConsumers, Quantum: s.Quantum,
+		OrderingGroups: s.OrderingGroups, OrderingGroupsBlocked: s.BlockedGroups,
 	}
 	for _, k := range s.Keys {
 		res.PerKeyStats = append(res.PerKeyStats, fibp.FairnessKeyStat{Key: k.Key, PendingCount: k.Pending, CurrentDeficit: k.Deficit, Weight: k.Weight})

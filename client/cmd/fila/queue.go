@@ -337,6 +337,10 @@ func (a *app) printStats(name string, st *fila.QueueStats) error {
 		{"quantum", num(st.Quantum)}, {"leader node", orDash(st.LeaderNodeID)},
 		{"replicas", orDash(st.ReplicationCount)},
 	}
+	if o := st.Settings["ordering"]; (o != "" && o != "none") || st.OrderingGroups > 0 {
+		rows = append(rows, []string{"ordering groups", num(st.OrderingGroups)},
+			[]string{"groups blocked by an in-flight head", num(st.OrderingGroupsBlocked)})
+	}
 	if err := a.printTable(nil, rows); err != nil {
 		return err
 	}
