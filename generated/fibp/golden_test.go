@@ -115,7 +115,7 @@ func TestGoldenDelivery(t *testing.T) {
 
 func TestGoldenGetStatsResultWithThrottle(t *testing.T) {
 	want := hexvec.Bytes(t,
-		"000000b4",                     // length: 180
+		"000000c4",                     // length: 196
 		"f8 00 00000009",               // GetStatsResult answering request 9
 		"00",                           // error_code Ok
 		"0000000000000005",             // depth 5
@@ -144,11 +144,14 @@ func TestGoldenGetStatsResultWithThrottle(t *testing.T) {
 		"00000002", //   declaring_subscribers 2
 		"0001",     // settings: 1 entry (appended field)
 		"000c "+hexvec.Text("max_attempts")+" 0001 "+hexvec.Text("5"),
+		"0000000000000003", // ordering_groups 3 (appended field)
+		"0000000000000001", // ordering_groups_blocked 1 (appended field)
 	)
 	checkVector(t, 0, 9, &GetStatsResult{
 		Depth: 5, InFlight: 1, Throttled: 2, ActiveFairnessKeys: 1, ActiveConsumers: 1, Quantum: 1,
-		PerKeyStats: []FairnessKeyStat{{Key: "default", PendingCount: 5, CurrentDeficit: -1, Weight: 1}},
-		Settings:    map[string]string{"max_attempts": "5"},
+		PerKeyStats:    []FairnessKeyStat{{Key: "default", PendingCount: 5, CurrentDeficit: -1, Weight: 1}},
+		Settings:       map[string]string{"max_attempts": "5"},
+		OrderingGroups: 3, OrderingGroupsBlocked: 1,
 		ActiveThrottles: []ThrottleSummary{{
 			Name:                 "api",
 			Limits:               []ThrottleLimit{{MaxDeliveries: 100, WindowMs: 1000}},
