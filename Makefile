@@ -6,7 +6,7 @@ RACE_PKGS := ./server/... ./client/...
 FUZZTIME  ?= 60s
 FUZZ_PKGS := ./generated/fibp ./generated/rift ./generated/store ./generated/riftstore ./generated/queuelog ./fuzz
 
-.PHONY: all generate check-generated fmt vet test test-race fuzz fuzz-short bench run build clean
+.PHONY: all generate check-generated fmt vet test test-race race-if-cgo fuzz fuzz-short bench run build clean
 
 all: check-generated vet test
 
@@ -28,10 +28,22 @@ fmt:
 vet:
 	$(GO) vet $(MODULES)
 
-## test: every module's tests, with the race detector on the concurrent packages
+## test: every module's tests, then the race detector on the concurrent packages when cgo works
+## (the race detector needs cgo and a C compiler; without one it says it was skipped)
 test:
 	$(GO) test -count=1 ./... ./generated/... ./tools/... ./tools/compare/... ./fuzz/...
-	$(GO) test -count=1 -race $(RACE_PKGS)
+	@$(MAKE) --no-print-directory race-if-cgo
+
+## race-if-cgo: the race detector over RACE_PKGS, or a line saying why it cannot run here
+race-if-cgo:
+	@cc=$$($(GO) env CC | cut -d' ' -f1); cgo=$$($(GO) env CGO_ENABLED); \
+	if [ "$$cgo" != 1 ]; then why="CGO_ENABLED=$$cgo"; \
+	elif ! command -v "$$cc" >/dev/null 2>&1; then why="no C compiler (CC=$$cc not found)"; fi; \
+	if [ -z "$$why" ]; then \
+	  echo "$(GO) test -count=1 -race $(RACE_PKGS)"; $(GO) test -count=1 -race $(RACE_PKGS); \
+	else \
+	  echo "race detector skipped: it needs cgo and a C compiler, and here $$why; the tests above ran without it"; \
+	fi
 
 ## fuzz: run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m). A failing input is
 ## saved under testdata/fuzz/ and printed; a run that fails without one (the fuzzing engine itself
