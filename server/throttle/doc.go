@@ -1,0 +1,31 @@
+// Package throttle is the broker's subscriber-declared throttles (throttling.md): declarations
+// and their validation, global named throttles shared by subscriptions of every queue, effective
+// limits, and per-key buckets that count deliveries in sliding windows.
+//
+// It is deterministic and reads no clock: every time is an argument (Unix milliseconds). Its
+// state is the leader's memory, never the queue log: a delivery is counted at the moment it is
+// made (Take), and nacks, expiries and acks give nothing back.
+//
+// # Using it
+//
+//	reg := throttle.NewRegistry()                           // one per broker
+//	sub, err := reg.Declare("orders", decls)                // at Consume; ErrInvalid, ErrConflict
+//	b, throttled := sub.Throttles()[0].BucketOf(&subject)   // which bucket a message is in
+//	ok, retryAt := reg.Take(now, []throttle.Ref{{T: t, B: b}}) // before delivering: room? count it
+//	sub.Close()                                             // when the subscription ends
+//
+// # Exactness
+//
+// Take counts a delivery only when every bucket it names has room under every effective limit,
+// and a window counts (conservatively) every delivery that may still be inside it, so no bucket
+// ever holds more than N deliveries in any window of W (see window).
+//
+// # Ownership, and the cluster later
+//
+// A Registry is the owner of its throttles' buckets. In a cluster one node will own each
+// throttle; queue leaders elsewhere will take small batches of tokens per bucket from the owner
+// and spend them locally. The owner's bucket then counts a grant like deliveries (Take for n at
+// once) — counted includes granted tokens — and a returned grant is simply forgotten when its
+// lease ends; the leader's side is a second, local Registry-like cache of granted tokens. Nothing
+// here assumes that buckets and queues live in the same process, beyond Take being synchronous.
+package throttle

@@ -1,0 +1,302 @@
+package throttle
+
+import (
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/filamq/fila/server/keys"
+)
+
+// Registry holds every throttle of the broker — those declared by at least one live
+// subscription, on any queue — and their buckets. It is safe for concurrent use: the queue
+// actors share one Registry, and one mutex guards it (a Take is a few map look-ups and counter
+// updates, so the lock is held for well under a microsecond).
+//
+// Times are Unix milliseconds passed by the caller (no clock is read here). Callers on different
+// goroutines may pass times slightly out of order; the Registry uses the latest time it has seen
+// when it is given an earlier one, so windows only move forward.
+type Registry struct {
+	mu        sync.Mutex
+	throttles map[string]*Throttle
+	last      int64
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{throttles: map[string]*Throttle{}} }
+
+// Throttle is one named throttle. Its name, key and policy are fixed while it exists; its
+// effective limits follow the live declarations.
+type Throttle struct {
+	name   string
+	key    keys.Key
+	policy Policy
+
+	declared  map[Limit]int // live declarations of each limit
+	limits    []Limit       // effective limits, compareLimits order
+	maxWindow int64
+	subs      int
+	queues    map[string]int // live declaring subscriptions per queue
+
+	buckets        map[BucketKey]*bucket
+	oldest, newest *bucket // buckets by last delivery, oldest first
+}
+
+// Name, Key and Policy describe the throttle; Key must not be modified.
+func (t *Throttle) Name() string      { return t.name }
+func (t *Throttle) Key() keys.Key     { return t.key }
+func (t *Throttle) Policy() Policy    { return t.policy }
+func (t *Throttle) needsBucket() bool { return len(t.key) > 0 }
+
+// BucketKey names one bucket of a throttle: the shared bucket of messages missing the key
+// (Missing), or the bucket of one key value (Group is keys.Key.Group's encoding of the values;
+// "" for the one bucket of an unkeyed throttle).
+type BucketKey struct {
+	Missing bool
+	Group   string
+}
+
+// BucketOf is the bucket of throttle t a message belongs to; throttled is false when the message
+// is missing the key and t lets such messages pass.
+func (t *Throttle) BucketOf(s *keys.Subject) (b BucketKey, throttled bool) {
+	if !t.needsBucket() {
+		return BucketKey{}, true
+	}
+	if g, ok := t.key.Group(s); ok {
+		return BucketKey{Group: g}, true
+	}
+	if t.policy == Unthrottled {
+		return BucketKey{}, false
+	}
+	return BucketKey{Missing: true}, true
+}
+
+// bucket is the state of one bucket: one window per effective limit.
+type bucket struct {
+	key        BucketKey
+	windows    []window
+	lastAt     int64 // last delivery counted
+	prev, next *bucket
+}
+
+func (b *bucket) room(now int64) bool {
+	for i := range b.windows {
+		if !b.windows[i].room(now) {
+			return false
+		}
+	}
+	return true
+}
+
+// nextRoom is when one more delivery fits every window.
+func (b *bucket) nextRoom(now int64) int64 {
+	at := now
+	for i := range b.windows {
+		at = max(at, b.windows[i].nextRoom(now))
+	}
+	return at
+}
+
+// Subscription is the declarations of one live subscription. Close it when the subscription
+// ends.
+type Subscription struct {
+	reg       *Registry
+	queue     string
+	decls     []Declaration
+	throttles []*Throttle
+	closed    bool
+}
+
+// Throttles are the subscription's throttles, in declaration order.
+func (s *Subscription) Throttles() []*Throttle { return s.throttles }
+
+// Declare registers the declarations of a subscription of queue. It fails with ErrInvalid
+// (see Validate) or ErrConflict when a throttle of that name exists with another key or policy,
+// registering nothing.
+func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error) {
+	if err := Validate(ds); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, d := range ds {
+		t := r.throttles[d.Name]
+		if t != nil && (!slices.Equal(t.key, d.Key) || t.policy != d.WhenKeyMissing) {
+			return nil, conflict(t, d)
+		}
+	}
+	s := &Subscription{reg: r, queue: queue, decls: slices.Clone(ds)}
+	for _, d := range ds {
+		t := r.throttles[d.Name]
+		if t == nil {
+			t = &Throttle{name: d.Name, key: slices.Clone(d.Key), policy: d.WhenKeyMissing,
+				declared: map[Limit]int{}, queues: map[string]int{}, buckets: map[BucketKey]*bucket{}}
+			r.throttles[d.Name] = t
+		}
+		t.subs++
+		t.queues[queue]++
+		for _, l := range d.Limits {
+			t.declared[l]++
+		}
+		t.refresh()
+		s.throttles = append(s.throttles, t)
+	}
+	return s, nil
+}
+
+func conflict(t *Throttle, d Declaration) error {
+	return &conflictError{name: t.name, key: t.key, policy: t.policy, wantKey: d.Key, wantPolicy: d.WhenKeyMissing}
+}
+
+// Close ends the subscription's declarations: limits no other subscription declares stop
+// applying, and a throttle no live subscription declares any more is gone with its buckets. It
+// returns the queues where the subscription's throttles are still active (their limits may
+// have loosened). Closing twice does nothing.
+func (s *Subscription) Close() (affected []string) {
+	r := s.reg
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	seen := map[string]bool{}
+	for i, t := range s.throttles {
+		t.subs--
+		if t.queues[s.queue]--; t.queues[s.queue] == 0 {
+			delete(t.queues, s.queue)
+		}
+		for _, l := range s.decls[i].Limits {
+			if t.declared[l]--; t.declared[l] == 0 {
+				delete(t.declared, l)
+			}
+		}
+		if t.subs == 0 {
+			delete(r.throttles, t.name)
+			continue
+		}
+		t.refresh()
+		for q := range t.queues {
+			if !seen[q] {
+				seen[q] = true
+				affected = append(affected, q)
+			}
+		}
+	}
+	slices.Sort(affected)
+	return affected
+}
+
+// refresh recomputes the effective limits after the declarations changed, keeping the windows
+// of limits that stay.
+func (t *Throttle) refresh() {
+	limits := effective(slices.Collect(maps.Keys(t.declared)))
+	if slices.Equal(limits, t.limits) {
+		return
+	}
+	t.limits = limits
+	t.maxWindow = 0
+	for _, l := range limits {
+		t.maxWindow = max(t.maxWindow, int64(l.WindowMs))
+	}
+	for _, b := range t.buckets {
+		old := b.windows
+		b.windows = make([]window, len(limits))
+		for i, l := range limits {
+			j := slices.IndexFunc(old, func(w window) bool { return w.lim == l })
+			if j >= 0 {
+				b.windows[i] = old[j]
+			} else {
+				b.windows[i] = newWindow(l)
+			}
+		}
+	}
+}
+
+// Ref is one bucket of one throttle.
+type Ref struct {
+	T *Throttle
+	B BucketKey
+}
+
+// Take counts one delivery in every bucket of refs if each has room at now under every effective
+// limit of its throttle, and reports whether it did. When one has no room, nothing is counted and
+// retryAt is the earliest time at which all could have room (if nothing else is counted before).
+// The throttles must be live (declared by a subscription not yet closed).
+func (r *Registry) Take(now int64, refs []Ref) (ok bool, retryAt int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now = r.clamp(now)
+	retryAt = now
+	ok = true
+	for _, ref := range refs {
+		if b := ref.T.buckets[ref.B]; b != nil && !b.room(now) {
+			ok = false
+			retryAt = max(retryAt, b.nextRoom(now))
+		}
+	}
+	if !ok {
+		return false, retryAt
+	}
+	for _, ref := range refs {
+		t := ref.T
+		t.evict(now)
+		b := t.buckets[ref.B]
+		if b == nil {
+			b = &bucket{key: ref.B, windows: make([]window, len(t.limits))}
+			for i, l := range t.limits {
+				b.windows[i] = newWindow(l)
+			}
+			t.buckets[ref.B] = b
+		} else {
+			t.unlink(b)
+		}
+		for i := range b.windows {
+			b.windows[i].add(now)
+		}
+		b.lastAt = now
+		t.pushNewest(b)
+	}
+	return true, 0
+}
+
+func (r *Registry) clamp(now int64) int64 {
+	if now < r.last {
+		return r.last
+	}
+	r.last = now
+	return now
+}
+
+// evict forgets the buckets that counted nothing for longer than the largest window: every
+// count of theirs is 0, as is that of a bucket never seen.
+func (t *Throttle) evict(now int64) {
+	for b := t.oldest; b != nil && b.lastAt+t.maxWindow <= now; b = t.oldest {
+		t.unlink(b)
+		delete(t.buckets, b.key)
+	}
+}
+
+func (t *Throttle) unlink(b *bucket) {
+	if b.prev == nil {
+		t.oldest = b.next
+	} else {
+		b.prev.next = b.next
+	}
+	if b.next == nil {
+		t.newest = b.prev
+	} else {
+		b.next.prev = b.prev
+	}
+	b.prev, b.next = nil, nil
+}
+
+func (t *Throttle) pushNewest(b *bucket) {
+	b.prev = t.newest
+	if t.newest == nil {
+		t.oldest = b
+	} else {
+		t.newest.next = b
+	}
+	t.newest = b
+}

@@ -1,0 +1,267 @@
+package throttle
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/filamq/fila/server/keys"
+)
+
+func decl(name string, limits ...Limit) Declaration {
+	return Declaration{Name: name, Limits: limits}
+}
+
+func TestValidateRefusesEveryMalformedDeclaration(t *testing.T) {
+	per := func(n, w uint64) Limit { return Limit{Max: n, WindowMs: w} }
+	cases := map[string][]Declaration{
+		"no limits":          {decl("a")},
+		"zero max":           {decl("a", per(0, 1000))},
+		"zero window":        {decl("a", per(5, 0))},
+		"empty name":         {decl("", per(5, 1000))},
+		"name repeated":      {decl("a", per(5, 1000)), decl("a", per(6, 1000))},
+		"key kind 3":         {{Name: "a", Limits: []Limit{per(1, 1)}, Key: keys.Key{{Kind: keys.IdempotencyKey}}}},
+		"key kind 4":         {{Name: "a", Limits: []Limit{per(1, 1)}, Key: keys.Key{{Kind: keys.PayloadHash}}}},
+		"key kind 5":         {{Name: "a", Limits: []Limit{per(1, 1)}, Key: keys.Key{{Kind: keys.HeadersHash}}}},
+		"unknown kind":       {{Name: "a", Limits: []Limit{per(1, 1)}, Key: keys.Key{{Kind: 9}}}},
+		"header no name":     {{Name: "a", Limits: []Limit{per(1, 1)}, Key: keys.Key{{Kind: keys.Header}}}},
+		"unknown policy":     {{Name: "a", Limits: []Limit{per(1, 1)}, WhenKeyMissing: 2}},
+		"implied limit":      {decl("a", per(10, 1000), per(20, 1000))},
+		"implied by longer":  {decl("a", per(10, 60000), per(10, 1000))},
+		"implied, reordered": {decl("a", per(10, 1000), per(5, 2000))},
+		"same limit twice":   {decl("a", per(10, 1000), per(10, 1000))},
+	}
+	for name, ds := range cases {
+		if err := Validate(ds); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
+		}
+		if _, err := NewRegistry().Declare("q", ds); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: Declare = %v, want ErrInvalid", name, err)
+		}
+	}
+	ok := []Declaration{decl("a", per(100, 1000), per(1000, 60000)), {Name: "b", Limits: []Limit{per(5, 1000)},
+		Key: keys.Key{{Kind: keys.Header, Name: "merchant"}}, WhenKeyMissing: Unthrottled}}
+	if err := Validate(ok); err != nil {
+		t.Fatalf("Validate(valid) = %v", err)
+	}
+}
+
+func TestEffectiveLimitsAreTheUnionLessNeverApplying(t *testing.T) {
+	r := NewRegistry()
+	s1, err := r.Declare("q1", []Declaration{decl("api", Limit{100, 1000})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s2, err := r.Declare("q2", []Declaration{decl("api", Limit{150, 1000}, Limit{1000, 60000})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3, err := r.Declare("q2", []Declaration{decl("api", Limit{50, 500})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := r.Stats("api", 0)
+	// 150/1000 is implied by 100/1000; 50/500 is implied by 100/1000? No: 100 > 50. Both stay.
+	want := []Limit{{50, 500}, {100, 1000}, {1000, 60000}}
+	if !slices.Equal(st.Limits, want) || st.Subscribers != 3 || !slices.Equal(st.Queues, []string{"q1", "q2"}) {
+		t.Fatalf("stats = %+v, want limits %v, 3 subscribers on q1, q2", st, want)
+	}
+	if aff := s1.Close(); !slices.Equal(aff, []string{"q2"}) {
+		t.Fatalf("Close affected %v, want [q2]", aff)
+	}
+	st, _ = r.Stats("api", 0)
+	if want := []Limit{{50, 500}, {150, 1000}, {1000, 60000}}; !slices.Equal(st.Limits, want) {
+		t.Fatalf("after close: limits %v, want %v", st.Limits, want)
+	}
+	s2.Close()
+	s3.Close()
+	s3.Close()
+	if _, err := r.Stats("api", 0); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Stats after the last subscription = %v, want ErrNotFound", err)
+	}
+	if got := r.QueueThrottles("q2"); len(got) != 0 {
+		t.Fatalf("QueueThrottles after close = %v", got)
+	}
+}
+
+func TestConflictOnAnotherKeyOrPolicy(t *testing.T) {
+	r := NewRegistry()
+	merchant := keys.Key{{Kind: keys.Header, Name: "merchant"}}
+	base := Declaration{Name: "m", Limits: []Limit{{5, 1000}}, Key: merchant}
+	if _, err := r.Declare("q", []Declaration{base}); err != nil {
+		t.Fatal(err)
+	}
+	other := base
+	other.Key = keys.Key{{Kind: keys.FairnessKey}}
+	policy := base
+	policy.WhenKeyMissing = Unthrottled
+	unkeyed := base
+	unkeyed.Key = nil
+	for _, d := range []Declaration{other, policy, unkeyed} {
+		// A valid declaration first, so that nothing is registered when the conflict is found.
+		_, err := r.Declare("q2", []Declaration{decl("fresh", Limit{1, 1}), d})
+		if !errors.Is(err, ErrConflict) {
+			t.Fatalf("Declare(%+v) = %v, want ErrConflict", d, err)
+		}
+	}
+	if _, ok := r.Lookup("fresh"); ok {
+		t.Fatal("a refused Declare registered a throttle")
+	}
+	same := base
+	same.Limits = []Limit{{1, 100}} // limits may differ
+	if _, err := r.Declare("q2", []Declaration{same}); err != nil {
+		t.Fatalf("same key, other limits: %v", err)
+	}
+}
+
+func TestBucketOfAndMissingKeyPolicies(t *testing.T) {
+	r := NewRegistry()
+	merchant := keys.Key{{Kind: keys.Header, Name: "merchant"}}
+	s, _ := r.Declare("q", []Declaration{
+		{Name: "shared", Limits: []Limit{{1, 1000}}, Key: merchant},
+		{Name: "free", Limits: []Limit{{1, 1000}}, Key: merchant, WhenKeyMissing: Unthrottled},
+		{Name: "all", Limits: []Limit{{1, 1000}}},
+	})
+	shared, free, all := s.Throttles()[0], s.Throttles()[1], s.Throttles()[2]
+	with := &keys.Subject{Headers: map[string]string{"merchant": "m1"}}
+	without := &keys.Subject{}
+	if b, ok := shared.BucketOf(without); !ok || !b.Missing {
+		t.Fatalf("shared policy: %v %v", b, ok)
+	}
+	if _, ok := free.BucketOf(without); ok {
+		t.Fatal("unthrottled policy: a message missing the key is throttled")
+	}
+	if b, ok := all.BucketOf(without); !ok || b != (BucketKey{}) {
+		t.Fatalf("unkeyed: %v %v", b, ok)
+	}
+	b1, _ := shared.BucketOf(with)
+	if vs, _ := keys.SplitGroup(b1.Group, nil); b1.Missing || !slices.Equal(vs, []string{"m1"}) {
+		t.Fatalf("keyed bucket %+v", b1)
+	}
+	// The shared bucket and the keyed one are separate.
+	if ok, _ := r.Take(0, []Ref{{shared, b1}}); !ok {
+		t.Fatal("first take refused")
+	}
+	if ok, _ := r.Take(0, []Ref{{shared, BucketKey{Missing: true}}}); !ok {
+		t.Fatal("shared bucket refused after a keyed delivery")
+	}
+	if ok, at := r.Take(1, []Ref{{shared, b1}}); ok || at != 1000 {
+		t.Fatalf("second take in the window = %v, retry at %d; want refused until 1000", ok, at)
+	}
+}
+
+func TestTakeIsAllOrNothing(t *testing.T) {
+	r := NewRegistry()
+	s, _ := r.Declare("q", []Declaration{decl("global", Limit{2, 1000}), {Name: "merchant", Limits: []Limit{{1, 1000}},
+		Key: keys.Key{{Kind: keys.Header, Name: "m"}}}})
+	g, m := s.Throttles()[0], s.Throttles()[1]
+	a, b := BucketKey{Group: "a"}, BucketKey{Group: "b"}
+	steps := []struct {
+		bucket BucketKey
+		ok     bool
+	}{{a, true}, {a, false}, {b, true}, {b, false}}
+	for i, st := range steps {
+		if ok, _ := r.Take(10, []Ref{{g, BucketKey{}}, {m, st.bucket}}); ok != st.ok {
+			t.Fatalf("step %d: ok %v, want %v", i, ok, st.ok)
+		}
+	}
+	st, _ := r.Bucket("global", BucketKey{}, 10)
+	if !slices.Equal(st.Counted, []uint64{2}) || st.NextRoomAt != 1010 {
+		t.Fatalf("global bucket %+v, want 2 counted, room at 1010 (refusals count nothing)", st)
+	}
+}
+
+func TestIdleBucketsAreEvictedAndReportZeros(t *testing.T) {
+	r := NewRegistry()
+	s, _ := r.Declare("q", []Declaration{{Name: "m", Limits: []Limit{{1, 100}, {5, 1000}}, Key: keys.Key{{Kind: keys.FairnessKey}}}})
+	th := s.Throttles()[0]
+	for i := range 100 {
+		r.Take(0, []Ref{{th, BucketKey{Group: string(rune('a' + i%26))}}})
+	}
+	if st, _ := r.Bucket("m", BucketKey{Group: "a"}, 999); !slices.Equal(st.Counted, []uint64{0, 1}) {
+		t.Fatalf("before eviction: %+v", st)
+	}
+	r.Take(1000, []Ref{{th, BucketKey{Group: "z!"}}})
+	if n := len(th.buckets); n != 1 {
+		t.Fatalf("%d buckets after the largest window passed, want 1", n)
+	}
+	if st, _ := r.Bucket("m", BucketKey{Group: "a"}, 1000); !slices.Equal(st.Counted, []uint64{0, 0}) || st.NextRoomAt != 0 {
+		t.Fatalf("evicted bucket reports %+v", st)
+	}
+	sum, _ := r.Stats("m", 1000)
+	if sum.ActiveBuckets != 1 || sum.BucketsAtLimit != 1 {
+		t.Fatalf("stats %+v, want 1 active bucket at limit", sum)
+	}
+}
+
+// TestWindowNeverExceedsItsLimit is the exactness property: whatever the limits and the times of
+// the attempts, no window of W ever holds more than N counted deliveries, checked against the
+// list of every delivery time; and a refused attempt reports a retry time that is neither in the
+// past nor earlier than the true next room.
+func TestWindowNeverExceedsItsLimit(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var lim Limit
+		if rapid.Bool().Draw(t, "slotted") {
+			lim = Limit{Max: rapid.Uint64Range(exactMax+1, 400).Draw(t, "max"), WindowMs: rapid.Uint64Range(1, 3000).Draw(t, "window")}
+		} else {
+			lim = Limit{Max: rapid.Uint64Range(1, exactMax).Draw(t, "max"), WindowMs: rapid.Uint64Range(1, 3000).Draw(t, "window")}
+		}
+		w := newWindow(lim)
+		var times []int64
+		now := rapid.Int64Range(0, 1<<40).Draw(t, "start")
+		for range rapid.IntRange(1, 2000).Draw(t, "steps") {
+			now += rapid.Int64Range(0, int64(lim.WindowMs)/8+2).Draw(t, "dt")
+			inside := 0
+			for _, x := range times {
+				if x > now-int64(lim.WindowMs) {
+					inside++
+				}
+			}
+			if c := w.count(now); c < uint64(inside) {
+				t.Fatalf("count %d below the %d deliveries inside the window", c, inside)
+			}
+			if !w.room(now) {
+				at := w.nextRoom(now)
+				if c := w.clone(); at <= now || !c.room(at) {
+					t.Fatalf("no room at %d, but next room at %d (room there: %v)", now, at, c.room(at))
+				}
+				continue
+			}
+			if uint64(inside) >= lim.Max {
+				t.Fatalf("room at %d with %d deliveries inside the window of %v", now, inside, lim)
+			}
+			w.add(now)
+			times = append(times, now)
+		}
+	})
+}
+
+// TestSaturatedWindowAchievesNinetyFivePercent offers a delivery every millisecond for many
+// windows and counts what is admitted.
+func TestSaturatedWindowAchievesNinetyFivePercent(t *testing.T) {
+	for _, lim := range []Limit{{5, 1000}, {64, 100}, {65, 41}, {100, 1000}, {1000, 1000}, {10000, 60000}, {100, 65}} {
+		w := newWindow(lim)
+		windows := int64(20)
+		end := windows * int64(lim.WindowMs)
+		var n uint64
+		for now := int64(0); now < end; now++ {
+			for w.room(now) {
+				w.add(now)
+				n++
+			}
+		}
+		ideal := float64(lim.Max) * float64(windows)
+		if ratio := float64(n) / ideal; ratio < 0.95 || ratio > 1 {
+			t.Errorf("%v: %d deliveries in %d windows, %.3f of N/W", lim, n, windows, ratio)
+		}
+	}
+}
+
+func (w *window) clone() *window {
+	c := *w
+	c.times = slices.Clone(w.times)
+	c.slots = slices.Clone(w.slots)
+	return &c
+}
