@@ -28,6 +28,7 @@ func (q *Queue) Subscribe(consumer string, credit uint32) error {
 	q.subs[i] = subState{id: consumer, credit: credit, unlimited: credit == 0}
 	q.subIdx[consumer] = i
 	q.credited.pushBack(i)
+	q.WakeParked()
 	return nil
 }
 
@@ -45,6 +46,7 @@ func (q *Queue) AddCredit(consumer string, n uint32) error {
 	}
 	if s.credit == 0 {
 		q.credited.pushBack(i)
+		q.WakeParked()
 	}
 	s.credit = uint32(min(uint64(s.credit)+uint64(n), math.MaxUint32))
 	return nil
@@ -89,13 +91,16 @@ func (q *Queue) Dispatch(now int64, max int, dst []Lease) []Lease {
 	q.advance(now)
 	expires := addMs(now, q.cfg.VisibilityTimeoutMs)
 	for ; max > 0; max-- {
-		slot, sub, ok := q.pick()
+		slot, sub, ok := q.pick(now)
 		if !ok {
 			break
 		}
 		r := q.slab.at(slot)
 		c := Lease{ID: r.id, Consumer: q.subs[sub].id, LeasedAt: now, ExpiresAt: expires}
 		q.lease(slot, r, &c)
+		if q.park.adm != nil {
+			q.leased(r.id)
+		}
 		q.spend(sub)
 		dst = append(dst, c)
 	}
@@ -103,38 +108,20 @@ func (q *Queue) Dispatch(now int64, max int, dst []Lease) []Lease {
 }
 
 // pick chooses the next delivery: a message and the subscription to receive it. It is the one
-// place that decides deliverability. Without an admission check it is O(1): the head message
-// of the key holding the DRR turn, for the subscription holding the delivery turn.
-func (q *Queue) pick() (slot, sub uint32, ok bool) {
-	if q.active.n == 0 || q.credited.n == 0 {
+// place that decides deliverability. Without an Admission it is O(1): the head message of the
+// key holding the DRR turn, for the subscription holding the delivery turn; with one, see
+// pickAdmitted (park.go).
+func (q *Queue) pick(now int64) (slot, sub uint32, ok bool) {
+	if q.credited.n == 0 {
 		return 0, 0, false
 	}
-	if q.admit == nil {
+	if q.park.adm == nil {
+		if q.active.n == 0 {
+			return 0, 0, false
+		}
 		return q.keys[q.active.head].head, q.credited.head, true
 	}
-	return q.pickAdmitted()
-}
-
-// pickAdmitted is pick with a per-(subscription, message) admission check, the seam for
-// throttles: it walks the keys in DRR order from the one holding the turn and, for each key's
-// candidate message, the subscriptions in rotation order, taking the first admitted pair. A
-// key or subscription that is passed over keeps its place and deficit, so nothing that cannot
-// be delivered blocks anything that can. (Throttles will want to look past a key's head — a
-// FIFO per (key, bucket) — and to skip keys known to be blocked instead of walking them.)
-func (q *Queue) pickAdmitted() (slot, sub uint32, ok bool) {
-	k := q.active.head
-	for range q.active.n {
-		slot := q.keys[k].head
-		s := q.credited.head
-		for range q.credited.n {
-			if q.admit(s, slot) {
-				return slot, s, true
-			}
-			s = q.credited.next[s]
-		}
-		k = q.active.next[k]
-	}
-	return 0, 0, false
+	return q.pickAdmitted(now)
 }
 
 // spend charges one delivery to subscription i and passes the delivery turn on.

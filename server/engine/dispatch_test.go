@@ -184,43 +184,6 @@ func TestSubscriptionsRotate(t *testing.T) {
 	}
 }
 
-// The admission seam: a (subscription, message) pair that is refused is passed over without
-// charging or reordering anything, and never blocks a deliverable message.
-func TestAdmissionSeamNeverBlocks(t *testing.T) {
-	q := newTestQueue(t, DefaultConfig())
-	must(t, q.Subscribe("x", 0))
-	must(t, q.Subscribe("y", 0))
-	backlog(t, q, 5, []string{"a", "b", "c"}, []uint32{2, 1, 1})
-	blockedKey := "a"
-	q.admit = func(sub, slot uint32) bool {
-		key := q.keys[q.slab.at(slot).key()].name
-		// "b" only fits consumer y (think: x's throttle bucket for b is full).
-		return key != blockedKey && (key != "b" || q.subs[sub].id == "y")
-	}
-	ls := q.Dispatch(0, 4, nil)
-	if got := strings.Join(keysOf(t, q, ls), ""); got != "bcbc" {
-		t.Fatalf("deliveries %s, want bcbc", got)
-	}
-	for i, l := range ls {
-		if i%2 == 0 && l.Consumer != "y" {
-			t.Fatalf("b delivered to %s", l.Consumer)
-		}
-	}
-	if s := q.Stats(); s.Keys[0].Deficit != 0 || q.active.head != q.keyIdx["a"] {
-		t.Fatalf("blocked key a was charged or lost its turn: %+v", s.Keys[0])
-	}
-	blockedKey = ""
-	q.admit = nil
-	if got := strings.Join(keysOf(t, q, q.Dispatch(0, 4, nil)), ""); got != "aabc" {
-		t.Fatalf("after unblocking: %s, want aabc", got)
-	}
-	q.admit = func(uint32, uint32) bool { return false }
-	if got := q.Dispatch(0, 4, nil); len(got) != 0 {
-		t.Fatalf("delivered with nothing admitted: %v", got)
-	}
-	must(t, checkInvariants(q))
-}
-
 func TestDispatchAndAckDoNotAllocate(t *testing.T) {
 	q := newTestQueue(t, DefaultConfig())
 	must(t, q.Subscribe("c", 0))

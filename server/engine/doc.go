@@ -88,16 +88,23 @@
 // next message becomes the head and is scheduled at that command's time (so Ack carries a time); a
 // retried head stays the head. A group costs nothing once its last message is gone (ordering.go).
 //
+// # Admission (throttles)
+//
+// A Queue may have an Admission (SetAdmission): the broker's throttles. Dispatch then offers a
+// key's head to the subscriptions with credit in turn and delivers it to the first that admits
+// it (admitting counts the delivery in the throttle's buckets). Messages fall into classes
+// (for throttles, the tuple of their buckets); a head nobody admits is parked with its class
+// until the time the Admission gave, and heads of a parked class join it without being asked
+// about, so a throttled backlog costs O(1) per message once, never blocks other keys, classes
+// or subscriptions, and waits in its order. When the time comes, the class's oldest message
+// goes back to the front of its key's FIFO as a probe; each delivered probe sends the next one
+// out, a refused one parks the class again (park.go). Parking is live state, like
+// subscriptions: the broker calls Unpark before a snapshot.
+//
 // # Seams for later features
 //
 // These are not implemented; the places they fit are:
 //
-//   - Throttles: pick is the single place that decides what is deliverable, and
-//     pickAdmitted already runs a per-(subscription, message) admission check (Queue.admit)
-//     that passes over refused pairs without charging or reordering them, so an undeliverable
-//     message never blocks a deliverable one. Buckets would be charged where Dispatch calls
-//     spend; "throttled" would be counted by the check. To look past a key's head, a key's FIFO
-//     would split into one FIFO per (key, bucket).
 //   - Deduplication: checkNew is where an Enqueue's identities would be checked against a
 //     time-ordered dedup index owned by the Queue (identities would be fields of Message and
 //     expiry a timer in NextWakeup); duplicates would be reported per message, not refused.

@@ -84,7 +84,7 @@ func checkInvariants(q *Queue) error {
 }
 
 func (q *Queue) checkRecords() error {
-	var n, ready, held, delayed, leased int
+	var n, ready, held, delayed, leased, parked int
 	refs := map[uint32]uint32{}
 	prev := nilIdx
 	for slot := q.ohead; slot != nilIdx; slot = q.slab.at(slot).onext {
@@ -109,6 +109,8 @@ func (q *Queue) checkRecords() error {
 			delayed++
 		case stLeased:
 			leased++
+		case stParked:
+			parked++
 		case stWaiting:
 		default:
 			return fmt.Errorf("slot %d in order list has state %d", slot, r.state())
@@ -124,9 +126,9 @@ func (q *Queue) checkRecords() error {
 	if n != int(q.slab.live) || n != q.index.n {
 		return fmt.Errorf("order list %d, live %d, index %d", n, q.slab.live, q.index.n)
 	}
-	if ready != q.ready || held != q.nHeld || delayed != q.nDelayed || leased != q.inFlight {
-		return fmt.Errorf("states %d/%d/%d/%d, counters %d/%d/%d/%d",
-			ready, held, delayed, leased, q.ready, q.nHeld, q.nDelayed, q.inFlight)
+	if ready != q.ready || held != q.nHeld || delayed != q.nDelayed || leased != q.inFlight || parked != q.park.n {
+		return fmt.Errorf("states %d/%d/%d/%d/%d, counters %d/%d/%d/%d/%d",
+			ready, held, delayed, leased, parked, q.ready, q.nHeld, q.nDelayed, q.inFlight, q.park.n)
 	}
 	if len(q.errs) > n {
 		return fmt.Errorf("%d errors for %d messages", len(q.errs), n)

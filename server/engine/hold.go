@@ -21,6 +21,7 @@ package engine
 //
 // Hold walks every stored message once (O(n)), and so does the release.
 func (q *Queue) Hold(now, until int64) {
+	q.Unpark()
 	q.advance(now)
 	if until <= now {
 		q.release()

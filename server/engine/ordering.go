@@ -14,9 +14,8 @@ package engine
 // retried head (Fail without DeadLetter) keeps its place: it waits for its retry delay as the
 // head, and the group waits with it. A redriven message is enqueued anew, at the group's tail.
 //
-// Throttles: a head that an admission check refuses (Queue.admit) stays in its key's FIFO and is
-// passed over; the messages behind it are in no FIFO, so a held head holds its group with no
-// further work.
+// Throttles: a head that the Admission refuses is parked with its class (park.go); the messages
+// behind it are in no FIFO, so a throttled head holds its group with no further work.
 //
 // Memory: a group costs one groupState and one map entry while it has stored messages and
 // nothing once its last message is gone; a grouped message costs 12 bytes of links in a side

@@ -25,7 +25,7 @@ func (q *Queue) message(slot uint32) Message {
 		RedriveCount: r.redrives,
 		State:        State(r.state()),
 	}
-	if st := r.state(); st == stHeld || st == stWaiting {
+	if st := r.state(); st == stHeld || st == stWaiting || st == stParked {
 		m.State = StateReady
 	}
 	m.Group, m.Grouped = q.groupOf(slot, r)
@@ -89,7 +89,7 @@ func (q *Queue) Expired(now int64, dst []MsgID) []MsgID {
 }
 
 // NextWakeup returns the earliest time at which the queue changes by itself — a delayed message
-// becoming ready, a lease expiring or a hold ending — so the broker can arm one timer; ok is
+// becoming ready, a lease expiring, a hold ending or a parked class to be asked about again — so the broker can arm one timer; ok is
 // false when there is no such time. The time may already have passed if the broker has not yet
 // handled it.
 func (q *Queue) NextWakeup() (at int64, ok bool) {
@@ -102,6 +102,9 @@ func (q *Queue) NextWakeup() (at int64, ok bool) {
 	}
 	if q.nHeld > 0 && q.holdUntil < at {
 		at, ok = q.holdUntil, true
+	}
+	if t, has := q.nextParkWake(); has && t < at {
+		at, ok = t, true
 	}
 	if !ok {
 		return 0, false
@@ -122,6 +125,9 @@ type Stats struct {
 	// Held counts ready messages kept from delivery by Hold (live state; zero after a replay
 	// or restore).
 	Held uint64
+	// Throttled counts ready messages parked because no subscription's Admission admits them
+	// (live state, see SetAdmission).
+	Throttled uint64
 	// ActiveFairnessKeys counts fairness keys with ready messages: the DRR round.
 	ActiveFairnessKeys uint64
 	// ActiveConsumers counts subscriptions (live state; zero after a replay).
@@ -157,6 +163,7 @@ func (q *Queue) Stats() Stats {
 		InFlight:           uint64(q.inFlight),
 		Delayed:            uint64(q.nDelayed),
 		Held:               uint64(q.nHeld),
+		Throttled:          uint64(q.park.n),
 		ActiveFairnessKeys: uint64(q.active.n),
 		ActiveConsumers:    uint32(len(q.subIdx)),
 		Quantum:            q.cfg.Quantum,

@@ -54,9 +54,8 @@ type Queue struct {
 	name   string
 	cfg    Config
 	policy FailurePolicy
-	// admit is the per-(subscription, message) admission seam of Dispatch (see pick). nil
-	// admits everything; throttles will plug in here.
-	admit func(sub, slot uint32) bool
+	// park is the Admission of Dispatch (throttles) and the messages it keeps parked (park.go).
+	park parking
 
 	slab         slab
 	index        idIndex
@@ -389,8 +388,13 @@ func (q *Queue) unlease(r *rec) {
 func (q *Queue) detach(r *rec) {
 	switch r.state() {
 	case stReady:
+		if q.park.adm != nil {
+			q.unparked(r) // a probe leaving
+		}
 		k := r.key()
 		q.leaveIfIdle(k, q.unlinkReady(r))
+	case stParked:
+		q.unparked(r)
 	case stHeld:
 		q.unlinkHeld(r)
 	case stDelayed:

@@ -28,9 +28,9 @@ const maxSlots = nilIdx - 1
 // table; bit 31: the message has a LastError in q.errs).
 //
 // next and prev depend on the state: waiting — unused (the message is behind its group's head);
-// ready — the key's FIFO links; held — the links of the
-// key's held list (see Queue.Hold); delayed — next is the position in the delayed heap; leased —
-// next is the index of the lease record; free — next links the free list; restored — unused
+// ready — the key's FIFO links; held — the links of the key's held list (see Queue.Hold);
+// parked — the links of its class's group (park.go); delayed — next is the position in the
+// delayed heap; leased — next is the index of the lease record; free — next links the free list; restored — unused
 // (a Restorer has not yet placed the ready message in its FIFO). onext/oprev link every stored
 // message in enqueue order.
 type rec struct {
@@ -59,8 +59,9 @@ const (
 	maxKeys = metaKeyMask
 )
 
-// Internal states (stored in rec.meta). The first four equal the exported State values; a held
-// or waiting message is reported as StateReady, and stRestored exists only inside a Restorer.
+// Internal states (stored in rec.meta). The first four equal the exported State values; a held,
+// waiting or parked message is reported as StateReady, and stRestored exists only inside a
+// Restorer.
 const (
 	stFree     = uint32(StateUnknown)
 	stReady    = uint32(StateReady)
@@ -69,6 +70,7 @@ const (
 	stHeld     = 4 // ready, but kept from delivery by Queue.Hold
 	stRestored = 5 // ready in a snapshot, not yet placed in its key's FIFO
 	stWaiting  = 6 // behind the head of its ordering group (ordering.go)
+	stParked   = 7 // ready, but parked by the Admission (park.go)
 )
 
 func (r *rec) key() uint32   { return r.meta & metaKeyMask }
@@ -82,6 +84,8 @@ func stateText(st uint32) string {
 	switch st {
 	case stHeld:
 		return "held"
+	case stParked:
+		return "throttled"
 	case stRestored:
 		return "ready"
 	case stWaiting:
