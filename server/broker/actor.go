@@ -13,6 +13,7 @@ import (
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftgroup"
+	"github.com/filamq/fila/server/throttle"
 )
 
 // An actor owns one queue group — a queue and its dead-letter queue, the two lanes of the group —
@@ -74,10 +75,11 @@ type actor struct {
 
 // lane is one queue of the group.
 type lane struct {
-	name string
-	def  store.QueueRecord
-	keys laneKeys // ordering and deduplication, from def
-	m    queueMetrics
+	name      string
+	def       store.QueueRecord
+	keys      laneKeys // ordering and deduplication, from def
+	m         queueMetrics
+	throttles *laneThrottles // nil while no subscription of the lane declares a throttle
 }
 
 // op is one operation run on the actor's goroutine.
@@ -115,7 +117,8 @@ type subscription struct {
 	lane      queuegroup.Lane
 	requestID uint32
 	sink      Sink
-	auto      bool // credit managed by the server: the window refills as deliveries reach the socket
+	auto      bool                   // credit managed by the server: the window refills as deliveries reach the socket
+	throttles *throttle.Subscription // its throttle declarations; nil for none
 }
 
 // outBatch is a batch of deliveries waiting for the round's commit.
@@ -487,6 +490,7 @@ func (a *actor) dropSubscription(sub *subscription) {
 	if a.subs[sub.id] == sub {
 		delete(a.subs, sub.id)
 		_ = a.st.Lane(sub.lane).Unsubscribe(sub.id)
+		a.dropThrottles(sub)
 	}
 }
 
@@ -512,6 +516,7 @@ func (a *actor) maybeSnapshot() {
 	if a.fsm.failed.Load() {
 		return // a reload is on its way
 	}
+	a.unparkAll() // parked messages are live state; the snapshot sees them in their FIFOs
 	start := time.Now()
 	if err := a.g.Snapshot(); err != nil {
 		a.log.Error("snapshot failed", "err", err)
@@ -525,6 +530,11 @@ func (a *actor) maybeSnapshot() {
 func (a *actor) shutdown() {
 	close(a.commits)
 	<-a.synced
+	for _, sub := range a.subs {
+		if sub.throttles != nil {
+			sub.throttles.Close()
+		}
+	}
 	if a.deleted {
 		for _, l := range a.lanes {
 			a.b.metrics.drop(l.name)
@@ -577,4 +587,5 @@ func (a *actor) reload() {
 		}
 		_ = a.st.Lane(sub.lane).Subscribe(id, credit)
 	}
+	a.reinstallThrottles()
 }

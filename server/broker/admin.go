@@ -241,7 +241,7 @@ func (b *Broker) GetStats(queue string) (QueueStats, *Error) {
 	if !r.a.call(func(a *actor) { q := a.st.Lane(r.lane); q.Advance(a.now()); s = q.Stats() }) {
 		return QueueStats{}, errorf(CodeQueueNotFound, "queue %q was deleted", queue)
 	}
-	return s, nil
+	return QueueStats{Stats: s, Throttles: b.queueThrottles(queue)}, nil
 }
 
 // ListQueues lists every queue with its headline counters, by name.

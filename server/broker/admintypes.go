@@ -68,7 +68,12 @@ type QueueUpdate struct {
 }
 
 // QueueStats are a queue's live counters, as GetStats reports them.
-type QueueStats = engine.Stats
+type QueueStats struct {
+	engine.Stats // Throttled counts the messages held only by a throttle
+	// Throttles are the throttles declared by the queue's live subscriptions, by name;
+	// Subscribers counts this queue's.
+	Throttles []ThrottleSummary
+}
 
 // QueueSummary is one queue of ListQueues.
 type QueueSummary struct {

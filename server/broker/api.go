@@ -236,9 +236,13 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 	if r.a == nil {
 		return errorf(CodeQueueNotFound, "queue %q does not exist", s.Queue)
 	}
+	ts, e := b.declareThrottles(s.Queue, s.Throttles)
+	if e != nil {
+		return e
+	}
 	var failure *Error
 	ok := r.a.call(func(a *actor) {
-		sub := &subscription{id: s.ConsumerID, lane: r.lane, requestID: s.RequestID, sink: sink, auto: s.ManagedCredit || s.Credit == 0}
+		sub := &subscription{id: s.ConsumerID, lane: r.lane, requestID: s.RequestID, sink: sink, auto: s.ManagedCredit || s.Credit == 0, throttles: ts}
 		credit := s.Credit
 		if sub.auto {
 			credit = autoCreditWindow
@@ -248,8 +252,12 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 			return
 		}
 		a.subs[s.ConsumerID] = sub
+		a.addThrottles(sub)
 		sink.Subscribed(s.RequestID, s.ConsumerID)
 	})
+	if (!ok || failure != nil) && ts != nil {
+		ts.Close()
+	}
 	if !ok {
 		return errorf(CodeQueueNotFound, "queue %q was deleted", s.Queue)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftgroup"
 	"github.com/filamq/fila/server/storage"
+	"github.com/filamq/fila/server/throttle"
 )
 
 const dlqSuffix = ".dlq"
@@ -107,6 +108,8 @@ type Broker struct {
 
 	cacheBytes atomic.Int64 // bytes in every queue's body cache
 
+	throttles *throttle.Registry // every throttle declared by a live subscription, shared by the actors
+
 	adminMu  sync.Mutex // serializes queue creation, deletion and config writes
 	mu       sync.RWMutex
 	queues   map[string]queueRef // every queue and dead-letter queue, by name
@@ -166,6 +169,7 @@ func Open(o Options) (*Broker, error) {
 	b := &Broker{
 		opts: o, db: db, log: o.Logger, clock: o.Clock, ids: newIDGen(), events: o.Events,
 		metrics: newMetrics(o.Registry), queues: map[string]queueRef{}, defaults: DefaultDefaults(), meta: newMetaFSM(),
+		throttles: throttle.NewRegistry(),
 	}
 	b.hooks = hooks.NewRuntime(b.defaults.luaLimits(), b.configValue)
 	if o.BootstrapAPIKey != "" {

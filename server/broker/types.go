@@ -27,7 +27,7 @@ const (
 	CodeReservedQueueName   // names ending in ".dlq" belong to dead-letter queues
 	CodeLuaCompilationError // a Lua hook does not compile or lacks its function
 	CodeNotADLQ             // Redrive of a queue that is not a dead-letter queue
-	CodeInvalidThrottle     // throttle declarations (refused: not supported yet)
+	CodeInvalidThrottle     // a malformed throttle declaration
 	CodeOrderingKeyMissing  // a message without the ordering key of a queue that rejects those
 	CodeImmutableSetting    // an UpdateQueue of a setting fixed at creation
 	CodeScriptError         // the queue's on_enqueue failed on this message (reject policy)
@@ -36,12 +36,16 @@ const (
 	CodeUnauthorized   // no key, or an unknown, expired or revoked one
 	CodeForbidden      // the key's ACL does not allow this
 	CodeAPIKeyNotFound // no API key has this ID
+	// Throttle failures.
+	CodeThrottleConflict // a throttle name declared by live subscriptions with another key or policy
+	CodeThrottleNotFound // no live subscription declares the throttle
 )
 
 var codeNames = [...]string{"Ok", "QueueNotFound", "MessageNotFound", "StorageError", "ChannelFull", "InternalError",
 	"QueueAlreadyExists", "InvalidConfigValue", "ReservedQueueName", "LuaCompilationError", "NotADLQ", "InvalidThrottle",
 	"OrderingKeyMissing", "ImmutableSetting", "ScriptError", "ScriptTimeout",
-	"Unauthorized", "Forbidden", "APIKeyNotFound"}
+	"Unauthorized", "Forbidden", "APIKeyNotFound",
+	"ThrottleConflict", "ThrottleNotFound"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {
@@ -114,6 +118,9 @@ type Subscription struct {
 	// ManagedCredit, has the server manage the window itself (it refills as deliveries are written).
 	Credit        uint32
 	ManagedCredit bool
+	// Throttles are the subscription's throttle declarations (throttling.md); Subscribe
+	// validates them (CodeInvalidThrottle) and refuses conflicting ones (CodeThrottleConflict).
+	Throttles []ThrottleDeclaration
 }
 
 // Delivery is one leased message on its way to a consumer.

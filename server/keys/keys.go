@@ -280,6 +280,16 @@ func SplitGroup(g string, dst []string) (values []string, ok bool) {
 	return dst, true
 }
 
+// JoinGroup encodes values as Group does, the inverse of SplitGroup: it names a group from its
+// values (an operator asking about one throttle bucket).
+func JoinGroup(values []string) string {
+	var buf []byte
+	for _, v := range values {
+		buf = appendField(buf, v)
+	}
+	return string(buf)
+}
+
 func appendField(buf []byte, v string) []byte {
 	buf = binary.BigEndian.AppendUint32(buf, uint32(len(v)))
 	return append(buf, v...)

@@ -183,3 +183,18 @@ func TestEncodingRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestJoinGroupIsGroupOfTheValues(t *testing.T) {
+	k := keys.Key{{Kind: keys.Header, Name: "merchant"}, {Kind: keys.FairnessKey}}
+	s := &keys.Subject{Headers: map[string]string{"merchant": "m\x00\x01"}, FairnessKey: ""}
+	g, ok := k.Group(s)
+	if !ok || keys.JoinGroup([]string{"m\x00\x01", ""}) != g {
+		t.Fatalf("JoinGroup differs from Group %q", g)
+	}
+	if vs, ok := keys.SplitGroup(keys.JoinGroup([]string{"a", "bc"}), nil); !ok || len(vs) != 2 || vs[0] != "a" || vs[1] != "bc" {
+		t.Fatalf("SplitGroup(JoinGroup) = %q %v", vs, ok)
+	}
+	if keys.JoinGroup(nil) != "" {
+		t.Fatal("keys.JoinGroup(nil) is not the empty key's group")
+	}
+}

@@ -53,6 +53,8 @@ func notYet(feature string) *broker.Error {
 
 // adminOps maps every admin opcode to its handler.
 var adminOps = map[fibp.Opcode]AdminHandler{
+	fibp.OpGetThrottleStats:  getThrottleStats,
+	fibp.OpGetThrottleBucket: getThrottleBucket,
 	fibp.OpCreateQueue: adminOp(func(b *broker.Broker, _ Node, r *fibp.CreateQueue) (fibp.Frame, *broker.Error) {
 		if e := b.CreateQueue(QueueSpec(r)); e != nil {
 			if e.Code == broker.CodeLuaCompilationError {
@@ -134,12 +136,6 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 		}
 		return res, nil
 	}),
-	fibp.OpGetThrottleStats: adminOp(func(*broker.Broker, Node, *fibp.GetThrottleStats) (fibp.Frame, *broker.Error) {
-		return &fibp.GetThrottleStatsResult{ErrorCode: fibp.CodeThrottleNotFound}, nil
-	}),
-	fibp.OpGetThrottleBucket: adminOp(func(*broker.Broker, Node, *fibp.GetThrottleBucket) (fibp.Frame, *broker.Error) {
-		return &fibp.GetThrottleBucketResult{ErrorCode: fibp.CodeThrottleNotFound}, nil
-	}),
 	fibp.OpDrainNode: adminOp(func(_ *broker.Broker, n Node, r *fibp.DrainNode) (fibp.Frame, *broker.Error) {
 		if r.NodeID != n.ID {
 			return &fibp.DrainNodeResult{ErrorCode: fibp.CodeNodeNotFound}, nil
@@ -219,9 +215,12 @@ func QueueUpdate(r *fibp.UpdateQueue) broker.QueueUpdate {
 // StatsResult is the GetStatsResult frame of a queue's stats.
 func StatsResult(s *broker.QueueStats) *fibp.GetStatsResult {
 	res := &fibp.GetStatsResult{
-		ErrorCode: fibp.CodeOk, Depth: s.Depth, InFlight: s.InFlight, Delayed: s.Delayed,
+		ErrorCode: fibp.CodeOk, Depth: s.Depth, InFlight: s.InFlight, Delayed: s.Delayed, Throttled: s.Throttled,
 		ActiveFairnessKeys: s.ActiveFairnessKeys, ActiveConsumers: s.ActiveConsumers, Quantum: s.Quantum,
 		OrderingGroups: s.OrderingGroups, OrderingGroupsBlocked: s.BlockedGroups,
+	}
+	for i := range s.Throttles {
+		res.ActiveThrottles = append(res.ActiveThrottles, ThrottleSummary(&s.Throttles[i]))
 	}
 	for _, k := range s.Keys {
 		res.PerKeyStats = append(res.PerKeyStats, fibp.FairnessKeyStat{Key: k.Key, PendingCount: k.Pending, CurrentDeficit: k.Deficit, Weight: k.Weight})

@@ -95,8 +95,6 @@ func ExtendLeaseResult(rs []broker.ExtendResult) *fibp.ExtendLeaseResult {
 // Subscription converts a Consume into a subscription request. creditFlow reports whether the
 // connection negotiated CREDIT_FLOW_CONTROL; without it the server manages the window.
 func Subscription(req *fibp.Consume, requestID uint32, consumerID string, creditFlow bool) (broker.Subscription, *broker.Error) {
-	if len(req.Throttles) > 0 {
-		return broker.Subscription{}, &broker.Error{Code: broker.CodeInvalidThrottle, Message: "throttle declarations are not supported by this server yet"}
-	}
-	return broker.Subscription{Queue: req.Queue, ConsumerID: consumerID, RequestID: requestID, Credit: req.Credit, ManagedCredit: !creditFlow}, nil
+	return broker.Subscription{Queue: req.Queue, ConsumerID: consumerID, RequestID: requestID, Credit: req.Credit, ManagedCredit: !creditFlow,
+		Throttles: ThrottleDeclarations(req.Throttles)}, nil
 }

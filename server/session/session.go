@@ -50,6 +50,10 @@ func ErrorCode(c broker.Code) fibp.ErrorCode {
 		return fibp.CodeForbidden
 	case broker.CodeAPIKeyNotFound:
 		return fibp.CodeApiKeyNotFound
+	case broker.CodeThrottleConflict:
+		return fibp.CodeThrottleConflict
+	case broker.CodeThrottleNotFound:
+		return fibp.CodeThrottleNotFound
 	default:
 		return fibp.CodeInternalError
 	}

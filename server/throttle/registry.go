@@ -16,14 +16,22 @@ import (
 // Times are Unix milliseconds passed by the caller (no clock is read here). Callers on different
 // goroutines may pass times slightly out of order; the Registry uses the latest time it has seen
 // when it is given an earlier one, so windows only move forward.
+//
+// A throttle whose last subscription ended is gone (ErrNotFound, and any key may be declared
+// under its name again), but its buckets are kept, dormant, until they are idle for longer than
+// their largest window: a consumer that reconnects and declares the same throttle again (same
+// key and policy) finds its buckets as it left them, so reconnecting never resets a limit.
 type Registry struct {
 	mu        sync.Mutex
 	throttles map[string]*Throttle
+	dormant   map[string]*Throttle // ended throttles whose buckets still count deliveries
 	last      int64
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{throttles: map[string]*Throttle{}} }
+func NewRegistry() *Registry {
+	return &Registry{throttles: map[string]*Throttle{}, dormant: map[string]*Throttle{}}
+}
 
 // Throttle is one named throttle. Its name, key and policy are fixed while it exists; its
 // effective limits follow the live declarations.
@@ -125,12 +133,17 @@ func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error
 			return nil, conflict(t, d)
 		}
 	}
+	r.sweepDormant()
 	s := &Subscription{reg: r, queue: queue, decls: slices.Clone(ds)}
 	for _, d := range ds {
 		t := r.throttles[d.Name]
 		if t == nil {
-			t = &Throttle{name: d.Name, key: slices.Clone(d.Key), policy: d.WhenKeyMissing,
-				declared: map[Limit]int{}, queues: map[string]int{}, buckets: map[BucketKey]*bucket{}}
+			t = r.dormant[d.Name]
+			delete(r.dormant, d.Name)
+			if t == nil || !slices.Equal(t.key, d.Key) || t.policy != d.WhenKeyMissing {
+				t = &Throttle{name: d.Name, key: slices.Clone(d.Key), policy: d.WhenKeyMissing,
+					declared: map[Limit]int{}, queues: map[string]int{}, buckets: map[BucketKey]*bucket{}}
+			}
 			r.throttles[d.Name] = t
 		}
 		t.subs++
@@ -173,6 +186,9 @@ func (s *Subscription) Close() (affected []string) {
 		}
 		if t.subs == 0 {
 			delete(r.throttles, t.name)
+			if t.evict(r.last); len(t.buckets) > 0 {
+				r.dormant[t.name] = t
+			}
 			continue
 		}
 		t.refresh()
@@ -258,6 +274,15 @@ func (r *Registry) Take(now int64, refs []Ref) (ok bool, retryAt int64) {
 		t.pushNewest(b)
 	}
 	return true, 0
+}
+
+// sweepDormant forgets the dormant throttles whose buckets have all gone idle.
+func (r *Registry) sweepDormant() {
+	for name, t := range r.dormant {
+		if t.evict(r.last); len(t.buckets) == 0 {
+			delete(r.dormant, name)
+		}
+	}
 }
 
 func (r *Registry) clamp(now int64) int64 {

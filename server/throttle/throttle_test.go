@@ -265,3 +265,34 @@ func (w *window) clone() *window {
 	c.slots = slices.Clone(w.slots)
 	return &c
 }
+
+// A consumer that reconnects and declares its throttle again finds its buckets as it left
+// them; another key under the same name starts afresh.
+func TestRedeclaringAnEndedThrottleKeepsItsBuckets(t *testing.T) {
+	r := NewRegistry()
+	d := decl("api", Limit{2, 1000})
+	s, _ := r.Declare("q", []Declaration{d})
+	r.Take(0, []Ref{{s.Throttles()[0], BucketKey{}}})
+	r.Take(10, []Ref{{s.Throttles()[0], BucketKey{}}})
+	s.Close()
+	if _, err := r.Stats("api", 20); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ended throttle: %v", err)
+	}
+	s, _ = r.Declare("q", []Declaration{d})
+	if ok, at := r.Take(20, []Ref{{s.Throttles()[0], BucketKey{}}}); ok || at != 1000 {
+		t.Fatalf("after redeclaring: take %v, retry %d; want refused until 1000", ok, at)
+	}
+	s.Close()
+	other := d
+	other.Key = keys.Key{{Kind: keys.FairnessKey}}
+	s, _ = r.Declare("q", []Declaration{other})
+	if ok, _ := r.Take(20, []Ref{{s.Throttles()[0], BucketKey{Group: "x"}}}); !ok {
+		t.Fatal("a new key under the old name inherited its buckets")
+	}
+	s.Close()
+	r.Take(5000, nil)
+	s, _ = r.Declare("q", []Declaration{d})
+	if len(r.dormant) != 0 {
+		t.Fatalf("%d dormant throttles after their windows passed", len(r.dormant))
+	}
+}

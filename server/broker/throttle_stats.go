@@ -1,0 +1,139 @@
+package broker
+
+import (
+	"cmp"
+	"errors"
+	"slices"
+
+	"github.com/filamq/fila/server/keys"
+	"github.com/filamq/fila/server/throttle"
+)
+
+// ThrottleBucket is one bucket of a throttle as GetThrottleStats and GetThrottleBucket report it.
+type ThrottleBucket struct {
+	// Missing is the shared bucket of messages missing the key; otherwise Values has one value
+	// per key part (none for an unkeyed throttle's bucket).
+	Missing bool
+	Values  []string
+	// Counted has one count per effective limit, in the order of the summary's limits.
+	Counted []uint64
+	// Waiting counts the messages parked in this bucket, across queues.
+	Waiting uint64
+	// NextRoomAt is when one more delivery fits every limit (Unix ms); 0 when it fits now.
+	NextRoomAt int64
+}
+
+// ThrottleStats is GetThrottleStats' answer: the throttle across every queue.
+type ThrottleStats struct {
+	Summary ThrottleSummary // Subscribers, Queues, ActiveBuckets and BucketsAtLimit set
+	Waiting uint64          // messages held by this throttle, across queues
+	Buckets []ThrottleBucket
+}
+
+func throttleNotFound(err error) *Error {
+	if errors.Is(err, throttle.ErrNotFound) {
+		return errorf(CodeThrottleNotFound, "%v", err)
+	}
+	return errorf(CodeInternalError, "%v", err)
+}
+
+// waitingIn asks every queue where throttle name is active how many messages each bucket of it
+// holds parked.
+func (b *Broker) waitingIn(name string, queues []string) map[throttle.BucketKey]uint64 {
+	w := map[throttle.BucketKey]uint64{}
+	t, ok := b.throttles.Lookup(name)
+	if !ok {
+		return w
+	}
+	for _, q := range queues {
+		r := b.lookup(q)
+		if r.a == nil {
+			continue
+		}
+		r.a.call(func(a *actor) {
+			if lt := a.lanes[r.lane].throttles; lt != nil {
+				lt.waiting(a.st.Lane(r.lane), t, w)
+			}
+		})
+	}
+	return w
+}
+
+// GetThrottleStats describes throttle name with its top most-waiting buckets (most waiting
+// first, then by key). It fails with CodeThrottleNotFound when no live subscription declares it.
+func (b *Broker) GetThrottleStats(name string, top uint32) (ThrottleStats, *Error) {
+	now := b.clock().UnixMilli()
+	sum, err := b.throttles.Stats(name, now)
+	if err != nil {
+		return ThrottleStats{}, throttleNotFound(err)
+	}
+	st := ThrottleStats{Summary: sum}
+	waiting := b.waitingIn(name, sum.Queues)
+	keysByWaiting := make([]throttle.BucketKey, 0, len(waiting))
+	for k, n := range waiting {
+		st.Waiting += n
+		keysByWaiting = append(keysByWaiting, k)
+	}
+	slices.SortFunc(keysByWaiting, func(x, y throttle.BucketKey) int {
+		if c := cmp.Compare(waiting[y], waiting[x]); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(bucketKind(x), bucketKind(y)); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Group, y.Group)
+	})
+	for _, k := range keysByWaiting[:min(len(keysByWaiting), int(top))] {
+		bs, err := b.throttles.Bucket(name, k, now)
+		if err != nil {
+			return ThrottleStats{}, throttleNotFound(err) // the throttle ended meanwhile
+		}
+		st.Buckets = append(st.Buckets, bucketReport(bs, waiting[k]))
+	}
+	return st, nil
+}
+
+func bucketKind(k throttle.BucketKey) int {
+	if k.Missing {
+		return 1
+	}
+	return 0
+}
+
+func bucketReport(bs throttle.BucketStats, waiting uint64) ThrottleBucket {
+	tb := ThrottleBucket{Missing: bs.Key.Missing, Counted: bs.Counted, Waiting: waiting, NextRoomAt: bs.NextRoomAt}
+	if !bs.Key.Missing {
+		tb.Values, _ = keys.SplitGroup(bs.Key.Group, nil)
+	}
+	return tb
+}
+
+// GetThrottleBucket describes one bucket of throttle name: the shared bucket of messages
+// missing the key (missing), or the bucket of values (one per key part; none for an unkeyed
+// throttle). A bucket without deliveries inside its windows reports zeros. It fails with
+// CodeThrottleNotFound when no live subscription declares the throttle.
+func (b *Broker) GetThrottleBucket(name string, missing bool, values []string) (ThrottleBucket, *Error) {
+	now := b.clock().UnixMilli()
+	key := throttle.BucketKey{Missing: missing}
+	if !missing {
+		key.Group = keys.JoinGroup(values)
+	}
+	sum, err := b.throttles.Stats(name, now)
+	if err != nil {
+		return ThrottleBucket{}, throttleNotFound(err)
+	}
+	bs, err := b.throttles.Bucket(name, key, now)
+	if err != nil {
+		return ThrottleBucket{}, throttleNotFound(err)
+	}
+	tb := bucketReport(bs, b.waitingIn(name, sum.Queues)[key])
+	if !missing {
+		tb.Values = slices.Clone(values)
+	}
+	return tb, nil
+}
+
+// queueThrottles are the throttles active on a queue, for GetStats.
+func (b *Broker) queueThrottles(queue string) []ThrottleSummary {
+	return b.throttles.QueueThrottles(queue)
+}
