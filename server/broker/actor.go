@@ -54,6 +54,9 @@ type actor struct {
 
 	reloadQueued atomic.Bool  // a reload after a failed proposal is waiting to run
 	reloads      atomic.Int64 // reloads finished (tests wait on it)
+	// suspended: the group's Raft group is stopped because the store refuses writes; the actor
+	// answers from the state it holds until the store recovers (storagehealth.go).
+	suspended bool
 
 	hooks   queueHooks // the queue lane's compiled Lua hooks
 	subs    map[string]*subscription
@@ -358,7 +361,9 @@ func (a *actor) run() {
 			a.shutdown()
 			return
 		}
-		a.maybeSnapshot()
+		if !a.suspended {
+			a.maybeSnapshot()
+		}
 		a.arm(timer)
 	}
 }
@@ -388,19 +393,27 @@ type commit struct {
 }
 
 // round runs one batch of operations, then expiry and dispatch, then proposes the round's entry
-// and hands it to the waiter: the actor goes on with the next round meanwhile.
+// and hands it to the waiter: the actor goes on with the next round meanwhile. While the store
+// refuses writes, nothing that would need a write runs (expiry, forgetting, the dispatch of
+// lanes that log their leases), and a round that changed something anyway is answered
+// StorageError and discarded with a reload.
 func (a *actor) round(batch []op) {
 	for _, o := range batch {
 		o(a)
 	}
+	failing := a.suspended || a.b.db.Health().Err != nil
 	if !a.deleted {
 		now := a.now()
-		a.st.Forget(now)
-		for l := range a.lanes {
-			a.expire(queuegroup.Lane(l), now)
+		if !failing {
+			a.st.Forget(now)
+			for l := range a.lanes {
+				a.expire(queuegroup.Lane(l), now)
+			}
 		}
 		for l := range a.lanes {
-			a.dispatch(queuegroup.Lane(l), now)
+			if !failing || !a.committed(queuegroup.Lane(l)) {
+				a.dispatch(queuegroup.Lane(l), now)
+			}
 		}
 	}
 	entry := a.st.TakeEntry()
@@ -409,6 +422,10 @@ func (a *actor) round(batch []op) {
 	}
 	c := &commit{replies: a.replies, outbox: a.outbox, bodies: a.bodies.end()}
 	a.replies, a.outbox = nil, nil
+	if failing {
+		a.finishUnlogged(c, entry != nil)
+		return
+	}
 	if entry != nil {
 		c.future = a.g.Propose(entry)
 		a.sinceSnap += len(entry)
@@ -416,6 +433,31 @@ func (a *actor) round(batch []op) {
 	a.inflight.Add(1)
 	a.commits <- c
 	a.bodies.trim()
+}
+
+// finishUnlogged finishes a round while the store refuses writes, on the actor's goroutine: a
+// round that needs no entry succeeds; one that changed the state is answered StorageError and
+// the state is reloaded (when the store accepts writes again).
+func (a *actor) finishUnlogged(c *commit, changed bool) {
+	if !changed {
+		a.bodies.applied(c.bodies)
+		for _, reply := range c.replies {
+			reply(nil)
+		}
+		a.flushOutbox(c.outbox)
+		return
+	}
+	err := a.b.db.Health().Err
+	if err == nil {
+		err = errReloaded
+	}
+	for _, reply := range c.replies {
+		reply(err)
+	}
+	for i := range c.outbox {
+		a.batches.put(c.outbox[i].deliveries)
+	}
+	a.reload()
 }
 
 // waitLoop waits for each proposed round's entry, in order, then answers its requests and sends
@@ -528,8 +570,7 @@ func (a *actor) maybeSnapshot() {
 
 // shutdown ends every subscription and stops the group; its state stays in the log.
 func (a *actor) shutdown() {
-	close(a.commits)
-	<-a.synced
+	a.stopGroup()
 	for _, sub := range a.subs {
 		if sub.throttles != nil {
 			sub.throttles.Close()
@@ -540,32 +581,48 @@ func (a *actor) shutdown() {
 			a.b.metrics.drop(l.name)
 		}
 	}
+}
+
+// stopGroup waits for the rounds in flight and stops the Raft group, if it runs.
+func (a *actor) stopGroup() {
+	if a.g == nil {
+		return
+	}
+	a.drain()
+	close(a.commits)
+	<-a.synced
 	a.bodies.clear()
 	if err := a.g.Shutdown(); err != nil {
 		a.log.Error("stopping the queue's log failed", "err", err)
 	}
+	a.g = nil
 }
 
 // errReloaded answers the operations of a round cut short by a reload.
 var errReloaded = errors.New("broker: the queue reloaded after a failed append")
 
-// reload rebuilds the group from its snapshot and log after a failed proposal.
+// reload rebuilds the group from its snapshot and log after a failed proposal. While the store
+// refuses writes it only stops the group and suspends the actor: watchStorage resumes it.
 func (a *actor) reload() {
-	a.drain()
-	close(a.commits)
-	<-a.synced
-	if err := a.g.Shutdown(); err != nil {
-		a.log.Error("stopping the queue's log failed", "err", err)
-	}
-	a.bodies.clear()
+	a.stopGroup()
 	// Operations earlier in this round changed the state being discarded: nothing of theirs will
 	// be durable, so they are answered as their round would have been.
 	for _, reply := range a.replies {
 		reply(errReloaded)
 	}
 	a.replies, a.outbox = nil, nil
+	a.resume()
+}
+
+// resume opens the stopped group again, retrying while it fails for another reason than the
+// store refusing writes (then the actor stays suspended).
+func (a *actor) resume() {
 	defer a.reloads.Add(1)
 	for {
+		if a.b.db.Health().Err != nil {
+			a.suspended = true
+			return
+		}
 		err := a.open()
 		if err == nil {
 			break
@@ -573,13 +630,12 @@ func (a *actor) reload() {
 		a.log.Error("reloading the queue failed; retrying", "err", err)
 		select {
 		case <-a.stop:
-			// Shut down without a group: give the loop something to close.
-			a.commits, a.synced = make(chan *commit), make(chan struct{})
-			close(a.synced)
+			a.suspended = true
 			return
 		case <-time.After(time.Second):
 		}
 	}
+	a.suspended = false
 	for id, sub := range a.subs {
 		credit := uint32(0)
 		if sub.auto {

@@ -56,6 +56,10 @@ func (f *fanIn) finish() {
 // caller as soon as Enqueue returns. Headers and strings are kept. A non-nil *Error means the
 // whole request failed (every queue's inbox was full).
 func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
+	if e := b.writable(); e != nil {
+		done(nil, e)
+		return
+	}
 	res := make([]EnqueueResult, len(msgs))
 	bodies := make([]body, len(msgs))
 	size := 0
@@ -132,6 +136,10 @@ const (
 // settle routes per-message items to their queues. codes receives one code per item (ext, for
 // ExtendLease, one result per item).
 func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, codes []Code, ext []ExtendResult, done func(*Error)) {
+	if e := b.writable(); e != nil {
+		done(e)
+		return
+	}
 	groups := map[queueRef][]settleItem{}
 	var order []queueRef
 	for i, q := range queues {

@@ -104,7 +104,9 @@ type Broker struct {
 	hooks   *hooks.Runtime // runs every queue's Lua hooks
 
 	meta      *metaFSM
-	metaGroup *raftgroup.Group
+	metaGroup *raftgroup.Group // nil after a failed write stopped it (storagehealth.go); under adminMu
+
+	stopWatch, watchDone chan struct{} // watchStorage
 
 	cacheBytes atomic.Int64 // bytes in every queue's body cache
 
@@ -160,6 +162,12 @@ func Open(o Options) (*Broker, error) {
 	db := o.Store
 	if db == nil {
 		o.Storage.NoSync = !o.Sync
+		if o.Storage.Logger == nil {
+			o.Storage.Logger = o.Logger
+		}
+		if err := storage.CheckWritable(o.DataDir); err != nil {
+			return nil, err
+		}
 		d, err := storage.Open(o.DataDir, o.Storage)
 		if err != nil {
 			return nil, err
@@ -170,6 +178,7 @@ func Open(o Options) (*Broker, error) {
 		opts: o, db: db, log: o.Logger, clock: o.Clock, ids: newIDGen(), events: o.Events,
 		metrics: newMetrics(o.Registry), queues: map[string]queueRef{}, defaults: DefaultDefaults(), meta: newMetaFSM(),
 		throttles: throttle.NewRegistry(),
+		stopWatch: make(chan struct{}), watchDone: make(chan struct{}),
 	}
 	b.hooks = hooks.NewRuntime(b.defaults.luaLimits(), b.configValue)
 	if o.BootstrapAPIKey != "" {
@@ -183,6 +192,10 @@ func Open(o Options) (*Broker, error) {
 		db.Close()
 		return nil, err
 	}
+	if o.Registry != nil {
+		o.Registry.MustRegister(b.storageMetrics()...)
+	}
+	go b.watchStorage()
 	return b, nil
 }
 
@@ -203,18 +216,11 @@ func (b *Broker) raftLogger() hclog.Logger {
 // recover starts the meta group, then every queue group it defines, and deletes the groups of
 // queues whose deletion a crash interrupted.
 func (b *Broker) recover() error {
-	logs, snaps, err := b.db.MetaLog()
-	if err != nil {
-		return fmt.Errorf("broker: meta group: %w", err)
-	}
-	g, err := raftgroup.Open(raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger()}, b.meta)
+	g, err := b.openMeta(b.meta)
 	if err != nil {
 		return fmt.Errorf("broker: meta group: %w", err)
 	}
 	b.metaGroup = g
-	if err := g.Lead(leadTimeout); err != nil {
-		return fmt.Errorf("broker: meta group: %w", err)
-	}
 	b.config = b.meta.configCopy()
 	for k, v := range b.config {
 		if key, ok := knownConfig[k]; ok {
@@ -253,6 +259,23 @@ func (b *Broker) recover() error {
 	}
 	b.log.Info("recovered", "queues", len(actors), "messages", total, "took", time.Since(start).Round(time.Millisecond))
 	return nil
+}
+
+// openMeta starts the meta group on fsm and waits until it leads.
+func (b *Broker) openMeta(fsm *metaFSM) (*raftgroup.Group, error) {
+	logs, snaps, err := b.db.MetaLog()
+	if err != nil {
+		return nil, err
+	}
+	g, err := raftgroup.Open(raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger()}, fsm)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Lead(leadTimeout); err != nil {
+		_ = g.Shutdown()
+		return nil, err
+	}
+	return g, nil
 }
 
 // openAll opens the groups of actors, several at once.
@@ -316,21 +339,27 @@ func (b *Broker) register(a *actor) {
 	}
 }
 
-// proposeMeta commits meta commands as one entry and waits until they are applied.
+// proposeMeta commits meta commands as one entry and waits until they are applied. The caller
+// holds adminMu.
 func (b *Broker) proposeMeta(cmds ...queuelog.Frame) error {
+	g, err := b.metaGroupForWrite()
+	if err != nil {
+		return err
+	}
 	var entry []byte
 	for _, c := range cmds {
 		entry = queuelog.AppendFrame(entry, c)
 	}
-	f := b.metaGroup.Propose(entry)
+	f := g.Propose(entry)
 	if err := f.Error(); err != nil {
+		b.metaFailed()
 		return err
 	}
 	if err, ok := f.Response().(error); ok {
 		return err
 	}
-	if first, last := b.metaGroup.Stats(); last-first > snapshotEntries {
-		if err := b.metaGroup.Snapshot(); err != nil {
+	if first, last := g.Stats(); last-first > snapshotEntries {
+		if err := g.Snapshot(); err != nil {
 			b.log.Warn("meta snapshot failed", "err", err)
 		}
 	}
@@ -346,6 +375,8 @@ func (b *Broker) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
+	close(b.stopWatch)
+	<-b.watchDone
 	b.shutdownGroups()
 	return b.db.Close()
 }
@@ -368,8 +399,11 @@ func (b *Broker) shutdownGroups() {
 	for _, a := range actors {
 		<-a.done
 	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
 	if b.metaGroup != nil {
 		_ = b.metaGroup.Shutdown()
+		b.metaGroup = nil
 	}
 }
 

@@ -55,7 +55,7 @@ func BenchmarkStoreLogs(b *testing.B) {
 			stores := make([]*Store, tc.groups)
 			next := make([]uint64, tc.groups)
 			for g := range stores {
-				s, err := New(db, fmt.Appendf(nil, "r/q%d\x00", g), tc.opts)
+				s, err := New(Pebble(db), fmt.Appendf(nil, "r/q%d\x00", g), tc.opts)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -94,7 +94,7 @@ func BenchmarkRaftApply(b *testing.B) {
 			db := openDB(b, b.TempDir())
 			nodes := make([]*node, tc.groups)
 			for g := range nodes {
-				s, err := New(db, fmt.Appendf(nil, "r/q%d\x00", g), Options{NoSync: tc.noSync})
+				s, err := New(Pebble(db), fmt.Appendf(nil, "r/q%d\x00", g), Options{NoSync: tc.noSync})
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -49,7 +49,7 @@ func (quietLogger) Fatalf(format string, args ...any) {
 
 func newStore(tb testing.TB, db *pebble.DB, prefix string) *Store {
 	tb.Helper()
-	s, err := New(db, []byte(prefix), Options{})
+	s, err := New(Pebble(db), []byte(prefix), Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -53,7 +53,7 @@ func TestIdleCost(t *testing.T) {
 		if timeout > 0 {
 			conf.HeartbeatTimeout, conf.ElectionTimeout, conf.LeaderLeaseTimeout = timeout, timeout, timeout
 		}
-		s, err := New(db, fmt.Appendf(nil, "r/q%06d\x00", g), Options{})
+		s, err := New(Pebble(db), fmt.Appendf(nil, "r/q%06d\x00", g), Options{})
 		must(t, err)
 		nodes[g] = launchNode(t, conf, &countedStore{Store: s, c: &calls}, raft.NewInmemSnapshotStore())
 	}

@@ -16,7 +16,8 @@ var ErrKeyNotFound = errors.New("not found")
 
 // Set stores val under key, durably (see Options.NoSync).
 func (s *Store) Set(key, val []byte) error {
-	if err := s.db.Set(s.stableKey(key), val, s.wo); err != nil {
+	k := s.stableKey(key)
+	if err := s.db.WriteStable(func(p *pebble.DB) error { return p.Set(k, val, s.wo) }); err != nil {
 		return fmt.Errorf("raftstore: group %q: set %q: %w", s.prefix, key, err)
 	}
 	return nil
@@ -24,16 +25,20 @@ func (s *Store) Set(key, val []byte) error {
 
 // Get returns a copy of the value under key, or ErrKeyNotFound. A value set empty comes back as
 // an empty, non-nil slice.
-func (s *Store) Get(key []byte) ([]byte, error) {
-	val, closer, err := s.db.Get(s.stableKey(key))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return nil, ErrKeyNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("raftstore: group %q: get %q: %w", s.prefix, key, err)
-	}
-	defer closer.Close()
-	return append([]byte{}, val...), nil
+func (s *Store) Get(key []byte) (out []byte, err error) {
+	err = s.db.Read(func(p *pebble.DB) error {
+		val, closer, err := p.Get(s.stableKey(key))
+		if errors.Is(err, pebble.ErrNotFound) {
+			return ErrKeyNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("raftstore: group %q: get %q: %w", s.prefix, key, err)
+		}
+		defer closer.Close()
+		out = append([]byte{}, val...)
+		return nil
+	})
+	return out, err
 }
 
 // SetUint64 stores val under key as 8 big-endian bytes, durably (see Options.NoSync).

@@ -61,11 +61,34 @@ func (o Options) writeOptions() *pebble.WriteOptions {
 	return pebble.Sync
 }
 
+// DB is the database the stores of a node share: every use of Pebble goes through it, so that
+// its owner (server/storage) can refuse writes while the disk fails, turn Pebble's panics into
+// errors and reopen the database. Pebble wraps a *pebble.DB that needs none of that.
+type DB interface {
+	// Read runs fn with the database; fn must not keep it, nor an iterator, after returning.
+	Read(fn func(p *pebble.DB) error) error
+	// Write runs fn, which builds and commits a write, with the database, or fails without
+	// calling it.
+	Write(fn func(p *pebble.DB) error) error
+	// WriteStable is Write for a group's term and vote, which hashicorp/raft cannot take failing
+	// (it panics): it may wait until the database accepts writes again.
+	WriteStable(fn func(p *pebble.DB) error) error
+}
+
+// Pebble is a DB that uses p as it is.
+func Pebble(p *pebble.DB) DB { return plainDB{p} }
+
+type plainDB struct{ p *pebble.DB }
+
+func (d plainDB) Read(fn func(p *pebble.DB) error) error        { return fn(d.p) }
+func (d plainDB) Write(fn func(p *pebble.DB) error) error       { return fn(d.p) }
+func (d plainDB) WriteStable(fn func(p *pebble.DB) error) error { return fn(d.p) }
+
 // Store is the raft.LogStore and raft.StableStore of one Raft group. It is safe for concurrent
 // use, as raft requires (its main, snapshot, metrics and replication goroutines all call it).
 // The Store does not own the database: close every Store's raft before closing it.
 type Store struct {
-	db     *pebble.DB
+	db     DB
 	prefix []byte
 	wo     *pebble.WriteOptions
 
@@ -83,7 +106,7 @@ var (
 
 // New returns the store of the group under prefix (copied), reading the log's first and last
 // index once. See the package comment for what prefix must satisfy.
-func New(db *pebble.DB, prefix []byte, opts Options) (*Store, error) {
+func New(db DB, prefix []byte, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("raftstore: nil database")
 	}
@@ -114,15 +137,17 @@ func (s *Store) LastIndex() (uint64, error) { return s.last.Load(), nil }
 // GetLog reads the entry at index into l, or returns raft.ErrLogNotFound. l's byte slices are
 // fresh copies that the caller (raft) may keep.
 func (s *Store) GetLog(index uint64, l *raft.Log) error {
-	val, closer, err := s.db.Get(s.logKey(nil, index))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return raft.ErrLogNotFound
-	}
-	if err != nil {
-		return fmt.Errorf("raftstore: group %q: get log %d: %w", s.prefix, index, err)
-	}
-	defer closer.Close()
-	return s.decodeLog(index, val, l)
+	return s.db.Read(func(p *pebble.DB) error {
+		val, closer, err := p.Get(s.logKey(nil, index))
+		if errors.Is(err, pebble.ErrNotFound) {
+			return raft.ErrLogNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("raftstore: group %q: get log %d: %w", s.prefix, index, err)
+		}
+		defer closer.Close()
+		return s.decodeLog(index, val, l)
+	})
 }
 
 // StoreLog stores one entry; see StoreLogs.
@@ -158,28 +183,30 @@ func (s *Store) StoreLogsWith(logs []*raft.Log, extra func(b *pebble.Batch)) err
 		lo, hi = min(lo, l.Index), max(hi, l.Index)
 	}
 
-	b := s.db.NewBatchWithSize(size)
-	defer b.Close()
-	for i := range recs {
-		op := b.SetDeferred(keyLen, 1+recs[i].Size())
-		s.logKey(op.Key[:0], recs[i].Index)
-		op.Value[0] = byte(store.OpRaftLogRecord)
-		// AppendTo fills op.Value in place; a length other than Size() would mean a codec bug.
-		if out := recs[i].AppendTo(op.Value[1:1]); len(out) != len(op.Value)-1 {
-			return fmt.Errorf("raftstore: group %q: log %d encoded to %d bytes, want %d", s.prefix,
-				recs[i].Index, len(out), len(op.Value)-1)
-		}
-		if err := op.Finish(); err != nil {
-			return fmt.Errorf("raftstore: group %q: batch: %w", s.prefix, err)
-		}
-	}
-	if extra != nil {
-		extra(b)
-	}
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := b.Commit(s.wo); err != nil {
+	err := s.db.Write(func(p *pebble.DB) error {
+		b := p.NewBatchWithSize(size)
+		defer b.Close()
+		for i := range recs {
+			op := b.SetDeferred(keyLen, 1+recs[i].Size())
+			s.logKey(op.Key[:0], recs[i].Index)
+			op.Value[0] = byte(store.OpRaftLogRecord)
+			// AppendTo fills op.Value in place; a length other than Size() would mean a codec bug.
+			if out := recs[i].AppendTo(op.Value[1:1]); len(out) != len(op.Value)-1 {
+				return fmt.Errorf("raftstore: group %q: log %d encoded to %d bytes, want %d", s.prefix,
+					recs[i].Index, len(out), len(op.Value)-1)
+			}
+			if err := op.Finish(); err != nil {
+				return fmt.Errorf("raftstore: group %q: batch: %w", s.prefix, err)
+			}
+		}
+		if extra != nil {
+			extra(b)
+		}
+		return b.Commit(s.wo)
+	})
+	if err != nil {
 		return fmt.Errorf("raftstore: group %q: store logs %d..%d: %w", s.prefix, lo, hi, err)
 	}
 	if first := s.first.Load(); first == 0 || lo < first {
@@ -208,7 +235,7 @@ func (s *Store) DeleteRange(min, max uint64) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.db.DeleteRange(start, end, s.wo); err != nil {
+	if err := s.db.Write(func(p *pebble.DB) error { return p.DeleteRange(start, end, s.wo) }); err != nil {
 		return fmt.Errorf("raftstore: group %q: delete logs %d..%d: %w", s.prefix, min, max, err)
 	}
 	first, last := s.first.Load(), s.last.Load()
@@ -230,20 +257,23 @@ func (s *Store) DeleteRange(min, max uint64) error {
 // two range deletions committed in one batch. It is for a group that is gone for good, such as
 // a deleted queue's: stop the group's raft and discard its Store first, since a Store still
 // open keeps its cached bounds.
-func DropGroup(db *pebble.DB, prefix []byte, opts Options) error {
+func DropGroup(db DB, prefix []byte, opts Options) error {
 	if len(prefix) == 0 {
 		return errors.New("raftstore: empty group prefix")
 	}
 	s := &Store{prefix: prefix}
-	b := db.NewBatch()
-	defer b.Close()
-	for _, kind := range []byte{kindLog, kindStable} {
-		lo := append(append([]byte(nil), prefix...), kind)
-		if err := b.DeleteRange(lo, s.kindEnd(kind), nil); err != nil {
-			return fmt.Errorf("raftstore: group %q: drop: %w", prefix, err)
+	err := db.Write(func(p *pebble.DB) error {
+		b := p.NewBatch()
+		defer b.Close()
+		for _, kind := range []byte{kindLog, kindStable} {
+			lo := append(append([]byte(nil), prefix...), kind)
+			if err := b.DeleteRange(lo, s.kindEnd(kind), nil); err != nil {
+				return err
+			}
 		}
-	}
-	if err := b.Commit(opts.writeOptions()); err != nil {
+		return b.Commit(opts.writeOptions())
+	})
+	if err != nil {
 		return fmt.Errorf("raftstore: group %q: drop: %w", prefix, err)
 	}
 	return nil
@@ -263,22 +293,25 @@ func (s *Store) kindEnd(kind byte) []byte {
 // scanBounds finds the lowest and highest stored log index by seeking the log key range.
 func (s *Store) scanBounds() (first, last uint64, err error) {
 	lo := append(append([]byte(nil), s.prefix...), kindLog)
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: s.kindEnd(kindLog)})
-	if err != nil {
-		return 0, 0, fmt.Errorf("raftstore: group %q: scan log: %w", s.prefix, err)
-	}
-	if it.First() {
-		first, err = s.keyIndex(it.Key())
-		if err == nil && it.Last() {
-			last, err = s.keyIndex(it.Key())
+	err = s.db.Read(func(p *pebble.DB) error {
+		it, err := p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: s.kindEnd(kindLog)})
+		if err != nil {
+			return err
 		}
-	}
-	if err == nil {
-		err = it.Error()
-	}
-	if cerr := it.Close(); err == nil {
-		err = cerr
-	}
+		if it.First() {
+			first, err = s.keyIndex(it.Key())
+			if err == nil && it.Last() {
+				last, err = s.keyIndex(it.Key())
+			}
+		}
+		if err == nil {
+			err = it.Error()
+		}
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
 	if err != nil {
 		return 0, 0, fmt.Errorf("raftstore: group %q: scan log: %w", s.prefix, err)
 	}

@@ -192,7 +192,7 @@ func TestGroupsDoNotSeeEachOther(t *testing.T) {
 
 	// Dropping b removes its log and stable keys, and nothing of a's.
 	must(t, a.StoreLogs(entries(1, 2)))
-	must(t, DropGroup(db, []byte("r/b\x00"), Options{}))
+	must(t, DropGroup(Pebble(db), []byte("r/b\x00"), Options{}))
 	b = newStore(t, db, "r/b\x00")
 	checkBounds(t, b, 0, 0)
 	if _, err := b.GetUint64([]byte("CurrentTerm")); err != ErrKeyNotFound {
@@ -272,25 +272,25 @@ func TestCorruptValuesNameGroupAndIndex(t *testing.T) {
 	}
 	// A key of the wrong length in the log range fails the scan on open.
 	must(t, db.Set(append(s.logKey(nil, 5), 0), nil, pebble.Sync))
-	if _, err := New(db, []byte("q/orders\x00"), Options{}); !errors.Is(err, ErrCorrupt) {
+	if _, err := New(Pebble(db), []byte("q/orders\x00"), Options{}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("New over a bad key: %v", err)
 	}
 }
 
 func TestNewRejectsBadArguments(t *testing.T) {
 	db := openDB(t, t.TempDir())
-	if _, err := New(db, nil, Options{}); err == nil {
+	if _, err := New(Pebble(db), nil, Options{}); err == nil {
 		t.Fatal("New accepted an empty prefix")
 	}
 	if _, err := New(nil, []byte("g"), Options{}); err == nil {
 		t.Fatal("New accepted a nil database")
 	}
-	if err := DropGroup(db, nil, Options{}); err == nil {
+	if err := DropGroup(Pebble(db), nil, Options{}); err == nil {
 		t.Fatal("DropGroup accepted an empty prefix")
 	}
 	// The prefix is copied.
 	p := []byte("g\x00")
-	s, err := New(db, p, Options{NoSync: true})
+	s, err := New(Pebble(db), p, Options{NoSync: true})
 	must(t, err)
 	p[0] = 'x'
 	if string(s.Prefix()) != "g\x00" {

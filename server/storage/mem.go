@@ -30,6 +30,7 @@ type Mem struct {
 	failNext int
 	delay    time.Duration
 	crashed  bool
+	h        *health
 }
 
 // ErrCrashed is returned by every write to a crashed Mem until Restart.
@@ -41,7 +42,27 @@ var ErrInjectedCommit = errors.New("storage: injected commit failure")
 // NewMem returns an empty in-memory store.
 func NewMem() *Mem {
 	return &Mem{logs: map[string]*memLog{}, snaps: map[string]raft.SnapshotStore{},
-		bodies: map[string]map[ID]Body{}, applied: map[string]uint64{}}
+		bodies: map[string]map[ID]Body{}, applied: map[string]uint64{}, h: newHealth()}
+}
+
+// FailWrites makes the store refuse every write with a *WriteError caused by cause, as DB does
+// after a write failed (a full disk), until ResumeWrites. A Raft group's term and vote writes
+// wait meanwhile, as DB's do.
+func (m *Mem) FailWrites(cause error) { m.h.fail(cause) }
+
+// ResumeWrites makes the store accept writes again, as DB does once the disk takes writes.
+func (m *Mem) ResumeWrites() { m.h.recovered() }
+
+// Health reports whether the store accepts writes.
+func (m *Mem) Health() Health { return m.h.report() }
+
+// refused returns the *WriteError while writes are refused, counting the refusal.
+func (m *Mem) refused() error {
+	err := m.h.err()
+	if err != nil {
+		m.h.failures.Add(1)
+	}
+	return err
 }
 
 var _ Store = (*Mem)(nil)
@@ -155,6 +176,9 @@ func (m *Mem) DropQueue(queue string) error {
 	if m.crashed {
 		return ErrCrashed
 	}
+	if err := m.refused(); err != nil {
+		return err
+	}
 	delete(m.logs, queue)
 	delete(m.snaps, queue)
 	delete(m.bodies, queue)
@@ -178,6 +202,9 @@ type memLog struct {
 
 func (l *memLog) check() error {
 	m := l.m
+	if err := m.refused(); err != nil {
+		return err
+	}
 	m.mu.Lock()
 	d := m.delay
 	m.mu.Unlock()
@@ -245,6 +272,9 @@ func (l *memLog) DeleteRange(lo, hi uint64) error {
 	if l.m.isCrashed() {
 		return ErrCrashed
 	}
+	if err := l.m.refused(); err != nil {
+		return err
+	}
 	return l.LogStableStore.DeleteRange(lo, hi)
 }
 
@@ -252,6 +282,7 @@ func (l *memLog) Set(k, v []byte) error {
 	if l.m.isCrashed() {
 		return ErrCrashed
 	}
+	l.m.waitWritable()
 	return l.LogStableStore.Set(k, v)
 }
 
@@ -259,7 +290,19 @@ func (l *memLog) SetUint64(k []byte, v uint64) error {
 	if l.m.isCrashed() {
 		return ErrCrashed
 	}
+	l.m.waitWritable()
 	return l.LogStableStore.SetUint64(k, v)
+}
+
+// waitWritable waits while writes are refused (DB.WriteStable).
+func (m *Mem) waitWritable() {
+	for {
+		err, changed := m.h.state()
+		if err == nil {
+			return
+		}
+		<-changed
+	}
 }
 
 func (m *Mem) isCrashed() bool {
@@ -282,6 +325,10 @@ func (b *memBatch) DeleteBody(id ID) { b.writes = append(b.writes, memWrite{id: 
 
 func (b *memBatch) Commit(applied uint64) error {
 	m := b.m
+	if err := m.refused(); err != nil {
+		b.writes = nil
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	writes := b.writes

@@ -26,9 +26,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/filamq/fila/generated/store"
 )
@@ -68,11 +73,27 @@ func (e *FormatError) Error() string {
 	return fmt.Sprintf("storage: %s holds store format %d, newer than this server's %d; run a newer release", e.Dir, e.Version, FormatVersion)
 }
 
-// DB is the broker's store. It is safe for concurrent use.
+// DB is the broker's store. It is safe for concurrent use. Every use of Pebble goes through
+// Read or Write (guard.go): a failing disk makes it refuse writes, never crash, and it accepts
+// writes again by itself once the disk does.
 type DB struct {
-	p      *pebble.DB
-	dir    string
-	noSync bool
+	// mu is held shared by every use of p, and exclusively while p is replaced.
+	mu       sync.RWMutex
+	p        *pebble.DB // nil when closed, or when no reopen has succeeded yet
+	readOnly bool       // p was reopened read-only after a failed read-write open
+	po       *pebble.Options
+	dir      string
+	noSync   bool
+	h        *health
+	log      *slog.Logger
+	res      *reserve
+	// broken is set when Pebble itself saw a failure (its WAL keeps the error): the recovery
+	// reopens the database. Under mu, or set while holding it shared (atomic).
+	broken atomic.Bool
+
+	recoverEvery time.Duration
+	closing      chan struct{}
+	closeOnce    sync.Once
 }
 
 // Options tunes the store. The zero value is the production default.
@@ -83,6 +104,14 @@ type Options struct {
 	MemTableBytes uint64
 	// NoSync appends to the Raft logs without an fsync (the broker's --fsync=false).
 	NoSync bool
+	// Logger receives Pebble's errors and warnings and the store's own (slog.Default()).
+	Logger *slog.Logger
+	// RecoverInterval is how often a store refusing writes after a failure tests the disk (1 s).
+	RecoverInterval time.Duration
+	// ReserveBytes is the disk space set aside for the writes in progress when the disk fills up
+	// (reserve.go): MemTableBytes + 16 MiB by default (one flush in progress and the commits in
+	// flight).
+	ReserveBytes int64
 }
 
 // separateValuesFrom is the smallest value stored in a blob file rather than inline.
@@ -97,13 +126,30 @@ func Open(dir string, o Options) (*DB, error) {
 	if o.MemTableBytes == 0 {
 		o.MemTableBytes = 32 << 20
 	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RecoverInterval <= 0 {
+		o.RecoverInterval = recoverInterval
+	}
+	if o.ReserveBytes == 0 {
+		o.ReserveBytes = int64(o.MemTableBytes) + 16<<20
+	}
+	d := &DB{dir: dir, noSync: o.NoSync, h: newHealth(), log: o.Logger, recoverEvery: o.RecoverInterval,
+		closing: make(chan struct{})}
+	d.res = &reserve{path: filepath.Join(dir, reserveName), bytes: o.ReserveBytes, full: d.diskFull}
+	if err := d.res.allocate(); err != nil {
+		return nil, err
+	}
+	// The store keeps its reference to the cache until Close: a reopen gives it to the new database.
 	cache := pebble.NewCache(o.CacheBytes)
-	defer cache.Unref()
 	po := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                o.MemTableBytes,
 		MemTableStopWritesThreshold: 4,
-		Logger:                      quietLogger{},
+		Logger:                      pebbleLogger{d},
+		FS:                          reserveFS{FS: vfs.Default, r: d.res},
+		EventListener:               d.eventListener(),
 		// Message bodies and Raft entries go to blob files, and sstables keep only references to
 		// them: a backlog that outlives its memtable is compacted as small keys rather than
 		// rewritten with every body, and blob files whose contents were all deleted (acked bodies,
@@ -114,19 +160,23 @@ func Open(dir string, o Options) (*DB, error) {
 		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: separateValuesFrom, MaxBlobReferenceDepth: 10,
 			RewriteMinimumAge: 5 * time.Minute, TargetGarbageRatio: 0.2}
 	}
-	p, err := pebble.Open(dir, po)
+	d.po = po
+	p, err := openPebble(dir, po, false)
 	if err != nil {
+		cache.Unref()
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
-	if err := checkFormat(p, dir); err != nil {
-		p.Close()
+	d.p = p
+	if err := d.checkFormat(); err != nil {
+		d.Close()
 		return nil, err
 	}
-	return &DB{p: p, dir: dir, noSync: o.NoSync}, nil
+	return d, nil
 }
 
 // checkFormat accepts a store of this format, marks an empty one, and refuses any other.
-func checkFormat(p *pebble.DB, dir string) error {
+func (d *DB) checkFormat() error {
+	p, dir := d.p, d.dir
 	val, closer, err := p.Get([]byte{kindFormat})
 	if err == nil {
 		defer closer.Close()
@@ -152,11 +202,28 @@ func checkFormat(p *pebble.DB, dir string) error {
 	if !empty {
 		return &FormatError{Dir: dir, Version: 1}
 	}
-	return p.Set([]byte{kindFormat}, binary.BigEndian.AppendUint32(nil, FormatVersion), pebble.Sync)
+	return d.Write(func(p *pebble.DB) error {
+		return p.Set([]byte{kindFormat}, binary.BigEndian.AppendUint32(nil, FormatVersion), pebble.Sync)
+	})
 }
 
-// Close flushes and closes the store.
-func (d *DB) Close() error { return d.p.Close() }
+// Close stops the recovery, if one runs, and closes the store.
+func (d *DB) Close() error {
+	first := false
+	d.closeOnce.Do(func() { close(d.closing); first = true })
+	if !first {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	defer d.po.Cache.Unref()
+	if d.p == nil {
+		return nil
+	}
+	err := closePebble(d.p)
+	d.p = nil
+	return err
+}
 
 // metaRaftPrefix is the key prefix of the meta group's Raft log and stable store.
 func metaRaftPrefix() []byte { return []byte{kindMetaRaft} }
@@ -178,43 +245,55 @@ func bodyKey(dst []byte, queue string, id ID) []byte {
 func appliedKey(queue string) []byte { return append([]byte{kindApplied}, queue...) }
 
 // Applied returns the last log index whose bodies a queue group has written (0 if none).
-func (d *DB) Applied(queue string) (uint64, error) {
-	val, closer, err := d.p.Get(appliedKey(queue))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	defer closer.Close()
-	if len(val) != 8 {
-		return 0, fmt.Errorf("%w: applied index of %q: %x", ErrCorrupt, queue, val)
-	}
-	return binary.BigEndian.Uint64(val), nil
+func (d *DB) Applied(queue string) (applied uint64, err error) {
+	err = d.Read(func(p *pebble.DB) error {
+		val, closer, err := p.Get(appliedKey(queue))
+		if errors.Is(err, pebble.ErrNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		defer closer.Close()
+		if len(val) != 8 {
+			return fmt.Errorf("%w: applied index of %q: %x", ErrCorrupt, queue, val)
+		}
+		applied = binary.BigEndian.Uint64(val)
+		return nil
+	})
+	return applied, err
 }
 
 // Batch collects applied log entries' body deletions. It is not safe for concurrent use.
 type Batch struct {
+	db    *DB
 	queue string
-	b     *pebble.Batch
-	key   []byte
+	keys  []byte // the body keys to delete, each len(key) long
+	key   int    // the length of a body key of this queue
 }
 
 // NewBatch returns an empty batch of writes to queue group queue's bodies.
-func (d *DB) NewBatch(queue string) BodyBatch { return &Batch{queue: queue, b: d.p.NewBatch()} }
+func (d *DB) NewBatch(queue string) BodyBatch {
+	return &Batch{db: d, queue: queue, key: len(bodyKey(nil, queue, ID{}))}
+}
 
 // DeleteBody removes a message body.
-func (b *Batch) DeleteBody(id ID) {
-	b.key = bodyKey(b.key[:0], b.queue, id)
-	_ = b.b.Delete(b.key, nil)
-}
+func (b *Batch) DeleteBody(id ID) { b.keys = bodyKey(b.keys, b.queue, id) }
 
 // Commit writes the batch with the group's applied index, without an fsync (the Raft log is the
 // durability point), and resets the batch for the next entry.
 func (b *Batch) Commit(applied uint64) error {
-	_ = b.b.Set(appliedKey(b.queue), binary.BigEndian.AppendUint64(nil, applied), nil)
-	err := b.b.Commit(pebble.NoSync)
-	b.b.Reset()
+	keys := b.keys
+	b.keys = b.keys[:0]
+	err := b.db.Write(func(p *pebble.DB) error {
+		pb := p.NewBatch()
+		defer pb.Close()
+		for i := 0; i+b.key <= len(keys); i += b.key {
+			_ = pb.Delete(keys[i:i+b.key], nil)
+		}
+		_ = pb.Set(appliedKey(b.queue), binary.BigEndian.AppendUint64(nil, applied), nil)
+		return pb.Commit(pebble.NoSync)
+	})
 	if err != nil {
 		return fmt.Errorf("storage: commit: %w", err)
 	}
@@ -222,20 +301,23 @@ func (b *Batch) Commit(applied uint64) error {
 }
 
 // Close releases the batch without committing it.
-func (b *Batch) Close() { _ = b.b.Close() }
+func (b *Batch) Close() { b.keys = nil }
 
 // DropQueue deletes every body, the applied index, the Raft state and the snapshots of a queue
 // group, durably.
 func (d *DB) DropQueue(queue string) error {
-	b := d.p.NewBatch()
-	defer b.Close()
-	for _, kind := range []byte{kindBody, kindRaft} {
-		lo := groupPrefix(kind, queue)
-		hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
-		_ = b.DeleteRange(lo, hi, nil)
-	}
-	_ = b.Delete(appliedKey(queue), nil)
-	if err := b.Commit(pebble.Sync); err != nil {
+	err := d.Write(func(p *pebble.DB) error {
+		b := p.NewBatch()
+		defer b.Close()
+		for _, kind := range []byte{kindBody, kindRaft} {
+			lo := groupPrefix(kind, queue)
+			hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
+			_ = b.DeleteRange(lo, hi, nil)
+		}
+		_ = b.Delete(appliedKey(queue), nil)
+		return b.Commit(pebble.Sync)
+	})
+	if err != nil {
 		return fmt.Errorf("storage: drop %q: %w", queue, err)
 	}
 	return removeSnapshots(d.snapshotDir(queue))
@@ -248,20 +330,24 @@ type Body struct {
 }
 
 // ReadBody returns a message body, copied out of storage.
-func (d *DB) ReadBody(queue string, id ID) (Body, error) {
-	val, closer, err := d.p.Get(bodyKey(nil, queue, id))
-	if errors.Is(err, pebble.ErrNotFound) {
-		return Body{}, ErrNotFound
-	}
-	if err != nil {
-		return Body{}, err
-	}
-	defer closer.Close()
-	var r store.MessageRecord
-	if err := decode(val, &r); err != nil {
-		return Body{}, fmt.Errorf("body %x of %q: %w", id, queue, err)
-	}
-	return Body{Headers: r.Headers, Payload: bytes.Clone(r.Payload)}, nil
+func (d *DB) ReadBody(queue string, id ID) (body Body, err error) {
+	err = d.Read(func(p *pebble.DB) error {
+		val, closer, err := p.Get(bodyKey(nil, queue, id))
+		if errors.Is(err, pebble.ErrNotFound) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		defer closer.Close()
+		var r store.MessageRecord
+		if err := decode(val, &r); err != nil {
+			return fmt.Errorf("body %x of %q: %w", id, queue, err)
+		}
+		body = Body{Headers: r.Headers, Payload: bytes.Clone(r.Payload)}
+		return nil
+	})
+	return body, err
 }
 
 // ReadBodies reads the bodies of ids, which must be sorted ascending, with one iterator: a run
@@ -271,52 +357,56 @@ func (d *DB) ReadBodies(queue string, ids []ID, fn func(i int, headers map[strin
 	if len(ids) == 0 {
 		return nil
 	}
-	lo := groupPrefix(kindBody, queue)
-	hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
-	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
-	if err != nil {
-		return err
-	}
-	defer it.Close()
-	key := make([]byte, 0, len(lo)+16)
-	var rec store.MessageRecord
-	for i, id := range ids {
-		key = append(append(key[:0], lo...), id[:]...)
-		if !it.SeekGE(key) || !bytes.Equal(it.Key(), key) {
-			continue
-		}
-		val, err := it.ValueAndErr()
+	return d.Read(func(p *pebble.DB) error {
+		lo := groupPrefix(kindBody, queue)
+		hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
+		it, err := p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 		if err != nil {
 			return err
 		}
-		if err := decode(val, &rec); err != nil {
-			return fmt.Errorf("body %x of %q: %w", id, queue, err)
+		defer it.Close()
+		key := make([]byte, 0, len(lo)+16)
+		var rec store.MessageRecord
+		for i, id := range ids {
+			key = append(append(key[:0], lo...), id[:]...)
+			if !it.SeekGE(key) || !bytes.Equal(it.Key(), key) {
+				continue
+			}
+			val, err := it.ValueAndErr()
+			if err != nil {
+				return err
+			}
+			if err := decode(val, &rec); err != nil {
+				return fmt.Errorf("body %x of %q: %w", id, queue, err)
+			}
+			fn(i, rec.Headers, rec.Payload)
 		}
-		fn(i, rec.Headers, rec.Payload)
-	}
-	return it.Error()
+		return it.Error()
+	})
 }
 
 // Queues lists the queue groups that have Raft state, for finding groups left behind by a
 // deletion that a crash interrupted.
-func (d *DB) Queues() ([]string, error) {
-	it, err := d.p.NewIter(&pebble.IterOptions{LowerBound: []byte{kindRaft}, UpperBound: []byte{kindRaft + 1}})
-	if err != nil {
-		return nil, err
-	}
-	defer it.Close()
-	var out []string
-	for it.First(); it.Valid(); {
-		k := it.Key()
-		end := bytes.IndexByte(k[1:], 0)
-		if end < 0 {
-			return nil, fmt.Errorf("%w: raft key %x", ErrCorrupt, k)
+func (d *DB) Queues() (out []string, err error) {
+	err = d.Read(func(p *pebble.DB) error {
+		it, err := p.NewIter(&pebble.IterOptions{LowerBound: []byte{kindRaft}, UpperBound: []byte{kindRaft + 1}})
+		if err != nil {
+			return err
 		}
-		name := string(k[1 : 1+end])
-		out = append(out, name)
-		it.SeekGE(append(append([]byte{kindRaft}, name...), 1))
-	}
-	return out, it.Error()
+		defer it.Close()
+		for it.First(); it.Valid(); {
+			k := it.Key()
+			end := bytes.IndexByte(k[1:], 0)
+			if end < 0 {
+				return fmt.Errorf("%w: raft key %x", ErrCorrupt, k)
+			}
+			name := string(k[1 : 1+end])
+			out = append(out, name)
+			it.SeekGE(append(append([]byte{kindRaft}, name...), 1))
+		}
+		return it.Error()
+	})
+	return out, err
 }
 
 func decode(val []byte, r *store.MessageRecord) error {
@@ -327,13 +417,4 @@ func decode(val []byte, r *store.MessageRecord) error {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	return nil
-}
-
-// quietLogger drops Pebble's informational logs; errors still surface through return values.
-type quietLogger struct{}
-
-func (quietLogger) Infof(string, ...any)  {}
-func (quietLogger) Errorf(string, ...any) {}
-func (quietLogger) Fatalf(format string, args ...any) {
-	pebble.DefaultLogger.Fatalf(format, args...) // logs and exits: Pebble's contract
 }

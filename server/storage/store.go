@@ -31,6 +31,9 @@ type Store interface {
 	Queues() ([]string, error)
 	// DropQueue deletes a stopped queue group's log, snapshots and bodies, durably.
 	DropQueue(queue string) error
+	// Health reports whether the store accepts writes. After a failed write it refuses every
+	// write (with a *WriteError) until it has recovered by itself; reads go on meanwhile.
+	Health() Health
 	Close() error
 }
 
@@ -64,7 +67,7 @@ func (d *DB) QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStor
 }
 
 func (d *DB) groupLog(prefix []byte, snapDir string) (*raftstore.Store, raft.SnapshotStore, error) {
-	logs, err := raftstore.New(d.p, prefix, raftstore.Options{NoSync: d.noSync})
+	logs, err := raftstore.New(d, prefix, raftstore.Options{NoSync: d.noSync})
 	if err != nil {
 		return nil, nil, err
 	}

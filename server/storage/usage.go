@@ -1,5 +1,7 @@
 package storage
 
+import "github.com/cockroachdb/pebble/v2"
+
 // Usage is an optional ability of a Store: an estimate of the bytes a queue group takes on disk.
 // The Pebble DB has it; the in-memory twin does not.
 type Usage interface {
@@ -16,7 +18,11 @@ func (d *DB) GroupBytes(queue string) (uint64, error) {
 	var total uint64
 	for _, prefix := range [][]byte{queueRaftPrefix(queue), groupPrefix(kindBody, queue)} {
 		end := append(append([]byte(nil), prefix[:len(prefix)-1]...), 1) // "<kind><queue>\x01": past every key of the group
-		n, err := d.p.EstimateDiskUsage(prefix, end)
+		var n uint64
+		err := d.Read(func(p *pebble.DB) (err error) {
+			n, err = p.EstimateDiskUsage(prefix, end)
+			return err
+		})
 		if err != nil {
 			return total, err
 		}

@@ -69,8 +69,8 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge(),
 		diskUsageGauge(cfg.DataDir))
-	ready := &readiness{}
-	httpSrv, err := startHTTP(cfg, reg, ready)
+	ready, health := &readiness{}, &healthz{}
+	httpSrv, err := startHTTP(cfg, reg, ready, health)
 	if err != nil {
 		return err
 	}
@@ -105,6 +105,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		rn.close()
 		return err
 	}
+	health.b.Store(b)
 	reg.MustRegister(broker.NewCollector(b, broker.CollectorOptions{TopKeys: cfg.MetricsTopKeys}))
 
 	tlsCerts, err := loadTLS(cfg)

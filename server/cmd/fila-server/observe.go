@@ -59,13 +59,13 @@ func (r *readiness) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 // startHTTP serves /metrics, /healthz, /readyz (and /debug/pprof/ with --pprof) on
 // cfg.HTTPListen; it returns nil when that is empty. It starts before the broker opens, so
 // /readyz can tell that recovery is under way.
-func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness) (*http.Server, error) {
+func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness, health *healthz) (*http.Server, error) {
 	if cfg.HTTPListen == "" {
 		return nil, nil
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/healthz", health)
 	mux.Handle("/readyz", ready)
 	if cfg.PProf {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)

@@ -1,0 +1,116 @@
+package broker
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/filamq/fila/server/raftgroup"
+)
+
+// When a write to the store fails (a full disk, an I/O error, a read-only file system), the
+// store refuses every write until the disk takes writes again (server/storage, guard.go). The
+// broker meanwhile:
+//
+//   - answers every request that needs a write (Enqueue, Ack, Nack, ExtendLease, every admin
+//     change) StorageError at once, before it reaches a queue;
+//   - keeps serving what needs no write: stats, listings, and deliveries of queues with fast
+//     delivery durability (their leases are not logged);
+//   - stops the Raft group of each queue whose proposal failed (the actor is then suspended: it
+//     answers from the state it holds, which may include the failed rounds, whose outcome is
+//     unknown) and the meta group when its proposal failed, so that no Raft goroutine has to store
+//     a term while writes fail (hashicorp/raft panics when it cannot);
+//   - once the store accepts writes again, reopens each suspended group from its snapshot and
+//     log (watchStorage), and the meta group on the next admin change.
+
+// StorageHealth returns nil while the store accepts writes, else why it does not (for /healthz).
+func (b *Broker) StorageHealth() error { return b.db.Health().Err }
+
+// StorageWriteFailures counts the writes that failed or were refused since the start.
+func (b *Broker) StorageWriteFailures() int64 { return b.db.Health().Failures }
+
+// writable answers StorageError while the store refuses writes.
+func (b *Broker) writable() *Error {
+	if err := b.db.Health().Err; err != nil {
+		return errorf(CodeStorageError, "%v", err)
+	}
+	return nil
+}
+
+// watchStorage resumes the suspended queue groups each time the store accepts writes again.
+func (b *Broker) watchStorage() {
+	defer close(b.watchDone)
+	for {
+		h := b.db.Health()
+		if h.Err == nil {
+			b.resumeSuspended()
+		}
+		select {
+		case <-h.Changed:
+		case <-b.stopWatch:
+			return
+		}
+	}
+}
+
+// resumeSuspended asks every actor to reopen its group if it is suspended.
+func (b *Broker) resumeSuspended() {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	for _, r := range b.queues {
+		if r.lane == 0 {
+			r.a.internal.push(func(a *actor) {
+				if a.suspended {
+					a.resume()
+				}
+			})
+		}
+	}
+}
+
+// metaGroupForWrite returns the meta group, reopening it if a failed write stopped it. The
+// caller holds adminMu.
+func (b *Broker) metaGroupForWrite() (*raftgroup.Group, error) {
+	if err := b.db.Health().Err; err != nil {
+		return nil, err
+	}
+	if b.metaGroup != nil {
+		return b.metaGroup, nil
+	}
+	meta := newMetaFSM()
+	g, err := b.openMeta(meta)
+	if err != nil {
+		return nil, fmt.Errorf("reopening the meta group: %w", err)
+	}
+	b.meta, b.metaGroup = meta, g
+	return g, nil
+}
+
+// metaFailed stops the meta group after a failed proposal while the store refuses writes; the
+// next admin change reopens it. The caller holds adminMu.
+func (b *Broker) metaFailed() {
+	if b.db.Health().Err == nil || b.metaGroup == nil {
+		return
+	}
+	if err := b.metaGroup.Shutdown(); err != nil {
+		b.log.Error("stopping the meta group failed", "err", err)
+	}
+	b.metaGroup = nil
+}
+
+// storageMetrics are fila_storage_writable and fila_storage_write_failures_total.
+func (b *Broker) storageMetrics() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fila", Name: "storage_writable",
+			Help: "1 while the store accepts writes; 0 after a write failed (full disk, I/O error), until writes succeed again."},
+			func() float64 {
+				if b.StorageHealth() != nil {
+					return 0
+				}
+				return 1
+			}),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "fila", Name: "storage_write_failures_total",
+			Help: "Writes to the store that failed, or were refused while it did not accept writes."},
+			func() float64 { return float64(b.StorageWriteFailures()) }),
+	}
+}
