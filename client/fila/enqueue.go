@@ -60,6 +60,7 @@ func (c *Client) Enqueue(ctx context.Context, msgs ...Message) ([]EnqueueResult,
 	if len(msgs) == 0 {
 		return nil, nil
 	}
+	msgs = injectAll(c.opts.Propagator, ctx, msgs)
 	req := &fibp.Enqueue{Messages: make([]fibp.EnqueueMessage, len(msgs))}
 	for i := range msgs {
 		req.Messages[i] = msgs[i].wire()

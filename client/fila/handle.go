@@ -9,7 +9,8 @@ import (
 // Handler processes one delivery for Consumer.Consume. Returning nil acks the message; returning
 // an error nacks it with the error's text (the queue's retry policy decides what follows). ctx
 // is cancelled when the delivery's lease is lost (Delivery.LeaseLost): the handler should stop,
-// and the message is then neither acked nor nacked. A panic is not recovered.
+// and the message is then neither acked nor nacked. With Options.Propagator set, ctx carries the
+// producer's trace (Delivery.TraceContext). A panic is not recovered.
 type Handler func(ctx context.Context, d *Delivery) error
 
 // handlerSettleTimeout bounds the Ack or Nack that follows a handler (it may wait for a
@@ -47,7 +48,7 @@ func (s *Consumer) Consume(ctx context.Context, handler Handler, concurrency int
 // d by the handler's result unless the lease was lost.
 func (s *Consumer) handle(ctx context.Context, handler Handler, d *Delivery) {
 	base := context.WithoutCancel(ctx)
-	hctx, cancel := context.WithCancel(base)
+	hctx, cancel := context.WithCancel(d.TraceContext(base))
 	done := make(chan struct{})
 	go func() {
 		select {

@@ -4,6 +4,8 @@ import (
 	"crypto/tls"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/propagation"
 )
 
 // Options configures a Client. A nil *Options means every default.
@@ -55,6 +57,10 @@ type Options struct {
 	// Logger receives the SDK's log records (connection lost, reconnected, resubscription
 	// failures; Debug: each failed attempt and resent frame). nil = no logging.
 	Logger *slog.Logger
+	// Propagator, when set (propagation.TraceContext{} for W3C Trace Context), carries traces
+	// across the queue in message headers: Enqueue and Producer.Send inject the context's trace,
+	// Delivery.TraceContext and Consume's handler context extract it (see trace.go). nil = off.
+	Propagator propagation.TextMapPropagator
 }
 
 const (

@@ -122,6 +122,7 @@ func (c *Client) NewProducer(opts ProducerOptions) *Producer {
 
 // Send enqueues m as part of a batch and waits for its result.
 func (p *Producer) Send(ctx context.Context, m Message) (MessageID, error) {
+	m.Headers = inject(p.c.opts.Propagator, ctx, m.Headers)
 	return p.SendAsync(m).Wait(ctx)
 }
 
