@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/filamq/fila/generated/wire"
 )
@@ -99,5 +100,57 @@ func TestContinuationInterleavedAndLimits(t *testing.T) {
 	}
 	if r.Pending() != 0 {
 		t.Fatalf("%d partial bodies left after errors", r.Pending())
+	}
+}
+
+// countingBudget is a wire.BufferBudget with a limit, for the reassembler's accounting.
+type countingBudget struct{ used, limit int }
+
+func (b *countingBudget) Grow(n int) error {
+	if b.used+n > b.limit {
+		return errors.New("budget full")
+	}
+	b.used += n
+	return nil
+}
+
+func (b *countingBudget) Shrink(n int) { b.used -= n }
+
+func TestReassemblyBudgetAndExpiry(t *testing.T) {
+	budget := &countingBudget{limit: 100}
+	r := Reassembler{Budget: budget}
+	cont := Header{Opcode: OpEnqueue, Flags: FlagContinuation, RequestID: 1}
+	t0 := time.Unix(1000, 0)
+	if _, _, err := r.AddAt(cont, make([]byte, 40), t0); err != nil {
+		t.Fatal(err)
+	}
+	if budget.used < 40 {
+		t.Fatalf("a 40-byte partial charged %d bytes", budget.used)
+	}
+	if _, _, err := r.AddAt(cont, make([]byte, 70), t0); err == nil {
+		t.Fatal("a partial past the budget was accepted")
+	}
+	if budget.used != 0 || r.Pending() != 0 {
+		t.Fatalf("after a refusal: %d bytes charged, %d partials", budget.used, r.Pending())
+	}
+	// A completed body stays charged until Release.
+	_, _, _ = r.AddAt(cont, []byte("ab"), t0)
+	body, done, err := r.AddAt(Header{Opcode: OpEnqueue, RequestID: 1}, []byte("c"), t0)
+	if !done || err != nil || string(body) != "abc" || budget.used == 0 {
+		t.Fatalf("completed: %q %v %v, %d charged", body, done, err, budget.used)
+	}
+	r.Release()
+	if budget.used != 0 {
+		t.Fatalf("%d bytes charged after Release", budget.used)
+	}
+	// An idle partial expires; a recent one stays.
+	_, _, _ = r.AddAt(Header{Opcode: OpAck, Flags: FlagContinuation, RequestID: 2}, []byte("x"), t0)
+	_, _, _ = r.AddAt(Header{Opcode: OpAck, Flags: FlagContinuation, RequestID: 3}, []byte("y"), t0.Add(time.Minute))
+	if ids := r.Expire(t0.Add(time.Second), nil); len(ids) != 1 || ids[0] != 2 {
+		t.Fatalf("expired %v, want [2]", ids)
+	}
+	r.Close()
+	if budget.used != 0 || r.Pending() != 0 {
+		t.Fatalf("after Close: %d bytes charged, %d partials", budget.used, r.Pending())
 	}
 }

@@ -18,6 +18,27 @@ func (e *FrameSizeError) Error() string {
 	return fmt.Sprintf("frame length %d outside %d..%d", e.Length, e.Min, e.Max)
 }
 
+// BufferBudget approves the memory that a FrameReader or a reassembler allocates for large
+// bodies: Grow is asked before n more bytes are allocated (an error refuses them), Shrink is told
+// when n bytes are let go.
+type BufferBudget interface {
+	Grow(n int) error
+	Shrink(n int)
+}
+
+// BufferError reports a frame whose body the reader's BufferBudget refused. The body has not been
+// read; FrameReader.Skip discards it so that the connection can continue.
+type BufferError struct {
+	Length int   // the body's length
+	Err    error // the budget's refusal
+}
+
+func (e *BufferError) Error() string {
+	return fmt.Sprintf("no memory for a %d-byte frame: %v", e.Length, e.Err)
+}
+
+func (e *BufferError) Unwrap() error { return e.Err }
+
 // FrameReader reads length-prefixed frames: [u32 big-endian length][length bytes of body].
 //
 // The body returned by Next is valid until the next call to Next or Skip: small bodies alias the
@@ -29,13 +50,18 @@ type FrameReader struct {
 	maxFor  func(first byte) int
 	pending int // bytes of the last small body still to discard from br
 	big     []byte
-	skip    int // body length of the frame refused by the last FrameSizeError
+	skip    int // body length of the frame refused by the last FrameSizeError or BufferError
+	budget  BufferBudget
 }
 
 // NewFrameReader returns a reader accepting bodies of min..max bytes.
 func NewFrameReader(r io.Reader, min, max int) *FrameReader {
 	return &FrameReader{br: bufio.NewReaderSize(r, 64<<10), min: min, max: max}
 }
+
+// SetBudget has b approve the buffer for bodies larger than the reader's internal buffer (whose
+// own size, Buffered before the first large frame, is not asked for).
+func (fr *FrameReader) SetBudget(b BufferBudget) { fr.budget = b }
 
 // SetMax changes the largest accepted body length.
 func (fr *FrameReader) SetMax(max int) { fr.max = max }
@@ -79,6 +105,12 @@ func (fr *FrameReader) Next() ([]byte, error) {
 		return body[:n:n], nil
 	}
 	if cap(fr.big) < n {
+		if fr.budget != nil {
+			if err := fr.budget.Grow(n - cap(fr.big)); err != nil {
+				fr.skip = n
+				return nil, &BufferError{Length: n, Err: err}
+			}
+		}
 		fr.big = make([]byte, n)
 	}
 	body := fr.big[:n:n]
@@ -93,6 +125,9 @@ func (fr *FrameReader) Next() ([]byte, error) {
 // A body returned earlier stays valid (it is no longer reused). Shrink reports whether it let go.
 func (fr *FrameReader) Shrink(keep int) bool {
 	if cap(fr.big) > keep {
+		if fr.budget != nil {
+			fr.budget.Shrink(cap(fr.big))
+		}
 		fr.big = nil
 		return true
 	}
@@ -102,7 +137,7 @@ func (fr *FrameReader) Shrink(keep int) bool {
 // Buffered returns the bytes of memory the reader holds: its read buffer and its large-body buffer.
 func (fr *FrameReader) Buffered() int { return fr.br.Size() + cap(fr.big) }
 
-// Skip discards the body of the frame refused by the last FrameSizeError, returning up to keep
+// Skip discards the body of the frame refused by the last FrameSizeError or BufferError, returning up to keep
 // of its first bytes (for example, a header to answer).
 func (fr *FrameReader) Skip(keep int) ([]byte, error) {
 	n := fr.skip

@@ -46,6 +46,11 @@ type Config struct {
 	PongTimeout      time.Duration `yaml:"pong_timeout" help:"time a client has to answer a Ping"`
 	ShutdownTimeout  time.Duration `yaml:"shutdown_timeout" help:"time to finish in-flight requests on SIGINT/SIGTERM"`
 
+	MemoryBudget        Bytes         `yaml:"memory_budget" help:"memory all clients together may make the server hold (frame buffers, partial bodies, unanswered requests, queued answers and deliveries, Rift subscriber queues); 0 = half of GOMEMLIMIT, or of the machine's or cgroup's memory"`
+	MaxConnectionMemory Bytes         `yaml:"max_connection_memory" help:"memory one client connection may make the server hold"`
+	ReassemblyTimeout   time.Duration `yaml:"reassembly_timeout" help:"a body sent in continuation frames is dropped when no frame of it arrives for this long"`
+	MemoryAccounting    bool          `yaml:"memory_accounting" help:"count client-held memory against memory_budget and max_connection_memory; false only to measure what the accounting costs"`
+
 	Rift Rift `yaml:"rift"`
 }
 
@@ -71,7 +76,12 @@ func Default() Config {
 		PingInterval:     15 * time.Second,
 		PongTimeout:      30 * time.Second,
 		ShutdownTimeout:  10 * time.Second,
-		Rift:             DefaultRift(),
+
+		MaxConnectionMemory: 256 << 20,
+		ReassemblyTimeout:   30 * time.Second,
+		MemoryAccounting:    true,
+
+		Rift: DefaultRift(),
 	}
 }
 
@@ -98,6 +108,9 @@ func (c *Config) Validate() error {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log_format: %q is not text or json", c.LogFormat))
 	}
+	if c.MemoryBudget < 0 {
+		errs = append(errs, errors.New("memory_budget: must not be negative (0 = the default)"))
+	}
 	if c.MaxFrameSize < 1024 {
 		errs = append(errs, fmt.Errorf("max_frame_size: %v is below 1KiB", c.MaxFrameSize))
 	}
@@ -105,12 +118,14 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("bootstrap_api_key_file: FILA_BOOTSTRAP_API_KEY is set too; give one"))
 	}
 	for name, v := range map[string]int{"max_reassembly": int(c.MaxReassembly), "max_connections": c.MaxConnections, "max_connections_per_client": c.MaxPerClient,
-		"max_inflight": c.MaxInflight, "metrics_top_keys": c.MetricsTopKeys, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "body_cache_bytes": int(c.BodyCacheBytes)} {
+		"max_inflight": c.MaxInflight, "metrics_top_keys": c.MetricsTopKeys, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "body_cache_bytes": int(c.BodyCacheBytes),
+		"max_connection_memory": int(c.MaxConnectionMemory)} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}
 	}
-	for name, v := range map[string]time.Duration{"handshake_timeout": c.HandshakeTimeout, "ping_interval": c.PingInterval, "pong_timeout": c.PongTimeout, "shutdown_timeout": c.ShutdownTimeout} {
+	for name, v := range map[string]time.Duration{"handshake_timeout": c.HandshakeTimeout, "ping_interval": c.PingInterval, "pong_timeout": c.PongTimeout, "shutdown_timeout": c.ShutdownTimeout,
+		"reassembly_timeout": c.ReassemblyTimeout} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/session"
 )
 
@@ -29,9 +30,12 @@ type conn struct {
 	id  uint64
 	log *slog.Logger
 
+	acct     *membudget.Account // nil when memory is not accounted
 	out      *outbound
 	fr       *wire.FrameReader
 	reasm    fibp.Reassembler
+	expireAt time.Time // when idle partial bodies are next looked for
+	expired  []uint32
 	caps     fibp.Capabilities
 	inflight chan struct{} // one token per request awaiting an answer
 	pending  sync.WaitGroup
@@ -65,18 +69,47 @@ type subRef struct {
 	queue, consumer string
 }
 
+// connMemory is what an open connection costs before it holds anything: its read buffer, its
+// goroutines' stacks and its structures.
+const connMemory = 64<<10 + 32<<10
+
+// newConn returns the connection, or nil when the memory budget cannot take one more.
 func newConn(s *Server, nc net.Conn, id uint64) *conn {
 	c := &conn{
 		s: s, nc: nc, id: id,
 		log:      s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
-		out:      newOutbound(s.opts.WriteQueueBytes),
 		inflight: make(chan struct{}, s.opts.MaxInflight),
 		subs:     map[uint32]subRef{},
 		done:     make(chan struct{}),
 	}
+	c.acct = s.opts.Budget.Open(s.opts.MaxConnectionMemory, c.cut)
+	if err := c.acct.Reserve(connMemory); err != nil {
+		c.acct.Close()
+		return nil
+	}
+	c.out = newOutbound(s.opts.WriteQueueBytes, c.acct)
 	c.fr = wire.NewFrameReader(nc, fibp.HeaderSize, s.opts.MaxFrameSize)
 	c.reasm = fibp.Reassembler{MaxBody: s.opts.MaxReassembly, MaxPartials: s.opts.MaxPartials}
+	if c.acct != nil {
+		c.fr.SetBudget(c.acct)
+		c.reasm.Budget = c.acct
+	}
 	return c
+}
+
+// cut closes a connection that holds the most memory when the server-wide budget is full.
+func (c *conn) cut() {
+	c.log.Warn("closing the connection that holds the most memory: the server's memory budget is full",
+		"held", c.acct.Used(), "budget", c.s.opts.Budget.Limit())
+	c.nc.Close()
+}
+
+// release gives back what the connection still holds once it has stopped.
+func (c *conn) release() {
+	c.reasm.Close()
+	c.fr.Shrink(0)
+	c.acct.Release(connMemory)
+	c.acct.Close()
 }
 
 // serve runs the connection until it closes.
@@ -100,6 +133,7 @@ func (c *conn) serve() {
 		c.out.close()
 		<-writerDone
 		c.nc.Close()
+		c.release()
 		close(c.done)
 	}()
 	if !c.handshake() {
@@ -114,7 +148,9 @@ func (c *conn) serve() {
 			}
 			continue
 		}
-		c.lastRecv.Store(time.Now().UnixNano())
+		now := time.Now()
+		c.lastRecv.Store(now.UnixNano())
+		c.expirePartials(now)
 		h, rest, err := fibp.ParseHeader(body)
 		if err != nil { // cannot happen: the reader enforces HeaderSize
 			return
@@ -123,9 +159,11 @@ func (c *conn) serve() {
 			c.sendError(h.RequestID, fibp.CodeInvalidFrame, fmt.Sprintf("reserved flag bits set (%#x)", uint8(h.Flags)), nil)
 			continue
 		}
-		full, complete, err := c.reasm.Add(h, rest)
+		full, complete, err := c.reasm.AddAt(h, rest, now)
 		if err != nil {
-			c.sendError(h.RequestID, fibp.CodeInvalidFrame, err.Error(), nil)
+			if !c.sendMemoryError(h.RequestID, err) {
+				c.sendError(h.RequestID, fibp.CodeInvalidFrame, err.Error(), nil)
+			}
 			continue
 		}
 		if !complete {
@@ -134,8 +172,43 @@ func (c *conn) serve() {
 		if !c.handle(h, full) {
 			return
 		}
-		c.shrink()
+		c.reasm.Release()
+		c.shrink(len(full))
 	}
+}
+
+// expirePartials drops partial bodies that received no chunk for ReassemblyTimeout, answering
+// each request InvalidFrame. It looks at most four times per timeout.
+func (c *conn) expirePartials(now time.Time) {
+	if c.reasm.Pending() == 0 || now.Before(c.expireAt) {
+		return
+	}
+	timeout := c.s.opts.ReassemblyTimeout
+	c.expireAt = now.Add(timeout / 4)
+	c.expired = c.reasm.Expire(now.Add(-timeout), c.expired[:0])
+	for _, id := range c.expired {
+		c.sendError(id, fibp.CodeInvalidFrame, fmt.Sprintf("continued body received no frame for %v; discarded", timeout), nil)
+	}
+}
+
+// retryAfterMemory is the back-off suggested when a bound on held memory refuses a request.
+const retryAfterMemory = "100"
+
+// sendMemoryError answers a request that a memory bound refused, and reports whether err was
+// such a refusal: ChannelFull with a retry time when the request fits the bound once held memory
+// is released, InvalidFrame when it can never fit.
+func (c *conn) sendMemoryError(requestID uint32, err error) bool {
+	var full *membudget.FullError
+	if !errors.As(err, &full) {
+		return false
+	}
+	if full.Retryable() {
+		c.sendError(requestID, fibp.CodeChannelFull, fmt.Sprintf("the %s holds too much memory for this request (%d bytes held, %d more needed, bound %d); retry later",
+			full.Scope, full.Used, full.Need, full.Limit), map[string]string{fibp.MetaRetryAfterMs: retryAfterMemory})
+	} else {
+		c.sendError(requestID, fibp.CodeInvalidFrame, fmt.Sprintf("the request needs %d bytes of memory, more than the %s bound of %d", full.Need, full.Scope, full.Limit), nil)
+	}
+	return true
 }
 
 // keepDecoded bounds the memory a connection keeps between frames in its reused decoding targets
@@ -143,9 +216,10 @@ func (c *conn) serve() {
 const keepDecoded = 256 << 10
 
 // shrink drops the reused decoding targets and buffers that outgrew keepDecoded. Targets that
-// alias a dropped buffer go with it, so that their payloads do not keep it alive.
-func (c *conn) shrink() {
-	if c.fr.Shrink(keepDecoded) {
+// alias a large body (a dropped buffer, a reassembled body) go with it, so that their payloads do
+// not keep it alive.
+func (c *conn) shrink(bodyLen int) {
+	if c.fr.Shrink(keepDecoded) || bodyLen > keepDecoded {
 		c.enq, c.ack, c.nack, c.ext = fibp.Enqueue{}, fibp.Ack{}, fibp.Nack{}, fibp.ExtendLease{}
 		c.ackItems, c.nackItems, c.extItems = nil, nil, nil
 		return
@@ -167,7 +241,16 @@ func (c *conn) shrink() {
 // readFailed handles a FrameReader error; it reports whether reading can go on.
 func (c *conn) readFailed(err error) bool {
 	var fse *wire.FrameSizeError
+	var be *wire.BufferError
 	switch {
+	case errors.As(err, &be):
+		head, serr := c.fr.Skip(fibp.HeaderSize)
+		if serr != nil {
+			return false
+		}
+		h, _, _ := fibp.ParseHeader(head)
+		c.sendMemoryError(h.RequestID, err)
+		return true
 	case errors.As(err, &fse) && fse.Length >= fibp.HeaderSize:
 		head, serr := c.fr.Skip(fibp.HeaderSize)
 		if serr != nil {
@@ -241,7 +324,8 @@ func (c *conn) send(requestID uint32, f fibp.Frame) {
 func (c *conn) sendRaw(frame []byte, onWritten func()) bool {
 	ok, overflow := c.out.push(frame, onWritten)
 	if overflow {
-		c.log.Warn("closing a connection that does not read its answers", "queued_limit", c.s.opts.WriteQueueBytes)
+		c.log.Warn("closing a connection that does not read its answers", "queued_limit", c.s.opts.WriteQueueBytes,
+			"held", c.acct.Used(), "memory_bound", c.acct.Limit())
 		c.nc.Close()
 	}
 	return ok

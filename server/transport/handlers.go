@@ -68,14 +68,48 @@ func (c *conn) decode(h fibp.Header, f fibp.Frame, body []byte) bool {
 	return true
 }
 
+// reserve takes n bytes of the connection's memory for a request, answering it when a bound
+// refuses them.
+func (c *conn) reserve(requestID uint32, n int64) bool {
+	if err := c.acct.Reserve(n); err != nil {
+		c.sendMemoryError(requestID, err)
+		return false
+	}
+	return true
+}
+
+// decodeHeld reserves the memory a hot-path request holds until it is answered (mem, known from
+// the body before decoding) and decodes it; it returns the bytes reserved and whether the
+// request goes on.
+func (c *conn) decodeHeld(h fibp.Header, f fibp.Frame, body []byte, mem int64) (int64, bool) {
+	if !c.reserve(h.RequestID, mem) {
+		return 0, false
+	}
+	if !c.decode(h, f, body) {
+		c.acct.Release(mem)
+		return 0, false
+	}
+	return mem, true
+}
+
 func (c *conn) enqueue(h fibp.Header, body []byte) {
-	if !c.decode(h, &c.enq, body) {
+	mem, ok := c.decodeHeld(h, &c.enq, body, session.EnqueueMemory(body))
+	if !ok {
 		return
+	}
+	if c.acct != nil {
+		headers := session.HeadersMemory(&c.enq)
+		if !c.reserve(h.RequestID, headers) {
+			c.acct.Release(mem)
+			return
+		}
+		mem += headers
 	}
 	id := h.RequestID
 	msgs, denied := screen(c.who, auth.Produce, session.Messages(&c.enq), func(m *broker.Message) string { return m.Queue })
 	forbidden := broker.EnqueueResult{Code: broker.CodeForbidden}
 	if allDenied(msgs, denied) {
+		c.acct.Release(mem)
 		c.send(id, session.EnqueueResult(unscreen(denied, nil, forbidden)))
 		return
 	}
@@ -90,13 +124,14 @@ func (c *conn) enqueue(h fibp.Header, body []byte) {
 			}
 			c.send(id, session.EnqueueResult(rs))
 		}
+		c.acct.Release(mem)
 		c.end()
 	})
 }
 
-// codesAnswer returns the callback that sends an Ack's or Nack's result or error; denied items
-// (screen) answer Forbidden.
-func codesAnswer[R fibp.Frame](c *conn, requestID uint32, denied []bool, frame func([]broker.Code) R) func([]broker.Code, *broker.Error) {
+// codesAnswer returns the callback that sends an Ack's or Nack's result or error and releases
+// the request's mem bytes; denied items (screen) answer Forbidden.
+func codesAnswer[R fibp.Frame](c *conn, requestID uint32, mem int64, denied []bool, frame func([]broker.Code) R) func([]broker.Code, *broker.Error) {
 	return func(codes []broker.Code, e *broker.Error) {
 		if e != nil {
 			c.sendBrokerError(requestID, e)
@@ -107,38 +142,42 @@ func codesAnswer[R fibp.Frame](c *conn, requestID uint32, denied []bool, frame f
 			}
 			c.send(requestID, frame(codes))
 		}
+		c.acct.Release(mem)
 		c.end()
 	}
 }
 
-// settle screens a settlement's items against the consume permission and hands the rest to run.
-func settle[T any, R fibp.Frame](c *conn, h fibp.Header, items []T, queue func(*T) string, frame func([]broker.Code) R,
+// settle screens a settlement's items against the consume permission and hands the rest to run;
+// mem bytes of the connection's memory are held until it is answered.
+func settle[T any, R fibp.Frame](c *conn, h fibp.Header, mem int64, items []T, queue func(*T) string, frame func([]broker.Code) R,
 	run func([]T, func([]broker.Code, *broker.Error))) {
 	kept, denied := screen(c.who, auth.Consume, items, queue)
 	if allDenied(kept, denied) {
+		c.acct.Release(mem)
 		c.send(h.RequestID, frame(unscreen(denied, nil, broker.CodeForbidden)))
 		return
 	}
 	c.begin()
-	run(kept, codesAnswer(c, h.RequestID, denied, frame))
+	run(kept, codesAnswer(c, h.RequestID, mem, denied, frame))
 }
 
 func (c *conn) settleAck(h fibp.Header, body []byte) {
-	if c.decode(h, &c.ack, body) {
+	if mem, ok := c.decodeHeld(h, &c.ack, body, session.SettleMemory(body)); ok {
 		c.ackItems = session.AckItems(c.ackItems[:0], &c.ack)
-		settle(c, h, c.ackItems, func(it *broker.AckItem) string { return it.Queue }, session.AckResult, c.s.b.Ack)
+		settle(c, h, mem, c.ackItems, func(it *broker.AckItem) string { return it.Queue }, session.AckResult, c.s.b.Ack)
 	}
 }
 
 func (c *conn) settleNack(h fibp.Header, body []byte) {
-	if c.decode(h, &c.nack, body) {
+	if mem, ok := c.decodeHeld(h, &c.nack, body, session.SettleMemory(body)); ok {
 		c.nackItems = session.NackItems(c.nackItems[:0], &c.nack)
-		settle(c, h, c.nackItems, func(it *broker.NackItem) string { return it.Queue }, session.NackResult, c.s.b.Nack)
+		settle(c, h, mem, c.nackItems, func(it *broker.NackItem) string { return it.Queue }, session.NackResult, c.s.b.Nack)
 	}
 }
 
 func (c *conn) settleExtend(h fibp.Header, body []byte) {
-	if !c.decode(h, &c.ext, body) {
+	mem, ok := c.decodeHeld(h, &c.ext, body, session.SettleMemory(body))
+	if !ok {
 		return
 	}
 	c.extItems = session.ExtendItems(c.extItems[:0], &c.ext)
@@ -146,6 +185,7 @@ func (c *conn) settleExtend(h fibp.Header, body []byte) {
 	items, denied := screen(c.who, auth.Consume, c.extItems, func(it *broker.ExtendItem) string { return it.Queue })
 	forbidden := broker.ExtendResult{Code: broker.CodeForbidden}
 	if allDenied(items, denied) {
+		c.acct.Release(mem)
 		c.send(id, session.ExtendLeaseResult(unscreen(denied, nil, forbidden)))
 		return
 	}
@@ -160,6 +200,7 @@ func (c *conn) settleExtend(h fibp.Header, body []byte) {
 			}
 			c.send(id, session.ExtendLeaseResult(rs))
 		}
+		c.acct.Release(mem)
 		c.end()
 	})
 }

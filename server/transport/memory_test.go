@@ -3,11 +3,13 @@ package transport
 import (
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/membudget"
 )
 
 // heapAfterGC is the live heap once the garbage collector has run.
@@ -159,4 +161,157 @@ func TestLargeEnqueueLeavesNoDecodingTargetBehind(t *testing.T) {
 	if r, ok := c.Call(3, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "x"}}}).(*fibp.EnqueueResult); !ok || r.Results[0].ErrorCode != fibp.CodeQueueNotFound {
 		t.Fatalf("a later Enqueue answered %#v", r)
 	}
+}
+
+// openConns is the number of connections the server holds.
+func openConns(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// pollUntil calls cond every few milliseconds until it holds, failing the test with what after
+// many tries. It waits for a condition; it asserts nothing about time.
+func pollUntil(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	for range 3000 {
+		if cond() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("never: %s", what)
+}
+
+// Issue 16, item 1: partial bodies are bounded by the connection's memory, not 64 × 64 MiB, and
+// an idle one is dropped even while the client keeps answering Pings.
+func TestContinuationPartialsAreBoundedAndExpire(t *testing.T) {
+	const bound = 8 << 20
+	_, addr := startServer(t, Options{MaxConnectionMemory: bound, ReassemblyTimeout: time.Second})
+	by := startBystander(t, addr)
+	c := dialRaw(t, addr)
+	c.Handshake()
+	chunk := make([]byte, 1<<20)
+	base := heapAfterGC()
+	const partials = 64
+	for id := uint32(1); id <= partials; id++ {
+		b := wire.AppendU32(nil, uint32(fibp.HeaderSize+len(chunk)))
+		b = fibp.Header{Opcode: fibp.OpEnqueue, Flags: fibp.FlagContinuation, RequestID: id}.AppendTo(b)
+		c.SendBytes(append(b, chunk...))
+	}
+	c.Send(100, &fibp.Ping{}) // answered once every chunk has been taken or refused
+	refused := map[uint32]bool{}
+	expired := 0 // on a slow machine, the first partials may expire before the last is sent
+	for {
+		h, f := c.Next()
+		if f.Opcode() == fibp.OpPong {
+			break
+		}
+		switch e, _ := f.(*fibp.Error); {
+		case e != nil && e.ErrorCode == fibp.CodeChannelFull && e.Metadata[fibp.MetaRetryAfterMs] != "":
+			refused[h.RequestID] = true
+		case e != nil && e.ErrorCode == fibp.CodeInvalidFrame && strings.Contains(e.Message, "discarded"):
+			expired++
+		default:
+			t.Fatalf("a refused chunk was answered %#v", f)
+		}
+	}
+	held := heapAfterGC() - base
+	t.Logf("%d of %d partial bodies refused; live heap grew by %d bytes (bound %d)", len(refused), partials, held, bound)
+	if held > bound {
+		t.Fatalf("%d partial bodies of 1 MiB hold %d bytes of live heap; bound %d", partials-len(refused), held, bound)
+	}
+	if len(refused) == 0 {
+		t.Fatal("no partial body was refused")
+	}
+	// The partials that were taken expire while the client goes on pinging.
+	pollUntil(t, "the idle partial bodies expire", func() bool {
+		c.Send(101, &fibp.Ping{})
+		for {
+			h, f := c.Next()
+			if f.Opcode() == fibp.OpPong {
+				return expired == partials-len(refused)
+			}
+			if e, ok := f.(*fibp.Error); !ok || e.ErrorCode != fibp.CodeInvalidFrame || refused[h.RequestID] {
+				t.Fatalf("expiry answered %#v on %d", f, h.RequestID)
+			}
+			expired++
+		}
+	})
+	by.finish()
+	if after := heapAfterGC() - base; after > bound/4 {
+		t.Fatalf("live heap still %d bytes above the start after the partial bodies expired", after)
+	}
+}
+
+// Issue 16, item 4: a client that floods Pings and never reads is cut once its queued answers
+// hold its memory bound, counted in memory (per-frame overhead included), not in frame bytes —
+// the connection's own bound, or the server-wide budget, where the connection holding the most
+// is cut and the bystander is not.
+func TestUnreadAnswersAreCountedInMemory(t *testing.T) {
+	const bound = 16 << 20
+	t.Run("connection bound", func(t *testing.T) {
+		floodUnread(t, bound, Options{MaxConnectionMemory: bound})
+	})
+	t.Run("server budget", func(t *testing.T) {
+		floodUnread(t, bound, Options{Budget: membudget.New(bound)})
+	})
+}
+
+func floodUnread(t *testing.T, bound int64, opts Options) {
+	s, addr := startServer(t, opts)
+	by := startBystander(t, addr)
+	c := dialRaw(t, addr)
+	c.Handshake()
+	const pings = 1_500_000 // 15 MB of Pings; their Pongs, queued, would cost about 100 MB
+	flood := make([]byte, 0, pings*(4+fibp.HeaderSize))
+	for i := range uint32(pings) {
+		flood = fibp.AppendFrame(flood, 0, i+1, &fibp.Ping{})
+	}
+	base := heapAfterGC()
+	go func() { _, _ = c.NC.Write(flood) }() // fails once the server cuts the connection
+	peak := int64(0)
+	pollUntil(t, "the server cuts the connection that does not read", func() bool {
+		peak = max(peak, heapAfterGC()-base)
+		return openConns(s) == 1 // the bystander's
+	})
+	runtime.KeepAlive(flood) // live at every measurement
+	by.finish()
+	t.Logf("live heap peaked %d bytes above the start while the attacker's Pongs queued (bound %d)", peak, bound)
+	if peak > 2*bound {
+		t.Fatalf("unread Pongs held %d bytes of live heap; bound %d", peak, bound)
+	}
+}
+
+// minimalEnqueue is an Enqueue body of n messages of 13 bytes each to queue.
+func minimalEnqueue(queue string, n int) []byte {
+	body := wire.AppendCount(nil, 4, n)
+	for range n {
+		body = wire.AppendString16(body, queue)
+		body = wire.AppendCount(body, 2, 0)
+		body = wire.AppendBytes32(body, nil)
+		body = append(body, 0, 0, 0, 0)
+	}
+	return body
+}
+
+// Issue 16, item 3: an Enqueue whose decoded form would pass the connection's memory bound is
+// refused before it is decoded (InvalidFrame: it can never fit); the connection goes on.
+func TestEnqueueMemoryIsReservedBeforeDecoding(t *testing.T) {
+	const bound = 32 << 20
+	_, addr := startServer(t, Options{MaxConnectionMemory: bound})
+	by := startBystander(t, addr)
+	c := dialRaw(t, addr)
+	c.Handshake()
+	body := minimalEnqueue("x", 300_000) // 3.9 MB; about 150 MB once decoded and handed on
+	c.SendBytes(fibp.AppendContinued(nil, fibp.OpEnqueue, 2, body, fibp.MaxFrameSize))
+	_, f := c.Next()
+	if e, ok := f.(*fibp.Error); !ok || e.ErrorCode != fibp.CodeInvalidFrame || !strings.Contains(e.Message, "connection bound") {
+		t.Fatalf("an Enqueue beyond the connection's bound answered %#v", f)
+	}
+	// A request that fits alone still goes through.
+	if r, ok := c.Call(3, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "x"}}}).(*fibp.EnqueueResult); !ok || r.Results[0].ErrorCode != fibp.CodeQueueNotFound {
+		t.Fatalf("a small Enqueue answered %#v", r)
+	}
+	by.finish()
 }

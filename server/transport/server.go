@@ -17,27 +17,35 @@ import (
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/membudget"
 )
 
 // Options configures a Server. Zero fields take the defaults shown.
 type Options struct {
-	TLS              *tls.Config      // nil: plain TCP
-	MaxFrameSize     int              // largest accepted frame, advertised in HandshakeOk (16 MiB)
-	MaxReassembly    int              // largest body reassembled from continuation frames (64 MiB)
-	MaxPartials      int              // request IDs mid-continuation per connection (64)
-	MaxConnections   int              // concurrent connections (10,000)
-	MaxPerClient     int              // concurrent connections from one client IP address (1,000)
-	MaxInflight      int              // requests awaiting an answer per connection (4,096)
-	MaxSubscriptions int              // subscriptions per connection (1,024)
-	WriteQueueBytes  int              // pending outbound bytes before a connection is cut (64 MiB)
-	HandshakeTimeout time.Duration    // time to receive the Handshake (10 s)
-	PingInterval     time.Duration    // idle time before the server pings (15 s)
-	PongTimeout      time.Duration    // time to answer a server Ping (30 s)
-	WriteTimeout     time.Duration    // time one socket write may block (30 s)
-	NodeID           uint64           // 0 in single-node mode
-	Clock            func() time.Time // time.Now: API key expiry
-	Logger           *slog.Logger
-	Registry         prometheus.Registerer
+	TLS              *tls.Config // nil: plain TCP
+	MaxFrameSize     int         // largest accepted frame, advertised in HandshakeOk (16 MiB)
+	MaxReassembly    int         // largest body reassembled from continuation frames (64 MiB)
+	MaxPartials      int         // request IDs mid-continuation per connection (64)
+	MaxConnections   int         // concurrent connections (10,000)
+	MaxPerClient     int         // concurrent connections from one client IP address (1,000)
+	MaxInflight      int         // requests awaiting an answer per connection (4,096)
+	MaxSubscriptions int         // subscriptions per connection (1,024)
+	WriteQueueBytes  int         // pending outbound bytes before a connection is cut (64 MiB)
+	// Memory a client can make the server hold — its frame buffers, partial bodies, requests
+	// decoded but not answered, queued answers and deliveries — is counted against
+	// MaxConnectionMemory per connection and Budget for every connection together.
+	MaxConnectionMemory int64             // per connection (256 MiB)
+	Budget              *membudget.Budget // server-wide (half the memory available to the process)
+	NoMemoryAccounting  bool              // count nothing: only to measure what accounting costs
+	ReassemblyTimeout   time.Duration     // a partial body with no new chunk for this long is dropped (30 s)
+	HandshakeTimeout    time.Duration     // time to receive the Handshake (10 s)
+	PingInterval        time.Duration     // idle time before the server pings (15 s)
+	PongTimeout         time.Duration     // time to answer a server Ping (30 s)
+	WriteTimeout        time.Duration     // time one socket write may block (30 s)
+	NodeID              uint64            // 0 in single-node mode
+	Clock               func() time.Time  // time.Now: API key expiry
+	Logger              *slog.Logger
+	Registry            prometheus.Registerer
 }
 
 func (o *Options) defaults() {
@@ -63,6 +71,16 @@ func (o *Options) defaults() {
 	setD(&o.PingInterval, 15*time.Second)
 	setD(&o.PongTimeout, 30*time.Second)
 	setD(&o.WriteTimeout, 30*time.Second)
+	setD(&o.ReassemblyTimeout, 30*time.Second)
+	if o.MaxConnectionMemory <= 0 {
+		o.MaxConnectionMemory = 256 << 20
+	}
+	if o.Budget == nil && !o.NoMemoryAccounting {
+		o.Budget = membudget.New(membudget.DefaultLimit())
+	}
+	if o.NoMemoryAccounting {
+		o.Budget = nil
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -152,6 +170,12 @@ func (s *Server) accept(nc net.Conn) {
 		return
 	}
 	c := newConn(s, nc, s.nextConn.Add(1))
+	if c == nil {
+		s.mu.Unlock()
+		s.log.Warn("refusing a connection: the server's memory budget is full", "remote", nc.RemoteAddr(), "budget", s.opts.Budget.Limit())
+		nc.Close()
+		return
+	}
 	s.conns[c] = struct{}{}
 	s.perHost[host]++
 	s.wg.Add(1)

@@ -22,6 +22,7 @@ import (
 	"github.com/filamq/fila/server/certs"
 	"github.com/filamq/fila/server/config"
 	"github.com/filamq/fila/server/internal/buildinfo"
+	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/transport"
 )
 
@@ -92,6 +93,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	bo.BootstrapAPIKey = bootstrap
+	budget := memoryBudget(cfg, log)
 	rn, err := openRift(cfg, log)
 	if err != nil {
 		return err
@@ -122,6 +124,8 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		MaxConnections: cfg.MaxConnections, MaxPerClient: cfg.MaxPerClient, HandshakeTimeout: cfg.HandshakeTimeout,
 		MaxInflight: cfg.MaxInflight, MaxSubscriptions: cfg.MaxSubscriptions,
 		PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, Logger: log, Registry: reg,
+		Budget: budget, NoMemoryAccounting: !cfg.MemoryAccounting, MaxConnectionMemory: int64(cfg.MaxConnectionMemory),
+		ReassemblyTimeout: cfg.ReassemblyTimeout,
 	})
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -222,4 +226,18 @@ func devCerts(args []string) int {
 	fmt.Printf("client: fila --ca %s --cert %s --key %s queue list\n",
 		filepath.Join(d, certs.DevCA), filepath.Join(d, certs.DevClientCert), filepath.Join(d, certs.DevClientKey))
 	return 0
+}
+
+// memoryBudget is the server-wide budget of client-held memory, nil when accounting is off.
+func memoryBudget(cfg config.Config, log *slog.Logger) *membudget.Budget {
+	if !cfg.MemoryAccounting {
+		log.Warn("memory accounting is off: clients can make the server hold unbounded memory")
+		return nil
+	}
+	limit := int64(cfg.MemoryBudget)
+	if limit == 0 {
+		limit = membudget.DefaultLimit()
+	}
+	log.Info("client memory budget", "bytes", limit, "per_connection", int64(cfg.MaxConnectionMemory))
+	return membudget.New(limit)
 }
