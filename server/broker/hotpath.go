@@ -38,6 +38,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 	c := queuelog.Enqueue{Lane: l, At: now, Messages: make([]queuelog.LogMessage, 0, len(items))}
 	var dedupUntil int64 // computed once per batch, when a message has an identity
 	var batchIDs map[queuegroup.Identity]engine.MsgID
+	var idents []byte // the batch's identities, one allocation for all
 	for _, it := range items {
 		m, attrs, code := a.classify(l, it.msg, len(it.body.payload))
 		if code != CodeOk {
@@ -71,8 +72,10 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 			}
 			if batchIDs == nil {
 				batchIDs = map[queuegroup.Identity]engine.MsgID{}
+				idents = make([]byte, 0, len(hash)*len(items))
 			}
-			ident = hash[:]
+			idents = append(idents, hash[:]...)
+			ident = idents[len(idents)-len(hash):]
 		}
 		id := a.b.ids.next(now)
 		if keyed {

@@ -253,7 +253,11 @@ func (k Key) Identity(s *Subject) (id Identity, ok bool) {
 // IdempotencyIdentity is the identity of a message whose queue has no dedup key: its producer's
 // idempotency key alone (the same as a key of one IdempotencyKey part).
 func IdempotencyIdentity(idempotencyKey string) Identity {
-	return identityOf(string(appendField(nil, idempotencyKey)))
+	var buf [128]byte // most keys fit: no allocation on the enqueue path
+	sum := sha256.Sum256(appendField(buf[:0], idempotencyKey))
+	var id Identity
+	copy(id[:], sum[:])
+	return id
 }
 
 func identityOf(encoded string) Identity {

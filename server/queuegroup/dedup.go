@@ -1,16 +1,19 @@
 package queuegroup
 
 import (
-	"container/heap"
+	"bytes"
 
 	"github.com/filamq/fila/server/engine"
 )
 
 // dedupMemory remembers, for the deduplication window, the identity of each message a group
-// accepted; expiry runs through a heap ordered by expiry time, so forgetting needs no scan.
+// accepted; expiry runs through a binary min-heap ordered by expiry time, so forgetting needs no
+// scan and costs O(log n) per identity. Memory is one map entry and one heap item per identity
+// remembered (an identity remembered again after its window has two heap items until the older
+// one is popped).
 type dedupMemory struct {
 	ids   map[Identity]dedupEntry
-	order dedupHeap
+	order []dedupItem // min-heap by (until, identity)
 }
 
 type dedupEntry struct {
@@ -23,29 +26,52 @@ type dedupItem struct {
 	id    Identity
 }
 
-type dedupHeap []dedupItem
-
-func (h dedupHeap) Len() int { return len(h) }
-func (h dedupHeap) Less(i, j int) bool {
-	if h[i].until != h[j].until {
-		return h[i].until < h[j].until
+func (a *dedupItem) less(b *dedupItem) bool {
+	if a.until != b.until {
+		return a.until < b.until
 	}
-	return string(h[i].id[:]) < string(h[j].id[:])
-}
-func (h dedupHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
-func (h *dedupHeap) Push(x any)   { *h = append(*h, x.(dedupItem)) }
-func (h *dedupHeap) Pop() any {
-	old := *h
-	it := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return it
+	return bytes.Compare(a.id[:], b.id[:]) < 0
 }
 
 func newDedupMemory() dedupMemory { return dedupMemory{ids: map[Identity]dedupEntry{}} }
 
 func (d *dedupMemory) remember(ident Identity, id engine.MsgID, until int64) {
 	d.ids[ident] = dedupEntry{id: id, until: until}
-	heap.Push(&d.order, dedupItem{until: until, id: ident})
+	h := append(d.order, dedupItem{until: until, id: ident})
+	for i := len(h) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !h[i].less(&h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	d.order = h
+}
+
+// pop removes the earliest item of the heap.
+func (d *dedupMemory) pop() dedupItem {
+	h := d.order
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h = h[:last]
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(h) {
+			break
+		}
+		if r := c + 1; r < len(h) && h[r].less(&h[c]) {
+			c = r
+		}
+		if !h[c].less(&h[i]) {
+			break
+		}
+		h[i], h[c] = h[c], h[i]
+		i = c
+	}
+	d.order = h
+	return top
 }
 
 func (d *dedupMemory) lookup(ident Identity, now int64) (engine.MsgID, bool) {
@@ -59,18 +85,21 @@ func (d *dedupMemory) lookup(ident Identity, now int64) (engine.MsgID, bool) {
 // forget drops identities remembered until at or before at and returns how many.
 func (d *dedupMemory) forget(at int64) int {
 	n := 0
-	for d.order.Len() > 0 && d.order[0].until <= at {
-		it := heap.Pop(&d.order).(dedupItem)
+	for len(d.order) > 0 && d.order[0].until <= at {
+		it := d.pop()
 		if e, ok := d.ids[it.id]; ok && e.until == it.until {
 			delete(d.ids, it.id)
 			n++
 		}
 	}
+	if len(d.order) == 0 && cap(d.order) > 1024 {
+		d.order = nil // a drained window gives its memory back
+	}
 	return n
 }
 
 func (d *dedupMemory) next() (int64, bool) {
-	if d.order.Len() == 0 {
+	if len(d.order) == 0 {
 		return 0, false
 	}
 	return d.order[0].until, true

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,11 @@ type runner struct {
 
 // newQueue creates a fresh queue for one workload.
 func (r *runner) newQueue(prefix string) (string, error) {
+	return r.newQueueWith(prefix, fibp.CreateQueue{})
+}
+
+// newQueueWith creates a fresh queue with the settings of cfg (its name is chosen here).
+func (r *runner) newQueueWith(prefix string, cfg fibp.CreateQueue) (string, error) {
 	r.queues++
 	name := fmt.Sprintf("%s-%d", prefix, r.queues)
 	c, err := fibpconn.Dial(r.srv.addr)
@@ -31,7 +37,8 @@ func (r *runner) newQueue(prefix string) (string, error) {
 		return "", err
 	}
 	defer c.Close()
-	res, err := c.Call(&fibp.CreateQueue{Name: name})
+	cfg.Name = name
+	res, err := c.Call(&cfg)
 	if err != nil {
 		return "", err
 	}
@@ -53,6 +60,8 @@ type load struct {
 	consumers int    // 0 = produce only
 	credit    uint32 // per consumer
 	limit     int64  // stop producing after this many messages (0 = no limit)
+	groups    int    // values of the "group" header, assigned round-robin (0 = no header)
+	unique    bool   // every message carries an idempotency key of its own
 }
 
 // counters are updated by the load goroutines.
@@ -134,6 +143,12 @@ func produceLoop(c *fibpconn.Conn, l load, ct *counters, payload []byte, p int, 
 				if len(l.weights) > 0 {
 					m.Weight = wire.Some(uint32(l.weights[k]))
 				}
+			}
+			if l.groups > 0 {
+				m.Headers = map[string]string{"group": strconv.Itoa(seq % l.groups)}
+			}
+			if l.unique {
+				m.IdempotencyKey = wire.Some(strconv.Itoa(p) + "-" + strconv.Itoa(seq))
 			}
 			seq++
 			req.Messages[i] = m
