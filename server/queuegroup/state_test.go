@@ -67,6 +67,9 @@ func (l *leader) step(t *rapid.T) {
 		for range rapid.IntRange(1, 4).Draw(t, "n") {
 			m := queuelog.LogMessage{ID: wire.UUID(l.id()), FairnessKey: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key"),
 				Weight: uint32(rapid.IntRange(1, 3).Draw(t, "w")), NotBefore: l.now + rapid.Int64Range(0, 20).Draw(t, "delay")}
+			if g := rapid.IntRange(0, 3).Draw(t, "group"); g > 0 && lane == LaneQueue {
+				m.Grouped, m.Group = true, []byte{byte(g)}
+			}
 			if rapid.Bool().Draw(t, "attributed") {
 				m.Attributes = map[string]string{"tier": rapid.SampledFrom([]string{"gold", "free"}).Draw(t, "tier")}
 			}
