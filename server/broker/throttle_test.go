@@ -1,0 +1,263 @@
+package broker
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/filamq/fila/server/keys"
+	"github.com/filamq/fila/server/throttle"
+)
+
+// throttleSink records one subscription's deliveries.
+type throttleSink struct {
+	mu  sync.Mutex
+	got []Delivery
+}
+
+func (k *throttleSink) Subscribed(uint32, string) {}
+
+func (k *throttleSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
+	k.mu.Lock()
+	k.got = append(k.got, ds...)
+	k.mu.Unlock()
+	if onWritten != nil {
+		onWritten()
+	}
+	return true
+}
+
+// throttleWorld is a broker on the in-memory store with the script tests' fake clock, two
+// queues, and the throttles a property run declares.
+type throttleWorld struct {
+	s     *script
+	decls map[string]ThrottleDeclaration // each name's one declaration (key, policy, limits)
+	subs  map[string]*liveSub
+	ended []*liveSub
+	next  int
+}
+
+type liveSub struct {
+	id, queue string
+	throttles []string
+	sink      *throttleSink
+}
+
+var throttleQueues = []string{"qa", "qb"}
+
+func newThrottleWorld(t *testing.T, decls map[string]ThrottleDeclaration) *throttleWorld {
+	s := newScript(t)
+	b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.b = b
+	for _, q := range throttleQueues {
+		if e := b.CreateQueue(QueueSpec{Name: q, VisibilityTimeoutMs: 3_600_000}); e != nil {
+			t.Fatal(e)
+		}
+	}
+	return &throttleWorld{s: s, decls: decls, subs: map[string]*liveSub{}}
+}
+
+func (w *throttleWorld) advance(d time.Duration) {
+	w.s.mu.Lock()
+	w.s.now = w.s.now.Add(d)
+	for _, t := range w.s.timers {
+		t.fireBy(w.s.now)
+	}
+	w.s.mu.Unlock()
+	w.s.settled()
+}
+
+// deliveries waits until every round has handed its deliveries over and returns them per
+// subscription, ended ones included.
+func (w *throttleWorld) deliveries() []*liveSub {
+	w.s.settled()
+	for _, a := range w.s.actors() {
+		a.drain()
+	}
+	all := slices.Clone(w.ended)
+	for _, ls := range w.subs {
+		all = append(all, ls)
+	}
+	return all
+}
+
+// checkWindows asserts the exactness of every throttle: for each bucket, over the deliveries to
+// the subscriptions declaring the throttle, no window of W ms holds more than N deliveries, for
+// every limit (the same limits are declared everywhere, so they are effective throughout).
+func (w *throttleWorld) checkWindows(t *rapid.T) {
+	type bucketRef struct {
+		name string
+		b    throttle.BucketKey
+	}
+	times := map[bucketRef][]int64{}
+	for _, ls := range w.deliveries() {
+		ls.sink.mu.Lock()
+		got := slices.Clone(ls.sink.got)
+		ls.sink.mu.Unlock()
+		for _, name := range ls.throttles {
+			d := w.decls[name]
+			for _, m := range got {
+				subj := keys.Subject{Headers: m.Headers, FairnessKey: m.FairnessKey}
+				b, throttled := bucketOf(d, &subj)
+				if throttled {
+					ref := bucketRef{name, b}
+					times[ref] = append(times[ref], m.LeasedAt)
+				}
+			}
+		}
+	}
+	for ref, ts := range times {
+		slices.Sort(ts)
+		for _, l := range w.decls[ref.name].Limits {
+			n := int(l.Max)
+			for i := 0; i+n < len(ts); i++ {
+				if span := ts[i+n] - ts[i]; span < int64(l.WindowMs) {
+					t.Fatalf("throttle %s bucket %q: %d deliveries within %d ms, limit %v (times %v)",
+						ref.name, ref.b.Group, n+1, span, l, ts[i:i+n+1])
+				}
+			}
+		}
+	}
+}
+
+func bucketOf(d ThrottleDeclaration, s *keys.Subject) (throttle.BucketKey, bool) {
+	if len(d.Key) == 0 {
+		return throttle.BucketKey{}, true
+	}
+	if g, ok := d.Key.Group(s); ok {
+		return throttle.BucketKey{Group: g}, true
+	}
+	return throttle.BucketKey{Missing: true}, d.WhenKeyMissing == throttle.SharedBucket
+}
+
+// TestThrottlePropertyAcrossQueues drives random subscriptions (declaring random sets of three
+// throttles, on two queues), enqueues, acks and time through the broker with a fake clock, and
+// checks that no bucket of any throttle ever holds more than N deliveries in a window of W.
+func TestThrottlePropertyAcrossQueues(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		limits := func(label string) []ThrottleLimit {
+			l := ThrottleLimit{Max: rapid.Uint64Range(1, 6).Draw(rt, label+" max"), WindowMs: rapid.Uint64Range(1, 1500).Draw(rt, label+" window")}
+			if !rapid.Bool().Draw(rt, label+" two limits") {
+				return []ThrottleLimit{l}
+			}
+			return []ThrottleLimit{l, {Max: l.Max*2 + 1, WindowMs: l.WindowMs * 3}}
+		}
+		decls := map[string]ThrottleDeclaration{
+			"global":   {Name: "global", Limits: limits("global")},
+			"merchant": {Name: "merchant", Limits: limits("merchant"), Key: keys.Key{{Kind: keys.Header, Name: "m"}}, WhenKeyMissing: throttle.Policy(rapid.IntRange(0, 1).Draw(rt, "policy"))},
+			"tenant":   {Name: "tenant", Limits: limits("tenant"), Key: keys.Key{{Kind: keys.FairnessKey}}},
+		}
+		w := newThrottleWorld(t, decls)
+		defer w.s.close()
+		rt.Repeat(map[string]func(*rapid.T){
+			"subscribe": func(rt *rapid.T) {
+				w.next++
+				ls := &liveSub{id: fmt.Sprintf("c%d", w.next), queue: rapid.SampledFrom(throttleQueues).Draw(rt, "queue"), sink: &throttleSink{}}
+				var ds []ThrottleDeclaration
+				for _, name := range []string{"global", "merchant", "tenant"} {
+					if rapid.Bool().Draw(rt, "declares "+name) {
+						ds = append(ds, decls[name])
+						ls.throttles = append(ls.throttles, name)
+					}
+				}
+				if e := w.s.b.Subscribe(Subscription{Queue: ls.queue, ConsumerID: ls.id, Throttles: ds}, ls.sink); e != nil {
+					rt.Fatal(e)
+				}
+				w.subs[ls.id] = ls
+				w.s.settled()
+			},
+			"unsubscribe": func(rt *rapid.T) {
+				if len(w.subs) == 0 {
+					return
+				}
+				ids := make([]string, 0, len(w.subs))
+				for id := range w.subs {
+					ids = append(ids, id)
+				}
+				slices.Sort(ids)
+				ls := w.subs[rapid.SampledFrom(ids).Draw(rt, "victim")]
+				w.s.b.Unsubscribe(ls.queue, ls.id)
+				delete(w.subs, ls.id)
+				w.ended = append(w.ended, ls)
+				w.s.settled()
+			},
+			"enqueue": func(rt *rapid.T) {
+				var msgs []Message
+				for range rapid.IntRange(1, 8).Draw(rt, "n") {
+					m := Message{Queue: rapid.SampledFrom(throttleQueues).Draw(rt, "queue"), Payload: []byte("x"),
+						FairnessKey: rapid.SampledFrom([]string{"t1", "t2"}).Draw(rt, "tenant")}
+					if h := rapid.SampledFrom([]string{"", "m1", "m2"}).Draw(rt, "merchant"); h != "" {
+						m.Headers = map[string]string{"m": h}
+					}
+					msgs = append(msgs, m)
+				}
+				done := make(chan struct{})
+				w.s.b.Enqueue(msgs, func([]EnqueueResult, *Error) { close(done) })
+				<-done
+				w.s.settled()
+			},
+			"ack": func(rt *rapid.T) {
+				for _, ls := range w.subs {
+					ls.sink.mu.Lock()
+					var items []AckItem
+					for _, d := range ls.sink.got {
+						items = append(items, AckItem{Queue: d.Queue, ID: d.ID})
+					}
+					ls.sink.mu.Unlock()
+					done := make(chan struct{})
+					w.s.b.Ack(items, func([]Code, *Error) { close(done) })
+					<-done
+				}
+				w.s.settled()
+			},
+			"advance": func(rt *rapid.T) {
+				w.advance(time.Duration(rapid.Int64Range(0, 700).Draw(rt, "ms")) * time.Millisecond)
+			},
+		})
+		w.checkWindows(rt)
+	})
+}
+
+// A saturated throttle on a backlog delivers exactly N per window, window after window, with the
+// fake clock: the achieved rate is N/W.
+func TestThrottleSaturatedBacklogAchievesTheLimit(t *testing.T) {
+	w := newThrottleWorld(t, nil)
+	defer w.s.close()
+	msgs := make([]Message, 200)
+	for i := range msgs {
+		msgs[i] = Message{Queue: "qa", Payload: []byte("x")}
+	}
+	done := make(chan struct{})
+	w.s.b.Enqueue(msgs, func([]EnqueueResult, *Error) { close(done) })
+	<-done
+	sink := &throttleSink{}
+	d := ThrottleDeclaration{Name: "api", Limits: []ThrottleLimit{{Max: 10, WindowMs: 1000}}}
+	if e := w.s.b.Subscribe(Subscription{Queue: "qa", ConsumerID: "c", Throttles: []ThrottleDeclaration{d}}, sink); e != nil {
+		t.Fatal(e)
+	}
+	for range 100 {
+		w.advance(100 * time.Millisecond)
+	}
+	w.deliveries()
+	sink.mu.Lock()
+	n := len(sink.got)
+	sink.mu.Unlock()
+	// 10 s of fake time after the first window opened: 10 windows of 10, and the 10 at the start.
+	if n != 110 {
+		t.Fatalf("%d deliveries in 10 s at 10/s (plus the first window), want 110", n)
+	}
+	st, e := w.s.b.GetStats("qa")
+	if e != nil || st.Throttled != 90 {
+		t.Fatalf("throttled %d (%v), want 90", st.Throttled, e)
+	}
+}
