@@ -16,10 +16,11 @@ import (
 )
 
 type consumeFlags struct {
-	ack    bool
-	count  int
-	credit uint32
-	wait   duration
+	throttles []string
+	ack       bool
+	count     int
+	credit    uint32
+	wait      duration
 }
 
 func (a *app) consumeCommand() *cobra.Command {
@@ -37,6 +38,7 @@ func (a *app) consumeCommand() *cobra.Command {
 	fs.IntVarP(&f.count, "count", "n", 0, "stop after this many deliveries (0 = no limit)")
 	fs.Uint32Var(&f.credit, "credit", 0, "most unacked deliveries at once (default: --count, at most 256)")
 	fs.DurationVar(&f.wait.Duration, "wait", 0, "stop when nothing arrives for this long (0 = wait forever)")
+	fs.StringArrayVar(&f.throttles, "throttle", nil, "declare a throttle: NAME=N/WINDOW[,N/WINDOW…][;key=KEY][;missing=unthrottled] (repeatable)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error { return a.consume(cmd, args[0], f) }
 	return cmd
 }
@@ -52,6 +54,14 @@ func (a *app) consume(cmd *cobra.Command, queue string, f consumeFlags) error {
 			credit = uint32(f.count) // never lease more than will be printed
 		}
 	}
+	var throttles []fila.Throttle
+	for _, s := range f.throttles {
+		th, err := fila.ParseThrottle(s)
+		if err != nil {
+			return usageError{err}
+		}
+		throttles = append(throttles, th)
+	}
 	c, ctx, cancel, err := a.request(cmd)
 	if err != nil {
 		return err
@@ -60,7 +70,7 @@ func (a *app) consume(cmd *cobra.Command, queue string, f consumeFlags) error {
 	// --count it asks for that many deliveries in all: the acks must not earn credit for
 	// messages it will not print (their leases would expire as failed attempts).
 	cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: credit, DisableLeaseKeepAlive: true,
-		MaxDeliveries: uint64(f.count)})
+		MaxDeliveries: uint64(f.count), Throttles: throttles})
 	cancel()
 	if err != nil {
 		return err

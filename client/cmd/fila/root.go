@@ -57,7 +57,8 @@ func (a *app) rootCommand() *cobra.Command {
 	a.timeout.Duration = 10 * time.Second
 	pf.DurationVar(&a.timeout.Duration, "timeout", a.timeout.Duration, "time limit for connecting and for each request")
 	root.AddCommand(a.queueCommand(), a.enqueueCommand(), a.consumeCommand(), a.redriveCommand(),
-		a.configCommand(), a.clusterCommand(), a.keyCommand(), a.aclCommand(), a.riftCommand(), a.versionCommand(), a.ackCommand(), a.nackCommand())
+		a.configCommand(), a.clusterCommand(), a.keyCommand(), a.aclCommand(), a.riftCommand(), a.versionCommand(), a.ackCommand(), a.nackCommand(),
+		a.throttleCommand())
 	a.completeQueueArgs(root)
 	return root
 }
