@@ -17,9 +17,11 @@ package engine
 // Throttles: a head that the Admission refuses is parked with its class (park.go); the messages
 // behind it are in no FIFO, so a throttled head holds its group with no further work.
 //
-// Memory: a group costs one groupState and one map entry while it has stored messages and
-// nothing once its last message is gone; a grouped message costs 12 bytes of links in a side
-// table (allocated per slab chunk, only for chunks that hold grouped messages).
+// Memory: a group costs one groupState (32 bytes), one map entry and its name while it has
+// stored messages, and nothing once its last message is gone (its slot is reused; the tables
+// keep their high-water size until the queue has no group left, then are dropped); a grouped
+// message costs 12 bytes of links in a side table (allocated per slab chunk, only for chunks
+// that hold grouped messages).
 
 // groupState is one ordering group with stored messages: its members in enqueue order.
 type groupState struct {
@@ -143,8 +145,8 @@ func (q *Queue) leaveGroup(slot uint32, r *rec) uint32 {
 	if gs.n == 0 {
 		delete(g.idx, gs.name)
 		*gs = groupState{}
-		if len(g.idx) == 0 {
-			g.list, g.free, g.links = g.list[:0], g.free[:0], nil
+		if len(g.idx) == 0 { // the last group is gone: give the tables back (a Go map never shrinks)
+			g.idx, g.list, g.free, g.links = nil, nil, nil, nil
 		} else {
 			g.free = append(g.free, gi)
 		}

@@ -438,3 +438,50 @@ func TestPropertyOrderingGroups(t *testing.T) {
 		t.Fatalf("vacuous: %d restarts, %d grouped first deliveries", restarts, firsts)
 	}
 }
+
+// BenchmarkLifecycleGroups is BenchmarkLifecycle on one fairness key with the messages spread
+// over ordering groups (groups=0: unordered), a standing backlog of 100,000 messages.
+func BenchmarkLifecycleGroups(b *testing.B) {
+	for _, ng := range []int{0, 10_000} {
+		b.Run(fmt.Sprintf("groups=%d", ng), func(b *testing.B) {
+			names := make([]string, max(ng, 1))
+			for i := range names {
+				names[i] = fmt.Sprint("g", i)
+			}
+			at := func(n int) Message {
+				m := Message{ID: mid(uint64(n))}
+				if ng > 0 {
+					m.Group, m.Grouped = names[n%ng], true
+				}
+				return m
+			}
+			q := newTestQueue(b, DefaultConfig())
+			must(b, q.Subscribe("c", 0))
+			const backlog = 100_000
+			batch := make([]Message, 64)
+			next := 0
+			for next < backlog {
+				for i := range batch {
+					batch[i] = at(next)
+					next++
+				}
+				enqueue(b, q, 1, batch...)
+			}
+			dst := make([]Lease, 0, 64)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for done := 0; done < b.N; done += len(dst) {
+				for i := range batch {
+					batch[i] = at(next)
+					next++
+				}
+				enqueue(b, q, 2, batch...)
+				dst = q.Dispatch(2, len(batch), dst[:0])
+				for _, l := range dst {
+					must(b, q.ApplyAck(Ack{ID: l.ID, At: 2}))
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+		})
+	}
+}
