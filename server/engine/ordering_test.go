@@ -485,3 +485,29 @@ func BenchmarkLifecycleGroups(b *testing.B) {
 		})
 	}
 }
+
+// A hold (fast-durability takeover) holds group heads only; its release makes them ready again,
+// and the messages behind them keep waiting.
+func TestOrderingHoldHoldsHeads(t *testing.T) {
+	q := newTestQueue(t, DefaultConfig())
+	must(t, q.Subscribe("c", 0))
+	enqueue(t, q, 1, gmsg(1, "a", ""), gmsg(2, "a", ""), gmsg(3, "b", ""))
+	q.Hold(1, 100)
+	if err := checkInvariants(q); err != nil {
+		t.Fatal(err)
+	}
+	if got := dispatchIDs(t, q, 50, 10); len(got) != 0 || q.Held() != 2 {
+		t.Fatalf("during the hold: delivered %v, %d held; want nothing, 2 held", got, q.Held())
+	}
+	// An ExtendLease of a held head leases it; its group stays blocked.
+	e, err := q.DecideExtend(mid(1), 60, 1000)
+	must(t, err)
+	e.Consumer = "c"
+	must(t, q.ApplyExtend(e))
+	if got, want := dispatchIDs(t, q, 100, 10), ids(3); !slices.Equal(got, want) {
+		t.Fatalf("after the hold: %v, want %v", got, want)
+	}
+	if s := q.Stats(); s.BlockedGroups != 2 {
+		t.Fatalf("stats %+v, want both groups blocked", s)
+	}
+}
