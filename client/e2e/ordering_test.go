@@ -33,6 +33,8 @@ func TestOrderingGroups(t *testing.T) {
 	c := dial(t, s.addr)
 	ctx := testCtx(t)
 	q := createQueue(t, c, byAccount(fibp.WhenOrderingKeyMissingReject))
+	dq := createQueue(t, c, fila.QueueConfig{DedupKey: fila.Key{fila.HeaderPart("order")}})
+	orig := enqueue(t, c, fila.Message{Queue: dq, Payload: []byte("o"), Headers: map[string]string{"order": "7"}})[0]
 
 	delayed := accountMsg(q, "b", "b1")
 	delayed.Delay = time.Hour
@@ -69,6 +71,10 @@ func TestOrderingGroups(t *testing.T) {
 
 	s.restart(t)
 	c = dial(t, s.addr)
+	if res, err := c.Enqueue(ctx, fila.Message{Queue: dq, Payload: []byte("again"), Headers: map[string]string{"order": "7"}}); err != nil ||
+		res[0].Err != nil || !res[0].Duplicate || res[0].ID != orig {
+		t.Errorf("dedup after the restart: %+v, %v; want a duplicate of %v", res, err, orig)
+	}
 	cons = consume(t, c, q, fila.ConsumeOptions{MaxUnacked: 10, DisableLeaseKeepAlive: true})
 	d := next(t, cons) // a2's lease runs out; a3 must not come first
 	if string(d.Payload) != "a2" || d.AttemptCount != 2 {
