@@ -55,13 +55,14 @@ type load struct {
 	window    int // Enqueue frames in flight per producer
 	batch     int // messages per Enqueue frame
 	payload   int
-	keys      int    // fairness keys, assigned round-robin (0 = none given)
-	weights   []int  // per key, when set
-	consumers int    // 0 = produce only
-	credit    uint32 // per consumer
-	limit     int64  // stop producing after this many messages (0 = no limit)
-	groups    int    // values of the "group" header, assigned round-robin (0 = no header)
-	unique    bool   // every message carries an idempotency key of its own
+	keys      int                        // fairness keys, assigned round-robin (0 = none given)
+	weights   []int                      // per key, when set
+	consumers int                        // 0 = produce only
+	credit    uint32                     // per consumer
+	limit     int64                      // stop producing after this many messages (0 = no limit)
+	groups    int                        // values of the "group" header, assigned round-robin (0 = no header)
+	unique    bool                       // every message carries an idempotency key of its own
+	throttles []fibp.ThrottleDeclaration // declared by every consumer
 }
 
 // counters are updated by the load goroutines.
@@ -198,7 +199,7 @@ func consumeLoop(c *fibpconn.Conn, l load, ct *counters, _ int) error {
 		c.Credit(sub, uint32(n))
 	}
 	var err error
-	sub, err = c.Consume(l.queue, l.credit, onDelivery)
+	sub, err = c.ConsumeWith(&fibp.Consume{Queue: l.queue, Credit: l.credit, Throttles: l.throttles}, onDelivery)
 	close(ready)
 	return err
 }

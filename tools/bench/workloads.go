@@ -24,6 +24,7 @@ var workloads = []workload{
 	{"keys", "lifecycle throughput with 1, 10, 1,000 and 10,000 fairness keys; DRR overhead", benchKeys},
 	{"fairness", "delivery shares with weights 1:2:3:4:5 over a backlog", benchFairness},
 	{"ordering", "lifecycle throughput with 10,000 ordering groups vs an unordered queue", benchOrdering},
+	{"throttle", "lifecycle throughput with a throttle that never binds (one bucket, 10,000 buckets) vs none; a saturated bucket's rate vs its limit", benchThrottle},
 	{"dedup", "batched enqueue with deduplication on (an idempotency key per message) vs off", benchDedup},
 	{"memory", "server RSS idle and with a backlog of 1 KB messages", benchMemory},
 	{"queues", "idle queues: creation rate, RSS and idle CPU, restart time", benchQueues},

@@ -177,13 +177,19 @@ func (c *Conn) Call(f fibp.Frame) (fibp.Frame, error) {
 // Consume subscribes; onDelivery runs on the reader goroutine and must not keep the Delivery
 // (its slices alias the read buffer). It returns the subscription's request ID for Credit.
 func (c *Conn) Consume(queue string, credit uint32, onDelivery func(*fibp.Delivery)) (uint32, error) {
+	return c.ConsumeWith(&fibp.Consume{Queue: queue, Credit: credit}, onDelivery)
+}
+
+// ConsumeWith is Consume with every field of the request (throttle declarations).
+func (c *Conn) ConsumeWith(req *fibp.Consume, onDelivery func(*fibp.Delivery)) (uint32, error) {
+	queue := req.Queue
 	id := c.id()
 	c.mu.Lock()
 	c.subs[id] = onDelivery
 	ch := make(chan fibp.Frame, 1)
 	c.pending[id] = func(f fibp.Frame, _ error) { ch <- f }
 	c.mu.Unlock()
-	if err := c.send(id, &fibp.Consume{Queue: queue, Credit: credit}); err != nil {
+	if err := c.send(id, req); err != nil {
 		return 0, err
 	}
 	select {
