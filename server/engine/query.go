@@ -120,7 +120,8 @@ type Stats struct {
 	// InFlight counts leased messages.
 	InFlight uint64
 	// Delayed counts messages not yet eligible for delivery (enqueue delay or retry delay), as
-	// of the last promotion (Advance, Dispatch or a timed command).
+	// of the last promotion (Advance, Dispatch or a timed command). On an ordered queue only
+	// group heads are counted: a message behind its head waits for it whatever its own delay.
 	Delayed uint64
 	// Held counts ready messages kept from delivery by Hold (live state; zero after a replay
 	// or restore).
