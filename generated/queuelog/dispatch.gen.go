@@ -28,6 +28,8 @@ var (
 	_ Frame = (*Configure)(nil)
 	_ Frame = (*Forget)(nil)
 	_ Frame = (*Fence)(nil)
+	_ Frame = (*Reclassify)(nil)
+	_ Frame = (*RedriveClassified)(nil)
 	_ Frame = (*PutQueue)(nil)
 	_ Frame = (*DropQueue)(nil)
 	_ Frame = (*SetConfig)(nil)
@@ -66,6 +68,10 @@ func New(op Opcode) Frame {
 		return new(Forget)
 	case OpFence:
 		return new(Fence)
+	case OpReclassify:
+		return new(Reclassify)
+	case OpRedriveClassified:
+		return new(RedriveClassified)
 	case OpPutQueue:
 		return new(PutQueue)
 	case OpDropQueue:

@@ -54,7 +54,7 @@ func (x *Enqueue) DecodeFrom(r *wire.Reader) {
 	x.Lane = Lane(r.U8())
 	x.At = r.I64()
 	{
-		n0 := r.Count(4, 55)
+		n0 := r.Count(4, 56)
 		if cap(x.Messages) >= n0 {
 			x.Messages = x.Messages[:n0]
 		} else {
@@ -134,6 +134,10 @@ type LogMessage struct {
 	// Group: Its ordering group: the encoded value of the queue's ordering key; empty for a queue that
 	// is one group.
 	Group []byte
+
+	// Unclassified: Its on_enqueue failed on a parking queue: it is stored parked, with the producer's
+	// fairness key, weight and delay, ungrouped.
+	Unclassified bool
 }
 
 // Size returns the number of bytes AppendTo appends.
@@ -158,6 +162,7 @@ func (x *LogMessage) Size() int {
 	}
 	n += 1
 	n += 4 + len(x.Group)
+	n += 1
 	return n
 }
 
@@ -189,6 +194,7 @@ func (x *LogMessage) AppendTo(b []byte) []byte {
 	}
 	b = wire.AppendBool(b, x.Grouped)
 	b = wire.AppendBytes32(b, x.Group)
+	b = wire.AppendBool(b, x.Unclassified)
 	return b
 }
 
@@ -228,6 +234,7 @@ func (x *LogMessage) DecodeFrom(r *wire.Reader) {
 	}
 	x.Grouped = r.Bool()
 	x.Group = r.Bytes(r.Len32(2147483647))
+	x.Unclassified = r.Bool()
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
@@ -905,6 +912,283 @@ func (x *Fence) Decode(body []byte) error {
 			Err:    err,
 			Opcode: OpFence,
 		}
+	}
+	return nil
+}
+
+// Reclassify: opcode 0x0a, either direction.
+// The outcome of running on_enqueue again on parked messages of the queue lane at time at (after
+// a script change or on the reclassification interval): classified ones are scheduled with
+// their classification, failed ones count a try, and those out of tries move to the
+// dead-letter lane unclassified, with error as their last error.
+type Reclassify struct {
+	// At: Unix ms of the classification.
+	At int64
+
+	// Items: The parked messages tried, in enqueue order.
+	Items []Reclassified
+}
+
+// Opcode returns OpReclassify.
+func (*Reclassify) Opcode() Opcode {
+	return OpReclassify
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Reclassify) Size() int {
+	n := 0
+	n += 8
+	n += 4
+	for i0 := range x.Items {
+		n += x.Items[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Reclassify) AppendTo(b []byte) []byte {
+	b = wire.AppendI64(b, x.At)
+	b = wire.AppendCount(b, 4, len(x.Items))
+	for i0 := range x.Items {
+		b = x.Items[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Reclassify) DecodeFrom(r *wire.Reader) {
+	x.At = r.I64()
+	{
+		n0 := r.Count(4, 42)
+		if cap(x.Items) >= n0 {
+			x.Items = x.Items[:n0]
+		} else {
+			x.Items = make([]Reclassified, n0)
+		}
+		for i0 := range x.Items {
+			x.Items[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Reclassify) Check() error {
+	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
+		return wire.AtField("items", -1, err)
+	}
+	for i0 := range x.Items {
+		if err := x.Items[i0].Check(); err != nil {
+			return wire.AtField("items", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Reclassify) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpReclassify,
+		}
+	}
+	return nil
+}
+
+// Reclassified: The parked messages tried, in enqueue order.
+type Reclassified struct {
+	// ID: The message.
+	ID wire.UUID
+
+	// Outcome: classified, failed or dead_letter.
+	Outcome ClassOutcome
+
+	// Class: Its classification (classified only).
+	Class Classification
+
+	// Error: The script's error (failed and dead_letter).
+	Error string
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Reclassified) Size() int {
+	n := 0
+	n += 16
+	n += 1
+	n += x.Class.Size()
+	n += 4 + len(x.Error)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Reclassified) AppendTo(b []byte) []byte {
+	b = wire.AppendUUID(b, x.ID)
+	b = wire.AppendU8(b, uint8(x.Outcome))
+	b = x.Class.AppendTo(b)
+	b = wire.AppendString32(b, x.Error)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Reclassified) DecodeFrom(r *wire.Reader) {
+	x.ID = r.UUID()
+	x.Outcome = ClassOutcome(r.U8())
+	x.Class.DecodeFrom(r)
+	x.Error = r.String(r.Len32(2147483647), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Reclassified) Check() error {
+	if err := x.Class.Check(); err != nil {
+		return wire.AtField("class", -1, err)
+	}
+	if err := wire.CheckString(x.Error, 2147483647, false); err != nil {
+		return wire.AtField("error", -1, err)
+	}
+	return nil
+}
+
+// RedriveClassified: opcode 0x0b, either direction.
+// Redrive with reclassification: moves messages from the dead-letter lane back to the queue
+// lane at time at, as Redrive does, each as its outcome says: as it is (keep), with the
+// classification on_enqueue gave it now (classified), or parked because on_enqueue failed on a
+// parking queue (park).
+type RedriveClassified struct {
+	// At: Unix ms of the redrive.
+	At int64
+
+	// Items: The redriven messages, oldest first.
+	Items []Redriven
+}
+
+// Opcode returns OpRedriveClassified.
+func (*RedriveClassified) Opcode() Opcode {
+	return OpRedriveClassified
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *RedriveClassified) Size() int {
+	n := 0
+	n += 8
+	n += 4
+	for i0 := range x.Items {
+		n += x.Items[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *RedriveClassified) AppendTo(b []byte) []byte {
+	b = wire.AppendI64(b, x.At)
+	b = wire.AppendCount(b, 4, len(x.Items))
+	for i0 := range x.Items {
+		b = x.Items[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *RedriveClassified) DecodeFrom(r *wire.Reader) {
+	x.At = r.I64()
+	{
+		n0 := r.Count(4, 38)
+		if cap(x.Items) >= n0 {
+			x.Items = x.Items[:n0]
+		} else {
+			x.Items = make([]Redriven, n0)
+		}
+		for i0 := range x.Items {
+			x.Items[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *RedriveClassified) Check() error {
+	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
+		return wire.AtField("items", -1, err)
+	}
+	for i0 := range x.Items {
+		if err := x.Items[i0].Check(); err != nil {
+			return wire.AtField("items", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *RedriveClassified) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpRedriveClassified,
+		}
+	}
+	return nil
+}
+
+// Redriven: The redriven messages, oldest first.
+type Redriven struct {
+	// ID: The message.
+	ID wire.UUID
+
+	// Outcome: keep, classified or park.
+	Outcome ClassOutcome
+
+	// Class: Its classification (classified only).
+	Class Classification
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Redriven) Size() int {
+	n := 0
+	n += 16
+	n += 1
+	n += x.Class.Size()
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Redriven) AppendTo(b []byte) []byte {
+	b = wire.AppendUUID(b, x.ID)
+	b = wire.AppendU8(b, uint8(x.Outcome))
+	b = x.Class.AppendTo(b)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Redriven) DecodeFrom(r *wire.Reader) {
+	x.ID = r.UUID()
+	x.Outcome = ClassOutcome(r.U8())
+	x.Class.DecodeFrom(r)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Redriven) Check() error {
+	if err := x.Class.Check(); err != nil {
+		return wire.AtField("class", -1, err)
 	}
 	return nil
 }

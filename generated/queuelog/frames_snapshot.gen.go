@@ -123,6 +123,12 @@ type SnapshotMessage struct {
 
 	// Group: Its ordering group (see Enqueue).
 	Group []byte
+
+	// Unclassified: It was never classified (parked, or dead-lettered unclassified).
+	Unclassified bool
+
+	// ClassifyTries: Failed classification tries since it was parked.
+	ClassifyTries uint32
 }
 
 // Opcode returns OpSnapshotMessage.
@@ -152,6 +158,8 @@ func (x *SnapshotMessage) Size() int {
 	}
 	n += 1
 	n += 4 + len(x.Group)
+	n += 1
+	n += 4
 	return n
 }
 
@@ -180,6 +188,8 @@ func (x *SnapshotMessage) AppendTo(b []byte) []byte {
 	}
 	b = wire.AppendBool(b, x.Grouped)
 	b = wire.AppendBytes32(b, x.Group)
+	b = wire.AppendBool(b, x.Unclassified)
+	b = wire.AppendU32(b, x.ClassifyTries)
 	return b
 }
 
@@ -212,6 +222,8 @@ func (x *SnapshotMessage) DecodeFrom(r *wire.Reader) {
 	}
 	x.Grouped = r.Bool()
 	x.Group = r.Bytes(r.Len32(2147483647))
+	x.Unclassified = r.Bool()
+	x.ClassifyTries = r.U32()
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.

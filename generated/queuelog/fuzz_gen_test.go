@@ -81,6 +81,16 @@ func FuzzFence(f *testing.F) {
 		return new(Fence)
 	}, sampleFence(1), sampleFence(2), new(Fence))
 }
+func FuzzReclassify(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(Reclassify)
+	}, sampleReclassify(1), sampleReclassify(2), new(Reclassify))
+}
+func FuzzRedriveClassified(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(RedriveClassified)
+	}, sampleRedriveClassified(1), sampleRedriveClassified(2), new(RedriveClassified))
+}
 func FuzzPutQueue(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(PutQueue)

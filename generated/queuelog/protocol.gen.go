@@ -65,6 +65,10 @@ const (
 	OpForget Opcode = 8
 	// OpFence is Fence (either direction).
 	OpFence Opcode = 9
+	// OpReclassify is Reclassify (either direction).
+	OpReclassify Opcode = 10
+	// OpRedriveClassified is RedriveClassified (either direction).
+	OpRedriveClassified Opcode = 11
 	// OpPutQueue is PutQueue (either direction).
 	OpPutQueue Opcode = 32
 	// OpDropQueue is DropQueue (either direction).
@@ -127,6 +131,10 @@ func (op Opcode) String() string {
 		return "Forget"
 	case OpFence:
 		return "Fence"
+	case OpReclassify:
+		return "Reclassify"
+	case OpRedriveClassified:
+		return "RedriveClassified"
 	case OpPutQueue:
 		return "PutQueue"
 	case OpDropQueue:
@@ -181,6 +189,10 @@ func (op Opcode) Direction() Direction {
 	case OpForget:
 		return EitherDirection
 	case OpFence:
+		return EitherDirection
+	case OpReclassify:
+		return EitherDirection
+	case OpRedriveClassified:
 		return EitherDirection
 	case OpPutQueue:
 		return EitherDirection
@@ -284,6 +296,8 @@ const (
 	StateDelayed MessageState = 2
 	// StateLeased: In flight until lease_expires_at.
 	StateLeased MessageState = 3
+	// StateUnclassified: Parked: stored after its on_enqueue failed, never delivered until classified.
+	StateUnclassified MessageState = 4
 )
 
 // String returns the spec's name of v, or MessageState(0xNN) when v is unknown.
@@ -295,6 +309,8 @@ func (v MessageState) String() string {
 		return "delayed"
 	case StateLeased:
 		return "leased"
+	case StateUnclassified:
+		return "unclassified"
 	}
 	return fmt.Sprintf("MessageState(%#x)", uint8(v))
 }
@@ -308,6 +324,8 @@ func (v MessageState) Description() string {
 		return "Waiting for not_before."
 	case StateLeased:
 		return "In flight until lease_expires_at."
+	case StateUnclassified:
+		return "Parked: stored after its on_enqueue failed, never delivered until classified."
 	}
 	return ""
 }
@@ -315,7 +333,7 @@ func (v MessageState) Description() string {
 // Known reports whether v is one of the values the spec defines.
 func (v MessageState) Known() bool {
 	switch v {
-	case StateReady, StateDelayed, StateLeased:
+	case StateReady, StateDelayed, StateLeased, StateUnclassified:
 		return true
 	}
 	return false
@@ -323,5 +341,70 @@ func (v MessageState) Known() bool {
 
 // MarshalText renders v by name, for logs and JSON.
 func (v MessageState) MarshalText() ([]byte, error) {
+	return []byte(v.String()), nil
+}
+
+// ClassOutcome: What a classification (on_enqueue run again on a stored message) did to it.
+type ClassOutcome uint8
+
+const (
+	// OutcomeKeep: Redrive only: the message goes back as it is.
+	OutcomeKeep ClassOutcome = 0
+	// OutcomeClassified: The script succeeded; the message takes its classification.
+	OutcomeClassified ClassOutcome = 1
+	// OutcomeFailed: The script failed on a parked message: one more failed try.
+	OutcomeFailed ClassOutcome = 2
+	// OutcomeDeadLetter: A parked message reached park_dead_letter_after failed tries: it moves to the
+	// dead-letter lane, unclassified.
+	OutcomeDeadLetter ClassOutcome = 3
+	// OutcomePark: Redrive only: the script failed on a parking queue; the message goes back parked.
+	OutcomePark ClassOutcome = 4
+)
+
+// String returns the spec's name of v, or ClassOutcome(0xNN) when v is unknown.
+func (v ClassOutcome) String() string {
+	switch v {
+	case OutcomeKeep:
+		return "keep"
+	case OutcomeClassified:
+		return "classified"
+	case OutcomeFailed:
+		return "failed"
+	case OutcomeDeadLetter:
+		return "dead_letter"
+	case OutcomePark:
+		return "park"
+	}
+	return fmt.Sprintf("ClassOutcome(%#x)", uint8(v))
+}
+
+// Description returns the spec's description of v, or "" when v is unknown.
+func (v ClassOutcome) Description() string {
+	switch v {
+	case OutcomeKeep:
+		return "Redrive only: the message goes back as it is."
+	case OutcomeClassified:
+		return "The script succeeded; the message takes its classification."
+	case OutcomeFailed:
+		return "The script failed on a parked message: one more failed try."
+	case OutcomeDeadLetter:
+		return "A parked message reached park_dead_letter_after failed tries: it moves to the dead-letter lane, unclassified."
+	case OutcomePark:
+		return "Redrive only: the script failed on a parking queue; the message goes back parked."
+	}
+	return ""
+}
+
+// Known reports whether v is one of the values the spec defines.
+func (v ClassOutcome) Known() bool {
+	switch v {
+	case OutcomeKeep, OutcomeClassified, OutcomeFailed, OutcomeDeadLetter, OutcomePark:
+		return true
+	}
+	return false
+}
+
+// MarshalText renders v by name, for logs and JSON.
+func (v ClassOutcome) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }

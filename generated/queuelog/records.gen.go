@@ -64,3 +64,103 @@ func (x *QueueConfig) DecodeFrom(r *wire.Reader) {
 func (*QueueConfig) Check() error {
 	return nil
 }
+
+// Classification: What on_enqueue decided for a stored message (see Enqueue for each field).
+type Classification struct {
+	// FairnessKey: The fairness key.
+	FairnessKey string
+
+	// Weight: The DRR weight (≥ 1).
+	Weight uint32
+
+	// NotBefore: Unix ms: enqueued_at plus the delay.
+	NotBefore int64
+
+	// Attributes: The attributes.
+	Attributes map[string]string
+
+	// Grouped: It belongs to the ordering group named by group.
+	Grouped bool
+
+	// Group: Its ordering group.
+	Group []byte
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Classification) Size() int {
+	n := 0
+	n += 2 + len(x.FairnessKey)
+	n += 4
+	n += 8
+	n += 2
+	for k0, v0 := range x.Attributes {
+		n += 2 + len(k0)
+		n += 2 + len(v0)
+	}
+	n += 1
+	n += 4 + len(x.Group)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Classification) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.FairnessKey)
+	b = wire.AppendU32(b, x.Weight)
+	b = wire.AppendI64(b, x.NotBefore)
+	{
+		var scratch0 [16]string
+		b = wire.AppendCount(b, 2, len(x.Attributes))
+		for _, k0 := range wire.SortedKeys(x.Attributes, &scratch0) {
+			b = wire.AppendString16(b, k0)
+			b = wire.AppendString16(b, x.Attributes[k0])
+		}
+	}
+	b = wire.AppendBool(b, x.Grouped)
+	b = wire.AppendBytes32(b, x.Group)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Classification) DecodeFrom(r *wire.Reader) {
+	x.FairnessKey = r.String(r.Len16(65535), false)
+	x.Weight = r.U32()
+	x.NotBefore = r.I64()
+	{
+		n0 := r.Count(2, 4)
+		x.Attributes = nil
+		if n0 > 0 {
+			m0 := make(map[string]string, wire.MapHint(n0))
+			for range n0 {
+				k0 := r.String(r.Len16(65535), false)
+				m0[k0] = r.String(r.Len16(65535), false)
+			}
+			x.Attributes = m0
+		}
+	}
+	x.Grouped = r.Bool()
+	x.Group = r.Bytes(r.Len32(2147483647))
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Classification) Check() error {
+	if err := wire.CheckString(x.FairnessKey, 65535, false); err != nil {
+		return wire.AtField("fairness_key", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Attributes), 65535); err != nil {
+		return wire.AtField("attributes", -1, err)
+	}
+	for k0, v0 := range x.Attributes {
+		if err := wire.CheckString(k0, 65535, false); err != nil {
+			return wire.AtField("attributes", -1, err)
+		}
+		if err := wire.CheckString(v0, 65535, false); err != nil {
+			return wire.AtField("attributes", -1, err)
+		}
+	}
+	if err := wire.CheckBytes(x.Group, 2147483647); err != nil {
+		return wire.AtField("group", -1, err)
+	}
+	return nil
+}

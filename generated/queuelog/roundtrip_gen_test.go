@@ -20,6 +20,19 @@ func sampleQueueConfig(seed int) QueueConfig {
 		VisibilityTimeoutMs: uint64(seed*37 + 21),
 	}
 }
+func sampleClassification(seed int) Classification {
+	return Classification{
+		Attributes: map[string]string{
+			"k2":                    "v2",
+			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
+		},
+		FairnessKey: fmt.Sprintf("fairness_key-%d-é", seed),
+		Group:       []byte(fmt.Sprintf("group-%d\x00\xff", seed)),
+		Grouped:     seed%2 == 1,
+		NotBefore:   int64(seed*37 + 10),
+		Weight:      uint32(seed*37 + 6),
+	}
+}
 func sampleLogMessage(seed int) LogMessage {
 	return LogMessage{
 		Attributes: map[string]string{
@@ -34,11 +47,12 @@ func sampleLogMessage(seed int) LogMessage {
 			"k2":                    "v2",
 			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
 		},
-		ID:        wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-		Identity:  []byte(fmt.Sprintf("identity-%d\x00\xff", seed)),
-		NotBefore: int64(seed*37 + 10),
-		Payload:   []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
-		Weight:    uint32(seed*37 + 6),
+		ID:           wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		Identity:     []byte(fmt.Sprintf("identity-%d\x00\xff", seed)),
+		NotBefore:    int64(seed*37 + 10),
+		Payload:      []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
+		Unclassified: seed%2 == 1,
+		Weight:       uint32(seed*37 + 6),
 	}
 }
 func sampleLogLease(seed int) LogLease {
@@ -46,6 +60,21 @@ func sampleLogLease(seed int) LogLease {
 		Consumer:  fmt.Sprintf("consumer-%d-é", seed),
 		ExpiresAt: int64(seed*37 + 10),
 		ID:        wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+	}
+}
+func sampleReclassified(seed int) Reclassified {
+	return Reclassified{
+		Class:   sampleClassification(seed),
+		Error:   fmt.Sprintf("error-%d-é", seed),
+		ID:      wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		Outcome: []ClassOutcome{OutcomeKeep, OutcomeClassified, OutcomeFailed, OutcomeDeadLetter, OutcomePark}[seed%5],
+	}
+}
+func sampleRedriven(seed int) Redriven {
+	return Redriven{
+		Class:   sampleClassification(seed),
+		ID:      wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		Outcome: []ClassOutcome{OutcomeKeep, OutcomeClassified, OutcomeFailed, OutcomeDeadLetter, OutcomePark}[seed%5],
 	}
 }
 func sampleACLPermission(seed int) ACLPermission {
@@ -145,6 +174,30 @@ func sampleFence(seed int) *Fence {
 		Seq:   uint64(seed*37 + 3),
 	}
 }
+func sampleReclassify(seed int) *Reclassify {
+	return &Reclassify{
+		At: int64(seed*37 + 2),
+		Items: func() []Reclassified {
+			var out []Reclassified
+			for seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleReclassified(seed))
+			}
+			return out
+		}(),
+	}
+}
+func sampleRedriveClassified(seed int) *RedriveClassified {
+	return &RedriveClassified{
+		At: int64(seed*37 + 2),
+		Items: func() []Redriven {
+			var out []Redriven
+			for seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleRedriven(seed))
+			}
+			return out
+		}(),
+	}
+}
 func samplePutQueue(seed int) *PutQueue {
 	return &PutQueue{Definition: []byte(fmt.Sprintf("definition-%d\x00\xff", seed))}
 }
@@ -197,6 +250,7 @@ func sampleSnapshotMessage(seed int) *SnapshotMessage {
 			"k2":                    "v2",
 			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
 		},
+		ClassifyTries:  uint32(seed*37 + 14),
 		Consumer:       fmt.Sprintf("consumer-%d-é", seed),
 		EnqueuedAt:     int64(seed*37 + 11),
 		FairnessKey:    fmt.Sprintf("fairness_key-%d-é", seed),
@@ -208,7 +262,8 @@ func sampleSnapshotMessage(seed int) *SnapshotMessage {
 		LeasedAt:       int64(seed*37 + 9),
 		NotBefore:      int64(seed*37 + 10),
 		RedriveCount:   uint32(seed*37 + 13),
-		State:          []MessageState{StateReady, StateDelayed, StateLeased}[seed%3],
+		State:          []MessageState{StateReady, StateDelayed, StateLeased, StateUnclassified}[seed%4],
+		Unclassified:   seed%2 == 1,
 		Weight:         uint32(seed*37 + 6),
 	}
 }
@@ -329,6 +384,18 @@ func roundTripCases() []roundTripCase {
 			return new(Fence)
 		},
 		full: sampleFence(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(Reclassify)
+		},
+		full: sampleReclassify(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(RedriveClassified)
+		},
+		full: sampleRedriveClassified(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {

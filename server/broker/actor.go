@@ -58,10 +58,12 @@ type actor struct {
 	// answers from the state it holds until the store recovers (storagehealth.go).
 	suspended bool
 
-	hooks   queueHooks // the queue lane's compiled Lua hooks
-	subs    map[string]*subscription
-	bodies  *bodyCache
-	batches batchPool
+	hooks queueHooks // the queue lane's compiled Lua hooks
+	// nextReclassify is when parked messages are classified again (Unix ms; 0: none is parked).
+	nextReclassify int64
+	subs           map[string]*subscription
+	bodies         *bodyCache
+	batches        batchPool
 
 	// Per-round state.
 	replies   []func(err error)
@@ -240,6 +242,10 @@ func (a *actor) open() error {
 		a.syncConfig(queuegroup.Lane(l))
 	}
 	a.loadHooks()
+	if a.st.Lane(queuegroup.LaneQueue).Unclassified() > 0 {
+		a.nextReclassify = 0
+		a.parked(now)
+	}
 	if !a.committed(queuegroup.LaneQueue) {
 		// Fast delivery durability: leases were not logged, so any message ready now may have
 		// been delivered before the restart. Hold them for the reclaim grace (clustering.md).
@@ -376,6 +382,9 @@ func (a *actor) arm(t Timer) {
 			next, ok = at, true
 		}
 	}
+	if a.nextReclassify != 0 && (!ok || a.nextReclassify < next) {
+		next, ok = a.nextReclassify, true
+	}
 	d := time.Hour
 	if ok {
 		d = max(time.Duration(next-a.b.clock().UnixMilli())*time.Millisecond, 0)
@@ -406,6 +415,7 @@ func (a *actor) round(batch []op) {
 		now := a.now()
 		if !failing {
 			a.st.Forget(now)
+			a.reclassifyIfDue(now)
 			for l := range a.lanes {
 				a.expire(queuegroup.Lane(l), now)
 			}

@@ -184,6 +184,9 @@ func (b *Broker) UpdateQueue(req QueueUpdate) *Error {
 		a.lanes[r.lane].def = def
 		a.syncConfig(r.lane)
 		a.loadHooks()
+		if req.OnEnqueueChange != ScriptUnchanged {
+			a.reclassify(a.now()) // parked messages get the new script's verdict
+		}
 		return nil
 	})
 	if !ok {
@@ -261,10 +264,10 @@ func (b *Broker) ListQueues() []QueueSummary {
 }
 
 // Redrive moves up to count dead-lettered messages (0 = all), oldest first, from dead-letter queue
-// dlq back to its parent and reports how many moved. Messages in flight in the dead-letter queue
-// stay there. reclassify (0..ReclassifyNone) is accepted and has no effect yet.
-func (b *Broker) Redrive(dlq string, count uint64, reclassify uint8) (uint64, *Error) {
-	fail := func(e *Error) (uint64, *Error) { return 0, e }
+// dlq back to its parent, reclassifying them as reclassify (ReclassifyAll..ReclassifyNone) says,
+// and reports what it did. Messages in flight in the dead-letter queue stay there.
+func (b *Broker) Redrive(dlq string, count uint64, reclassify uint8) (RedriveResult, *Error) {
+	fail := func(e *Error) (RedriveResult, *Error) { return RedriveResult{}, e }
 	r := b.lookup(dlq)
 	switch {
 	case r.a == nil:
@@ -274,20 +277,10 @@ func (b *Broker) Redrive(dlq string, count uint64, reclassify uint8) (uint64, *E
 	case reclassify > ReclassifyNone:
 		return fail(errorf(CodeInvalidConfigValue, "reclassify %d is not one of 0..2", reclassify))
 	}
-	var moved int
+	var res RedriveResult
 	e, ok := r.a.commitCall(func(a *actor) *Error {
-		var ids []engine.MsgID
-		for m := range a.st.Lane(queuegroup.LaneDeadLetter).Messages() {
-			if m.State != engine.StateLeased {
-				ids = append(ids, m.ID)
-			}
-			if count > 0 && uint64(len(ids)) == count {
-				break
-			}
-		}
-		n, err := a.st.Redrive(a.now(), ids)
-		moved = n
-		a.lanes[queuegroup.LaneQueue].m.redriven.Add(float64(n))
+		var err error
+		res, err = a.redrive(count, reclassify)
 		if err != nil {
 			return errorf(CodeInternalError, "%v", err)
 		}
@@ -299,7 +292,7 @@ func (b *Broker) Redrive(dlq string, count uint64, reclassify uint8) (uint64, *E
 	if e != nil {
 		return fail(e)
 	}
-	return uint64(moved), nil
+	return res, nil
 }
 
 // ListConfig lists runtime config entries whose key starts with prefix, with the current value

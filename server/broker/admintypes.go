@@ -21,7 +21,9 @@ const (
 	ScriptUnchanged                 uint8 = 0
 	ScriptSet                       uint8 = 1
 	ScriptRemove                    uint8 = 2
-	ReclassifyNone                  uint8 = 2 // the largest valid value (0 = all, 1 = unclassified only)
+	ReclassifyAll                   uint8 = 0 // Redrive runs on_enqueue again for every message
+	ReclassifyUnclassifiedOnly      uint8 = 1 // only for messages that were never classified
+	ReclassifyNone                  uint8 = 2 // for none (the largest valid value)
 )
 
 // QueueSpec is the definition of a new queue. Zero settings follow the broker defaults.

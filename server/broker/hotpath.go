@@ -40,11 +40,12 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 	var batchIDs map[queuegroup.Identity]engine.MsgID
 	var idents []byte // the batch's identities, one allocation for all
 	for _, it := range items {
-		m, attrs, code := a.classify(l, it.msg, len(it.body.payload))
-		if code != CodeOk {
-			res[it.index] = EnqueueResult{Code: code}
+		cls := a.classify(l, it.msg, len(it.body.payload))
+		if cls.code != CodeOk {
+			res[it.index] = EnqueueResult{Code: cls.code}
 			continue
 		}
+		m, attrs := cls.msg, cls.attrs
 		fk := m.FairnessKey
 		if fk == "" {
 			fk = engine.DefaultFairnessKey
@@ -52,6 +53,10 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 		subj := keys.Subject{Headers: it.body.headers, FairnessKey: fk, Attributes: attrs, IdempotencyKey: m.IdempotencyKey,
 			HasIdempotencyKey: m.HasKey, Payload: it.body.payload}
 		group, grouped, ok := lk.group(&subj)
+		if cls.parked { // grouped when it is classified
+			group, grouped, ok = "", false, true
+			a.parked(now)
+		}
 		if !ok {
 			res[it.index] = EnqueueResult{Code: CodeOrderingKeyMissing}
 			continue
@@ -91,7 +96,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 		}
 		c.Messages = append(c.Messages, queuelog.LogMessage{ID: wire.UUID(id), FairnessKey: fk, Weight: weight, NotBefore: notBefore,
 			Headers: it.body.headers, Payload: it.body.payload, Identity: ident, DedupUntil: dedupUntil,
-			Grouped: grouped, Group: []byte(group), Attributes: attrs})
+			Grouped: grouped, Group: []byte(group), Attributes: attrs, Unclassified: cls.parked})
 		a.bodies.put(id, it.body)
 		res[it.index] = EnqueueResult{Code: CodeOk, ID: id}
 	}

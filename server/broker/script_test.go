@@ -275,7 +275,8 @@ func (s *script) run(d *datadriven.TestData) string {
 	case "metrics":
 		return s.metrics(words)
 	case "redrive":
-		n, e := s.b.Redrive(words[0], 0, 0)
+		res, e := s.b.Redrive(words[0], 0, 0)
+		n := res.Redriven
 		return fmt.Sprintf("%s redriven=%d", result(e), n)
 	case "advance":
 		dur, err := time.ParseDuration(words[0])

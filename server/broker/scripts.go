@@ -74,10 +74,29 @@ func (h queueHooks) source() [2]string {
 	return s
 }
 
-// classify runs on_enqueue for a message of lane l: it returns the message with the hook's
-// fairness key, weight and delay put over the producer's, and the attributes it returned. Code is
-// CodeScriptError or CodeScriptTimeout when the script failed.
-func (a *actor) classify(l queuegroup.Lane, m *Message, payloadSize int) (*Message, map[string]string, Code) {
+// classified is what on_enqueue made of a message being enqueued.
+type classified struct {
+	msg   *Message          // the message with the hook's fairness key, weight and delay
+	attrs map[string]string // the attributes it returned
+	// parked: the script failed on a parking queue; msg keeps the producer's values.
+	parked bool
+	// code is CodeScriptError or CodeScriptTimeout when the script failed on a rejecting queue.
+	code Code
+}
+
+// classify runs on_enqueue for a message of lane l.
+func (a *actor) classify(l queuegroup.Lane, m *Message, payloadSize int) classified {
+	msg, attrs, code := a.runOnEnqueue(l, m, payloadSize)
+	if code != CodeOk && a.parks() {
+		return classified{msg: m, parked: true}
+	}
+	return classified{msg: msg, attrs: attrs, code: code}
+}
+
+// runOnEnqueue returns the message with the hook's fairness key, weight and delay put over the
+// producer's, and the attributes it returned. Code is CodeScriptError or CodeScriptTimeout when
+// the script failed.
+func (a *actor) runOnEnqueue(l queuegroup.Lane, m *Message, payloadSize int) (*Message, map[string]string, Code) {
 	s := a.hooks.onEnqueue
 	if s == nil || l != queuegroup.LaneQueue {
 		return m, nil, CodeOk

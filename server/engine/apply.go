@@ -28,6 +28,10 @@ func (q *Queue) Apply(c Command) error {
 		_, err = q.ApplyRemove(c)
 	case UpdateConfig:
 		err = q.ApplyUpdateConfig(c)
+	case Classify:
+		err = q.ApplyClassify(c)
+	case ClassifyFailed:
+		_, err = q.ApplyClassifyFailed(c)
 	default:
 		err = fmt.Errorf("engine: unknown command %T", c)
 	}

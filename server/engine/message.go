@@ -31,9 +31,12 @@ const (
 	StateDelayed State = 2
 	// StateLeased messages are in flight: delivered and awaiting Ack, Nack or lease expiry.
 	StateLeased State = 3
+	// StateUnclassified messages are parked: stored after their on_enqueue failed, never
+	// delivered until classified (see Classify).
+	StateUnclassified State = 4
 )
 
-var stateNames = [...]string{"unknown", "ready", "delayed", "leased"}
+var stateNames = [...]string{"unknown", "ready", "delayed", "leased", "unclassified"}
 
 // String returns the state's name; unknown values print as "State(n)".
 func (s State) String() string {
@@ -94,6 +97,12 @@ type Message struct {
 	LeaseExpiresAt int64
 	// Consumer is the subscription holding the current lease; "" unless leased.
 	Consumer string
+	// Unclassified reports a message whose on_enqueue failed and that was never classified since:
+	// parked in a queue (StateUnclassified), or kept so in a dead-letter queue. Enqueue parks an
+	// unclassified message (unless the queue delivers them, see DeliverUnclassified).
+	Unclassified bool
+	// ClassifyTries counts the failed classification tries of an unclassified message.
+	ClassifyTries uint32
 }
 
 // DeadLetterCopy returns the message to enqueue into the dead-letter queue for m, the Message

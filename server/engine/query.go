@@ -32,6 +32,12 @@ func (q *Queue) message(slot uint32) Message {
 	if r.meta&metaHasError != 0 {
 		m.LastError = q.errs[slot]
 	}
+	if st := r.state(); st == stUnclassified {
+		m.State = StateUnclassified
+	}
+	if tries, ok := q.unclassifiedTries(slot); ok {
+		m.Unclassified, m.ClassifyTries = true, tries
+	}
 	if m.State == StateLeased {
 		l := &q.leases[r.next]
 		m.LeasedAt, m.LeaseExpiresAt, m.Consumer = l.leasedAt, l.expiresAt, l.consumer
@@ -129,6 +135,10 @@ type Stats struct {
 	// Throttled counts ready messages parked because no subscription's Admission admits them
 	// (live state, see SetAdmission).
 	Throttled uint64
+	// Unclassified counts parked unclassified messages (see Classify); OldestUnclassifiedAt is the
+	// acceptance time of the oldest (Unix ms; 0 when none is parked).
+	Unclassified         uint64
+	OldestUnclassifiedAt int64
 	// ActiveFairnessKeys counts fairness keys with ready messages: the DRR round.
 	ActiveFairnessKeys uint64
 	// ActiveConsumers counts subscriptions (live state; zero after a replay).
@@ -170,6 +180,8 @@ func (q *Queue) Stats() Stats {
 		Quantum:            q.cfg.Quantum,
 		Keys:               make([]KeyStats, 0, len(q.keyIdx)),
 	}
+	s.Unclassified = uint64(q.uncl.parked)
+	s.OldestUnclassifiedAt, _ = q.OldestUnclassified()
 	if !q.groups.off {
 		s.OrderingGroups, s.BlockedGroups = uint64(len(q.groups.idx)), uint64(q.groups.leased)
 	}

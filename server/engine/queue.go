@@ -75,7 +75,8 @@ type Queue struct {
 
 	holdUntil int64 // end of the hold (Unix ms); meaningful while nHeld > 0
 
-	groups groupTable // ordering groups (ordering.go)
+	groups groupTable        // ordering groups (ordering.go)
+	uncl   unclassifiedTable // unclassified messages (unclassified.go)
 
 	subs     []subState
 	subIdx   map[string]uint32
@@ -246,6 +247,10 @@ func (q *Queue) insert(m *Message, at int64) {
 	if r.enqueuedAt == 0 {
 		r.enqueuedAt = at
 	}
+	if q.parksUnclassified(m) {
+		q.parkUnclassified(r)
+		return
+	}
 	q.place(slot, r, at)
 }
 
@@ -279,7 +284,10 @@ func (q *Queue) store(m *Message) (uint32, *rec) {
 	}
 	q.otail = slot
 	q.index.insert(m.ID, slot)
-	if m.Grouped {
+	if m.Unclassified {
+		q.markUnclassified(slot, m.ClassifyTries)
+	}
+	if m.Grouped && !q.parksUnclassified(m) {
 		q.joinGroup(slot, r, m.Group)
 	}
 	return slot, r
@@ -326,6 +334,7 @@ func (q *Queue) delete(slot uint32, r *rec) {
 	if r.meta&metaHasError != 0 {
 		delete(q.errs, slot)
 	}
+	q.forgetUnclassified(slot, r)
 	q.unrefKey(r.key())
 	q.slab.release(slot)
 }
@@ -395,6 +404,8 @@ func (q *Queue) detach(r *rec) {
 		q.leaveIfIdle(k, q.unlinkReady(r))
 	case stParked:
 		q.unparked(r)
+	case stUnclassified:
+		q.uncl.parked--
 	case stHeld:
 		q.unlinkHeld(r)
 	case stDelayed:

@@ -159,13 +159,19 @@ func (r *Restorer) AddMessage(m Message) error {
 		return r.fail("%w: %d messages", ErrQueueFull, q.slab.live)
 	case len(q.keyIdx) >= maxKeys:
 		return r.fail("%w: %d fairness keys", ErrQueueFull, len(q.keyIdx))
-	case m.State != StateReady && m.State != StateDelayed && m.State != StateLeased:
+	case m.State != StateReady && m.State != StateDelayed && m.State != StateLeased && m.State != StateUnclassified:
 		return r.fail("message %v has state %v", m.ID, m.State)
+	case m.State == StateUnclassified && (!m.Unclassified || q.uncl.deliver):
+		return r.fail("message %v is parked but not unclassified, or in a queue that does not park", m.ID)
 	}
 	if _, dup := q.index.find(m.ID, &q.slab); dup {
 		return r.fail("%w: %v", ErrDuplicateID, m.ID)
 	}
 	slot, rc := q.store(&m)
+	if m.State == StateUnclassified {
+		q.parkUnclassified(rc)
+		return nil
+	}
 	if q.waits(slot, rc) {
 		// Behind the head of its ordering group: it has no place of its own yet.
 		if m.State == StateLeased {

@@ -23,13 +23,13 @@ const maxSlots = nilIdx - 1
 //	    56    4 onext       \ enqueue order
 //	    60    4 oprev       /
 //
-// meta packs the fairness-key index (bits 0–25), the state (bits 26–28) and three flags (bit 29:
+// meta packs the fairness-key index (bits 0–24), the state (bits 25–28) and three flags (bit 29:
 // the message is in an ordering group, see ordering.go; bit 30: the slot has a body in the side
 // table; bit 31: the message has a LastError in q.errs).
 //
 // next and prev depend on the state: waiting — unused (the message is behind its group's head);
 // ready — the key's FIFO links; held — the links of the key's held list (see Queue.Hold);
-// parked — the links of its class's group (park.go); delayed — next is the position in the
+// parked — the links of its class's group (park.go); unclassified — unused; delayed — next is the position in the
 // delayed heap; leased — next is the index of the lease record; free — next links the free list; restored — unused
 // (a Restorer has not yet placed the ready message in its FIFO). onext/oprev link every stored
 // message in enqueue order.
@@ -47,10 +47,10 @@ type rec struct {
 }
 
 const (
-	metaKeyBits  = 26
+	metaKeyBits  = 25
 	metaKeyMask  = 1<<metaKeyBits - 1
 	metaStShift  = metaKeyBits
-	metaStMask   = 7 << metaStShift
+	metaStMask   = 15 << metaStShift
 	metaGrouped  = 1 << 29
 	metaHasBody  = 1 << 30
 	metaHasError = 1 << 31
@@ -63,14 +63,15 @@ const (
 // waiting or parked message is reported as StateReady, and stRestored exists only inside a
 // Restorer.
 const (
-	stFree     = uint32(StateUnknown)
-	stReady    = uint32(StateReady)
-	stDelayed  = uint32(StateDelayed)
-	stLeased   = uint32(StateLeased)
-	stHeld     = 4 // ready, but kept from delivery by Queue.Hold
-	stRestored = 5 // ready in a snapshot, not yet placed in its key's FIFO
-	stWaiting  = 6 // behind the head of its ordering group (ordering.go)
-	stParked   = 7 // ready, but parked by the Admission (park.go)
+	stFree         = uint32(StateUnknown)
+	stReady        = uint32(StateReady)
+	stDelayed      = uint32(StateDelayed)
+	stLeased       = uint32(StateLeased)
+	stHeld         = 4 // ready, but kept from delivery by Queue.Hold
+	stRestored     = 5 // ready in a snapshot, not yet placed in its key's FIFO
+	stWaiting      = 6 // behind the head of its ordering group (ordering.go)
+	stParked       = 7 // ready, but parked by the Admission (park.go)
+	stUnclassified = 8 // unclassified, never delivered until classified (unclassified.go)
 )
 
 func (r *rec) key() uint32   { return r.meta & metaKeyMask }
@@ -86,6 +87,8 @@ func stateText(st uint32) string {
 		return "held"
 	case stParked:
 		return "throttled"
+	case stUnclassified:
+		return "unclassified"
 	case stRestored:
 		return "ready"
 	case stWaiting:

@@ -116,6 +116,10 @@ func (s *State) apply(f queuelog.Frame) error {
 		_, err = s.Redrive(c.At, ids)
 	case *queuelog.Configure:
 		err = s.Configure(c.Lane, EngineConfig(&c.Config))
+	case *queuelog.Reclassify:
+		_, err = s.Reclassify(c.At, c.Items)
+	case *queuelog.RedriveClassified:
+		_, err = s.RedriveClassified(c.At, c.Items)
 	case *queuelog.Forget:
 		s.Forget(c.At)
 	default:

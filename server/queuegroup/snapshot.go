@@ -88,7 +88,7 @@ func (s *State) writeLane(sw *snapshotWriter, l Lane) {
 			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
 			LastError: m.LastError, State: queuelog.MessageState(m.State), LeasedAt: m.LeasedAt,
 			LeaseExpiresAt: m.LeaseExpiresAt, Consumer: m.Consumer, Attributes: m.Attributes,
-			Grouped: m.Grouped, Group: []byte(m.Group)})
+			Grouped: m.Grouped, Group: []byte(m.Group), Unclassified: m.Unclassified, ClassifyTries: m.ClassifyTries})
 	}
 	for _, k := range keys {
 		var ready []wire.UUID
@@ -198,6 +198,7 @@ func (sr *snapshotReader) lane(l Lane, name string) (*engine.Queue, error) {
 	}
 	if l == LaneDeadLetter {
 		rs.DisableOrdering() // as fromLanes does
+		rs.DeliverUnclassified()
 	}
 	for i := uint64(0); i < hdr.Messages; i++ {
 		m, err := expect[*queuelog.SnapshotMessage](sr)
@@ -207,7 +208,8 @@ func (sr *snapshotReader) lane(l Lane, name string) (*engine.Queue, error) {
 		if err := rs.AddMessage(engine.Message{ID: engine.MsgID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
 			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
 			LastError: m.LastError, State: engine.State(m.State), LeasedAt: m.LeasedAt, LeaseExpiresAt: m.LeaseExpiresAt,
-			Consumer: m.Consumer, Attributes: attributes(m.Attributes), Grouped: m.Grouped, Group: string(m.Group)}); err != nil {
+			Consumer: m.Consumer, Attributes: attributes(m.Attributes), Grouped: m.Grouped, Group: string(m.Group),
+			Unclassified: m.Unclassified, ClassifyTries: m.ClassifyTries}); err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 		}
 	}

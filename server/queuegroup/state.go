@@ -72,7 +72,8 @@ func New(name, dlqName string, queueCfg, dlqCfg engine.Config) (*State, error) {
 }
 
 func fromLanes(q, d *engine.Queue) *State {
-	d.DisableOrdering() // dead letters keep their groups for redrive, unordered here
+	d.DisableOrdering()     // dead letters keep their groups for redrive, unordered here
+	d.DeliverUnclassified() // and stay unclassified, but deliverable, until redriven
 	d.SetFailurePolicy(engine.FailurePolicyFunc(func(*engine.Message, string) (engine.FailureDecision, bool) {
 		return engine.FailureDecision{}, true
 	}))
@@ -156,7 +157,7 @@ func (s *State) Enqueue(c *queuelog.Enqueue) error {
 		m := &c.Messages[i]
 		msgs = append(msgs, engine.Message{ID: engine.MsgID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
 			EnqueuedAt: c.At, NotBefore: m.NotBefore, Attributes: attributes(m.Attributes),
-			Grouped: m.Grouped, Group: string(m.Group)})
+			Grouped: m.Grouped, Group: string(m.Group), Unclassified: m.Unclassified})
 	}
 	err = q.ApplyEnqueue(engine.Enqueue{At: c.At, Msgs: msgs})
 	clear(msgs)

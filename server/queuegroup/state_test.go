@@ -61,13 +61,15 @@ func (l *leader) leased(lane Lane) []engine.MsgID {
 func (l *leader) step(t *rapid.T) {
 	l.now += rapid.Int64Range(0, 30).Draw(t, "dt")
 	lane := Lane(rapid.IntRange(0, 1).Draw(t, "lane"))
-	switch rapid.IntRange(0, 6).Draw(t, "op") {
+	switch rapid.IntRange(0, 8).Draw(t, "op") {
 	case 0, 1:
 		c := queuelog.Enqueue{Lane: lane, At: l.now}
 		for range rapid.IntRange(1, 4).Draw(t, "n") {
 			m := queuelog.LogMessage{ID: wire.UUID(l.id()), FairnessKey: rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key"),
 				Weight: uint32(rapid.IntRange(1, 3).Draw(t, "w")), NotBefore: l.now + rapid.Int64Range(0, 20).Draw(t, "delay")}
-			if g := rapid.IntRange(0, 3).Draw(t, "group"); g > 0 && lane == LaneQueue {
+			if lane == LaneQueue && rapid.IntRange(0, 3).Draw(t, "parked") == 0 {
+				m.Unclassified = true // parked messages are ungrouped until classified
+			} else if g := rapid.IntRange(0, 3).Draw(t, "group"); g > 0 && lane == LaneQueue {
 				m.Grouped, m.Group = true, []byte{byte(g)}
 			}
 			if rapid.Bool().Draw(t, "attributed") {
@@ -127,6 +129,32 @@ func (l *leader) step(t *rapid.T) {
 			}
 		}
 		if _, err := l.s.Redrive(l.now, ids); err != nil {
+			t.Fatal(err)
+		}
+	case 7: // reclassify every parked message, each with a drawn outcome
+		var items []queuelog.Reclassified
+		for m := range l.s.Lane(LaneQueue).Messages() {
+			if m.State != engine.StateUnclassified {
+				continue
+			}
+			it := queuelog.Reclassified{ID: wire.UUID(m.ID), Outcome: queuelog.ClassOutcome(rapid.IntRange(1, 3).Draw(t, "outcome")), Error: "e"}
+			it.Class = queuelog.Classification{FairnessKey: rapid.SampledFrom([]string{"a", "d"}).Draw(t, "class key"), Weight: 2,
+				NotBefore: l.now + rapid.Int64Range(0, 20).Draw(t, "class delay"), Attributes: map[string]string{"x": "y"}}
+			items = append(items, it)
+		}
+		if _, err := l.s.Reclassify(l.now, items); err != nil {
+			t.Fatal(err)
+		}
+	case 8: // redrive with reclassification
+		var items []queuelog.Redriven
+		for m := range l.s.Lane(LaneDeadLetter).Messages() {
+			if m.State != engine.StateLeased {
+				items = append(items, queuelog.Redriven{ID: wire.UUID(m.ID), Outcome: rapid.SampledFrom([]queuelog.ClassOutcome{
+					queuelog.OutcomeKeep, queuelog.OutcomeClassified, queuelog.OutcomePark}).Draw(t, "redrive outcome"),
+					Class: queuelog.Classification{FairnessKey: "r", Weight: 1, NotBefore: l.now}})
+			}
+		}
+		if _, err := l.s.RedriveClassified(l.now, items); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -112,7 +112,8 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 	}),
 	fibp.OpRedrive: adminOp(func(b *broker.Broker, _ Node, r *fibp.Redrive) (fibp.Frame, *broker.Error) {
 		n, e := b.Redrive(r.DLQQueue, r.Count, uint8(r.Reclassify))
-		return &fibp.RedriveResult{ErrorCode: code(e), Redriven: n}, e
+		return &fibp.RedriveResult{ErrorCode: code(e), Redriven: n.Redriven, LeftUnclassified: n.LeftUnclassified,
+			RejectedByScript: n.RejectedByScript}, e
 	}),
 	fibp.OpGetClusterStatus: adminOp(func(b *broker.Broker, n Node, _ *fibp.GetClusterStatus) (fibp.Frame, *broker.Error) {
 		s := b.GetClusterStatus()
@@ -216,6 +217,7 @@ func QueueUpdate(r *fibp.UpdateQueue) broker.QueueUpdate {
 func StatsResult(s *broker.QueueStats) *fibp.GetStatsResult {
 	res := &fibp.GetStatsResult{
 		ErrorCode: fibp.CodeOk, Depth: s.Depth, InFlight: s.InFlight, Delayed: s.Delayed, Throttled: s.Throttled,
+		Unclassified: s.Unclassified, OldestUnclassifiedAt: uint64(max(s.OldestUnclassifiedAt, 0)),
 		ActiveFairnessKeys: s.ActiveFairnessKeys, ActiveConsumers: s.ActiveConsumers, Quantum: s.Quantum,
 		OrderingGroups: s.OrderingGroups, OrderingGroupsBlocked: s.BlockedGroups,
 	}
