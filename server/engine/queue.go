@@ -334,7 +334,7 @@ func (q *Queue) delete(slot uint32, r *rec) {
 	if r.meta&metaHasError != 0 {
 		delete(q.errs, slot)
 	}
-	q.forgetUnclassified(slot, r)
+	q.forgetUnclassified(slot)
 	q.unrefKey(r.key())
 	q.slab.release(slot)
 }

@@ -52,16 +52,10 @@ func (q *Queue) parkUnclassified(r *rec) {
 	q.uncl.parked++
 }
 
-// forgetUnclassified drops what the side map knows of a slot being deleted.
-func (q *Queue) forgetUnclassified(slot uint32, r *rec) {
-	if q.uncl.tries == nil {
-		return
-	}
-	if _, ok := q.uncl.tries[slot]; ok {
+// forgetUnclassified drops what the side map knows of a slot being deleted (detached first).
+func (q *Queue) forgetUnclassified(slot uint32) {
+	if q.uncl.tries != nil {
 		delete(q.uncl.tries, slot)
-		if r.state() == stUnclassified {
-			q.uncl.parked--
-		}
 	}
 }
 
@@ -161,8 +155,7 @@ func (q *Queue) ApplyClassify(c Classify) error {
 		q.slab.setBody(slot, b)
 	}
 	delete(q.uncl.tries, slot)
-	q.uncl.parked--
-	r.setState(stFree)
+	q.detach(r)
 	if c.Class.Grouped {
 		q.joinGroup(slot, r, c.Class.Group)
 	}
