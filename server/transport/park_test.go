@@ -41,6 +41,7 @@ func TestParkedMessagesWaitForAScriptThatClassifiesThem(t *testing.T) {
 	_, addr := startServer(t, Options{})
 	c := dialRaw(t, addr)
 	c.Handshake()
+	relaxBudget(t, c)
 	newQueue(t, c, &fibp.CreateQueue{Name: "p", ScriptFailure: fibp.ScriptFailurePark, OnEnqueueScript: wire.Some(gatedHook)})
 	ids := enqueue(t, c, fibp.EnqueueMessage{Queue: "p", Headers: bad, Payload: []byte("1")},
 		fibp.EnqueueMessage{Queue: "p", Headers: bad, Payload: []byte("2")})
@@ -66,6 +67,7 @@ func TestParkedMessagesAreReclassifiedPeriodically(t *testing.T) {
 	_, addr := startServer(t, Options{})
 	c := dialRaw(t, addr)
 	c.Handshake()
+	relaxBudget(t, c)
 	setConfig(t, c, "lua.reclassify_interval_ms", "20")
 	newQueue(t, c, &fibp.CreateQueue{Name: "p", ScriptFailure: fibp.ScriptFailurePark, OnEnqueueScript: wire.Some(gatedHook)})
 	id := enqueue(t, c, fibp.EnqueueMessage{Queue: "p", Headers: bad, Payload: []byte("x")})[0]
@@ -86,6 +88,7 @@ func TestParkToDeadLetterAndRedriveModes(t *testing.T) {
 	_, addr := startServer(t, Options{})
 	c := dialRaw(t, addr)
 	c.Handshake()
+	relaxBudget(t, c)
 	setConfig(t, c, "lua.reclassify_interval_ms", "20")
 	newQueue(t, c, &fibp.CreateQueue{Name: "p", ScriptFailure: fibp.ScriptFailurePark, ParkDeadLetterAfter: 2, MaxAttempts: 1,
 		OnEnqueueScript: wire.Some(gatedHook)})
@@ -131,6 +134,7 @@ func TestRedriveLeavesMessagesTheScriptRejects(t *testing.T) {
 	_, addr := startServer(t, Options{})
 	c := dialRaw(t, addr)
 	c.Handshake()
+	relaxBudget(t, c)
 	newQueue(t, c, &fibp.CreateQueue{Name: "r", MaxAttempts: 1, OnEnqueueScript: wire.Some(gatedHook)})
 	id := enqueue(t, c, fibp.EnqueueMessage{Queue: "r", Payload: []byte("x")})[0]
 	c.Subscribe(2, "r", 1)
@@ -153,6 +157,7 @@ func TestRestartKeepsParkedStateAndAttributes(t *testing.T) {
 	addr, stop := startAt(t, dir)
 	c := dialRaw(t, addr)
 	c.Handshake()
+	relaxBudget(t, c)
 	newQueue(t, c, &fibp.CreateQueue{Name: "p", ScriptFailure: fibp.ScriptFailurePark, OnEnqueueScript: wire.Some(gatedHook)})
 	newQueue(t, c, &fibp.CreateQueue{Name: "a", MaxAttempts: 5,
 		OnEnqueueScript: wire.Some(`function on_enqueue(m) return { attributes = { tier = m.headers.tier } } end`),
@@ -166,6 +171,7 @@ func TestRestartKeepsParkedStateAndAttributes(t *testing.T) {
 	defer stop()
 	c = dialRaw(t, addr)
 	c.Handshake()
+	relaxBudget(t, c)
 	if s := stats(t, c, "p"); s.Unclassified != 1 || s.OldestUnclassifiedAt != before.OldestUnclassifiedAt || s.Depth != 1 {
 		t.Fatalf("after the restart: %+v, before %+v", s, before)
 	}
