@@ -18,6 +18,7 @@ require (
 	github.com/olekukonko/errors v1.2.0 // indirect
 	github.com/olekukonko/ll v0.1.6 // indirect
 	github.com/rivo/uniseg v0.4.7 // indirect
+	github.com/yuin/gopher-lua v1.1.2 // indirect
 	golang.org/x/crypto v0.54.0 // indirect
 	golang.org/x/net v0.56.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
@@ -26,6 +27,7 @@ require (
 
 require (
 	github.com/filamq/fila/generated v0.0.0-00010101000000-000000000000
+	github.com/filamq/fila/lua v0.0.0-00010101000000-000000000000
 	github.com/google/go-cmp v0.7.0
 	github.com/olekukonko/tablewriter v1.1.5
 	github.com/quic-go/quic-go v0.65.0
@@ -35,3 +37,5 @@ require (
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 )
+
+replace github.com/filamq/fila/lua => ../lua

@@ -22,9 +22,9 @@ import (
 
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/store"
+	"github.com/filamq/fila/lua/hooks"
 	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/engine"
-	"github.com/filamq/fila/server/hooks"
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftgroup"
 	"github.com/filamq/fila/server/storage"

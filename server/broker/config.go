@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/filamq/fila/lua/sandbox"
 	"github.com/filamq/fila/server/engine"
-	"github.com/filamq/fila/server/sandbox"
 )
 
 // Defaults are the broker-wide values that a zero in CreateQueue stands for, and the scheduler

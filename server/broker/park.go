@@ -3,8 +3,8 @@ package broker
 import (
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/lua/hooks"
 	"github.com/filamq/fila/server/engine"
-	"github.com/filamq/fila/server/hooks"
 	"github.com/filamq/fila/server/keys"
 	"github.com/filamq/fila/server/queuegroup"
 )

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"time"
 
+	"github.com/filamq/fila/lua/hooks"
+	"github.com/filamq/fila/lua/sandbox"
 	"github.com/filamq/fila/server/engine"
-	"github.com/filamq/fila/server/hooks"
 	"github.com/filamq/fila/server/queuegroup"
-	"github.com/filamq/fila/server/sandbox"
 )
 
 // A queue's Lua hooks run on its actor (the leader), before the command that carries what they

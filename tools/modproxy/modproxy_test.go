@@ -80,6 +80,7 @@ func TestOutsideModuleBuildsAgainstTheSDK(t *testing.T) {
 	if err := Publish(proxy, version, at, []Module{
 		{Path: "github.com/filamq/fila/client", Dir: filepath.Join(root, "client")},
 		{Path: "github.com/filamq/fila/generated", Dir: filepath.Join(root, "generated")},
+		{Path: "github.com/filamq/fila/lua", Dir: filepath.Join(root, "lua")},
 	}); err != nil {
 		t.Fatal(err)
 	}

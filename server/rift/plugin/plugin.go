@@ -33,9 +33,9 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
+	"github.com/filamq/fila/lua/sandbox"
 	"github.com/filamq/fila/server/rift/bus"
 	"github.com/filamq/fila/server/rift/service"
-	"github.com/filamq/fila/server/sandbox"
 )
 
 // Options configures a Host.

@@ -5,7 +5,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/filamq/fila/server/sandbox"
+	"github.com/filamq/fila/lua/sandbox"
 )
 
 // ConfigReader reads the runtime config store for fila.get: the value, and whether the key is set.

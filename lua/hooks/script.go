@@ -5,7 +5,7 @@ import (
 
 	lua "github.com/yuin/gopher-lua"
 
-	"github.com/filamq/fila/server/sandbox"
+	"github.com/filamq/fila/lua/sandbox"
 )
 
 // Hook names a queue hook.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/filamq/fila/server/hooks"
-	"github.com/filamq/fila/server/sandbox"
+	"github.com/filamq/fila/lua/hooks"
+	"github.com/filamq/fila/lua/sandbox"
 )
 
 // newRuntime has a generous time budget, so that a loaded test machine never times out a

@@ -182,7 +182,7 @@ func (s *State) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LVa
 func parseChunk(chunk, src string) ([]ast.Stmt, error) {
 	stmts, err := parse.Parse(strings.NewReader(src), chunk)
 	if err != nil {
-		msg := strings.TrimSpace(err.Error())
+		msg := strings.Join(strings.Fields(err.Error()), " ")
 		if strings.Contains(msg, " at EOF") { // name the line the script ends on, as for other errors
 			msg = strings.Replace(msg, " at EOF", fmt.Sprintf(" line:%d at the end of the script", strings.Count(src, "\n")+1), 1)
 		}

@@ -1,0 +1,5 @@
+module github.com/filamq/fila/lua
+
+go 1.26.0
+
+require github.com/yuin/gopher-lua v1.1.2
