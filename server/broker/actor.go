@@ -44,8 +44,10 @@ type actor struct {
 	fsm   *queueFSM
 	log   *slog.Logger
 
-	ops      chan op // requests from connections; bounded: full means ChannelFull
-	internal opQueue // operations from other goroutines; never refused
+	ops      chan request // requests from connections; bounded: full means ChannelFull
+	gate     sync.RWMutex // held to send to ops; locked to close the inbox
+	gone     bool         // the inbox is closed: the actor has stopped (guarded by gate)
+	internal opQueue      // operations from other goroutines; never refused
 	stop     chan struct{}
 	done     chan struct{}
 	commits  chan *commit  // proposed rounds, waiting for their entries (in order)
@@ -89,6 +91,22 @@ type lane struct {
 
 // op is one operation run on the actor's goroutine.
 type op func(a *actor)
+
+// request is an operation from a connection waiting in the inbox: run on the actor, or answered
+// by gone when the actor stops first (the queue was deleted or the broker is closing).
+type request struct {
+	run  op
+	gone func()
+}
+
+// submitted says what became of a request offered to the inbox.
+type submitted uint8
+
+const (
+	accepted  submitted = iota // in the inbox: it will run or be answered gone
+	inboxFull                  // refused: ChannelFull
+	actorGone                  // refused: the actor has stopped (QueueNotFound)
+)
 
 // opQueue is an unbounded queue of operations with a wake-up signal.
 type opQueue struct {
@@ -192,7 +210,7 @@ func newActor(b *Broker, def, dlq store.QueueRecord) *actor {
 		b:       b,
 		name:    def.Name,
 		log:     b.log.With("queue", def.Name),
-		ops:     make(chan op, b.opts.InboxSize),
+		ops:     make(chan request, b.opts.InboxSize),
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		subs:    map[string]*subscription{},
@@ -278,13 +296,33 @@ func (a *actor) reclaimGrace() uint64 {
 	return a.b.currentDefaults().ReclaimGraceMs
 }
 
-// submit queues a request from a connection; false means the inbox is full (ChannelFull).
-func (a *actor) submit(o op) bool {
+// submit queues a request from a connection.
+func (a *actor) submit(r request) submitted {
+	a.gate.RLock()
+	defer a.gate.RUnlock()
+	if a.gone {
+		return actorGone
+	}
 	select {
-	case a.ops <- o:
-		return true
+	case a.ops <- r:
+		return accepted
 	default:
-		return false
+		return inboxFull
+	}
+}
+
+// closeInbox refuses every later request and answers, as gone, those still waiting.
+func (a *actor) closeInbox() {
+	a.gate.Lock()
+	a.gone = true
+	a.gate.Unlock()
+	for {
+		select {
+		case r := <-a.ops:
+			r.gone()
+		default:
+			return
+		}
 	}
 }
 
@@ -337,14 +375,15 @@ func (a *actor) now() int64 {
 
 func (a *actor) run() {
 	defer close(a.done)
+	defer a.closeInbox()
 	timer := a.b.opts.NewTimer(time.Hour)
 	defer timer.Stop()
 	var batch []op
 	for {
 		batch = batch[:0]
 		select {
-		case o := <-a.ops:
-			batch = append(batch, o)
+		case r := <-a.ops:
+			batch = append(batch, r.run)
 		case <-a.internal.wake:
 		case <-timer.C():
 		case <-a.stop:
@@ -355,8 +394,8 @@ func (a *actor) run() {
 	drain:
 		for len(batch) < maxOpsPerRound {
 			select {
-			case o := <-a.ops:
-				batch = append(batch, o)
+			case r := <-a.ops:
+				batch = append(batch, r.run)
 			default:
 				break drain
 			}

@@ -105,12 +105,21 @@ func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
 	})
 	for _, r := range order {
 		items, l := groups[r], r.lane
-		if !r.a.submit(func(a *actor) { a.enqueue(l, items, res, fin.finish) }) {
-			full = b.channelFull(r.name())
+		answer := func(code Code) {
 			for _, it := range items {
-				res[it.index].Code = CodeChannelFull
+				res[it.index].Code = code
 			}
 			fin.finish()
+		}
+		switch r.a.submit(request{
+			run:  func(a *actor) { a.enqueue(l, items, res, fin.finish) },
+			gone: func() { answer(CodeQueueNotFound) },
+		}) {
+		case inboxFull:
+			full = b.channelFull(r.name())
+			answer(CodeChannelFull)
+		case actorGone:
+			answer(CodeQueueNotFound)
 		}
 	}
 }
@@ -173,9 +182,22 @@ func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, co
 		default:
 			o = func(a *actor) { a.extend(l, its, ext, fin.finish) }
 		}
-		if !r.a.submit(o) {
+		gone := func() {
+			for _, it := range its {
+				if ext != nil {
+					ext[it.index].Code = CodeQueueNotFound
+				} else {
+					codes[it.index] = CodeQueueNotFound
+				}
+			}
+			fin.finish()
+		}
+		switch r.a.submit(request{run: o, gone: gone}) {
+		case inboxFull:
 			full = b.channelFull(r.name())
 			fin.finish()
+		case actorGone:
+			gone()
 		}
 	}
 }

@@ -126,7 +126,7 @@ func (c *conn) serve() {
 		for _, ref := range c.subs {
 			c.s.b.Unsubscribe(ref.queue, ref.consumer)
 		}
-		c.pending.Wait() // every answer queued before the writer stops
+		c.awaitAnswers() // every answer queued before the writer stops
 		if c.disconnecting.Load() {
 			c.send(0, &fibp.Disconnect{})
 		}
@@ -343,6 +343,18 @@ func (c *conn) sendBrokerError(requestID uint32, e *broker.Error) {
 
 // Send implements session.Out: the session's sink queues this connection's deliveries with it.
 func (c *conn) Send(frame []byte, onWritten func()) bool { return c.sendRaw(frame, onWritten) }
+
+// awaitAnswers waits until every request in flight is answered, or until a shutdown ran out of
+// time: the connection is then released without them.
+func (c *conn) awaitAnswers() {
+	answered := make(chan struct{})
+	go func() { c.pending.Wait(); close(answered) }()
+	select {
+	case <-answered:
+	case <-c.s.forced:
+		c.log.Warn("closing with requests unanswered: the shutdown timed out")
+	}
+}
 
 // begin accounts for a request that will be answered asynchronously; it blocks while the
 // connection already has MaxInflight requests waiting (backpressure on the socket).

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +29,7 @@ type bystander struct {
 	t     testing.TB
 	stop  chan struct{}
 	done  chan struct{}
+	once  sync.Once
 	lat   []time.Duration
 	fails []string
 }
@@ -40,6 +42,10 @@ func startBystander(t testing.TB, addr string) *bystander {
 		t.Fatalf("CreateQueue bystander: %+v", r)
 	}
 	b := &bystander{t: t, stop: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(func() { // a test that failed early: stop before the connection closes
+		b.once.Do(func() { close(b.stop) })
+		<-b.done
+	})
 	go func() {
 		defer close(b.done)
 		msg := &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "bystander", Payload: []byte("x")}}}
@@ -67,7 +73,7 @@ func startBystander(t testing.TB, addr string) *bystander {
 // finish stops the bystander, logs its latency and fails the test if any request failed.
 func (b *bystander) finish() {
 	b.t.Helper()
-	close(b.stop)
+	b.once.Do(func() { close(b.stop) })
 	<-b.done
 	if len(b.lat) == 0 {
 		b.t.Fatal("the bystander made no request")

@@ -102,6 +102,9 @@ type Server struct {
 	closing  bool
 	wg       sync.WaitGroup
 	nextConn atomic.Uint64
+	// forced is closed when a Shutdown runs out of time: connections stop waiting for answers.
+	forced    chan struct{}
+	forceOnce sync.Once
 
 	connGauge prometheus.Gauge
 	errors    *prometheus.CounterVec
@@ -110,7 +113,8 @@ type Server struct {
 // New returns a server for b.
 func New(b *broker.Broker, opts Options) *Server {
 	opts.defaults()
-	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}, perHost: map[string]int{}}
+	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}, perHost: map[string]int{},
+		forced: make(chan struct{})}
 	s.connGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "fila", Name: "connections", Help: "Open FIBP connections."})
 	s.errors = newErrorCounter()
 	if opts.Registry != nil {
@@ -241,6 +245,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
+		s.forceOnce.Do(func() { close(s.forced) })
 		for _, c := range conns {
 			c.nc.Close()
 		}
