@@ -136,7 +136,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	go func() { served <- srv.Serve(ln) }()
 
 	if rn != nil {
-		if err := rn.listen(cfg, log); err != nil {
+		if err := rn.listen(cfg, log, budget); err != nil {
 			srv.Shutdown(context.Background())
 			rn.close()
 			b.Close()

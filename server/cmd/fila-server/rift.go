@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/filamq/fila/server/config"
+	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/rift/auth"
 	"github.com/filamq/fila/server/rift/bus"
 	"github.com/filamq/fila/server/rift/devcert"
@@ -69,7 +70,7 @@ func openRift(cfg config.Config, log *slog.Logger) (*riftNode, error) {
 }
 
 // listen starts the QUIC listener.
-func (n *riftNode) listen(cfg config.Config, log *slog.Logger) error {
+func (n *riftNode) listen(cfg config.Config, log *slog.Logger, budget *membudget.Budget) error {
 	rc := cfg.Rift
 	certFile, keyFile := rc.Cert, rc.Key
 	if rc.DevCerts != "" && certFile == "" {
@@ -89,6 +90,7 @@ func (n *riftNode) listen(cfg config.Config, log *slog.Logger) error {
 		MaxConnections: rc.MaxConnections, MaxStreams: rc.MaxStreams, AuthTimeout: rc.AuthTimeout,
 		FrameTimeout: rc.FrameTimeout, WriteTimeout: rc.WriteTimeout, KeepAlive: rc.KeepAlive, IdleTimeout: rc.IdleTimeout,
 		SubQueueMsgs: rc.QueueMsgs, SubQueueBytes: int(rc.QueueBytes), Events: n.events, Logger: log,
+		Budget: budget, MaxConnectionMemory: int64(cfg.MaxConnectionMemory),
 	})
 	if err != nil {
 		return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+
+	"github.com/filamq/fila/server/membudget"
 )
 
 // Subscription receives the messages published to subjects matching Pattern. Its queue is bounded:
@@ -17,6 +19,8 @@ type Subscription struct {
 	ch       chan Message
 	bytes    atomic.Int64
 	maxBytes int64
+	acct     *membudget.Account // nil: only the subscription's own bounds
+	slots    int64              // memory of ch's slots, held in acct while s lives
 
 	once sync.Once
 	done chan struct{}
@@ -35,14 +39,30 @@ func (s *Subscription) offer(m Message) bool {
 		s.fail(ErrSlowConsumer)
 		return false
 	}
+	if s.acct.Reserve(messageMemory(m)) != nil {
+		s.bytes.Add(-int64(len(m.Payload)))
+		s.fail(ErrSlowConsumer)
+		return false
+	}
 	select {
 	case s.ch <- m:
 		return true
 	default:
 		s.bytes.Add(-int64(len(m.Payload)))
+		s.acct.Release(messageMemory(m))
 		s.fail(ErrSlowConsumer)
 		return false
 	}
+}
+
+// queuedMessageOverhead is what a queued message costs beyond its bytes, in an Account: its
+// payload's allocation rounding and the subject's and reply's headers.
+const queuedMessageOverhead = 64
+
+// messageMemory is what m costs while it waits in a subscription's queue (its slot is counted
+// with the queue).
+func messageMemory(m Message) int64 {
+	return int64(len(m.Payload) + len(m.Subject) + len(m.Reply) + queuedMessageOverhead)
 }
 
 // fail ends s with err and removes it from the bus.
@@ -61,6 +81,7 @@ func (s *Subscription) end(err error) bool {
 	s.once.Do(func() {
 		s.err = err
 		close(s.done)
+		s.acct.Release(s.slots)
 		ended = true
 	})
 	return ended
@@ -87,7 +108,23 @@ func (s *Subscription) Err() error {
 func (s *Subscription) C() <-chan Message { return s.ch }
 
 // Received releases m's bytes from the queue bound (see C).
-func (s *Subscription) Received(m Message) { s.bytes.Add(-int64(len(m.Payload))) }
+func (s *Subscription) Received(m Message) {
+	s.bytes.Add(-int64(len(m.Payload)))
+	s.acct.Release(messageMemory(m))
+}
+
+// Drain discards the messages still queued, releasing their memory; the receiver of an ended
+// subscription that will not read them calls it.
+func (s *Subscription) Drain() {
+	for {
+		select {
+		case m := <-s.ch:
+			s.Received(m)
+		default:
+			return
+		}
+	}
+}
 
 // TryNext returns a queued message without waiting.
 func (s *Subscription) TryNext() (Message, bool) {

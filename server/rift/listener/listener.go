@@ -28,6 +28,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/rift/auth"
 	"github.com/filamq/fila/server/rift/events"
 	"github.com/filamq/fila/server/rift/service"
@@ -62,8 +63,12 @@ type Options struct {
 	IdleTimeout    time.Duration // 60 s
 	SubQueueMsgs   int           // per-subscription queue bound (bus default)
 	SubQueueBytes  int           // per-subscription queue bound in bytes (bus default)
-	Events         *events.Events
-	Logger         *slog.Logger
+	// Budget and MaxConnectionMemory bound the memory of a connection's subscriber queues, all of
+	// its subscriptions together, and of every connection (nil Budget: no accounting).
+	Budget              *membudget.Budget
+	MaxConnectionMemory int64 // 256 MiB
+	Events              *events.Events
+	Logger              *slog.Logger
 }
 
 func (o *Options) defaults() {
@@ -84,6 +89,9 @@ func (o *Options) defaults() {
 	defD(&o.WriteTimeout, 30*time.Second)
 	defD(&o.KeepAlive, 10*time.Second)
 	defD(&o.IdleTimeout, 60*time.Second)
+	if o.MaxConnectionMemory <= 0 {
+		o.MaxConnectionMemory = 256 << 20
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -210,6 +218,11 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		s.opts.Events.Closed(remote, id.Name)
 	}()
 	sess := s.svc.Session(id)
+	acct := s.opts.Budget.Open(s.opts.MaxConnectionMemory, func() {
+		s.log.Warn("closing the rift connection that holds the most memory: the server's memory budget is full", "remote", remote)
+		conn.CloseWithError(CloseNormal, "memory budget full")
+	})
+	defer acct.Close()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -221,7 +234,7 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.serveStream(conn.Context(), sess, str)
+			s.serveStream(conn.Context(), sess, acct, str)
 		}()
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/filamq/fila/generated/rift"
 	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/rift/service"
 	"github.com/filamq/fila/server/rift/stream"
 )
@@ -23,11 +24,12 @@ type op struct {
 	str  *quic.Stream
 	in   *frames
 	out  *writer
+	acct *membudget.Account // the connection's memory account
 }
 
 // serveStream reads a stream's first frame and runs the operation it starts.
-func (s *Server) serveStream(ctx context.Context, sess *service.Session, str *quic.Stream) {
-	o := &op{s: s, sess: sess, str: str,
+func (s *Server) serveStream(ctx context.Context, sess *service.Session, acct *membudget.Account, str *quic.Stream) {
+	o := &op{s: s, sess: sess, str: str, acct: acct,
 		in:  newFrames(str, time.Now().Add(s.opts.AuthTimeout), s.opts.FrameTimeout),
 		out: &writer{s: str, timeout: s.opts.WriteTimeout}}
 	defer o.in.release()

@@ -25,12 +25,15 @@ func (o *op) subscribe(body []byte) {
 	// anything watchInput reads later. The read buffer is not needed any more.
 	early := o.in.fr.buffered() > 0
 	o.in.release()
-	sub, err := o.sess.Subscribe(f.Pattern, f.Queue, bus.SubOptions{QueueMsgs: o.s.opts.SubQueueMsgs, QueueBytes: o.s.opts.SubQueueBytes})
+	sub, err := o.sess.Subscribe(f.Pattern, f.Queue, bus.SubOptions{QueueMsgs: o.s.opts.SubQueueMsgs, QueueBytes: o.s.opts.SubQueueBytes, Account: o.acct})
 	if err != nil {
 		o.failWith(err)
 		return
 	}
-	defer sub.Unsubscribe()
+	defer func() {
+		sub.Unsubscribe()
+		sub.Drain()
+	}()
 	if err := o.out.send(&rift.Ok{}); err != nil {
 		o.abort()
 		return
