@@ -92,3 +92,19 @@ func TestDefaultIsAFractionOfAvailableMemory(t *testing.T) {
 		t.Fatalf("DefaultLimit = %d of %d", got, avail)
 	}
 }
+
+// BenchmarkReserveRelease is the cost of accounting one request: a reservation and its release,
+// on connections in parallel sharing one budget.
+func BenchmarkReserveRelease(b *testing.B) {
+	budget := New(1 << 40)
+	b.RunParallel(func(pb *testing.PB) {
+		a := budget.Open(1<<30, nil)
+		defer a.Close()
+		for pb.Next() {
+			if err := a.Reserve(100 << 10); err != nil {
+				b.Fatal(err)
+			}
+			a.Release(100 << 10)
+		}
+	})
+}
