@@ -119,6 +119,15 @@ func New(b *broker.Broker, opts Options) *Server {
 	s.errors = newErrorCounter()
 	if opts.Registry != nil {
 		opts.Registry.MustRegister(s.connGauge, s.errors)
+		if budget := opts.Budget; budget != nil {
+			opts.Registry.MustRegister(
+				prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fila", Name: "client_memory_bytes",
+					Help: "Memory clients make the server hold (FIBP and Rift), counted against the memory budget."},
+					func() float64 { return float64(budget.Used()) }),
+				prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fila", Name: "client_memory_budget_bytes",
+					Help: "The server-wide memory budget for what clients make the server hold."},
+					func() float64 { return float64(budget.Limit()) }))
+		}
 	}
 	return s
 }
