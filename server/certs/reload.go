@@ -48,6 +48,12 @@ func (r *Reloader) Config() *tls.Config {
 	}
 }
 
+// GetCertificate returns the latest loaded server certificate, for a tls.Config whose other
+// settings are fixed elsewhere (the Rift listener forces TLS 1.3 and its ALPN).
+func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return &r.cur.Load().Certificates[0], nil
+}
+
 func load(f Files) (*tls.Config, error) {
 	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 	if err != nil {

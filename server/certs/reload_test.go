@@ -50,6 +50,15 @@ func (p *pki) client(t *testing.T, notBefore, notAfter time.Time) tls.Certificat
 	return c
 }
 
+func mustPair(t *testing.T, p certs.Pair) tls.Certificate {
+	t.Helper()
+	c, err := tls.X509KeyPair(p.Cert, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 func (p *pki) roots() *x509.CertPool {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(p.ca.PEM)
@@ -174,6 +183,9 @@ func TestMutualTLSAndReload(t *testing.T) {
 	renewed.install(t, files)
 	if err := r.Reload(); err != nil {
 		t.Fatal(err)
+	}
+	if c, _ := r.GetCertificate(nil); string(c.Certificate[0]) != string(mustPair(t, renewed.server).Certificate[0]) {
+		t.Fatal("GetCertificate (the Rift listener's) still gives the old certificate")
 	}
 	if err := open.call(1, &fibp.Ping{}, fibp.OpPong); err != nil {
 		t.Fatalf("the connection opened before the reload: %v", err)

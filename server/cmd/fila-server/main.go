@@ -159,7 +159,10 @@ wait:
 	for {
 		select {
 		case <-hup:
-			reloadTLS(tlsCerts, log)
+			reloadTLS("fibp", tlsCerts, log)
+			if rn != nil && rn.certs != nil {
+				reloadTLS("rift", rn.certs, log)
+			}
 		case s := <-sig:
 			log.Info("shutting down", "signal", s.String())
 			break wait
@@ -192,17 +195,18 @@ func loadTLS(cfg config.Config) (*certs.Reloader, error) {
 	return certs.Load(certs.Files{Cert: cfg.TLSCert, Key: cfg.TLSKey, ClientCA: cfg.TLSClientCA})
 }
 
-// reloadTLS loads the certificate files again (SIGHUP); open connections keep their sessions.
-func reloadTLS(r *certs.Reloader, log *slog.Logger) {
+// reloadTLS loads a listener's certificate files again (SIGHUP); open connections keep their
+// sessions.
+func reloadTLS(listener string, r *certs.Reloader, log *slog.Logger) {
 	if r == nil {
-		log.Info("SIGHUP: no TLS certificates to reload")
+		log.Info("SIGHUP: no TLS certificates to reload", "listener", listener)
 		return
 	}
 	if err := r.Reload(); err != nil {
-		log.Error("SIGHUP: certificates not reloaded; the previous ones stay in use", "err", err)
+		log.Error("SIGHUP: certificates not reloaded; the previous ones stay in use", "listener", listener, "err", err)
 		return
 	}
-	log.Info("SIGHUP: certificates reloaded")
+	log.Info("SIGHUP: certificates reloaded", "listener", listener)
 }
 
 // devCerts is `fila-server dev-certs DIR`.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/filamq/fila/server/certs"
 	"github.com/filamq/fila/server/config"
 	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/rift/auth"
@@ -29,6 +30,7 @@ type riftNode struct {
 	plugins *plugin.Host
 	ln      *listener.Server
 	events  *events.Events
+	certs   *certs.Reloader // the listener's certificate, reloaded on SIGHUP
 }
 
 // openRift opens the Rift service (streams under <data_dir>/rift) and loads its plugins. It
@@ -81,12 +83,13 @@ func (n *riftNode) listen(cfg config.Config, log *slog.Logger, budget *membudget
 		certFile, keyFile = c, k
 		log.Warn("rift uses development certificates: clients must trust "+ca, "dir", rc.DevCerts)
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	reloader, err := certs.Load(certs.Files{Cert: certFile, Key: keyFile})
 	if err != nil {
-		return fmt.Errorf("rift tls: %w", err)
+		return fmt.Errorf("rift %w", err)
 	}
+	n.certs = reloader
 	n.ln, err = listener.Listen(n.svc, listener.Options{
-		Addr: rc.Listen, TLS: &tls.Config{Certificates: []tls.Certificate{cert}},
+		Addr: rc.Listen, TLS: &tls.Config{GetCertificate: reloader.GetCertificate},
 		MaxConnections: rc.MaxConnections, MaxStreams: rc.MaxStreams, AuthTimeout: rc.AuthTimeout,
 		FrameTimeout: rc.FrameTimeout, WriteTimeout: rc.WriteTimeout, KeepAlive: rc.KeepAlive, IdleTimeout: rc.IdleTimeout,
 		SubQueueMsgs: rc.QueueMsgs, SubQueueBytes: int(rc.QueueBytes), Events: n.events, Logger: log,
