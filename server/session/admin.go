@@ -47,10 +47,6 @@ func code(e *broker.Error) fibp.ErrorCode {
 	return ErrorCode(e.Code)
 }
 
-func notYet(feature string) *broker.Error {
-	return &broker.Error{Code: broker.CodeInternalError, Message: feature + " are not supported by this server yet"}
-}
-
 // adminOps maps every admin opcode to its handler.
 var adminOps = map[fibp.Opcode]AdminHandler{
 	fibp.OpGetThrottleStats:  getThrottleStats,
