@@ -357,10 +357,17 @@ func (c *conn) awaitAnswers() {
 }
 
 // begin accounts for a request that will be answered asynchronously; it blocks while the
-// connection already has MaxInflight requests waiting (backpressure on the socket).
-func (c *conn) begin() {
-	c.inflight <- struct{}{}
-	c.pending.Add(1)
+// connection already has MaxInflight requests waiting (backpressure on the socket). It reports
+// false, releasing the request's mem bytes, when a shutdown ran out of time meanwhile.
+func (c *conn) begin(mem int64) bool {
+	select {
+	case c.inflight <- struct{}{}:
+		c.pending.Add(1)
+		return true
+	case <-c.s.forced:
+		c.acct.Release(mem)
+		return false
+	}
 }
 
 func (c *conn) end() {

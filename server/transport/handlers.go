@@ -113,7 +113,9 @@ func (c *conn) enqueue(h fibp.Header, body []byte) {
 		c.send(id, session.EnqueueResult(unscreen(denied, nil, forbidden)))
 		return
 	}
-	c.begin()
+	if !c.begin(mem) {
+		return
+	}
 	c.s.b.Enqueue(msgs, func(rs []broker.EnqueueResult, e *broker.Error) {
 		if e != nil {
 			c.sendBrokerError(id, e)
@@ -157,7 +159,9 @@ func settle[T any, R fibp.Frame](c *conn, h fibp.Header, mem int64, items []T, q
 		c.send(h.RequestID, frame(unscreen(denied, nil, broker.CodeForbidden)))
 		return
 	}
-	c.begin()
+	if !c.begin(mem) {
+		return
+	}
 	run(kept, codesAnswer(c, h.RequestID, mem, denied, frame))
 }
 
@@ -189,7 +193,9 @@ func (c *conn) settleExtend(h fibp.Header, body []byte) {
 		c.send(id, session.ExtendLeaseResult(unscreen(denied, nil, forbidden)))
 		return
 	}
-	c.begin()
+	if !c.begin(mem) {
+		return
+	}
 	c.s.b.ExtendLease(items, func(rs []broker.ExtendResult, e *broker.Error) {
 		if e != nil {
 			c.sendBrokerError(id, e)
