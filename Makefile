@@ -1,7 +1,7 @@
 # Fila monorepo. Every target runs from the repository root; go.work ties the modules together.
 
 GO        ?= go
-MODULES   := ./... ./generated/... ./lua/... ./server/... ./client/... ./tools/... ./tools/compare/... ./fuzz/...
+MODULES   := ./... ./generated/... ./lua/... ./server/... ./client/... ./tools/... ./tools/compare/... ./fuzz/... ./examples/...
 RACE_PKGS := ./lua/... ./server/... ./client/...
 FUZZTIME  ?= 60s
 FUZZ_PKGS := ./generated/fibp ./generated/rift ./generated/store ./generated/riftstore ./generated/queuelog ./fuzz
@@ -31,7 +31,7 @@ vet:
 ## test: every module's tests, then the race detector on the concurrent packages when cgo works
 ## (the race detector needs cgo and a C compiler; without one it says it was skipped)
 test:
-	$(GO) test -count=1 ./... ./generated/... ./lua/... ./tools/... ./tools/compare/... ./fuzz/...
+	$(GO) test -count=1 ./... ./generated/... ./lua/... ./tools/... ./tools/compare/... ./fuzz/... ./examples/...
 	@$(MAKE) --no-print-directory race-if-cgo
 
 ## race-if-cgo: the race detector over RACE_PKGS, or a line saying why it cannot run here

@@ -10,7 +10,7 @@ import (
 )
 
 // twin is a naive reference of the scheduler, written straight from concepts.md with slices
-// and scans: the fast Queue must make exactly the same deliveries (STYLE.md: fast code checked
+// and scans: the fast Queue must make exactly the same deliveries (the project style: fast code checked
 // against a naive twin).
 type twin struct {
 	quantum uint64
