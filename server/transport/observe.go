@@ -60,3 +60,14 @@ func (c *conn) logRequest(h fibp.Header, body []byte) {
 		c.log.Debug("request", "op", h.Opcode.String(), "request_id", h.RequestID, "bytes", len(body))
 	}
 }
+
+// logDenied records an authentication failure (Unauthorized) or a refused permission
+// (Forbidden) at info, with the connection's remote address and key, and why.
+func (c *conn) logDenied(code fibp.ErrorCode, msg string) {
+	switch code {
+	case fibp.CodeUnauthorized:
+		c.log.Info("authentication failed", "why", msg)
+	case fibp.CodeForbidden:
+		c.log.Info("permission denied", "why", msg)
+	}
+}
