@@ -28,13 +28,13 @@ fmt:
 vet:
 	$(GO) vet $(MODULES)
 
-## test: every module's tests, then the race detector on the concurrent packages when cgo works
-## (the race detector needs cgo and a C compiler; without one it says it was skipped)
+## test: every module's tests; the concurrent packages (RACE_PKGS) run under the race detector when
+## cgo works (it needs cgo and a C compiler), and without it otherwise, saying so
 test:
 	$(GO) test -count=1 ./... ./generated/... ./lua/... ./tools/... ./tools/compare/... ./fuzz/... ./examples/...
 	@$(MAKE) --no-print-directory race-if-cgo
 
-## race-if-cgo: the race detector over RACE_PKGS, or a line saying why it cannot run here
+## race-if-cgo: RACE_PKGS under the race detector, or, saying why it cannot run here, without it
 race-if-cgo:
 	@cc=$$($(GO) env CC | cut -d' ' -f1); cgo=$$($(GO) env CGO_ENABLED); \
 	if [ "$$cgo" != 1 ]; then why="CGO_ENABLED=$$cgo"; \
@@ -42,7 +42,8 @@ race-if-cgo:
 	if [ -z "$$why" ]; then \
 	  echo "$(GO) test -count=1 -race $(RACE_PKGS)"; $(GO) test -count=1 -race $(RACE_PKGS); \
 	else \
-	  echo "race detector skipped: it needs cgo and a C compiler, and here $$why; the tests above ran without it"; \
+	  echo "race detector skipped: it needs cgo and a C compiler, and here $$why; running $(RACE_PKGS) without it"; \
+	  CGO_ENABLED=0 $(GO) test -count=1 $(RACE_PKGS); \
 	fi
 
 ## fuzz: run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=10m). A failing input is
