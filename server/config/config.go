@@ -22,6 +22,7 @@ type Config struct {
 	LogFormat  string `yaml:"log_format" help:"text or json"`
 	Fsync      bool   `yaml:"fsync" help:"fsync every acknowledged change (group-committed); false trades durability for speed"`
 	PProf      bool   `yaml:"pprof" help:"serve Go profiles under /debug/pprof/ on http_listen"`
+	Salvage    bool   `yaml:"salvage" help:"start on a data directory whose WAL is damaged by dropping what follows the damage (the original file is kept, the loss logged); without it such a start stops with an error naming the file"`
 
 	MetricsTopKeys int `yaml:"metrics_top_keys" help:"fairness keys per queue with their own fila_queue_fairness_key_ready series (the largest backlogs); bounds the label cardinality"`
 

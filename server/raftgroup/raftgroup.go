@@ -82,6 +82,9 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 		_, trans = raft.NewInmemTransport(raft.ServerAddress(c.LocalID))
 	}
 	conf := config(c)
+	if err := readLog(store); err != nil {
+		return nil, err
+	}
 	existing, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
 		return nil, fmt.Errorf("raftgroup: %w", err)
@@ -95,13 +98,47 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 			return nil, fmt.Errorf("raftgroup: bootstrap: %w", err)
 		}
 	}
-	r, err := raft.NewRaft(conf, fsm, store, store, snaps, trans)
+	r, err := newRaft(conf, fsm, store, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("raftgroup: %w", err)
 	}
 	g := &Group{r: r, store: store, trans: trans, hb: conf.LeaderLeaseTimeout}
 	g.elect()
 	return g, nil
+}
+
+// readLog reads every stored entry once before raft does: raft panics on an entry it cannot
+// read (its goroutine, the process with it), while this stops the group's start with an error
+// that says which entry and why (Pebble's errors name the damaged file). It costs one more read
+// of the log, which snapshots keep short.
+func readLog(store raftstore.LogStableStore) error {
+	first, err := store.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return err
+	}
+	var l raft.Log
+	for i := first; i != 0 && i <= last; i++ {
+		if err := store.GetLog(i, &l); err != nil && !errors.Is(err, raft.ErrLogNotFound) {
+			return fmt.Errorf("raftgroup: log entry %d cannot be read: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// newRaft is raft.NewRaft, with its panics (a log entry that cannot be read while it restores)
+// returned as errors: a damaged store stops the group's start with an error, not the process.
+func newRaft(conf *raft.Config, fsm raft.FSM, store raftstore.LogStableStore, snaps raft.SnapshotStore,
+	trans raft.Transport) (r *raft.Raft, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("restoring the group: %v", p)
+		}
+	}()
+	return raft.NewRaft(conf, fsm, store, store, snaps, trans)
 }
 
 func config(c Config) *raft.Config {

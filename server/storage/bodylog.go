@@ -1,6 +1,9 @@
 package storage
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/raft"
 
@@ -64,10 +67,17 @@ func (l *bodyLog) GetLog(index uint64, log *raft.Log) error {
 	if log.Type != raft.LogCommand {
 		return nil
 	}
+	var readErr error // a body that is stored but cannot be read (damage), unlike one acked since
 	data, err := queuegroup.JoinBodies(log.Data, func(id engine.MsgID) (map[string]string, []byte, bool) {
 		b, err := l.db.ReadBody(l.queue, id)
+		if err != nil && !errors.Is(err, ErrNotFound) && readErr == nil {
+			readErr = fmt.Errorf("storage: log %d of queue %q: body %v: %w", index, l.queue, id, err)
+		}
 		return b.Headers, b.Payload, err == nil
 	})
+	if err == nil {
+		err = readErr
+	}
 	if err != nil {
 		return err
 	}

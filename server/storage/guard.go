@@ -282,15 +282,18 @@ func (l pebbleLogger) Fatalf(format string, args ...any) {
 func (d *DB) eventListener() *pebble.EventListener {
 	return &pebble.EventListener{
 		BackgroundError: func(err error) {
+			if errors.Is(err, pebble.ErrCorruption) {
+				return // damage, not a failing disk: DataCorruption logs it, and reads report it
+			}
 			d.broken.Store(true)
 			if d.h.fail(err) {
 				d.log.Error("storage: a background write failed; refusing writes until the disk accepts them again",
-					"dir", d.dir, "err", err)
+					"dir", d.dir, "err", err.Error())
 				go d.recoverLoop()
 			}
 		},
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
-			d.log.Error("storage: corrupt data", "file", info.Path, "err", info.Details)
+			d.log.Error("storage: corrupt data", "file", info.Path, "err", info.Details.Error())
 		},
 		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
 			d.log.Warn("storage: write stall", "reason", info.Reason)

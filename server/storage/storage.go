@@ -108,6 +108,10 @@ type Options struct {
 	Logger *slog.Logger
 	// RecoverInterval is how often a store refusing writes after a failure tests the disk (1 s).
 	RecoverInterval time.Duration
+	// Salvage starts on a directory whose WAL is damaged (not merely torn by a crash) by dropping
+	// what follows the damage, keeping the original file and logging what was dropped
+	// (damage.go). Without it such a start fails with a *DamageError.
+	Salvage bool
 	// ReserveBytes is the disk space set aside for the writes in progress when the disk fills up
 	// (reserve.go): MemTableBytes + 16 MiB by default (one flush in progress and the commits in
 	// flight).
@@ -134,6 +138,9 @@ func Open(dir string, o Options) (*DB, error) {
 	}
 	if o.ReserveBytes == 0 {
 		o.ReserveBytes = int64(o.MemTableBytes) + 16<<20
+	}
+	if err := checkDamage(dir, o.Salvage, o.Logger); err != nil {
+		return nil, err
 	}
 	d := &DB{dir: dir, noSync: o.NoSync, h: newHealth(), log: o.Logger, recoverEvery: o.RecoverInterval,
 		closing: make(chan struct{})}

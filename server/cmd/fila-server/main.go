@@ -34,6 +34,9 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == "dev-certs" {
 		return devCerts(args[1:])
 	}
+	if len(args) > 0 && args[0] == "check" {
+		return check(args[1:], os.Stdout, os.Stderr)
+	}
 	cfg, err := config.Load(args, os.Getenv, os.Stderr)
 	if errors.Is(err, config.ErrHelp) {
 		return 0
@@ -84,6 +87,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	bo := broker.DefaultOptions(cfg.DataDir)
 	bo.Sync = cfg.Fsync
+	bo.Storage.Salvage = cfg.Salvage
 	bo.InboxSize = cfg.QueueInbox
 	bo.BodyCacheBytes = int(cfg.BodyCacheBytes)
 	bo.Logger = log
