@@ -72,6 +72,9 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 	if exists {
 		return errorf(CodeQueueAlreadyExists, "queue %q already exists", req.Name)
 	}
+	if e := b.queueLimit(); e != nil {
+		return e
+	}
 	if err := b.proposeMeta(putQueue(&def), putQueue(&dlq)); err != nil {
 		return errorf(CodeStorageError, "%v", err)
 	}

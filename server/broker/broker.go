@@ -54,6 +54,9 @@ type Options struct {
 	Sync bool
 	// InboxSize bounds each queue's request inbox; a full inbox answers ChannelFull (4096).
 	InboxSize int
+	// MaxQueues bounds the queues of the node, dead-letter queues not counted: CreateQueue
+	// beyond it answers ChannelFull with a message saying so (DefaultMaxQueues).
+	MaxQueues int
 	// BodyCacheBytes bounds the memory all queues together spend on recent message bodies (64 MiB).
 	BodyCacheBytes int
 	// RetryAfterMs is the back-off suggested with ChannelFull (100).
@@ -140,6 +143,9 @@ func Open(o Options) (*Broker, error) {
 	}
 	if o.InboxSize <= 0 {
 		o.InboxSize = 4096
+	}
+	if o.MaxQueues <= 0 {
+		o.MaxQueues = DefaultMaxQueues
 	}
 	if o.BodyCacheBytes <= 0 {
 		o.BodyCacheBytes = 64 << 20

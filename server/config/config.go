@@ -42,6 +42,7 @@ type Config struct {
 	MaxInflight      int           `yaml:"max_inflight" help:"requests awaiting an answer per connection"`
 	MaxSubscriptions int           `yaml:"max_subscriptions" help:"subscriptions per connection"`
 	QueueInbox       int           `yaml:"queue_inbox" help:"requests waiting per queue before ChannelFull"`
+	MaxQueues        int           `yaml:"max_queues" help:"queues this node holds (each with its dead-letter queue); CreateQueue beyond it is refused"`
 	BodyCacheBytes   Bytes         `yaml:"body_cache_bytes" help:"memory for recent message bodies, all queues together; older bodies stay on disk"`
 	PingInterval     time.Duration `yaml:"ping_interval" help:"idle time before the server pings a client"`
 	PongTimeout      time.Duration `yaml:"pong_timeout" help:"time a client has to answer a Ping"`
@@ -73,6 +74,7 @@ func Default() Config {
 		MaxInflight:      4096,
 		MaxSubscriptions: 1024,
 		QueueInbox:       4096,
+		MaxQueues:        broker.DefaultMaxQueues,
 		BodyCacheBytes:   64 << 20,
 		PingInterval:     15 * time.Second,
 		PongTimeout:      30 * time.Second,
@@ -119,7 +121,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("bootstrap_api_key_file: FILA_BOOTSTRAP_API_KEY is set too; give one"))
 	}
 	for name, v := range map[string]int{"max_reassembly": int(c.MaxReassembly), "max_connections": c.MaxConnections, "max_connections_per_client": c.MaxPerClient,
-		"max_inflight": c.MaxInflight, "metrics_top_keys": c.MetricsTopKeys, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "body_cache_bytes": int(c.BodyCacheBytes),
+		"max_inflight": c.MaxInflight, "metrics_top_keys": c.MetricsTopKeys, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "max_queues": c.MaxQueues, "body_cache_bytes": int(c.BodyCacheBytes),
 		"max_connection_memory": int(c.MaxConnectionMemory)} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))

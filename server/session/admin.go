@@ -53,8 +53,8 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 	fibp.OpGetThrottleBucket: getThrottleBucket,
 	fibp.OpCreateQueue: adminOp(func(b *broker.Broker, _ Node, r *fibp.CreateQueue) (fibp.Frame, *broker.Error) {
 		if e := b.CreateQueue(QueueSpec(r)); e != nil {
-			if e.Code == broker.CodeLuaCompilationError {
-				return nil, e // an Error frame: it carries the compiler's message
+			if e.Code == broker.CodeLuaCompilationError || e.Code == broker.CodeChannelFull {
+				return nil, e // an Error frame: it carries the compiler's message, or the queue limit's
 			}
 			return &fibp.CreateQueueResult{ErrorCode: code(e)}, e
 		}

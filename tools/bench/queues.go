@@ -22,6 +22,11 @@ func benchQueues(r *runner) error {
 		return nil
 	}
 	n := r.o.queues
+	// The server holds at most max_queues queues; this workload needs n.
+	r.srv.args = append(r.srv.args, "--max-queues", strconv.Itoa(n))
+	if err := r.srv.restart(); err != nil {
+		return err
+	}
 	before := r.srv.rssBytes()
 	start := time.Now()
 	var made atomic.Int64

@@ -89,6 +89,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	bo.Sync = cfg.Fsync
 	bo.Storage.Salvage = cfg.Salvage
 	bo.InboxSize = cfg.QueueInbox
+	bo.MaxQueues = cfg.MaxQueues
 	bo.BodyCacheBytes = int(cfg.BodyCacheBytes)
 	bo.Logger = log
 	bo.Registry = reg
