@@ -321,3 +321,21 @@ func TestEnqueueMemoryIsReservedBeforeDecoding(t *testing.T) {
 	}
 	by.finish()
 }
+
+// A frame whose buffer the connection's memory bound cannot take is refused before it is read
+// into memory (InvalidFrame: it can never fit) and skipped; the connection goes on.
+func TestFrameBeyondTheConnectionBoundIsSkipped(t *testing.T) {
+	const bound = 1 << 20
+	_, addr := startServer(t, Options{MaxConnectionMemory: bound})
+	c := dialRaw(t, addr)
+	c.Handshake()
+	big := &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "x", Payload: make([]byte, 2<<20)}}}
+	c.Send(2, big)
+	_, f := c.Next()
+	if e, ok := f.(*fibp.Error); !ok || e.ErrorCode != fibp.CodeInvalidFrame || !strings.Contains(e.Message, "memory") {
+		t.Fatalf("a 2 MiB frame over a 1 MiB bound answered %#v", f)
+	}
+	if r, ok := c.Call(3, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "x"}}}).(*fibp.EnqueueResult); !ok || r.Results[0].ErrorCode != fibp.CodeQueueNotFound {
+		t.Fatalf("the next Enqueue answered %#v", r)
+	}
+}
