@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -164,7 +165,8 @@ func TestUnparkAndRemoveParked(t *testing.T) {
 	}
 }
 
-// Random enqueues, dispatches, acks, removals, subscriptions and time against gapAdmission:
+// Random enqueues (some in ordering groups), dispatches, acks, removals, subscriptions, snapshots
+// (after Unpark) and time against gapAdmission:
 // every delivery is one the admission allowed (at most one per gap per class), the structures
 // stay consistent, and once time runs on with a subscription every class admits, everything is
 // delivered: nothing parked is forgotten.
@@ -200,6 +202,9 @@ func TestParkingProperty(t *testing.T) {
 			"enqueue": func(t *rapid.T) {
 				id++
 				m := classed(id, rapid.SampledFrom([]string{"a", "b"}).Draw(t, "key"), rapid.SampledFrom(classes).Draw(t, "class"))
+				if g := rapid.SampledFrom([]string{"", "g1", "g2"}).Draw(t, "group"); g != "" {
+					m.Group, m.Grouped = g, true
+				}
 				enqueue(t, q, now, m)
 			},
 			"tick": func(t *rapid.T) { now += rapid.Int64Range(0, 60).Draw(t, "dt") },
@@ -208,7 +213,7 @@ func TestParkingProperty(t *testing.T) {
 			},
 			"ack": func(t *rapid.T) {
 				for l := range leased {
-					must(t, q.ApplyAck(Ack{ID: l}))
+					must(t, q.ApplyAck(Ack{ID: l, At: now}))
 					delete(leased, l)
 					return
 				}
@@ -237,6 +242,16 @@ func TestParkingProperty(t *testing.T) {
 				name := rapid.SampledFrom([]string{"x", "y"}).Draw(t, "sub")
 				_ = q.AddCredit(name, 1)
 			},
+			"snapshot": func(t *rapid.T) {
+				q.Unpark() // as the broker does before a snapshot
+				r, err := takeSnapshot(q).restore(q.Config())
+				if err != nil {
+					t.Fatalf("snapshot after Unpark: %v", err)
+				}
+				if !reflect.DeepEqual(slices.Collect(q.Messages()), slices.Collect(r.Messages())) {
+					t.Fatal("the restored queue's messages differ")
+				}
+			},
 			"": func(t *rapid.T) {
 				if err := checkInvariants(q); err != nil {
 					t.Fatal(err)
@@ -251,6 +266,10 @@ func TestParkingProperty(t *testing.T) {
 			}
 			now += 50
 			check(q.Dispatch(now, 100, nil))
+			for l := range leased { // free the ordering groups
+				must(t, q.ApplyAck(Ack{ID: l, At: now}))
+				delete(leased, l)
+			}
 		}
 		if s := q.Stats(); s.Depth != 0 {
 			t.Fatalf("%d messages never delivered (%d throttled)", s.Depth, s.Throttled)
@@ -283,4 +302,40 @@ func TestParkedStateIsReportedAsReady(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("%d parked classes", n)
 	}
+}
+
+// An ordered group whose head a throttle holds waits for it; other groups go on.
+func TestThrottledHeadHoldsItsOrderingGroup(t *testing.T) {
+	q := newTestQueue(t, DefaultConfig())
+	must(t, q.Subscribe("c", 0))
+	adm := newGapAdmission()
+	adm.deny["slow"] = []string{"c"}
+	q.SetAdmission(adm)
+	grouped := func(n uint64, group, class string) Message {
+		m := classed(n, "k", class)
+		m.Group, m.Grouped = group, true
+		return m
+	}
+	enqueue(t, q, 0, grouped(1, "g1", "slow"), grouped(2, "g1", "fast"), grouped(3, "g2", "fast"), grouped(4, "g2", "fast"))
+	ls := q.Dispatch(0, 10, nil)
+	if len(ls) != 1 || ls[0].ID != mid(3) {
+		t.Fatalf("delivered %v, want only g2's head", ls)
+	}
+	if q.Throttled() != 1 {
+		t.Fatalf("throttled %d, want g1's head", q.Throttled())
+	}
+	must(t, q.ApplyAck(Ack{ID: mid(3), At: 1}))
+	if ls := q.Dispatch(1, 10, nil); len(ls) != 1 || ls[0].ID != mid(4) {
+		t.Fatalf("after acking g2's head: %v, want g2's second message and nothing of g1", ls)
+	}
+	delete(adm.deny, "slow")
+	q.WakeParked()
+	if ls := q.Dispatch(2, 10, nil); len(ls) != 1 || ls[0].ID != mid(1) {
+		t.Fatalf("after the throttle opened: %v, want g1's head alone", ls)
+	}
+	must(t, q.ApplyAck(Ack{ID: mid(1), At: 3}))
+	if ls := q.Dispatch(3, 10, nil); len(ls) != 1 || ls[0].ID != mid(2) {
+		t.Fatalf("after acking g1's head: %v", ls)
+	}
+	must(t, checkInvariants(q))
 }
