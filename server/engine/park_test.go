@@ -339,3 +339,42 @@ func TestThrottledHeadHoldsItsOrderingGroup(t *testing.T) {
 	}
 	must(t, checkInvariants(q))
 }
+
+// admitAll is an Admission that admits everything (a throttle that never binds), with a class
+// per fairness key.
+type admitAll struct{}
+
+func (admitAll) Class(c Candidate) string                 { return c.FairnessKey }
+func (admitAll) Admit(string, string, int64) (bool, int64) { return true, 0 }
+
+// BenchmarkDispatchAdmission is Dispatch and Ack over a backlog without an Admission and with one
+// that admits everything: the engine's share of a throttle that never binds.
+func BenchmarkDispatchAdmission(b *testing.B) {
+	for _, adm := range []struct {
+		name string
+		a    Admission
+	}{{"none", nil}, {"admit-all", admitAll{}}} {
+		b.Run(adm.name, func(b *testing.B) {
+			q := newTestQueue(b, DefaultConfig())
+			must(b, q.Subscribe("c", 0))
+			if adm.a != nil {
+				q.SetAdmission(adm.a)
+			}
+			backlog(b, q, 25_000, []string{"a", "b", "c", "d"}, []uint32{1, 1, 1, 1})
+			dst := make([]Lease, 0, 64)
+			var now int64
+			b.ReportAllocs()
+			for b.Loop() {
+				now++
+				dst = q.Dispatch(now, 1, dst[:0])
+				if len(dst) == 0 {
+					b.StopTimer()
+					backlog(b, q, 25_000, []string{"a", "b", "c", "d"}, []uint32{1, 1, 1, 1})
+					b.StartTimer()
+					continue
+				}
+				must(b, q.ApplyAck(Ack{ID: dst[0].ID, At: now}))
+			}
+		})
+	}
+}
