@@ -344,7 +344,7 @@ func TestThrottledHeadHoldsItsOrderingGroup(t *testing.T) {
 // per fairness key.
 type admitAll struct{}
 
-func (admitAll) Class(c Candidate) string                 { return c.FairnessKey }
+func (admitAll) Class(c Candidate) string                  { return c.FairnessKey }
 func (admitAll) Admit(string, string, int64) (bool, int64) { return true, 0 }
 
 // BenchmarkDispatchAdmission is Dispatch and Ack over a backlog without an Admission and with one
