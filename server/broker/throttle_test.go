@@ -261,3 +261,56 @@ func TestThrottleSaturatedBacklogAchievesTheLimit(t *testing.T) {
 		t.Fatalf("throttled %d (%v), want 90", st.Throttled, e)
 	}
 }
+
+// Per-merchant 5/s under a global 100/s, 30 merchants with backlogs, fake clock: each second
+// delivers exactly 100 (the global limit binds: 30 × 5 > 100), no merchant more than 5 in any
+// second, and the throttled messages wait (in the last window 20 merchants were served, 5 each).
+func TestThrottlePerMerchantUnderGlobal(t *testing.T) {
+	global := ThrottleDeclaration{Name: "stripe", Limits: []ThrottleLimit{{Max: 100, WindowMs: 1000}}}
+	merchant := ThrottleDeclaration{Name: "stripe-merchant", Limits: []ThrottleLimit{{Max: 5, WindowMs: 1000}},
+		Key: keys.Key{{Kind: keys.Header, Name: "m"}}}
+	w := newThrottleWorld(t, map[string]ThrottleDeclaration{"stripe": global, "stripe-merchant": merchant})
+	defer w.s.close()
+	var msgs []Message
+	for i := range 3000 {
+		msgs = append(msgs, Message{Queue: "qa", Payload: []byte("x"), Headers: map[string]string{"m": fmt.Sprint("m", i%30)}})
+	}
+	done := make(chan struct{})
+	w.s.b.Enqueue(msgs, func([]EnqueueResult, *Error) { close(done) })
+	<-done
+	ls := &liveSub{id: "c", queue: "qa", throttles: []string{"stripe", "stripe-merchant"}, sink: &throttleSink{}}
+	if e := w.s.b.Subscribe(Subscription{Queue: "qa", ConsumerID: "c", Throttles: []ThrottleDeclaration{global, merchant}}, ls.sink); e != nil {
+		t.Fatal(e)
+	}
+	w.subs["c"] = ls
+	start := w.s.clock().UnixMilli()
+	for range 50 {
+		w.advance(100 * time.Millisecond)
+	}
+	w.deliveries()
+	perSecond := map[int64]int{}
+	perMerchantSecond := map[string]int{}
+	for _, d := range ls.sink.got {
+		s := (d.LeasedAt - start) / 1000
+		perSecond[s]++
+		perMerchantSecond[fmt.Sprint(d.Headers["m"], "@", s)]++
+	}
+	for s := range int64(5) {
+		if perSecond[s] != 100 {
+			t.Errorf("second %d: %d deliveries, want 100", s, perSecond[s])
+		}
+	}
+	for k, n := range perMerchantSecond {
+		if n > 5 {
+			t.Errorf("%s: %d deliveries in one second", k, n)
+		}
+	}
+	st, _ := w.s.b.GetStats("qa")
+	if want := uint64(3000 - len(ls.sink.got)); st.Throttled != want {
+		t.Errorf("throttled %d, want %d", st.Throttled, want)
+	}
+	g, e := w.s.b.GetThrottleStats("stripe-merchant", 3)
+	if e != nil || g.Summary.ActiveBuckets != 20 || g.Summary.BucketsAtLimit != 20 || len(g.Buckets) != 3 || g.Waiting != st.Throttled {
+		t.Errorf("merchant stats %+v (%v)", g, e)
+	}
+}
