@@ -38,6 +38,8 @@ type laneThrottles struct {
 	class   string
 	buckets []laneBucket
 	refBuf  []throttle.Ref
+	buf     []byte   // Class's encoding, reused
+	vals    []string // a key's values, reused
 }
 
 // laneBucket is a message's bucket in one throttle of the lane; !throttled when the message is
@@ -130,20 +132,28 @@ func (lt *laneThrottles) Class(c engine.Candidate) string {
 			lt.a.log.Error("reading a message's headers for its throttle bucket failed", "id", c.ID, "err", err)
 		}
 	}
-	var buf []byte
+	buf := lt.buf[:0]
 	for _, t := range lt.ths {
-		b, throttled := t.BucketOf(&s)
+		var ok bool
+		lt.vals, ok = t.Key().Values(&s, lt.vals[:0])
 		switch {
-		case !throttled:
+		case !ok && t.Policy() == throttle.Unthrottled:
 			buf = append(buf, 0)
-		case b.Missing:
+		case !ok:
 			buf = append(buf, 1)
-		default:
-			buf = append(buf, 2)
-			buf = binary.BigEndian.AppendUint32(buf, uint32(len(b.Group)))
-			buf = append(buf, b.Group...)
+		default: // keyed (or unkeyed: no values): the group as keys.Group encodes it
+			size := 0
+			for _, v := range lt.vals {
+				size += 4 + len(v)
+			}
+			buf = binary.BigEndian.AppendUint32(append(buf, 2), uint32(size))
+			for _, v := range lt.vals {
+				buf = append(binary.BigEndian.AppendUint32(buf, uint32(len(v))), v...)
+			}
 		}
 	}
+	lt.buf = buf
+	clear(lt.vals)
 	return string(buf)
 }
 

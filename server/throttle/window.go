@@ -119,6 +119,9 @@ func (w *window) room(now int64) bool {
 		}
 		return w.times[w.next] < w.windowStart(now)
 	}
+	if w.total < w.lim.Max {
+		return true // the ring holds at least what the window does: no need to move it
+	}
 	return w.count(now) < w.lim.Max
 }
 
@@ -133,7 +136,9 @@ func (w *window) add(now int64) {
 		w.next = (w.next + 1) % len(w.times)
 		return
 	}
-	w.advance(now)
+	if w.slotOf(now) != w.cur {
+		w.advance(now)
+	}
 	w.slots[w.index(w.cur)]++
 	w.total++
 }
