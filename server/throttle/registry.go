@@ -151,7 +151,7 @@ func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error
 		for _, l := range d.Limits {
 			t.declared[l]++
 		}
-		t.refresh()
+		t.refresh(r.last)
 		s.throttles = append(s.throttles, t)
 	}
 	return s, nil
@@ -191,7 +191,7 @@ func (s *Subscription) Close() (affected []string) {
 			}
 			continue
 		}
-		t.refresh()
+		t.refresh(r.last)
 		for q := range t.queues {
 			if !seen[q] {
 				seen[q] = true
@@ -204,8 +204,10 @@ func (s *Subscription) Close() (affected []string) {
 }
 
 // refresh recomputes the effective limits after the declarations changed, keeping the windows
-// of limits that stay.
-func (t *Throttle) refresh() {
+// of limits that stay. A limit new to a bucket starts from a conservative count of what the
+// bucket delivered inside its window (see seedCount), so that it holds for every window that ends
+// while it is effective, including windows that began before it was declared.
+func (t *Throttle) refresh(now int64) {
 	limits := effective(slices.Collect(maps.Keys(t.declared)))
 	if slices.Equal(limits, t.limits) {
 		return
@@ -224,9 +226,29 @@ func (t *Throttle) refresh() {
 				b.windows[i] = old[j]
 			} else {
 				b.windows[i] = newWindow(l)
+				n, known := seedCount(b, old, l, now)
+				b.windows[i].seed(now, n, known)
 			}
 		}
 	}
+}
+
+// seedCount bounds what bucket b delivered in the window of l ending at now, from its windows old
+// (the limits it had): a window at least as long counts at least as much. Without one, nothing is
+// known (known false) unless the bucket has been idle for longer than l's window.
+func seedCount(b *bucket, old []window, l Limit, now int64) (n uint64, known bool) {
+	if b.lastAt+int64(l.WindowMs) <= now {
+		return 0, true
+	}
+	for i := range old {
+		if old[i].lim.WindowMs < l.WindowMs {
+			continue
+		}
+		if c, ok := old[i].bound(now); ok && (!known || c < n) {
+			n, known = c, true
+		}
+	}
+	return n, known
 }
 
 // Ref is one bucket of one throttle.

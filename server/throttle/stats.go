@@ -123,7 +123,7 @@ func (r *Registry) Bucket(name string, key BucketKey, now int64) (BucketStats, e
 		return st, nil
 	}
 	for i := range b.windows {
-		st.Counted[i] = b.windows[i].count(now)
+		st.Counted[i] = b.windows[i].reported(now)
 	}
 	if !b.room(now) {
 		st.NextRoomAt = b.nextRoom(now)

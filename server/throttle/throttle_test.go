@@ -296,3 +296,35 @@ func TestRedeclaringAnEndedThrottleKeepsItsBuckets(t *testing.T) {
 		t.Fatalf("%d dormant throttles after their windows passed", len(r.dormant))
 	}
 }
+
+// A limit declared later holds for windows that began before it: the bucket's past deliveries
+// are counted conservatively (exactly enough from a window at least as long, else as full).
+func TestALimitDeclaredLaterCountsThePast(t *testing.T) {
+	r := NewRegistry()
+	s1, _ := r.Declare("q", []Declaration{decl("api", Limit{10, 1000})})
+	th := s1.Throttles()[0]
+	for i := range 6 {
+		if ok, _ := r.Take(int64(i), []Ref{{th, BucketKey{}}}); !ok {
+			t.Fatal("refused under 10/s")
+		}
+	}
+	// 8 per second: the 10/s window already holds 6 of them.
+	s2, _ := r.Declare("q", []Declaration{decl("api", Limit{8, 1000})})
+	for i := range 2 {
+		if ok, _ := r.Take(10+int64(i), []Ref{{th, BucketKey{}}}); !ok {
+			t.Fatalf("take %d refused with room for 2 under 8/s", i)
+		}
+	}
+	if ok, _ := r.Take(20, []Ref{{th, BucketKey{}}}); ok {
+		t.Fatal("a ninth delivery inside one second under 8/s")
+	}
+	s2.Close()
+	// A longer window than any before knows nothing older: the bucket counts as full for it
+	// until its window has passed since the last delivery.
+	s3, _ := r.Declare("q", []Declaration{decl("api", Limit{30, 10_000})})
+	if ok, at := r.Take(2000, []Ref{{th, BucketKey{}}}); ok || at < 10_000 {
+		t.Fatalf("a new 30/10s limit admitted at 2000 (retry %d) without knowing the 10 s before", at)
+	}
+	s3.Close()
+	s1.Close()
+}

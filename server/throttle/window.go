@@ -29,6 +29,10 @@ type window struct {
 	slots []uint64 // counts, indexed by slot number mod len(slots)
 	cur   int64    // slot number of the most recent slot kept
 	total uint64   // sum of slots
+
+	// blindUntil: the window was created without knowing how many deliveries are inside it, so
+	// it has no room before this time and its count is no bound (see seed).
+	blindUntil int64
 }
 
 const (
@@ -111,8 +115,46 @@ func (w *window) count(now int64) uint64 {
 	return total
 }
 
+// seed stands in for the deliveries made before the window existed: n of them at most, when
+// known. They are counted at now (they leave the window no earlier than the real ones), so the
+// count stays an upper bound. An unknown n, or an n an exact window cannot hold, makes the window
+// blind for one window length: no room, as if full, and no bound for others to seed from.
+func (w *window) seed(now int64, n uint64, known bool) {
+	switch {
+	case !known || w.exact() && n >= w.lim.Max:
+		w.blindUntil = now + int64(w.lim.WindowMs)
+	case w.exact():
+		for range n {
+			w.add(now)
+		}
+	default:
+		w.advance(now)
+		w.slots[w.index(w.cur)] += n
+		w.total += n
+	}
+}
+
+// reported is the count GetThrottleBucket shows: a blind window counts as full.
+func (w *window) reported(now int64) uint64 {
+	if now < w.blindUntil {
+		return w.lim.Max
+	}
+	return w.count(now)
+}
+
+// bound is count, and whether it bounds the deliveries inside the window (false while blind).
+func (w *window) bound(now int64) (uint64, bool) {
+	if now < w.blindUntil {
+		return 0, false
+	}
+	return w.count(now), true
+}
+
 // room reports whether one more delivery at now keeps the window within its limit.
 func (w *window) room(now int64) bool {
+	if now < w.blindUntil {
+		return false
+	}
 	if w.exact() {
 		if uint64(len(w.times)) < w.lim.Max {
 			return true
@@ -148,6 +190,9 @@ func (w *window) add(now int64) {
 func (w *window) nextRoom(now int64) int64 {
 	if w.room(now) {
 		return now
+	}
+	if now < w.blindUntil {
+		return w.blindUntil // nothing is counted while blind: the window is empty then
 	}
 	W := int64(w.lim.WindowMs)
 	if w.exact() {
