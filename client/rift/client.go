@@ -354,7 +354,7 @@ func (c *Client) open(ctx context.Context, bufSize int) (*call, error) {
 			return nil, err
 		}
 		s, err := openOn(ctx, conn, bufSize)
-		if err != nil && c.reconnecting() && ctx.Err() == nil && dead(conn) {
+		if err != nil && c.reconnecting() && ctx.Err() == nil && lost(conn, err) {
 			c.lost(conn)
 			continue
 		}

@@ -61,7 +61,7 @@ func (c *Client) openPubStream(ctx context.Context) (*pubStream, error) {
 func (p *pubStream) lost() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.err != nil && !p.closing && dead(p.s.conn)
+	return p.err != nil && !p.closing && lost(p.s.conn, p.err)
 }
 
 func (p *pubStream) Publish(ctx context.Context, subject, reply string, payload []byte) error {

@@ -143,7 +143,7 @@ func (sub *Subscription) resubscribe(conn *quic.Conn) {
 		err = subscribeOn(ctx, s, &proto.Subscribe{Pattern: sub.pattern, Queue: sub.queue})
 	}
 	if err != nil {
-		if dead(conn) || sub.c.life.Err() != nil {
+		if lost(conn, err) || sub.c.life.Err() != nil {
 			return
 		}
 		sub.c.log.Warn("rift: subscription could not subscribe again", "pattern", sub.pattern, "queue", sub.queue, "err", err)
@@ -276,7 +276,7 @@ func (sub *Subscription) recv(ctx context.Context) (Message, error, bool) {
 			err = ErrClosed
 		case ctx.Err() != nil && errors.Is(err, os.ErrDeadlineExceeded):
 			return Message{}, ctx.Err(), false // interrupted by ctx: the stream is still good
-		case sub.c.reconnecting() && dead(sub.s.conn) && !errors.As(err, &e):
+		case sub.c.reconnecting() && lost(sub.s.conn, err) && !errors.As(err, &e):
 			sub.mu.Lock()
 			sub.s.cancel()
 			sub.s = nil

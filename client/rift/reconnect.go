@@ -244,6 +244,25 @@ func dead(conn *quic.Conn) bool {
 	}
 }
 
+// lost reports whether err, from an operation on conn, means that conn has ended: its context
+// is done, or err is one of quic-go's connection errors. A stream can learn of the end (an idle
+// timeout, a close by the peer) before the connection's context does, so the context alone
+// would let a lost connection pass for a failure of the stream.
+func lost(conn *quic.Conn, err error) bool {
+	if dead(conn) {
+		return true
+	}
+	var (
+		idle  *quic.IdleTimeoutError
+		hs    *quic.HandshakeTimeoutError
+		app   *quic.ApplicationError
+		tr    *quic.TransportError
+		reset *quic.StatelessResetError
+	)
+	return errors.As(err, &idle) || errors.As(err, &hs) || errors.As(err, &app) || errors.As(err, &tr) ||
+		errors.As(err, &reset)
+}
+
 // watch starts reconnection when conn, the current connection, ends.
 func (c *Client) watch(conn *quic.Conn) {
 	select {
