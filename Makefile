@@ -70,6 +70,7 @@ fuzz-short:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./generated/fibp
 	@if [ -d server/engine ]; then $(GO) test -run '^$$' -bench . -benchmem ./server/engine; fi
+	$(GO) test -run '^$$' -bench . -benchmem ./lua/hooks
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./server/rift/listener
 	@if [ -d tools/bench ]; then $(GO) run ./tools/bench; fi
 

@@ -3,6 +3,7 @@ package hooks_test
 import (
 	"errors"
 	"maps"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -255,5 +256,60 @@ func BenchmarkOnEnqueue(b *testing.B) {
 		if _, err := r.OnEnqueue(s, input); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func BenchmarkOnEnqueueTypical(b *testing.B) {
+	r := hooks.NewRuntime(sandbox.DefaultLimits(), nil)
+	s, err := r.Compile(hooks.OnEnqueue, `
+local weights = { gold = 3 }
+function on_enqueue(msg)
+  local tenant = msg.headers.group or "anonymous"
+  local tier = (tenant == "0") and "gold" or "free"
+  return { fairness_key = tenant, weight = weights[tier] or 1, attributes = { tier = tier } }
+end`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := hooks.EnqueueInput{Queue: "q", Headers: map[string]string{"group": "0"}, PayloadSize: 1024, FairnessKey: "default", Weight: 1}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := r.OnEnqueue(s, in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStateMemory reports what the pool's interpreter states and compiled scripts cost: the
+// live heap of 100 sandboxed states, and of 1,000 compiled scripts (one per queue hook).
+func BenchmarkStateMemory(b *testing.B) {
+	src := `function on_enqueue(msg) return { fairness_key = msg.headers.tenant, weight = 2 } end`
+	for b.Loop() {
+		heap := func() uint64 {
+			runtime.GC()
+			var m runtime.MemStats
+			runtime.ReadMemStats(&m)
+			return m.HeapAlloc
+		}
+		before := heap()
+		states := make([]*sandbox.State, 100)
+		for i := range states {
+			states[i] = sandbox.NewState(sandbox.DefaultLimits(), nil)
+		}
+		mid := heap()
+		r := hooks.NewRuntime(sandbox.DefaultLimits(), nil)
+		scripts := make([]*hooks.Script, 1000)
+		for i := range scripts {
+			s, err := r.Compile(hooks.OnEnqueue, src)
+			if err != nil {
+				b.Fatal(err)
+			}
+			scripts[i] = s
+		}
+		after := heap()
+		b.ReportMetric(float64(mid-before)/100, "B/state")
+		b.ReportMetric(float64(after-mid)/1000, "B/script")
+		runtime.KeepAlive(states)
+		runtime.KeepAlive(scripts)
 	}
 }

@@ -11,6 +11,10 @@ import (
 // ConfigReader reads the runtime config store for fila.get: the value, and whether the key is set.
 type ConfigReader func(key string) (string, bool)
 
+// envSize is the room a call's global environment starts with: a script defines a few
+// functions (NewTable would make room for 32 entries and 32 array slots at every call).
+const envSize = 4
+
 // maxIdleStates bounds the states a Runtime keeps between calls; more are made when more
 // goroutines call at once, and closed when given back.
 const maxIdleStates = 16
@@ -131,11 +135,12 @@ func (r *Runtime) call(s *Script, arg func(L *lua.LState) lua.LValue, read func(
 
 func (r *Runtime) run(st *state, lim sandbox.Limits, s *Script, arg func(L *lua.LState) lua.LValue, read func(v lua.LValue) error) error {
 	L := st.L
-	env := L.NewTable()
+	env := L.CreateTable(0, envSize)
 	L.SetMetatable(env, st.envMeta)
 	chunk := L.NewFunctionFromProto(s.proto)
 	chunk.Env = env
 	st.Start(lim.Timeout)
+	defer st.Stop()
 	if _, err := st.Call(chunk, 0); err != nil {
 		return err
 	}

@@ -70,7 +70,7 @@ func (r *Runtime) Compile(hook Hook, src string) (*Script, error) {
 
 func (r *Runtime) checkDefines(st *state, lim sandbox.Limits, s *Script) error {
 	L := st.L
-	env := L.NewTable()
+	env := L.CreateTable(0, envSize)
 	L.SetMetatable(env, st.envMeta)
 	chunk := L.NewFunctionFromProto(s.proto)
 	chunk.Env = env

@@ -8,8 +8,8 @@
 // The libraries are read-only: a script cannot change string.upper for the next one, and
 // getmetatable of a library or of a string answers false.
 //
-// Every run of script code has a time budget (Run), enforced between any two instructions, so
-// `while true do end` ends with ErrTimeout; the call stack and the value stack ("registry") are
+// Every run of script code has a time budget of CPU time (Run), enforced between any two
+// instructions, so `while true do end` ends with ErrTimeout; the call stack and the value stack ("registry") are
 // bounded (Limits), so deep recursion or unpack of a huge range ends with a script error. A
 // script that fills a table until memory runs out is stopped by the time budget, and a single
 // allocation by the string library is bounded by MaxStringBytes.
@@ -18,6 +18,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -139,6 +140,10 @@ func Compile(chunk, src string) (*lua.FunctionProto, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %v", chunk, err)
 	}
+	// A chunk is called without arguments: it needs no Lua 5.0 "arg" table, which gopher-lua
+	// would otherwise allocate at every run.
+	proto.IsVarArg &^= lua.VarArgNeedsArg
+	compact(proto)
 	return proto, nil
 }
 
@@ -147,14 +152,19 @@ func Compile(chunk, src string) (*lua.FunctionProto, error) {
 // After an error the state is usable, but a caller that pools states should drop it.
 func (s *State) Run(timeout time.Duration, fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValue, error) {
 	s.Start(timeout)
+	defer s.Stop()
 	return s.Call(fn, nret, args...)
 }
 
-// Start begins a time budget for the Calls that follow it.
+// Start begins a time budget for the Calls that follow it, until Stop. The goroutine stays on
+// its OS thread in between (the budget is the thread's CPU time).
 func (s *State) Start(timeout time.Duration) {
 	s.budget.start(timeout)
 	s.timeout = timeout
 }
+
+// Stop ends the budget Start began.
+func (s *State) Stop() { s.budget.stop() }
 
 // Call is Run within the budget of the last Start.
 func (s *State) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValue, error) {
@@ -177,6 +187,18 @@ func (s *State) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LVa
 	}
 	L.Pop(nret)
 	return out, nil
+}
+
+// compact copies the slices of a compiled function tree to their length: gopher-lua's compiler
+// leaves them with room for 1,024 instructions and positions (12 KiB a function), which every
+// queue hook would keep for its lifetime.
+func compact(p *lua.FunctionProto) {
+	p.Code = slices.Clone(p.Code)
+	p.DbgSourcePositions = slices.Clone(p.DbgSourcePositions)
+	p.Constants = slices.Clone(p.Constants)
+	for _, c := range p.FunctionPrototypes {
+		compact(c)
+	}
 }
 
 func parseChunk(chunk, src string) ([]ast.Stmt, error) {

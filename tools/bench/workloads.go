@@ -26,6 +26,7 @@ var workloads = []workload{
 	{"ordering", "lifecycle throughput with 10,000 ordering groups vs an unordered queue", benchOrdering},
 	{"throttle", "lifecycle throughput with a throttle that never binds (one bucket, 10,000 buckets) vs none; a saturated bucket's rate vs its limit", benchThrottle},
 	{"dedup", "batched enqueue with deduplication on (an idempotency key per message) vs off", benchDedup},
+	{"lua", "batched enqueue with an on_enqueue hook vs none (overhead per message); RSS of 1,000 idle queues with hooks", benchLua},
 	{"memory", "server RSS idle and with a backlog of 1 KB messages", benchMemory},
 	{"queues", "idle queues: creation rate, RSS and idle CPU, restart time", benchQueues},
 }
