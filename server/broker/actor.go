@@ -44,10 +44,8 @@ type actor struct {
 	fsm   *queueFSM
 	log   *slog.Logger
 
-	ops      chan request // requests from connections; bounded: full means ChannelFull
-	gate     sync.RWMutex // held to send to ops; locked to close the inbox
-	gone     bool         // the inbox is closed: the actor has stopped (guarded by gate)
-	internal opQueue      // operations from other goroutines; never refused
+	ops      inbox   // requests from connections; bounded: full means ChannelFull
+	internal opQueue // operations from other goroutines; never refused
 	stop     chan struct{}
 	done     chan struct{}
 	commits  chan *commit  // proposed rounds, waiting for their entries (in order)
@@ -210,7 +208,7 @@ func newActor(b *Broker, def, dlq store.QueueRecord) *actor {
 		b:       b,
 		name:    def.Name,
 		log:     b.log.With("queue", def.Name),
-		ops:     make(chan request, b.opts.InboxSize),
+		ops:     inbox{max: b.opts.InboxSize, wake: make(chan struct{}, 1)},
 		stop:    make(chan struct{}),
 		done:    make(chan struct{}),
 		subs:    map[string]*subscription{},
@@ -296,33 +294,72 @@ func (a *actor) reclaimGrace() uint64 {
 	return a.b.currentDefaults().ReclaimGraceMs
 }
 
+// inbox holds the requests from connections waiting for the actor, at most max. It holds no
+// buffer while empty, so an idle queue preallocates nothing for it.
+type inbox struct {
+	mu   sync.Mutex
+	reqs []request
+	max  int
+	gone bool          // closed: the actor has stopped
+	wake chan struct{} // signalled when requests arrive
+}
+
+// take appends the runs of up to n waiting requests to dst, oldest first; requests left behind
+// re-arm the wake-up.
+func (q *inbox) take(dst []op, n int) []op {
+	q.mu.Lock()
+	k := min(len(q.reqs), n)
+	for _, r := range q.reqs[:k] {
+		dst = append(dst, r.run)
+	}
+	left := copy(q.reqs, q.reqs[k:])
+	clear(q.reqs[left:])
+	q.reqs = q.reqs[:left]
+	if left == 0 && cap(q.reqs) > 64 {
+		q.reqs = nil // let a burst's buffer go
+	}
+	q.mu.Unlock()
+	if left > 0 {
+		signal(q.wake)
+	}
+	return dst
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
 // submit queues a request from a connection.
 func (a *actor) submit(r request) submitted {
-	a.gate.RLock()
-	defer a.gate.RUnlock()
-	if a.gone {
+	q := &a.ops
+	q.mu.Lock()
+	switch {
+	case q.gone:
+		q.mu.Unlock()
 		return actorGone
-	}
-	select {
-	case a.ops <- r:
-		return accepted
-	default:
+	case len(q.reqs) >= q.max:
+		q.mu.Unlock()
 		return inboxFull
 	}
+	q.reqs = append(q.reqs, r)
+	q.mu.Unlock()
+	signal(q.wake)
+	return accepted
 }
 
 // closeInbox refuses every later request and answers, as gone, those still waiting.
 func (a *actor) closeInbox() {
-	a.gate.Lock()
-	a.gone = true
-	a.gate.Unlock()
-	for {
-		select {
-		case r := <-a.ops:
-			r.gone()
-		default:
-			return
-		}
+	q := &a.ops
+	q.mu.Lock()
+	q.gone = true
+	waiting := q.reqs
+	q.reqs = nil
+	q.mu.Unlock()
+	for _, r := range waiting {
+		r.gone()
 	}
 }
 
@@ -382,8 +419,7 @@ func (a *actor) run() {
 	for {
 		batch = batch[:0]
 		select {
-		case r := <-a.ops:
-			batch = append(batch, r.run)
+		case <-a.ops.wake:
 		case <-a.internal.wake:
 		case <-timer.C():
 		case <-a.stop:
@@ -391,15 +427,7 @@ func (a *actor) run() {
 			return
 		}
 		batch = a.internal.take(batch)
-	drain:
-		for len(batch) < maxOpsPerRound {
-			select {
-			case r := <-a.ops:
-				batch = append(batch, r.run)
-			default:
-				break drain
-			}
-		}
+		batch = a.ops.take(batch, max(maxOpsPerRound-len(batch), 1))
 		a.round(batch)
 		clear(batch)
 		if a.deleted {

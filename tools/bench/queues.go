@@ -90,6 +90,9 @@ func benchQueues(r *runner) error {
 		return fmt.Errorf("after the restart %d queues answer, want at least %d", got, 2*n)
 	}
 	report(fmt.Sprintf("restart_%d_idle_queues", n), time.Since(start).Seconds(), "s")
+	// CPU the new process spent until ready: comparable across runs on a loaded machine, where
+	// the wall time is not.
+	report(fmt.Sprintf("restart_cpu_%d_idle_queues", n), r.srv.cpuSeconds(), "s")
 	report(fmt.Sprintf("rss_%d_idle_queues_after_restart", n), float64(r.srv.rssBytes())/(1<<20), "MiB")
 	return nil
 }
