@@ -2,9 +2,13 @@
 // in the server's sandbox (server/sandbox).
 //
 // A Script is compiled once per script version (Compile) and holds no Lua state. A Runtime
-// keeps a pool of sandboxed states shared by every queue; each call takes a state, runs the
-// script's top level in a fresh global environment (so nothing a call writes survives it), calls
-// the hook and gives the state back. A state is used by one goroutine at a time. The broker
+// keeps a pool of sandboxed states shared by every queue; each call takes a state, calls the
+// hook and gives the state back. A state runs a script's top level once, in a global environment
+// of the script's own, and keeps it loaded (up to 64 scripts a state); after every call the
+// globals are put back as the top level left them, so nothing a call writes to a global survives
+// it. Values the top level made (its tables, its local variables) are shared by the later calls
+// on that state: a hook that changes them keeps state it cannot rely on, since a call may run on
+// any state of the pool. A state is used by one goroutine at a time. The broker
 // calls the hooks on the leader, before the command that carries their decision is proposed;
 // a replay never runs them.
 //

@@ -36,17 +36,18 @@ const maxFairnessKey = math.MaxUint16
 // OnEnqueue runs s (an on_enqueue script) for one message.
 func (r *Runtime) OnEnqueue(s *Script, in EnqueueInput) (Classification, error) {
 	c := Classification{FairnessKey: in.FairnessKey, Weight: in.Weight, DelayMs: in.DelayMs}
-	err := r.call(s, func(L *lua.LState) lua.LValue {
-		m := L.CreateTable(0, 7)
+	err := r.call(s, func(L *lua.LState, m *lua.LTable) lua.LValue {
 		m.RawSetString("queue", lua.LString(in.Queue))
 		m.RawSetString("headers", stringTable(L, in.Headers))
 		m.RawSetString("payload_size", lua.LNumber(in.PayloadSize))
 		m.RawSetString("fairness_key", lua.LString(in.FairnessKey))
 		m.RawSetString("weight", lua.LNumber(in.Weight))
 		m.RawSetString("delay_ms", lua.LNumber(in.DelayMs))
+		idem := lua.LValue(lua.LNil)
 		if in.HasIdempotencyKey {
-			m.RawSetString("idempotency_key", lua.LString(in.IdempotencyKey))
+			idem = lua.LString(in.IdempotencyKey)
 		}
+		m.RawSetString("idempotency_key", idem)
 		return m
 	}, func(v lua.LValue) error { return readClassification(v, &c) })
 	return c, err

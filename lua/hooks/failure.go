@@ -36,8 +36,7 @@ type FailureDecision struct {
 // OnFailure runs s (an on_failure script) for one failed delivery. decided is false when the
 // hook returned nothing: the retry policy decides then (as it does on an error).
 func (r *Runtime) OnFailure(s *Script, in FailureInput) (d FailureDecision, decided bool, err error) {
-	err = r.call(s, func(L *lua.LState) lua.LValue {
-		m := L.CreateTable(0, 7)
+	err = r.call(s, func(L *lua.LState, m *lua.LTable) lua.LValue {
 		m.RawSetString("id", lua.LString(in.ID))
 		m.RawSetString("queue", lua.LString(in.Queue))
 		m.RawSetString("headers", stringTable(L, in.Headers))

@@ -132,7 +132,13 @@ func TestGlobalsDoNotSurviveACall(t *testing.T) {
 	r := newRuntime(t)
 	s := compile(t, r, hooks.OnEnqueue, `
 calls = (calls or 0) + 1
+helper = function() return "h" end
 function on_enqueue(msg)
+  if helper() ~= "h" then error("helper was not restored") end
+  helper = nil
+  if msg.extra or msg.idempotency_key then error("msg kept a field of an earlier call") end
+  msg.extra = 1
+  on_enqueue_copy = on_enqueue
   seen = (seen or 0) + 1
   headers_written = msg.headers
   msg.headers.tenant = "changed"

@@ -34,6 +34,33 @@ type state struct {
 	*sandbox.State
 	gen     uint64
 	envMeta *lua.LTable // {__index = the sandbox's globals}
+	loaded  map[*Script]*loaded
+	msgs    [len(hookFunctions)]*lua.LTable // the msg argument of each hook, reused (see msgTable)
+}
+
+// msgFields are the fields of each hook's msg argument.
+var msgFields = [len(hookFunctions)]map[lua.LValue]bool{
+	OnEnqueue: {lua.LString("queue"): true, lua.LString("headers"): true, lua.LString("payload_size"): true,
+		lua.LString("fairness_key"): true, lua.LString("weight"): true, lua.LString("delay_ms"): true,
+		lua.LString("idempotency_key"): true},
+	OnFailure: {lua.LString("id"): true, lua.LString("queue"): true, lua.LString("headers"): true,
+		lua.LString("attempts"): true, lua.LString("error"): true, lua.LString("fairness_key"): true,
+		lua.LString("attributes"): true},
+}
+
+// msgTable returns the table to pass a hook's msg in: the one of the last call, whose fields the
+// call sets again, unless the script added a field or a metatable to it (it then starts anew, so
+// that nothing a call adds reaches the next one and a table never grows across calls).
+func (st *state) msgTable(h Hook) *lua.LTable {
+	if m := st.msgs[h]; m != nil && m.Metatable == lua.LNil {
+		clean := true
+		m.ForEach(func(k, _ lua.LValue) { clean = clean && msgFields[h][k] })
+		if clean {
+			return m
+		}
+	}
+	st.msgs[h] = st.L.CreateTable(0, len(msgFields[h]))
+	return st.msgs[h]
 }
 
 // NewRuntime returns a Runtime with the given limits whose fila.get reads config (nil: every key
@@ -123,34 +150,89 @@ func (r *Runtime) filaModule(L *lua.LState) *lua.LTable {
 	return m
 }
 
-// call runs script's top level in a fresh environment, then its hook function with the argument
-// arg builds, within one time budget, and passes the hook's result to read (still within the
-// state's lifetime). It returns read's error, or the script's.
-func (r *Runtime) call(s *Script, arg func(L *lua.LState) lua.LValue, read func(v lua.LValue) error) error {
+// call runs script's hook function with the argument arg builds, within the time budget, and
+// passes the hook's result to read (still within the state's lifetime). It returns read's error,
+// or the script's.
+func (r *Runtime) call(s *Script, arg func(L *lua.LState, m *lua.LTable) lua.LValue, read func(v lua.LValue) error) error {
 	st, lim := r.take()
 	err := r.run(st, lim, s, arg, read)
 	r.give(st, err != nil)
 	return err
 }
 
-func (r *Runtime) run(st *state, lim sandbox.Limits, s *Script, arg func(L *lua.LState) lua.LValue, read func(v lua.LValue) error) error {
+func (r *Runtime) run(st *state, lim sandbox.Limits, s *Script, arg func(L *lua.LState, m *lua.LTable) lua.LValue, read func(v lua.LValue) error) error {
+	st.Start(lim.Timeout)
+	defer st.Stop()
+	ld, err := st.load(s)
+	if err != nil {
+		return err
+	}
+	out, err := st.Call(ld.fn, 1, arg(st.L, st.msgTable(s.hook)))
+	if err != nil {
+		return err
+	}
+	ld.restore()
+	return read(out[0])
+}
+
+// loaded is a script whose top level has run on a state: its global environment, the hook
+// function, and the globals as the top level left them, put back after every call.
+type loaded struct {
+	env     *lua.LTable
+	fn      *lua.LFunction
+	globals map[lua.LString]lua.LValue
+}
+
+// maxLoaded bounds the scripts a state keeps loaded; beyond it the state forgets them all.
+const maxLoaded = 64
+
+// load returns script s loaded on the state, running its top level in a new environment the
+// first time (within the budget already started).
+func (st *state) load(s *Script) (*loaded, error) {
+	if ld, ok := st.loaded[s]; ok {
+		return ld, nil
+	}
 	L := st.L
 	env := L.CreateTable(0, envSize)
 	L.SetMetatable(env, st.envMeta)
 	chunk := L.NewFunctionFromProto(s.proto)
 	chunk.Env = env
-	st.Start(lim.Timeout)
-	defer st.Stop()
 	if _, err := st.Call(chunk, 0); err != nil {
-		return err
+		return nil, err
 	}
 	fn, ok := env.RawGetString(s.hook.function()).(*lua.LFunction)
 	if !ok {
-		return scriptErrorf("the script no longer defines function %s", s.hook.function())
+		return nil, scriptErrorf("the script does not define function %s", s.hook.function())
 	}
-	out, err := st.Call(fn, 1, arg(L))
-	if err != nil {
-		return err
+	ld := &loaded{env: env, fn: fn, globals: map[lua.LString]lua.LValue{}}
+	env.ForEach(func(k, v lua.LValue) {
+		if ks, ok := k.(lua.LString); ok {
+			ld.globals[ks] = v
+		}
+	})
+	if st.loaded == nil || len(st.loaded) >= maxLoaded {
+		st.loaded = map[*Script]*loaded{}
 	}
-	return read(out[0])
+	st.loaded[s] = ld
+	return ld, nil
+}
+
+// restore puts the globals back as the top level left them: what a call wrote to a global does
+// not survive it. (Global names are the script's own identifiers: without rawset, _G and setfenv
+// a script cannot make them up, so the environment never grows beyond them.)
+func (ld *loaded) restore() {
+	var extra []lua.LValue
+	ld.env.ForEach(func(k, _ lua.LValue) {
+		if ks, ok := k.(lua.LString); !ok || ld.globals[ks] == nil {
+			extra = append(extra, k)
+		}
+	})
+	for _, k := range extra {
+		ld.env.RawSet(k, lua.LNil)
+	}
+	for k, v := range ld.globals {
+		if ld.env.RawGetString(string(k)) != v {
+			ld.env.RawSetString(string(k), v)
+		}
+	}
 }
