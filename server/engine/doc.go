@@ -108,8 +108,11 @@
 //   - Deduplication: checkNew is where an Enqueue's identities would be checked against a
 //     time-ordered dedup index owned by the Queue (identities would be fields of Message and
 //     expiry a timer in NextWakeup); duplicates would be reported per message, not refused.
-//   - Parked (unclassified) messages: another stored state beside ready/held/delayed/leased
-//     (the state bits of rec.meta have room for it), counted in depth, in no FIFO, with a
-//     reclassify command moving it through schedule.
-//   - FailurePolicy is the hook for the on_failure Lua script.
+//
+// # Lua hooks
+//
+// The engine runs no script. What on_enqueue decided arrives in the Enqueue command (fairness
+// key, weight, not-before time, Attributes); a message whose script failed on a parking queue is
+// stored unclassified and parked until a Classify command (unclassified.go). on_failure is the
+// queue's FailurePolicy, asked by DecideFailure where the Fail command is made.
 package engine
