@@ -291,6 +291,7 @@ func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 			break
 		}
 	}
+	clear(a.fetched) // bodies a throttle's Class read for messages it parked
 	for sub, buf := range a.pending {
 		a.closeBatch(sub, buf)
 	}
@@ -303,7 +304,9 @@ func (a *actor) prefetchBodies(leases []engine.Lease) {
 	ids := a.fetchIDs[:0]
 	for _, le := range leases {
 		if _, ok := a.bodies.get(le.ID); !ok {
-			ids = append(ids, le.ID)
+			if _, read := a.fetched[le.ID]; !read { // a throttle's Class may have read it already
+				ids = append(ids, le.ID)
+			}
 		}
 	}
 	a.fetchIDs = ids

@@ -126,11 +126,7 @@ func (lt *laneThrottles) reindex() {
 func (lt *laneThrottles) Class(c engine.Candidate) string {
 	s := keys.Subject{FairnessKey: c.FairnessKey, Attributes: c.Attributes}
 	if lt.headers {
-		if b, err := lt.a.loadBody(c.ID); err == nil {
-			s.Headers = b.headers
-		} else {
-			lt.a.log.Error("reading a message's headers for its throttle bucket failed", "id", c.ID, "err", err)
-		}
+		s.Headers = lt.headersOf(c.ID)
 	}
 	buf := lt.buf[:0]
 	for _, t := range lt.ths {
@@ -155,6 +151,30 @@ func (lt *laneThrottles) Class(c engine.Candidate) string {
 	lt.buf = buf
 	clear(lt.vals)
 	return string(buf)
+}
+
+// headersOf reads a message's headers: from the body cache, or else from the store, keeping the
+// body read for the delivery that may follow in the same dispatch (actor.fetched).
+func (lt *laneThrottles) headersOf(id engine.MsgID) map[string]string {
+	a := lt.a
+	if b, ok := a.bodies.get(id); ok {
+		return b.headers
+	}
+	if b, ok := a.fetched[id]; ok {
+		return b.headers
+	}
+	b, err := a.loadBody(id)
+	if err != nil {
+		a.log.Error("reading a message's headers for its throttle bucket failed", "id", id, "err", err)
+		return nil
+	}
+	if a.fetched == nil {
+		a.fetched = map[engine.MsgID]body{}
+	}
+	if len(a.fetched) < maxDispatchPerRound { // bounded: the message may be parked, not delivered
+		a.fetched[id] = b
+	}
+	return b.headers
 }
 
 // decode fills lt.buckets from class (cached: Admit follows Class for the same message).

@@ -5,7 +5,9 @@ import (
 	"io"
 	"log/slog"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 	"testing"
 
 	"github.com/filamq/fila/server/keys"
@@ -77,5 +79,65 @@ func BenchmarkThrottleDelivery(b *testing.B) {
 				b.Fatal(fmt.Sprintf("%d deliveries of %d", got, b.N))
 			}
 		})
+	}
+}
+
+// stampSink records the lease times of its deliveries.
+type stampSink struct {
+	mu sync.Mutex
+	at []int64
+}
+
+func (k *stampSink) Subscribed(uint32, string) {}
+
+func (k *stampSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
+	k.mu.Lock()
+	for _, d := range ds {
+		k.at = append(k.at, d.LeasedAt)
+	}
+	k.mu.Unlock()
+	if onWritten != nil {
+		onWritten()
+	}
+	return true
+}
+
+// BenchmarkThrottleSaturated runs a backlog behind 200 deliveries per 100 ms for 2 s of real
+// time (in-memory broker) and reports the achieved rate against the limit, from the deliveries'
+// lease times after the first window.
+func BenchmarkThrottleSaturated(b *testing.B) {
+	const n, windowMs, runMs = 200, 100, 2000
+	for b.Loop() {
+		br, err := Open(Options{Store: storage.NewMem(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if e := br.CreateQueue(QueueSpec{Name: "q", VisibilityTimeoutMs: 3_600_000}); e != nil {
+			b.Fatal(e)
+		}
+		msgs := make([]Message, 2*n*runMs/windowMs)
+		for i := range msgs {
+			msgs[i] = Message{Queue: "q", Payload: []byte("x")}
+		}
+		done := make(chan struct{})
+		br.Enqueue(msgs, func([]EnqueueResult, *Error) { close(done) })
+		<-done
+		sink := &stampSink{}
+		d := ThrottleDeclaration{Name: "t", Limits: []ThrottleLimit{{Max: n, WindowMs: windowMs}}}
+		if e := br.Subscribe(Subscription{Queue: "q", ConsumerID: "c", Throttles: []ThrottleDeclaration{d}}, sink); e != nil {
+			b.Fatal(e)
+		}
+		time.Sleep((runMs + windowMs) * time.Millisecond)
+		br.Close()
+		sink.mu.Lock()
+		first := sink.at[0]
+		count := 0
+		for _, at := range sink.at {
+			if at >= first+windowMs && at < first+windowMs+runMs {
+				count++
+			}
+		}
+		sink.mu.Unlock()
+		b.ReportMetric(100*float64(count)/float64(n*runMs/windowMs), "%limit")
 	}
 }
