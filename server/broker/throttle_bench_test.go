@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/filamq/fila/server/keys"
 	"github.com/filamq/fila/server/storage"
