@@ -242,7 +242,11 @@ func (e *emitter) decode(t *spec.Type, v *Statement, depth int) []Code {
 				m.Clone().Op(":=").Make(e.goType(t), Qual(wirePkg, "MapHint").Call(n)),
 				For(Range().Add(n)).Block(
 					k.Clone().Op(":=").Add(e.decodeExpr(t.Key)),
+					Id("held").Op(":=").Len(m),
 					m.Clone().Index(k).Op("=").Add(e.decodeExpr(t.Elem)),
+					If(Len(m).Op(">").Id("held")).Block(
+						Id("r").Dot("Charge").Call(Qual(wirePkg, "MapEntryMemory")), // a new entry, not a repeated key
+					),
 				),
 				v.Clone().Op("=").Add(m),
 			),

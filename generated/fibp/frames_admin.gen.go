@@ -605,7 +605,11 @@ func (x *GetStatsResult) DecodeFrom(r *wire.Reader) {
 			m0 := make(map[string]string, wire.MapHint(n0))
 			for range n0 {
 				k0 := r.String(r.Len16(65535), true)
+				held := len(m0)
 				m0[k0] = r.String(r.Len16(65535), true)
+				if len(m0) > held {
+					r.Charge(wire.MapEntryMemory)
+				}
 			}
 			x.Settings = m0
 		}

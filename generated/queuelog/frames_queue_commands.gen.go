@@ -212,7 +212,11 @@ func (x *LogMessage) DecodeFrom(r *wire.Reader) {
 			m0 := make(map[string]string, wire.MapHint(n0))
 			for range n0 {
 				k0 := r.String(r.Len16(65535), false)
+				held := len(m0)
 				m0[k0] = r.String(r.Len16(65535), false)
+				if len(m0) > held {
+					r.Charge(wire.MapEntryMemory)
+				}
 			}
 			x.Headers = m0
 		}
@@ -227,7 +231,11 @@ func (x *LogMessage) DecodeFrom(r *wire.Reader) {
 			m0 := make(map[string]string, wire.MapHint(n0))
 			for range n0 {
 				k0 := r.String(r.Len16(65535), false)
+				held := len(m0)
 				m0[k0] = r.String(r.Len16(65535), false)
+				if len(m0) > held {
+					r.Charge(wire.MapEntryMemory)
+				}
 			}
 			x.Attributes = m0
 		}

@@ -215,7 +215,11 @@ func (x *SnapshotMessage) DecodeFrom(r *wire.Reader) {
 			m0 := make(map[string]string, wire.MapHint(n0))
 			for range n0 {
 				k0 := r.String(r.Len16(65535), false)
+				held := len(m0)
 				m0[k0] = r.String(r.Len16(65535), false)
+				if len(m0) > held {
+					r.Charge(wire.MapEntryMemory)
+				}
 			}
 			x.Attributes = m0
 		}

@@ -25,6 +25,7 @@ var (
 	ErrInvalidBool = errors.New("boolean byte is neither 0 nor 1")
 	ErrCount       = errors.New("count exceeds what the remaining bytes can hold")
 	ErrTrailing    = errors.New("unexpected trailing bytes")
+	ErrMemory      = errors.New("decoded form exceeds the memory allowed for it")
 )
 
 // DecodeError reports a decoding failure and the byte offset in the body at which it happened.
@@ -48,6 +49,9 @@ type Reader struct {
 	// fairness key a hundred times allocates each once.
 	recent [4]string
 	next   uint8
+
+	limited bool  // Charge counts against allow
+	allow   int64 // bytes of memory decoding may still take beyond what the input justifies
 }
 
 // NewReader returns a Reader over b. The Reader does not copy b.
@@ -56,6 +60,26 @@ func NewReader(b []byte) *Reader { return &Reader{buf: b} }
 // Reset points the Reader at b and clears its error, so one Reader can be reused without allocating.
 func (r *Reader) Reset(b []byte) {
 	r.buf, r.off, r.err = b, 0, nil // recent strings stay: they are copies, not aliases
+	r.limited, r.allow = false, 0
+}
+
+// Allow limits the memory that decoding may take beyond what the input's bytes justify — a map's
+// entries — to n bytes until the next Reset: past it, decoding fails with ErrMemory.
+func (r *Reader) Allow(n int64) { r.limited, r.allow = true, n }
+
+// MapEntryMemory is what one decoded map[string]string entry costs beyond its strings' bytes:
+// its share of the map's groups (control byte, key and value headers, load-factor slack) and of
+// the tables left behind as the map grows (measured: up to ~80 bytes live per entry).
+const MapEntryMemory = 96
+
+// Charge counts n bytes of memory decoding is about to take against the Allow limit.
+func (r *Reader) Charge(n int) {
+	if !r.limited || r.err != nil {
+		return
+	}
+	if r.allow -= int64(n); r.allow < 0 {
+		r.Fail(ErrMemory)
+	}
 }
 
 // Err returns the first error encountered, or nil.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/wire"
 )
 
 // Memory a request holds from the moment it is decoded until it is answered, for the transport's
@@ -16,10 +17,8 @@ const (
 	// settleItemMemory: a decoded Ack, Nack or ExtendLease item, the broker's item, its settle
 	// record, its code and its part of the answer.
 	settleItemMemory = 256
-	// mapMemory and mapEntryMemory: a map[string]string's header, and each entry's share of its
-	// groups (control byte, key and value headers, load-factor slack).
-	mapMemory      = 64
-	mapEntryMemory = 48
+	// mapMemory: a map[string]string's header (its entries cost wire.MapEntryMemory each).
+	mapMemory = 64
 )
 
 // leadingCount returns a hot-path request's item count (each begins with a u32 count), capped by
@@ -47,7 +46,7 @@ func HeadersMemory(req *fibp.Enqueue) int64 {
 		if len(h) == 0 {
 			continue
 		}
-		n += mapMemory + len(h)*mapEntryMemory
+		n += mapMemory + len(h)*wire.MapEntryMemory
 		for k, v := range h {
 			n += len(k) + len(v)
 		}

@@ -56,6 +56,7 @@ type conn struct {
 
 	// Decoding targets and item buffers reused for every frame of their kind (the broker copies
 	// the items it keeps before it returns).
+	rd        wire.Reader // decodes Enqueue bodies with a memory allowance
 	enq       fibp.Enqueue
 	ack       fibp.Ack
 	nack      fibp.Nack

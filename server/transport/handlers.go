@@ -1,10 +1,12 @@
 package transport
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/session"
@@ -92,9 +94,36 @@ func (c *conn) decodeHeld(h fibp.Header, f fibp.Frame, body []byte, mem int64) (
 	return mem, true
 }
 
+// decodeEnqueue decodes an Enqueue whose header maps may take at most the memory the connection
+// can still hold, answering the request when it cannot be decoded.
+func (c *conn) decodeEnqueue(h fibp.Header, body []byte) bool {
+	if c.acct == nil {
+		return c.decode(h, &c.enq, body)
+	}
+	c.rd.Reset(body)
+	c.rd.Allow(c.acct.Limit() - c.acct.Used())
+	c.enq.DecodeFrom(&c.rd)
+	err := c.rd.Err()
+	c.rd.Reset(nil) // the reader must not keep the body alive
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, wire.ErrMemory):
+		c.sendError(h.RequestID, fibp.CodeChannelFull, fmt.Sprintf("the Enqueue's headers need more memory than the connection may still hold (%d of %d bytes held); retry with fewer",
+			c.acct.Used(), c.acct.Limit()), map[string]string{fibp.MetaRetryAfterMs: retryAfterMemory})
+	default:
+		c.sendError(h.RequestID, fibp.CodeInvalidFrame, (&fibp.FrameError{Opcode: fibp.OpEnqueue, Err: err}).Error(), nil)
+	}
+	return false
+}
+
 func (c *conn) enqueue(h fibp.Header, body []byte) {
-	mem, ok := c.decodeHeld(h, &c.enq, body, session.EnqueueMemory(body))
-	if !ok {
+	mem := session.EnqueueMemory(body)
+	if !c.reserve(h.RequestID, mem) {
+		return
+	}
+	if !c.decodeEnqueue(h, body) {
+		c.acct.Release(mem)
 		return
 	}
 	if c.acct != nil {

@@ -3,6 +3,7 @@ package transport
 import (
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -337,5 +338,58 @@ func TestFrameBeyondTheConnectionBoundIsSkipped(t *testing.T) {
 	}
 	if r, ok := c.Call(3, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "x"}}}).(*fibp.EnqueueResult); !ok || r.Results[0].ErrorCode != fibp.CodeQueueNotFound {
 		t.Fatalf("the next Enqueue answered %#v", r)
+	}
+}
+
+// Header maps are decoded within the memory the connection may still hold: an Enqueue of 800
+// messages with 1,000 distinct headers each (4.8 MB sent, about 40 MB as maps) stops decoding at
+// the bound and is answered ChannelFull, instead of building its maps first.
+func TestHeaderMapsAreDecodedWithinTheConnectionBound(t *testing.T) {
+	const bound = 24 << 20
+	_, addr := startServer(t, Options{MaxConnectionMemory: bound})
+	by := startBystander(t, addr)
+	c := dialRaw(t, addr)
+	c.Handshake()
+	const msgs, headers = 800, 1000
+	body := wire.AppendCount(nil, 4, msgs)
+	for range msgs {
+		body = wire.AppendString16(body, "x")
+		body = wire.AppendCount(body, 2, headers)
+		for k := range headers {
+			body = wire.AppendString16(body, strconv.Itoa(k))
+			body = wire.AppendString16(body, "")
+		}
+		body = wire.AppendBytes32(body, nil)
+		body = append(body, 0, 0, 0, 0)
+	}
+	frame := fibp.AppendContinued(nil, fibp.OpEnqueue, 2, body, fibp.MaxFrameSize)
+	body = nil
+	base := heapAfterGC()
+	done := make(chan struct{})
+	peak := make(chan int64)
+	go func() {
+		p := int64(0)
+		for {
+			select {
+			case <-done:
+				peak <- p
+				return
+			default:
+				p = max(p, heapAfterGC()-base)
+			}
+		}
+	}()
+	c.SendBytes(frame)
+	_, f := c.Next()
+	close(done)
+	grew := <-peak
+	runtime.KeepAlive(frame)
+	by.finish()
+	t.Logf("live heap peaked %d bytes above the start while %d bytes of headers were decoded (bound %d)", grew, len(frame), bound)
+	if e, ok := f.(*fibp.Error); !ok || e.ErrorCode != fibp.CodeChannelFull || !strings.Contains(e.Message, "headers") {
+		t.Fatalf("the Enqueue answered %#v", f)
+	}
+	if grew > bound {
+		t.Fatalf("decoding held %d bytes of live heap; bound %d", grew, bound)
 	}
 }
