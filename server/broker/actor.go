@@ -58,7 +58,8 @@ type actor struct {
 	// answers from the state it holds until the store recovers (storagehealth.go).
 	suspended bool
 
-	hooks queueHooks // the queue lane's compiled Lua hooks
+	hooks queueHooks   // the queue lane's compiled Lua hooks
+	attrs attrInterner // attribute maps shared among the queue's messages
 	// nextReclassify is when parked messages are classified again (Unix ms; 0: none is parked).
 	nextReclassify int64
 	subs           map[string]*subscription

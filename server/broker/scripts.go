@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"encoding/binary"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/filamq/fila/lua/hooks"
@@ -114,7 +116,45 @@ func (a *actor) runOnEnqueue(l queuegroup.Lane, m *Message, payloadSize int) (*M
 	}
 	out := *m
 	out.FairnessKey, out.Weight, out.DelayMs = c.FairnessKey, c.Weight, c.DelayMs
-	return &out, c.Attributes, CodeOk
+	return &out, a.attrs.intern(c.Attributes), CodeOk
+}
+
+// attrInterner shares one map among the messages of a queue whose hook returned the same
+// attributes: a backlog then holds a few maps, not one per message, for the garbage collector to
+// walk. Attribute maps are never changed once stored, so sharing is safe.
+type attrInterner struct {
+	maps map[string]map[string]string // by canonical encoding
+	key  []byte
+	ks   []string
+}
+
+// maxInterned bounds the distinct attribute sets remembered; beyond it the table starts over.
+const maxInterned = 1024
+
+func (t *attrInterner) intern(m map[string]string) map[string]string {
+	if len(m) == 0 || len(m) > 8 {
+		return m
+	}
+	t.ks = t.ks[:0]
+	for k := range m {
+		t.ks = append(t.ks, k)
+	}
+	slices.Sort(t.ks)
+	t.key = t.key[:0]
+	for _, k := range t.ks {
+		t.key = binary.AppendUvarint(t.key, uint64(len(k)))
+		t.key = append(t.key, k...)
+		t.key = binary.AppendUvarint(t.key, uint64(len(m[k])))
+		t.key = append(t.key, m[k]...)
+	}
+	if shared, ok := t.maps[string(t.key)]; ok {
+		return shared
+	}
+	if t.maps == nil || len(t.maps) >= maxInterned {
+		t.maps = map[string]map[string]string{}
+	}
+	t.maps[string(t.key)] = m
+	return m
 }
 
 // scriptCode is the item code of a failed on_enqueue.
