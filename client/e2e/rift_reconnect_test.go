@@ -220,6 +220,16 @@ func testRiftReconnectAcross(t *testing.T, stop func(*server)) {
 	s.proc = p
 	eventually(t, "the clients reconnected", func() bool { return subC.Connected() && pubC.Connected() })
 	after := lastPublished()
+	defer func() {
+		if t.Failed() {
+			mu.Lock()
+			pubMu.Lock()
+			failures := pubFailures
+			pubMu.Unlock()
+			t.Logf("published %d (%d failed); received plain %d, queue %d; receive errors %v", lastPublished(), failures, got["plain"], got["queue"], recvErrs)
+			mu.Unlock()
+		}
+	}()
 	eventually(t, "messages published after the restart received by both subscriptions", func() bool {
 		return highest("plain") > after+20 && highest("queue") > after+20
 	})

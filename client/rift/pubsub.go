@@ -11,6 +11,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
+	"github.com/filamq/fila/client/internal/backoff"
 	proto "github.com/filamq/fila/generated/rift"
 	"github.com/filamq/fila/generated/wire"
 )
@@ -136,14 +137,9 @@ func (sub *Subscription) resubscribe(conn *quic.Conn) {
 		return
 	}
 	sub.mu.Unlock()
-	ctx, cancel := sub.c.opContext(sub.c.life, 0)
-	defer cancel()
-	s, err := openOn(ctx, conn, subBufSize)
-	if err == nil {
-		err = subscribeOn(ctx, s, &proto.Subscribe{Pattern: sub.pattern, Queue: sub.queue})
-	}
+	s, err := sub.subscribeAgain(conn)
 	if err != nil {
-		if lost(conn, err) || sub.c.life.Err() != nil {
+		if lost(conn, err) || sub.c.life.Err() != nil || sub.closed.Load() {
 			return
 		}
 		sub.c.log.Warn("rift: subscription could not subscribe again", "pattern", sub.pattern, "queue", sub.queue, "err", err)
@@ -169,6 +165,36 @@ func (sub *Subscription) resubscribe(conn *quic.Conn) {
 	}
 	sub.next <- subResult{s: s, err: err}
 	sub.c.log.Debug("rift: subscription subscribed again", "pattern", sub.pattern, "queue", sub.queue)
+}
+
+// subscribeAgain opens a stream on conn and subscribes on it. A failure the server did not
+// answer (the operation timed out on a slow server, say) is tried again with the reconnection
+// backoff, as long as conn lives and the subscription is open; a refusal by the server (an
+// *Error) or a lost conn is returned.
+func (sub *Subscription) subscribeAgain(conn *quic.Conn) (*call, error) {
+	b := backoff.Backoff{Initial: sub.c.reconnectWait, Max: sub.c.maxReconnectWait, Rand: sub.c.rand}
+	for n := 0; ; n++ {
+		ctx, cancel := sub.c.opContext(sub.c.life, 0)
+		s, err := openOn(ctx, conn, subBufSize)
+		if err == nil {
+			err = subscribeOn(ctx, s, &proto.Subscribe{Pattern: sub.pattern, Queue: sub.queue})
+		}
+		cancel()
+		var e *Error
+		if err == nil || errors.As(err, &e) || lost(conn, err) || sub.c.life.Err() != nil {
+			return s, err
+		}
+		sub.c.log.Debug("rift: subscribing again failed; trying again", "pattern", sub.pattern, "queue", sub.queue, "err", err)
+		select {
+		case <-time.After(b.Delay(n)):
+		case <-sub.done:
+			return nil, ErrClosed
+		case <-conn.Context().Done():
+			return nil, err
+		case <-sub.c.life.Done():
+			return nil, err
+		}
+	}
 }
 
 // end records why deliveries ended (the caller holds the turn) and stops resubscribing.
