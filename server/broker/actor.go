@@ -489,6 +489,10 @@ func (a *actor) round(batch []op) {
 			}
 		}
 		for l := range a.lanes {
+			// Promote what became due even when nothing can be delivered (no subscription):
+			// a due delayed message otherwise stays the next wake-up, and the timer fires at
+			// once, round after round.
+			a.st.Lane(queuegroup.Lane(l)).Advance(now)
 			if !failing || !a.committed(queuegroup.Lane(l)) {
 				a.dispatch(queuegroup.Lane(l), now)
 			}

@@ -109,7 +109,9 @@ func (q *Queue) NextWakeup() (at int64, ok bool) {
 	if q.nHeld > 0 && q.holdUntil < at {
 		at, ok = q.holdUntil, true
 	}
-	if t, has := q.nextParkWake(); has && t < at {
+	// A parked class is asked about again only when a subscription has credit (Dispatch does
+	// it; Subscribe and AddCredit wake every class), so without credit its time is no wake-up.
+	if t, has := q.nextParkWake(); has && t < at && q.credited.n > 0 {
 		at, ok = t, true
 	}
 	if !ok {

@@ -1,0 +1,52 @@
+package broker
+
+import (
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+)
+
+// A queue whose delayed message falls due while nobody consumes it must not keep its timer
+// firing: the round promotes the message, and the next wake-up is later than now (or none).
+// Before the fix the due message stayed the next wake-up, and the actor re-armed its timer for
+// "now" round after round, spinning a core per such queue.
+func TestDueDelayedMessageWithoutConsumersArmsNoImmediateWakeup(t *testing.T) {
+	s := newScript(t)
+	b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.b = b
+	t.Cleanup(func() { b.Close() })
+	if e := b.CreateQueue(QueueSpec{Name: "q"}); e != nil {
+		t.Fatal(e)
+	}
+	done := make(chan *Error, 1)
+	b.Enqueue([]Message{{Queue: "q", Payload: []byte("x"), DelayMs: 1000}}, func(_ []EnqueueResult, e *Error) { done <- e })
+	if e := <-done; e != nil {
+		t.Fatal(e)
+	}
+	s.settled()
+	s.mu.Lock()
+	s.now = s.now.Add(2 * time.Second)
+	for _, tm := range s.timers {
+		tm.fireBy(s.now)
+	}
+	s.mu.Unlock()
+	s.settled()
+	// The clock stands still now, so a settled broker fires no timer. One that re-arms for "now"
+	// after every round shows a fired timer (or one due) at almost every look.
+	for range 200 {
+		s.mu.Lock()
+		for i, tm := range s.timers {
+			if len(tm.c) > 0 || tm.on && !tm.at.After(s.now) {
+				s.mu.Unlock()
+				t.Fatalf("timer %d fires at %v with the clock at %v: the actor wakes at once, again and again", i, tm.at, s.now)
+			}
+		}
+		s.mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+	}
+}
