@@ -7,41 +7,26 @@ import (
 	"time"
 
 	"github.com/filamq/fila/client/internal/backoff"
+	"github.com/filamq/fila/client/internal/connevent"
 	"github.com/filamq/fila/generated/fibp"
 )
 
 // ConnectionEventKind says what happened to a Client's connection.
-type ConnectionEventKind int
+type ConnectionEventKind = connevent.Kind
 
 const (
 	// Disconnected: the connection dropped; reconnection begins.
-	Disconnected ConnectionEventKind = iota + 1
+	Disconnected = connevent.Disconnected
 	// Reconnected: a new connection is up (Addr); consumers resubscribe on it.
-	Reconnected
-	// ReconnectFailed: reconnection gave up after Options.MaxReconnects attempts; the client
+	Reconnected = connevent.Reconnected
+	// ReconnectFailed: reconnection gave up after MaxReconnects attempts; the client
 	// has stopped with Err a *ReconnectError.
-	ReconnectFailed
+	ReconnectFailed = connevent.ReconnectFailed
 )
 
-func (k ConnectionEventKind) String() string {
-	switch k {
-	case Disconnected:
-		return "disconnected"
-	case Reconnected:
-		return "reconnected"
-	case ReconnectFailed:
-		return "reconnect failed"
-	}
-	return fmt.Sprintf("ConnectionEventKind(%d)", int(k))
-}
-
-// ConnectionEvent is passed to Options.ConnectionHandler.
-type ConnectionEvent struct {
-	Kind     ConnectionEventKind
-	Addr     string // the address lost (Disconnected) or connected (Reconnected)
-	Err      error  // why the connection dropped, or the last dial failure (ReconnectFailed)
-	Attempts int    // dial attempts in this outage (Reconnected, ReconnectFailed)
-}
+// ConnectionEvent is passed to Options.ConnectionHandler: Kind, the address lost or connected (Addr), why the
+// connection dropped or the last dial failure (Err), and the dial attempts of the outage.
+type ConnectionEvent = connevent.Event
 
 // ErrDisconnected is matched (errors.Is) by every *ReconnectError: a call found the client
 // without a connection and was not sent.

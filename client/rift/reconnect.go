@@ -10,6 +10,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/filamq/fila/client/internal/backoff"
+	"github.com/filamq/fila/client/internal/connevent"
 )
 
 // WithMaxReconnects turns on reconnection and bounds it: when the QUIC connection drops (server
@@ -61,37 +62,21 @@ const (
 )
 
 // ConnectionEventKind says what happened to a Client's connection.
-type ConnectionEventKind int
+type ConnectionEventKind = connevent.Kind
 
 const (
 	// Disconnected: the connection dropped; reconnection begins.
-	Disconnected ConnectionEventKind = iota + 1
+	Disconnected = connevent.Disconnected
 	// Reconnected: a new connection is up (Addr); subscriptions subscribe again on it.
-	Reconnected
-	// ReconnectFailed: reconnection gave up after the MaxReconnects attempts; every call now
+	Reconnected = connevent.Reconnected
+	// ReconnectFailed: reconnection gave up after MaxReconnects attempts; every call now
 	// fails with a *ReconnectError.
-	ReconnectFailed
+	ReconnectFailed = connevent.ReconnectFailed
 )
 
-func (k ConnectionEventKind) String() string {
-	switch k {
-	case Disconnected:
-		return "disconnected"
-	case Reconnected:
-		return "reconnected"
-	case ReconnectFailed:
-		return "reconnect failed"
-	}
-	return fmt.Sprintf("ConnectionEventKind(%d)", int(k))
-}
-
-// ConnectionEvent is passed to the connection handler.
-type ConnectionEvent struct {
-	Kind     ConnectionEventKind
-	Addr     string // the address lost (Disconnected) or connected (Reconnected)
-	Err      error  // why the connection dropped, or the last dial failure (ReconnectFailed)
-	Attempts int    // dial attempts in this outage (Reconnected, ReconnectFailed)
-}
+// ConnectionEvent is passed to the connection handler: Kind, the address lost or connected (Addr), why the
+// connection dropped or the last dial failure (Err), and the dial attempts of the outage.
+type ConnectionEvent = connevent.Event
 
 var (
 	// ErrDisconnected is matched (errors.Is) by every *ReconnectError: a call found the client
