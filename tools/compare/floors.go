@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,7 +45,11 @@ func (f floor) value() string {
 // measureFloors measures every floor, with samples round trips or syncs each, and each rate for
 // window.
 func (e *env) measureFloors(ctx context.Context, samples int, window time.Duration) ([]floor, error) {
-	fsync, err := fsyncFloor(e.tmp, samples)
+	fsync, err := fsyncFloor(e.tmp, samples, 1)
+	if err != nil {
+		return nil, fmt.Errorf("fsync floor: %w", err)
+	}
+	fsync2, err := fsyncFloor(e.tmp, samples, 2)
 	if err != nil {
 		return nil, fmt.Errorf("fsync floor: %w", err)
 	}
@@ -74,6 +80,7 @@ func (e *env) measureFloors(ctx context.Context, samples int, window time.Durati
 	}
 	return []floor{
 		{"fsync_append_1kb", "us", fsync[0], fsync[1], "append 1 KB to a file and fsync it, on the filesystem of the brokers' data"},
+		{fsyncPairFloor, "us", fsync2[0], fsync2[1], "two of those in a row: the durable round trip's two appends (enqueue, ack)"},
 		{"quic_echo_rtt_1kb", "us", q[0], q[1], "1 KB echo round trip over bare quic-go on loopback, no broker"},
 		{"tls_echo_rtt_1kb", "us", t[0], t[1], "1 KB echo round trip over TLS on TCP on loopback, no broker"},
 		{"quic_stream_1kb", "msg/s", qr, 0, "1 KB messages one way over one bare quic-go stream, no broker (a pub/sub hop)"},
@@ -214,8 +221,9 @@ func drain(r io.Reader, window time.Duration) float64 {
 	return float64(n) / 1024 / time.Since(start).Seconds()
 }
 
-// fsyncFloor appends 1 KB records to a fresh file in dir and syncs each, as a WAL does.
-func fsyncFloor(dir string, samples int) ([2]float64, error) {
+// fsyncFloor appends 1 KB records to a fresh file in dir and syncs each, as a WAL does; a sample
+// is syncs such appends in a row.
+func fsyncFloor(dir string, samples, syncs int) ([2]float64, error) {
 	f, err := os.Create(filepath.Join(dir, "fsync-floor"))
 	if err != nil {
 		return [2]float64{}, err
@@ -224,11 +232,50 @@ func fsyncFloor(dir string, samples int) ([2]float64, error) {
 	defer f.Close()
 	rec := make([]byte, 1024)
 	return timeEach(samples, func() error {
-		if _, err := f.Write(rec); err != nil {
-			return err
+		for range syncs {
+			if _, err := f.Write(rec); err != nil {
+				return err
+			}
+			if err := f.Sync(); err != nil {
+				return err
+			}
 		}
-		return f.Sync()
+		return nil
 	})
+}
+
+// fsyncPairFloor names the floor of two fsyncs in a row.
+const fsyncPairFloor = "fsync2_append_1kb"
+
+// A gap is a figure's distance above a floor, with the most it may be (issue 15: the durable
+// round trip's p50 within 0.3 ms of two fsyncs).
+type gap struct {
+	figure, floor string
+	limit         float64 // µs
+}
+
+var gaps = []gap{{figure: "roundtrip_p50_1kb_fsync", floor: fsyncPairFloor, limit: 300}}
+
+// gapLines renders, for every gap whose figure and floor were both measured, its summary line:
+//
+//	GAP figure=roundtrip_p50_1kb_fsync floor=fsync2_append_1kb fila=812.0 floor_p50=540.2 gap=271.8 limit=300 unit=us result=met
+func gapLines(figs []figure, floors []floor) []string {
+	var out []string
+	for _, g := range gaps {
+		fi := slices.IndexFunc(figs, func(f figure) bool { return f.name == g.figure })
+		fl := slices.IndexFunc(floors, func(f floor) bool { return f.name == g.floor })
+		if fi < 0 || fl < 0 || math.IsNaN(figs[fi].fila) {
+			continue
+		}
+		d := figs[fi].fila - floors[fl].p50
+		res := "met"
+		if d > g.limit {
+			res = "missed"
+		}
+		out = append(out, fmt.Sprintf("GAP figure=%s floor=%s fila=%.1f floor_p50=%.1f gap=%.1f limit=%.0f unit=us result=%s",
+			g.figure, g.floor, figs[fi].fila, floors[fl].p50, d, g.limit, res))
+	}
+	return out
 }
 
 // echo writes back every 1 KB it reads until the peer goes away.

@@ -18,7 +18,7 @@ func TestFloorsAreMeasured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"fsync_append_1kb", "quic_echo_rtt_1kb", "tls_echo_rtt_1kb", "quic_stream_1kb", "tls_stream_1kb"}
+	names := []string{"fsync_append_1kb", fsyncPairFloor, "quic_echo_rtt_1kb", "tls_echo_rtt_1kb", "quic_stream_1kb", "tls_stream_1kb"}
 	if len(floors) != len(names) {
 		t.Fatalf("%d floors, want %d", len(floors), len(names))
 	}
@@ -32,5 +32,22 @@ func TestFloorsAreMeasured(t *testing.T) {
 	}
 	if table := floorsTable(floors); strings.Count(table, "\n") != 2+len(floors) {
 		t.Errorf("table:\n%s", table)
+	}
+}
+
+func TestGapLinesCompareTheFigureWithItsFloor(t *testing.T) {
+	figs := []figure{{name: "roundtrip_p50_1kb_fsync", unit: "us", fila: 900}}
+	floors := []floor{{name: fsyncPairFloor, unit: "us", p50: 500, p99: 700}}
+	got := gapLines(figs, floors)
+	want := "GAP figure=roundtrip_p50_1kb_fsync floor=fsync2_append_1kb fila=900.0 floor_p50=500.0 gap=400.0 limit=300 unit=us result=missed"
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	figs[0].fila = 750
+	if got := gapLines(figs, floors); len(got) != 1 || !strings.HasSuffix(got[0], " gap=250.0 limit=300 unit=us result=met") {
+		t.Fatalf("got %q", got)
+	}
+	if got := gapLines(figs[:0], floors); len(got) != 0 {
+		t.Fatalf("without the figure: %q", got)
 	}
 }

@@ -184,6 +184,9 @@ func run(ctx context.Context, o options) error {
 	for _, f := range floors {
 		fmt.Println(f.line())
 	}
+	for _, l := range gapLines(figs, floors) {
+		fmt.Println(l)
+	}
 	if err := writeResults(e, root, figs, floors, time.Since(start)); err != nil {
 		return err
 	}

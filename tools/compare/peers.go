@@ -52,9 +52,9 @@ func (e *env) peerDir(name string) (string, error) {
 	return dir, os.MkdirAll(dir, 0o755)
 }
 
-// startFila starts fila-server with its defaults (fsync on) on a free loopback port, with its
-// Rift listener (the tool's certificate, one identity) when withRift is set.
-func (e *env) startFila(ctx context.Context, withRift bool) (*peer, error) {
+// startFila starts fila-server with its defaults (fsync on) and flags on a free loopback port,
+// with its Rift listener (the tool's certificate, one identity) when withRift is set.
+func (e *env) startFila(ctx context.Context, withRift bool, flags ...string) (*peer, error) {
 	dir, err := e.peerDir("fila")
 	if err != nil {
 		return nil, err
@@ -63,7 +63,7 @@ func (e *env) startFila(ctx context.Context, withRift bool) (*peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	args := []string{"--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--log-level", "warn"}
+	args := append([]string{"--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--log-level", "warn"}, flags...)
 	p := &peer{addr: addr, dir: dir}
 	if e.o.profile {
 		httpAddr, err := freeAddr()

@@ -21,6 +21,9 @@ func writeResults(e *env, root string, figs []figure, floors []floor, took time.
 	for _, f := range floors {
 		lines.WriteString(f.line() + "\n")
 	}
+	for _, l := range gapLines(figs, floors) {
+		lines.WriteString(l + "\n")
+	}
 	if err := os.WriteFile(filepath.Join(e.o.out, "compare.txt"), []byte(lines.String()), 0o644); err != nil {
 		return err
 	}

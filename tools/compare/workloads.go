@@ -17,6 +17,7 @@ type workload struct {
 	name, doc string
 	mode      natsMode // the nats-server configuration
 	rift      bool     // Fila's side speaks Rift over QUIC rather than FIBP
+	filaFlags []string // fila-server flags beyond its defaults
 	figures   []figure // names, units and directions; values filled in by run
 	fila      side
 	nats      side
@@ -46,6 +47,11 @@ var workloads = []workload{
 		mode: jsDefault, figures: latency("latency_p50_1kb", "latency_p99_1kb"), fila: filaLatency, nats: jsLatency},
 	{name: "latency_1kb_fsync", doc: "end-to-end latency, one message at a time, fsync before the ack on both",
 		mode: jsSyncAlways, figures: latency("latency_p50_1kb_fsync", "latency_p99_1kb_fsync"), fila: filaLatency, nats: jsLatency},
+	{name: "roundtrip_1kb_fsync", doc: "durable round trip, one message at a time: enqueue -> delivery -> ack -> ack answered, fsync on both",
+		mode: jsSyncAlways, figures: latency("roundtrip_p50_1kb_fsync", "roundtrip_p99_1kb_fsync"), fila: filaRoundTrip, nats: jsRoundTrip},
+	{name: "roundtrip_1kb_nofsync", doc: "the same round trip without fsync: fila --fsync=false vs JetStream's default",
+		mode: jsDefault, filaFlags: []string{"--fsync=false"},
+		figures: latency("roundtrip_p50_1kb_nofsync", "roundtrip_p99_1kb_nofsync"), fila: filaRoundTrip, nats: jsRoundTrip},
 	{name: "publish_64b", doc: "durable batched publish of 64 B messages, each broker's default durability",
 		mode: jsDefault, figures: throughput("publish_64b", 1), fila: filaPublish(64), nats: jsPublish(64)},
 	{name: "rift_pubsub_64b", doc: "pub/sub 1 -> 1, 64 B: Rift over QUIC vs NATS core over TLS",
@@ -97,7 +103,7 @@ func (e *env) runFila(ctx context.Context, w workload, figs []figure) error {
 		fmt.Fprintf(os.Stderr, "   fila: n/a: %s\n", e.riftReason)
 		return nil
 	}
-	vals, err := e.runSide(ctx, "fila", w, w.fila, func(ctx context.Context) (*peer, error) { return e.startFila(ctx, w.rift) })
+	vals, err := e.runSide(ctx, "fila", w, w.fila, func(ctx context.Context) (*peer, error) { return e.startFila(ctx, w.rift, w.filaFlags...) })
 	switch {
 	case err != nil && w.rift && ctx.Err() == nil:
 		fmt.Fprintf(os.Stderr, "   fila: n/a: Rift failed: %v\n", err)
