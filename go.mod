@@ -3,7 +3,6 @@ module github.com/filamq/fila
 go 1.26
 
 require (
-	github.com/dave/jennifer v1.7.1 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
+	github.com/dave/jennifer v1.7.1
+	gopkg.in/yaml.v3 v3.0.1
 )

@@ -1,5 +1,6 @@
-// Package gen holds the protocol code generator: spec loads and validates spec/*.yaml, emit
-// renders Go with jennifer, and cmd/filagen writes the packages under generated/.
+// Package gen holds the protocol code generator: spec loads and resolves spec/*.yaml, check
+// applies the rules every spec must follow, emit renders Go with jennifer, and cmd/filagen writes
+// the packages under generated/ (atomically, and only the files it owns).
 //
 // Run `go generate ./...` (or `make generate`) from the repository root to regenerate every
 // protocol package.

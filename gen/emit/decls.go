@@ -56,7 +56,7 @@ func (e *emitter) protocolFile() *File {
 }
 
 func (e *emitter) headerSize() int {
-	if e.s.Framing.Style == "fibp" {
+	if e.s.Framing.Style == spec.StyleFIBP {
 		return 6
 	}
 	return 1
@@ -64,7 +64,7 @@ func (e *emitter) headerSize() int {
 
 // header emits the frame header type and its codec.
 func (e *emitter) header(f *File) {
-	if e.s.Framing.Style == "fibp" {
+	if e.s.Framing.Style == spec.StyleFIBP {
 		f.Comment("Header is the fixed 6-byte start of every frame body: [u8 opcode][u8 flags][u32 request_id].")
 		f.Type().Id("Header").Struct(
 			Id("Opcode").Id("Opcode"),
@@ -127,7 +127,7 @@ func (e *emitter) opcodes(f *File) {
 	)
 
 	nameCases, dirCases, maxCases := []Code{}, []Code{}, []Code{}
-	dirConst := map[string]string{"client": "ClientToServer", "server": "ServerToClient", "both": "EitherDirection"}
+	dirConst := map[spec.Direction]string{spec.DirClient: "ClientToServer", spec.DirServer: "ServerToClient", spec.DirBoth: "EitherDirection"}
 	for _, fr := range frames {
 		nameCases = append(nameCases, Case(Id(opConst(fr))).Block(Return(Lit(fr.Name))))
 		dirCases = append(dirCases, Case(Id(opConst(fr))).Block(Return(Id(dirConst[fr.Direction]))))

@@ -327,7 +327,7 @@ func (e *emitter) list(f *File, l *spec.List) {
 		append(e.check(t, x.Clone(), l.Name, nil, 0), Return(Nil()))...)
 }
 
-var directionDoc = map[string]string{"client": "client → server", "server": "server → client", "both": "either direction"}
+var directionDoc = map[spec.Direction]string{spec.DirClient: "client → server", spec.DirServer: "server → client", spec.DirBoth: "either direction"}
 
 func (e *emitter) frame(f *File, fr *spec.Frame) {
 	name := fr.Name

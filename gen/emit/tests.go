@@ -63,7 +63,7 @@ func (e *emitter) sample(t *spec.Type, name string) *Statement {
 			Return(Id("out")),
 		).Call()
 	}
-	panic("emit: cannot sample " + t.Kind)
+	panic("emit: cannot sample " + t.Kind.String())
 }
 
 func (e *emitter) sampleFunc(f *File, typ string, fields []*spec.Field, ptr bool) {

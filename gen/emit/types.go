@@ -31,7 +31,7 @@ func (e *emitter) goType(t *spec.Type) *Statement {
 	case spec.TArray, spec.TRepeated:
 		return Index().Add(e.goType(t.Elem))
 	}
-	panic("emit: unknown type kind " + t.Kind)
+	panic("emit: unknown type kind " + t.Kind.String())
 }
 
 func (e *emitter) scalarType(s *spec.Scalar) *Statement {
@@ -52,7 +52,7 @@ func (e *emitter) scalarType(s *spec.Scalar) *Statement {
 	case spec.KindBytes:
 		return Index().Byte()
 	}
-	panic("emit: unknown scalar kind " + s.Kind)
+	panic("emit: unknown scalar kind " + s.Kind.String())
 }
 
 // intWidth is the wire width of an integer-backed type.
@@ -186,7 +186,7 @@ func (e *emitter) encode(t *spec.Type, v *Statement, depth int) []Code {
 			For(i.Clone().Op(":=").Range().Add(v)).Block(e.encode(t.Elem, v.Clone().Index(i), depth+1)...),
 		}
 	}
-	panic("emit: cannot encode " + t.Kind)
+	panic("emit: cannot encode " + t.Kind.String())
 }
 
 // decodeExpr returns an expression reading a scalar or enum of type t from r.
@@ -266,7 +266,7 @@ func (e *emitter) decode(t *spec.Type, v *Statement, depth int) []Code {
 			),
 		)}
 	}
-	panic("emit: cannot decode " + t.Kind)
+	panic("emit: cannot decode " + t.Kind.String())
 }
 
 // size returns statements adding the encoded size of v to n.
@@ -303,7 +303,7 @@ func (e *emitter) size(t *spec.Type, v *Statement, depth int) []Code {
 			For(i.Clone().Op(":=").Range().Add(v)).Block(e.size(t.Elem, v.Clone().Index(i), depth+1)...),
 		}
 	}
-	panic("emit: cannot size " + t.Kind)
+	panic("emit: cannot size " + t.Kind.String())
 }
 
 // needsCheck reports whether values of t can violate a limit that the encoder must refuse.

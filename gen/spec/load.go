@@ -139,7 +139,7 @@ func (b *builder) build(raw *rawSpec) {
 	for i := range raw.Bitsets {
 		b.bitset(&raw.Bitsets[i])
 	}
-	if raw.Framing.Style == "fibp" {
+	if b.spec.Framing.Style == StyleFIBP {
 		if bs := b.bitsets["frame_flags"]; bs == nil || bs.Type == nil || bs.Type.Size != 1 {
 			b.errf(raw.Framing.Line, "framing: style fibp needs a bitset frame_flags of a 1-byte type")
 		}
@@ -173,7 +173,6 @@ func (b *builder) build(raw *rawSpec) {
 	for i := range raw.Lists {
 		b.list(&raw.Lists[i])
 	}
-	b.checkCycles()
 	for i := range raw.Frames {
 		b.frame(&raw.Frames[i])
 	}
@@ -186,8 +185,9 @@ func (b *builder) scalar(r *rawScalar) {
 	if !b.declare(r.Name, r.Line, "type") {
 		return
 	}
-	sc := &Scalar{Name: r.Name, Kind: r.Kind, Size: r.Size, Signed: r.Signed, Max: r.Max, UTF8: r.UTF8, Rest: r.Rest, Line: r.Line}
-	switch r.Kind {
+	kind := scalarKindNames[r.Kind]
+	sc := &Scalar{Name: r.Name, Kind: kind, Size: r.Size, Signed: r.Signed, Max: r.Max, UTF8: r.UTF8, Rest: r.Rest, Line: r.Line}
+	switch kind {
 	case KindInt:
 		if r.Size != 1 && r.Size != 2 && r.Size != 4 && r.Size != 8 {
 			b.errf(r.Line, "type %q: int size must be 1, 2, 4 or 8, not %d", r.Name, r.Size)
@@ -202,7 +202,7 @@ func (b *builder) scalar(r *rawScalar) {
 	case KindUUID:
 		sc.Size = 16
 	case KindString, KindBytes:
-		if r.Rest && r.Kind == KindString {
+		if r.Rest && kind == KindString {
 			b.errf(r.Line, "type %q: only bytes may take the rest of the frame", r.Name)
 		}
 		if !r.Rest && r.Length == "" {
@@ -266,13 +266,12 @@ func (b *builder) intScalar(name string, line int, what string) *Scalar {
 
 func (b *builder) framing(r *rawFraming) {
 	f := &b.spec.Framing
-	f.Style, f.MinFrame, f.MaxFrame, f.Trailing = r.Style, r.MinFrame, r.MaxFrame, r.Trailing
-	switch r.Style {
-	case "fibp", "rift":
-	default:
+	f.MinFrame, f.MaxFrame, f.Line = r.MinFrame, r.MaxFrame, r.Line
+	f.Style, f.Trailing = styleNames[r.Style], trailingNames[r.Trailing]
+	if f.Style == 0 {
 		b.errf(r.Line, "framing: unknown style %q (want fibp or rift)", r.Style)
 	}
-	if r.Trailing != "ignore" && r.Trailing != "reject" {
+	if f.Trailing == 0 {
 		b.errf(r.Line, "framing: trailing must be ignore or reject, not %q", r.Trailing)
 	}
 	if r.MaxFrame <= 0 || r.MinFrame < 0 || r.MinFrame > r.MaxFrame {
@@ -542,9 +541,8 @@ func (b *builder) frame(r *rawFrame) {
 	if *r.Opcode < 0 || *r.Opcode > 255 {
 		b.errf(r.Line, "frame %s: opcode %d does not fit a byte", r.Name, *r.Opcode)
 	}
-	switch r.Direction {
-	case "client", "server", "both":
-	default:
+	dir := directionNames[r.Direction]
+	if dir == 0 {
 		b.errf(r.Line, "frame %s: direction must be client, server or both, not %q", r.Name, r.Direction)
 	}
 	if !snakeName.MatchString(r.Group) {
@@ -553,46 +551,7 @@ func (b *builder) frame(r *rawFrame) {
 	if r.MaxBody < 0 || r.MaxBody > b.spec.Framing.MaxFrame {
 		b.errf(r.Line, "frame %s: max_body %d outside 0..max_frame", r.Name, r.MaxBody)
 	}
-	f := &Frame{Opcode: *r.Opcode, Name: r.Name, Direction: r.Direction, Group: r.Group, MaxBody: r.MaxBody, Doc: r.Doc, Line: r.Line}
+	f := &Frame{Opcode: *r.Opcode, Name: r.Name, Direction: dir, Group: r.Group, MaxBody: r.MaxBody, Doc: r.Doc, Line: r.Line}
 	f.Fields = b.fields(r.Fields, r.Name, r.Line)
 	b.spec.Frames = append(b.spec.Frames, f)
-}
-
-// checkCycles refuses records that contain themselves, which no finite frame could encode.
-func (b *builder) checkCycles() {
-	state := map[*Record]int{} // 1 visiting, 2 done
-	var visit func(r *Record) bool
-	var visitType func(t *Type) bool
-	visitType = func(t *Type) bool {
-		switch t.Kind {
-		case TRecord:
-			return visit(t.Record)
-		case TList:
-			return t.List.Item != nil && visit(t.List.Item)
-		case TOptional, TRepeated, TArray:
-			return visitType(t.Elem)
-		}
-		return false
-	}
-	visit = func(r *Record) bool {
-		switch state[r] {
-		case 1:
-			return true
-		case 2:
-			return false
-		}
-		state[r] = 1
-		for _, f := range r.Fields {
-			if visitType(f.Type) {
-				b.errf(r.Line, "record %q contains itself", r.Name)
-				state[r] = 2
-				return false
-			}
-		}
-		state[r] = 2
-		return false
-	}
-	for _, r := range b.spec.Records {
-		visit(r)
-	}
 }

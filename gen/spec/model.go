@@ -5,6 +5,8 @@
 // The model is plain data with no behaviour beyond small queries; the emitter in gen/emit reads it.
 package spec
 
+import "fmt"
+
 // Spec is one protocol.
 type Spec struct {
 	File     string // path the spec was read from, for error messages and generated headers
@@ -25,31 +27,91 @@ type Spec struct {
 
 // Framing describes how frames are delimited.
 type Framing struct {
-	Style      string // "fibp" or "rift"
+	Style      Style
 	MinFrame   int
 	MaxFrame   int
-	Trailing   string // "ignore" or "reject"
+	Trailing   Trailing
 	MapCount   *Scalar
 	ArrayCount *Scalar
+	Line       int
 }
 
 // RejectTrailing reports whether decoders must fail on bytes left after the last field.
-func (f Framing) RejectTrailing() bool { return f.Trailing == "reject" }
+func (f Framing) RejectTrailing() bool { return f.Trailing == TrailingReject }
 
-// Scalar kinds.
+// Style is a framing style: what follows a frame's length prefix before the body.
+type Style uint8
+
+// The framing styles.
 const (
-	KindInt    = "int"
-	KindFloat  = "float"
-	KindBool   = "bool"
-	KindUUID   = "uuid"
-	KindString = "string"
-	KindBytes  = "bytes"
+	StyleFIBP Style = iota + 1 // a 6-byte header: opcode, flags, request ID
+	StyleRift                  // a 1-byte opcode
 )
+
+var styleNames = map[string]Style{"fibp": StyleFIBP, "rift": StyleRift}
+
+func (s Style) String() string { return nameOf(styleNames, s) }
+
+// Trailing says what a decoder does with bytes after the last field it knows.
+type Trailing uint8
+
+// The trailing-byte policies.
+const (
+	TrailingIgnore Trailing = iota + 1 // schema evolution by appending
+	TrailingReject                     // bytes after the last field are an error
+)
+
+var trailingNames = map[string]Trailing{"ignore": TrailingIgnore, "reject": TrailingReject}
+
+func (t Trailing) String() string { return nameOf(trailingNames, t) }
+
+// Direction says which peer sends a frame.
+type Direction uint8
+
+// The directions.
+const (
+	DirClient Direction = iota + 1 // client → server
+	DirServer                      // server → client
+	DirBoth                        // either direction
+)
+
+var directionNames = map[string]Direction{"client": DirClient, "server": DirServer, "both": DirBoth}
+
+func (d Direction) String() string { return nameOf(directionNames, d) }
+
+// ScalarKind is the kind of a named primitive.
+type ScalarKind uint8
+
+// The scalar kinds.
+const (
+	KindInt ScalarKind = iota + 1
+	KindFloat
+	KindBool
+	KindUUID
+	KindString
+	KindBytes
+)
+
+var scalarKindNames = map[string]ScalarKind{
+	"int": KindInt, "float": KindFloat, "bool": KindBool, "uuid": KindUUID, "string": KindString, "bytes": KindBytes,
+}
+
+func (k ScalarKind) String() string { return nameOf(scalarKindNames, k) }
+
+// nameOf returns the spec's spelling of v, or "?N" when v has none.
+func nameOf[V comparable](names map[string]V, v V) string {
+	for name, x := range names {
+		if x == v {
+			return name
+		}
+	}
+	return fmt.Sprintf("?%v", any(v))
+}
 
 // Scalar is a named primitive.
 type Scalar struct {
 	Name   string
-	Kind   string
+	Kind   ScalarKind
 	Size   int     // bytes, for int
 	Signed bool    // for int
 	Length *Scalar // length prefix, for string and bytes (nil when Rest)
@@ -132,7 +194,7 @@ type List struct {
 type Frame struct {
 	Opcode    int
 	Name      string
-	Direction string // "client", "server" or "both"
+	Direction Direction
 	Group     string
 	MaxBody   int // 0 = the framing maximum
 	Doc       string
@@ -148,22 +210,35 @@ type Field struct {
 	Line int
 }
 
-// Type kinds.
+// TypeKind is the shape of a field's type.
+type TypeKind uint8
+
+// The type kinds.
 const (
-	TScalar   = "scalar"
-	TEnum     = "enum"
-	TBitset   = "bitset"
-	TRecord   = "record"
-	TList     = "list"     // a named List
-	TRepeated = "repeated" // Count-prefixed elements of Elem (inline group or record)
-	TOptional = "optional"
-	TMap      = "map"
-	TArray    = "array" // T[] with the framing's array count
+	TScalar TypeKind = iota + 1
+	TEnum
+	TBitset
+	TRecord
+	TList     // a named List
+	TRepeated // Count-prefixed elements of Elem (inline group or record)
+	TOptional
+	TMap
+	TArray // T[] with the framing's array count
 )
+
+var typeKindNames = [...]string{TScalar: "scalar", TEnum: "enum", TBitset: "bitset", TRecord: "record", TList: "list",
+	TRepeated: "repeated", TOptional: "optional", TMap: "map", TArray: "array"}
+
+func (k TypeKind) String() string {
+	if int(k) < len(typeKindNames) && typeKindNames[k] != "" {
+		return typeKindNames[k]
+	}
+	return fmt.Sprintf("TypeKind(%d)", k)
+}
 
 // Type is a resolved field type.
 type Type struct {
-	Kind   string
+	Kind   TypeKind
 	Scalar *Scalar
 	Enum   *Enum
 	Bitset *Bitset

@@ -143,7 +143,7 @@ func readSource(t *testing.T, path string) []string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("source %s not present", path)
+		t.Fatalf("source %s not present: the seed tables are test data kept in the repository", path)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -672,7 +672,7 @@ func riftTable(t *testing.T) map[int]riftOp {
 	ops := map[int]riftOp{}
 	f, err := os.Open(riftMD)
 	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("source %s not present", riftMD)
+		t.Fatalf("source %s not present: the seed tables are test data kept in the repository", riftMD)
 	}
 	if err != nil {
 		t.Fatal(err)

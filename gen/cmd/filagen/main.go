@@ -1,4 +1,5 @@
-// Command filagen generates a protocol's Go codecs from its YAML description.
+// Command filagen generates a protocol's Go codecs from its YAML description: gen/spec loads it,
+// gen/check judges it, gen/emit renders it.
 //
 //	filagen -spec ../spec/fibp.yaml -out fibp          write the files
 //	filagen -spec ../spec/fibp.yaml -out fibp -check   fail when the files on disk are stale
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/filamq/fila/gen/check"
 	"github.com/filamq/fila/gen/emit"
 	"github.com/filamq/fila/gen/spec"
 )
@@ -23,7 +25,7 @@ func main() {
 	specPath := flag.String("spec", "", "protocol spec (YAML)")
 	outDir := flag.String("out", "", "output package folder")
 	source := flag.String("source", "", "spec path to name in generated headers (default: -spec as given)")
-	check := flag.Bool("check", false, "report stale or missing files instead of writing them")
+	checkOnly := flag.Bool("check", false, "report stale or missing files instead of writing them")
 	flag.Parse()
 	if *specPath == "" || *outDir == "" {
 		fmt.Fprintln(os.Stderr, "usage: filagen -spec FILE.yaml -out DIR [-check]")
@@ -32,12 +34,12 @@ func main() {
 	if *source == "" {
 		*source = *specPath
 	}
-	stale, err := run(*specPath, *outDir, *source, *check)
+	stale, err := run(*specPath, *outDir, *source, *checkOnly)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	if *check && len(stale) > 0 {
+	if *checkOnly && len(stale) > 0 {
 		for _, s := range stale {
 			fmt.Fprintf(os.Stderr, "filagen: %s is stale; run make generate\n", s)
 		}
@@ -46,10 +48,13 @@ func main() {
 }
 
 // run generates the package and returns the files that differ from what is on disk.
-func run(specPath, outDir, source string, check bool) ([]string, error) {
+func run(specPath, outDir, source string, checkOnly bool) ([]string, error) {
 	s, err := spec.Load(specPath)
 	if err != nil {
 		return nil, err
+	}
+	if errs := check.Check(s); errs != nil {
+		return nil, errs
 	}
 	files, err := emit.Files(s, source)
 	if err != nil {
@@ -71,8 +76,8 @@ func run(specPath, outDir, source string, check bool) ([]string, error) {
 			continue
 		}
 		stale = append(stale, path)
-		if !check {
-			if err := os.WriteFile(path, files[name], 0o644); err != nil {
+		if !checkOnly {
+			if err := writeAtomic(path, files[name]); err != nil {
 				return nil, err
 			}
 		}
@@ -87,11 +92,34 @@ func run(specPath, outDir, source string, check bool) ([]string, error) {
 		}
 		path := filepath.Join(outDir, ent.Name())
 		stale = append(stale, path)
-		if !check {
+		if !checkOnly {
 			if err := os.Remove(path); err != nil {
 				return nil, err
 			}
 		}
 	}
 	return stale, nil
+}
+
+// writeAtomic replaces the file at path with data so that a reader (or an interrupted run) sees
+// either the old file or the new one, never a torn write: the bytes go to a temporary file in the
+// same folder, which is then renamed over path.
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
 }
