@@ -4,7 +4,7 @@ GO        ?= go
 MODULES   := ./... ./generated/... ./lua/... ./server/... ./client/... ./tools/... ./tools/compare/... ./fuzz/... ./examples/...
 RACE_PKGS := ./lua/... ./server/... ./client/...
 FUZZTIME  ?= 60s
-FUZZ_PKGS := ./generated/fibp ./generated/rift ./generated/store ./generated/riftstore ./generated/queuelog ./fuzz
+FUZZ_PKGS := ./generated/fibp ./generated/riftproto ./generated/store ./generated/riftstore ./generated/queuelog ./fuzz
 
 .PHONY: all generate check-generated fmt vet test test-race race-if-cgo fuzz fuzz-short bench run build clean
 
@@ -17,7 +17,7 @@ generate:
 ## check-generated: fail when generated code does not match the specs
 check-generated:
 	$(GO) run ./gen/cmd/filagen -check -spec spec/fibp.yaml -source spec/fibp.yaml -out generated/fibp
-	$(GO) run ./gen/cmd/filagen -check -spec spec/rift.yaml -source spec/rift.yaml -out generated/rift
+	$(GO) run ./gen/cmd/filagen -check -spec spec/rift.yaml -source spec/rift.yaml -out generated/riftproto -package riftproto
 	$(GO) run ./gen/cmd/filagen -check -spec spec/store.yaml -source spec/store.yaml -out generated/store
 	$(GO) run ./gen/cmd/filagen -check -spec spec/riftstore.yaml -source spec/riftstore.yaml -out generated/riftstore
 	$(GO) run ./gen/cmd/filagen -check -spec spec/queuelog.yaml -source spec/queuelog.yaml -out generated/queuelog

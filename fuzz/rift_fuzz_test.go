@@ -14,7 +14,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/rift/auth"
 	"github.com/filamq/fila/server/rift/devcert"
@@ -92,7 +92,7 @@ func dialRift(t *testing.T, addr string) *quic.Conn {
 // authed opens a connection and authenticates it.
 func authed(t *testing.T, addr string) *quic.Conn {
 	c := dialRift(t, addr)
-	if got := exchange(c, rift.AppendFrame(nil, &rift.Auth{Token: riftToken}), time.Second); !isOk(got) {
+	if got := exchange(c, riftproto.AppendFrame(nil, &riftproto.Auth{Token: riftToken}), time.Second); !isOk(got) {
 		t.Fatalf("AUTH answered %x", got)
 	}
 	return c
@@ -115,39 +115,39 @@ func exchange(c *quic.Conn, input []byte, wait time.Duration) []byte {
 }
 
 func isOk(b []byte) bool {
-	return len(b) >= rift.LengthSize+1 && rift.Opcode(b[rift.LengthSize]) == rift.OpOk
+	return len(b) >= riftproto.LengthSize+1 && riftproto.Opcode(b[riftproto.LengthSize]) == riftproto.OpOk
 }
 
 // riftAlive checks that a new connection still authenticates and gets OK for a PING.
 func riftAlive(t *testing.T, addr string) {
 	c := authed(t, addr)
 	defer c.CloseWithError(0, "")
-	if got := exchange(c, rift.AppendFrame(nil, &rift.Ping{}), 2*time.Second); !isOk(got) {
+	if got := exchange(c, riftproto.AppendFrame(nil, &riftproto.Ping{}), 2*time.Second); !isOk(got) {
 		t.Fatalf("PING after the input answered %x", got)
 	}
 }
 
 func riftSeeds(f *testing.F) {
-	frames := []rift.Frame{
-		&rift.Publish{Subject: "a.b", Payload: []byte("x")},
-		&rift.PublishAck{Subject: "a.b", Reply: "r", Payload: []byte("y")},
-		&rift.Ping{},
-		&rift.Subscribe{Pattern: "a.*", Queue: "g"},
-		&rift.Request{Subject: "rift.control.status", TimeoutMs: 50},
-		&rift.StreamPublish{Stream: "s", Subject: "s.1", Payload: []byte("z")},
-		&rift.ConsumerOpen{Stream: "s", Name: "c", Filter: "s.>", AckWaitMs: 1000, MaxAckPending: 10},
-		&rift.ConsumerFetch{Stream: "s", Name: "c", Limit: 2},
-		&rift.Ack{Stream: "s", Name: "c", Sequence: 1},
-		&rift.Auth{Token: riftToken},
+	frames := []riftproto.Frame{
+		&riftproto.Publish{Subject: "a.b", Payload: []byte("x")},
+		&riftproto.PublishAck{Subject: "a.b", Reply: "r", Payload: []byte("y")},
+		&riftproto.Ping{},
+		&riftproto.Subscribe{Pattern: "a.*", Queue: "g"},
+		&riftproto.Request{Subject: "rift.control.status", TimeoutMs: 50},
+		&riftproto.StreamPublish{Stream: "s", Subject: "s.1", Payload: []byte("z")},
+		&riftproto.ConsumerOpen{Stream: "s", Name: "c", Filter: "s.>", AckWaitMs: 1000, MaxAckPending: 10},
+		&riftproto.ConsumerFetch{Stream: "s", Name: "c", Limit: 2},
+		&riftproto.Ack{Stream: "s", Name: "c", Sequence: 1},
+		&riftproto.Auth{Token: riftToken},
 	}
 	var all []byte
 	for _, fr := range frames {
-		one := rift.AppendFrame(nil, fr)
+		one := riftproto.AppendFrame(nil, fr)
 		f.Add(one)
 		all = append(all, one...)
 	}
 	f.Add(all)
-	f.Add(append(rift.AppendFrame(nil, frames[0]), rift.AppendFrame(nil, frames[3])...))
+	f.Add(append(riftproto.AppendFrame(nil, frames[0]), riftproto.AppendFrame(nil, frames[3])...))
 	f.Add(wire.AppendU32(nil, 1<<30))
 	f.Add([]byte{0, 0, 0, 1, 0xff})
 }
@@ -166,12 +166,12 @@ func FuzzRiftStream(f *testing.F) {
 
 // FuzzRiftAuth sends arbitrary bytes as the first stream of a new connection, where only AUTH
 // is valid.
-var validAuth = rift.AppendFrame(nil, &rift.Auth{Token: riftToken})
+var validAuth = riftproto.AppendFrame(nil, &riftproto.Auth{Token: riftToken})
 
 func FuzzRiftAuth(f *testing.F) {
 	addr := liveRift(f)
 	riftSeeds(f)
-	f.Add(rift.AppendFrame(nil, &rift.Auth{Token: "wrong"}))
+	f.Add(riftproto.AppendFrame(nil, &riftproto.Auth{Token: "wrong"}))
 	f.Fuzz(func(t *testing.T, input []byte) {
 		c := dialRift(t, addr)
 		got := exchange(c, input, 100*time.Millisecond)

@@ -7,7 +7,7 @@
 package gen
 
 //go:generate go run ./cmd/filagen -spec ../spec/fibp.yaml -source spec/fibp.yaml -out ../generated/fibp
-//go:generate go run ./cmd/filagen -spec ../spec/rift.yaml -source spec/rift.yaml -out ../generated/rift
+//go:generate go run ./cmd/filagen -spec ../spec/rift.yaml -source spec/rift.yaml -out ../generated/riftproto -package riftproto
 //go:generate go run ./cmd/filagen -spec ../spec/store.yaml -source spec/store.yaml -out ../generated/store
 //go:generate go run ./cmd/filagen -spec ../spec/riftstore.yaml -source spec/riftstore.yaml -out ../generated/riftstore
 //go:generate go run ./cmd/filagen -spec ../spec/queuelog.yaml -source spec/queuelog.yaml -out ../generated/queuelog

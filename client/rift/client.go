@@ -46,7 +46,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/filamq/fila/client/internal/backoff"
-	proto "github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 )
 
 // ALPN is the application protocol Rift servers accept.
@@ -60,7 +60,7 @@ const (
 
 // Error is an ERROR frame from the server.
 type Error struct {
-	Code    proto.ErrorCode // CodePermission or CodeOperation
+	Code    riftproto.ErrorCode // CodePermission or CodeOperation
 	Message string
 }
 
@@ -68,11 +68,11 @@ func (e *Error) Error() string {
 	return fmt.Sprintf("rift: %s: %s", codeName(e.Code), e.Message)
 }
 
-func codeName(c proto.ErrorCode) string {
+func codeName(c riftproto.ErrorCode) string {
 	switch c {
-	case proto.CodePermission:
+	case riftproto.CodePermission:
 		return "permission denied"
-	case proto.CodeOperation:
+	case riftproto.CodeOperation:
 		return "operation failed"
 	}
 	return c.String()
@@ -81,7 +81,7 @@ func codeName(c proto.ErrorCode) string {
 // IsPermission reports whether err is a permission refusal from the server.
 func IsPermission(err error) bool {
 	var e *Error
-	return errors.As(err, &e) && e.Code == proto.CodePermission
+	return errors.As(err, &e) && e.Code == riftproto.CodePermission
 }
 
 // Errors of the client itself.
@@ -230,7 +230,7 @@ func loopback(addr string) bool {
 
 // auth sends the single AUTH frame on the first stream and waits for OK and the stream's end.
 func auth(ctx context.Context, conn *quic.Conn, token string) error {
-	a := &proto.Auth{Token: token}
+	a := &riftproto.Auth{Token: token}
 	if err := a.Check(); err != nil {
 		return fmt.Errorf("rift: token: %w", err)
 	}
@@ -241,7 +241,7 @@ func auth(ctx context.Context, conn *quic.Conn, token string) error {
 	s := &call{conn: conn, str: str, fr: newCallReader(str)}
 	s.bind(ctx)
 	defer s.release()
-	if err := s.write(proto.AppendFrame(nil, a)); err != nil {
+	if err := s.write(riftproto.AppendFrame(nil, a)); err != nil {
 		return connCause(conn, err)
 	}
 	s.finish()
@@ -433,7 +433,7 @@ func (s *call) write(b []byte) error {
 }
 
 // next reads the next frame; ERROR frames become *Error.
-func (s *call) next() (proto.Opcode, []byte, error) {
+func (s *call) next() (riftproto.Opcode, []byte, error) {
 	body, err := s.fr.Next()
 	if err != nil {
 		if errors.Is(err, io.EOF) {
@@ -441,9 +441,9 @@ func (s *call) next() (proto.Opcode, []byte, error) {
 		}
 		return 0, nil, err
 	}
-	op := proto.Opcode(body[0])
-	if op == proto.OpError {
-		var e proto.Error
+	op := riftproto.Opcode(body[0])
+	if op == riftproto.OpError {
+		var e riftproto.Error
 		if err := e.Decode(body[1:]); err != nil {
 			return 0, nil, err
 		}
@@ -453,9 +453,9 @@ func (s *call) next() (proto.Opcode, []byte, error) {
 }
 
 // expectOk reads one frame that must be OK.
-func (s *call) expectOk() (proto.Opcode, error) {
+func (s *call) expectOk() (riftproto.Opcode, error) {
 	op, _, err := s.next()
-	if err == nil && op != proto.OpOk {
+	if err == nil && op != riftproto.OpOk {
 		err = fmt.Errorf("rift: unexpected %v, want OK", op)
 	}
 	return op, err
@@ -463,7 +463,7 @@ func (s *call) expectOk() (proto.Opcode, error) {
 
 // do runs a single-call operation within d (0: the operation timeout): it writes req, finishes
 // the sending half, and hands each answer frame to handle until handle reports done.
-func (c *Client) do(ctx context.Context, d time.Duration, req proto.Frame, handle func(op proto.Opcode, body []byte) (bool, error)) error {
+func (c *Client) do(ctx context.Context, d time.Duration, req riftproto.Frame, handle func(op riftproto.Opcode, body []byte) (bool, error)) error {
 	if err := req.Check(); err != nil {
 		return fmt.Errorf("rift: %v: %w", req.Opcode(), err)
 	}
@@ -474,7 +474,7 @@ func (c *Client) do(ctx context.Context, d time.Duration, req proto.Frame, handl
 		return err
 	}
 	defer s.release()
-	if err := s.write(proto.AppendFrame(nil, req)); err != nil {
+	if err := s.write(riftproto.AppendFrame(nil, req)); err != nil {
 		return s.ctxErr(ctx, err)
 	}
 	s.finish()

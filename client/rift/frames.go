@@ -5,7 +5,7 @@ import (
 	"io"
 	"sync"
 
-	proto "github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/generated/wire"
 )
 
@@ -79,10 +79,10 @@ func (f *frameReader) fill(n int) error {
 
 // hasFrame reports whether a whole frame is buffered, so that Next returns without reading.
 func (f *frameReader) hasFrame() bool {
-	if f.bigN > 0 || f.w-f.r < proto.LengthSize {
+	if f.bigN > 0 || f.w-f.r < riftproto.LengthSize {
 		return false
 	}
-	return f.w-f.r >= proto.LengthSize+int(binary.BigEndian.Uint32(f.buf[f.r:]))
+	return f.w-f.r >= riftproto.LengthSize+int(binary.BigEndian.Uint32(f.buf[f.r:]))
 }
 
 // Next returns the next frame body: io.EOF at a clean end of stream, io.ErrUnexpectedEOF inside
@@ -91,27 +91,27 @@ func (f *frameReader) Next() ([]byte, error) {
 	if f.bigN > 0 {
 		return f.readBig()
 	}
-	if err := f.fill(proto.LengthSize); err != nil {
+	if err := f.fill(riftproto.LengthSize); err != nil {
 		if err == io.EOF && f.w == f.r {
 			return nil, io.EOF
 		}
 		return nil, unexpected(err)
 	}
 	n := int(binary.BigEndian.Uint32(f.buf[f.r:]))
-	if n < proto.MinFrameSize || n > proto.MaxFrameSize {
-		f.r += proto.LengthSize
-		return nil, &wire.FrameSizeError{Length: n, Min: proto.MinFrameSize, Max: proto.MaxFrameSize}
+	if n < riftproto.MinFrameSize || n > riftproto.MaxFrameSize {
+		f.r += riftproto.LengthSize
+		return nil, &wire.FrameSizeError{Length: n, Min: riftproto.MinFrameSize, Max: riftproto.MaxFrameSize}
 	}
-	if proto.LengthSize+n <= len(f.buf) {
-		if err := f.fill(proto.LengthSize + n); err != nil {
+	if riftproto.LengthSize+n <= len(f.buf) {
+		if err := f.fill(riftproto.LengthSize + n); err != nil {
 			return nil, unexpected(err) // nothing consumed: the next call starts this frame again
 		}
-		start := f.r + proto.LengthSize
+		start := f.r + riftproto.LengthSize
 		f.r = start + n
 		return f.buf[start:f.r:f.r], nil
 	}
 	// Larger than the buffer, which therefore holds only (part of) this frame.
-	f.r += proto.LengthSize
+	f.r += riftproto.LengthSize
 	if cap(f.big) < n {
 		f.big = make([]byte, n)
 	}

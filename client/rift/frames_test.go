@@ -8,7 +8,7 @@ import (
 	"os"
 	"testing"
 
-	proto "github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/generated/wire"
 )
 
@@ -93,7 +93,7 @@ func TestFrameReaderErrors(t *testing.T) {
 		{"end inside a small body", []byte{0, 0, 0, 5, 1}, io.ErrUnexpectedEOF},
 		{"end inside a large body", append([]byte{0, 1, 0, 0}, make([]byte, 20<<10)...), io.ErrUnexpectedEOF},
 		{"length zero", []byte{0, 0, 0, 0}, &wire.FrameSizeError{}},
-		{"length too large", binary.BigEndian.AppendUint32(nil, proto.MaxFrameSize+1), &wire.FrameSizeError{}},
+		{"length too large", binary.BigEndian.AppendUint32(nil, riftproto.MaxFrameSize+1), &wire.FrameSizeError{}},
 	} {
 		fr := newReaderSize(&chunkReader{data: tc.data, chunk: 4096}, callBufSize)
 		_, err := fr.Next()

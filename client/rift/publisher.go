@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	proto "github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 )
 
 // maxPending bounds the bytes of frames a Publisher holds for its writer; Publish waits when
@@ -65,7 +65,7 @@ func (p *pubStream) lost() bool {
 }
 
 func (p *pubStream) Publish(ctx context.Context, subject, reply string, payload []byte) error {
-	f := proto.Publish{Subject: subject, Reply: reply, Payload: payload}
+	f := riftproto.Publish{Subject: subject, Reply: reply, Payload: payload}
 	if err := f.Check(); err != nil {
 		return fmt.Errorf("rift: publish: %w", err)
 	}
@@ -73,7 +73,7 @@ func (p *pubStream) Publish(ctx context.Context, subject, reply string, payload 
 }
 
 func (p *pubStream) PublishAck(ctx context.Context, subject, reply string, payload []byte) error {
-	f := &proto.PublishAck{Subject: subject, Reply: reply, Payload: payload}
+	f := &riftproto.PublishAck{Subject: subject, Reply: reply, Payload: payload}
 	if err := f.Check(); err != nil {
 		return fmt.Errorf("rift: publish: %w", err)
 	}
@@ -81,7 +81,7 @@ func (p *pubStream) PublishAck(ctx context.Context, subject, reply string, paylo
 }
 
 func (p *pubStream) Flush(ctx context.Context) error {
-	return p.call(ctx, &proto.Ping{})
+	return p.call(ctx, &riftproto.Ping{})
 }
 
 func (p *pubStream) Err() error {
@@ -105,23 +105,23 @@ func (p *pubStream) Close() error {
 }
 
 // enqueue appends f to the buffer (see reserve).
-func (p *pubStream) enqueue(ctx context.Context, f proto.Frame) error {
-	if err := p.reserve(ctx, proto.LengthSize+proto.HeaderSize+f.Size()); err != nil {
+func (p *pubStream) enqueue(ctx context.Context, f riftproto.Frame) error {
+	if err := p.reserve(ctx, riftproto.LengthSize+riftproto.HeaderSize+f.Size()); err != nil {
 		return err
 	}
 	if len(p.buf) == 0 {
 		p.signal()
 	}
-	p.buf = proto.AppendFrame(p.buf, f)
+	p.buf = riftproto.AppendFrame(p.buf, f)
 	p.mu.Unlock()
 	return nil
 }
 
 // enqueuePublish is enqueue for PUBLISH, without converting f to an interface (which would
 // allocate it).
-func (p *pubStream) enqueuePublish(ctx context.Context, f *proto.Publish) error {
-	size := proto.HeaderSize + f.Size()
-	if err := p.reserve(ctx, proto.LengthSize+size); err != nil {
+func (p *pubStream) enqueuePublish(ctx context.Context, f *riftproto.Publish) error {
+	size := riftproto.HeaderSize + f.Size()
+	if err := p.reserve(ctx, riftproto.LengthSize+size); err != nil {
 		return err
 	}
 	if len(p.buf) == 0 {
@@ -132,9 +132,9 @@ func (p *pubStream) enqueuePublish(ctx context.Context, f *proto.Publish) error 
 	return nil
 }
 
-func appendPublish(b []byte, f *proto.Publish, size int) []byte {
+func appendPublish(b []byte, f *riftproto.Publish, size int) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(size))
-	return f.AppendTo(append(b, byte(proto.OpPublish)))
+	return f.AppendTo(append(b, byte(riftproto.OpPublish)))
 }
 
 // reserve locks p.mu and waits (within ctx and the operation timeout) until size more bytes
@@ -213,7 +213,7 @@ func (p *pubStream) freeWaiters() {
 }
 
 // call queues f and reads its answer, which must be OK.
-func (p *pubStream) call(ctx context.Context, f proto.Frame) error {
+func (p *pubStream) call(ctx context.Context, f riftproto.Frame) error {
 	p.op.Lock()
 	defer p.op.Unlock()
 	ctx, cancel := p.c.opContext(ctx, 0)

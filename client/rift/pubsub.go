@@ -12,7 +12,7 @@ import (
 	"github.com/quic-go/quic-go"
 
 	"github.com/filamq/fila/client/internal/backoff"
-	proto "github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/generated/wire"
 )
 
@@ -31,12 +31,12 @@ func message(body []byte) (Message, error) {
 // decodeMessage decodes a MESSAGE body with r, which remembers the last few strings it decoded:
 // a subscription reusing one reader does not allocate the same subject again and again.
 func decodeMessage(r *wire.Reader, body []byte) (Message, error) {
-	var m proto.Message
+	var m riftproto.Message
 	r.Reset(body)
 	m.DecodeFrom(r)
 	r.ExpectEnd()
 	if err := r.Err(); err != nil {
-		return Message{}, &proto.FrameError{Opcode: proto.OpMessage, Err: err}
+		return Message{}, &riftproto.FrameError{Opcode: riftproto.OpMessage, Err: err}
 	}
 	return Message{Subject: m.Subject, Reply: m.Reply, Payload: append([]byte(nil), m.Payload...)}, nil
 }
@@ -72,7 +72,7 @@ type Subscription struct {
 // Subscribe subscribes to pattern ("*" matches one token, a final ">" the rest), in queue group
 // queue ("" for none). It returns once the server has registered the subscription.
 func (c *Client) Subscribe(ctx context.Context, pattern, queue string) (*Subscription, error) {
-	req := &proto.Subscribe{Pattern: pattern, Queue: queue}
+	req := &riftproto.Subscribe{Pattern: pattern, Queue: queue}
 	if err := req.Check(); err != nil {
 		return nil, fmt.Errorf("rift: subscribe: %w", err)
 	}
@@ -105,8 +105,8 @@ func (c *Client) Subscribe(ctx context.Context, pattern, queue string) (*Subscri
 }
 
 // subscribeOn sends SUBSCRIBE on s and waits for its OK; on failure it releases s.
-func subscribeOn(ctx context.Context, s *call, req *proto.Subscribe) error {
-	if err := s.write(proto.AppendFrame(nil, req)); err != nil {
+func subscribeOn(ctx context.Context, s *call, req *riftproto.Subscribe) error {
+	if err := s.write(riftproto.AppendFrame(nil, req)); err != nil {
 		s.release()
 		return s.ctxErr(ctx, err)
 	}
@@ -177,7 +177,7 @@ func (sub *Subscription) subscribeAgain(conn *quic.Conn) (*call, error) {
 		ctx, cancel := sub.c.opContext(sub.c.life, 0)
 		s, err := openOn(ctx, conn, subBufSize)
 		if err == nil {
-			err = subscribeOn(ctx, s, &proto.Subscribe{Pattern: sub.pattern, Queue: sub.queue})
+			err = subscribeOn(ctx, s, &riftproto.Subscribe{Pattern: sub.pattern, Queue: sub.queue})
 		}
 		cancel()
 		var e *Error
@@ -284,7 +284,7 @@ func (sub *Subscription) recv(ctx context.Context) (Message, error, bool) {
 			return Message{}, err, false
 		}
 	}
-	var op proto.Opcode
+	var op riftproto.Opcode
 	var body []byte
 	var err error
 	if sub.s.fr.hasFrame() || ctx.Done() == nil {
@@ -292,7 +292,7 @@ func (sub *Subscription) recv(ctx context.Context) (Message, error, bool) {
 	} else {
 		op, body, err = sub.nextWithin(ctx)
 	}
-	if err == nil && op != proto.OpMessage {
+	if err == nil && op != riftproto.OpMessage {
 		err = fmt.Errorf("rift: unexpected %v on a subscription", op)
 	}
 	if err != nil {
@@ -324,7 +324,7 @@ func (sub *Subscription) recv(ctx context.Context) (Message, error, bool) {
 }
 
 // nextWithin reads the next frame with ctx's deadline and cancellation applied to the stream.
-func (sub *Subscription) nextWithin(ctx context.Context) (proto.Opcode, []byte, error) {
+func (sub *Subscription) nextWithin(ctx context.Context) (riftproto.Opcode, []byte, error) {
 	sub.dmu.Lock()
 	sub.gen++
 	gen := sub.gen
@@ -381,9 +381,9 @@ func (c *Client) Request(ctx context.Context, subject string, payload []byte, ti
 		return Message{}, errors.New("rift: request timeout must be 1 ms to 120 s")
 	}
 	var reply Message
-	err := c.do(ctx, timeout+RequestAllowance, &proto.Request{TimeoutMs: uint32(timeout.Milliseconds()), Subject: subject, Payload: payload},
-		func(op proto.Opcode, body []byte) (bool, error) {
-			if op != proto.OpMessage {
+	err := c.do(ctx, timeout+RequestAllowance, &riftproto.Request{TimeoutMs: uint32(timeout.Milliseconds()), Subject: subject, Payload: payload},
+		func(op riftproto.Opcode, body []byte) (bool, error) {
+			if op != riftproto.OpMessage {
 				return true, fmt.Errorf("rift: unexpected %v, want MESSAGE", op)
 			}
 			var err error
@@ -395,7 +395,7 @@ func (c *Client) Request(ctx context.Context, subject string, payload []byte, ti
 
 func subscriptionErr(err error) error {
 	var e *Error
-	if errors.As(err, &e) && e.Code == proto.CodeOperation && e.Message == "slow consumer" {
+	if errors.As(err, &e) && e.Code == riftproto.CodeOperation && e.Message == "slow consumer" {
 		return fmt.Errorf("%w (%v)", ErrSlowConsumer, e)
 	}
 	var se *quic.StreamError

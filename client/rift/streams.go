@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	proto "github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 )
 
 // Stored acknowledges a durable write: its sequence in the stream and its timestamp.
@@ -18,12 +18,12 @@ type Stored struct {
 // is reached. It does not publish to live subscribers.
 func (c *Client) StreamPublish(ctx context.Context, stream, subject, reply string, payload []byte) (Stored, error) {
 	var st Stored
-	err := c.do(ctx, 0, &proto.StreamPublish{Stream: stream, Subject: subject, Reply: reply, Payload: payload},
-		func(op proto.Opcode, body []byte) (bool, error) {
-			if op != proto.OpStored {
+	err := c.do(ctx, 0, &riftproto.StreamPublish{Stream: stream, Subject: subject, Reply: reply, Payload: payload},
+		func(op riftproto.Opcode, body []byte) (bool, error) {
+			if op != riftproto.OpStored {
 				return true, fmt.Errorf("rift: unexpected %v, want STORED", op)
 			}
-			var f proto.Stored
+			var f riftproto.Stored
 			err := f.Decode(body)
 			st = Stored{Sequence: f.Sequence, TimestampMillis: f.TimestampMillis}
 			return true, err
@@ -57,7 +57,7 @@ type Delivery struct {
 
 // Consumer creates or resumes the durable consumer name on stream.
 func (c *Client) Consumer(ctx context.Context, stream, name string, cfg ConsumerConfig) (*Consumer, error) {
-	req := &proto.ConsumerOpen{Stream: stream, Name: name, Filter: cfg.Filter, StartSequence: cfg.StartSequence,
+	req := &riftproto.ConsumerOpen{Stream: stream, Name: name, Filter: cfg.Filter, StartSequence: cfg.StartSequence,
 		AckWaitMs: uint32(cfg.AckWait / time.Millisecond), MaxAckPending: uint32(cfg.MaxAckPending)}
 	if err := c.do(ctx, 0, req, okAnswer); err != nil {
 		return nil, err
@@ -65,8 +65,8 @@ func (c *Client) Consumer(ctx context.Context, stream, name string, cfg Consumer
 	return &Consumer{c: c, stream: stream, name: name}, nil
 }
 
-func okAnswer(op proto.Opcode, _ []byte) (bool, error) {
-	if op != proto.OpOk {
+func okAnswer(op riftproto.Opcode, _ []byte) (bool, error) {
+	if op != riftproto.OpOk {
 		return true, fmt.Errorf("rift: unexpected %v, want OK", op)
 	}
 	return true, nil
@@ -76,13 +76,13 @@ func okAnswer(op proto.Opcode, _ []byte) (bool, error) {
 // ack wait passed first, then new records.
 func (k *Consumer) Fetch(ctx context.Context, limit int) ([]Delivery, error) {
 	var out []Delivery
-	err := k.c.do(ctx, 0, &proto.ConsumerFetch{Stream: k.stream, Name: k.name, Limit: uint32(limit)},
-		func(op proto.Opcode, body []byte) (bool, error) {
+	err := k.c.do(ctx, 0, &riftproto.ConsumerFetch{Stream: k.stream, Name: k.name, Limit: uint32(limit)},
+		func(op riftproto.Opcode, body []byte) (bool, error) {
 			switch op {
-			case proto.OpOk:
+			case riftproto.OpOk:
 				return true, nil
-			case proto.OpDelivery:
-				var d proto.Delivery
+			case riftproto.OpDelivery:
+				var d riftproto.Delivery
 				if err := d.Decode(body); err != nil {
 					return true, err
 				}
@@ -97,5 +97,5 @@ func (k *Consumer) Fetch(ctx context.Context, limit int) ([]Delivery, error) {
 
 // Ack acknowledges a delivered sequence. Acknowledging twice is fine.
 func (k *Consumer) Ack(ctx context.Context, seq uint64) error {
-	return k.c.do(ctx, 0, &proto.Ack{Stream: k.stream, Name: k.name, Sequence: seq}, okAnswer)
+	return k.c.do(ctx, 0, &riftproto.Ack{Stream: k.stream, Name: k.name, Sequence: seq}, okAnswer)
 }

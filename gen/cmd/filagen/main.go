@@ -3,6 +3,9 @@
 //
 //	filagen -spec ../spec/fibp.yaml -out fibp          write the files
 //	filagen -spec ../spec/fibp.yaml -out fibp -check   fail when the files on disk are stale
+//	filagen -spec ../spec/rift.yaml -out riftproto -package riftproto
+//
+// The Go package is named after the spec's protocol unless -package names it.
 //
 // It writes only files named *.gen.go and *_gen_test.go, and removes those it no longer emits;
 // hand-written files beside them are left alone.
@@ -12,6 +15,7 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
+	"go/token"
 	"os"
 	"path/filepath"
 	"sort"
@@ -26,15 +30,20 @@ func main() {
 	outDir := flag.String("out", "", "output package folder")
 	source := flag.String("source", "", "spec path to name in generated headers (default: -spec as given)")
 	checkOnly := flag.Bool("check", false, "report stale or missing files instead of writing them")
+	pkg := flag.String("package", "", "Go package name of the output (default: the spec's protocol)")
 	flag.Parse()
 	if *specPath == "" || *outDir == "" {
-		fmt.Fprintln(os.Stderr, "usage: filagen -spec FILE.yaml -out DIR [-check]")
+		fmt.Fprintln(os.Stderr, "usage: filagen -spec FILE.yaml -out DIR [-package NAME] [-check]")
 		os.Exit(2)
 	}
 	if *source == "" {
 		*source = *specPath
 	}
-	stale, err := run(*specPath, *outDir, *source, *checkOnly)
+	if *pkg != "" && !token.IsIdentifier(*pkg) {
+		fmt.Fprintf(os.Stderr, "filagen: -package %q is not a Go identifier\n", *pkg)
+		os.Exit(2)
+	}
+	stale, err := run(*specPath, *outDir, *source, *pkg, *checkOnly)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -48,10 +57,14 @@ func main() {
 }
 
 // run generates the package and returns the files that differ from what is on disk.
-func run(specPath, outDir, source string, checkOnly bool) ([]string, error) {
+// A non-empty pkg names the Go package instead of the spec's protocol.
+func run(specPath, outDir, source, pkg string, checkOnly bool) ([]string, error) {
 	s, err := spec.Load(specPath)
 	if err != nil {
 		return nil, err
+	}
+	if pkg != "" {
+		s.Protocol = pkg
 	}
 	if errs := check.Check(s); errs != nil {
 		return nil, errs

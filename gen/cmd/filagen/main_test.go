@@ -17,10 +17,10 @@ func TestRunWritesThenChecks(t *testing.T) {
 	if err := os.WriteFile(handWritten, []byte("package mini\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := run(fixture, dir, "spec/mini.yaml", false); err != nil {
+	if _, err := run(fixture, dir, "spec/mini.yaml", "", false); err != nil {
 		t.Fatal(err)
 	}
-	if stale, err := run(fixture, dir, "spec/mini.yaml", true); err != nil || len(stale) != 0 {
+	if stale, err := run(fixture, dir, "spec/mini.yaml", "", true); err != nil || len(stale) != 0 {
 		t.Fatalf("fresh output is stale: %v %v", stale, err)
 	}
 	damaged, stray := filepath.Join(dir, "protocol.gen.go"), filepath.Join(dir, "old.gen.go")
@@ -29,14 +29,14 @@ func TestRunWritesThenChecks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stale, err := run(fixture, dir, "spec/mini.yaml", true)
+	stale, err := run(fixture, dir, "spec/mini.yaml", "", true)
 	if err != nil || len(stale) != 2 || stale[0] != damaged || stale[1] != stray {
 		t.Fatalf("check found %v %v, want %s and %s", stale, err, damaged, stray)
 	}
-	if _, err := run(fixture, dir, "spec/mini.yaml", false); err != nil {
+	if _, err := run(fixture, dir, "spec/mini.yaml", "", false); err != nil {
 		t.Fatal(err)
 	}
-	if stale, _ := run(fixture, dir, "spec/mini.yaml", true); len(stale) != 0 {
+	if stale, _ := run(fixture, dir, "spec/mini.yaml", "", true); len(stale) != 0 {
 		t.Fatalf("still stale after a write: %v", stale)
 	}
 	entries, _ := os.ReadDir(dir)
@@ -63,7 +63,7 @@ func TestRunRefusesAnUndocumentedSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	if _, err := run(bad, out, "bad.yaml", false); err == nil || err.Error() != bad+":48: frame Bye has no doc" {
+	if _, err := run(bad, out, "bad.yaml", "", false); err == nil || err.Error() != bad+":48: frame Bye has no doc" {
 		t.Fatalf("got %v", err)
 	}
 	if entries, _ := os.ReadDir(out); len(entries) != 0 {

@@ -15,7 +15,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	rt "github.com/filamq/fila/server/internal/rifttest"
 )
 
@@ -43,11 +43,11 @@ func TestRiftMetrics(t *testing.T) {
 	conn := dialRift(t, riftAddr, certs)
 	sub := rt.Subscribe(t, conn, "greet.>", "")
 	pub := rt.Open(t, conn)
-	pub.Send(t, &rift.Publish{Subject: "greet.world", Payload: []byte("hi")})
-	rt.Expect[*rift.Message](t, sub)
+	pub.Send(t, &riftproto.Publish{Subject: "greet.world", Payload: []byte("hi")})
+	rt.Expect[*riftproto.Message](t, sub)
 	sp := rt.Open(t, conn)
-	sp.Send(t, &rift.StreamPublish{Stream: "orders", Subject: "orders.1", Payload: []byte("order")})
-	rt.Expect[*rift.Stored](t, sp)
+	sp.Send(t, &riftproto.StreamPublish{Stream: "orders", Subject: "orders.1", Payload: []byte("order")})
+	rt.Expect[*riftproto.Stored](t, sp)
 
 	metrics := httpGet(t, "http://"+httpAddr+"/metrics")
 	for _, want := range []string{

@@ -18,7 +18,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/rift/devcert"
 )
@@ -92,7 +92,7 @@ func Auth(c *quic.Conn, token string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.Write(rift.AppendFrame(nil, &rift.Auth{Token: token})); err != nil {
+	if _, err := s.Write(riftproto.AppendFrame(nil, &riftproto.Auth{Token: token})); err != nil {
 		return err
 	}
 	s.Close()
@@ -101,7 +101,7 @@ func Auth(c *quic.Conn, token string) error {
 	if err != nil {
 		return err
 	}
-	if _, ok := f.(*rift.Ok); !ok {
+	if _, ok := f.(*riftproto.Ok); !ok {
 		return fmt.Errorf("AUTH answered %T %+v", f, f)
 	}
 	if _, err := st.Next(); !errors.Is(err, io.EOF) {
@@ -133,13 +133,13 @@ func newReaderSize(s *quic.Stream, size int) *frameReader {
 // Next returns the next frame body, valid until the next call: io.EOF at a clean end of stream,
 // io.ErrUnexpectedEOF inside a frame, an error for a length outside the protocol's limits.
 func (r *frameReader) Next() ([]byte, error) {
-	var l [rift.LengthSize]byte
+	var l [riftproto.LengthSize]byte
 	if _, err := io.ReadFull(r.br, l[:]); err != nil {
 		return nil, err
 	}
 	n := int(binary.BigEndian.Uint32(l[:]))
-	if n < rift.MinFrameSize || n > rift.MaxFrameSize {
-		return nil, &wire.FrameSizeError{Length: n, Min: rift.MinFrameSize, Max: rift.MaxFrameSize}
+	if n < riftproto.MinFrameSize || n > riftproto.MaxFrameSize {
+		return nil, &wire.FrameSizeError{Length: n, Min: riftproto.MinFrameSize, Max: riftproto.MaxFrameSize}
 	}
 	if cap(r.body) < n {
 		r.body = make([]byte, n)
@@ -172,11 +172,11 @@ func open(t testing.TB, c *quic.Conn, reader func(*quic.Stream) *frameReader) *S
 }
 
 // Send writes frames.
-func (s *Stream) Send(t testing.TB, frames ...rift.Frame) {
+func (s *Stream) Send(t testing.TB, frames ...riftproto.Frame) {
 	t.Helper()
 	var b []byte
 	for _, f := range frames {
-		b = rift.AppendFrame(b, f)
+		b = riftproto.AppendFrame(b, f)
 	}
 	s.Raw(t, b)
 }
@@ -191,13 +191,13 @@ func (s *Stream) Raw(t testing.TB, b []byte) {
 }
 
 // Next reads and decodes the next frame. The frame's byte fields are copied.
-func (s *Stream) Next() (rift.Frame, error) {
+func (s *Stream) Next() (riftproto.Frame, error) {
 	s.S.SetReadDeadline(time.Now().Add(20 * time.Second))
 	body, err := s.fr.Next()
 	if err != nil {
 		return nil, err
 	}
-	f, err := rift.Decode(rift.Opcode(body[0]), append([]byte(nil), body[1:]...))
+	f, err := riftproto.Decode(riftproto.Opcode(body[0]), append([]byte(nil), body[1:]...))
 	if err != nil {
 		return nil, err
 	}
@@ -205,7 +205,7 @@ func (s *Stream) Next() (rift.Frame, error) {
 }
 
 // Expect reads the next frame and fails the test unless it has the type of want.
-func Expect[F rift.Frame](t testing.TB, s *Stream) F {
+func Expect[F riftproto.Frame](t testing.TB, s *Stream) F {
 	t.Helper()
 	f, err := s.Next()
 	if err != nil {
@@ -219,9 +219,9 @@ func Expect[F rift.Frame](t testing.TB, s *Stream) F {
 }
 
 // ExpectError reads an ERROR with code and then the end of the stream.
-func ExpectError(t testing.TB, s *Stream, code rift.ErrorCode) *rift.Error {
+func ExpectError(t testing.TB, s *Stream, code riftproto.ErrorCode) *riftproto.Error {
 	t.Helper()
-	e := Expect[*rift.Error](t, s)
+	e := Expect[*riftproto.Error](t, s)
 	if e.Code != code {
 		t.Fatalf("ERROR code %v (%q), want %v", e.Code, e.Message, code)
 	}
@@ -235,7 +235,7 @@ func ExpectError(t testing.TB, s *Stream, code rift.ErrorCode) *rift.Error {
 func Subscribe(t testing.TB, c *quic.Conn, pattern, queue string) *Stream {
 	t.Helper()
 	s := open(t, c, func(s *quic.Stream) *frameReader { return newReaderSize(s, 64<<10) })
-	s.Send(t, &rift.Subscribe{Pattern: pattern, Queue: queue})
-	Expect[*rift.Ok](t, s)
+	s.Send(t, &riftproto.Subscribe{Pattern: pattern, Queue: queue})
+	Expect[*riftproto.Ok](t, s)
 	return s
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	rt "github.com/filamq/fila/server/internal/rifttest"
 	"github.com/filamq/fila/server/rift/listener"
 )
@@ -51,7 +51,7 @@ func benchPubSub(b *testing.B, size int) {
 		}
 		done <- nil
 	}()
-	frame := rift.AppendFrame(nil, &rift.Publish{Subject: "bench.x", Payload: make([]byte, size)})
+	frame := riftproto.AppendFrame(nil, &riftproto.Publish{Subject: "bench.x", Payload: make([]byte, size)})
 	buf := make([]byte, 0, 64<<10)
 	b.SetBytes(int64(size))
 	b.ResetTimer()
@@ -94,8 +94,8 @@ func BenchmarkRequestReply(b *testing.B) {
 			if err != nil {
 				return
 			}
-			m := fr.(*rift.Message)
-			buf = rift.AppendFrame(buf[:0], &rift.Publish{Subject: m.Reply, Payload: m.Payload})
+			m := fr.(*riftproto.Message)
+			buf = riftproto.AppendFrame(buf[:0], &riftproto.Publish{Subject: m.Reply, Payload: m.Payload})
 			if _, err := out.S.Write(buf); err != nil {
 				return
 			}
@@ -108,11 +108,11 @@ func BenchmarkRequestReply(b *testing.B) {
 	for b.Loop() {
 		t0 := time.Now()
 		s := rt.Open(b, c)
-		s.Send(b, &rift.Request{TimeoutMs: 10_000, Subject: "svc.echo", Payload: payload})
+		s.Send(b, &riftproto.Request{TimeoutMs: 10_000, Subject: "svc.echo", Payload: payload})
 		s.S.Close()
 		if fr, err := s.Next(); err != nil {
 			b.Fatal(err)
-		} else if _, ok := fr.(*rift.Message); !ok {
+		} else if _, ok := fr.(*riftproto.Message); !ok {
 			b.Fatalf("reply %T %+v", fr, fr)
 		}
 		lat = append(lat, time.Since(t0))
@@ -142,12 +142,12 @@ func BenchmarkStreamPublishFsync(b *testing.B) {
 			defer wg.Done()
 			for next.Add(1) <= int64(b.N) {
 				s := rt.Open(b, c)
-				s.Send(b, &rift.StreamPublish{Stream: benchStream, Subject: benchStream + ".x", Payload: payload})
+				s.Send(b, &riftproto.StreamPublish{Stream: benchStream, Subject: benchStream + ".x", Payload: payload})
 				s.S.Close()
 				if fr, err := s.Next(); err != nil {
 					b.Error(err)
 					return
-				} else if _, ok := fr.(*rift.Stored); !ok {
+				} else if _, ok := fr.(*riftproto.Stored); !ok {
 					b.Errorf("answer %T %+v", fr, fr)
 					return
 				}
@@ -174,7 +174,7 @@ func BenchmarkFetchAck(b *testing.B) {
 			i++
 		}
 	}
-	call(b, c, &rift.ConsumerOpen{Stream: "events", Name: "bench", AckWaitMs: 3_600_000, MaxAckPending: 65536})
+	call(b, c, &riftproto.ConsumerOpen{Stream: "events", Name: "bench", AckWaitMs: 3_600_000, MaxAckPending: 65536})
 	b.ResetTimer()
 	start := time.Now()
 	got := 0
@@ -191,11 +191,11 @@ func BenchmarkFetchAck(b *testing.B) {
 			go func(seq uint64) {
 				defer func() { <-sem; wg.Done() }()
 				s := rt.Open(b, c)
-				s.Send(b, &rift.Ack{Stream: "events", Name: "bench", Sequence: seq})
+				s.Send(b, &riftproto.Ack{Stream: "events", Name: "bench", Sequence: seq})
 				s.S.Close()
 				if fr, err := s.Next(); err != nil {
 					b.Error(err)
-				} else if _, ok := fr.(*rift.Ok); !ok {
+				} else if _, ok := fr.(*riftproto.Ok); !ok {
 					b.Errorf("ack answered %T %+v", fr, fr)
 				}
 			}(d.Sequence)

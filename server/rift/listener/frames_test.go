@@ -9,7 +9,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/generated/wire"
 	rt "github.com/filamq/fila/server/internal/rifttest"
 	"github.com/filamq/fila/server/rift/listener"
@@ -31,35 +31,35 @@ func str(s string) []byte { return wire.AppendString16(nil, s) }
 func TestFrameValidation(t *testing.T) {
 	f := start(t, nil)
 	c := rt.Connect(t, f.addr, "admin-token")
-	ping := rift.AppendFrame(nil, &rift.Ping{})
+	ping := riftproto.AppendFrame(nil, &riftproto.Ping{})
 	for _, tc := range []struct {
 		name string
 		raw  []byte
 	}{
 		{"length zero", []byte{0, 0, 0, 0}},
-		{"length above 1,114,112", binary.BigEndian.AppendUint32(nil, rift.MaxFrameSize+1)},
+		{"length above 1,114,112", binary.BigEndian.AppendUint32(nil, riftproto.MaxFrameSize+1)},
 		{"AUTH above 4,099 bytes", append(binary.BigEndian.AppendUint32(nil, 4100), 1)},
-		{"AUTH on an operation stream", rift.AppendFrame(nil, &rift.Auth{Token: "admin-token"})},
+		{"AUTH on an operation stream", riftproto.AppendFrame(nil, &riftproto.Auth{Token: "admin-token"})},
 		{"unknown opcode", frame(99)},
 		{"opcode 0", frame(0)},
-		{"server-only opcode from a client", rift.AppendFrame(nil, &rift.Message{Subject: "a"})},
-		{"bad UTF-8 in a subject", frame(byte(rift.OpPublish), str("a.\xff"), str(""))},
-		{"bad UTF-8 in a queue group", frame(byte(rift.OpSubscribe), str("a"), str("\xc3("))},
-		{"invalid subject", frame(byte(rift.OpPublish), str("a..b"), str(""))},
-		{"wildcard in a publish subject", frame(byte(rift.OpPublish), str("a.*"), str(""))},
-		{"invalid subscription pattern", frame(byte(rift.OpSubscribe), str("a.>.b"), str(""))},
-		{"empty subject", frame(byte(rift.OpPublishAck), str(""), str(""))},
-		{"subject above 1,024 bytes", frame(byte(rift.OpPublish), str(strings.Repeat("a", 1025)), str(""))},
-		{"string above 4,096 bytes", frame(byte(rift.OpSubscribe), str("a"), str(strings.Repeat("q", 4097)))},
-		{"truncated field", frame(byte(rift.OpPublish), []byte{0, 10, 'a'})},
-		{"trailing bytes after PING", frame(byte(rift.OpPing), []byte{0})},
-		{"trailing bytes after SUBSCRIBE", frame(byte(rift.OpSubscribe), str("a"), str(""), []byte{1})},
-		{"trailing bytes after ACK", frame(byte(rift.OpAck), str("events"), str("c"), make([]byte, 9))},
-		{"truncated CONSUMER_FETCH", frame(byte(rift.OpConsumerFetch), str("events"), str("c"), []byte{0, 1})},
+		{"server-only opcode from a client", riftproto.AppendFrame(nil, &riftproto.Message{Subject: "a"})},
+		{"bad UTF-8 in a subject", frame(byte(riftproto.OpPublish), str("a.\xff"), str(""))},
+		{"bad UTF-8 in a queue group", frame(byte(riftproto.OpSubscribe), str("a"), str("\xc3("))},
+		{"invalid subject", frame(byte(riftproto.OpPublish), str("a..b"), str(""))},
+		{"wildcard in a publish subject", frame(byte(riftproto.OpPublish), str("a.*"), str(""))},
+		{"invalid subscription pattern", frame(byte(riftproto.OpSubscribe), str("a.>.b"), str(""))},
+		{"empty subject", frame(byte(riftproto.OpPublishAck), str(""), str(""))},
+		{"subject above 1,024 bytes", frame(byte(riftproto.OpPublish), str(strings.Repeat("a", 1025)), str(""))},
+		{"string above 4,096 bytes", frame(byte(riftproto.OpSubscribe), str("a"), str(strings.Repeat("q", 4097)))},
+		{"truncated field", frame(byte(riftproto.OpPublish), []byte{0, 10, 'a'})},
+		{"trailing bytes after PING", frame(byte(riftproto.OpPing), []byte{0})},
+		{"trailing bytes after SUBSCRIBE", frame(byte(riftproto.OpSubscribe), str("a"), str(""), []byte{1})},
+		{"trailing bytes after ACK", frame(byte(riftproto.OpAck), str("events"), str("c"), make([]byte, 9))},
+		{"truncated CONSUMER_FETCH", frame(byte(riftproto.OpConsumerFetch), str("events"), str("c"), []byte{0, 1})},
 		{"bad frame after good ones", append(append([]byte(nil), ping...), 0, 0, 0, 0)},
-		{"stream ends inside a frame", []byte{0, 0, 0, 9, byte(rift.OpPublish)}},
-		{"payload above 1 MiB", frame(byte(rift.OpPublish), str("a"), str(""), make([]byte, 1<<20+1))},
-		{"REQUEST to a wildcard subject", frame(byte(rift.OpRequest), []byte{0, 0, 0, 10}, str("a.>"))},
+		{"stream ends inside a frame", []byte{0, 0, 0, 9, byte(riftproto.OpPublish)}},
+		{"payload above 1 MiB", frame(byte(riftproto.OpPublish), str("a"), str(""), make([]byte, 1<<20+1))},
+		{"REQUEST to a wildcard subject", frame(byte(riftproto.OpRequest), []byte{0, 0, 0, 10}, str("a.>"))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := rt.Open(t, c)
@@ -68,27 +68,27 @@ func TestFrameValidation(t *testing.T) {
 				s.S.Close()
 			}
 			if strings.HasPrefix(tc.name, "bad frame after") {
-				rt.Expect[*rift.Ok](t, s)
+				rt.Expect[*riftproto.Ok](t, s)
 			}
-			rt.ExpectError(t, s, rift.CodeOperation)
+			rt.ExpectError(t, s, riftproto.CodeOperation)
 		})
 	}
 	// The connection is still usable.
 	s := rt.Open(t, c)
-	s.Send(t, &rift.Ping{})
-	rt.Expect[*rift.Ok](t, s)
+	s.Send(t, &riftproto.Ping{})
+	rt.Expect[*riftproto.Ok](t, s)
 }
 
 func TestPublisherStreamTakesOnlyPublishFrames(t *testing.T) {
 	f := start(t, nil)
 	c := rt.Connect(t, f.addr, "admin-token")
 	s := rt.Open(t, c)
-	s.Send(t, &rift.Publish{Subject: "a"}, &rift.Subscribe{Pattern: "a"})
-	rt.ExpectError(t, s, rift.CodeOperation)
+	s.Send(t, &riftproto.Publish{Subject: "a"}, &riftproto.Subscribe{Pattern: "a"})
+	rt.ExpectError(t, s, riftproto.CodeOperation)
 	// A failed PUBLISH closes its stream with ERROR; later frames are not served.
 	s = rt.Open(t, c)
-	s.Send(t, &rift.Publish{Subject: "rift.events.x"}, &rift.Ping{})
-	rt.ExpectError(t, s, rift.CodePermission)
+	s.Send(t, &riftproto.Publish{Subject: "rift.events.x"}, &riftproto.Ping{})
+	rt.ExpectError(t, s, riftproto.CodePermission)
 }
 
 // A delivery stream takes no frames: one sent right behind SUBSCRIBE (in the same packet, read
@@ -99,14 +99,14 @@ func TestFramesAfterSubscribeEndTheSubscription(t *testing.T) {
 	for _, together := range []bool{true, false} {
 		s := rt.Open(t, c)
 		if together {
-			s.Send(t, &rift.Subscribe{Pattern: "a"}, &rift.Ping{})
+			s.Send(t, &riftproto.Subscribe{Pattern: "a"}, &riftproto.Ping{})
 		} else {
-			s.Send(t, &rift.Subscribe{Pattern: "a"})
-			rt.Expect[*rift.Ok](t, s)
-			s.Send(t, &rift.Ping{})
+			s.Send(t, &riftproto.Subscribe{Pattern: "a"})
+			rt.Expect[*riftproto.Ok](t, s)
+			s.Send(t, &riftproto.Ping{})
 		}
 		fr, err := s.Next()
-		if _, ok := fr.(*rift.Ok); ok && together { // the reset may also overtake the OK
+		if _, ok := fr.(*riftproto.Ok); ok && together { // the reset may also overtake the OK
 			fr, err = s.Next()
 		}
 		var se *quic.StreamError
@@ -136,11 +136,11 @@ func TestAuthenticationFailuresCloseTheConnection(t *testing.T) {
 		name string
 		raw  []byte
 	}{
-		{"wrong token", rift.AppendFrame(nil, &rift.Auth{Token: "nope"})},
-		{"empty token", rift.AppendFrame(nil, &rift.Auth{Token: ""})},
-		{"not AUTH first", rift.AppendFrame(nil, &rift.Ping{})},
+		{"wrong token", riftproto.AppendFrame(nil, &riftproto.Auth{Token: "nope"})},
+		{"empty token", riftproto.AppendFrame(nil, &riftproto.Auth{Token: ""})},
+		{"not AUTH first", riftproto.AppendFrame(nil, &riftproto.Ping{})},
 		{"AUTH above 4,099 bytes", append(binary.BigEndian.AppendUint32(nil, 4100), 1, 0x0f, 0xff)},
-		{"trailing bytes after the token", frame(byte(rift.OpAuth), str("admin-token"), []byte{0})},
+		{"trailing bytes after the token", frame(byte(riftproto.OpAuth), str("admin-token"), []byte{0})},
 		{"nothing within the deadline", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

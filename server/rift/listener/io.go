@@ -6,7 +6,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 )
 
 // pacedReader applies the read deadlines to a stream: the first frame must arrive whole before
@@ -57,14 +57,14 @@ func (f *frames) release() { f.fr.release() }
 
 // next returns the next frame's opcode and body (after the opcode byte). The body is valid until
 // the next call.
-func (f *frames) next() (rift.Opcode, []byte, error) {
+func (f *frames) next() (riftproto.Opcode, []byte, error) {
 	body, err := f.fr.Next()
 	if err != nil {
 		return 0, nil, err
 	}
-	f.pr.consumed += int64(rift.LengthSize + len(body))
+	f.pr.consumed += int64(riftproto.LengthSize + len(body))
 	f.pr.first = false
-	return rift.Opcode(body[0]), body[1:], nil
+	return riftproto.Opcode(body[0]), body[1:], nil
 }
 
 // writer sends frames on a stream, each write bounded by the blocked-write deadline.
@@ -75,8 +75,8 @@ type writer struct {
 }
 
 // send writes fr as one frame.
-func (w *writer) send(fr rift.Frame) error {
-	w.buf = rift.AppendFrame(w.buf[:0], fr)
+func (w *writer) send(fr riftproto.Frame) error {
+	w.buf = riftproto.AppendFrame(w.buf[:0], fr)
 	return w.flush()
 }
 
@@ -93,11 +93,11 @@ func (w *writer) flush() error {
 
 // fail answers ERROR and terminates the stream: the send side is finished and further input is
 // refused.
-func (w *writer) fail(code rift.ErrorCode, msg string) {
+func (w *writer) fail(code riftproto.ErrorCode, msg string) {
 	if len(msg) > 4096 {
 		msg = msg[:4096]
 	}
-	w.send(&rift.Error{Code: code, Message: strings.ToValidUTF8(msg, "")})
+	w.send(&riftproto.Error{Code: code, Message: strings.ToValidUTF8(msg, "")})
 	w.s.Close()
 	w.s.CancelRead(ResetCancelled)
 }

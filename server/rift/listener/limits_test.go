@@ -9,7 +9,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	rt "github.com/filamq/fila/server/internal/rifttest"
 	"github.com/filamq/fila/server/rift/events"
 	"github.com/filamq/fila/server/rift/listener"
@@ -55,8 +55,8 @@ func TestStreamLimit(t *testing.T) {
 	subs[0].S.CancelRead(0)
 	subs[0].S.CancelWrite(0)
 	s := rt.Open(t, c)
-	s.Send(t, &rift.Ping{})
-	rt.Expect[*rift.Ok](t, s)
+	s.Send(t, &riftproto.Ping{})
+	rt.Expect[*riftproto.Ok](t, s)
 }
 
 func TestFirstFrameAndPartialFrameDeadlines(t *testing.T) {
@@ -68,18 +68,18 @@ func TestFirstFrameAndPartialFrameDeadlines(t *testing.T) {
 	// A stream whose first frame does not arrive in time is ended with ERROR.
 	s := rt.Open(t, c)
 	s.Raw(t, []byte{0, 0}) // half a length prefix
-	rt.ExpectError(t, s, rift.CodeOperation)
+	rt.ExpectError(t, s, riftproto.CodeOperation)
 
 	// An idle publisher stream stays usable past both deadlines...
 	s = rt.Open(t, c)
-	s.Send(t, &rift.Ping{})
-	rt.Expect[*rift.Ok](t, s)
+	s.Send(t, &riftproto.Ping{})
+	rt.Expect[*riftproto.Ok](t, s)
 	time.Sleep(500 * time.Millisecond)
-	s.Send(t, &rift.Ping{})
-	rt.Expect[*rift.Ok](t, s)
+	s.Send(t, &riftproto.Ping{})
+	rt.Expect[*riftproto.Ok](t, s)
 	// ...but a frame that starts must finish within the partial-frame deadline.
 	s.Raw(t, []byte{0, 0, 0, 1})
-	rt.ExpectError(t, s, rift.CodeOperation)
+	rt.ExpectError(t, s, riftproto.CodeOperation)
 }
 
 // A subscriber that stops reading is cut off; the others and the publisher carry on.
@@ -101,10 +101,10 @@ func TestSlowSubscriberIsCutOffAlone(t *testing.T) {
 	cut := false
 	for batch := 0; batch < 2000 && !cut; batch++ {
 		for range 32 {
-			pub.Send(t, &rift.Publish{Subject: "feed", Payload: payload})
+			pub.Send(t, &riftproto.Publish{Subject: "feed", Payload: payload})
 		}
-		pub.Send(t, &rift.Ping{})
-		rt.Expect[*rift.Ok](t, pub)
+		pub.Send(t, &riftproto.Ping{})
+		rt.Expect[*riftproto.Ok](t, pub)
 		recv(t, fast, 32)
 		cut = f.svc.Bus.Subscriptions() == 2 // the status subscription and the fast one
 	}
@@ -121,17 +121,17 @@ func TestSlowSubscriberIsCutOffAlone(t *testing.T) {
 			}
 			break
 		}
-		if e, ok := fr.(*rift.Error); ok {
-			if e.Code != rift.CodeOperation || e.Message != "slow consumer" {
+		if e, ok := fr.(*riftproto.Error); ok {
+			if e.Code != riftproto.CodeOperation || e.Message != "slow consumer" {
 				t.Fatalf("slow subscriber got %+v", e)
 			}
 			break
 		}
 	}
 	// Everyone else carries on.
-	pub.Send(t, &rift.PublishAck{Subject: "feed", Payload: []byte("after")})
-	rt.Expect[*rift.Ok](t, pub)
-	if m := rt.Expect[*rift.Message](t, fast); string(m.Payload) != "after" {
+	pub.Send(t, &riftproto.PublishAck{Subject: "feed", Payload: []byte("after")})
+	rt.Expect[*riftproto.Ok](t, pub)
+	if m := rt.Expect[*riftproto.Message](t, fast); string(m.Payload) != "after" {
 		t.Fatalf("fast subscriber got %q", m.Payload)
 	}
 }

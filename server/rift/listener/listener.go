@@ -27,7 +27,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/rift/auth"
 	"github.com/filamq/fila/server/rift/events"
@@ -259,9 +259,9 @@ func (s *Server) authenticate(conn *quic.Conn) (*auth.Identity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading AUTH: %w", err)
 	}
-	var a rift.Auth
-	if rift.Opcode(body[0]) != rift.OpAuth {
-		return nil, fmt.Errorf("first frame is %v, not AUTH", rift.Opcode(body[0]))
+	var a riftproto.Auth
+	if riftproto.Opcode(body[0]) != riftproto.OpAuth {
+		return nil, fmt.Errorf("first frame is %v, not AUTH", riftproto.Opcode(body[0]))
 	}
 	if err := a.Decode(body[1:]); err != nil {
 		return nil, err
@@ -270,7 +270,7 @@ func (s *Server) authenticate(conn *quic.Conn) (*auth.Identity, error) {
 	if !ok {
 		return nil, errAuth
 	}
-	if _, err := str.Write(rift.AppendFrame(nil, &rift.Ok{})); err != nil {
+	if _, err := str.Write(riftproto.AppendFrame(nil, &riftproto.Ok{})); err != nil {
 		return nil, err
 	}
 	return id, str.Close()
@@ -293,4 +293,4 @@ func loopback(addr string) bool {
 }
 
 // maxFor is the per-opcode body limit checked before a body is read (AUTH: 4,099 bytes).
-func maxFor(op byte) int { return rift.Opcode(op).MaxBody() }
+func maxFor(op byte) int { return riftproto.Opcode(op).MaxBody() }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	rt "github.com/filamq/fila/server/internal/rifttest"
 	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/rift/listener"
@@ -55,17 +55,17 @@ func TestSubscriberQueuesOfAConnectionAreBoundedTogether(t *testing.T) {
 	var lat []time.Duration
 	for round := range 256 { // 50 × 256 × 4 KiB = 50 MiB offered to the attacker's queues
 		for i := range subs {
-			pub.Send(t, &rift.Publish{Subject: fmt.Sprintf("feed.%d", i), Payload: payload})
+			pub.Send(t, &riftproto.Publish{Subject: fmt.Sprintf("feed.%d", i), Payload: payload})
 		}
 		start := time.Now()
-		pub.Send(t, &rift.Publish{Subject: "good", Payload: []byte{byte(round)}})
-		if m := rt.Expect[*rift.Message](t, good); len(m.Payload) != 1 || m.Payload[0] != byte(round) {
+		pub.Send(t, &riftproto.Publish{Subject: "good", Payload: []byte{byte(round)}})
+		if m := rt.Expect[*riftproto.Message](t, good); len(m.Payload) != 1 || m.Payload[0] != byte(round) {
 			t.Fatalf("the good subscriber got %v", m.Payload)
 		}
 		lat = append(lat, time.Since(start))
 	}
-	pub.Send(t, &rift.Ping{})
-	rt.Expect[*rift.Ok](t, pub)
+	pub.Send(t, &riftproto.Ping{})
+	rt.Expect[*riftproto.Ok](t, pub)
 	held := heapAfterGC() - base
 	slices.Sort(lat)
 	t.Logf("good subscriber: %d deliveries, latency p50 %v p99 %v max %v", len(lat), lat[len(lat)/2], lat[len(lat)*99/100], lat[len(lat)-1])

@@ -3,19 +3,19 @@ package listener_test
 import (
 	"testing"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	rt "github.com/filamq/fila/server/internal/rifttest"
 )
 
 // expectResult reads the answer of a one-frame operation: OK (or the given success frame type) when
 // code is 0, else ERROR with code.
-func expectResult(t *testing.T, s *rt.Stream, code rift.ErrorCode, what string) {
+func expectResult(t *testing.T, s *rt.Stream, code riftproto.ErrorCode, what string) {
 	t.Helper()
 	f, err := s.Next()
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-	e, isErr := f.(*rift.Error)
+	e, isErr := f.(*riftproto.Error)
 	switch {
 	case code == 0 && isErr:
 		t.Fatalf("%s: refused with %v %q, want success", what, e.Code, e.Message)
@@ -28,15 +28,15 @@ func expectResult(t *testing.T, s *rt.Stream, code rift.ErrorCode, what string) 
 
 func TestPermissions(t *testing.T) {
 	f := start(t, nil)
-	const ok, perm, bad = 0, rift.CodePermission, rift.CodeOperation
+	const ok, perm, bad = 0, riftproto.CodePermission, riftproto.CodeOperation
 	type check struct {
 		token string
-		frame rift.Frame
-		want  rift.ErrorCode
+		frame riftproto.Frame
+		want  riftproto.ErrorCode
 		what  string
 	}
-	pubAck := func(subj, reply string) rift.Frame { return &rift.PublishAck{Subject: subj, Reply: reply} }
-	sub := func(p string) rift.Frame { return &rift.Subscribe{Pattern: p} }
+	pubAck := func(subj, reply string) riftproto.Frame { return &riftproto.PublishAck{Subject: subj, Reply: reply} }
+	sub := func(p string) riftproto.Frame { return &riftproto.Subscribe{Pattern: p} }
 	for _, c := range []check{
 		// publish ACL
 		{"game-token", pubAck("game.score", ""), ok, "publish inside game.>"},
@@ -63,7 +63,7 @@ func TestPermissions(t *testing.T) {
 		// rift.events is never publishable remotely
 		{"admin-token", pubAck("rift.events", ""), perm, "publish bare rift.events"},
 		{"admin-token", pubAck("rift.events.queue.created", ""), perm, "publish rift.events child"},
-		{"admin-token", &rift.Request{TimeoutMs: 10, Subject: "rift.events.x"}, perm, "request to rift.events"},
+		{"admin-token", &riftproto.Request{TimeoutMs: 10, Subject: "rift.events.x"}, perm, "request to rift.events"},
 		// explicit reply subjects: literal _INBOX.* covered by the subscribe ACL
 		{"game-token", pubAck("game.q", "_INBOX.game.r1"), ok, "own inbox namespace"},
 		{"game-token", pubAck("game.q", "_INBOX.other.r1"), perm, "another identity's inbox"},
@@ -72,15 +72,15 @@ func TestPermissions(t *testing.T) {
 		{"game-token", pubAck("game.q", "_INBOX.game.*"), bad, "wildcard reply subject"},
 		{"svc-token", pubAck("svc.x", "_INBOX.a"), perm, "no publish right on svc.x"},
 		// REQUEST needs only publish access
-		{"game-token", &rift.Request{TimeoutMs: 10, Subject: "chat.x"}, perm, "request outside the publish ACL"},
+		{"game-token", &riftproto.Request{TimeoutMs: 10, Subject: "chat.x"}, perm, "request outside the publish ACL"},
 		// streams: publish rights on the subject, subscribe rights to read
-		{"reader-token", &rift.StreamPublish{Stream: "events", Subject: "events.a"}, ok, "stream publish"},
-		{"game-token", &rift.StreamPublish{Stream: "events", Subject: "events.a"}, perm, "stream publish without ACL"},
-		{"narrow-token", &rift.StreamPublish{Stream: "events", Subject: "events.b"}, perm, "stream publish outside ACL"},
-		{"reader-token", &rift.StreamPublish{Stream: "events", Subject: "events.a", Reply: "_INBOX.x"}, perm, "stream reply subject not covered"},
-		{"narrow-token", &rift.ConsumerOpen{Stream: "events", Name: "n1", Filter: "events.a", AckWaitMs: 1000, MaxAckPending: 10}, ok, "consumer with a covered filter"},
-		{"narrow-token", &rift.ConsumerOpen{Stream: "events", Name: "n2", Filter: "events.>", AckWaitMs: 1000, MaxAckPending: 10}, perm, "consumer filter wider than the ACL"},
-		{"narrow-token", &rift.ConsumerOpen{Stream: "events", Name: "n3", AckWaitMs: 1000, MaxAckPending: 10}, perm, "no filter = the whole stream"},
+		{"reader-token", &riftproto.StreamPublish{Stream: "events", Subject: "events.a"}, ok, "stream publish"},
+		{"game-token", &riftproto.StreamPublish{Stream: "events", Subject: "events.a"}, perm, "stream publish without ACL"},
+		{"narrow-token", &riftproto.StreamPublish{Stream: "events", Subject: "events.b"}, perm, "stream publish outside ACL"},
+		{"reader-token", &riftproto.StreamPublish{Stream: "events", Subject: "events.a", Reply: "_INBOX.x"}, perm, "stream reply subject not covered"},
+		{"narrow-token", &riftproto.ConsumerOpen{Stream: "events", Name: "n1", Filter: "events.a", AckWaitMs: 1000, MaxAckPending: 10}, ok, "consumer with a covered filter"},
+		{"narrow-token", &riftproto.ConsumerOpen{Stream: "events", Name: "n2", Filter: "events.>", AckWaitMs: 1000, MaxAckPending: 10}, perm, "consumer filter wider than the ACL"},
+		{"narrow-token", &riftproto.ConsumerOpen{Stream: "events", Name: "n3", AckWaitMs: 1000, MaxAckPending: 10}, perm, "no filter = the whole stream"},
 	} {
 		conn := rt.Connect(t, f.addr, c.token)
 		s := rt.Open(t, conn)
@@ -93,25 +93,25 @@ func TestDurableConsumerNamesAreScopedToIdentity(t *testing.T) {
 	f := start(t, nil)
 	reader := rt.Connect(t, f.addr, "reader-token")
 	other := rt.Connect(t, f.addr, "other-token")
-	call(t, reader, &rift.StreamPublish{Stream: "events", Subject: "events.a", Payload: []byte("1")})
-	open := &rift.ConsumerOpen{Stream: "events", Name: "shared", AckWaitMs: 60_000, MaxAckPending: 10}
+	call(t, reader, &riftproto.StreamPublish{Stream: "events", Subject: "events.a", Payload: []byte("1")})
+	open := &riftproto.ConsumerOpen{Stream: "events", Name: "shared", AckWaitMs: 60_000, MaxAckPending: 10}
 	call(t, reader, open)
 	ds := fetch(t, reader, "events", "shared", 10)
 	if len(ds) != 1 {
 		t.Fatalf("reader fetched %d", len(ds))
 	}
 	// The other identity cannot fetch or ack the reader's consumer...
-	for _, fr := range []rift.Frame{&rift.ConsumerFetch{Stream: "events", Name: "shared", Limit: 1},
-		&rift.Ack{Stream: "events", Name: "shared", Sequence: ds[0].Sequence}} {
+	for _, fr := range []riftproto.Frame{&riftproto.ConsumerFetch{Stream: "events", Name: "shared", Limit: 1},
+		&riftproto.Ack{Stream: "events", Name: "shared", Sequence: ds[0].Sequence}} {
 		s := rt.Open(t, other)
 		s.Send(t, fr)
-		rt.ExpectError(t, s, rift.CodeOperation)
+		rt.ExpectError(t, s, riftproto.CodeOperation)
 	}
 	// ...and opening the same name makes its own consumer, with its own configuration and state.
-	call(t, other, &rift.ConsumerOpen{Stream: "events", Name: "shared", AckWaitMs: 5, MaxAckPending: 1})
+	call(t, other, &riftproto.ConsumerOpen{Stream: "events", Name: "shared", AckWaitMs: 5, MaxAckPending: 1})
 	if ds := fetch(t, other, "events", "shared", 10); len(ds) != 1 || ds[0].DeliveryCount != 1 {
 		t.Fatalf("other's consumer: %+v", ds)
 	}
 	// The reader's pending delivery is untouched: acking it still works.
-	call(t, reader, &rift.Ack{Stream: "events", Name: "shared", Sequence: ds[0].Sequence})
+	call(t, reader, &riftproto.Ack{Stream: "events", Name: "shared", Sequence: ds[0].Sequence})
 }

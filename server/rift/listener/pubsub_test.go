@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	rt "github.com/filamq/fila/server/internal/rifttest"
 	"github.com/filamq/fila/server/rift/service"
 )
@@ -14,16 +14,16 @@ func TestAuthThenPing(t *testing.T) {
 	f := start(t, nil)
 	c := rt.Connect(t, f.addr, "admin-token")
 	s := rt.Open(t, c)
-	s.Send(t, &rift.Ping{})
-	rt.Expect[*rift.Ok](t, s)
+	s.Send(t, &riftproto.Ping{})
+	rt.Expect[*riftproto.Ok](t, s)
 }
 
 // recv reads n MESSAGE frames.
-func recv(t *testing.T, s *rt.Stream, n int) []*rift.Message {
+func recv(t *testing.T, s *rt.Stream, n int) []*riftproto.Message {
 	t.Helper()
-	out := make([]*rift.Message, n)
+	out := make([]*riftproto.Message, n)
 	for i := range out {
-		out[i] = rt.Expect[*rift.Message](t, s)
+		out[i] = rt.Expect[*riftproto.Message](t, s)
 	}
 	return out
 }
@@ -36,11 +36,11 @@ func TestPublishSubscribeWildcardsAndOrder(t *testing.T) {
 	exact := rt.Subscribe(t, c, "game.score", "")
 	pub := rt.Open(t, c)
 	for i := range 50 {
-		pub.Send(t, &rift.Publish{Subject: "game.score", Payload: []byte{byte(i)}})
+		pub.Send(t, &riftproto.Publish{Subject: "game.score", Payload: []byte{byte(i)}})
 	}
-	pub.Send(t, &rift.Publish{Subject: "game.score.p1", Reply: "_INBOX.x", Payload: []byte("deep")},
-		&rift.Publish{Subject: "other", Payload: []byte("nobody")}, &rift.Ping{})
-	rt.Expect[*rift.Ok](t, pub)
+	pub.Send(t, &riftproto.Publish{Subject: "game.score.p1", Reply: "_INBOX.x", Payload: []byte("deep")},
+		&riftproto.Publish{Subject: "other", Payload: []byte("nobody")}, &riftproto.Ping{})
+	rt.Expect[*riftproto.Ok](t, pub)
 
 	for _, s := range []*rt.Stream{star, gt, exact} {
 		for i, m := range recv(t, s, 50) {
@@ -49,15 +49,15 @@ func TestPublishSubscribeWildcardsAndOrder(t *testing.T) {
 			}
 		}
 	}
-	m := rt.Expect[*rift.Message](t, gt)
+	m := rt.Expect[*riftproto.Message](t, gt)
 	if m.Subject != "game.score.p1" || m.Reply != "_INBOX.x" || string(m.Payload) != "deep" {
 		t.Fatalf("game.> got %+v", m)
 	}
 	// game.* and game.score must not see game.score.p1: a PUBLISH_ACK marker proves what came first.
-	pub.Send(t, &rift.PublishAck{Subject: "game.score", Payload: []byte("marker")})
-	rt.Expect[*rift.Ok](t, pub)
+	pub.Send(t, &riftproto.PublishAck{Subject: "game.score", Payload: []byte("marker")})
+	rt.Expect[*riftproto.Ok](t, pub)
 	for _, s := range []*rt.Stream{star, exact, gt} {
-		if m := rt.Expect[*rift.Message](t, s); string(m.Payload) != "marker" {
+		if m := rt.Expect[*riftproto.Message](t, s); string(m.Payload) != "marker" {
 			t.Fatalf("got %+v, want the marker", m)
 		}
 	}
@@ -73,10 +73,10 @@ func TestQueueGroups(t *testing.T) {
 	pub := rt.Open(t, c)
 	const n = 40
 	for i := range n {
-		pub.Send(t, &rift.Publish{Subject: "jobs.run", Payload: []byte(fmt.Sprint(i))})
+		pub.Send(t, &riftproto.Publish{Subject: "jobs.run", Payload: []byte(fmt.Sprint(i))})
 	}
-	pub.Send(t, &rift.Ping{})
-	rt.Expect[*rift.Ok](t, pub)
+	pub.Send(t, &riftproto.Ping{})
+	rt.Expect[*riftproto.Ok](t, pub)
 	recv(t, plain, n)
 	recv(t, other, n)
 	// Each group member gets a share; together exactly n, none twice.
@@ -92,7 +92,7 @@ func TestQueueGroups(t *testing.T) {
 				if err != nil {
 					return
 				}
-				ch <- got{k, string(fr.(*rift.Message).Payload)}
+				ch <- got{k, string(fr.(*riftproto.Message).Payload)}
 			}
 		}()
 	}
@@ -111,8 +111,8 @@ func TestQueueGroups(t *testing.T) {
 	}
 	// Nothing more arrives for the group: a marker on a subject only the plain subscriber sees
 	// would not prove it, so publish one more and check the total stays n+1.
-	pub.Send(t, &rift.PublishAck{Subject: "jobs.run", Payload: []byte("last")})
-	rt.Expect[*rift.Ok](t, pub)
+	pub.Send(t, &riftproto.PublishAck{Subject: "jobs.run", Payload: []byte("last")})
+	rt.Expect[*riftproto.Ok](t, pub)
 	if g := <-ch; g.payload != "last" {
 		t.Fatalf("after the %d messages the group got %q, want the last one", n, g.payload)
 	}
@@ -129,22 +129,22 @@ func TestRequestReply(t *testing.T) {
 			if err != nil {
 				return
 			}
-			m := fr.(*rift.Message)
-			out.S.Write(rift.AppendFrame(nil, &rift.Publish{Subject: m.Reply, Payload: append([]byte("echo:"), m.Payload...)}))
+			m := fr.(*riftproto.Message)
+			out.S.Write(riftproto.AppendFrame(nil, &riftproto.Publish{Subject: m.Reply, Payload: append([]byte("echo:"), m.Payload...)}))
 		}
 	}()
 	c := rt.Connect(t, f.addr, "game-token") // publish svc.>, no _INBOX.> subscribe grant needed
 	s := rt.Open(t, c)
-	s.Send(t, &rift.Request{TimeoutMs: 10_000, Subject: "svc.echo", Payload: []byte("hi")})
-	m := rt.Expect[*rift.Message](t, s)
+	s.Send(t, &riftproto.Request{TimeoutMs: 10_000, Subject: "svc.echo", Payload: []byte("hi")})
+	m := rt.Expect[*riftproto.Message](t, s)
 	if string(m.Payload) != "echo:hi" || len(m.Subject) < len("_INBOX.")+1 || m.Subject[:7] != "_INBOX." {
 		t.Fatalf("reply %+v", m)
 	}
 
 	// No responders: ERROR code 2 at once.
 	s = rt.Open(t, c)
-	s.Send(t, &rift.Request{TimeoutMs: 60_000, Subject: "svc.nobody", Payload: nil})
-	if e := rt.ExpectError(t, s, rift.CodeOperation); e.Message == "" {
+	s.Send(t, &riftproto.Request{TimeoutMs: 60_000, Subject: "svc.nobody", Payload: nil})
+	if e := rt.ExpectError(t, s, riftproto.CodeOperation); e.Message == "" {
 		t.Fatal("empty error message")
 	}
 
@@ -152,14 +152,14 @@ func TestRequestReply(t *testing.T) {
 	silent := rt.Subscribe(t, responder, "svc.silent", "")
 	_ = silent
 	s = rt.Open(t, c)
-	s.Send(t, &rift.Request{TimeoutMs: 20, Subject: "svc.silent"})
-	rt.ExpectError(t, s, rift.CodeOperation)
+	s.Send(t, &riftproto.Request{TimeoutMs: 20, Subject: "svc.silent"})
+	rt.ExpectError(t, s, riftproto.CodeOperation)
 
 	// Timeout bounds: 0 and 120,001 ms are refused.
 	for _, ms := range []uint32{0, 120_001} {
 		s = rt.Open(t, c)
-		s.Send(t, &rift.Request{TimeoutMs: ms, Subject: "svc.echo"})
-		rt.ExpectError(t, s, rift.CodeOperation)
+		s.Send(t, &riftproto.Request{TimeoutMs: ms, Subject: "svc.echo"})
+		rt.ExpectError(t, s, riftproto.CodeOperation)
 	}
 }
 
@@ -167,8 +167,8 @@ func TestControlStatus(t *testing.T) {
 	f := start(t, nil)
 	c := rt.Connect(t, f.addr, "admin-token")
 	s := rt.Open(t, c)
-	s.Send(t, &rift.Request{TimeoutMs: 10_000, Subject: service.StatusSubject})
-	m := rt.Expect[*rift.Message](t, s)
+	s.Send(t, &riftproto.Request{TimeoutMs: 10_000, Subject: service.StatusSubject})
+	m := rt.Expect[*riftproto.Message](t, s)
 	var st service.Status
 	if err := json.Unmarshal(m.Payload, &st); err != nil {
 		t.Fatalf("status %q: %v", m.Payload, err)
@@ -179,6 +179,6 @@ func TestControlStatus(t *testing.T) {
 	// A non-control identity with a matching ACL is refused.
 	n := rt.Connect(t, f.addr, "noctl-token")
 	s = rt.Open(t, n)
-	s.Send(t, &rift.Request{TimeoutMs: 10_000, Subject: service.StatusSubject})
-	rt.ExpectError(t, s, rift.CodePermission)
+	s.Send(t, &riftproto.Request{TimeoutMs: 10_000, Subject: service.StatusSubject})
+	rt.ExpectError(t, s, riftproto.CodePermission)
 }

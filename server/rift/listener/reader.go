@@ -5,7 +5,7 @@ import (
 	"io"
 	"sync"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/generated/wire"
 )
 
@@ -71,22 +71,22 @@ func (f *frameReader) fill(n int) error {
 }
 
 func (f *frameReader) Next() ([]byte, error) {
-	if err := f.fill(rift.LengthSize); err != nil {
+	if err := f.fill(riftproto.LengthSize); err != nil {
 		if err == io.EOF && f.w == f.r {
 			return nil, io.EOF
 		}
 		return nil, unexpected(err)
 	}
 	n := int(binary.BigEndian.Uint32(f.buf[f.r:]))
-	f.r += rift.LengthSize
-	if n < rift.MinFrameSize || n > rift.MaxFrameSize {
-		return nil, &wire.FrameSizeError{Length: n, Min: rift.MinFrameSize, Max: rift.MaxFrameSize}
+	f.r += riftproto.LengthSize
+	if n < riftproto.MinFrameSize || n > riftproto.MaxFrameSize {
+		return nil, &wire.FrameSizeError{Length: n, Min: riftproto.MinFrameSize, Max: riftproto.MaxFrameSize}
 	}
 	if err := f.fill(1); err != nil {
 		return nil, unexpected(err)
 	}
 	if limit := f.maxFor(f.buf[f.r]); n > limit {
-		return nil, &wire.FrameSizeError{Length: n, Min: rift.MinFrameSize, Max: limit}
+		return nil, &wire.FrameSizeError{Length: n, Min: riftproto.MinFrameSize, Max: limit}
 	}
 	if n <= len(f.buf) {
 		if err := f.fill(n); err != nil {

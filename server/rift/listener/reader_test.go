@@ -7,7 +7,7 @@ import (
 	"io"
 	"testing"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/generated/wire"
 )
 
@@ -35,10 +35,10 @@ func raw(body []byte) []byte {
 func TestFrameReaderMatchesWire(t *testing.T) {
 	var data []byte
 	for i, n := range []int{1, 9, 300, readBufSize - 4, readBufSize, readBufSize + 1, 3, 200 << 10, 1} {
-		data = append(data, raw(bytes.Repeat([]byte{byte(rift.OpPublish), byte(i)}, n)[:n])...)
+		data = append(data, raw(bytes.Repeat([]byte{byte(riftproto.OpPublish), byte(i)}, n)[:n])...)
 	}
 	for _, chunk := range []int{1, 5, 4096, 1 << 20} {
-		want := wire.NewFrameReader(bytes.NewReader(data), rift.MinFrameSize, rift.MaxFrameSize)
+		want := wire.NewFrameReader(bytes.NewReader(data), riftproto.MinFrameSize, riftproto.MaxFrameSize)
 		got := newFrameReader(&chunks{data: data, n: chunk})
 		for i := 0; ; i++ {
 			wb, werr := want.Next()
@@ -55,7 +55,7 @@ func TestFrameReaderMatchesWire(t *testing.T) {
 }
 
 func TestFrameReaderErrors(t *testing.T) {
-	auth := append(binary.BigEndian.AppendUint32(nil, 4100), byte(rift.OpAuth))
+	auth := append(binary.BigEndian.AppendUint32(nil, 4100), byte(riftproto.OpAuth))
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -67,9 +67,9 @@ func TestFrameReaderErrors(t *testing.T) {
 		{"end before the opcode", []byte{0, 0, 0, 5}, io.ErrUnexpectedEOF, 0},
 		{"end inside a body", []byte{0, 0, 0, 5, 4, 0}, io.ErrUnexpectedEOF, 0},
 		{"end inside a large body", append([]byte{0, 1, 0, 0, 4}, make([]byte, 40<<10)...), io.ErrUnexpectedEOF, 0},
-		{"length zero", []byte{0, 0, 0, 0}, nil, rift.MaxFrameSize},
-		{"length above the maximum", binary.BigEndian.AppendUint32(nil, rift.MaxFrameSize+1), nil, rift.MaxFrameSize},
-		{"AUTH above its limit", auth, nil, rift.OpAuth.MaxBody()},
+		{"length zero", []byte{0, 0, 0, 0}, nil, riftproto.MaxFrameSize},
+		{"length above the maximum", binary.BigEndian.AppendUint32(nil, riftproto.MaxFrameSize+1), nil, riftproto.MaxFrameSize},
+		{"AUTH above its limit", auth, nil, riftproto.OpAuth.MaxBody()},
 	} {
 		fr := newFrameReader(&chunks{data: tc.data, n: 3})
 		_, err := fr.Next()
@@ -108,9 +108,9 @@ func TestPubDecoderMatchesGenerated(t *testing.T) {
 	}
 	var d pubDecoder
 	for i, b := range bodies {
-		var want rift.Publish
+		var want riftproto.Publish
 		werr := want.Decode(b)
-		subj, reply, payload, err := d.decode(rift.OpPublish, b)
+		subj, reply, payload, err := d.decode(riftproto.OpPublish, b)
 		if (err == nil) != (werr == nil) || err != nil && err.Error() != werr.Error() {
 			t.Fatalf("body %d: error %v, want %v", i, err, werr)
 		}

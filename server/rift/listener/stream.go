@@ -10,7 +10,7 @@ import (
 
 	"github.com/quic-go/quic-go"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/rift/service"
@@ -39,9 +39,9 @@ func (s *Server) serveStream(ctx context.Context, sess *service.Session, acct *m
 		return
 	}
 	switch code {
-	case rift.OpPublish, rift.OpPublishAck, rift.OpPing:
+	case riftproto.OpPublish, riftproto.OpPublishAck, riftproto.OpPing:
 		o.publisher(code, body)
-	case rift.OpSubscribe:
+	case riftproto.OpSubscribe:
 		o.subscribe(body)
 	default:
 		o.single(ctx, code, body)
@@ -53,37 +53,37 @@ func (o *op) readFailed(err error) {
 	var size *wire.FrameSizeError
 	switch {
 	case errors.As(err, &size):
-		o.out.fail(rift.CodeOperation, fmt.Sprintf("frame length %d outside %d..%d", size.Length, size.Min, size.Max))
+		o.out.fail(riftproto.CodeOperation, fmt.Sprintf("frame length %d outside %d..%d", size.Length, size.Min, size.Max))
 	case errors.Is(err, io.EOF):
 		o.str.Close() // the client finished without a command
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		o.out.fail(rift.CodeOperation, "stream ended inside a frame")
+		o.out.fail(riftproto.CodeOperation, "stream ended inside a frame")
 	default: // deadline, reset or connection loss
 		var se *quic.StreamError
 		if errors.As(err, &se) {
 			o.abort()
 			return
 		}
-		o.out.fail(rift.CodeOperation, "read: "+err.Error())
+		o.out.fail(riftproto.CodeOperation, "read: "+err.Error())
 	}
 }
 
 // decode decodes body as a frame of opcode code into fr, answering ERROR on failure.
-func (o *op) decode(fr rift.Frame, body []byte) bool {
+func (o *op) decode(fr riftproto.Frame, body []byte) bool {
 	if err := fr.Decode(body); err != nil {
-		o.out.fail(rift.CodeOperation, err.Error())
+		o.out.fail(riftproto.CodeOperation, err.Error())
 		return false
 	}
 	return true
 }
 
 // unexpected answers a frame that does not belong where it was sent.
-func (o *op) unexpected(code rift.Opcode, where string) {
+func (o *op) unexpected(code riftproto.Opcode, where string) {
 	if !code.Known() {
-		o.out.fail(rift.CodeOperation, fmt.Sprintf("unknown opcode %d", uint8(code)))
+		o.out.fail(riftproto.CodeOperation, fmt.Sprintf("unknown opcode %d", uint8(code)))
 		return
 	}
-	o.out.fail(rift.CodeOperation, fmt.Sprintf("%v is not valid %s", code, where))
+	o.out.fail(riftproto.CodeOperation, fmt.Sprintf("%v is not valid %s", code, where))
 }
 
 // failWith answers err with its code and terminates the stream.
@@ -110,7 +110,7 @@ func (o *op) finish() {
 // goes through the generated decoder (whose reader also remembers recent strings).
 type pubDecoder struct {
 	r           wire.Reader
-	f           rift.Publish
+	f           riftproto.Publish
 	subj, reply string
 	valid       bool
 }
@@ -118,7 +118,7 @@ type pubDecoder struct {
 // maxPayload is the payload limit of PUBLISH and PUBLISH_ACK frames.
 const maxPayload = 1 << 20
 
-func (d *pubDecoder) decode(code rift.Opcode, body []byte) (subj, reply string, payload []byte, err error) {
+func (d *pubDecoder) decode(code riftproto.Opcode, body []byte) (subj, reply string, payload []byte, err error) {
 	if d.valid {
 		if p, ok := d.same(body); ok {
 			return d.subj, d.reply, p, nil
@@ -129,7 +129,7 @@ func (d *pubDecoder) decode(code rift.Opcode, body []byte) (subj, reply string, 
 	d.r.ExpectEnd()
 	if err := d.r.Err(); err != nil {
 		d.valid = false
-		return "", "", nil, &rift.FrameError{Opcode: code, Err: err}
+		return "", "", nil, &riftproto.FrameError{Opcode: code, Err: err}
 	}
 	d.subj, d.reply, d.valid = d.f.Subject, d.f.Reply, true
 	return d.f.Subject, d.f.Reply, d.f.Payload, nil
@@ -157,26 +157,26 @@ func (d *pubDecoder) same(body []byte) ([]byte, bool) {
 }
 
 // publisher serves PUBLISH, PUBLISH_ACK and PING frames in order until the client finishes.
-func (o *op) publisher(code rift.Opcode, body []byte) {
+func (o *op) publisher(code riftproto.Opcode, body []byte) {
 	var dec pubDecoder
 	p := o.sess.Publisher()
 	for {
 		var err error
 		switch code {
-		case rift.OpPublish, rift.OpPublishAck:
+		case riftproto.OpPublish, riftproto.OpPublishAck:
 			subj, reply, payload, derr := dec.decode(code, body)
 			if derr != nil {
-				o.out.fail(rift.CodeOperation, derr.Error())
+				o.out.fail(riftproto.CodeOperation, derr.Error())
 				return
 			}
-			if _, err = p.Publish(subj, reply, payload); err == nil && code == rift.OpPublishAck {
-				err = o.out.send(&rift.Ok{})
+			if _, err = p.Publish(subj, reply, payload); err == nil && code == riftproto.OpPublishAck {
+				err = o.out.send(&riftproto.Ok{})
 			}
-		case rift.OpPing:
-			if !o.decode(&rift.Ping{}, body) {
+		case riftproto.OpPing:
+			if !o.decode(&riftproto.Ping{}, body) {
 				return
 			}
-			err = o.out.send(&rift.Ok{})
+			err = o.out.send(&riftproto.Ok{})
 		default:
 			o.unexpected(code, "on a publisher stream")
 			return
@@ -193,42 +193,42 @@ func (o *op) publisher(code rift.Opcode, body []byte) {
 }
 
 // single serves the one-call operations.
-func (o *op) single(ctx context.Context, code rift.Opcode, body []byte) {
+func (o *op) single(ctx context.Context, code riftproto.Opcode, body []byte) {
 	var err error
 	switch code {
-	case rift.OpRequest:
+	case riftproto.OpRequest:
 		err = o.request(ctx, body)
-	case rift.OpStreamPublish:
-		var f rift.StreamPublish
+	case riftproto.OpStreamPublish:
+		var f riftproto.StreamPublish
 		if !o.decode(&f, body) {
 			return
 		}
 		var seq, ts uint64
 		if seq, ts, err = o.sess.StreamPublish(f.Stream, f.Subject, f.Reply, f.Payload); err == nil {
-			err = o.out.send(&rift.Stored{Sequence: seq, TimestampMillis: ts})
+			err = o.out.send(&riftproto.Stored{Sequence: seq, TimestampMillis: ts})
 		}
-	case rift.OpConsumerOpen:
-		var f rift.ConsumerOpen
+	case riftproto.OpConsumerOpen:
+		var f riftproto.ConsumerOpen
 		if !o.decode(&f, body) {
 			return
 		}
 		cfg := stream.ConsumerConfig{Filter: f.Filter, StartSequence: f.StartSequence,
 			AckWait: time.Duration(f.AckWaitMs) * time.Millisecond, MaxAckPending: int(f.MaxAckPending)}
 		if err = o.sess.ConsumerOpen(f.Stream, f.Name, cfg); err == nil {
-			err = o.out.send(&rift.Ok{})
+			err = o.out.send(&riftproto.Ok{})
 		}
-	case rift.OpConsumerFetch:
+	case riftproto.OpConsumerFetch:
 		err = o.fetch(body)
-	case rift.OpAck:
-		var f rift.Ack
+	case riftproto.OpAck:
+		var f riftproto.Ack
 		if !o.decode(&f, body) {
 			return
 		}
 		if err = o.sess.Ack(f.Stream, f.Name, f.Sequence); err == nil {
-			err = o.out.send(&rift.Ok{})
+			err = o.out.send(&riftproto.Ok{})
 		}
-	case rift.OpAuth:
-		o.out.fail(rift.CodeOperation, "AUTH is only valid on the first stream")
+	case riftproto.OpAuth:
+		o.out.fail(riftproto.CodeOperation, "AUTH is only valid on the first stream")
 		return
 	default:
 		o.unexpected(code, "from a client")
@@ -247,7 +247,7 @@ func (o *op) single(ctx context.Context, code rift.Opcode, body []byte) {
 var errDecode = errors.New("decode failed")
 
 func (o *op) request(ctx context.Context, body []byte) error {
-	var f rift.Request
+	var f riftproto.Request
 	if !o.decode(&f, body) {
 		return errDecode
 	}
@@ -259,11 +259,11 @@ func (o *op) request(ctx context.Context, body []byte) error {
 	if err != nil {
 		return err
 	}
-	return o.out.send(&rift.Message{Subject: m.Subject, Reply: m.Reply, Payload: m.Payload})
+	return o.out.send(&riftproto.Message{Subject: m.Subject, Reply: m.Reply, Payload: m.Payload})
 }
 
 func (o *op) fetch(body []byte) error {
-	var f rift.ConsumerFetch
+	var f riftproto.ConsumerFetch
 	if !o.decode(&f, body) {
 		return errDecode
 	}
@@ -275,7 +275,7 @@ func (o *op) fetch(body []byte) error {
 		return err
 	}
 	for _, d := range ds {
-		o.out.buf = rift.AppendFrame(o.out.buf, &rift.Delivery{Sequence: d.Sequence, TimestampMillis: d.TimestampMillis,
+		o.out.buf = riftproto.AppendFrame(o.out.buf, &riftproto.Delivery{Sequence: d.Sequence, TimestampMillis: d.TimestampMillis,
 			DeliveryCount: d.DeliveryCount, Subject: d.Subject, Reply: d.Reply, Payload: d.Payload})
 		if len(o.out.buf) >= 64<<10 {
 			if err := o.out.flush(); err != nil {
@@ -283,6 +283,6 @@ func (o *op) fetch(body []byte) error {
 			}
 		}
 	}
-	o.out.buf = rift.AppendFrame(o.out.buf, &rift.Ok{})
+	o.out.buf = riftproto.AppendFrame(o.out.buf, &riftproto.Ok{})
 	return o.out.flush()
 }

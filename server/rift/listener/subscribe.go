@@ -5,7 +5,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/server/rift/bus"
 )
 
@@ -17,7 +17,7 @@ const maxBatch = 64 << 10
 // (ERROR "slow consumer", or a reset with ResetSlowConsumer when even that cannot be written), a
 // write stays blocked past the write deadline, or the connection closes.
 func (o *op) subscribe(body []byte) {
-	var f rift.Subscribe
+	var f riftproto.Subscribe
 	if !o.decode(&f, body) {
 		return
 	}
@@ -34,7 +34,7 @@ func (o *op) subscribe(body []byte) {
 		sub.Unsubscribe()
 		sub.Drain()
 	}()
-	if err := o.out.send(&rift.Ok{}); err != nil {
+	if err := o.out.send(&riftproto.Ok{}); err != nil {
 		o.abort()
 		return
 	}
@@ -86,10 +86,10 @@ func (o *op) subscribe(body []byte) {
 
 // deliver writes m and whatever else is queued, up to maxBatch bytes, in one write.
 func (o *op) deliver(sub *bus.Subscription, m bus.Message) error {
-	var msg rift.Message
+	var msg riftproto.Message
 	for {
 		msg.Subject, msg.Reply, msg.Payload = m.Subject, m.Reply, m.Payload
-		o.out.buf = rift.AppendFrame(o.out.buf, &msg)
+		o.out.buf = riftproto.AppendFrame(o.out.buf, &msg)
 		if len(o.out.buf) >= maxBatch {
 			break
 		}
@@ -107,7 +107,7 @@ func (o *op) endDelivery(err error) {
 	switch {
 	case errors.Is(err, bus.ErrSlowConsumer):
 		// The ERROR goes out when flow control has room for it now; otherwise the stream is reset.
-		frame := rift.AppendFrame(o.out.buf[:0], &rift.Error{Code: rift.CodeOperation, Message: "slow consumer"})
+		frame := riftproto.AppendFrame(o.out.buf[:0], &riftproto.Error{Code: riftproto.CodeOperation, Message: "slow consumer"})
 		if e := o.str.TryWriteAll(frame); e != nil {
 			o.str.CancelWrite(ResetSlowConsumer)
 		} else {
@@ -115,7 +115,7 @@ func (o *op) endDelivery(err error) {
 		}
 		o.str.CancelRead(ResetCancelled)
 	case errors.Is(err, bus.ErrClosed):
-		o.out.fail(rift.CodeOperation, "server shutting down")
+		o.out.fail(riftproto.CodeOperation, "server shutting down")
 	default:
 		o.abort()
 	}

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/filamq/fila/generated/rift"
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/server/rift/auth"
 	"github.com/filamq/fila/server/rift/bus"
 	"github.com/filamq/fila/server/rift/stream"
@@ -106,7 +106,7 @@ type Status struct {
 
 // Status returns the current status.
 func (s *Service) Status() Status {
-	st := Status{Version: rift.Version, UptimeMs: time.Since(s.started).Milliseconds(), Connections: s.connections.Load(),
+	st := Status{Version: riftproto.Version, UptimeMs: time.Since(s.started).Milliseconds(), Connections: s.connections.Load(),
 		Subscriptions: s.Bus.Subscriptions(), Identities: s.Auth.Len(), Streams: []stream.Info{}}
 	for _, name := range s.Streams.Names() {
 		if in, err := s.Streams.Info(name); err == nil {
@@ -138,11 +138,11 @@ func (s *Service) answerStatus() {
 }
 
 // Code returns the ERROR code for err: permission or operation.
-func Code(err error) rift.ErrorCode {
+func Code(err error) riftproto.ErrorCode {
 	if errors.Is(err, auth.ErrDenied) {
-		return rift.CodePermission
+		return riftproto.CodePermission
 	}
-	return rift.CodeOperation
+	return riftproto.CodeOperation
 }
 
 // Session is one identity's permission-checked view of the service. It is safe for concurrent use.

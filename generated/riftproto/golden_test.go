@@ -1,4 +1,4 @@
-package rift
+package riftproto
 
 import (
 	"bytes"
