@@ -47,6 +47,7 @@ func (c *checker) docs(s *spec.Spec) {
 			need(f.Doc, f.Line, fmt.Sprintf("field %s.%s", owner, f.Name))
 		}
 	}
+	fields("framing.header", s.Framing.Header)
 	for _, fr := range s.Frames {
 		need(fr.Doc, fr.Line, "frame "+fr.Name)
 		fields(fr.Name, fr.Fields)

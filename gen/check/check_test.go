@@ -54,19 +54,20 @@ func TestEveryMissingDocIsReported(t *testing.T) {
 	})
 	errs := Check(s)
 	want := []string{
-		"minimal.yaml:18: enum color has no doc",
-		"minimal.yaml:22: enum value color.red has no doc",
-		"minimal.yaml:23: enum value color.blue has no doc",
-		"minimal.yaml:25: record pair has no doc",
-		"minimal.yaml:27: field pair.a has no doc",
-		"minimal.yaml:28: field pair.b has no doc",
-		"minimal.yaml:30: frame Hello has no doc",
-		"minimal.yaml:35: field Hello.who has no doc",
-		"minimal.yaml:36: field Hello.color has no doc",
-		"minimal.yaml:37: field Hello.pairs has no doc",
-		"minimal.yaml:41: field hello_item.pair has no doc",
-		"minimal.yaml:42: field hello_item.tags has no doc",
-		"minimal.yaml:43: field Hello.body has no doc",
+		"minimal.yaml:7: field framing.header.opcode has no doc",
+		"minimal.yaml:20: enum color has no doc",
+		"minimal.yaml:24: enum value color.red has no doc",
+		"minimal.yaml:25: enum value color.blue has no doc",
+		"minimal.yaml:27: record pair has no doc",
+		"minimal.yaml:29: field pair.a has no doc",
+		"minimal.yaml:30: field pair.b has no doc",
+		"minimal.yaml:32: frame Hello has no doc",
+		"minimal.yaml:37: field Hello.who has no doc",
+		"minimal.yaml:38: field Hello.color has no doc",
+		"minimal.yaml:39: field Hello.pairs has no doc",
+		"minimal.yaml:43: field hello_item.pair has no doc",
+		"minimal.yaml:44: field hello_item.tags has no doc",
+		"minimal.yaml:45: field Hello.body has no doc",
 	}
 	if got := strings.Split(errs.Error(), "\n"); strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -78,7 +79,7 @@ func TestRecordCycle(t *testing.T) {
 		return strings.Replace(s, "{name: b, type: optional<u32>,", "{name: b, type: optional<pair>,", 1)
 	})
 	errs := Check(s)
-	if len(errs) != 1 || errs[0].Line != 26 || !strings.Contains(errs[0].Msg, `record "pair" contains itself`) {
+	if len(errs) != 1 || errs[0].Line != 28 || !strings.Contains(errs[0].Msg, `record "pair" contains itself`) {
 		t.Fatalf("got %v", errs)
 	}
 }

@@ -139,11 +139,7 @@ func (b *builder) build(raw *rawSpec) {
 	for i := range raw.Bitsets {
 		b.bitset(&raw.Bitsets[i])
 	}
-	if b.spec.Framing.Style == StyleFIBP {
-		if bs := b.bitsets["frame_flags"]; bs == nil || bs.Type == nil || bs.Type.Size != 1 {
-			b.errf(raw.Framing.Line, "framing: style fibp needs a bitset frame_flags of a 1-byte type")
-		}
-	}
+	b.header(&raw.Framing)
 	for i := range raw.Constants {
 		b.constGroup(&raw.Constants[i])
 	}
@@ -267,9 +263,11 @@ func (b *builder) intScalar(name string, line int, what string) *Scalar {
 func (b *builder) framing(r *rawFraming) {
 	f := &b.spec.Framing
 	f.MinFrame, f.MaxFrame, f.Line = r.MinFrame, r.MaxFrame, r.Line
-	f.Style, f.Trailing = styleNames[r.Style], trailingNames[r.Trailing]
-	if f.Style == 0 {
-		b.errf(r.Line, "framing: unknown style %q (want fibp or rift)", r.Style)
+	f.Trailing = trailingNames[r.Trailing]
+	if r.Length == "" {
+		b.errf(r.Line, "framing: no length (the length prefix's type, e.g. u32)")
+	} else {
+		f.Length = b.intScalar(r.Length, r.Line, "framing.length")
 	}
 	if f.Trailing == 0 {
 		b.errf(r.Line, "framing: trailing must be ignore or reject, not %q", r.Trailing)
@@ -282,6 +280,48 @@ func (b *builder) framing(r *rawFraming) {
 	}
 	if r.ArrayCount != "" {
 		f.ArrayCount = b.intScalar(r.ArrayCount, r.Line, "framing.array_count")
+	}
+}
+
+// header resolves the framing header: fixed-size integer fields (scalars, enums, bit sets) and
+// exactly one field of the built-in type opcode. It runs once enums and bit sets are known.
+func (b *builder) header(r *rawFraming) {
+	f := &b.spec.Framing
+	opcodes := 0
+	seen := map[string]int{}
+	for i := range r.Header {
+		h := &r.Header[i]
+		if !snakeName.MatchString(h.Name) {
+			b.errf(h.Line, "framing.header: field name %q must be snake_case", h.Name)
+			continue
+		}
+		if prev, dup := seen[h.Name]; dup {
+			b.errf(h.Line, "framing.header: duplicate field %q (first on line %d)", h.Name, prev)
+			continue
+		}
+		seen[h.Name] = h.Line
+		if h.Count != "" || h.Item != "" || len(h.Fields) > 0 {
+			b.errf(h.Line, "framing.header.%s: header fields are single fixed-size values", h.Name)
+			continue
+		}
+		var t *Type
+		if h.Type == "opcode" {
+			t = &Type{Kind: TOpcode}
+			opcodes++
+		} else if t = b.typeRef(h.Type, h.Line, "framing.header."+h.Name); t == nil {
+			continue
+		}
+		if t.Width() == 0 || t.Kind == TScalar && t.Scalar.Signed {
+			b.errf(h.Line, "framing.header.%s: %s is not an unsigned integer, enum, bit set or opcode", h.Name, h.Type)
+			continue
+		}
+		f.Header = append(f.Header, &Field{Name: h.Name, Doc: h.Doc, Type: t, Line: h.Line})
+	}
+	if opcodes != 1 {
+		b.errf(r.Line, "framing.header: needs exactly one field of type opcode, has %d", opcodes)
+	}
+	if n := f.HeaderSize(); opcodes == 1 && f.MinFrame < n {
+		b.errf(r.Line, "framing: min_frame %d is smaller than the %d-byte header", f.MinFrame, n)
 	}
 }
 

@@ -41,8 +41,8 @@ func TestParseRefusesBadSpecs(t *testing.T) {
 	cases := []struct {
 		name, old, new, want string
 	}{
-		{"unknown type", "{name: who, type: str,", "{name: who, type: strng,", `minimal.yaml:38: Hello.who: unknown type "strng"`},
-		{"duplicate field", "{name: color, type: color,", "{name: who, type: color,", `minimal.yaml:39: Hello: duplicate field "who" (first on line 38)`},
+		{"unknown type", "{name: who, type: str,", "{name: who, type: strng,", `minimal.yaml:40: Hello.who: unknown type "strng"`},
+		{"duplicate field", "{name: color, type: color,", "{name: who, type: color,", `minimal.yaml:41: Hello: duplicate field "who" (first on line 40)`},
 		{"duplicate opcode", "frames:\n", "frames:\n  - {opcode: 1, name: Other, direction: server, group: main}\n", "opcode 0x01 already used by Other"},
 		{"count without a collection", "      - {name: body, type: payload,", "      - {name: body, count: u16,", "Hello.body: a repeated group needs item"},
 		{"fields without count", "        count: u32\n", "", "without count"},
@@ -57,6 +57,10 @@ func TestParseRefusesBadSpecs(t *testing.T) {
 		{"max beyond prefix", "length: u16, max: 100", "length: u16, max: 70000", "does not fit a u16 prefix"},
 		{"bad trailing rule", "trailing: reject", "trailing: maybe", "trailing must be ignore or reject"},
 		{"camel field", "{name: who, type: str,", "{name: Who, type: str,", `field name "Who" must be snake_case`},
+		{"header without opcode", "type: opcode, doc: The operation.}", "type: u8, doc: The operation.}", "needs exactly one field of type opcode, has 0"},
+		{"header of strings", "  header:\n", "  header:\n    - {name: tag, type: str, doc: A tag.}\n", "framing.header.tag: str is not an unsigned integer"},
+		{"no length prefix", "  length: u32\n", "", "framing: no length"},
+		{"header beyond min_frame", "    - {name: opcode,", "    - {name: stream, type: u32, doc: A stream.}\n    - {name: opcode,", "min_frame 1 is smaller than the 5-byte header"},
 		{"yaml syntax", "records:", "records: [", "minimal.yaml:"},
 	}
 	base := loadMinimal(t)

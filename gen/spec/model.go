@@ -25,9 +25,11 @@ type Spec struct {
 	Frames    []*Frame
 }
 
-// Framing describes how frames are delimited.
+// Framing describes how frames are delimited: a length prefix, then a fixed-size header that holds
+// the opcode and whatever else the protocol puts in front of every body, then the body.
 type Framing struct {
-	Style      Style
+	Length     *Scalar  // the length prefix: an unsigned integer counting header and body bytes
+	Header     []*Field // the header's fields, in wire order; exactly one is of type opcode
 	MinFrame   int
 	MaxFrame   int
 	Trailing   Trailing
@@ -39,18 +41,17 @@ type Framing struct {
 // RejectTrailing reports whether decoders must fail on bytes left after the last field.
 func (f Framing) RejectTrailing() bool { return f.Trailing == TrailingReject }
 
-// Style is a framing style: what follows a frame's length prefix before the body.
-type Style uint8
+// HeaderSize is the header's size in bytes.
+func (f Framing) HeaderSize() int {
+	n := 0
+	for _, h := range f.Header {
+		n += h.Type.Width()
+	}
+	return n
+}
 
-// The framing styles.
-const (
-	StyleFIBP Style = iota + 1 // a 6-byte header: opcode, flags, request ID
-	StyleRift                  // a 1-byte opcode
-)
-
-var styleNames = map[string]Style{"fibp": StyleFIBP, "rift": StyleRift}
-
-func (s Style) String() string { return nameOf(styleNames, s) }
+// OpcodeOnly reports whether the header is nothing but the opcode.
+func (f Framing) OpcodeOnly() bool { return len(f.Header) == 1 && f.Header[0].Type.Kind == TOpcode }
 
 // Trailing says what a decoder does with bytes after the last field it knows.
 type Trailing uint8
@@ -223,11 +224,12 @@ const (
 	TRepeated // Count-prefixed elements of Elem (inline group or record)
 	TOptional
 	TMap
-	TArray // T[] with the framing's array count
+	TArray  // T[] with the framing's array count
+	TOpcode // the frame's opcode, in the framing header
 )
 
 var typeKindNames = [...]string{TScalar: "scalar", TEnum: "enum", TBitset: "bitset", TRecord: "record", TList: "list",
-	TRepeated: "repeated", TOptional: "optional", TMap: "map", TArray: "array"}
+	TRepeated: "repeated", TOptional: "optional", TMap: "map", TArray: "array", TOpcode: "opcode"}
 
 func (k TypeKind) String() string {
 	if int(k) < len(typeKindNames) && typeKindNames[k] != "" {
@@ -247,4 +249,25 @@ type Type struct {
 	Elem   *Type   // optional, repeated, array: the element; map: the value
 	Key    *Type   // map: the key
 	Count  *Scalar // repeated, array, map: the count prefix
+}
+
+// OpcodeWidth is the size of an opcode on the wire.
+const OpcodeWidth = 1
+
+// Width is the wire size of an integer-backed type (an int scalar, enum, bit set or opcode), or 0
+// for any other type.
+func (t *Type) Width() int {
+	switch t.Kind {
+	case TOpcode:
+		return OpcodeWidth
+	case TEnum:
+		return t.Enum.Type.Size
+	case TBitset:
+		return t.Bitset.Type.Size
+	case TScalar:
+		if t.Scalar.Kind == KindInt {
+			return t.Scalar.Size
+		}
+	}
+	return 0
 }

@@ -26,7 +26,8 @@ type rawSpec struct {
 }
 
 type rawFraming struct {
-	Style      string `yaml:"style"`
+	Length     string     `yaml:"length"`
+	Header     []rawField `yaml:"header"`
 	MinFrame   int    `yaml:"min_frame"`
 	MaxFrame   int    `yaml:"max_frame"`
 	Trailing   string `yaml:"trailing"`

@@ -107,7 +107,8 @@ type spec struct {
 	Version  int    `yaml:"version"`
 	Doc      string `yaml:"doc"`
 	Framing  struct {
-		Style      string `yaml:"style"`
+		Length     string      `yaml:"length"`
+		Header     []specField `yaml:"header"`
 		MinFrame   int    `yaml:"min_frame"`
 		MaxFrame   int    `yaml:"max_frame"`
 		Trailing   string `yaml:"trailing"`
@@ -332,7 +333,16 @@ func TestFIBPErrorCodesMatchSeed(t *testing.T) {
 func TestFIBPFraming(t *testing.T) {
 	s := loadSpec(t, fibpYAML)
 	f := s.Framing
-	if s.Protocol != "fibp" || f.Style != "fibp" || f.MinFrame != 6 || f.MaxFrame != 16777216 ||
+	var header []string
+	for _, h := range f.Header {
+		header = append(header, h.Type+" "+h.Name)
+	}
+	// The seed: "a big-endian u32 length prefix ... a fixed 6-byte header: u8 opcode, u8 flags,
+	// big-endian u32 request ID".
+	if got := strings.Join(header, ", "); f.Length != "u32" || got != "opcode opcode, frame_flags flags, u32 request_id" {
+		t.Errorf("fibp.yaml: length %q, header %s", f.Length, got)
+	}
+	if s.Protocol != "fibp" || f.MinFrame != 6 || f.MaxFrame != 16777216 ||
 		f.Trailing != "ignore" || f.MapCount != "u16" || f.ArrayCount != "u16" {
 		t.Errorf("fibp.yaml: protocol %q framing %+v", s.Protocol, f)
 	}
@@ -707,7 +717,7 @@ func TestRiftMatchesTable(t *testing.T) {
 		t.Errorf("rift.yaml has %d frames, want 15", len(s.Frames))
 	}
 	f := s.Framing
-	if s.Protocol != "rift" || f.Style != "rift" || f.MinFrame != 1 || f.MaxFrame != 1114112 || f.Trailing != "reject" {
+	if s.Protocol != "rift" || f.Length != "u32" || len(f.Header) != 1 || f.Header[0].Type != "opcode" || f.MinFrame != 1 || f.MaxFrame != 1114112 || f.Trailing != "reject" {
 		t.Errorf("rift.yaml: protocol %q framing %+v", s.Protocol, f)
 	}
 

@@ -40,16 +40,19 @@ const (
 
 // Header is the fixed 6-byte start of every frame body: [u8 opcode][u8 flags][u32 request_id].
 type Header struct {
+	// Opcode: The frame's operation.
 	Opcode Opcode
-	Flags  FrameFlags
-	// RequestID correlates a response with its request; bit 31 set marks a server-initiated request.
+	// Flags: Per-frame flags.
+	Flags FrameFlags
+	// RequestID: Correlates a response with its request; bit 31 set marks a server-initiated request.
 	RequestID uint32
 }
 
 // AppendTo appends the header to b.
 func (h Header) AppendTo(b []byte) []byte {
 	b = append(b, byte(h.Opcode), byte(h.Flags))
-	return wire.AppendU32(b, h.RequestID)
+	b = wire.AppendU32(b, h.RequestID)
+	return b
 }
 
 // ParseHeader splits a frame body into its header and the rest, which aliases body.
@@ -69,8 +72,8 @@ func ParseHeader(body []byte) (Header, []byte, error) {
 }
 
 // AppendFrame appends a whole frame — length prefix, header and the encoding of fr — to b.
-// The header's opcode is taken from fr. Bodies larger than the peer's maximum frame size must
-// be split with continuation frames instead (see AppendContinued).
+// The header's opcode is taken from fr, its other fields from the arguments. A body larger than
+// the peer's maximum frame size cannot travel as one frame.
 func AppendFrame(b []byte, flags FrameFlags, requestID uint32, fr Frame) []byte {
 	b = wire.AppendU32(b, uint32(HeaderSize+fr.Size()))
 	b = Header{

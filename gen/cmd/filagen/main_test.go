@@ -63,7 +63,7 @@ func TestRunRefusesAnUndocumentedSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	if _, err := run(bad, out, "bad.yaml", "", false); err == nil || err.Error() != bad+":48: frame Bye has no doc" {
+	if _, err := run(bad, out, "bad.yaml", "", false); err == nil || err.Error() != bad+":50: frame Bye has no doc" {
 		t.Fatalf("got %v", err)
 	}
 	if entries, _ := os.ReadDir(out); len(entries) != 0 {
