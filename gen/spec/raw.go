@@ -28,12 +28,12 @@ type rawSpec struct {
 type rawFraming struct {
 	Length     string     `yaml:"length"`
 	Header     []rawField `yaml:"header"`
-	MinFrame   int    `yaml:"min_frame"`
-	MaxFrame   int    `yaml:"max_frame"`
-	Trailing   string `yaml:"trailing"`
-	MapCount   string `yaml:"map_count"`
-	ArrayCount string `yaml:"array_count"`
-	Line       int    `yaml:"-"`
+	MinFrame   int        `yaml:"min_frame"`
+	MaxFrame   int        `yaml:"max_frame"`
+	Trailing   string     `yaml:"trailing"`
+	MapCount   string     `yaml:"map_count"`
+	ArrayCount string     `yaml:"array_count"`
+	Line       int        `yaml:"-"`
 }
 
 type rawScalar struct {

@@ -109,11 +109,11 @@ type spec struct {
 	Framing  struct {
 		Length     string      `yaml:"length"`
 		Header     []specField `yaml:"header"`
-		MinFrame   int    `yaml:"min_frame"`
-		MaxFrame   int    `yaml:"max_frame"`
-		Trailing   string `yaml:"trailing"`
-		MapCount   string `yaml:"map_count"`
-		ArrayCount string `yaml:"array_count"`
+		MinFrame   int         `yaml:"min_frame"`
+		MaxFrame   int         `yaml:"max_frame"`
+		Trailing   string      `yaml:"trailing"`
+		MapCount   string      `yaml:"map_count"`
+		ArrayCount string      `yaml:"array_count"`
 	} `yaml:"framing"`
 	Types     []specType      `yaml:"types"`
 	Enums     []specEnum      `yaml:"enums"`
