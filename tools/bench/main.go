@@ -23,6 +23,11 @@ type options struct {
 	only     string
 	fsync    bool
 	queues   int
+
+	backlogSizes   string // the backlog figure's sizes, ascending
+	backlogPayload int
+	backlogKeys    int
+	heapProfile    string // directory for the server's heap profiles ("" = none)
 }
 
 func main() {
@@ -34,9 +39,13 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "comma-separated workload names to run (default: all)")
 	flag.BoolVar(&o.fsync, "fsync", true, "run the server with fsync on (its default)")
 	flag.IntVar(&o.queues, "queues", 10_000, "idle queues for the queues figure")
+	flag.StringVar(&o.backlogSizes, "backlog-sizes", "1000000", "comma-separated, ascending backlog sizes for the backlog figure")
+	flag.IntVar(&o.backlogPayload, "backlog-payload", 1024, "payload bytes of the backlog figure's messages")
+	flag.IntVar(&o.backlogKeys, "backlog-keys", 0, "fairness keys of the backlog figure's messages (0 = none given)")
+	flag.StringVar(&o.heapProfile, "heap-profile", "", "save the server's heap profiles (backlog figure) in this directory")
 	flag.Parse()
 	if *quick {
-		o.duration, o.backlog, o.queues = 500*time.Millisecond, 20_000, 200
+		o.duration, o.backlog, o.queues, o.backlogSizes = 500*time.Millisecond, 20_000, 200, "20000"
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -48,7 +57,7 @@ func run(o options) error {
 	srv := &server{addr: o.addr}
 	if o.addr == "" {
 		var err error
-		if srv, err = startServer(o.fsync); err != nil {
+		if srv, err = startServer(o.fsync, o.heapProfile != ""); err != nil {
 			return err
 		}
 		defer srv.stop()

@@ -14,14 +14,15 @@ import (
 
 // server is the broker under test: started by the tool, or an address given with -addr.
 type server struct {
-	addr string
-	cmd  *exec.Cmd
-	dir  string
-	bin  string
-	args []string
+	addr     string
+	httpAddr string // serves /debug/pprof/ when set
+	cmd      *exec.Cmd
+	dir      string
+	bin      string
+	args     []string
 }
 
-func startServer(fsync bool) (*server, error) {
+func startServer(fsync, pprof bool) (*server, error) {
 	dir, err := os.MkdirTemp("", "fila-bench-")
 	if err != nil {
 		return nil, err
@@ -31,19 +32,35 @@ func startServer(fsync bool) (*server, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
 	s := &server{addr: addr, dir: dir, bin: bin, args: []string{"--data-dir", dir + "/data", "--listen", addr,
-		"--http-listen", "", "--log-level", "warn", "--fsync=" + strconv.FormatBool(fsync)}}
+		"--log-level", "warn", "--fsync=" + strconv.FormatBool(fsync)}}
+	if pprof {
+		if s.httpAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
+		s.args = append(s.args, "--pprof", "--http-listen", s.httpAddr)
+	} else {
+		s.args = append(s.args, "--http-listen", "")
+	}
 	if err := s.launch(); err != nil {
 		s.stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+// freeAddr returns a loopback address with a port that was free a moment ago.
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
 
 // launch starts the server process and waits until it accepts connections.

@@ -28,6 +28,7 @@ var workloads = []workload{
 	{"dedup", "batched enqueue with deduplication on (an idempotency key per message) vs off", benchDedup},
 	{"lua", "batched enqueue with an on_enqueue hook vs none (overhead per message); RSS of 1,000 idle queues with hooks", benchLua},
 	{"memory", "server RSS idle and with a backlog of 1 KB messages", benchMemory},
+	{"backlog", "RSS, bytes per message and lifecycle throughput with a standing backlog (-backlog-sizes) vs an empty queue", benchBacklog},
 	{"queues", "idle queues: creation rate, RSS and idle CPU, restart time", benchQueues},
 }
 

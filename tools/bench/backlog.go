@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// benchBacklog measures what a standing backlog costs: it fills one queue step by step to each of
+// -backlog-sizes messages (of -backlog-payload bytes, over -backlog-keys fairness keys), reads the
+// server's RSS at each size, and measures lifecycle throughput on that queue while the backlog
+// stands, against the same load on an empty queue of the empty server measured first. Per size it
+// prints the figures and one summary line:
+//
+//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=…
+//
+// bytes_per_msg is (RSS − RSS before the fill) / messages. With -heap-profile DIR the server
+// serves pprof and a heap profile is saved at each size.
+func benchBacklog(r *runner) error {
+	if r.srv.cmd == nil {
+		fmt.Fprintln(os.Stderr, "   skipped: the server was not started by this tool")
+		return nil
+	}
+	sizes, err := parseSizes(r.o.backlogSizes)
+	if err != nil {
+		return err
+	}
+	empty, err := r.lifecycleRate("backlog-empty", backlogLifecycle(r.o))
+	if err != nil {
+		return err
+	}
+	report("lifecycle_empty_backlog", empty, "msg/s")
+	q, err := r.newQueue("backlog")
+	if err != nil {
+		return err
+	}
+	base := r.srv.rssBytes()
+	var stored int64 // messages in q: filled, plus enqueued − acked by the lifecycle runs
+	for _, n := range sizes {
+		added, err := r.fill(q, n-stored)
+		if err != nil {
+			return err
+		}
+		stored += added
+		time.Sleep(2 * time.Second) // let the last batches apply
+		rss, measured := r.srv.rssBytes(), stored
+		perMsg := float64(rss-base) / float64(stored)
+		tag := fmt.Sprintf("%d_%db", n, r.o.backlogPayload)
+		report("rss_backlog_"+tag, float64(rss)/(1<<20), "MiB")
+		report("bytes_per_msg_backlog_"+tag, perMsg, "B")
+		if err := r.saveHeap("backlog-" + tag); err != nil {
+			return err
+		}
+		l := backlogLifecycle(r.o)
+		l.queue = q
+		ct := &counters{}
+		stop, err := r.start(l, ct)
+		if err != nil {
+			return err
+		}
+		rate := measure("backlog-"+tag, r.o.duration, ct.acked.Load)
+		stop()
+		stored += ct.enqueued.Load() - ct.acked.Load()
+		report("lifecycle_backlog_"+tag, rate, "msg/s")
+		report("lifecycle_backlog_vs_empty_"+tag, 100*rate/empty, "%")
+		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f\n",
+			measured, r.o.backlogPayload, r.o.backlogKeys, float64(rss)/(1<<20), perMsg, rate, empty, rate/empty)
+	}
+	return nil
+}
+
+// backlogLifecycle is the lifecycle load of the backlog figures: one consumer, 1 KB messages
+// (the figure's payload and keys).
+func backlogLifecycle(o options) load {
+	l := lifecycleLoad(1, o.backlogKeys)
+	l.payload = o.backlogPayload
+	return l
+}
+
+// fill enqueues at least n more messages into q (whole batches; enqueues refused for back pressure
+// are made up), showing progress (rate, RSS) as it goes, and returns how many it enqueued.
+func (r *runner) fill(q string, n int64) (int64, error) {
+	const batch = 500
+	var done int64
+	start := time.Now()
+	for done < n {
+		ct := &counters{}
+		want := (n - done + batch - 1) / batch * batch
+		l := load{queue: q, producers: 4, window: 4, batch: batch, payload: r.o.backlogPayload, keys: r.o.backlogKeys, limit: want}
+		stop, err := r.start(l, ct)
+		if err != nil {
+			return done, err
+		}
+		for ct.enqueued.Load()+ct.failed.Load() < want {
+			time.Sleep(time.Second)
+			got := done + ct.enqueued.Load()
+			rate := float64(got) / time.Since(start).Seconds()
+			eta := time.Duration(float64(n-got) / max(rate, 1) * float64(time.Second)).Round(time.Second)
+			fmt.Fprintf(os.Stderr, "\r   filling %s: %d / %d (%.0f msg/s, RSS %.0f MiB, ETA %v)   ",
+				q, got, n, rate, float64(r.srv.rssBytes())/(1<<20), eta)
+		}
+		stop()
+		done += ct.enqueued.Load()
+	}
+	fmt.Fprintf(os.Stderr, "\r   filled %s with %d in %v%40s\n", q, done, time.Since(start).Round(time.Second), "")
+	return done, nil
+}
+
+// saveHeap writes the server's heap profile to <-heap-profile>/<name>.heap.pprof, when asked for.
+func (r *runner) saveHeap(name string) error {
+	if r.o.heapProfile == "" || r.srv.httpAddr == "" {
+		return nil
+	}
+	res, err := http.Get("http://" + r.srv.httpAddr + "/debug/pprof/heap")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if err := os.MkdirAll(r.o.heapProfile, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(r.o.heapProfile, name+".heap.pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, res.Body); err != nil {
+		f.Close()
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "   heap profile: %s\n", path)
+	return f.Close()
+}
+
+// parseSizes reads a comma-separated list of message counts, ascending.
+func parseSizes(s string) ([]int64, error) {
+	var out []int64
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.ParseInt(strings.ReplaceAll(strings.TrimSpace(f), "_", ""), 10, 64)
+		if err != nil || n <= 0 || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, fmt.Errorf("-backlog-sizes: %q is not an ascending list of positive counts", s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
