@@ -64,7 +64,7 @@ func (q *Queue) checkNew(msgs []Message) error {
 		return fmt.Errorf("%w: %d fairness keys", ErrQueueFull, len(q.keyIdx))
 	}
 	for i := range msgs {
-		if _, ok := q.index.find(msgs[i].ID, &q.slab); ok {
+		if _, ok := q.index.find(msgs[i].ID, q.slab); ok {
 			return fmt.Errorf("%w: %v", ErrDuplicateID, msgs[i].ID)
 		}
 	}
@@ -94,7 +94,7 @@ func (q *Queue) checkNew(msgs []Message) error {
 // charged as a DRR delivery. It fails with ErrMessageNotFound or ErrNotReady (a held message is
 // not ready). Dispatch makes and applies leases itself; this method is for replay.
 func (q *Queue) ApplyLease(c Lease) error {
-	slot, ok := q.index.find(c.ID, &q.slab)
+	slot, ok := q.index.find(c.ID, q.slab)
 	if !ok {
 		return ErrMessageNotFound
 	}
@@ -114,7 +114,7 @@ func (q *Queue) ApplyLease(c Lease) error {
 // fails with ErrMessageNotFound only if the ID is not stored. (Lease expiry is not checked here:
 // the broker checks it with CheckLease or by handling Expired first.)
 func (q *Queue) ApplyAck(c Ack) error {
-	slot, ok := q.index.find(c.ID, &q.slab)
+	slot, ok := q.index.find(c.ID, q.slab)
 	if !ok {
 		return ErrMessageNotFound
 	}
@@ -155,7 +155,7 @@ func (q *Queue) ApplyExtend(c Extend) error {
 // a dead-lettered one, its last state, from which DeadLetterCopy makes the DLQ message. It fails
 // with ErrMessageNotFound only if the ID is not stored.
 func (q *Queue) ApplyFail(c Fail) (Message, error) {
-	slot, ok := q.index.find(c.ID, &q.slab)
+	slot, ok := q.index.find(c.ID, q.slab)
 	if !ok {
 		return Message{}, ErrMessageNotFound
 	}
@@ -179,7 +179,7 @@ func (q *Queue) ApplyFail(c Fail) (Message, error) {
 // c.At) and returns its last state (State StateUnknown, lease fields cleared). It fails with
 // ErrMessageNotFound if the ID is not stored.
 func (q *Queue) ApplyRemove(c Remove) (Message, error) {
-	slot, ok := q.index.find(c.ID, &q.slab)
+	slot, ok := q.index.find(c.ID, q.slab)
 	if !ok {
 		return Message{}, ErrMessageNotFound
 	}

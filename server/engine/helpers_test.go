@@ -97,7 +97,7 @@ func (q *Queue) checkRecords() error {
 		if n > int(q.slab.live) {
 			return fmt.Errorf("order list longer than %d live slots", q.slab.live)
 		}
-		if got, ok := q.index.find(r.id, &q.slab); !ok || got != slot {
+		if got, ok := q.index.find(r.id, q.slab); !ok || got != slot {
 			return fmt.Errorf("index: %v at %d, found %d %v", r.id, slot, got, ok)
 		}
 		switch r.state() {

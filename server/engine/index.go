@@ -18,9 +18,10 @@ import (
 // keyed by the 16-byte ID. The home bucket is derived from the stored hash bits, so growing and
 // shrinking never touch the slab.
 type idIndex struct {
-	tab  []uint64
-	n    int
-	mask uint32
+	tab    []uint64
+	mapped bool // tab is mapped memory (offheap.go)
+	n      int
+	mask   uint32
 }
 
 const minIndexSize = 8
@@ -96,12 +97,19 @@ func (x *idIndex) remove(id MsgID, slot uint32) {
 }
 
 func (x *idIndex) resize(size int) {
-	old := x.tab
-	x.tab = make([]uint64, size)
+	old, oldMapped := x.tab, x.mapped
+	x.tab, x.mapped = allocWords(size)
 	x.mask = uint32(size - 1)
 	for _, e := range old {
 		if e != 0 {
 			x.put(e)
 		}
 	}
+	freeWords(old, oldMapped)
+}
+
+// unmap gives back a mapped table; the index must be dropped afterwards.
+func (x *idIndex) unmap() {
+	freeWords(x.tab, x.mapped)
+	x.tab, x.mapped = nil, false
 }

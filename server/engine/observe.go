@@ -23,7 +23,7 @@ func (q *Queue) OldestReady() (enqueuedAt int64, ok bool) {
 
 // LeasedAt returns when the lease of id began (Unix ms); false when id is not leased.
 func (q *Queue) LeasedAt(id MsgID) (int64, bool) {
-	slot, ok := q.index.find(id, &q.slab)
+	slot, ok := q.index.find(id, q.slab)
 	if !ok {
 		return 0, false
 	}

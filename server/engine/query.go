@@ -48,7 +48,7 @@ func (q *Queue) message(slot uint32) Message {
 // Get returns the stored message id, with its state and lease (a held message is reported as
 // ready, see Hold).
 func (q *Queue) Get(id MsgID) (Message, bool) {
-	slot, ok := q.index.find(id, &q.slab)
+	slot, ok := q.index.find(id, q.slab)
 	if !ok {
 		return Message{}, false
 	}

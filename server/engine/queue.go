@@ -1,6 +1,9 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+	"runtime"
+)
 
 // Errors returned by Queue methods. They name the package, and callers compare with errors.Is.
 var (
@@ -57,8 +60,8 @@ type Queue struct {
 	// park is the Admission of Dispatch (throttles) and the messages it keeps parked (park.go).
 	park parking
 
-	slab         slab
-	index        idIndex
+	slab         *slab
+	index        *idIndex
 	ohead, otail uint32 // every stored message, in enqueue order
 
 	keys     []keyState
@@ -99,6 +102,7 @@ func NewQueue(name string, cfg Config) (*Queue, error) {
 		name:      name,
 		cfg:       cfg,
 		slab:      newSlab(),
+		index:     &idIndex{},
 		ohead:     nilIdx,
 		otail:     nilIdx,
 		keyIdx:    make(map[string]uint32),
@@ -108,7 +112,10 @@ func NewQueue(name string, cfg Config) (*Queue, error) {
 		subIdx:    make(map[string]uint32),
 		credited:  newRing(),
 	}
-	q.delayed.slab, q.leaseHeap.slab = &q.slab, &q.slab
+	q.delayed.slab, q.leaseHeap.slab = q.slab, q.slab
+	// The mapped memory of a Queue nobody holds any more goes back with it.
+	runtime.AddCleanup(q, (*slab).unmap, q.slab)
+	runtime.AddCleanup(q, (*idIndex).unmap, q.index)
 	q.delayed.setPos = func(slot, pos uint32) { q.slab.at(slot).next = pos }
 	q.leaseHeap.setPos = func(slot, pos uint32) { q.leases[q.slab.at(slot).next].pos = pos }
 	return q, nil
@@ -420,7 +427,7 @@ func (q *Queue) detach(r *rec) {
 // claimed returns the slot of a message a consumer may hold: leased, or held (whose lease may
 // have gone unrecorded, see Hold).
 func (q *Queue) claimed(id MsgID) (uint32, *rec, error) {
-	slot, ok := q.index.find(id, &q.slab)
+	slot, ok := q.index.find(id, q.slab)
 	if !ok {
 		return 0, nil, ErrMessageNotFound
 	}

@@ -164,7 +164,7 @@ func (r *Restorer) AddMessage(m Message) error {
 	case m.State == StateUnclassified && (!m.Unclassified || q.uncl.deliver):
 		return r.fail("message %v is parked but not unclassified, or in a queue that does not park", m.ID)
 	}
-	if _, dup := q.index.find(m.ID, &q.slab); dup {
+	if _, dup := q.index.find(m.ID, q.slab); dup {
 		return r.fail("%w: %v", ErrDuplicateID, m.ID)
 	}
 	slot, rc := q.store(&m)
@@ -240,7 +240,7 @@ func (r *Restorer) AddReady(id MsgID) error {
 		return r.fail("ready message %v before any key", id)
 	}
 	key := q.keys[r.cur].name
-	slot, ok := q.index.find(id, &q.slab)
+	slot, ok := q.index.find(id, q.slab)
 	if !ok {
 		return r.fail("message %v in the FIFO of key %q is not stored", id, key)
 	}

@@ -44,8 +44,8 @@ func TestTieBreaksIgnoreSlotAllocation(t *testing.T) {
 	ids := []MsgID{mid(30), mid(10), mid(20), mid(40)} // enqueue order
 	byID := []MsgID{mid(10), mid(20), mid(30), mid(40)}
 	fresh, reused := tieBreakHistory(t, ids, false), tieBreakHistory(t, ids, true)
-	s1, _ := fresh.index.find(ids[0], &fresh.slab)
-	s2, _ := reused.index.find(ids[0], &reused.slab)
+	s1, _ := fresh.index.find(ids[0], fresh.slab)
+	s2, _ := reused.index.find(ids[0], reused.slab)
 	if s1 == s2 {
 		t.Fatal("the histories allocate the same slots: the test proves nothing")
 	}

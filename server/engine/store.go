@@ -113,18 +113,20 @@ const (
 )
 
 // slab stores records in fixed-size chunks (growing never copies more than one chunk, and never
-// doubles the whole store), with a free list threaded through rec.next.
+// doubles the whole store), with a free list threaded through rec.next. Full-size chunks live
+// outside the Go heap (offheap.go).
 type slab struct {
 	chunks [][]rec
+	mapped []bool   // parallel to chunks: the chunk is mapped memory (freeRecs)
 	bodies [][]body // parallel to chunks; a nil chunk has no bodies yet
 	used   uint32   // slots ever handed out (the high-water mark)
 	free   uint32   // head of the free list
 	live   uint32   // slots in use
 }
 
-func newSlab() slab { return slab{free: nilIdx} }
+func newSlab() *slab { return &slab{free: nilIdx} }
 
-// at returns the record of slot; the pointer is valid until the next alloc.
+// at returns the record of slot; the pointer is valid until the next alloc or release.
 func (s *slab) at(slot uint32) *rec {
 	return &s.chunks[slot>>chunkShift][slot&chunkMask]
 }
@@ -147,14 +149,17 @@ func (s *slab) alloc() uint32 {
 		if c == 0 {
 			n = firstChunk
 		}
-		s.chunks = append(s.chunks, make([]rec, 0, n))
+		ch, mapped := allocRecs(n)
+		s.chunks = append(s.chunks, ch[:0])
+		s.mapped = append(s.mapped, mapped)
 		s.bodies = append(s.bodies, nil)
 	}
 	ch := s.chunks[c]
 	if len(ch) == cap(ch) {
-		grown := make([]rec, len(ch), min(2*cap(ch), chunkSize))
+		grown, mapped := allocRecs(min(2*cap(ch), chunkSize))
 		copy(grown, ch)
-		ch = grown
+		freeRecs(ch, s.mapped[c])
+		ch, s.mapped[c] = grown[:len(ch)], mapped
 	}
 	s.chunks[c] = append(ch, rec{})
 	return slot
@@ -171,7 +176,16 @@ func (s *slab) release(slot uint32) {
 	s.free = slot
 	s.live--
 	if s.live == 0 {
-		*s = newSlab()
+		s.unmap()
+		*s = slab{free: nilIdx}
+	}
+}
+
+// unmap gives back the slab's mapped chunks; the slab must be reset or dropped afterwards.
+func (s *slab) unmap() {
+	for c, ch := range s.chunks {
+		freeRecs(ch, s.mapped[c])
+		s.chunks[c], s.mapped[c] = nil, false
 	}
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"cmp"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -45,11 +46,11 @@ func TestIndexMatchesMap(t *testing.T) {
 					t.Fatalf("n %d, model %d", x.n, len(model))
 				}
 				for id, slot := range model {
-					if got, ok := x.find(id, &s); !ok || got != slot {
+					if got, ok := x.find(id, s); !ok || got != slot {
 						t.Fatalf("find(%v) = %d %v, want %d", id, got, ok, slot)
 					}
 				}
-				if _, ok := x.find(mid(1000), &s); ok {
+				if _, ok := x.find(mid(1000), s); ok {
 					t.Fatal("found an absent ID")
 				}
 				if len(x.tab) > minIndexSize && x.n*8 < len(x.tab) {
@@ -71,7 +72,7 @@ func heapTestSlab(n int) *slab {
 		slot := s.alloc()
 		s.at(slot).id = heapTestID(slot)
 	}
-	return &s
+	return s
 }
 
 // The timer heap against a sorted model: push, remove by position, retime, and due; ties on time
@@ -248,5 +249,32 @@ func TestSlabChunksAndBodies(t *testing.T) {
 	}
 	if s.body(1000).payload != nil {
 		t.Fatal("a released slot kept its body")
+	}
+}
+
+// Full chunks and big index tables live in mapped memory, which a drained store gives back at
+// once; the records read the same wherever they live.
+func TestOffHeapStore(t *testing.T) {
+	s, x := newSlab(), &idIndex{}
+	n := uint32(3 * chunkSize)
+	for i := range n {
+		slot := s.alloc()
+		s.at(slot).id = mid(uint64(i))
+		x.insert(mid(uint64(i)), slot)
+	}
+	if runtime.GOOS == "linux" && (!s.mapped[1] || !x.mapped) {
+		t.Fatalf("full chunks and the index table should be mapped: chunks %v, index %v", s.mapped, x.mapped)
+	}
+	for i := range n {
+		if slot, ok := x.find(mid(uint64(i)), s); !ok || slot != i {
+			t.Fatalf("message %d: slot %d, found %v", i, slot, ok)
+		}
+	}
+	for i := range n {
+		x.remove(mid(uint64(i)), i)
+		s.release(i)
+	}
+	if len(s.chunks) != 0 || x.mapped || x.n != 0 {
+		t.Fatalf("drained store kept %d chunks, index mapped %v with %d entries", len(s.chunks), x.mapped, x.n)
 	}
 }

@@ -117,7 +117,7 @@ var ErrNotUnclassified = fmt.Errorf("engine: message is not parked unclassified"
 
 // unclassifiedSlot finds a parked message.
 func (q *Queue) unclassifiedSlot(id MsgID) (uint32, *rec, error) {
-	slot, ok := q.index.find(id, &q.slab)
+	slot, ok := q.index.find(id, q.slab)
 	if !ok {
 		return 0, nil, ErrMessageNotFound
 	}
