@@ -43,7 +43,15 @@ func main() {
 	flag.IntVar(&o.backlogPayload, "backlog-payload", 1024, "payload bytes of the backlog figure's messages")
 	flag.IntVar(&o.backlogKeys, "backlog-keys", 0, "fairness keys of the backlog figure's messages (0 = none given)")
 	flag.StringVar(&o.heapProfile, "heap-profile", "", "save the server's heap profiles (backlog figure) in this directory")
+	plotOut := flag.String("plot-backlog", "", "write an SVG of the BACKLOG lines of saved runs, given as label=file arguments, and exit")
 	flag.Parse()
+	if *plotOut != "" {
+		if err := plotBacklog(*plotOut, flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *quick {
 		o.duration, o.backlog, o.queues, o.backlogSizes = 500*time.Millisecond, 20_000, 200, "20000"
 	}
