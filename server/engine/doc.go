@@ -52,7 +52,9 @@
 // # Data layout
 //
 // A stored message is a 64-byte pointer-free record (see rec) in a chunked slab, so ten
-// million queued messages are a few hundred chunks the garbage collector never scans. Headers
+// million queued messages are a few hundred chunks the garbage collector never scans; full
+// chunks and big ID-index tables are mapped memory outside the Go heap (offheap.go), so the
+// collector's headroom does not double them in RSS. Headers
 // and payload live in a side table only for messages that have them, the last error in a side
 // map only for messages that failed. Records are linked by uint32 indices into three
 // structures: the per-key FIFO of ready messages (an intrusive doubly-linked list: O(1) append,
