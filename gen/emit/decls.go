@@ -183,24 +183,19 @@ func (e *emitter) opcodes(f *File) {
 	f.Type().Id("Opcode").Uint8()
 	var defs []Code
 	for _, fr := range frames {
-		defs = append(defs, Comment(fmt.Sprintf("%s is %s (%s).", opConst(fr), fr.Name, directionDoc[fr.Direction])))
-		defs = append(defs, Id(opConst(fr)).Id("Opcode").Op("=").Lit(fr.Opcode))
+		defs = append(defs, Comment(fmt.Sprintf("%s is %s (%s).", opConst(fr), fr.Name, sender(fr))))
+		defs = append(defs, Id(opConst(fr)).Id("Opcode").Op("=").Op(fmt.Sprintf("%#02x", fr.Opcode))) // hex, as in the spec
 	}
 	f.Const().Defs(defs...)
 
-	f.Comment("Direction says which peer sends a frame.")
-	f.Type().Id("Direction").Uint8()
-	f.Const().Defs(
-		Id("ClientToServer").Id("Direction").Op("=").Iota().Op("+").Lit(1),
-		Id("ServerToClient"),
-		Id("EitherDirection"),
-	)
-
-	nameCases, dirCases, maxCases := []Code{}, []Code{}, []Code{}
+	nameCases, dirCases, maxCases, known := []Code{}, []Code{}, []Code{}, []Code{}
 	dirConst := map[spec.Direction]string{spec.DirClient: "ClientToServer", spec.DirServer: "ServerToClient", spec.DirBoth: "EitherDirection"}
 	for _, fr := range frames {
 		nameCases = append(nameCases, Case(Id(opConst(fr))).Block(Return(Lit(fr.Name))))
-		dirCases = append(dirCases, Case(Id(opConst(fr))).Block(Return(Id(dirConst[fr.Direction]))))
+		known = append(known, Id(opConst(fr)))
+		if fr.Kind == spec.FrameMessage {
+			dirCases = append(dirCases, Case(Id(opConst(fr))).Block(Return(Id(dirConst[fr.Direction]))))
+		}
 		if fr.MaxBody > 0 {
 			maxCases = append(maxCases, Case(Id(opConst(fr))).Block(Return(Lit(fr.MaxBody))))
 		}
@@ -210,20 +205,32 @@ func (e *emitter) opcodes(f *File) {
 		Switch(Id("op")).Block(nameCases...),
 		Return(Qual("fmt", "Sprintf").Call(Lit("Opcode(%#02x)"), Uint8().Call(Id("op")))),
 	)
-	f.Comment("Direction returns who sends op; 0 when op is unknown.")
-	f.Func().Params(Id("op").Id("Opcode")).Id("Direction").Params().Id("Direction").Block(
-		Switch(Id("op")).Block(dirCases...),
-		Return(Lit(0)),
-	)
+	if len(dirCases) > 0 {
+		f.Comment("Direction says which peer sends a frame.")
+		f.Type().Id("Direction").Uint8()
+		f.Const().Defs(
+			Id("ClientToServer").Id("Direction").Op("=").Iota().Op("+").Lit(1),
+			Id("ServerToClient"),
+			Id("EitherDirection"),
+		)
+		f.Comment("Direction returns who sends op; 0 when op is unknown or a stored record.")
+		f.Func().Params(Id("op").Id("Opcode")).Id("Direction").Params().Id("Direction").Block(
+			Switch(Id("op")).Block(dirCases...),
+			Return(Lit(0)),
+		)
+	}
 	f.Comment("Known reports whether op is in the opcode table.")
 	f.Func().Params(Id("op").Id("Opcode")).Id("Known").Params().Bool().Block(
-		Return(Id("op").Dot("Direction").Call().Op("!=").Lit(0)),
+		Switch(Id("op")).Block(Case(known...).Block(Return(True()))),
+		Return(False()),
 	)
-	f.Comment("MaxBody returns the largest frame length accepted for op: its own limit or MaxFrameSize.")
-	f.Func().Params(Id("op").Id("Opcode")).Id("MaxBody").Params().Int().Block(
-		Switch(Id("op")).Block(maxCases...),
-		Return(Id("MaxFrameSize")),
-	)
+	if len(maxCases) > 0 { // only where some opcode has a limit of its own
+		f.Comment("MaxBody returns the largest frame length accepted for op: its own limit or MaxFrameSize.")
+		f.Func().Params(Id("op").Id("Opcode")).Id("MaxBody").Params().Int().Block(
+			Switch(Id("op")).Block(maxCases...),
+			Return(Id("MaxFrameSize")),
+		)
+	}
 }
 
 func (e *emitter) enum(f *File, en *spec.Enum) {

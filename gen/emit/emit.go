@@ -329,9 +329,17 @@ func (e *emitter) list(f *File, l *spec.List) {
 
 var directionDoc = map[spec.Direction]string{spec.DirClient: "client → server", spec.DirServer: "server → client", spec.DirBoth: "either direction"}
 
+// sender says who sends a frame, or that it is a stored record.
+func sender(fr *spec.Frame) string {
+	if fr.Kind == spec.FrameRecord {
+		return "a stored record"
+	}
+	return directionDoc[fr.Direction]
+}
+
 func (e *emitter) frame(f *File, fr *spec.Frame) {
 	name := fr.Name
-	comments(f, name, fmt.Sprintf("opcode %#02x, %s.\n%s", fr.Opcode, directionDoc[fr.Direction], fr.Doc))
+	comments(f, name, fmt.Sprintf("opcode %#02x, %s.\n%s", fr.Opcode, sender(fr), fr.Doc))
 	f.Type().Id(name).Struct(e.structFields(fr.Fields)...)
 	f.Comment("Opcode returns " + opConst(fr) + ".")
 	f.Func().Params(Op("*").Id(name)).Id("Opcode").Params().Id("Opcode").Block(Return(Id(opConst(fr))))

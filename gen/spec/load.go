@@ -146,7 +146,10 @@ func (b *builder) build(raw *rawSpec) {
 	// Records and lists may refer to each other in any order: declare all names first.
 	for i := range raw.Records {
 		r := &raw.Records[i]
-		if b.declare(r.Name, r.Line, "record") {
+		if r.Opcode == nil && r.Group != "" {
+			b.errf(r.Line, "record %q: group is for tagged records (with an opcode)", r.Name)
+		}
+		if b.declare(r.Name, r.Line, "record") && r.Opcode == nil {
 			rec := &Record{Name: r.Name, Doc: r.Doc, Line: r.Line}
 			b.records[r.Name] = rec
 			s.Records = append(s.Records, rec)
@@ -170,7 +173,16 @@ func (b *builder) build(raw *rawSpec) {
 		b.list(&raw.Lists[i])
 	}
 	for i := range raw.Frames {
-		b.frame(&raw.Frames[i])
+		b.frame(&raw.Frames[i], FrameMessage)
+	}
+	for i := range raw.Records {
+		if r := &raw.Records[i]; r.Opcode != nil && snakeName.MatchString(r.Name) {
+			group := r.Group
+			if group == "" {
+				group = "records"
+			}
+			b.frame(&rawFrame{Opcode: r.Opcode, Name: GoName(r.Name), Group: group, Doc: r.Doc, Fields: r.Fields, Line: r.Line}, FrameRecord)
+		}
 	}
 	if len(s.Frames) == 0 {
 		b.errf(1, "no frames")
@@ -559,7 +571,7 @@ func (b *builder) fieldType(rf *rawField, where string) *Type {
 	return nil
 }
 
-func (b *builder) frame(r *rawFrame) {
+func (b *builder) frame(r *rawFrame, kind FrameKind) {
 	if r.Opcode == nil {
 		b.errf(r.Line, "frame %q has no opcode", r.Name)
 		return
@@ -582,7 +594,7 @@ func (b *builder) frame(r *rawFrame) {
 		b.errf(r.Line, "frame %s: opcode %d does not fit a byte", r.Name, *r.Opcode)
 	}
 	dir := directionNames[r.Direction]
-	if dir == 0 {
+	if dir == 0 && kind == FrameMessage {
 		b.errf(r.Line, "frame %s: direction must be client, server or both, not %q", r.Name, r.Direction)
 	}
 	if !snakeName.MatchString(r.Group) {
@@ -591,7 +603,7 @@ func (b *builder) frame(r *rawFrame) {
 	if r.MaxBody < 0 || r.MaxBody > b.spec.Framing.MaxFrame {
 		b.errf(r.Line, "frame %s: max_body %d outside 0..max_frame", r.Name, r.MaxBody)
 	}
-	f := &Frame{Opcode: *r.Opcode, Name: r.Name, Direction: dir, Group: r.Group, MaxBody: r.MaxBody, Doc: r.Doc, Line: r.Line}
+	f := &Frame{Opcode: *r.Opcode, Name: r.Name, Kind: kind, Direction: dir, Group: r.Group, MaxBody: r.MaxBody, Doc: r.Doc, Line: r.Line}
 	f.Fields = b.fields(r.Fields, r.Name, r.Line)
 	b.spec.Frames = append(b.spec.Frames, f)
 }

@@ -61,6 +61,8 @@ func TestParseRefusesBadSpecs(t *testing.T) {
 		{"header of strings", "  header:\n", "  header:\n    - {name: tag, type: str, doc: A tag.}\n", "framing.header.tag: str is not an unsigned integer"},
 		{"no length prefix", "  length: u32\n", "", "framing: no length"},
 		{"header beyond min_frame", "    - {name: opcode,", "    - {name: stream, type: u32, doc: A stream.}\n    - {name: opcode,", "min_frame 1 is smaller than the 5-byte header"},
+		{"group on a plain record", "  - name: pair\n", "  - name: pair\n    group: main\n", `record "pair": group is for tagged records`},
+		{"tagged record opcode clash", "records:\n", "records:\n  - {opcode: 1, name: hello_log, doc: Stored.}\n", "opcode 0x01 already used by Hello"},
 		{"yaml syntax", "records:", "records: [", "minimal.yaml:"},
 	}
 	base := loadMinimal(t)
@@ -113,5 +115,20 @@ func TestRealSpecsLoad(t *testing.T) {
 		if _, err := Load(p); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}
+	}
+}
+
+func TestTaggedRecords(t *testing.T) {
+	base := loadMinimal(t)
+	s, err := Parse("minimal.yaml", []byte(strings.Replace(base, "records:\n", "records:\n  - opcode: 7\n    name: hello_log\n    doc: A stored greeting.\n    fields:\n      - {name: who, type: str, doc: Who said it.}\n", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Records) != 2 { // pair and the inline hello_item; the tagged record is a frame
+		t.Fatalf("records: %d", len(s.Records))
+	}
+	fr := s.Frames[len(s.Frames)-1]
+	if fr.Name != "HelloLog" || fr.Kind != FrameRecord || fr.Opcode != 7 || fr.Group != "records" || fr.Direction != 0 {
+		t.Fatalf("tagged record resolved as %+v", fr)
 	}
 }

@@ -20,7 +20,7 @@ type Spec struct {
 	Enums     []*Enum
 	Bitsets   []*Bitset
 	Constants []*ConstGroup
-	Records   []*Record // named records, then the inline records of repeated groups
+	Records   []*Record // named records, then the inline records of repeated groups (not tagged records: those are Frames)
 	Lists     []*List
 	Frames    []*Frame
 }
@@ -191,11 +191,21 @@ type List struct {
 	Line  int
 }
 
-// Frame is one opcode.
+// FrameKind says what an opcode stands for.
+type FrameKind uint8
+
+// The frame kinds.
+const (
+	FrameMessage FrameKind = iota + 1 // a message one peer sends another (frames:)
+	FrameRecord                       // a stored value tagged with its opcode (records: with an opcode)
+)
+
+// Frame is one opcode: a message, or a tagged record.
 type Frame struct {
 	Opcode    int
-	Name      string
-	Direction Direction
+	Name      string // the Go name
+	Kind      FrameKind
+	Direction Direction // messages only
 	Group     string
 	MaxBody   int // 0 = the framing maximum
 	Doc       string

@@ -97,6 +97,8 @@ type rawConst struct {
 }
 
 type rawRecord struct {
+	Opcode *int       `yaml:"opcode"` // a tagged record: a stored value that starts with its opcode
+	Group  string     `yaml:"group"`  // tagged records: the emitted file (default records)
 	Name   string     `yaml:"name"`
 	Doc    string     `yaml:"doc"`
 	Fields []rawField `yaml:"fields"`

@@ -89,136 +89,127 @@ type Opcode uint8
 
 const (
 	// OpHandshake is Handshake (client → server).
-	OpHandshake Opcode = 1
+	OpHandshake Opcode = 0x01
 	// OpHandshakeOk is HandshakeOk (server → client).
-	OpHandshakeOk Opcode = 2
+	OpHandshakeOk Opcode = 0x02
 	// OpPing is Ping (either direction).
-	OpPing Opcode = 3
+	OpPing Opcode = 0x03
 	// OpPong is Pong (either direction).
-	OpPong Opcode = 4
+	OpPong Opcode = 0x04
 	// OpDisconnect is Disconnect (either direction).
-	OpDisconnect Opcode = 5
+	OpDisconnect Opcode = 0x05
 	// OpEnqueue is Enqueue (client → server).
-	OpEnqueue Opcode = 16
+	OpEnqueue Opcode = 0x10
 	// OpEnqueueResult is EnqueueResult (server → client).
-	OpEnqueueResult Opcode = 17
+	OpEnqueueResult Opcode = 0x11
 	// OpConsume is Consume (client → server).
-	OpConsume Opcode = 18
+	OpConsume Opcode = 0x12
 	// OpConsumeOk is ConsumeOk (server → client).
-	OpConsumeOk Opcode = 19
+	OpConsumeOk Opcode = 0x13
 	// OpDelivery is Delivery (server → client).
-	OpDelivery Opcode = 20
+	OpDelivery Opcode = 0x14
 	// OpCredit is Credit (client → server).
-	OpCredit Opcode = 21
+	OpCredit Opcode = 0x15
 	// OpCancelConsume is CancelConsume (client → server).
-	OpCancelConsume Opcode = 22
+	OpCancelConsume Opcode = 0x16
 	// OpAck is Ack (client → server).
-	OpAck Opcode = 23
+	OpAck Opcode = 0x17
 	// OpAckResult is AckResult (server → client).
-	OpAckResult Opcode = 24
+	OpAckResult Opcode = 0x18
 	// OpNack is Nack (client → server).
-	OpNack Opcode = 25
+	OpNack Opcode = 0x19
 	// OpNackResult is NackResult (server → client).
-	OpNackResult Opcode = 26
+	OpNackResult Opcode = 0x1a
 	// OpExtendLease is ExtendLease (client → server).
-	OpExtendLease Opcode = 27
+	OpExtendLease Opcode = 0x1b
 	// OpExtendLeaseResult is ExtendLeaseResult (server → client).
-	OpExtendLeaseResult Opcode = 28
+	OpExtendLeaseResult Opcode = 0x1c
 	// OpGetClusterStatusResult is GetClusterStatusResult (server → client).
-	OpGetClusterStatusResult Opcode = 212
+	OpGetClusterStatusResult Opcode = 0xd4
 	// OpGetClusterStatus is GetClusterStatus (client → server).
-	OpGetClusterStatus Opcode = 213
+	OpGetClusterStatus Opcode = 0xd5
 	// OpSetRebalancingResult is SetRebalancingResult (server → client).
-	OpSetRebalancingResult Opcode = 214
+	OpSetRebalancingResult Opcode = 0xd6
 	// OpSetRebalancing is SetRebalancing (client → server).
-	OpSetRebalancing Opcode = 215
+	OpSetRebalancing Opcode = 0xd7
 	// OpMoveQueueLeaderResult is MoveQueueLeaderResult (server → client).
-	OpMoveQueueLeaderResult Opcode = 216
+	OpMoveQueueLeaderResult Opcode = 0xd8
 	// OpMoveQueueLeader is MoveQueueLeader (client → server).
-	OpMoveQueueLeader Opcode = 217
+	OpMoveQueueLeader Opcode = 0xd9
 	// OpDrainNodeResult is DrainNodeResult (server → client).
-	OpDrainNodeResult Opcode = 218
+	OpDrainNodeResult Opcode = 0xda
 	// OpDrainNode is DrainNode (client → server).
-	OpDrainNode Opcode = 219
+	OpDrainNode Opcode = 0xdb
 	// OpGetRoutesResult is GetRoutesResult (server → client).
-	OpGetRoutesResult Opcode = 220
+	OpGetRoutesResult Opcode = 0xdc
 	// OpGetRoutes is GetRoutes (client → server).
-	OpGetRoutes Opcode = 221
+	OpGetRoutes Opcode = 0xdd
 	// OpUpdateQueueResult is UpdateQueueResult (server → client).
-	OpUpdateQueueResult Opcode = 222
+	OpUpdateQueueResult Opcode = 0xde
 	// OpUpdateQueue is UpdateQueue (client → server).
-	OpUpdateQueue Opcode = 223
+	OpUpdateQueue Opcode = 0xdf
 	// OpGetThrottleBucketResult is GetThrottleBucketResult (server → client).
-	OpGetThrottleBucketResult Opcode = 224
+	OpGetThrottleBucketResult Opcode = 0xe0
 	// OpGetThrottleBucket is GetThrottleBucket (client → server).
-	OpGetThrottleBucket Opcode = 225
+	OpGetThrottleBucket Opcode = 0xe1
 	// OpGetThrottleStatsResult is GetThrottleStatsResult (server → client).
-	OpGetThrottleStatsResult Opcode = 226
+	OpGetThrottleStatsResult Opcode = 0xe2
 	// OpGetThrottleStats is GetThrottleStats (client → server).
-	OpGetThrottleStats Opcode = 227
+	OpGetThrottleStats Opcode = 0xe3
 	// OpGetAclResult is GetAclResult (server → client).
-	OpGetAclResult Opcode = 228
+	OpGetAclResult Opcode = 0xe4
 	// OpGetAcl is GetAcl (client → server).
-	OpGetAcl Opcode = 229
+	OpGetAcl Opcode = 0xe5
 	// OpSetAclResult is SetAclResult (server → client).
-	OpSetAclResult Opcode = 230
+	OpSetAclResult Opcode = 0xe6
 	// OpSetAcl is SetAcl (client → server).
-	OpSetAcl Opcode = 231
+	OpSetAcl Opcode = 0xe7
 	// OpListApiKeysResult is ListApiKeysResult (server → client).
-	OpListApiKeysResult Opcode = 232
+	OpListApiKeysResult Opcode = 0xe8
 	// OpListApiKeys is ListApiKeys (client → server).
-	OpListApiKeys Opcode = 233
+	OpListApiKeys Opcode = 0xe9
 	// OpRevokeApiKeyResult is RevokeApiKeyResult (server → client).
-	OpRevokeApiKeyResult Opcode = 234
+	OpRevokeApiKeyResult Opcode = 0xea
 	// OpRevokeApiKey is RevokeApiKey (client → server).
-	OpRevokeApiKey Opcode = 235
+	OpRevokeApiKey Opcode = 0xeb
 	// OpCreateApiKeyResult is CreateApiKeyResult (server → client).
-	OpCreateApiKeyResult Opcode = 236
+	OpCreateApiKeyResult Opcode = 0xec
 	// OpCreateApiKey is CreateApiKey (client → server).
-	OpCreateApiKey Opcode = 237
+	OpCreateApiKey Opcode = 0xed
 	// OpRedriveResult is RedriveResult (server → client).
-	OpRedriveResult Opcode = 238
+	OpRedriveResult Opcode = 0xee
 	// OpRedrive is Redrive (client → server).
-	OpRedrive Opcode = 239
+	OpRedrive Opcode = 0xef
 	// OpListConfigResult is ListConfigResult (server → client).
-	OpListConfigResult Opcode = 240
+	OpListConfigResult Opcode = 0xf0
 	// OpListConfig is ListConfig (client → server).
-	OpListConfig Opcode = 241
+	OpListConfig Opcode = 0xf1
 	// OpGetConfigResult is GetConfigResult (server → client).
-	OpGetConfigResult Opcode = 242
+	OpGetConfigResult Opcode = 0xf2
 	// OpGetConfig is GetConfig (client → server).
-	OpGetConfig Opcode = 243
+	OpGetConfig Opcode = 0xf3
 	// OpSetConfigResult is SetConfigResult (server → client).
-	OpSetConfigResult Opcode = 244
+	OpSetConfigResult Opcode = 0xf4
 	// OpSetConfig is SetConfig (client → server).
-	OpSetConfig Opcode = 245
+	OpSetConfig Opcode = 0xf5
 	// OpListQueuesResult is ListQueuesResult (server → client).
-	OpListQueuesResult Opcode = 246
+	OpListQueuesResult Opcode = 0xf6
 	// OpListQueues is ListQueues (client → server).
-	OpListQueues Opcode = 247
+	OpListQueues Opcode = 0xf7
 	// OpGetStatsResult is GetStatsResult (server → client).
-	OpGetStatsResult Opcode = 248
+	OpGetStatsResult Opcode = 0xf8
 	// OpGetStats is GetStats (client → server).
-	OpGetStats Opcode = 249
+	OpGetStats Opcode = 0xf9
 	// OpDeleteQueueResult is DeleteQueueResult (server → client).
-	OpDeleteQueueResult Opcode = 250
+	OpDeleteQueueResult Opcode = 0xfa
 	// OpDeleteQueue is DeleteQueue (client → server).
-	OpDeleteQueue Opcode = 251
+	OpDeleteQueue Opcode = 0xfb
 	// OpCreateQueueResult is CreateQueueResult (server → client).
-	OpCreateQueueResult Opcode = 252
+	OpCreateQueueResult Opcode = 0xfc
 	// OpCreateQueue is CreateQueue (client → server).
-	OpCreateQueue Opcode = 253
+	OpCreateQueue Opcode = 0xfd
 	// OpError is Error (server → client).
-	OpError Opcode = 254
-)
-
-// Direction says which peer sends a frame.
-type Direction uint8
-
-const (
-	ClientToServer Direction = iota + 1
-	ServerToClient
-	EitherDirection
+	OpError Opcode = 0xfe
 )
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.
@@ -350,7 +341,16 @@ func (op Opcode) String() string {
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
 
-// Direction returns who sends op; 0 when op is unknown.
+// Direction says which peer sends a frame.
+type Direction uint8
+
+const (
+	ClientToServer Direction = iota + 1
+	ServerToClient
+	EitherDirection
+)
+
+// Direction returns who sends op; 0 when op is unknown or a stored record.
 func (op Opcode) Direction() Direction {
 	switch op {
 	case OpHandshake:
@@ -481,14 +481,11 @@ func (op Opcode) Direction() Direction {
 
 // Known reports whether op is in the opcode table.
 func (op Opcode) Known() bool {
-	return op.Direction() != 0
-}
-
-// MaxBody returns the largest frame length accepted for op: its own limit or MaxFrameSize.
-func (op Opcode) MaxBody() int {
 	switch op {
+	case OpHandshake, OpHandshakeOk, OpPing, OpPong, OpDisconnect, OpEnqueue, OpEnqueueResult, OpConsume, OpConsumeOk, OpDelivery, OpCredit, OpCancelConsume, OpAck, OpAckResult, OpNack, OpNackResult, OpExtendLease, OpExtendLeaseResult, OpGetClusterStatusResult, OpGetClusterStatus, OpSetRebalancingResult, OpSetRebalancing, OpMoveQueueLeaderResult, OpMoveQueueLeader, OpDrainNodeResult, OpDrainNode, OpGetRoutesResult, OpGetRoutes, OpUpdateQueueResult, OpUpdateQueue, OpGetThrottleBucketResult, OpGetThrottleBucket, OpGetThrottleStatsResult, OpGetThrottleStats, OpGetAclResult, OpGetAcl, OpSetAclResult, OpSetAcl, OpListApiKeysResult, OpListApiKeys, OpRevokeApiKeyResult, OpRevokeApiKey, OpCreateApiKeyResult, OpCreateApiKey, OpRedriveResult, OpRedrive, OpListConfigResult, OpListConfig, OpGetConfigResult, OpGetConfig, OpSetConfigResult, OpSetConfig, OpListQueuesResult, OpListQueues, OpGetStatsResult, OpGetStats, OpDeleteQueueResult, OpDeleteQueue, OpCreateQueueResult, OpCreateQueue, OpError:
+		return true
 	}
-	return MaxFrameSize
+	return false
 }
 
 // ErrorCode: Result of a request or of one batch item. Errors arrive either as an Error frame

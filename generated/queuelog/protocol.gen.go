@@ -48,66 +48,57 @@ type Opcode uint8
 
 const (
 	// OpEnqueue is Enqueue (either direction).
-	OpEnqueue Opcode = 1
+	OpEnqueue Opcode = 0x01
 	// OpLease is Lease (either direction).
-	OpLease Opcode = 2
+	OpLease Opcode = 0x02
 	// OpAck is Ack (either direction).
-	OpAck Opcode = 3
+	OpAck Opcode = 0x03
 	// OpExtend is Extend (either direction).
-	OpExtend Opcode = 4
+	OpExtend Opcode = 0x04
 	// OpFail is Fail (either direction).
-	OpFail Opcode = 5
+	OpFail Opcode = 0x05
 	// OpRedrive is Redrive (either direction).
-	OpRedrive Opcode = 6
+	OpRedrive Opcode = 0x06
 	// OpConfigure is Configure (either direction).
-	OpConfigure Opcode = 7
+	OpConfigure Opcode = 0x07
 	// OpForget is Forget (either direction).
-	OpForget Opcode = 8
+	OpForget Opcode = 0x08
 	// OpFence is Fence (either direction).
-	OpFence Opcode = 9
+	OpFence Opcode = 0x09
 	// OpReclassify is Reclassify (either direction).
-	OpReclassify Opcode = 10
+	OpReclassify Opcode = 0x0a
 	// OpRedriveClassified is RedriveClassified (either direction).
-	OpRedriveClassified Opcode = 11
+	OpRedriveClassified Opcode = 0x0b
 	// OpPutQueue is PutQueue (either direction).
-	OpPutQueue Opcode = 32
+	OpPutQueue Opcode = 0x20
 	// OpDropQueue is DropQueue (either direction).
-	OpDropQueue Opcode = 33
+	OpDropQueue Opcode = 0x21
 	// OpSetConfig is SetConfig (either direction).
-	OpSetConfig Opcode = 34
+	OpSetConfig Opcode = 0x22
 	// OpPutApiKey is PutApiKey (either direction).
-	OpPutApiKey Opcode = 48
+	OpPutApiKey Opcode = 0x30
 	// OpRevokeApiKey is RevokeApiKey (either direction).
-	OpRevokeApiKey Opcode = 49
+	OpRevokeApiKey Opcode = 0x31
 	// OpSetAcl is SetAcl (either direction).
-	OpSetAcl Opcode = 50
+	OpSetAcl Opcode = 0x32
 	// OpSnapshotLane is SnapshotLane (either direction).
-	OpSnapshotLane Opcode = 64
+	OpSnapshotLane Opcode = 0x40
 	// OpSnapshotMessage is SnapshotMessage (either direction).
-	OpSnapshotMessage Opcode = 65
+	OpSnapshotMessage Opcode = 0x41
 	// OpSnapshotKey is SnapshotKey (either direction).
-	OpSnapshotKey Opcode = 66
+	OpSnapshotKey Opcode = 0x42
 	// OpSnapshotReady is SnapshotReady (either direction).
-	OpSnapshotReady Opcode = 67
+	OpSnapshotReady Opcode = 0x43
 	// OpSnapshotIdentity is SnapshotIdentity (either direction).
-	OpSnapshotIdentity Opcode = 68
+	OpSnapshotIdentity Opcode = 0x44
 	// OpSnapshotEnd is SnapshotEnd (either direction).
-	OpSnapshotEnd Opcode = 69
+	OpSnapshotEnd Opcode = 0x45
 	// OpSnapshotQueue is SnapshotQueue (either direction).
-	OpSnapshotQueue Opcode = 80
+	OpSnapshotQueue Opcode = 0x50
 	// OpSnapshotConfig is SnapshotConfig (either direction).
-	OpSnapshotConfig Opcode = 81
+	OpSnapshotConfig Opcode = 0x51
 	// OpSnapshotApiKey is SnapshotApiKey (either direction).
-	OpSnapshotApiKey Opcode = 88
-)
-
-// Direction says which peer sends a frame.
-type Direction uint8
-
-const (
-	ClientToServer Direction = iota + 1
-	ServerToClient
-	EitherDirection
+	OpSnapshotApiKey Opcode = 0x58
 )
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.
@@ -169,7 +160,16 @@ func (op Opcode) String() string {
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
 
-// Direction returns who sends op; 0 when op is unknown.
+// Direction says which peer sends a frame.
+type Direction uint8
+
+const (
+	ClientToServer Direction = iota + 1
+	ServerToClient
+	EitherDirection
+)
+
+// Direction returns who sends op; 0 when op is unknown or a stored record.
 func (op Opcode) Direction() Direction {
 	switch op {
 	case OpEnqueue:
@@ -230,14 +230,11 @@ func (op Opcode) Direction() Direction {
 
 // Known reports whether op is in the opcode table.
 func (op Opcode) Known() bool {
-	return op.Direction() != 0
-}
-
-// MaxBody returns the largest frame length accepted for op: its own limit or MaxFrameSize.
-func (op Opcode) MaxBody() int {
 	switch op {
+	case OpEnqueue, OpLease, OpAck, OpExtend, OpFail, OpRedrive, OpConfigure, OpForget, OpFence, OpReclassify, OpRedriveClassified, OpPutQueue, OpDropQueue, OpSetConfig, OpPutApiKey, OpRevokeApiKey, OpSetAcl, OpSnapshotLane, OpSnapshotMessage, OpSnapshotKey, OpSnapshotReady, OpSnapshotIdentity, OpSnapshotEnd, OpSnapshotQueue, OpSnapshotConfig, OpSnapshotApiKey:
+		return true
 	}
-	return MaxFrameSize
+	return false
 }
 
 // Lane: Which queue of a queue group a command is for.

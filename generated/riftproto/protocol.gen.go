@@ -51,44 +51,35 @@ type Opcode uint8
 
 const (
 	// OpAuth is Auth (client → server).
-	OpAuth Opcode = 1
+	OpAuth Opcode = 0x01
 	// OpOk is Ok (server → client).
-	OpOk Opcode = 2
+	OpOk Opcode = 0x02
 	// OpError is Error (server → client).
-	OpError Opcode = 3
+	OpError Opcode = 0x03
 	// OpPublish is Publish (client → server).
-	OpPublish Opcode = 4
+	OpPublish Opcode = 0x04
 	// OpPublishAck is PublishAck (client → server).
-	OpPublishAck Opcode = 5
+	OpPublishAck Opcode = 0x05
 	// OpSubscribe is Subscribe (client → server).
-	OpSubscribe Opcode = 6
+	OpSubscribe Opcode = 0x06
 	// OpMessage is Message (server → client).
-	OpMessage Opcode = 7
+	OpMessage Opcode = 0x07
 	// OpPing is Ping (client → server).
-	OpPing Opcode = 8
+	OpPing Opcode = 0x08
 	// OpRequest is Request (client → server).
-	OpRequest Opcode = 9
+	OpRequest Opcode = 0x09
 	// OpStreamPublish is StreamPublish (client → server).
-	OpStreamPublish Opcode = 10
+	OpStreamPublish Opcode = 0x0a
 	// OpStored is Stored (server → client).
-	OpStored Opcode = 11
+	OpStored Opcode = 0x0b
 	// OpConsumerOpen is ConsumerOpen (client → server).
-	OpConsumerOpen Opcode = 12
+	OpConsumerOpen Opcode = 0x0c
 	// OpConsumerFetch is ConsumerFetch (client → server).
-	OpConsumerFetch Opcode = 13
+	OpConsumerFetch Opcode = 0x0d
 	// OpDelivery is Delivery (server → client).
-	OpDelivery Opcode = 14
+	OpDelivery Opcode = 0x0e
 	// OpAck is Ack (client → server).
-	OpAck Opcode = 15
-)
-
-// Direction says which peer sends a frame.
-type Direction uint8
-
-const (
-	ClientToServer Direction = iota + 1
-	ServerToClient
-	EitherDirection
+	OpAck Opcode = 0x0f
 )
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.
@@ -128,7 +119,16 @@ func (op Opcode) String() string {
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
 
-// Direction returns who sends op; 0 when op is unknown.
+// Direction says which peer sends a frame.
+type Direction uint8
+
+const (
+	ClientToServer Direction = iota + 1
+	ServerToClient
+	EitherDirection
+)
+
+// Direction returns who sends op; 0 when op is unknown or a stored record.
 func (op Opcode) Direction() Direction {
 	switch op {
 	case OpAuth:
@@ -167,7 +167,11 @@ func (op Opcode) Direction() Direction {
 
 // Known reports whether op is in the opcode table.
 func (op Opcode) Known() bool {
-	return op.Direction() != 0
+	switch op {
+	case OpAuth, OpOk, OpError, OpPublish, OpPublishAck, OpSubscribe, OpMessage, OpPing, OpRequest, OpStreamPublish, OpStored, OpConsumerOpen, OpConsumerFetch, OpDelivery, OpAck:
+		return true
+	}
+	return false
 }
 
 // MaxBody returns the largest frame length accepted for op: its own limit or MaxFrameSize.

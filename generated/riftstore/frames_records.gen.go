@@ -4,7 +4,7 @@ package riftstore
 
 import "github.com/filamq/fila/generated/wire"
 
-// StreamMeta: opcode 0x01, either direction.
+// StreamMeta: opcode 0x01, a stored record.
 // A stream's counters, under m<stream>; written with every append and every retention pass.
 type StreamMeta struct {
 	// LastSequence: The highest sequence ever assigned; sequences never repeat.
@@ -68,7 +68,7 @@ func (x *StreamMeta) Decode(body []byte) error {
 	return nil
 }
 
-// StreamRecord: opcode 0x02, either direction.
+// StreamRecord: opcode 0x02, a stored record.
 // One stored message, under r<stream>\0<sequence>.
 type StreamRecord struct {
 	// TimestampMillis: Unix ms when the record was stored (as returned by STORED).
@@ -147,7 +147,7 @@ func (x *StreamRecord) Decode(body []byte) error {
 	return nil
 }
 
-// ConsumerRecord: opcode 0x03, either direction.
+// ConsumerRecord: opcode 0x03, a stored record.
 // A durable consumer, under c<stream>\0<owner>\0<name>.
 type ConsumerRecord struct {
 	// Filter: Subject pattern the delivered records match; empty = every record.
@@ -226,7 +226,7 @@ func (x *ConsumerRecord) Decode(body []byte) error {
 	return nil
 }
 
-// PendingRecord: opcode 0x04, either direction.
+// PendingRecord: opcode 0x04, a stored record.
 // An unacknowledged delivery, under p<stream>\0<owner>\0<name>\0<sequence>.
 type PendingRecord struct {
 	// DeliveryCount: Deliveries so far (1 on the first).

@@ -46,23 +46,14 @@ func AppendFrame(b []byte, fr Frame) []byte {
 type Opcode uint8
 
 const (
-	// OpStreamMeta is StreamMeta (either direction).
-	OpStreamMeta Opcode = 1
-	// OpStreamRecord is StreamRecord (either direction).
-	OpStreamRecord Opcode = 2
-	// OpConsumerRecord is ConsumerRecord (either direction).
-	OpConsumerRecord Opcode = 3
-	// OpPendingRecord is PendingRecord (either direction).
-	OpPendingRecord Opcode = 4
-)
-
-// Direction says which peer sends a frame.
-type Direction uint8
-
-const (
-	ClientToServer Direction = iota + 1
-	ServerToClient
-	EitherDirection
+	// OpStreamMeta is StreamMeta (a stored record).
+	OpStreamMeta Opcode = 0x01
+	// OpStreamRecord is StreamRecord (a stored record).
+	OpStreamRecord Opcode = 0x02
+	// OpConsumerRecord is ConsumerRecord (a stored record).
+	OpConsumerRecord Opcode = 0x03
+	// OpPendingRecord is PendingRecord (a stored record).
+	OpPendingRecord Opcode = 0x04
 )
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.
@@ -80,29 +71,11 @@ func (op Opcode) String() string {
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
 
-// Direction returns who sends op; 0 when op is unknown.
-func (op Opcode) Direction() Direction {
-	switch op {
-	case OpStreamMeta:
-		return EitherDirection
-	case OpStreamRecord:
-		return EitherDirection
-	case OpConsumerRecord:
-		return EitherDirection
-	case OpPendingRecord:
-		return EitherDirection
-	}
-	return 0
-}
-
 // Known reports whether op is in the opcode table.
 func (op Opcode) Known() bool {
-	return op.Direction() != 0
-}
-
-// MaxBody returns the largest frame length accepted for op: its own limit or MaxFrameSize.
-func (op Opcode) MaxBody() int {
 	switch op {
+	case OpStreamMeta, OpStreamRecord, OpConsumerRecord, OpPendingRecord:
+		return true
 	}
-	return MaxFrameSize
+	return false
 }

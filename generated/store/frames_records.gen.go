@@ -4,7 +4,7 @@ package store
 
 import "github.com/filamq/fila/generated/wire"
 
-// QueueRecord: opcode 0x01, either direction.
+// QueueRecord: opcode 0x01, a stored record.
 // A queue's definition, under Q<name>. Zero durations and counts mean the broker default.
 type QueueRecord struct {
 	// Name: The queue name.
@@ -182,7 +182,7 @@ func (x *QueueRecord) Decode(body []byte) error {
 	return nil
 }
 
-// MessageRecord: opcode 0x02, either direction.
+// MessageRecord: opcode 0x02, a stored record.
 // A message's immutable body, under M<queue>\0<id>.
 type MessageRecord struct {
 	// Headers: Producer headers.
@@ -359,7 +359,7 @@ func (x *MessageRecord) Decode(body []byte) error {
 	return nil
 }
 
-// StateRecord: opcode 0x03, either direction.
+// StateRecord: opcode 0x03, a stored record.
 // A message's mutable state, under S<queue>\0<id>; absent while the message was never
 // delivered, retried, redriven or dead-lettered.
 type StateRecord struct {
@@ -460,7 +460,7 @@ func (x *StateRecord) Decode(body []byte) error {
 	return nil
 }
 
-// LeaseLogRecord: opcode 0x04, either direction.
+// LeaseLogRecord: opcode 0x04, a stored record.
 // The leases granted in one dispatch round of a committed-durability queue, under
 // l<queue>\0<seq:u64>. An entry is superseded by a later state record of its message (or the
 // message's deletion); the record is deleted once every entry is superseded. Recovery takes, for
@@ -601,7 +601,7 @@ func (x *LeaseEntry) Check() error {
 	return nil
 }
 
-// DedupRecord: opcode 0x05, either direction.
+// DedupRecord: opcode 0x05, a stored record.
 // A remembered deduplication identity, under d<queue>\0<hash:16>, where hash is the first 16
 // bytes of the SHA-256 of the length-prefixed identity parts. It is deleted once it expires.
 type DedupRecord struct {
@@ -660,7 +660,7 @@ func (x *DedupRecord) Decode(body []byte) error {
 	return nil
 }
 
-// RaftLogRecord: opcode 0x06, either direction.
+// RaftLogRecord: opcode 0x06, a stored record.
 // One entry of a Raft group's log (a hashicorp/raft Log), under <group prefix>l<index:u64>
 // (server/raftstore). The group prefix is the caller's; the index is big-endian so that keys
 // sort in log order.

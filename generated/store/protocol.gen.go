@@ -38,27 +38,18 @@ func AppendFrame(b []byte, fr Frame) []byte {
 type Opcode uint8
 
 const (
-	// OpQueueRecord is QueueRecord (either direction).
-	OpQueueRecord Opcode = 1
-	// OpMessageRecord is MessageRecord (either direction).
-	OpMessageRecord Opcode = 2
-	// OpStateRecord is StateRecord (either direction).
-	OpStateRecord Opcode = 3
-	// OpLeaseLogRecord is LeaseLogRecord (either direction).
-	OpLeaseLogRecord Opcode = 4
-	// OpDedupRecord is DedupRecord (either direction).
-	OpDedupRecord Opcode = 5
-	// OpRaftLogRecord is RaftLogRecord (either direction).
-	OpRaftLogRecord Opcode = 6
-)
-
-// Direction says which peer sends a frame.
-type Direction uint8
-
-const (
-	ClientToServer Direction = iota + 1
-	ServerToClient
-	EitherDirection
+	// OpQueueRecord is QueueRecord (a stored record).
+	OpQueueRecord Opcode = 0x01
+	// OpMessageRecord is MessageRecord (a stored record).
+	OpMessageRecord Opcode = 0x02
+	// OpStateRecord is StateRecord (a stored record).
+	OpStateRecord Opcode = 0x03
+	// OpLeaseLogRecord is LeaseLogRecord (a stored record).
+	OpLeaseLogRecord Opcode = 0x04
+	// OpDedupRecord is DedupRecord (a stored record).
+	OpDedupRecord Opcode = 0x05
+	// OpRaftLogRecord is RaftLogRecord (a stored record).
+	OpRaftLogRecord Opcode = 0x06
 )
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.
@@ -80,35 +71,13 @@ func (op Opcode) String() string {
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
 
-// Direction returns who sends op; 0 when op is unknown.
-func (op Opcode) Direction() Direction {
-	switch op {
-	case OpQueueRecord:
-		return EitherDirection
-	case OpMessageRecord:
-		return EitherDirection
-	case OpStateRecord:
-		return EitherDirection
-	case OpLeaseLogRecord:
-		return EitherDirection
-	case OpDedupRecord:
-		return EitherDirection
-	case OpRaftLogRecord:
-		return EitherDirection
-	}
-	return 0
-}
-
 // Known reports whether op is in the opcode table.
 func (op Opcode) Known() bool {
-	return op.Direction() != 0
-}
-
-// MaxBody returns the largest frame length accepted for op: its own limit or MaxFrameSize.
-func (op Opcode) MaxBody() int {
 	switch op {
+	case OpQueueRecord, OpMessageRecord, OpStateRecord, OpLeaseLogRecord, OpDedupRecord, OpRaftLogRecord:
+		return true
 	}
-	return MaxFrameSize
+	return false
 }
 
 // DeadLetterReason: Why a message is in a dead-letter queue.
