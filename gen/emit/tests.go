@@ -36,7 +36,7 @@ func (e *emitter) sample(t *spec.Type, name string) *Statement {
 	case spec.TEnum:
 		var vals []Code
 		for _, v := range t.Enum.Values {
-			vals = append(vals, Id(t.Enum.Prefix+spec.GoName(v.Name)))
+			vals = append(vals, enumIdent(t.Enum, t.Enum.Prefix+spec.GoName(v.Name)))
 		}
 		return Index().Add(e.goType(t)).Values(vals...).Index(seed.Clone().Op("%").Lit(len(vals)))
 	case spec.TBitset:

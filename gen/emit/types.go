@@ -17,7 +17,7 @@ func (e *emitter) goType(t *spec.Type) *Statement {
 	case spec.TScalar:
 		return e.scalarType(t.Scalar)
 	case spec.TEnum:
-		return Id(spec.GoName(t.Enum.Name))
+		return enumIdent(t.Enum, spec.GoName(t.Enum.Name))
 	case spec.TBitset:
 		return Id(spec.GoName(t.Bitset.Name))
 	case spec.TRecord:
@@ -32,6 +32,14 @@ func (e *emitter) goType(t *spec.Type) *Statement {
 		return Index().Add(e.goType(t.Elem))
 	}
 	panic("emit: unknown type kind " + t.Kind.String())
+}
+
+// enumIdent names an identifier declared with enum en: qualified when en is imported.
+func enumIdent(en *spec.Enum, name string) *Statement {
+	if en.From != nil {
+		return Qual(en.From.Go, name)
+	}
+	return Id(name)
 }
 
 func (e *emitter) scalarType(s *spec.Scalar) *Statement {

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -44,7 +45,17 @@ var yamlLine = regexp.MustCompile(`^(?:yaml: )?line (\d+): (.*)$`)
 
 // Parse parses a spec. file names the source in error messages. The error, when not nil, is an
 // Errors value listing every problem found.
+//
+// A spec's import: entries are read from disk, relative to file.
 func Parse(file string, data []byte) (*Spec, error) {
+	return parse(file, data, map[string]bool{})
+}
+
+// parse parses a spec; loading holds the files being parsed, so that an import cycle is refused.
+func parse(file string, data []byte, loading map[string]bool) (*Spec, error) {
+	if abs, err := filepath.Abs(file); err == nil {
+		loading[abs] = true
+	}
 	var raw rawSpec
 	if err := yaml.Unmarshal(data, &raw); err != nil {
 		var es Errors
@@ -63,6 +74,7 @@ func Parse(file string, data []byte) (*Spec, error) {
 		return nil, es
 	}
 	b := &builder{
+		loading: loading,
 		file:    file,
 		spec:    &Spec{File: file},
 		names:   map[string]int{},
@@ -81,7 +93,8 @@ func Parse(file string, data []byte) (*Spec, error) {
 }
 
 type builder struct {
-	file string
+	loading map[string]bool
+	file    string
 	spec *Spec
 	errs Errors
 
@@ -125,6 +138,9 @@ func (b *builder) build(raw *rawSpec) {
 	}
 	if raw.Version < 1 {
 		b.errf(1, "version must be at least 1")
+	}
+	for i := range raw.Import {
+		b.imports(&raw.Import[i])
 	}
 	for i := range raw.Types {
 		b.scalar(&raw.Types[i])
@@ -186,6 +202,41 @@ func (b *builder) build(raw *rawSpec) {
 	}
 	if len(s.Frames) == 0 {
 		b.errf(1, "no frames")
+	}
+}
+
+// imports loads an imported spec and makes its enums known as <protocol>.<name>.
+func (b *builder) imports(r *rawImport) {
+	path := filepath.Join(filepath.Dir(b.file), r.Spec)
+	if r.Spec == "" || r.Go == "" {
+		b.errf(r.Line, "import: needs spec (a path) and go (its package's import path)")
+		return
+	}
+	abs, _ := filepath.Abs(path)
+	if b.loading[abs] {
+		b.errf(r.Line, "import: %s imports itself", r.Spec)
+		return
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		b.errf(r.Line, "import: %v", err)
+		return
+	}
+	b.loading[abs] = true
+	defer delete(b.loading, abs)
+	s, err := parse(path, data, b.loading)
+	if err != nil {
+		b.errf(r.Line, "import %s: %v", r.Spec, err)
+		return
+	}
+	imp := &Import{Spec: s, Go: r.Go, Line: r.Line}
+	b.spec.Imports = append(b.spec.Imports, imp)
+	for _, en := range s.Enums {
+		if en.From == nil { // only its own: imports are not re-exported
+			cp := *en
+			cp.From = imp
+			b.enums[s.Protocol+"."+en.Name] = &cp
+		}
 	}
 }
 

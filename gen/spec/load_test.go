@@ -132,3 +132,34 @@ func TestTaggedRecords(t *testing.T) {
 		t.Fatalf("tagged record resolved as %+v", fr)
 	}
 }
+
+func TestImport(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		t.Helper()
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	write("minimal.yaml", loadMinimal(t))
+	user := strings.Replace(loadMinimal(t), "protocol: mini\n", "import:\n  - {spec: minimal.yaml, go: example.com/mini}\nprotocol: user\n", 1)
+	user = strings.Replace(user, "{name: color, type: color,", "{name: color, type: mini.color,", 1)
+	s, err := Load(write("user.yaml", user))
+	if err != nil {
+		t.Fatal(err)
+	}
+	en := s.Frames[0].Fields[1].Type.Enum
+	if en == nil || en.From == nil || en.From.Go != "example.com/mini" || en.Name != "color" || len(s.Enums) != 1 {
+		t.Fatalf("imported enum resolved as %+v (own enums %d)", en, len(s.Enums))
+	}
+	self := strings.Replace(loadMinimal(t), "protocol: mini\n", "import:\n  - {spec: self.yaml, go: example.com/self}\nprotocol: self\n", 1)
+	if _, err := Load(write("self.yaml", self)); err == nil || !strings.Contains(err.Error(), "self.yaml imports itself") {
+		t.Fatalf("an import cycle: %v", err)
+	}
+	missing := strings.Replace(loadMinimal(t), "protocol: mini\n", "import:\n  - {spec: nope.yaml, go: example.com/nope}\nprotocol: m\n", 1)
+	if _, err := Load(write("missing.yaml", missing)); err == nil || !strings.Contains(err.Error(), "missing.yaml:2: import:") {
+		t.Fatalf("a missing import: %v", err)
+	}
+}

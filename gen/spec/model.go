@@ -15,6 +15,7 @@ type Spec struct {
 	Version  int
 	Doc      string
 	Framing  Framing
+	Imports  []*Import // specs whose enums this one uses, as <protocol>.<enum>
 
 	Scalars   []*Scalar
 	Enums     []*Enum
@@ -122,8 +123,16 @@ type Scalar struct {
 	Line   int
 }
 
+// Import is another spec whose enums a spec uses.
+type Import struct {
+	Spec *Spec
+	Go   string // the Go import path of its generated package
+	Line int
+}
+
 // Enum is a set of named values of an integer wire type.
 type Enum struct {
+	From   *Import // the spec that declares it, when imported; nil for the spec's own
 	Name   string
 	Type   *Scalar
 	Prefix string

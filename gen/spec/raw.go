@@ -11,6 +11,7 @@ import (
 // The raw* types mirror the YAML one to one. Each remembers the line it started on.
 
 type rawSpec struct {
+	Import    []rawImport     `yaml:"import"`
 	Protocol  string          `yaml:"protocol"`
 	Title     string          `yaml:"title"`
 	Version   int             `yaml:"version"`
@@ -23,6 +24,13 @@ type rawSpec struct {
 	Records   []rawRecord     `yaml:"records"`
 	Lists     []rawList       `yaml:"lists"`
 	Frames    []rawFrame      `yaml:"frames"`
+}
+
+type rawImport struct {
+	Spec string `yaml:"spec"` // path relative to the importing spec
+	Go   string `yaml:"go"`   // the Go import path of the imported spec's generated package
+	Doc  string `yaml:"doc"`
+	Line int    `yaml:"-"`
 }
 
 type rawFraming struct {
@@ -138,6 +146,7 @@ type rawField struct {
 
 func (v *rawSpec) UnmarshalYAML(n *yaml.Node) error       { return strict(n, v) }
 func (v *rawFraming) UnmarshalYAML(n *yaml.Node) error    { return strict(n, v) }
+func (v *rawImport) UnmarshalYAML(n *yaml.Node) error     { return strict(n, v) }
 func (v *rawScalar) UnmarshalYAML(n *yaml.Node) error     { return strict(n, v) }
 func (v *rawEnum) UnmarshalYAML(n *yaml.Node) error       { return strict(n, v) }
 func (v *rawEnumValue) UnmarshalYAML(n *yaml.Node) error  { return strict(n, v) }
