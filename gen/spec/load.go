@@ -95,8 +95,8 @@ func parse(file string, data []byte, loading map[string]bool) (*Spec, error) {
 type builder struct {
 	loading map[string]bool
 	file    string
-	spec *Spec
-	errs Errors
+	spec    *Spec
+	errs    Errors
 
 	names   map[string]int // every named type, to the line that declared it
 	scalars map[string]*Scalar
