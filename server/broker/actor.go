@@ -52,6 +52,13 @@ type actor struct {
 	synced   chan struct{} // closed when the waiter has finished every commit
 	inflight atomic.Int32  // commits not finished yet
 
+	// dorm is whether the actor hibernates (hibernate.go); lastBusy when it last ran a
+	// request (Unix ms); wakeIdx its entry in the broker's sleepers heap (1-based; 0: none),
+	// guarded by the heap's lock.
+	dorm     dormancy
+	lastBusy int64
+	wakeIdx  int
+
 	reloadQueued atomic.Bool  // a reload after a failed proposal is waiting to run
 	reloads      atomic.Int64 // reloads finished (tests wait on it)
 	// suspended: the group's Raft group is stopped because the store refuses writes; the actor
@@ -263,10 +270,12 @@ func (a *actor) open() error {
 		a.nextReclassify = 0
 		a.parked(now)
 	}
-	if !a.committed(queuegroup.LaneQueue) {
+	if until := addMs(a.b.started, a.reclaimGrace()); !a.committed(queuegroup.LaneQueue) && until > now {
 		// Fast delivery durability: leases were not logged, so any message ready now may have
-		// been delivered before the restart. Hold them for the reclaim grace (clustering.md).
-		a.st.Lane(queuegroup.LaneQueue).Hold(now, addMs(now, a.reclaimGrace()))
+		// been delivered before the restart. Hold them for the reclaim grace after the start
+		// (clustering.md); a group first opened later, or woken from hibernation (which it
+		// never enters with fast leases out), holds them for what is left of it.
+		a.st.Lane(queuegroup.LaneQueue).Hold(now, until)
 	}
 	return nil
 }
@@ -348,7 +357,22 @@ func (a *actor) submit(r request) submitted {
 	q.reqs = append(q.reqs, r)
 	q.mu.Unlock()
 	signal(q.wake)
+	a.poke()
 	return accepted
+}
+
+// waiting reports whether requests wait.
+func (q *inbox) waiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.reqs) > 0
+}
+
+// waiting reports whether operations wait.
+func (q *opQueue) waiting() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.ops) > 0
 }
 
 // closeInbox refuses every later request and answers, as gone, those still waiting.
@@ -368,7 +392,7 @@ func (a *actor) closeInbox() {
 // false when the actor has stopped.
 func (a *actor) call(f func(a *actor)) bool {
 	ch := make(chan struct{})
-	a.internal.push(func(a *actor) { f(a); close(ch) })
+	a.post(func(a *actor) { f(a); close(ch) })
 	select {
 	case <-ch:
 		return true
@@ -381,7 +405,7 @@ func (a *actor) call(f func(a *actor)) bool {
 // failure, or StorageError when the round's entry failed, and false when the actor has stopped.
 func (a *actor) commitCall(f func(a *actor) *Error) (*Error, bool) {
 	ch := make(chan *Error, 1)
-	a.internal.push(func(a *actor) {
+	a.post(func(a *actor) {
 		if e := f(a); e != nil {
 			ch <- e
 			return
@@ -411,11 +435,19 @@ func (a *actor) now() int64 {
 	return now
 }
 
+// start runs the actor of a group just opened.
+func (a *actor) start() {
+	a.lastBusy = a.b.clock().UnixMilli()
+	a.b.awake.Add(1)
+	go a.run()
+}
+
+// run is the actor's goroutine: rounds until the group is deleted, the broker closes, or the
+// group hibernates (hibernate.go).
 func (a *actor) run() {
-	defer close(a.done)
-	defer a.closeInbox()
 	timer := a.b.opts.NewTimer(time.Hour)
 	defer timer.Stop()
+	a.arm(timer) // a group woken for a due change runs it at once
 	var batch []op
 	for {
 		batch = batch[:0]
@@ -424,26 +456,43 @@ func (a *actor) run() {
 		case <-a.internal.wake:
 		case <-timer.C():
 		case <-a.stop:
-			a.shutdown()
+			a.storeSummaryAtClose()
+			a.stopped()
 			return
 		}
 		batch = a.internal.take(batch)
 		batch = a.ops.take(batch, max(maxOpsPerRound-len(batch), 1))
 		a.round(batch)
+		busy := len(batch) > 0
 		clear(batch)
 		if a.deleted {
-			a.shutdown()
+			a.stopped()
 			return
 		}
 		if !a.suspended {
 			a.maybeSnapshot()
 		}
+		if now := a.b.clock().UnixMilli(); busy {
+			a.lastBusy = now
+		} else if a.idleSince(now) {
+			if a.drowsy() && a.hibernate() {
+				return
+			}
+			a.lastBusy = now // not now (something needs it awake): look again after another idle time
+		}
 		a.arm(timer)
 	}
 }
 
-// arm sets the timer to the group's next self-driven change.
-func (a *actor) arm(t Timer) {
+// stopped ends an actor that stops for good.
+func (a *actor) stopped() {
+	a.shutdown()
+	a.b.awake.Add(-1)
+	a.end()
+}
+
+// nextWakeup is the time of the group's next self-driven change (Unix ms), if any.
+func (a *actor) nextWakeup() (int64, bool) {
 	next, ok := a.st.NextForget()
 	for l := range a.lanes {
 		if at, has := a.st.Lane(queuegroup.Lane(l)).NextWakeup(); has && (!ok || at < next) {
@@ -452,6 +501,17 @@ func (a *actor) arm(t Timer) {
 	}
 	if a.nextReclassify != 0 && (!ok || a.nextReclassify < next) {
 		next, ok = a.nextReclassify, true
+	}
+	return next, ok
+}
+
+// arm sets the timer to the group's next self-driven change, or to when it may hibernate.
+func (a *actor) arm(t Timer) {
+	next, ok := a.nextWakeup()
+	if a.mayHibernate() {
+		if at := a.lastBusy + a.b.opts.IdleTimeout.Milliseconds(); !ok || at < next {
+			next, ok = at, true
+		}
 	}
 	d := time.Hour
 	if ok {
@@ -577,7 +637,7 @@ func (a *actor) finish(c *commit, err error) {
 	}
 	a.log.Error("proposing to the queue's log failed; reloading the queue", "err", err)
 	if !a.reloadQueued.Swap(true) { // one reload covers every round failed before it runs
-		a.internal.push(func(a *actor) { a.reload(); a.reloadQueued.Store(false) })
+		a.post(func(a *actor) { a.reload(); a.reloadQueued.Store(false) })
 	}
 }
 
@@ -594,7 +654,7 @@ func (a *actor) flushOutbox(outbox []outBatch) {
 		if sub.auto && len(f.deliveries) > 0 {
 			n := uint32(len(f.deliveries))
 			onWritten = func() {
-				a.internal.push(func(a *actor) {
+				a.postAwake(func(a *actor) {
 					if a.subs[sub.id] == sub {
 						_ = a.st.Lane(sub.lane).AddCredit(sub.id, n)
 					}
@@ -605,7 +665,7 @@ func (a *actor) flushOutbox(outbox []outBatch) {
 		a.batches.put(f.deliveries)
 		f.deliveries = nil
 		if !ok {
-			a.internal.push(func(a *actor) { a.dropSubscription(sub) })
+			a.postAwake(func(a *actor) { a.dropSubscription(sub) })
 		}
 	}
 }

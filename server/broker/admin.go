@@ -90,7 +90,7 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 	}
 	b.mu.Unlock()
 	b.register(a)
-	go a.run()
+	a.start()
 	b.events.QueueCreated(req.Name)
 	return nil
 }
@@ -244,6 +244,9 @@ func (b *Broker) GetStats(queue string) (QueueStats, *Error) {
 		return QueueStats{}, errorf(CodeQueueNotFound, "queue %q does not exist", queue)
 	}
 	var s engine.Stats
+	if r.a.asleep(func(sum *summary) { s = cloneStats(sum.Lanes[r.lane].Stats) }) {
+		return QueueStats{Stats: s, Throttles: b.queueThrottles(queue)}, nil
+	}
 	if !r.a.call(func(a *actor) { q := a.st.Lane(r.lane); q.Advance(a.now()); s = q.Stats() }) {
 		return QueueStats{}, errorf(CodeQueueNotFound, "queue %q was deleted", queue)
 	}
@@ -259,7 +262,8 @@ func (b *Broker) ListQueues() []QueueSummary {
 			continue
 		}
 		var s engine.Stats
-		if r.a.call(func(a *actor) { s = a.st.Lane(r.lane).Stats() }) {
+		if r.a.asleep(func(sum *summary) { s = sum.Lanes[r.lane].Stats }) ||
+			r.a.call(func(a *actor) { s = a.st.Lane(r.lane).Stats() }) {
 			res = append(res, QueueSummary{Name: name, Depth: s.Depth, InFlight: s.InFlight, ActiveConsumers: s.ActiveConsumers})
 		}
 	}
@@ -371,7 +375,7 @@ func (b *Broker) SetConfig(k, value string) *Error {
 	b.mu.Unlock()
 	if known {
 		for a := range actors {
-			a.internal.push(func(a *actor) {
+			a.postAwake(func(a *actor) { // a sleeping group reads the defaults when it wakes
 				for l := range a.lanes {
 					a.syncConfig(queuegroup.Lane(l))
 				}

@@ -297,7 +297,7 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 // Credit grants more delivery credit to a subscription; unknown ones are ignored.
 func (b *Broker) Credit(queue, consumerID string, n uint32) {
 	if r := b.lookup(queue); r.a != nil {
-		r.a.internal.push(func(a *actor) {
+		r.a.postAwake(func(a *actor) { // a sleeping group has no subscription
 			if sub := a.subs[consumerID]; sub != nil && !sub.auto {
 				_ = a.st.Lane(sub.lane).AddCredit(consumerID, n)
 			}
@@ -308,7 +308,7 @@ func (b *Broker) Credit(queue, consumerID string, n uint32) {
 // Unsubscribe ends a subscription. Its leases stay and expire normally.
 func (b *Broker) Unsubscribe(queue, consumerID string) {
 	if r := b.lookup(queue); r.a != nil {
-		r.a.internal.push(func(a *actor) {
+		r.a.postAwake(func(a *actor) { // a sleeping group has no subscription
 			if sub := a.subs[consumerID]; sub != nil {
 				a.dropSubscription(sub)
 			}

@@ -57,6 +57,10 @@ type Options struct {
 	// MaxQueues bounds the queues of the node, dead-letter queues not counted: CreateQueue
 	// beyond it answers ChannelFull with a message saying so (DefaultMaxQueues).
 	MaxQueues int
+	// IdleTimeout is how long a queue group goes without requests before it hibernates: its
+	// goroutines and Raft group stop until the next request or due change (hibernate.go).
+	// Zero means DefaultIdleTimeout; negative never hibernates.
+	IdleTimeout time.Duration
 	// BodyCacheBytes bounds the memory all queues together spend on recent message bodies (64 MiB).
 	BodyCacheBytes int
 	// RetryAfterMs is the back-off suggested with ChannelFull (100).
@@ -113,6 +117,10 @@ type Broker struct {
 
 	cacheBytes atomic.Int64 // bytes in every queue's body cache
 
+	started  int64        // Unix ms of the start
+	sleepers *sleepers    // wakes hibernating groups when something comes due
+	awake    atomic.Int64 // actors whose goroutine runs
+
 	throttles *throttle.Registry // every throttle declared by a live subscription, shared by the actors
 
 	adminMu  sync.Mutex // serializes queue creation, deletion and config writes
@@ -146,6 +154,9 @@ func Open(o Options) (*Broker, error) {
 	}
 	if o.MaxQueues <= 0 {
 		o.MaxQueues = DefaultMaxQueues
+	}
+	if o.IdleTimeout == 0 {
+		o.IdleTimeout = DefaultIdleTimeout
 	}
 	if o.BodyCacheBytes <= 0 {
 		o.BodyCacheBytes = 64 << 20
@@ -185,16 +196,20 @@ func Open(o Options) (*Broker, error) {
 		metrics: newMetrics(o.Registry), queues: map[string]queueRef{}, defaults: DefaultDefaults(), meta: newMetaFSM(),
 		throttles: throttle.NewRegistry(),
 		stopWatch: make(chan struct{}), watchDone: make(chan struct{}),
+		started: o.Clock().UnixMilli(), sleepers: newSleepers(o.Clock),
 	}
+	go b.sleepers.run(o.NewTimer)
 	b.hooks = hooks.NewRuntime(b.defaults.luaLimits(), b.configValue)
 	if o.BootstrapAPIKey != "" {
 		if err := setBootstrap(b.meta.keys, o.BootstrapAPIKey); err != nil {
+			b.sleepers.close()
 			db.Close()
 			return nil, err
 		}
 	}
 	if err := b.recover(); err != nil {
 		b.shutdownGroups()
+		b.sleepers.close()
 		db.Close()
 		return nil, err
 	}
@@ -219,8 +234,9 @@ func (b *Broker) raftLogger() hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: os.Stderr})
 }
 
-// recover starts the meta group, then every queue group it defines, and deletes the groups of
-// queues whose deletion a crash interrupted.
+// recover starts the meta group, then every queue group it defines that has no current stored
+// summary or something due (the others are registered asleep: hibernate.go), and deletes the
+// groups of queues whose deletion a crash interrupted.
 func (b *Broker) recover() error {
 	g, err := b.openMeta(b.meta)
 	if err != nil {
@@ -252,18 +268,23 @@ func (b *Broker) recover() error {
 		}
 		actors = append(actors, newActor(b, def, dlq))
 	}
-	if err := openAll(actors); err != nil {
+	opened, asleep, err := b.sleepAll(actors, b.clock().UnixMilli())
+	if err != nil {
 		return err
 	}
-	for _, a := range actors {
+	if err := openAll(opened); err != nil {
+		return err
+	}
+	for _, a := range opened {
 		total += a.st.Lane(0).Len() + a.st.Lane(1).Len()
 		b.register(a)
-		go a.run()
+		a.start()
 	}
 	if err := b.dropOrphans(defs); err != nil {
 		return err
 	}
-	b.log.Info("recovered", "queues", len(actors), "messages", total, "took", time.Since(start).Round(time.Millisecond))
+	b.log.Info("recovered", "queues", len(actors), "asleep", asleep, "messages_opened", total,
+		"took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 
@@ -384,6 +405,7 @@ func (b *Broker) Close() error {
 	close(b.stopWatch)
 	<-b.watchDone
 	b.shutdownGroups()
+	b.sleepers.close()
 	return b.db.Close()
 }
 
@@ -400,7 +422,7 @@ func (b *Broker) shutdownGroups() {
 	}
 	b.mu.Unlock()
 	for _, a := range actors {
-		close(a.stop)
+		a.halt()
 	}
 	for _, a := range actors {
 		<-a.done

@@ -78,7 +78,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		var s engine.Stats
 		var oldest int64
 		var hasOldest, ordered bool
-		if !r.a.call(func(a *actor) {
+		slept := r.a.asleep(func(sum *summary) {
+			ordered = r.a.lanes[r.lane].keys.ordering != OrderingNone
+			l := sum.Lanes[r.lane]
+			s, oldest, hasOldest = cloneStats(l.Stats), l.Oldest, l.HasOldest
+		})
+		if !slept && !r.a.call(func(a *actor) {
 			ordered = a.lanes[r.lane].keys.ordering != OrderingNone
 			q := a.st.Lane(r.lane)
 			s = q.Stats()

@@ -10,7 +10,8 @@ func (b *Broker) Definition(queue string) (store.QueueRecord, *Error) {
 		return store.QueueRecord{}, errorf(CodeQueueNotFound, "queue %q does not exist", queue)
 	}
 	var def store.QueueRecord
-	if !r.a.call(func(a *actor) { def = a.lanes[r.lane].def }) {
+	read := func(a *actor) { def = a.lanes[r.lane].def }
+	if !r.a.asleep(func(*summary) { read(r.a) }) && !r.a.call(read) {
 		return store.QueueRecord{}, errorf(CodeQueueNotFound, "queue %q was deleted", queue)
 	}
 	return def, nil

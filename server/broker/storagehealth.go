@@ -59,7 +59,7 @@ func (b *Broker) resumeSuspended() {
 	defer b.mu.RUnlock()
 	for _, r := range b.queues {
 		if r.lane == 0 {
-			r.a.internal.push(func(a *actor) {
+			r.a.postAwake(func(a *actor) {
 				if a.suspended {
 					a.resume()
 				}

@@ -290,7 +290,7 @@ func (a *actor) dropThrottles(sub *subscription) {
 	}
 	for _, q := range sub.throttles.Close() {
 		if r := a.b.lookup(q); r.a != nil {
-			r.a.internal.push(func(a *actor) { a.st.Lane(r.lane).WakeParked() })
+			r.a.postAwake(func(a *actor) { a.st.Lane(r.lane).WakeParked() }) // a sleeping group has no admission
 		}
 	}
 }

@@ -50,6 +50,9 @@ func (b *Broker) waitingIn(name string, queues []string) map[throttle.BucketKey]
 		if r.a == nil {
 			continue
 		}
+		if r.a.asleep(func(*summary) {}) {
+			continue // a sleeping group has no throttle
+		}
 		r.a.call(func(a *actor) {
 			if lt := a.lanes[r.lane].throttles; lt != nil {
 				lt.waiting(a.st.Lane(r.lane), t, w)

@@ -43,6 +43,7 @@ type Config struct {
 	MaxSubscriptions int           `yaml:"max_subscriptions" help:"subscriptions per connection"`
 	QueueInbox       int           `yaml:"queue_inbox" help:"requests waiting per queue before ChannelFull"`
 	MaxQueues        int           `yaml:"max_queues" help:"queues this node holds (each with its dead-letter queue); CreateQueue beyond it is refused"`
+	QueueIdleTimeout time.Duration `yaml:"queue_idle_timeout" help:"time without requests after which an idle queue hibernates (no goroutine, its log closed) until the next request or due change"`
 	BodyCacheBytes   Bytes         `yaml:"body_cache_bytes" help:"memory for recent message bodies, all queues together; older bodies stay on disk"`
 	PingInterval     time.Duration `yaml:"ping_interval" help:"idle time before the server pings a client"`
 	PongTimeout      time.Duration `yaml:"pong_timeout" help:"time a client has to answer a Ping"`
@@ -75,6 +76,7 @@ func Default() Config {
 		MaxSubscriptions: 1024,
 		QueueInbox:       4096,
 		MaxQueues:        broker.DefaultMaxQueues,
+		QueueIdleTimeout: broker.DefaultIdleTimeout,
 		BodyCacheBytes:   64 << 20,
 		PingInterval:     15 * time.Second,
 		PongTimeout:      30 * time.Second,
@@ -128,7 +130,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for name, v := range map[string]time.Duration{"handshake_timeout": c.HandshakeTimeout, "ping_interval": c.PingInterval, "pong_timeout": c.PongTimeout, "shutdown_timeout": c.ShutdownTimeout,
-		"reassembly_timeout": c.ReassemblyTimeout} {
+		"reassembly_timeout": c.ReassemblyTimeout, "queue_idle_timeout": c.QueueIdleTimeout} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}

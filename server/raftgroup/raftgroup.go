@@ -82,7 +82,7 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 		_, trans = raft.NewInmemTransport(raft.ServerAddress(c.LocalID))
 	}
 	conf := config(c)
-	if err := readLog(store); err != nil {
+	if err := Verify(store); err != nil {
 		return nil, err
 	}
 	existing, err := raft.HasExistingState(store, store, snaps)
@@ -107,11 +107,12 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 	return g, nil
 }
 
-// readLog reads every stored entry once before raft does: raft panics on an entry it cannot
-// read (its goroutine, the process with it), while this stops the group's start with an error
-// that says which entry and why (Pebble's errors name the damaged file). It costs one more read
-// of the log, which snapshots keep short.
-func readLog(store raftstore.LogStableStore) error {
+// Verify reads every stored entry of a group's log once, as Open does before raft: raft panics
+// on an entry it cannot read (its goroutine, the process with it), while this stops the group's
+// start with an error that says which entry and why (Pebble's errors name the damaged file). It
+// costs one more read of the log, which snapshots keep short. A start that does not open a
+// group (it hibernates) verifies its log with it.
+func Verify(store raftstore.LogStableStore) error {
 	first, err := store.FirstIndex()
 	if err != nil {
 		return err
@@ -231,3 +232,6 @@ func (g *Group) Shutdown() error {
 	}
 	return err
 }
+
+// Store is the group's log and stable store (it outlives Shutdown).
+func (g *Group) Store() raftstore.LogStableStore { return g.store }

@@ -90,6 +90,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	bo.Storage.Salvage = cfg.Salvage
 	bo.InboxSize = cfg.QueueInbox
 	bo.MaxQueues = cfg.MaxQueues
+	bo.IdleTimeout = cfg.QueueIdleTimeout
 	bo.BodyCacheBytes = int(cfg.BodyCacheBytes)
 	bo.Logger = log
 	bo.Registry = reg
