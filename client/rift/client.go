@@ -47,6 +47,7 @@ import (
 
 	"github.com/filamq/fila/client/internal/backoff"
 	"github.com/filamq/fila/generated/riftproto"
+	"github.com/filamq/fila/generated/wire"
 )
 
 // ALPN is the application protocol Rift servers accept.
@@ -330,7 +331,7 @@ func (c *Client) opContext(ctx context.Context, d time.Duration) (context.Contex
 type call struct {
 	conn     *quic.Conn
 	str      *quic.Stream
-	fr       *frameReader
+	fr       *wire.FrameReader
 	stop     func() bool
 	finished bool // the sending half was finished cleanly (FIN)
 }
@@ -403,13 +404,13 @@ func (s *call) bind(ctx context.Context) {
 // pooled read buffer. Only the goroutine reading the stream may call it.
 func (s *call) release() {
 	s.unbind()
-	if !s.fr.eof {
+	if !s.fr.EOF() {
 		s.str.CancelRead(0)
 	}
 	if !s.finished {
 		s.str.CancelWrite(0)
 	}
-	s.fr.release()
+	s.fr.Release()
 }
 
 // cancel resets both directions of the stream; unlike release it is safe while another

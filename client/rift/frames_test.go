@@ -75,10 +75,10 @@ func TestFrameReaderResumesAfterErrors(t *testing.T) {
 			}
 			i++
 		}
-		if _, err := fr.Next(); err != io.EOF || !fr.eof {
-			t.Fatalf("chunk %d: at the end %v (eof %v), want io.EOF", chunk, err, fr.eof)
+		if _, err := fr.Next(); err != io.EOF || !fr.EOF() {
+			t.Fatalf("chunk %d: at the end %v (eof %v), want io.EOF", chunk, err, fr.EOF())
 		}
-		fr.release()
+		fr.Release()
 	}
 }
 

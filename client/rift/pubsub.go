@@ -287,7 +287,7 @@ func (sub *Subscription) recv(ctx context.Context) (Message, error, bool) {
 	var op riftproto.Opcode
 	var body []byte
 	var err error
-	if sub.s.fr.hasFrame() || ctx.Done() == nil {
+	if sub.s.fr.Ready() || ctx.Done() == nil {
 		op, body, err = sub.s.next() // no wait, or nothing to cancel it
 	} else {
 		op, body, err = sub.nextWithin(ctx)

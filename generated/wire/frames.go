@@ -1,14 +1,25 @@
 package wire
 
 import (
-	"bufio"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
+// LengthSize is the size of the big-endian u32 length prefix in front of every frame body.
+const LengthSize = 4
+
+// DefaultReadBuffer is the read buffer of a FrameReader made by NewFrameReader.
+const DefaultReadBuffer = 64 << 10
+
+// minReadBuffer is the smallest read buffer a FrameReader uses: a length prefix and the body's
+// first byte (for SetMaxFor) must fit.
+const minReadBuffer = 16
+
 // FrameSizeError reports a length prefix outside the accepted range. The body has not been read;
-// FrameReader.Skip discards it so that the connection can continue.
+// FrameReader.Skip discards it (returning its first bytes), and so does the next call to Next.
 type FrameSizeError struct {
 	Length   int // the length prefix as received
 	Min, Max int // the accepted range
@@ -27,7 +38,7 @@ type BufferBudget interface {
 }
 
 // BufferError reports a frame whose body the reader's BufferBudget refused. The body has not been
-// read; FrameReader.Skip discards it so that the connection can continue.
+// read; FrameReader.Skip discards it (returning its first bytes), and so does the next call to Next.
 type BufferError struct {
 	Length int   // the body's length
 	Err    error // the budget's refusal
@@ -39,118 +50,328 @@ func (e *BufferError) Error() string {
 
 func (e *BufferError) Unwrap() error { return e.Err }
 
-// FrameReader reads length-prefixed frames: [u32 big-endian length][length bytes of body].
+// ErrReleased is returned by a FrameReader used after Release.
+var ErrReleased = errors.New("wire: frame reader used after Release")
+
+// BufferPool lends read buffers of one size to FrameReaders (NewPooledFrameReader), for
+// connections or streams that are many and short-lived: a stream that carries one small frame then
+// costs no allocation of its own. It is safe for concurrent use.
+type BufferPool struct {
+	size int
+	pool sync.Pool // of *[]byte, each of len size
+}
+
+// NewBufferPool returns a pool of read buffers of size bytes (at least 16).
+func NewBufferPool(size int) *BufferPool {
+	size = max(size, minReadBuffer)
+	p := &BufferPool{size: size}
+	p.pool.New = func() any { b := make([]byte, size); return &b }
+	return p
+}
+
+// FrameReader reads length-prefixed frames, [u32 big-endian length][length bytes of body], the
+// framing of every protocol here: FIBP connections (both sides), Rift streams (both sides), the
+// queue log's snapshots. It is not safe for concurrent use.
 //
-// The body returned by Next is valid until the next call to Next or Skip: small bodies alias the
-// reader's internal buffer (no copy); larger ones are read into a buffer the reader reuses.
+// Buffers and who owns them. The reader owns a read buffer, its own or one lent by a BufferPool
+// until Release, and, for bodies longer than the read buffer, a large-body buffer that it reuses.
+// The body returned by Next aliases one of them (zero copy): it is valid until the next call to
+// Next, Skip or Release, and the caller copies what it keeps longer. Shrink lets go of the
+// large-body buffer; a body returned earlier stays valid, as that buffer is then no longer reused.
+//
+// Bounds. A body is accepted only within the reader's minBody..maxBody bytes and, with SetMaxFor, within
+// the limit its first byte chooses; both are checked before the body is read or any memory is
+// allocated for it. The large-body buffer is allocated only for an accepted length, at most
+// maxBody bytes, after the BufferBudget (SetBudget) approved it; the read buffer never grows. A refused
+// body is discarded through the read buffer, never held.
+//
+// Errors. Next returns io.EOF at a clean end of stream (the source ended between frames),
+// io.ErrUnexpectedEOF when it ended inside a frame, a *FrameSizeError or a *BufferError for a
+// refused frame (the stream stays framed: the next Next or Skip discards its body), ErrReleased
+// after Release, and any other error of the source as it came. Such an error (an expired deadline,
+// say) loses nothing: the next call to Next resumes the frame where the source stopped.
 type FrameReader struct {
-	br      *bufio.Reader
-	min     int
-	max     int
-	maxFor  func(first byte) int
-	pending int // bytes of the last small body still to discard from br
-	big     []byte
-	skip    int // body length of the frame refused by the last FrameSizeError or BufferError
-	budget  BufferBudget
+	src    io.Reader
+	min    int
+	max    int
+	maxFor func(first byte) int
+	budget BufferBudget
+	pool   *BufferPool // lent buf, returned by Release; nil when buf is the reader's own
+	bufp   *[]byte     // the pool's handle on buf
+	buf    []byte
+	r, w   int // unread bytes are buf[r:w]
+	big    []byte
+	inBody bool // the current frame's length prefix is consumed; its body is still being read
+	n      int  // the current frame's body length, while inBody
+	bigK   int  // bytes of a large body read into big so far, while inBody
+	skip   int  // bytes of a refused body still to discard
+	eof    bool // the source reported io.EOF
 }
 
-// NewFrameReader returns a reader accepting bodies of min..max bytes.
-func NewFrameReader(r io.Reader, min, max int) *FrameReader {
-	return &FrameReader{br: bufio.NewReaderSize(r, 64<<10), min: min, max: max}
+// NewFrameReader returns a reader of bodies of minBody..maxBody bytes from r, with a read buffer
+// of DefaultReadBuffer bytes of its own.
+func NewFrameReader(r io.Reader, minBody, maxBody int) *FrameReader {
+	return NewFrameReaderSize(r, minBody, maxBody, DefaultReadBuffer)
 }
 
-// SetBudget has b approve the buffer for bodies larger than the reader's internal buffer (whose
-// own size, Buffered before the first large frame, is not asked for).
+// NewFrameReaderSize is NewFrameReader with a read buffer of size bytes (at least 16): bodies up
+// to size bytes are returned from it without a copy, longer ones are read into the large-body
+// buffer.
+func NewFrameReaderSize(r io.Reader, minBody, maxBody, size int) *FrameReader {
+	return &FrameReader{src: r, min: minBody, max: maxBody, buf: make([]byte, max(size, minReadBuffer))}
+}
+
+// NewPooledFrameReader is NewFrameReader with a read buffer lent by pool; Release returns it.
+func NewPooledFrameReader(r io.Reader, minBody, maxBody int, pool *BufferPool) *FrameReader {
+	bp := pool.pool.Get().(*[]byte)
+	return &FrameReader{src: r, min: minBody, max: maxBody, pool: pool, bufp: bp, buf: *bp}
+}
+
+// SetBudget has b approve the large-body buffer (the read buffer, allocated with the reader, is
+// not asked for; the owner accounts for it).
 func (fr *FrameReader) SetBudget(b BufferBudget) { fr.budget = b }
 
 // SetMax changes the largest accepted body length.
-func (fr *FrameReader) SetMax(max int) { fr.max = max }
+func (fr *FrameReader) SetMax(maxBody int) { fr.max = maxBody }
 
 // SetMaxFor installs a per-frame limit chosen by the body's first byte (an opcode), checked
-// before the body is read. It is consulted only for bodies within the reader's own range.
+// before the body is read. It is consulted only for non-empty bodies within the reader's range.
 func (fr *FrameReader) SetMaxFor(f func(first byte) int) { fr.maxFor = f }
 
-// Next reads the next frame body. It returns io.EOF at a clean end of stream, io.ErrUnexpectedEOF
-// when the stream ends inside a frame, and a *FrameSizeError for a refused length.
+// Next reads the next frame body; see FrameReader for how long it stays valid and what errors
+// mean.
 func (fr *FrameReader) Next() ([]byte, error) {
-	if fr.pending > 0 {
-		fr.br.Discard(fr.pending) // the bytes are buffered: Discard cannot fail
-		fr.pending = 0
+	// Fast path: a whole, acceptable frame is buffered (a released reader has nothing buffered).
+	if !fr.inBody && fr.skip == 0 && fr.w-fr.r >= LengthSize {
+		n := int(binary.BigEndian.Uint32(fr.buf[fr.r:]))
+		start := fr.r + LengthSize
+		end := start + n
+		if n >= fr.min && n <= fr.max && end <= fr.w && (fr.maxFor == nil || n == 0 || n <= fr.maxFor(fr.buf[start])) {
+			fr.r = end
+			return fr.buf[start:end:end], nil
+		}
 	}
-	var lenBuf [4]byte
-	if _, err := io.ReadFull(fr.br, lenBuf[:]); err != nil {
-		return nil, err
+	return fr.next()
+}
+
+// next is Next when the frame is not buffered whole, or is refused.
+func (fr *FrameReader) next() ([]byte, error) {
+	if fr.buf == nil {
+		return nil, ErrReleased
 	}
-	n := int(binary.BigEndian.Uint32(lenBuf[:]))
+	if fr.skip > 0 {
+		if err := fr.discard(); err != nil {
+			return nil, err
+		}
+	}
+	if !fr.inBody {
+		if err := fr.header(); err != nil {
+			return nil, err
+		}
+	}
+	if fr.n > len(fr.buf) {
+		return fr.readBig()
+	}
+	if err := fr.fill(fr.n); err != nil {
+		return nil, unexpected(err)
+	}
+	body := fr.buf[fr.r : fr.r+fr.n : fr.r+fr.n]
+	fr.r += fr.n
+	fr.inBody = false
+	return body, nil
+}
+
+// header reads and checks a length prefix. It consumes the prefix only once the frame is accepted
+// (inBody) or refused (skip), so that a failed read of the source can be retried.
+func (fr *FrameReader) header() error {
+	if err := fr.fill(LengthSize); err != nil {
+		if err == io.EOF && fr.r == fr.w {
+			return io.EOF
+		}
+		return unexpected(err)
+	}
+	n := int(binary.BigEndian.Uint32(fr.buf[fr.r:]))
 	if n < fr.min || n > fr.max {
-		fr.skip = n
-		return nil, &FrameSizeError{Length: n, Min: fr.min, Max: fr.max}
+		fr.refuse(n)
+		return &FrameSizeError{Length: n, Min: fr.min, Max: fr.max}
 	}
 	if fr.maxFor != nil && n > 0 {
-		first, err := fr.br.Peek(1)
-		if err != nil {
-			return nil, unexpected(err)
+		if err := fr.fill(LengthSize + 1); err != nil {
+			return unexpected(err)
 		}
-		if limit := fr.maxFor(first[0]); n > limit {
-			fr.skip = n
-			return nil, &FrameSizeError{Length: n, Min: fr.min, Max: limit}
+		if limit := fr.maxFor(fr.buf[fr.r+LengthSize]); n > limit {
+			fr.refuse(n)
+			return &FrameSizeError{Length: n, Min: fr.min, Max: limit}
 		}
 	}
-	if n <= fr.br.Size() {
-		body, err := fr.br.Peek(n)
-		if err != nil {
-			return nil, unexpected(err)
-		}
-		fr.pending = n
-		return body[:n:n], nil
-	}
-	if cap(fr.big) < n {
+	if n > len(fr.buf) && cap(fr.big) < n {
 		if fr.budget != nil {
 			if err := fr.budget.Grow(n - cap(fr.big)); err != nil {
-				fr.skip = n
-				return nil, &BufferError{Length: n, Err: err}
+				fr.refuse(n)
+				return &BufferError{Length: n, Err: err}
 			}
 		}
 		fr.big = make([]byte, n)
 	}
-	body := fr.big[:n:n]
-	if _, err := io.ReadFull(fr.br, body); err != nil {
-		return nil, unexpected(err)
+	fr.r += LengthSize
+	fr.inBody, fr.n, fr.bigK = true, n, 0
+	if n > len(fr.buf) { // the read buffer holds only (a first part of) this body
+		fr.bigK = copy(fr.big[:n], fr.buf[fr.r:fr.w])
+		fr.r, fr.w = 0, 0
 	}
-	return body, nil
+	return nil
 }
 
-// Shrink lets go of the buffer that holds bodies larger than the internal buffer when its capacity
-// exceeds keep bytes, so that one large frame does not pin its size for the connection's lifetime.
-// A body returned earlier stays valid (it is no longer reused). Shrink reports whether it let go.
-func (fr *FrameReader) Shrink(keep int) bool {
-	if cap(fr.big) > keep {
-		if fr.budget != nil {
-			fr.budget.Shrink(cap(fr.big))
+// refuse consumes the length prefix of a refused frame and marks its n body bytes for discarding.
+func (fr *FrameReader) refuse(n int) {
+	fr.r += LengthSize
+	fr.skip = n
+}
+
+// readBig reads the rest of the current large body into big, straight from the source.
+func (fr *FrameReader) readBig() ([]byte, error) {
+	for fr.bigK < fr.n {
+		m, err := fr.src.Read(fr.big[fr.bigK:fr.n])
+		fr.bigK += m
+		if err == io.EOF {
+			fr.eof = true
 		}
-		fr.big = nil
-		return true
+		if err != nil && fr.bigK < fr.n {
+			return nil, unexpected(err)
+		}
 	}
-	return false
+	fr.inBody = false
+	return fr.big[:fr.n:fr.n], nil
 }
 
-// Buffered returns the bytes of memory the reader holds: its read buffer and its large-body buffer.
-func (fr *FrameReader) Buffered() int { return fr.br.Size() + cap(fr.big) }
+// fill makes at least n bytes (n ≤ len(buf)) available in buf[r:w], moving the unread bytes to
+// the front of buf when n would not fit behind them.
+func (fr *FrameReader) fill(n int) error {
+	if fr.w-fr.r >= n {
+		return nil
+	}
+	if fr.r+n > len(fr.buf) {
+		fr.w = copy(fr.buf, fr.buf[fr.r:fr.w])
+		fr.r = 0
+	}
+	for fr.w-fr.r < n {
+		m, err := fr.src.Read(fr.buf[fr.w:])
+		fr.w += m
+		if err == io.EOF {
+			fr.eof = true
+		}
+		if err != nil {
+			if fr.w-fr.r >= n {
+				return nil // the source reports the error again on the next read
+			}
+			return err
+		}
+	}
+	return nil
+}
 
-// Skip discards the body of the frame refused by the last FrameSizeError or BufferError, returning up to keep
-// of its first bytes (for example, a header to answer).
+// Skip discards the body of the frame refused by the last FrameSizeError or BufferError,
+// returning a copy of up to keep of its first bytes (for example, a header to answer). Without a
+// refused frame it returns nothing. When a read of the source fails, the first bytes may be lost,
+// but the stream stays framed: the next Next discards what is left of the body.
 func (fr *FrameReader) Skip(keep int) ([]byte, error) {
-	n := fr.skip
-	fr.skip = 0
-	keep = min(keep, n)
-	head := make([]byte, keep)
-	if _, err := io.ReadFull(fr.br, head); err != nil {
+	if fr.buf == nil {
+		return nil, ErrReleased
+	}
+	keep = min(keep, fr.skip, len(fr.buf))
+	if err := fr.fill(keep); err != nil {
 		return nil, unexpected(err)
 	}
-	if _, err := fr.br.Discard(n - keep); err != nil {
-		return nil, unexpected(err)
+	head := append([]byte(nil), fr.buf[fr.r:fr.r+keep]...)
+	fr.r += keep
+	fr.skip -= keep
+	if err := fr.discard(); err != nil {
+		return nil, err
 	}
 	return head, nil
+}
+
+// discard drops the rest of a refused body, reading it through the read buffer.
+func (fr *FrameReader) discard() error {
+	for fr.skip > 0 {
+		if fr.r == fr.w {
+			fr.r, fr.w = 0, 0
+			m, err := fr.src.Read(fr.buf)
+			fr.w = m
+			if err == io.EOF {
+				fr.eof = true
+			}
+			if m == 0 && err != nil {
+				return unexpected(err)
+			}
+		}
+		k := min(fr.skip, fr.w-fr.r)
+		fr.r += k
+		fr.skip -= k
+	}
+	return nil
+}
+
+// Ready reports whether a whole frame is buffered, so that Next returns without reading the
+// source (and so without blocking).
+func (fr *FrameReader) Ready() bool {
+	switch {
+	case fr.skip > 0:
+		return false
+	case fr.inBody:
+		return fr.n <= len(fr.buf) && fr.w-fr.r >= fr.n
+	case fr.w-fr.r < LengthSize:
+		return false
+	}
+	return fr.w-fr.r-LengthSize >= int(binary.BigEndian.Uint32(fr.buf[fr.r:]))
+}
+
+// Unread returns how many bytes were received from the source but not yet returned in a body
+// (or discarded).
+func (fr *FrameReader) Unread() int {
+	if fr.inBody && fr.n > len(fr.buf) {
+		return fr.bigK
+	}
+	return fr.w - fr.r
+}
+
+// EOF reports whether the source has reported io.EOF (for a stream: its sending side finished).
+func (fr *FrameReader) EOF() bool { return fr.eof }
+
+// Buffered returns the bytes of memory the reader holds: its read buffer and its large-body
+// buffer.
+func (fr *FrameReader) Buffered() int { return len(fr.buf) + cap(fr.big) }
+
+// Shrink lets go of the large-body buffer when its capacity exceeds keep bytes, telling the
+// BufferBudget, so that one large frame does not pin its size for the connection's lifetime. It
+// keeps the buffer while a large body is being read into it. A body returned earlier stays valid
+// (the buffer is no longer reused). Shrink reports whether it let go.
+func (fr *FrameReader) Shrink(keep int) bool {
+	if cap(fr.big) <= keep || fr.inBody && fr.n > len(fr.buf) {
+		return false
+	}
+	if fr.budget != nil {
+		fr.budget.Shrink(cap(fr.big))
+	}
+	fr.big = nil
+	return true
+}
+
+// Release lets go of the reader's buffers (Shrink(0)), returning a pooled read buffer to its pool.
+// Bodies returned earlier are invalid afterwards, and the reader answers ErrReleased. Calling it
+// again does nothing.
+func (fr *FrameReader) Release() {
+	if fr.buf == nil {
+		return
+	}
+	fr.inBody = false
+	fr.Shrink(0)
+	if fr.pool != nil {
+		fr.pool.pool.Put(fr.bufp)
+		fr.pool, fr.bufp = nil, nil
+	}
+	fr.buf = nil
+	fr.r, fr.w = 0, 0
 }
 
 func unexpected(err error) error {

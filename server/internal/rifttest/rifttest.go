@@ -4,11 +4,9 @@
 package rifttest
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -113,45 +111,15 @@ func Auth(c *quic.Conn, token string) error {
 // Stream is one operation stream.
 type Stream struct {
 	S  *quic.Stream
-	fr *frameReader
+	fr *wire.FrameReader
 }
 
-// frameReader reads frames with the protocol's length limits. Unlike wire.FrameReader it starts
-// with a small buffer, so that opening a stream per call does not cost a 64 KiB allocation (a
-// delivery stream gets a large one).
-type frameReader struct {
-	br   *bufio.Reader
-	body []byte
-}
+// newReader returns a reader with the protocol's limits and a small buffer, so that opening a
+// stream per call does not cost a 64 KiB allocation (a delivery stream gets a large one).
+func newReader(s *quic.Stream) *wire.FrameReader { return newReaderSize(s, 1<<10) }
 
-func newReader(s *quic.Stream) *frameReader { return newReaderSize(s, 1<<10) }
-
-func newReaderSize(s *quic.Stream, size int) *frameReader {
-	return &frameReader{br: bufio.NewReaderSize(s, size)}
-}
-
-// Next returns the next frame body, valid until the next call: io.EOF at a clean end of stream,
-// io.ErrUnexpectedEOF inside a frame, an error for a length outside the protocol's limits.
-func (r *frameReader) Next() ([]byte, error) {
-	var l [riftproto.LengthSize]byte
-	if _, err := io.ReadFull(r.br, l[:]); err != nil {
-		return nil, err
-	}
-	n := int(binary.BigEndian.Uint32(l[:]))
-	if n < riftproto.MinFrameSize || n > riftproto.MaxFrameSize {
-		return nil, &wire.FrameSizeError{Length: n, Min: riftproto.MinFrameSize, Max: riftproto.MaxFrameSize}
-	}
-	if cap(r.body) < n {
-		r.body = make([]byte, n)
-	}
-	r.body = r.body[:n]
-	if _, err := io.ReadFull(r.br, r.body); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, err
-	}
-	return r.body, nil
+func newReaderSize(s *quic.Stream, size int) *wire.FrameReader {
+	return wire.NewFrameReaderSize(s, riftproto.MinFrameSize, riftproto.MaxFrameSize, size)
 }
 
 // Open opens a new operation stream.
@@ -160,7 +128,7 @@ func Open(t testing.TB, c *quic.Conn) *Stream {
 	return open(t, c, newReader)
 }
 
-func open(t testing.TB, c *quic.Conn, reader func(*quic.Stream) *frameReader) *Stream {
+func open(t testing.TB, c *quic.Conn, reader func(*quic.Stream) *wire.FrameReader) *Stream {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -234,7 +202,7 @@ func ExpectError(t testing.TB, s *Stream, code riftproto.ErrorCode) *riftproto.E
 // Subscribe opens a subscription stream and waits for its OK.
 func Subscribe(t testing.TB, c *quic.Conn, pattern, queue string) *Stream {
 	t.Helper()
-	s := open(t, c, func(s *quic.Stream) *frameReader { return newReaderSize(s, 64<<10) })
+	s := open(t, c, func(s *quic.Stream) *wire.FrameReader { return newReaderSize(s, 64<<10) })
 	s.Send(t, &riftproto.Subscribe{Pattern: pattern, Queue: queue})
 	Expect[*riftproto.Ok](t, s)
 	return s

@@ -1,13 +1,31 @@
 package listener
 
 import (
+	"io"
 	"strings"
 	"time"
 
 	"github.com/quic-go/quic-go"
 
 	"github.com/filamq/fila/generated/riftproto"
+	"github.com/filamq/fila/generated/wire"
 )
+
+// readBufSize is the size of a stream's read buffer; larger frames are read into a buffer of
+// their own.
+const readBufSize = 32 << 10
+
+// readBufs lends read buffers: every operation stream needs one, most only for a single small
+// frame, and allocating (and zeroing) a fresh buffer per stream showed up in every profile.
+var readBufs = wire.NewBufferPool(readBufSize)
+
+// newFrameReader returns a reader of src with the protocol's limits (AUTH's own included),
+// reading into a buffer from readBufs; Release returns it.
+func newFrameReader(src io.Reader) *wire.FrameReader {
+	fr := wire.NewPooledFrameReader(src, riftproto.MinFrameSize, riftproto.MaxFrameSize, readBufs)
+	fr.SetMaxFor(maxFor)
+	return fr
+}
 
 // pacedReader applies the read deadlines to a stream: the first frame must arrive whole before
 // firstDeadline; afterwards a stream may idle between frames for as long as it likes, but once a
@@ -41,7 +59,7 @@ func (r *pacedReader) Read(p []byte) (int, error) {
 
 // frames reads the frames of one operation stream.
 type frames struct {
-	fr *frameReader
+	fr *wire.FrameReader
 	pr pacedReader
 }
 
@@ -53,7 +71,7 @@ func newFrames(s *quic.Stream, firstDeadline time.Time, partial time.Duration) *
 }
 
 // release returns the read buffer; bodies returned by next are invalid afterwards.
-func (f *frames) release() { f.fr.release() }
+func (f *frames) release() { f.fr.Release() }
 
 // next returns the next frame's opcode and body (after the opcode byte). The body is valid until
 // the next call.

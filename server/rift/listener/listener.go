@@ -254,7 +254,7 @@ func (s *Server) authenticate(conn *quic.Conn) (*auth.Identity, error) {
 	defer str.CancelRead(ResetCancelled) // frames after AUTH on this stream are discarded
 	str.SetDeadline(deadline)
 	fr := newFrameReader(str)
-	defer fr.release()
+	defer fr.Release()
 	body, err := fr.Next()
 	if err != nil {
 		return nil, fmt.Errorf("reading AUTH: %w", err)

@@ -26,34 +26,7 @@ func (c *chunks) Read(p []byte) (int, error) {
 	return k, nil
 }
 
-func raw(body []byte) []byte {
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
-}
-
-// The pooled frame reader returns what wire.FrameReader would, whatever the chunking: small and
-// large frames (through buffer compaction and the large-frame path), then io.EOF.
-func TestFrameReaderMatchesWire(t *testing.T) {
-	var data []byte
-	for i, n := range []int{1, 9, 300, readBufSize - 4, readBufSize, readBufSize + 1, 3, 200 << 10, 1} {
-		data = append(data, raw(bytes.Repeat([]byte{byte(riftproto.OpPublish), byte(i)}, n)[:n])...)
-	}
-	for _, chunk := range []int{1, 5, 4096, 1 << 20} {
-		want := wire.NewFrameReader(bytes.NewReader(data), riftproto.MinFrameSize, riftproto.MaxFrameSize)
-		got := newFrameReader(&chunks{data: data, n: chunk})
-		for i := 0; ; i++ {
-			wb, werr := want.Next()
-			gb, gerr := got.Next()
-			if werr != gerr || !bytes.Equal(wb, gb) {
-				t.Fatalf("chunk %d, frame %d: got %d bytes %v, want %d bytes %v", chunk, i, len(gb), gerr, len(wb), werr)
-			}
-			if werr != nil {
-				break
-			}
-		}
-		got.release()
-	}
-}
-
+// A stream's reader applies the protocol's limits, AUTH's own included, before reading a body.
 func TestFrameReaderErrors(t *testing.T) {
 	auth := append(binary.BigEndian.AppendUint32(nil, 4100), byte(riftproto.OpAuth))
 	for _, tc := range []struct {
@@ -80,7 +53,7 @@ func TestFrameReaderErrors(t *testing.T) {
 		case tc.want == nil && (!errors.As(err, &size) || size.Max != tc.max):
 			t.Errorf("%s: %v, want a frame size error with limit %d", tc.name, err, tc.max)
 		}
-		fr.release()
+		fr.Release()
 	}
 }
 

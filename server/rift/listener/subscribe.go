@@ -23,7 +23,7 @@ func (o *op) subscribe(body []byte) {
 	}
 	// A delivery stream takes no frames: bytes already received after SUBSCRIBE end it, like
 	// anything watchInput reads later. The read buffer is not needed any more.
-	early := o.in.fr.buffered() > 0
+	early := o.in.fr.Unread() > 0
 	o.in.release()
 	sub, err := o.sess.Subscribe(f.Pattern, f.Queue, bus.SubOptions{QueueMsgs: o.s.opts.SubQueueMsgs, QueueBytes: o.s.opts.SubQueueBytes, Account: o.acct})
 	if err != nil {
