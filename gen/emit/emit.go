@@ -82,6 +82,11 @@ func Files(s *spec.Spec, source string) (map[string][]byte, error) {
 	if err := render("fuzz_gen_test.go", e.fuzzFile()); err != nil {
 		return nil, err
 	}
+	if f := e.examplesFile(); f != nil {
+		if err := render("examples_gen_test.go", f); err != nil {
+			return nil, err
+		}
+	}
 	return out, nil
 }
 

@@ -204,6 +204,7 @@ func (e *emitter) fuzzFile() *File {
 	f.Comment("bytes that decode to an equal value and pass Check.")
 	f.Func().Id("fuzzFrame").Params(Id("f").Op("*").Qual("testing", "F"), Id("fresh").Func().Params().Id("Frame"), Id("seeds").Op("...").Id("Frame")).Block(
 		For(List(Id("_"), Id("s")).Op(":=").Range().Id("seeds")).Block(Id("f").Dot("Add").Call(Id("s").Dot("AppendTo").Call(Nil()))),
+		e.exampleSeeds(Id("fresh").Call().Dot("Opcode").Call()),
 		Id("f").Dot("Add").Call(Index().Byte().Values()),
 		Id("f").Dot("Fuzz").Call(Func().Params(Id("t").Op("*").Qual("testing", "T"), Id("body").Index().Byte()).Block(
 			Id("x").Op(":=").Id("fresh").Call(),
@@ -228,6 +229,7 @@ func (e *emitter) fuzzFile() *File {
 		For(List(Id("_"), Id("tc")).Op(":=").Range().Id("roundTripCases").Call()).Block(
 			Id("f").Dot("Add").Call(Byte().Call(Id("tc").Dot("full").Dot("Opcode").Call()), Id("tc").Dot("full").Dot("AppendTo").Call(Nil())),
 		),
+		e.exampleSeeds(nil),
 		Id("f").Dot("Fuzz").Call(Func().Params(Id("t").Op("*").Qual("testing", "T"), Id("op").Byte(), Id("body").Index().Byte()).Block(
 			List(Id("fr"), Err()).Op(":=").Id("Decode").Call(Id("Opcode").Call(Id("op")), Id("body")),
 			If(Err().Op("==").Nil().Op("&&").Id("fr").Dot("Opcode").Call().Op("!=").Id("Opcode").Call(Id("op"))).Block(
@@ -236,4 +238,21 @@ func (e *emitter) fuzzFile() *File {
 		)),
 	)
 	return f
+}
+
+// exampleSeeds adds the spec's examples to a fuzz corpus: those of opcode op, or every example
+// with its opcode when op is nil. It is empty when the spec has no examples.
+func (e *emitter) exampleSeeds(op *Statement) Code {
+	if !e.hasExamples() {
+		return Null()
+	}
+	body := Qual(hexvecPkg, "Bytes").Call(Id("f"), Id("ex").Dot("hex").Op("..."))
+	if op == nil {
+		return For(List(Id("_"), Id("ex")).Op(":=").Range().Id("examples")).Block(
+			Id("f").Dot("Add").Call(Byte().Call(Id("ex").Dot("op")), body),
+		)
+	}
+	return For(List(Id("_"), Id("ex")).Op(":=").Range().Id("examples")).Block(
+		If(Id("ex").Dot("op").Op("==").Add(op)).Block(Id("f").Dot("Add").Call(body)),
+	)
 }

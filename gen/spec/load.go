@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -162,8 +163,8 @@ func (b *builder) build(raw *rawSpec) {
 	// Records and lists may refer to each other in any order: declare all names first.
 	for i := range raw.Records {
 		r := &raw.Records[i]
-		if r.Opcode == nil && r.Group != "" {
-			b.errf(r.Line, "record %q: group is for tagged records (with an opcode)", r.Name)
+		if r.Opcode == nil && (r.Group != "" || len(r.Examples) > 0) {
+			b.errf(r.Line, "record %q: group and examples are for tagged records (with an opcode)", r.Name)
 		}
 		if b.declare(r.Name, r.Line, "record") && r.Opcode == nil {
 			rec := &Record{Name: r.Name, Doc: r.Doc, Line: r.Line}
@@ -197,7 +198,7 @@ func (b *builder) build(raw *rawSpec) {
 			if group == "" {
 				group = "records"
 			}
-			b.frame(&rawFrame{Opcode: r.Opcode, Name: GoName(r.Name), Group: group, Doc: r.Doc, Fields: r.Fields, Line: r.Line}, FrameRecord)
+			b.frame(&rawFrame{Opcode: r.Opcode, Name: GoName(r.Name), Group: group, Doc: r.Doc, Fields: r.Fields, Examples: r.Examples, Line: r.Line}, FrameRecord)
 		}
 	}
 	if len(s.Frames) == 0 {
@@ -656,5 +657,40 @@ func (b *builder) frame(r *rawFrame, kind FrameKind) {
 	}
 	f := &Frame{Opcode: *r.Opcode, Name: r.Name, Kind: kind, Direction: dir, Group: r.Group, MaxBody: r.MaxBody, Doc: r.Doc, Line: r.Line}
 	f.Fields = b.fields(r.Fields, r.Name, r.Line)
+	f.Examples = b.examples(r.Examples, r.Name)
 	b.spec.Frames = append(b.spec.Frames, f)
+}
+
+var exampleName = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// examples reads a frame's examples: kebab-case names unique within the frame, valid hex.
+func (b *builder) examples(raw []rawExample, frame string) []*Example {
+	var out []*Example
+	seen := map[string]int{}
+	for i := range raw {
+		r := &raw[i]
+		if !exampleName.MatchString(r.Name) {
+			b.errf(r.Line, "frame %s: example name %q must be kebab-case", frame, r.Name)
+			continue
+		}
+		if prev, dup := seen[r.Name]; dup {
+			b.errf(r.Line, "frame %s: example %q already declared on line %d", frame, r.Name, prev)
+			continue
+		}
+		seen[r.Name] = r.Line
+		var digits strings.Builder
+		for _, l := range r.Hex {
+			if i := strings.IndexByte(l, '#'); i >= 0 {
+				l = l[:i]
+			}
+			digits.WriteString(strings.Join(strings.Fields(l), ""))
+		}
+		data, err := hex.DecodeString(digits.String())
+		if err != nil {
+			b.errf(r.Line, "frame %s: example %s: %v", frame, r.Name, err)
+			continue
+		}
+		out = append(out, &Example{Name: r.Name, Doc: r.Doc, Hex: r.Hex, Bytes: data, Line: r.Line})
+	}
+	return out
 }

@@ -61,8 +61,10 @@ func TestParseRefusesBadSpecs(t *testing.T) {
 		{"header of strings", "  header:\n", "  header:\n    - {name: tag, type: str, doc: A tag.}\n", "framing.header.tag: str is not an unsigned integer"},
 		{"no length prefix", "  length: u32\n", "", "framing: no length"},
 		{"header beyond min_frame", "    - {name: opcode,", "    - {name: stream, type: u32, doc: A stream.}\n    - {name: opcode,", "min_frame 1 is smaller than the 5-byte header"},
-		{"group on a plain record", "  - name: pair\n", "  - name: pair\n    group: main\n", `record "pair": group is for tagged records`},
+		{"group on a plain record", "  - name: pair\n", "  - name: pair\n    group: main\n", `record "pair": group and examples are for tagged records`},
 		{"tagged record opcode clash", "records:\n", "records:\n  - {opcode: 1, name: hello_log, doc: Stored.}\n", "opcode 0x01 already used by Hello"},
+		{"bad example hex", "    doc: Greets the server.\n", "    doc: Greets the server.\n    examples:\n      - {name: short, hex: [\"0g  # who\"]}\n", "frame Hello: example short: encoding/hex"},
+		{"bad example name", "    doc: Greets the server.\n", "    doc: Greets the server.\n    examples:\n      - {name: Short, hex: [\"00\"]}\n", `example name "Short" must be kebab-case`},
 		{"yaml syntax", "records:", "records: [", "minimal.yaml:"},
 	}
 	base := loadMinimal(t)

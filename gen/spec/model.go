@@ -219,7 +219,17 @@ type Frame struct {
 	MaxBody   int // 0 = the framing maximum
 	Doc       string
 	Fields    []*Field
+	Examples  []*Example
 	Line      int
+}
+
+// Example is a named, hand-computed encoding of a frame's body: golden test data and a fuzz seed.
+type Example struct {
+	Name  string
+	Doc   string
+	Hex   []string // as written: hex bytes with a # comment naming the field
+	Bytes []byte
+	Line  int
 }
 
 // Field is one member of a frame or record.

@@ -105,11 +105,12 @@ type rawConst struct {
 }
 
 type rawRecord struct {
-	Opcode *int       `yaml:"opcode"` // a tagged record: a stored value that starts with its opcode
-	Group  string     `yaml:"group"`  // tagged records: the emitted file (default records)
-	Name   string     `yaml:"name"`
-	Doc    string     `yaml:"doc"`
-	Fields []rawField `yaml:"fields"`
+	Opcode   *int         `yaml:"opcode"`   // a tagged record: a stored value that starts with its opcode
+	Group    string       `yaml:"group"`    // tagged records: the emitted file (default records)
+	Examples []rawExample `yaml:"examples"` // tagged records only
+	Name     string       `yaml:"name"`
+	Doc      string       `yaml:"doc"`
+	Fields   []rawField   `yaml:"fields"`
 	Line   int        `yaml:"-"`
 }
 
@@ -128,8 +129,16 @@ type rawFrame struct {
 	Group     string     `yaml:"group"`
 	MaxBody   int        `yaml:"max_body"`
 	Doc       string     `yaml:"doc"`
-	Fields    []rawField `yaml:"fields"`
-	Line      int        `yaml:"-"`
+	Fields    []rawField   `yaml:"fields"`
+	Examples  []rawExample `yaml:"examples"`
+	Line      int          `yaml:"-"`
+}
+
+type rawExample struct {
+	Name string   `yaml:"name"`
+	Doc  string   `yaml:"doc"`
+	Hex  []string `yaml:"hex"` // lines of hex bytes (spaces ignored), each with a # comment
+	Line int      `yaml:"-"`
 }
 
 type rawField struct {
@@ -158,6 +167,7 @@ func (v *rawRecord) UnmarshalYAML(n *yaml.Node) error     { return strict(n, v) 
 func (v *rawList) UnmarshalYAML(n *yaml.Node) error       { return strict(n, v) }
 func (v *rawFrame) UnmarshalYAML(n *yaml.Node) error      { return strict(n, v) }
 func (v *rawField) UnmarshalYAML(n *yaml.Node) error      { return strict(n, v) }
+func (v *rawExample) UnmarshalYAML(n *yaml.Node) error    { return strict(n, v) }
 
 // strict decodes mapping node n into the struct v points to, refusing keys that match no yaml tag
 // and setting the struct's Line field to the node's line.

@@ -42,6 +42,11 @@ type specFrame struct {
 	MaxBody   int         `yaml:"max_body"`
 	Doc       string      `yaml:"doc"`
 	Fields    []specField `yaml:"fields"`
+	Examples  []struct {
+		Name string   `yaml:"name"`
+		Doc  string   `yaml:"doc"`
+		Hex  []string `yaml:"hex"`
+	} `yaml:"examples"`
 }
 
 type specEnum struct {
