@@ -111,7 +111,7 @@ type rawRecord struct {
 	Name     string       `yaml:"name"`
 	Doc      string       `yaml:"doc"`
 	Fields   []rawField   `yaml:"fields"`
-	Line   int        `yaml:"-"`
+	Line     int          `yaml:"-"`
 }
 
 type rawList struct {
@@ -123,12 +123,12 @@ type rawList struct {
 }
 
 type rawFrame struct {
-	Opcode    *int       `yaml:"opcode"`
-	Name      string     `yaml:"name"`
-	Direction string     `yaml:"direction"`
-	Group     string     `yaml:"group"`
-	MaxBody   int        `yaml:"max_body"`
-	Doc       string     `yaml:"doc"`
+	Opcode    *int         `yaml:"opcode"`
+	Name      string       `yaml:"name"`
+	Direction string       `yaml:"direction"`
+	Group     string       `yaml:"group"`
+	MaxBody   int          `yaml:"max_body"`
+	Doc       string       `yaml:"doc"`
 	Fields    []rawField   `yaml:"fields"`
 	Examples  []rawExample `yaml:"examples"`
 	Line      int          `yaml:"-"`
