@@ -59,6 +59,28 @@ func TestStreamLimit(t *testing.T) {
 	rt.Expect[*riftproto.Ok](t, s)
 }
 
+// With one stream of credit, every kind of call can follow another: the server returns the
+// credit of a finished stream, also of a call that answered (whose credit it holds back until a
+// later answer or a short timer, see credits), so the next OpenStreamSync is not stuck.
+func TestStreamCreditComesBackAfterEachCall(t *testing.T) {
+	f := start(t, func(o *listener.Options) { o.MaxStreams = 1 })
+	c := rt.Connect(t, f.addr, "reader-token")
+	for i := range 3 {
+		publish(t, c, "big", "big.a", "x") // answered: its credit is parked
+		publish(t, c, "big", "big.a", "y")
+		s := rt.Open(t, c) // refused: ERROR, credit returned at once
+		s.Send(t, &riftproto.StreamPublish{Stream: "nope", Subject: "big.a"})
+		rt.ExpectError(t, s, riftproto.CodeOperation)
+		p := rt.Open(t, c) // a publisher stream the client finishes
+		p.Send(t, &riftproto.Ping{})
+		rt.Expect[*riftproto.Ok](t, p)
+		p.S.Close()
+		if _, err := p.Next(); err == nil {
+			t.Fatalf("round %d: the publisher stream did not end", i)
+		}
+	}
+}
+
 func TestFirstFrameAndPartialFrameDeadlines(t *testing.T) {
 	f := start(t, func(o *listener.Options) {
 		o.AuthTimeout = 200 * time.Millisecond

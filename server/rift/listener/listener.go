@@ -127,6 +127,7 @@ func Listen(svc *service.Service, o Options) (*Server, error) {
 		KeepAlivePeriod:                o.KeepAlive,
 		MaxIncomingStreams:             int64(o.MaxStreams),
 		MaxIncomingUniStreams:          -1,
+		RequireStreamCreditRelease:     true, // see credits
 		InitialStreamReceiveWindow:     256 << 10,
 		MaxStreamReceiveWindow:         4 << 20,
 		InitialConnectionReceiveWindow: 1 << 20,
@@ -223,6 +224,8 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		conn.CloseWithError(CloseNormal, "memory budget full")
 	})
 	defer acct.Close()
+	cr := &credits{}
+	defer cr.close() // after the handlers have returned
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -234,7 +237,7 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.serveStream(conn.Context(), sess, acct, str)
+			s.serveStream(conn.Context(), sess, acct, cr, str)
 		}()
 	}
 }
@@ -251,6 +254,7 @@ func (s *Server) authenticate(conn *quic.Conn) (*auth.Identity, error) {
 	if err != nil {
 		return nil, fmt.Errorf("no authentication stream: %w", err)
 	}
+	defer str.ReleaseStreamCredit()
 	defer str.CancelRead(ResetCancelled) // frames after AUTH on this stream are discarded
 	str.SetDeadline(deadline)
 	fr := newFrameReader(str)

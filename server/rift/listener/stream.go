@@ -19,20 +19,27 @@ import (
 
 // op is one operation stream being served.
 type op struct {
-	s    *Server
-	sess *service.Session
-	str  *quic.Stream
-	in   *frames
-	out  *writer
-	acct *membudget.Account // the connection's memory account
+	s       *Server
+	sess    *service.Session
+	str     *quic.Stream
+	in      *frames
+	out     *writer
+	acct    *membudget.Account // the connection's memory account
+	credits *credits           // the connection's parked stream credit
+	parked  bool               // the stream's credit was handed to credits
 }
 
 // serveStream reads a stream's first frame and runs the operation it starts.
-func (s *Server) serveStream(ctx context.Context, sess *service.Session, acct *membudget.Account, str *quic.Stream) {
-	o := &op{s: s, sess: sess, str: str, acct: acct,
+func (s *Server) serveStream(ctx context.Context, sess *service.Session, acct *membudget.Account, cr *credits, str *quic.Stream) {
+	o := &op{s: s, sess: sess, str: str, acct: acct, credits: cr,
 		in:  newFrames(str, time.Now().Add(s.opts.AuthTimeout), s.opts.FrameTimeout),
 		out: &writer{s: str, timeout: s.opts.WriteTimeout}}
 	defer o.in.release()
+	defer func() {
+		if !o.parked {
+			str.ReleaseStreamCredit()
+		}
+	}()
 	code, body, err := o.in.next()
 	if err != nil {
 		o.readFailed(err)
@@ -98,10 +105,15 @@ func (o *op) abort() {
 	o.str.CancelRead(ResetCancelled)
 }
 
-// finish ends a single-call stream after its answer.
+// finish ends a single-call stream after its answer: the credit of the calls answered before
+// it is released now, so that their MAX_STREAMS frame joins this answer, and its own is parked
+// (see credits).
 func (o *op) finish() {
 	o.str.Close()
 	o.str.CancelRead(ResetCancelled)
+	o.credits.release()
+	o.credits.park(o.str)
+	o.parked = true
 }
 
 // pubDecoder decodes PUBLISH and PUBLISH_ACK bodies (one layout: subject, reply, payload) for a
