@@ -14,12 +14,14 @@ import (
 // benchBacklog measures what a standing backlog costs: it fills one queue step by step to each of
 // -backlog-sizes messages (of -backlog-payload bytes, over -backlog-keys fairness keys), reads the
 // server's RSS at each size, and measures lifecycle throughput on that queue while the backlog
-// stands, against the same load on an empty queue of the empty server measured first. Per size it
-// prints the figures and one summary line:
+// stands, against the same load on a fresh, empty queue of the same server measured just before
+// and just after (their mean, so that a drift of the machine's load cancels). Per size it prints
+// the figures and one summary line:
 //
-//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=…
+//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=…
 //
-// bytes_per_msg is (RSS − RSS before the fill) / messages. With -heap-profile DIR the server
+// bytes_per_msg is (RSS − RSS before the fill) / messages; empty_server is the lifecycle rate
+// measured first, on the empty server. The empty queues keep what their run left unconsumed. With -heap-profile DIR the server
 // serves pprof and a heap profile is saved at each size.
 func benchBacklog(r *runner) error {
 	if r.srv.cmd == nil {
@@ -30,11 +32,11 @@ func benchBacklog(r *runner) error {
 	if err != nil {
 		return err
 	}
-	empty, err := r.lifecycleRate("backlog-empty", backlogLifecycle(r.o))
+	emptyServer, err := r.lifecycleRate("empty-server", backlogLifecycle(r.o))
 	if err != nil {
 		return err
 	}
-	report("lifecycle_empty_backlog", empty, "msg/s")
+	report("lifecycle_empty_server", emptyServer, "msg/s")
 	q, err := r.newQueue("backlog")
 	if err != nil {
 		return err
@@ -56,22 +58,42 @@ func benchBacklog(r *runner) error {
 		if err := r.saveHeap("backlog-" + tag); err != nil {
 			return err
 		}
-		l := backlogLifecycle(r.o)
-		l.queue = q
-		ct := &counters{}
-		stop, err := r.start(l, ct)
+		before, err := r.lifecycleRate("empty-before-"+tag, backlogLifecycle(r.o))
 		if err != nil {
 			return err
 		}
-		rate := measure("backlog-"+tag, r.o.duration, ct.acked.Load)
-		stop()
-		stored += ct.enqueued.Load() - ct.acked.Load()
+		rate, added, err := r.standingRate(q, "backlog-"+tag)
+		if err != nil {
+			return err
+		}
+		stored += added
+		after, err := r.lifecycleRate("empty-after-"+tag, backlogLifecycle(r.o))
+		if err != nil {
+			return err
+		}
+		empty := (before + after) / 2
 		report("lifecycle_backlog_"+tag, rate, "msg/s")
+		report("lifecycle_empty_beside_"+tag, empty, "msg/s")
 		report("lifecycle_backlog_vs_empty_"+tag, 100*rate/empty, "%")
-		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f\n",
-			measured, r.o.backlogPayload, r.o.backlogKeys, float64(rss)/(1<<20), perMsg, rate, empty, rate/empty)
+		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f\n",
+			measured, r.o.backlogPayload, r.o.backlogKeys, float64(rss)/(1<<20), perMsg, rate, empty, rate/empty, emptyServer)
 	}
 	return nil
+}
+
+// standingRate measures the lifecycle load on q, which holds the backlog, and returns the rate
+// and how many messages the backlog gained (negative: lost) meanwhile.
+func (r *runner) standingRate(q, label string) (float64, int64, error) {
+	l := backlogLifecycle(r.o)
+	l.queue = q
+	ct := &counters{}
+	stop, err := r.start(l, ct)
+	if err != nil {
+		return 0, 0, err
+	}
+	rate := measure(label, r.o.duration, ct.acked.Load)
+	stop()
+	return rate, ct.enqueued.Load() - ct.acked.Load(), nil
 }
 
 // backlogLifecycle is the lifecycle load of the backlog figures: one consumer, 1 KB messages

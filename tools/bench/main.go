@@ -28,6 +28,7 @@ type options struct {
 	backlogPayload int
 	backlogKeys    int
 	heapProfile    string // directory for the server's heap profiles ("" = none)
+	serverBin      string // a fila-server binary to run instead of building one
 }
 
 func main() {
@@ -43,6 +44,7 @@ func main() {
 	flag.IntVar(&o.backlogPayload, "backlog-payload", 1024, "payload bytes of the backlog figure's messages")
 	flag.IntVar(&o.backlogKeys, "backlog-keys", 0, "fairness keys of the backlog figure's messages (0 = none given)")
 	flag.StringVar(&o.heapProfile, "heap-profile", "", "save the server's heap profiles (backlog figure) in this directory")
+	flag.StringVar(&o.serverBin, "fila-server", "", "run this fila-server binary instead of building one from the working tree")
 	plotOut := flag.String("plot-backlog", "", "write an SVG of the BACKLOG lines of saved runs, given as label=file arguments, and exit")
 	flag.Parse()
 	if *plotOut != "" {
@@ -65,7 +67,7 @@ func run(o options) error {
 	srv := &server{addr: o.addr}
 	if o.addr == "" {
 		var err error
-		if srv, err = startServer(o.fsync, o.heapProfile != ""); err != nil {
+		if srv, err = startServer(o.serverBin, o.fsync, o.heapProfile != ""); err != nil {
 			return err
 		}
 		defer srv.stop()

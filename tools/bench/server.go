@@ -22,15 +22,17 @@ type server struct {
 	args     []string
 }
 
-func startServer(fsync, pprof bool) (*server, error) {
+// startServer starts bin (built from the working tree when "") on a temporary data directory.
+func startServer(bin string, fsync, pprof bool) (*server, error) {
 	dir, err := os.MkdirTemp("", "fila-bench-")
 	if err != nil {
 		return nil, err
 	}
-	bin, err := buildServer(dir)
-	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+	if bin == "" {
+		if bin, err = buildServer(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
 	}
 	addr, err := freeAddr()
 	if err != nil {
