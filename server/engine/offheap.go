@@ -1,6 +1,9 @@
 package engine
 
-import "unsafe"
+import (
+	"sync/atomic"
+	"unsafe"
+)
 
 // The two structures that grow with the number of stored messages — the record chunks of the
 // slab and the table of the ID index — are pointer-free, so they can live outside the Go heap:
@@ -11,6 +14,13 @@ import "unsafe"
 // drained queue returns the memory at once instead of at the scavenger's pace. Small buffers
 // (an empty or short queue, tests) stay on the Go heap.
 
+// mapped counts the bytes currently mapped by every Queue of the process.
+var mapped atomic.Int64
+
+// MappedBytes returns the memory the engine's Queues hold outside the Go heap (in RSS, not in
+// runtime.MemStats).
+func MappedBytes() int64 { return mapped.Load() }
+
 // mapMin is the size from which a buffer is mapped rather than taken from the Go heap.
 const mapMin = 256 << 10
 
@@ -20,6 +30,7 @@ const recSize = int(unsafe.Sizeof(rec{}))
 func allocRecs(n int) ([]rec, bool) {
 	if n*recSize >= mapMin {
 		if b, ok := mapBytes(n * recSize); ok {
+			mapped.Add(int64(len(b)))
 			return unsafe.Slice((*rec)(unsafe.Pointer(unsafe.SliceData(b))), n), true
 		}
 	}
@@ -27,8 +38,9 @@ func allocRecs(n int) ([]rec, bool) {
 }
 
 // freeRecs gives back a slice from allocRecs that was mapped; nothing may use it afterwards.
-func freeRecs(s []rec, mapped bool) {
-	if mapped && cap(s) > 0 {
+func freeRecs(s []rec, isMapped bool) {
+	if isMapped && cap(s) > 0 {
+		mapped.Add(-int64(cap(s) * recSize))
 		unmapBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*recSize))
 	}
 }
@@ -37,6 +49,7 @@ func freeRecs(s []rec, mapped bool) {
 func allocWords(n int) ([]uint64, bool) {
 	if n*8 >= mapMin {
 		if b, ok := mapBytes(n * 8); ok {
+			mapped.Add(int64(len(b)))
 			return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n), true
 		}
 	}
@@ -44,8 +57,9 @@ func allocWords(n int) ([]uint64, bool) {
 }
 
 // freeWords gives back a slice from allocWords that was mapped; nothing may use it afterwards.
-func freeWords(s []uint64, mapped bool) {
-	if mapped && cap(s) > 0 {
+func freeWords(s []uint64, isMapped bool) {
+	if isMapped && cap(s) > 0 {
+		mapped.Add(-int64(cap(s) * 8))
 		unmapBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*8))
 	}
 }

@@ -278,3 +278,24 @@ func TestOffHeapStore(t *testing.T) {
 		t.Fatalf("drained store kept %d chunks, index mapped %v with %d entries", len(s.chunks), x.mapped, x.n)
 	}
 }
+
+// MappedBytes counts what the store maps and gives back.
+func TestMappedBytesAccounting(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("no mapped memory on this system")
+	}
+	before := MappedBytes()
+	s := newSlab()
+	for range 2 * chunkSize {
+		s.alloc()
+	}
+	if got := MappedBytes() - before; got != 2*chunkSize*int64(recSize) {
+		t.Fatalf("two full chunks map %d bytes, want %d", got, 2*chunkSize*recSize)
+	}
+	for i := range uint32(2 * chunkSize) {
+		s.release(i)
+	}
+	if got := MappedBytes() - before; got != 0 {
+		t.Fatalf("a drained store still maps %d bytes", got)
+	}
+}
