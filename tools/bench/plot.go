@@ -42,16 +42,20 @@ func plotBacklog(out string, runs []string) error {
 	const w, h = 900, 340
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", w, h)
-	panel(&b, series, 0, "RSS (MiB) against stored messages", func(p backlogPoint) float64 { return p.rssMiB })
-	panel(&b, series, w/2, "RSS per stored message (bytes) against stored messages", func(p backlogPoint) float64 { return p.perMsg })
+	panel(&b, series, 0, "RSS (MiB) against stored messages", rssTarget, func(p backlogPoint) float64 { return p.rssMiB })
+	panel(&b, series, w/2, "RSS per stored message (bytes) against stored messages", 0, func(p backlogPoint) float64 { return p.perMsg })
 	b.WriteString("</svg>\n")
 	return os.WriteFile(out, []byte(b.String()), 0o644)
 }
 
+// rssTarget is issue 15's bound for a backlog of 10 M messages of 1 KB, drawn on the RSS panel.
+const rssTarget = 600
+
 var plotColors = []string{"#9a9a9a", "#2a6fdb", "#d9822b", "#3a9b3a"}
 
 // panel draws one chart, 450 × 340 at x0: a log-scale x axis of messages, a linear y axis from 0.
-func panel(b *strings.Builder, series []backlogSeries, x0 int, title string, y func(backlogPoint) float64) {
+// A target above 0 is drawn as a dashed line.
+func panel(b *strings.Builder, series []backlogSeries, x0 int, title string, target float64, y func(backlogPoint) float64) {
 	const left, right, top, bottom = 60, 20, 30, 60 // margins inside the panel
 	const pw, ph = 450 - left - right, 340 - top - bottom
 	minX, maxX, maxY := math.Inf(1), math.Inf(-1), 0.0
@@ -63,8 +67,8 @@ func panel(b *strings.Builder, series []backlogSeries, x0 int, title string, y f
 	if maxY == 0 || minX >= maxX {
 		minX, maxX = minX/10, maxX*10
 	}
-	maxY *= 1.1
-	lx0, lx1 := math.Log10(minX), math.Log10(maxX)
+	maxY = math.Max(maxY, target) * 1.1
+	lx0, lx1 := math.Log10(minX)-0.25, math.Log10(maxX)+0.25
 	px := func(v float64) float64 { return float64(x0+left) + (math.Log10(v)-lx0)/(lx1-lx0)*pw }
 	py := func(v float64) float64 { return float64(top) + ph - v/maxY*ph }
 	fmt.Fprintf(b, `<text x="%d" y="18" font-weight="bold">%s</text>`+"\n", x0+left, title)
@@ -73,6 +77,10 @@ func panel(b *strings.Builder, series []backlogSeries, x0 int, title string, y f
 		v := maxY * float64(i) / 4
 		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%.0f</text>`+"\n", x0+left-4, py(v)+4, v)
 		fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x0+left, x0+left+pw, py(v), py(v))
+	}
+	if target > 0 {
+		fmt.Fprintf(b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#c0392b" stroke-dasharray="6,4"/>`+"\n", x0+left, x0+left+pw, py(target), py(target))
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" fill="#c0392b">target for 10 M × 1 KB: %.0f</text>`+"\n", x0+left+4, py(target)-4, target)
 	}
 	for _, s := range series[:min(1, len(series))] {
 		for _, p := range s.points {
