@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 )
 
@@ -58,15 +59,21 @@ var ErrReleased = errors.New("wire: frame reader used after Release")
 // costs no allocation of its own. It is safe for concurrent use.
 type BufferPool struct {
 	size int
-	pool sync.Pool // of *[]byte, each of len size
+	pool sync.Pool // of *readBuf, each of len size, lent by this pool
 }
 
 // NewBufferPool returns a pool of read buffers of size bytes (at least 16).
 func NewBufferPool(size int) *BufferPool {
 	size = max(size, minReadBuffer)
 	p := &BufferPool{size: size}
-	p.pool.New = func() any { b := make([]byte, size); return &b }
+	p.pool.New = func() any { return &readBuf{b: make([]byte, size), pool: p} }
 	return p
+}
+
+// readBuf is a FrameReader's read buffer and the pool that lent it (nil for a reader's own).
+type readBuf struct {
+	b    []byte
+	pool *BufferPool
 }
 
 // FrameReader reads length-prefixed frames, [u32 big-endian length][length bytes of body], the
@@ -92,19 +99,17 @@ func NewBufferPool(size int) *BufferPool {
 // say) loses nothing: the next call to Next resumes the frame where the source stopped.
 type FrameReader struct {
 	src    io.Reader
-	min    int
-	max    int
+	min    uint32 // the accepted body lengths (the length prefix is a u32)
+	max    uint32
 	maxFor func(first byte) int
 	budget BufferBudget
-	pool   *BufferPool // lent buf, returned by Release; nil when buf is the reader's own
-	bufp   *[]byte     // the pool's handle on buf
-	buf    []byte
-	r, w   int // unread bytes are buf[r:w]
+	rb     *readBuf // the read buffer; nil after Release
+	r, w   int      // unread bytes are rb.b[r:w]
 	big    []byte
-	inBody bool // the current frame's length prefix is consumed; its body is still being read
 	n      int  // the current frame's body length, while inBody
 	bigK   int  // bytes of a large body read into big so far, while inBody
 	skip   int  // bytes of a refused body still to discard
+	inBody bool // the current frame's length prefix is consumed; its body is still being read
 	eof    bool // the source reported io.EOF
 }
 
@@ -118,13 +123,18 @@ func NewFrameReader(r io.Reader, minBody, maxBody int) *FrameReader {
 // to size bytes are returned from it without a copy, longer ones are read into the large-body
 // buffer.
 func NewFrameReaderSize(r io.Reader, minBody, maxBody, size int) *FrameReader {
-	return &FrameReader{src: r, min: minBody, max: maxBody, buf: make([]byte, max(size, minReadBuffer))}
+	rb := &readBuf{b: make([]byte, max(size, minReadBuffer))}
+	return &FrameReader{src: r, min: length32(minBody), max: length32(maxBody), rb: rb}
 }
 
 // NewPooledFrameReader is NewFrameReader with a read buffer lent by pool; Release returns it.
 func NewPooledFrameReader(r io.Reader, minBody, maxBody int, pool *BufferPool) *FrameReader {
-	bp := pool.pool.Get().(*[]byte)
-	return &FrameReader{src: r, min: minBody, max: maxBody, pool: pool, bufp: bp, buf: *bp}
+	return &FrameReader{src: r, min: length32(minBody), max: length32(maxBody), rb: pool.pool.Get().(*readBuf)}
+}
+
+// length32 clamps a body length limit to the range of the u32 length prefix.
+func length32(n int) uint32 {
+	return uint32(min(max(n, 0), math.MaxUint32))
 }
 
 // SetBudget has b approve the large-body buffer (the read buffer, allocated with the reader, is
@@ -132,7 +142,7 @@ func NewPooledFrameReader(r io.Reader, minBody, maxBody int, pool *BufferPool) *
 func (fr *FrameReader) SetBudget(b BufferBudget) { fr.budget = b }
 
 // SetMax changes the largest accepted body length.
-func (fr *FrameReader) SetMax(maxBody int) { fr.max = maxBody }
+func (fr *FrameReader) SetMax(maxBody int) { fr.max = length32(maxBody) }
 
 // SetMaxFor installs a per-frame limit chosen by the body's first byte (an opcode), checked
 // before the body is read. It is consulted only for non-empty bodies within the reader's range.
@@ -141,22 +151,28 @@ func (fr *FrameReader) SetMaxFor(f func(first byte) int) { fr.maxFor = f }
 // Next reads the next frame body; see FrameReader for how long it stays valid and what errors
 // mean.
 func (fr *FrameReader) Next() ([]byte, error) {
-	// Fast path: a whole, acceptable frame is buffered (a released reader has nothing buffered).
-	if !fr.inBody && fr.skip == 0 && fr.w-fr.r >= LengthSize {
-		n := int(binary.BigEndian.Uint32(fr.buf[fr.r:]))
+	// Fast path: the length prefix and the body's first byte are buffered (never after Release),
+	// and the frame is accepted and fits the read buffer.
+	if !fr.inBody && fr.skip == 0 && fr.w-fr.r > LengthSize {
+		n32 := binary.BigEndian.Uint32(fr.rb.b[fr.r:])
+		n := int(n32)
 		start := fr.r + LengthSize
-		end := start + n
-		if n >= fr.min && n <= fr.max && end <= fr.w && (fr.maxFor == nil || n == 0 || n <= fr.maxFor(fr.buf[start])) {
-			fr.r = end
-			return fr.buf[start:end:end], nil
+		if n32 >= fr.min && n32 <= fr.max && n <= len(fr.rb.b) && (fr.maxFor == nil || n == 0 || n <= fr.maxFor(fr.rb.b[start])) {
+			if end := start + n; end <= fr.w {
+				fr.r = end
+				return fr.rb.b[start:end:end], nil
+			}
+			fr.r = start
+			fr.inBody, fr.n = true, n
+			return fr.smallBody()
 		}
 	}
 	return fr.next()
 }
 
-// next is Next when the frame is not buffered whole, or is refused.
+// next is Next off the fast path: a refused frame, a large body, or a length prefix not buffered.
 func (fr *FrameReader) next() ([]byte, error) {
-	if fr.buf == nil {
+	if fr.rb == nil {
 		return nil, ErrReleased
 	}
 	if fr.skip > 0 {
@@ -169,13 +185,18 @@ func (fr *FrameReader) next() ([]byte, error) {
 			return nil, err
 		}
 	}
-	if fr.n > len(fr.buf) {
+	if fr.n > len(fr.rb.b) {
 		return fr.readBig()
 	}
+	return fr.smallBody()
+}
+
+// smallBody returns the current body, which fits the read buffer, once it is buffered whole.
+func (fr *FrameReader) smallBody() ([]byte, error) {
 	if err := fr.fill(fr.n); err != nil {
 		return nil, unexpected(err)
 	}
-	body := fr.buf[fr.r : fr.r+fr.n : fr.r+fr.n]
+	body := fr.rb.b[fr.r : fr.r+fr.n : fr.r+fr.n]
 	fr.r += fr.n
 	fr.inBody = false
 	return body, nil
@@ -190,21 +211,22 @@ func (fr *FrameReader) header() error {
 		}
 		return unexpected(err)
 	}
-	n := int(binary.BigEndian.Uint32(fr.buf[fr.r:]))
-	if n < fr.min || n > fr.max {
+	n32 := binary.BigEndian.Uint32(fr.rb.b[fr.r:])
+	n := int(n32)
+	if n32 < fr.min || n32 > fr.max {
 		fr.refuse(n)
-		return &FrameSizeError{Length: n, Min: fr.min, Max: fr.max}
+		return &FrameSizeError{Length: n, Min: int(fr.min), Max: int(fr.max)}
 	}
 	if fr.maxFor != nil && n > 0 {
 		if err := fr.fill(LengthSize + 1); err != nil {
 			return unexpected(err)
 		}
-		if limit := fr.maxFor(fr.buf[fr.r+LengthSize]); n > limit {
+		if limit := fr.maxFor(fr.rb.b[fr.r+LengthSize]); n > limit {
 			fr.refuse(n)
-			return &FrameSizeError{Length: n, Min: fr.min, Max: limit}
+			return &FrameSizeError{Length: n, Min: int(fr.min), Max: limit}
 		}
 	}
-	if n > len(fr.buf) && cap(fr.big) < n {
+	if n > len(fr.rb.b) && cap(fr.big) < n {
 		if fr.budget != nil {
 			if err := fr.budget.Grow(n - cap(fr.big)); err != nil {
 				fr.refuse(n)
@@ -215,8 +237,8 @@ func (fr *FrameReader) header() error {
 	}
 	fr.r += LengthSize
 	fr.inBody, fr.n, fr.bigK = true, n, 0
-	if n > len(fr.buf) { // the read buffer holds only (a first part of) this body
-		fr.bigK = copy(fr.big[:n], fr.buf[fr.r:fr.w])
+	if n > len(fr.rb.b) { // the read buffer holds only (a first part of) this body
+		fr.bigK = copy(fr.big[:n], fr.rb.b[fr.r:fr.w])
 		fr.r, fr.w = 0, 0
 	}
 	return nil
@@ -250,12 +272,13 @@ func (fr *FrameReader) fill(n int) error {
 	if fr.w-fr.r >= n {
 		return nil
 	}
-	if fr.r+n > len(fr.buf) {
-		fr.w = copy(fr.buf, fr.buf[fr.r:fr.w])
+	buf := fr.rb.b
+	if fr.r+n > len(buf) {
+		fr.w = copy(buf, buf[fr.r:fr.w])
 		fr.r = 0
 	}
 	for fr.w-fr.r < n {
-		m, err := fr.src.Read(fr.buf[fr.w:])
+		m, err := fr.src.Read(buf[fr.w:])
 		fr.w += m
 		if err == io.EOF {
 			fr.eof = true
@@ -275,14 +298,14 @@ func (fr *FrameReader) fill(n int) error {
 // refused frame it returns nothing. When a read of the source fails, the first bytes may be lost,
 // but the stream stays framed: the next Next discards what is left of the body.
 func (fr *FrameReader) Skip(keep int) ([]byte, error) {
-	if fr.buf == nil {
+	if fr.rb == nil {
 		return nil, ErrReleased
 	}
-	keep = min(keep, fr.skip, len(fr.buf))
+	keep = min(keep, fr.skip, len(fr.rb.b))
 	if err := fr.fill(keep); err != nil {
 		return nil, unexpected(err)
 	}
-	head := append([]byte(nil), fr.buf[fr.r:fr.r+keep]...)
+	head := append([]byte(nil), fr.rb.b[fr.r:fr.r+keep]...)
 	fr.r += keep
 	fr.skip -= keep
 	if err := fr.discard(); err != nil {
@@ -296,7 +319,7 @@ func (fr *FrameReader) discard() error {
 	for fr.skip > 0 {
 		if fr.r == fr.w {
 			fr.r, fr.w = 0, 0
-			m, err := fr.src.Read(fr.buf)
+			m, err := fr.src.Read(fr.rb.b)
 			fr.w = m
 			if err == io.EOF {
 				fr.eof = true
@@ -319,17 +342,17 @@ func (fr *FrameReader) Ready() bool {
 	case fr.skip > 0:
 		return false
 	case fr.inBody:
-		return fr.n <= len(fr.buf) && fr.w-fr.r >= fr.n
+		return fr.n <= len(fr.rb.b) && fr.w-fr.r >= fr.n
 	case fr.w-fr.r < LengthSize:
 		return false
 	}
-	return fr.w-fr.r-LengthSize >= int(binary.BigEndian.Uint32(fr.buf[fr.r:]))
+	return fr.w-fr.r-LengthSize >= int(binary.BigEndian.Uint32(fr.rb.b[fr.r:]))
 }
 
 // Unread returns how many bytes were received from the source but not yet returned in a body
 // (or discarded).
 func (fr *FrameReader) Unread() int {
-	if fr.inBody && fr.n > len(fr.buf) {
+	if fr.inBody && fr.n > len(fr.rb.b) {
 		return fr.bigK
 	}
 	return fr.w - fr.r
@@ -339,15 +362,20 @@ func (fr *FrameReader) Unread() int {
 func (fr *FrameReader) EOF() bool { return fr.eof }
 
 // Buffered returns the bytes of memory the reader holds: its read buffer and its large-body
-// buffer.
-func (fr *FrameReader) Buffered() int { return len(fr.buf) + cap(fr.big) }
+// buffer (nothing after Release).
+func (fr *FrameReader) Buffered() int {
+	if fr.rb == nil {
+		return 0
+	}
+	return len(fr.rb.b) + cap(fr.big)
+}
 
 // Shrink lets go of the large-body buffer when its capacity exceeds keep bytes, telling the
 // BufferBudget, so that one large frame does not pin its size for the connection's lifetime. It
 // keeps the buffer while a large body is being read into it. A body returned earlier stays valid
 // (the buffer is no longer reused). Shrink reports whether it let go.
 func (fr *FrameReader) Shrink(keep int) bool {
-	if cap(fr.big) <= keep || fr.inBody && fr.n > len(fr.buf) {
+	if cap(fr.big) <= keep || fr.inBody && fr.n > len(fr.rb.b) {
 		return false
 	}
 	if fr.budget != nil {
@@ -361,16 +389,17 @@ func (fr *FrameReader) Shrink(keep int) bool {
 // Bodies returned earlier are invalid afterwards, and the reader answers ErrReleased. Calling it
 // again does nothing.
 func (fr *FrameReader) Release() {
-	if fr.buf == nil {
+	if fr.rb == nil {
 		return
 	}
-	fr.inBody = false
-	fr.Shrink(0)
-	if fr.pool != nil {
-		fr.pool.pool.Put(fr.bufp)
-		fr.pool, fr.bufp = nil, nil
+	if fr.big != nil {
+		fr.inBody = false
+		fr.Shrink(0)
 	}
-	fr.buf = nil
+	if fr.rb.pool != nil {
+		fr.rb.pool.pool.Put(fr.rb)
+	}
+	fr.rb = nil
 	fr.r, fr.w = 0, 0
 }
 

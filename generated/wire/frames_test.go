@@ -264,12 +264,19 @@ func TestFrameReaderPoolReusesBuffers(t *testing.T) {
 		t.Fatal("pool sizes")
 	}
 	fr := NewPooledFrameReader(bytes.NewReader(frames([]byte("x"))), 1, 100, pool)
-	if len(fr.buf) != 64 {
-		t.Fatalf("pooled buffer of %d bytes", len(fr.buf))
+	rb := fr.rb
+	if len(rb.b) != 64 || rb.pool != pool {
+		t.Fatalf("pooled buffer of %d bytes", len(rb.b))
 	}
 	fr.Release()
-	if fr.buf != nil || fr.bufp != nil {
+	if fr.rb != nil {
 		t.Fatal("Release kept the pooled buffer")
+	}
+	if fr.Buffered() != 0 {
+		t.Fatalf("Buffered = %d after Release", fr.Buffered())
+	}
+	if got := pool.pool.Get().(*readBuf); got.pool != pool || len(got.b) != 64 {
+		t.Fatal("the pool lent a buffer that is not its own")
 	}
 }
 
