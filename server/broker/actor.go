@@ -517,8 +517,17 @@ func (a *actor) arm(t Timer) {
 	if ok {
 		d = max(time.Duration(next-a.b.clock().UnixMilli())*time.Millisecond, 0)
 	}
+	if d < failingRecheck && (a.suspended || a.b.db.Health().Err != nil) {
+		// A round skips what needs a write while writes fail (expiry, forgetting), so what is
+		// due stays due: look again later, not at once round after round. The store's
+		// recovery wakes every actor (watchStorage).
+		d = failingRecheck
+	}
 	t.Reset(d)
 }
+
+// failingRecheck is how often an actor looks at what came due while the store refuses writes.
+const failingRecheck = time.Second
 
 // commit is one round on its way to durability: its entry's future, the replies waiting for it
 // and the deliveries to hand over once it is durable.

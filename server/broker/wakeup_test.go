@@ -1,8 +1,10 @@
 package broker
 
 import (
+	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 )
@@ -48,5 +50,53 @@ func TestDueDelayedMessageWithoutConsumersArmsNoImmediateWakeup(t *testing.T) {
 		}
 		s.mu.Unlock()
 		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// While the store refuses writes a round skips lease expiry (it would need a write), so a lease
+// that ran out stays the next wake-up. The actor must not re-arm its timer for "now" round after
+// round meanwhile (before the fix it spun a core for as long as the disk failed); it looks again
+// at most once a second, and at once when the store recovers.
+func TestExpiredLeaseWhileWritesFailArmsNoImmediateWakeup(t *testing.T) {
+	s := newScript(t)
+	b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, IdleTimeout: -1,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.b = b
+	t.Cleanup(func() { b.Close() })
+	for _, line := range []string{"create q visibility=1000", "enqueue q a", "consume q c1 credit=1", "deliveries n=1"} {
+		if out := s.do(line); strings.Contains(out, "err") {
+			t.Fatalf("%s: %s", line, out)
+		}
+	}
+	b.Unsubscribe("q", "c1")
+	s.mem.FailWrites(errors.New("disk full"))
+	s.settled()
+	s.mu.Lock()
+	s.now = s.now.Add(2 * time.Second) // the lease has run out
+	for _, tm := range s.timers {
+		tm.fireBy(s.now)
+	}
+	s.mu.Unlock()
+	s.settled()
+	for range 200 {
+		s.mu.Lock()
+		for i, tm := range s.timers {
+			if len(tm.c) > 0 || tm.on && !tm.at.After(s.now) {
+				s.mu.Unlock()
+				t.Fatalf("timer %d fires at %v with the clock at %v while writes fail: the actor spins", i, tm.at, s.now)
+			}
+		}
+		s.mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+	}
+	s.mem.ResumeWrites()
+	if out := s.do("advance 1s"); out != "ok" {
+		t.Fatal(out)
+	}
+	if out := s.do("stats q"); !strings.HasPrefix(out, "depth=1 in_flight=0") {
+		t.Fatalf("after the store recovered: %s, want the lease expired", out)
 	}
 }

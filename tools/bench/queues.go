@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -22,8 +24,17 @@ func benchQueues(r *runner) error {
 		return nil
 	}
 	n := r.o.queues
-	// The server holds at most max_queues queues; this workload needs n.
+	// The server holds at most max_queues queues; this workload needs n. Its goroutines are
+	// counted through /debug/pprof.
 	r.srv.args = append(r.srv.args, "--max-queues", strconv.Itoa(n))
+	if r.srv.httpAddr == "" {
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		r.srv.httpAddr = addr
+		r.srv.args = append(r.srv.args, "--pprof", "--http-listen", addr)
+	}
 	if err := r.srv.restart(); err != nil {
 		return err
 	}
@@ -66,12 +77,26 @@ func benchQueues(r *runner) error {
 	default:
 	}
 	report("queue_create_rate", float64(n)/time.Since(start).Seconds(), "queues/s")
-	time.Sleep(2 * time.Second)
+	report(fmt.Sprintf("goroutines_%d_queues_just_created", n), float64(r.srv.goroutines()), "goroutines")
+	// Idle queues hibernate after queue_idle_timeout (10 s by default): wait until the
+	// goroutine count stops falling.
+	for prev, i := -1, 0; i < 60; i++ {
+		time.Sleep(time.Second)
+		g := r.srv.goroutines()
+		if g == prev && i >= 12 {
+			break
+		}
+		prev = g
+	}
+	report(fmt.Sprintf("goroutines_%d_idle_queues", n), float64(r.srv.goroutines()), "goroutines")
 	report(fmt.Sprintf("rss_%d_idle_queues", n), float64(r.srv.rssBytes())/(1<<20), "MiB")
 	report("rss_per_idle_queue", float64(r.srv.rssBytes()-before)/float64(n)/1024, "KiB")
 	cpu := r.srv.cpuSeconds()
 	time.Sleep(5 * time.Second)
 	report(fmt.Sprintf("idle_cpu_%d_queues", n), (r.srv.cpuSeconds()-cpu)/5*100, "%")
+	if err := wakeQueues(r, min(n, 1000)); err != nil {
+		return err
+	}
 
 	start = time.Now()
 	if err := r.srv.restart(); err != nil {
@@ -94,7 +119,45 @@ func benchQueues(r *runner) error {
 	// the wall time is not.
 	report(fmt.Sprintf("restart_cpu_%d_idle_queues", n), r.srv.cpuSeconds(), "s")
 	report(fmt.Sprintf("rss_%d_idle_queues_after_restart", n), float64(r.srv.rssBytes())/(1<<20), "MiB")
+	report(fmt.Sprintf("goroutines_%d_idle_queues_after_restart", n), float64(r.srv.goroutines()), "goroutines")
 	return nil
+}
+
+// wakeQueues enqueues one message to each of the first k (sleeping) queues, one at a time, and
+// reports the mean time an enqueue to a sleeping queue takes (its Raft group reopens).
+func wakeQueues(r *runner, k int) error {
+	c, err := fibpconn.Dial(r.srv.addr)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	start := time.Now()
+	for i := range k {
+		res, err := c.Call(&fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: fmt.Sprintf("idle-%d", i), Payload: []byte("wake")}}})
+		if err != nil {
+			return err
+		}
+		if code := res.(*fibp.EnqueueResult).Results[0].ErrorCode; code != fibp.CodeOk {
+			return fmt.Errorf("enqueue to idle-%d: %v", i, code)
+		}
+	}
+	report("enqueue_to_sleeping_queue", float64(time.Since(start).Microseconds())/float64(k)/1000, "ms")
+	return nil
+}
+
+// goroutines reads the server's goroutine count from /debug/pprof (0 when it does not serve it).
+func (s *server) goroutines() int {
+	if s.httpAddr == "" {
+		return 0
+	}
+	resp, err := http.Get("http://" + s.httpAddr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	line, _ := bufio.NewReader(resp.Body).ReadString('\n')
+	n, _ := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, "goroutine profile: total ")))
+	return n
 }
 
 // cpuSeconds reads the server's user + system CPU time from /proc.
