@@ -294,11 +294,20 @@ func (a *actor) summarize() (summary, bool) {
 	return s, true
 }
 
-// storeSummary stores the summary of a stopped group, stamped with its log's last index.
+// unsyncedSetter is a stable store that can write without an fsync of its own (raftstore).
+type unsyncedSetter interface {
+	SetUnsynced(key, val []byte) error
+}
+
+// storeSummary stores the summary of a stopped group, stamped with its log's last index. It
+// needs no fsync: a summary lost in a power failure, or one the log moved past, only makes the
+// next start open the group.
 func (a *actor) storeSummary(logs raftstore.LogStableStore, s summary, last uint64) {
 	s.Index = last
 	b, err := json.Marshal(&s)
-	if err == nil {
+	if u, ok := logs.(unsyncedSetter); ok && err == nil {
+		err = u.SetUnsynced(summaryKey, b)
+	} else if err == nil {
 		err = logs.Set(summaryKey, b)
 	}
 	if err != nil {

@@ -62,7 +62,11 @@ type Group struct {
 	store raftstore.LogStableStore
 	trans raft.Transport
 	hb    time.Duration
+	brk   *breaker // a log entry raft could not read (guard.go)
 }
+
+// Err returns why the group broke (a log entry it could not read), or nil.
+func (g *Group) Err() error { return g.brk.failure() }
 
 // Open starts the group on fsm, restoring its latest snapshot. A group with no state yet is
 // bootstrapped as a cluster of this node alone.
@@ -98,11 +102,12 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 			return nil, fmt.Errorf("raftgroup: bootstrap: %w", err)
 		}
 	}
-	r, err := newRaft(conf, fsm, store, snaps, trans)
+	brk := &breaker{}
+	r, err := newRaft(conf, guardFSM{fsm: fsm, b: brk}, guardStore{LogStableStore: store, b: brk}, snaps, trans)
 	if err != nil {
 		return nil, fmt.Errorf("raftgroup: %w", err)
 	}
-	g := &Group{r: r, store: store, trans: trans, hb: conf.LeaderLeaseTimeout}
+	g := &Group{r: r, store: store, trans: trans, hb: conf.LeaderLeaseTimeout, brk: brk}
 	g.elect()
 	return g, nil
 }
@@ -200,7 +205,7 @@ func (g *Group) Lead(timeout time.Duration) error {
 	if err := g.r.Barrier(time.Until(deadline)).Error(); err != nil {
 		return fmt.Errorf("raftgroup: barrier: %w", err)
 	}
-	return nil
+	return g.Err()
 }
 
 // Propose appends data to the log. The future returns once the entry is durable and applied

@@ -64,3 +64,14 @@ func (s *Store) stableKey(key []byte) []byte {
 	k := make([]byte, 0, len(s.prefix)+1+len(key))
 	return append(append(append(k, s.prefix...), kindStable), key...)
 }
+
+// SetUnsynced stores val under key without an fsync of its own, failing at once while the
+// database refuses writes: it becomes durable with the next synced write (Pebble's log keeps
+// the order of writes), or a power failure loses it. For what a restart can do without.
+func (s *Store) SetUnsynced(key, val []byte) error {
+	k := s.stableKey(key)
+	if err := s.db.Write(func(p *pebble.DB) error { return p.Set(k, val, pebble.NoSync) }); err != nil {
+		return fmt.Errorf("raftstore: group %q: set %q: %w", s.prefix, key, err)
+	}
+	return nil
+}
