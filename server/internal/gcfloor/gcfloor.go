@@ -57,10 +57,13 @@ type tuner struct {
 
 // arm has after run once the next collection has found a sentinel unreachable: finalizers run
 // on one goroutine after the collection that freed their object, so after sees its live heap.
+// The sentinel holds a pointer, which keeps it out of the tiny allocator's shared blocks (whose
+// finalizers may never run).
 func (t *tuner) arm() {
-	sentinel := new([16]byte)
-	runtime.SetFinalizer(sentinel, func(*[16]byte) { t.after() })
+	runtime.SetFinalizer(&sentinel{t}, func(s *sentinel) { s.t.after() })
 }
+
+type sentinel struct{ t *tuner }
 
 func (t *tuner) after() {
 	t.mu.Lock()
