@@ -18,6 +18,8 @@ type EnqueueInput struct {
 	DelayMs           uint64
 	IdempotencyKey    string
 	HasIdempotencyKey bool
+	// Attributes, when set, shares the returned attribute maps (see AttributeSets).
+	Attributes *AttributeSets
 }
 
 // Classification is the outcome of on_enqueue: the producer's values with every field the hook
@@ -35,10 +37,17 @@ const maxFairnessKey = math.MaxUint16
 
 // OnEnqueue runs s (an on_enqueue script) for one message.
 func (r *Runtime) OnEnqueue(s *Script, in EnqueueInput) (Classification, error) {
+	b := Batch{r: r}
+	defer b.Close()
+	return b.OnEnqueue(s, in)
+}
+
+// OnEnqueue runs s (an on_enqueue script) for one message of the batch.
+func (b *Batch) OnEnqueue(s *Script, in EnqueueInput) (Classification, error) {
 	c := Classification{FairnessKey: in.FairnessKey, Weight: in.Weight, DelayMs: in.DelayMs}
-	err := r.call(s, func(L *lua.LState, m *lua.LTable) lua.LValue {
+	err := b.call(s, func(st *state, m *lua.LTable) lua.LValue {
 		m.RawSetString("queue", lua.LString(in.Queue))
-		m.RawSetString("headers", stringTable(L, in.Headers))
+		m.RawSetString("headers", st.headersTable(OnEnqueue, in.Headers))
 		m.RawSetString("payload_size", lua.LNumber(in.PayloadSize))
 		m.RawSetString("fairness_key", lua.LString(in.FairnessKey))
 		m.RawSetString("weight", lua.LNumber(in.Weight))
@@ -49,11 +58,11 @@ func (r *Runtime) OnEnqueue(s *Script, in EnqueueInput) (Classification, error) 
 		}
 		m.RawSetString("idempotency_key", idem)
 		return m
-	}, func(v lua.LValue) error { return readClassification(v, &c) })
+	}, func(v lua.LValue) error { return readClassification(v, in.Attributes, &c) })
 	return c, err
 }
 
-func readClassification(v lua.LValue, c *Classification) error {
+func readClassification(v lua.LValue, sets *AttributeSets, c *Classification) error {
 	if v == lua.LNil {
 		return nil
 	}
@@ -83,7 +92,7 @@ func readClassification(v lua.LValue, c *Classification) error {
 		c.DelayMs = n
 	}
 	if f := t.RawGetString("attributes"); f != lua.LNil {
-		a, err := readStrings(f)
+		a, err := readAttributes(f, sets)
 		if err != nil {
 			return err
 		}
@@ -92,32 +101,17 @@ func readClassification(v lua.LValue, c *Classification) error {
 	return nil
 }
 
-// readStrings reads an attributes table: string keys to string values.
-func readStrings(v lua.LValue) (map[string]string, error) {
+// readAttributes reads an attributes table: string keys to string values (shared through sets
+// when it is set).
+func readAttributes(v lua.LValue, sets *AttributeSets) (map[string]string, error) {
 	t, ok := v.(*lua.LTable)
 	if !ok {
 		return nil, scriptErrorf("on_enqueue: attributes must be a table of strings, got %s", describe(v))
 	}
-	out := map[string]string{}
-	var bad error
-	t.ForEach(func(k, v lua.LValue) {
-		ks, kok := k.(lua.LString)
-		vs, vok := v.(lua.LString)
-		if bad == nil && (!kok || !vok || len(ks) > math.MaxUint16 || len(vs) > math.MaxUint16) {
-			bad = scriptErrorf("on_enqueue: attributes must map strings to strings, got %s = %s", describe(k), describe(v))
-		}
-		out[string(ks)] = string(vs)
-	})
-	if bad != nil {
-		return nil, bad
+	if sets == nil {
+		return (&AttributeSets{}).fromTable(t, false)
 	}
-	if len(out) > math.MaxUint16 {
-		return nil, scriptErrorf("on_enqueue: %d attributes, at most %d", len(out), math.MaxUint16)
-	}
-	if len(out) == 0 {
-		return nil, nil
-	}
-	return out, nil
+	return sets.fromTable(t, true)
 }
 
 // integer reads a Lua number that is a whole number within [lo, hi].

@@ -36,14 +36,14 @@ type FailureDecision struct {
 // OnFailure runs s (an on_failure script) for one failed delivery. decided is false when the
 // hook returned nothing: the retry policy decides then (as it does on an error).
 func (r *Runtime) OnFailure(s *Script, in FailureInput) (d FailureDecision, decided bool, err error) {
-	err = r.call(s, func(L *lua.LState, m *lua.LTable) lua.LValue {
+	err = r.call(s, func(st *state, m *lua.LTable) lua.LValue {
 		m.RawSetString("id", lua.LString(in.ID))
 		m.RawSetString("queue", lua.LString(in.Queue))
-		m.RawSetString("headers", stringTable(L, in.Headers))
+		m.RawSetString("headers", st.headersTable(OnFailure, in.Headers))
 		m.RawSetString("attempts", lua.LNumber(in.Attempts))
 		m.RawSetString("error", lua.LString(in.Error))
 		m.RawSetString("fairness_key", lua.LString(in.FairnessKey))
-		m.RawSetString("attributes", stringTable(L, in.Attributes))
+		m.RawSetString("attributes", stringTable(st.L, in.Attributes))
 		return m
 	}, func(v lua.LValue) error {
 		var e error

@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"slices"
 	"sync"
 
 	lua "github.com/yuin/gopher-lua"
@@ -35,32 +36,111 @@ type state struct {
 	gen     uint64
 	envMeta *lua.LTable // {__index = the sandbox's globals}
 	loaded  map[*Script]*loaded
-	msgs    [len(hookFunctions)]*lua.LTable // the msg argument of each hook, reused (see msgTable)
+	msgs    [len(hookFunctions)]reusedTable // the msg argument of each hook (see msgTable)
+	headers [len(hookFunctions)]reusedTable // its headers field (see headersTable)
 }
 
-// msgFields are the fields of each hook's msg argument.
-var msgFields = [len(hookFunctions)]map[lua.LValue]bool{
-	OnEnqueue: {lua.LString("queue"): true, lua.LString("headers"): true, lua.LString("payload_size"): true,
-		lua.LString("fairness_key"): true, lua.LString("weight"): true, lua.LString("delay_ms"): true,
-		lua.LString("idempotency_key"): true},
-	OnFailure: {lua.LString("id"): true, lua.LString("queue"): true, lua.LString("headers"): true,
-		lua.LString("attempts"): true, lua.LString("error"): true, lua.LString("fairness_key"): true,
-		lua.LString("attributes"): true},
+// msgFields are the fields of each hook's msg argument, in the order the hook sets them; the
+// optional ones (nil for some messages) come last.
+var msgFields = [len(hookFunctions)]struct {
+	always, optional []string
+}{
+	OnEnqueue: {always: []string{"queue", "headers", "payload_size", "fairness_key", "weight", "delay_ms"},
+		optional: []string{"idempotency_key"}},
+	OnFailure: {always: []string{"id", "queue", "headers", "attempts", "error", "fairness_key", "attributes"}},
+}
+
+// reuseLimit is how many calls a reused table serves before a new one replaces it: a script can
+// add a key and remove it again, which gopher-lua's tables remember, so a table is not kept for
+// ever.
+const reuseLimit = 1024
+
+// reusedTable is a table that the calls on a state pass to their hooks again and again instead of
+// making a new one for each call (a table costs a few allocations, and the garbage collector's
+// time), as long as no call changed its shape.
+type reusedTable struct {
+	t    *lua.LTable
+	keys []string   // the keys the table was made with, in their order
+	last lua.LValue // the last of them
+	uses int
+}
+
+// reusable reports whether the table still has the keys it was made with (plus optional ones)
+// and nothing else a script added: no metatable, no array part, no key after the last one it
+// was made with. (gopher-lua keeps the keys of a table in the order they were first set.)
+func (rt *reusedTable) reusable(optional []string) bool {
+	t := rt.t
+	if t == nil || t.Metatable != lua.LNil || rt.uses >= reuseLimit {
+		return false
+	}
+	if k, _ := t.Next(lua.LNil); k != lua.LNil && k.Type() != lua.LTString {
+		return false // an array part
+	}
+	if rt.last == nil {
+		k, _ := t.Next(lua.LNil)
+		return k == lua.LNil
+	}
+	for k := rt.last; ; {
+		if k, _ = t.Next(k); k == lua.LNil {
+			return true
+		}
+		if s, ok := k.(lua.LString); !ok || !slices.Contains(optional, string(s)) {
+			return false
+		}
+	}
+}
+
+// renew makes a new table for keys (and n more).
+func (rt *reusedTable) renew(L *lua.LState, keys []string, n int) *lua.LTable {
+	rt.t, rt.keys, rt.last, rt.uses = L.CreateTable(0, len(keys)+n), append(rt.keys[:0], keys...), nil, 0
+	if len(keys) > 0 {
+		rt.last = lua.LString(keys[len(keys)-1])
+	}
+	return rt.t
 }
 
 // msgTable returns the table to pass a hook's msg in: the one of the last call, whose fields the
-// call sets again, unless the script added a field or a metatable to it (it then starts anew, so
-// that nothing a call adds reaches the next one and a table never grows across calls).
+// call sets again, unless a script changed its shape (it then starts anew, so that nothing a
+// call adds reaches the next one and a table never grows across calls).
 func (st *state) msgTable(h Hook) *lua.LTable {
-	if m := st.msgs[h]; m != nil && m.Metatable == lua.LNil {
-		clean := true
-		m.ForEach(func(k, _ lua.LValue) { clean = clean && msgFields[h][k] })
-		if clean {
-			return m
-		}
+	rt := &st.msgs[h]
+	if !rt.reusable(msgFields[h].optional) {
+		return rt.renew(st.L, msgFields[h].always, len(msgFields[h].optional))
 	}
-	st.msgs[h] = st.L.CreateTable(0, len(msgFields[h]))
-	return st.msgs[h]
+	rt.uses++
+	return rt.t
+}
+
+// maxReusedHeaders is the most headers a reused headers table holds (keys are compared one by
+// one).
+const maxReusedHeaders = 8
+
+// headersTable returns a table holding m for hook h's msg.headers: the last call's when it was
+// made with the same keys and no script changed its shape, else a new one.
+func (st *state) headersTable(h Hook, m map[string]string) *lua.LTable {
+	rt := &st.headers[h]
+	if len(m) > maxReusedHeaders {
+		rt.t = nil
+		return stringTable(st.L, m)
+	}
+	same := len(rt.keys) == len(m) && rt.reusable(nil)
+	for k := range m {
+		same = same && slices.Contains(rt.keys, k)
+	}
+	t := rt.t
+	if same {
+		rt.uses++
+	} else {
+		keys := rt.keys[:0]
+		for k := range m {
+			keys = append(keys, k)
+		}
+		t = rt.renew(st.L, keys, 0)
+	}
+	for _, k := range rt.keys { // in the order the table was made with (see reusable)
+		t.RawSetString(k, lua.LString(m[k]))
+	}
+	return t
 }
 
 // NewRuntime returns a Runtime with the given limits whose fila.get reads config (nil: every key
@@ -153,21 +233,60 @@ func (r *Runtime) filaModule(L *lua.LState) *lua.LTable {
 // call runs script's hook function with the argument arg builds, within the time budget, and
 // passes the hook's result to read (still within the state's lifetime). It returns read's error,
 // or the script's.
-func (r *Runtime) call(s *Script, arg func(L *lua.LState, m *lua.LTable) lua.LValue, read func(v lua.LValue) error) error {
-	st, lim := r.take()
-	err := r.run(st, lim, s, arg, read)
-	r.give(st, err != nil)
+func (r *Runtime) call(s *Script, arg argFunc, read func(v lua.LValue) error) error {
+	b := Batch{r: r}
+	defer b.Close()
+	return b.call(s, arg, read)
+}
+
+// argFunc fills a hook's msg table m on state st and returns the argument to pass.
+type argFunc func(st *state, m *lua.LTable) lua.LValue
+
+// A Batch makes a series of hook calls from one goroutine on one pooled state and one OS thread:
+// the calls share one take from the pool and one reading of the thread's CPU clock (see
+// sandbox.Thread) instead of paying for them each. The goroutine holds its OS thread from the
+// first call until Close, so it should not block in between. A Batch is not safe for
+// concurrent use; Close it when done.
+type Batch struct {
+	r      *Runtime
+	st     *state
+	lim    sandbox.Limits
+	thread sandbox.Thread
+}
+
+// Batch begins a batch of calls on r.
+func (r *Runtime) Batch() *Batch { return &Batch{r: r} }
+
+// Close gives the batch's state back and releases its thread.
+func (b *Batch) Close() {
+	if b.st != nil {
+		b.r.give(b.st, false)
+		b.st = nil
+	}
+	b.thread.Release()
+}
+
+func (b *Batch) call(s *Script, arg argFunc, read func(v lua.LValue) error) error {
+	if b.st == nil {
+		b.st, b.lim = b.r.take()
+		b.thread.Hold()
+	}
+	err := b.st.run(b.lim, &b.thread, s, arg, read)
+	if err != nil { // a failed run's state is dropped; a later call takes another
+		b.r.give(b.st, true)
+		b.st = nil
+	}
 	return err
 }
 
-func (r *Runtime) run(st *state, lim sandbox.Limits, s *Script, arg func(L *lua.LState, m *lua.LTable) lua.LValue, read func(v lua.LValue) error) error {
-	st.Start(lim.Timeout)
+func (st *state) run(lim sandbox.Limits, t *sandbox.Thread, s *Script, arg argFunc, read func(v lua.LValue) error) error {
+	st.StartOn(t, lim.Timeout)
 	defer st.Stop()
 	ld, err := st.load(s)
 	if err != nil {
 		return err
 	}
-	out, err := st.Call(ld.fn, 1, arg(st.L, st.msgTable(s.hook)))
+	out, err := st.Call(ld.fn, 1, arg(st, st.msgTable(s.hook)))
 	if err != nil {
 		return err
 	}

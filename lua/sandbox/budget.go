@@ -12,17 +12,19 @@ import (
 //
 // The budget is CPU time, so that a script is not timed out because a loaded machine did not
 // schedule it: the cheap wall clock is read between instructions, and only when the wall
-// deadline has passed is the thread's CPU clock asked (the run is locked to its OS thread). If the
-// run has used less CPU than its budget, the wall deadline moves by what is left. Where no thread
-// CPU clock exists, the budget is wall-clock time.
+// deadline has passed is the thread's CPU clock asked (the run holds its OS thread, see Thread).
+// If the run has used less CPU than its budget, the wall deadline moves by what is left. Where no
+// thread CPU clock exists, the budget is wall-clock time.
 type budget struct {
 	limit    time.Duration
 	deadline time.Time
-	cpuStart time.Duration
-	hasCPU   bool
-	calls    uint32
-	expired  bool
-	locked   bool
+	thread   *Thread
+	// credit is the wall time from the thread's last CPU clock reading to the start of this run:
+	// the CPU the thread used before the run is at most that.
+	credit  time.Duration
+	calls   uint32
+	expired bool
+	own     Thread // the thread a Start outside a Hold holds for its run
 }
 
 // checkEvery is how many instructions run between two clock reads. It is small because one
@@ -37,21 +39,24 @@ var (
 
 var _ context.Context = (*budget)(nil)
 
-func (b *budget) start(timeout time.Duration) {
-	if !b.locked {
-		runtime.LockOSThread()
-		b.locked = true
+// start begins a run's budget on t (nil: the budget's own thread, held until stop).
+func (b *budget) start(t *Thread, timeout time.Duration) {
+	if t == nil {
+		t = &b.own
+		t.Hold()
 	}
-	b.limit, b.deadline, b.calls, b.expired = timeout, time.Now().Add(timeout), 0, false
-	b.cpuStart, b.hasCPU = threadCPU()
+	now := time.Now()
+	t.refresh(now, timeout/maxCreditShare)
+	b.thread, b.limit, b.deadline, b.calls, b.expired = t, timeout, now.Add(timeout), 0, false
+	b.credit = now.Sub(t.at)
 }
 
-// stop releases the thread start locked.
+// stop ends the run's budget (and releases the budget's own thread).
 func (b *budget) stop() {
-	if b.locked {
-		runtime.UnlockOSThread()
-		b.locked = false
+	if b.thread == &b.own {
+		b.own.Release()
 	}
+	b.thread = nil
 }
 
 func (b *budget) Deadline() (time.Time, bool) { return b.deadline, true }
@@ -72,18 +77,20 @@ func (b *budget) Done() <-chan struct{} {
 }
 
 // check runs when the wall deadline has passed: the run has expired if its CPU time has too.
+// The run's CPU time is at least the thread's since its last reading less the credit.
 func (b *budget) check(now time.Time) {
-	if !b.hasCPU {
+	t := b.thread
+	if !t.hasCPU {
 		b.expired = true
 		return
 	}
 	cpu, ok := threadCPU()
-	used := cpu - b.cpuStart
+	used := cpu - t.cpu - b.credit
 	if !ok || used >= b.limit {
 		b.expired = true
 		return
 	}
-	b.deadline = now.Add(b.limit - used)
+	b.deadline = now.Add(b.limit - max(used, 0))
 }
 
 func (b *budget) Err() error {
@@ -94,3 +101,50 @@ func (b *budget) Err() error {
 }
 
 func (b *budget) Value(any) any { return nil }
+
+// maxCreditShare bounds the credit of a run to its budget divided by it: a run may use at most
+// that much CPU beyond its budget before it ends (1/8: 11.25 ms of CPU for a 10 ms budget).
+const maxCreditShare = 8
+
+// A Thread is the OS thread a series of runs holds, and a reading of its CPU clock: the runs
+// started on it (State.StartOn) between Hold and Release need not each read the clock (a system
+// call) to know the CPU time they use. A run's CPU time is measured from the last reading, less
+// the wall time between that reading and the run's start (the thread cannot have used more
+// CPU than that in between); the clock is read again at a start once that wall time would
+// exceed an eighth of the run's budget. The zero Thread is ready for Hold; a Thread is used by
+// one goroutine.
+type Thread struct {
+	held   bool
+	hasCPU bool
+	cpu    time.Duration // the thread's CPU clock at the last reading
+	at     time.Time     // the wall clock just before that reading
+}
+
+// Hold locks the calling goroutine to its OS thread and reads the thread's CPU clock.
+func (t *Thread) Hold() {
+	if !t.held {
+		runtime.LockOSThread()
+		t.held = true
+	}
+	t.read(time.Now())
+}
+
+// Release unlocks the goroutine from its thread.
+func (t *Thread) Release() {
+	if t.held {
+		runtime.UnlockOSThread()
+		t.held = false
+	}
+}
+
+func (t *Thread) read(now time.Time) {
+	t.at = now
+	t.cpu, t.hasCPU = threadCPU()
+}
+
+// refresh reads the CPU clock again when the last reading is more than maxCredit old.
+func (t *Thread) refresh(now time.Time, maxCredit time.Duration) {
+	if t.hasCPU && now.Sub(t.at) > maxCredit {
+		t.read(now)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/filamq/fila/generated/store"
+	"github.com/filamq/fila/lua/hooks"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftgroup"
@@ -65,8 +66,9 @@ type actor struct {
 	// answers from the state it holds until the store recovers (storagehealth.go).
 	suspended bool
 
-	hooks queueHooks   // the queue lane's compiled Lua hooks
-	attrs attrInterner // attribute maps shared among the queue's messages
+	hooks    queueHooks          // the queue lane's compiled Lua hooks
+	attrs    hooks.AttributeSets // attribute maps shared among the queue's messages
+	classBuf []classified        // classifyAll's result, reused
 	// nextReclassify is when parked messages are classified again (Unix ms; 0: none is parked).
 	nextReclassify int64
 	subs           map[string]*subscription

@@ -39,14 +39,15 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 	var dedupUntil int64 // computed once per batch, when a message has an identity
 	var batchIDs map[queuegroup.Identity]engine.MsgID
 	var idents []byte // the batch's identities, one allocation for all
-	for _, it := range items {
-		cls := a.classify(l, it.msg, len(it.body.payload))
+	classes := a.classifyAll(l, items)
+	for i, it := range items {
+		cls, m := &classes[i], it.msg
 		if cls.code != CodeOk {
 			res[it.index] = EnqueueResult{Code: cls.code}
 			continue
 		}
-		m, attrs := cls.msg, cls.attrs
-		fk := m.FairnessKey
+		attrs := cls.attrs
+		fk := cls.fairnessKey
 		if fk == "" {
 			fk = engine.DefaultFairnessKey
 		}
@@ -86,13 +87,13 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 		if keyed {
 			batchIDs[hash] = id
 		}
-		weight := m.Weight
+		weight := cls.weight
 		if weight == 0 {
 			weight = 1
 		}
 		notBefore := now
-		if m.DelayMs > 0 {
-			notBefore = addMs(now, m.DelayMs)
+		if cls.delayMs > 0 {
+			notBefore = addMs(now, cls.delayMs)
 		}
 		c.Messages = append(c.Messages, queuelog.LogMessage{ID: wire.UUID(id), FairnessKey: fk, Weight: weight, NotBefore: notBefore,
 			Headers: it.body.headers, Payload: it.body.payload, Identity: ident, DedupUntil: dedupUntil,

@@ -95,7 +95,7 @@ func (a *actor) classifyStored(m *engine.Message) (queuelog.Classification, erro
 		delay = uint64(m.NotBefore - m.EnqueuedAt)
 	}
 	in := hooks.EnqueueInput{Queue: a.lanes[queuegroup.LaneQueue].name, FairnessKey: m.FairnessKey, Weight: max(m.Weight, 1),
-		DelayMs: delay}
+		DelayMs: delay, Attributes: &a.attrs}
 	if b, err := a.loadBody(m.ID); err == nil {
 		in.Headers, in.PayloadSize = b.headers, len(b.payload)
 	}

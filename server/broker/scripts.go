@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/binary"
 	"errors"
 	"slices"
 	"time"
@@ -76,85 +75,60 @@ func (h queueHooks) source() [2]string {
 	return s
 }
 
-// classified is what on_enqueue made of a message being enqueued.
+// classified is what on_enqueue made of a message being enqueued: the producer's fairness key,
+// weight and delay with the hook's put over them, and the attributes it returned.
 type classified struct {
-	msg   *Message          // the message with the hook's fairness key, weight and delay
-	attrs map[string]string // the attributes it returned
-	// parked: the script failed on a parking queue; msg keeps the producer's values.
+	fairnessKey string
+	weight      uint32
+	delayMs     uint64
+	attrs       map[string]string
+	// parked: the script failed on a parking queue; the producer's values are kept.
 	parked bool
 	// code is CodeScriptError or CodeScriptTimeout when the script failed on a rejecting queue.
 	code Code
 }
 
-// classify runs on_enqueue for a message of lane l.
-func (a *actor) classify(l queuegroup.Lane, m *Message, payloadSize int) classified {
-	msg, attrs, code := a.runOnEnqueue(l, m, payloadSize)
-	if code != CodeOk && a.parks() {
-		return classified{msg: m, parked: true}
-	}
-	return classified{msg: msg, attrs: attrs, code: code}
-}
-
-// runOnEnqueue returns the message with the hook's fairness key, weight and delay put over the
-// producer's, and the attributes it returned. Code is CodeScriptError or CodeScriptTimeout when
-// the script failed.
-func (a *actor) runOnEnqueue(l queuegroup.Lane, m *Message, payloadSize int) (*Message, map[string]string, Code) {
+// classifyAll runs on_enqueue for the messages of lane l, into a buffer the actor reuses (valid
+// until the next call). The calls share one pooled interpreter state and one reading of the
+// thread's CPU clock (hooks.Batch); nothing blocks between them.
+func (a *actor) classifyAll(l queuegroup.Lane, items []enqueueItem) []classified {
+	out := slices.Grow(a.classBuf[:0], len(items))[:len(items)]
+	a.classBuf = out
 	s := a.hooks.onEnqueue
 	if s == nil || l != queuegroup.LaneQueue {
-		return m, nil, CodeOk
+		for i, it := range items {
+			out[i] = classified{fairnessKey: it.msg.FairnessKey, weight: it.msg.Weight, delayMs: it.msg.DelayMs}
+		}
+		return out
 	}
-	in := hooks.EnqueueInput{Queue: a.lanes[l].name, Headers: m.Headers, PayloadSize: payloadSize,
+	batch := a.b.hooks.Batch()
+	defer batch.Close()
+	for i, it := range items {
+		out[i] = a.classify(batch, s, it.msg, len(it.body.payload))
+	}
+	return out
+}
+
+// classify runs on_enqueue s for a message of the queue lane.
+func (a *actor) classify(batch *hooks.Batch, s *hooks.Script, m *Message, payloadSize int) classified {
+	producers := classified{fairnessKey: m.FairnessKey, weight: m.Weight, delayMs: m.DelayMs}
+	in := hooks.EnqueueInput{Queue: a.lanes[queuegroup.LaneQueue].name, Headers: m.Headers, PayloadSize: payloadSize,
 		FairnessKey: m.FairnessKey, Weight: max(m.Weight, 1), DelayMs: m.DelayMs,
-		IdempotencyKey: m.IdempotencyKey, HasIdempotencyKey: m.HasKey}
+		IdempotencyKey: m.IdempotencyKey, HasIdempotencyKey: m.HasKey, Attributes: &a.attrs}
 	if in.FairnessKey == "" {
 		in.FairnessKey = engine.DefaultFairnessKey
 	}
-	c, err := a.b.hooks.OnEnqueue(s, in)
+	c, err := batch.OnEnqueue(s, in)
 	if err != nil {
 		a.log.Debug("on_enqueue failed", "err", err)
-		return m, nil, scriptCode(err)
+		if a.parks() {
+			producers.parked = true
+			return producers
+		}
+		producers.code = scriptCode(err)
+		return producers
 	}
-	out := *m
-	out.FairnessKey, out.Weight, out.DelayMs = c.FairnessKey, c.Weight, c.DelayMs
-	return &out, a.attrs.intern(c.Attributes), CodeOk
-}
-
-// attrInterner shares one map among the messages of a queue whose hook returned the same
-// attributes: a backlog then holds a few maps, not one per message, for the garbage collector to
-// walk. Attribute maps are never changed once stored, so sharing is safe.
-type attrInterner struct {
-	maps map[string]map[string]string // by canonical encoding
-	key  []byte
-	ks   []string
-}
-
-// maxInterned bounds the distinct attribute sets remembered; beyond it the table starts over.
-const maxInterned = 1024
-
-func (t *attrInterner) intern(m map[string]string) map[string]string {
-	if len(m) == 0 || len(m) > 8 {
-		return m
-	}
-	t.ks = t.ks[:0]
-	for k := range m {
-		t.ks = append(t.ks, k)
-	}
-	slices.Sort(t.ks)
-	t.key = t.key[:0]
-	for _, k := range t.ks {
-		t.key = binary.AppendUvarint(t.key, uint64(len(k)))
-		t.key = append(t.key, k...)
-		t.key = binary.AppendUvarint(t.key, uint64(len(m[k])))
-		t.key = append(t.key, m[k]...)
-	}
-	if shared, ok := t.maps[string(t.key)]; ok {
-		return shared
-	}
-	if t.maps == nil || len(t.maps) >= maxInterned {
-		t.maps = map[string]map[string]string{}
-	}
-	t.maps[string(t.key)] = m
-	return m
+	return classified{fairnessKey: c.FairnessKey, weight: c.Weight, delayMs: c.DelayMs, attrs: c.Attributes}
 }
 
 // scriptCode is the item code of a failed on_enqueue.

@@ -29,6 +29,7 @@ type options struct {
 	backlogKeys    int
 	heapProfile    string // directory for the server's heap profiles ("" = none)
 	serverBin      string // a fila-server binary to run instead of building one
+	pprof          string // an address to serve the server's /debug/pprof/ on ("" = a free one when needed)
 }
 
 func main() {
@@ -45,6 +46,7 @@ func main() {
 	flag.IntVar(&o.backlogKeys, "backlog-keys", 0, "fairness keys of the backlog figure's messages (0 = none given)")
 	flag.StringVar(&o.heapProfile, "heap-profile", "", "save the server's heap profiles (backlog figure) in this directory")
 	flag.StringVar(&o.serverBin, "fila-server", "", "run this fila-server binary instead of building one from the working tree")
+	flag.StringVar(&o.pprof, "pprof", "", "serve the server's /debug/pprof/ on this address (to profile a workload)")
 	plotOut := flag.String("plot-backlog", "", "write an SVG of the BACKLOG lines of saved runs, given as label=file arguments, and exit")
 	flag.Parse()
 	if *plotOut != "" {
@@ -67,7 +69,7 @@ func run(o options) error {
 	srv := &server{addr: o.addr}
 	if o.addr == "" {
 		var err error
-		if srv, err = startServer(o.serverBin, o.fsync, o.heapProfile != ""); err != nil {
+		if srv, err = startServer(o.serverBin, o.fsync, o.heapProfile != "" || o.pprof != "", o.pprof); err != nil {
 			return err
 		}
 		defer srv.stop()

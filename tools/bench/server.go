@@ -22,8 +22,9 @@ type server struct {
 	args     []string
 }
 
-// startServer starts bin (built from the working tree when "") on a temporary data directory.
-func startServer(bin string, fsync, pprof bool) (*server, error) {
+// startServer starts bin (built from the working tree when "") on a temporary data directory;
+// with pprof it serves /debug/pprof/ on pprofAddr (a free address when "").
+func startServer(bin string, fsync, pprof bool, pprofAddr string) (*server, error) {
 	dir, err := os.MkdirTemp("", "fila-bench-")
 	if err != nil {
 		return nil, err
@@ -40,9 +41,11 @@ func startServer(bin string, fsync, pprof bool) (*server, error) {
 	}
 	s := &server{addr: addr, dir: dir, bin: bin, args: []string{"--data-dir", dir + "/data", "--listen", addr,
 		"--log-level", "warn", "--fsync=" + strconv.FormatBool(fsync)}}
-	if pprof {
-		if s.httpAddr, err = freeAddr(); err != nil {
-			return nil, err
+	if s.httpAddr = pprofAddr; pprof {
+		if s.httpAddr == "" {
+			if s.httpAddr, err = freeAddr(); err != nil {
+				return nil, err
+			}
 		}
 		s.args = append(s.args, "--pprof", "--http-listen", s.httpAddr)
 	} else {
