@@ -46,12 +46,13 @@ func (r *Runtime) OnEnqueue(s *Script, in EnqueueInput) (Classification, error) 
 func (b *Batch) OnEnqueue(s *Script, in EnqueueInput) (Classification, error) {
 	c := Classification{FairnessKey: in.FairnessKey, Weight: in.Weight, DelayMs: in.DelayMs}
 	err := b.call(s, func(st *state, m *lua.LTable) lua.LValue {
-		m.RawSetString("queue", lua.LString(in.Queue))
+		v := &st.values
+		m.RawSetString("queue", v.str(slotQueue, in.Queue))
 		m.RawSetString("headers", st.headersTable(OnEnqueue, in.Headers))
-		m.RawSetString("payload_size", lua.LNumber(in.PayloadSize))
-		m.RawSetString("fairness_key", lua.LString(in.FairnessKey))
-		m.RawSetString("weight", lua.LNumber(in.Weight))
-		m.RawSetString("delay_ms", lua.LNumber(in.DelayMs))
+		m.RawSetString("payload_size", v.num(slotPayloadSize, float64(in.PayloadSize)))
+		m.RawSetString("fairness_key", v.str(slotFairnessKey, in.FairnessKey))
+		m.RawSetString("weight", v.num(slotWeight, float64(in.Weight)))
+		m.RawSetString("delay_ms", v.num(slotDelay, float64(in.DelayMs)))
 		idem := lua.LValue(lua.LNil)
 		if in.HasIdempotencyKey {
 			idem = lua.LString(in.IdempotencyKey)

@@ -38,6 +38,51 @@ type state struct {
 	loaded  map[*Script]*loaded
 	msgs    [len(hookFunctions)]reusedTable // the msg argument of each hook (see msgTable)
 	headers [len(hookFunctions)]reusedTable // its headers field (see headersTable)
+	values  valueCache
+}
+
+// valueCache keeps the Lua value of the last string or number put in each of a few msg fields:
+// successive messages of a queue mostly repeat them, and making a Lua value of a Go string or
+// number allocates.
+type valueCache struct {
+	strs [slotStrings]struct {
+		s string
+		v lua.LValue
+	}
+	nums [slotNumbers]struct {
+		n float64
+		v lua.LValue
+	}
+}
+
+// The fields valueCache keeps.
+const (
+	slotQueue = iota
+	slotFairnessKey
+	slotStrings
+)
+
+const (
+	slotPayloadSize = iota
+	slotWeight
+	slotDelay
+	slotNumbers
+)
+
+func (c *valueCache) str(slot int, s string) lua.LValue {
+	e := &c.strs[slot]
+	if e.v == nil || e.s != s {
+		e.s, e.v = s, lua.LString(s)
+	}
+	return e.v
+}
+
+func (c *valueCache) num(slot int, n float64) lua.LValue {
+	e := &c.nums[slot]
+	if e.v == nil || e.n != n {
+		e.n, e.v = n, lua.LNumber(n)
+	}
+	return e.v
 }
 
 // msgFields are the fields of each hook's msg argument, in the order the hook sets them; the
@@ -341,11 +386,11 @@ func (st *state) load(s *Script) (*loaded, error) {
 // a script cannot make them up, so the environment never grows beyond them.)
 func (ld *loaded) restore() {
 	var extra []lua.LValue
-	ld.env.ForEach(func(k, _ lua.LValue) {
+	for k, _ := ld.env.Next(lua.LNil); k != lua.LNil; k, _ = ld.env.Next(k) {
 		if ks, ok := k.(lua.LString); !ok || ld.globals[ks] == nil {
 			extra = append(extra, k)
 		}
-	})
+	}
 	for _, k := range extra {
 		ld.env.RawSet(k, lua.LNil)
 	}

@@ -65,6 +65,7 @@ type State struct {
 	L       *lua.LState
 	budget  budget
 	timeout time.Duration
+	out     []lua.LValue // Call's results, reused
 }
 
 // NewState returns a sandboxed state with the given limits. modules are added as read-only
@@ -148,8 +149,9 @@ func Compile(chunk, src string) (*lua.FunctionProto, error) {
 }
 
 // Run calls fn with args within the time budget and returns its first nret results (nil where
-// it returned fewer). Its error wraps ErrTimeout or ErrScript and carries the script's message.
-// After an error the state is usable, but a caller that pools states should drop it.
+// it returned fewer; valid until the next Run or Call). Its error wraps ErrTimeout or ErrScript
+// and carries the script's message. After an error the state is usable, but a caller that pools
+// states should drop it.
 func (s *State) Run(timeout time.Duration, fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValue, error) {
 	s.Start(timeout)
 	defer s.Stop()
@@ -170,7 +172,7 @@ func (s *State) StartOn(t *Thread, timeout time.Duration) {
 // Stop ends the budget Start began.
 func (s *State) Stop() { s.budget.stop() }
 
-// Call is Run within the budget of the last Start.
+// Call is Run within the budget of the last Start. The results are valid until the next Call.
 func (s *State) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LValue, error) {
 	L, b := s.L, &s.budget
 	L.SetContext(b)
@@ -185,11 +187,12 @@ func (s *State) Call(fn *lua.LFunction, nret int, args ...lua.LValue) ([]lua.LVa
 		}
 		return nil, fmt.Errorf("%w: %s", ErrScript, message(err))
 	}
-	out := make([]lua.LValue, nret)
+	out := slices.Grow(s.out[:0], nret)[:nret]
 	for i := range out {
 		out[i] = L.Get(-nret + i)
 	}
 	L.Pop(nret)
+	s.out = out
 	return out, nil
 }
 
