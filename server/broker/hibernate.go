@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/filamq/fila/lua/hooks"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftgroup"
@@ -273,7 +274,7 @@ func (a *actor) hibernate() bool {
 	_, last := g.Stats()
 	a.storeSummary(g.Store(), sum, last)
 	a.st, a.fsm = nil, nil
-	a.attrs = attrInterner{}
+	a.attrs, a.classBuf = hooks.AttributeSets{}, nil
 	close(settled)
 	return true
 }
