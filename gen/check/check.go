@@ -18,6 +18,9 @@ import (
 func Check(s *spec.Spec) spec.Errors {
 	c := &checker{file: s.File}
 	c.docs(s)
+	if strings.HasPrefix(strings.TrimSpace(s.Doc), "Package ") {
+		c.errf(1, "doc: the generator writes \"Package %s is the %s, version %d: \" in front of doc; do not repeat it", s.Protocol, s.Title, s.Version)
+	}
 	c.cycles(s)
 	if len(c.errs) == 0 {
 		return nil

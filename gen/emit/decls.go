@@ -188,24 +188,12 @@ func (e *emitter) opcodes(f *File) {
 	}
 	f.Const().Defs(defs...)
 
-	nameCases, dirCases, maxCases, known := []Code{}, []Code{}, []Code{}, []Code{}
-	dirConst := map[spec.Direction]string{spec.DirClient: "ClientToServer", spec.DirServer: "ServerToClient", spec.DirBoth: "EitherDirection"}
+	messages, limits := false, false
 	for _, fr := range frames {
-		nameCases = append(nameCases, Case(Id(opConst(fr))).Block(Return(Lit(fr.Name))))
-		known = append(known, Id(opConst(fr)))
-		if fr.Kind == spec.FrameMessage {
-			dirCases = append(dirCases, Case(Id(opConst(fr))).Block(Return(Id(dirConst[fr.Direction]))))
-		}
-		if fr.MaxBody > 0 {
-			maxCases = append(maxCases, Case(Id(opConst(fr))).Block(Return(Lit(fr.MaxBody))))
-		}
+		messages = messages || fr.Kind == spec.FrameMessage
+		limits = limits || fr.MaxBody > 0
 	}
-	f.Comment("String returns the spec's name of op, or Opcode(0xNN) when op is unknown.")
-	f.Func().Params(Id("op").Id("Opcode")).Id("String").Params().String().Block(
-		Switch(Id("op")).Block(nameCases...),
-		Return(Qual("fmt", "Sprintf").Call(Lit("Opcode(%#02x)"), Uint8().Call(Id("op")))),
-	)
-	if len(dirCases) > 0 {
+	if messages {
 		f.Comment("Direction says which peer sends a frame.")
 		f.Type().Id("Direction").Uint8()
 		f.Const().Defs(
@@ -213,21 +201,54 @@ func (e *emitter) opcodes(f *File) {
 			Id("ServerToClient"),
 			Id("EitherDirection"),
 		)
+	}
+	info := []Code{Id("name").String()}
+	if messages {
+		info = append(info, Id("direction").Id("Direction"))
+	}
+	if limits {
+		info = append(info, Id("maxBody").Int().Comment("0: MaxFrameSize"))
+	}
+	dirConst := map[spec.Direction]string{spec.DirClient: "ClientToServer", spec.DirServer: "ServerToClient", spec.DirBoth: "EitherDirection"}
+	var rows []Code // in opcode order, one line each
+	for _, fr := range frames {
+		row := []Code{Lit(fr.Name)}
+		if messages {
+			dir := Code(Lit(0)) // a stored record
+			if fr.Kind == spec.FrameMessage {
+				dir = Id(dirConst[fr.Direction])
+			}
+			row = append(row, dir)
+		}
+		if limits {
+			row = append(row, Lit(fr.MaxBody))
+		}
+		rows = append(rows, Id(opConst(fr)).Op(":").Values(row...))
+	}
+	f.Comment("opcodeInfo is what the spec says about one opcode.")
+	f.Type().Id("opcodeInfo").Struct(info...)
+	f.Comment("opcodeTable describes every opcode of the spec; the others have the zero opcodeInfo.")
+	f.Var().Id("opcodeTable").Op("=").Index(Lit(256)).Id("opcodeInfo").Custom(multi, rows...)
+
+	f.Comment("String returns the spec's name of op, or Opcode(0xNN) when op is unknown.")
+	f.Func().Params(Id("op").Id("Opcode")).Id("String").Params().String().Block(
+		If(Id("name").Op(":=").Id("opcodeTable").Index(Id("op")).Dot("name"), Id("name").Op("!=").Lit("")).Block(Return(Id("name"))),
+		Return(Qual("fmt", "Sprintf").Call(Lit("Opcode(%#02x)"), Uint8().Call(Id("op")))),
+	)
+	if messages {
 		f.Comment("Direction returns who sends op; 0 when op is unknown or a stored record.")
 		f.Func().Params(Id("op").Id("Opcode")).Id("Direction").Params().Id("Direction").Block(
-			Switch(Id("op")).Block(dirCases...),
-			Return(Lit(0)),
+			Return(Id("opcodeTable").Index(Id("op")).Dot("direction")),
 		)
 	}
 	f.Comment("Known reports whether op is in the opcode table.")
 	f.Func().Params(Id("op").Id("Opcode")).Id("Known").Params().Bool().Block(
-		Switch(Id("op")).Block(Case(known...).Block(Return(True()))),
-		Return(False()),
+		Return(Id("opcodeTable").Index(Id("op")).Dot("name").Op("!=").Lit("")),
 	)
-	if len(maxCases) > 0 { // only where some opcode has a limit of its own
+	if limits { // only where some opcode has a limit of its own
 		f.Comment("MaxBody returns the largest frame length accepted for op: its own limit or MaxFrameSize.")
 		f.Func().Params(Id("op").Id("Opcode")).Id("MaxBody").Params().Int().Block(
-			Switch(Id("op")).Block(maxCases...),
+			If(Id("n").Op(":=").Id("opcodeTable").Index(Id("op")).Dot("maxBody"), Id("n").Op(">").Lit(0)).Block(Return(Id("n"))),
 			Return(Id("MaxFrameSize")),
 		)
 	}

@@ -255,18 +255,17 @@ func (e *emitter) methods(f *File, typ string, fields []*spec.Field) {
 	recv := Id("x").Op("*").Id(typ)
 	field := func(fl *spec.Field) *Statement { return Id("x").Dot(spec.GoName(fl.Name)) }
 
-	var size []Code
-	if len(fields) == 0 {
-		size = append(size, Return(Lit(0)))
-	} else {
-		size = append(size, Id("n").Op(":=").Lit(0))
+	size := e.sizeBody(func(add func(*spec.Type, *Statement)) {
 		for _, fl := range fields {
-			size = append(size, e.size(fl.Type, field(fl), 0)...)
+			add(fl.Type, field(fl))
 		}
-		size = append(size, Return(Id("n")))
-	}
+	})
 	f.Comment("Size returns the number of bytes AppendTo appends.")
-	f.Func().Params(recv).Id("Size").Params().Int().Block(size...)
+	if len(size) == 1 { // a constant: x is not read
+		f.Func().Params(Op("*").Id(typ)).Id("Size").Params().Int().Block(size...)
+	} else {
+		f.Func().Params(recv).Id("Size").Params().Int().Block(size...)
+	}
 
 	var enc []Code
 	for _, fl := range fields {
@@ -324,7 +323,7 @@ func (e *emitter) list(f *File, l *spec.List) {
 	x := Parens(Op("*").Id("x"))
 	f.Comment("Size returns the number of bytes AppendTo appends.")
 	f.Func().Params(Id("x").Op("*").Id(name)).Id("Size").Params().Int().Block(
-		append(append([]Code{Id("n").Op(":=").Lit(0)}, e.size(t, x.Clone(), 0)...), Return(Id("n")))...)
+		e.sizeBody(func(add func(*spec.Type, *Statement)) { add(t, x.Clone()) })...)
 	f.Comment("AppendTo appends the encoding of x to b.")
 	f.Func().Params(Id("x").Op("*").Id(name)).Id("AppendTo").Params(Id("b").Index().Byte()).Index().Byte().Block(
 		append(e.encode(t, x.Clone(), 0), Return(Id("b")))...)

@@ -38,35 +38,6 @@ func TestFilesAreDeterministicAndParse(t *testing.T) {
 	}
 }
 
-func TestMinimalSpecEmitsExpectedShapes(t *testing.T) {
-	s, err := spec.Load("../spec/testdata/minimal.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := Files(s, "m.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	frames := string(files["frames_main.gen.go"])
-	for _, want := range []string{
-		"type Hello struct",
-		"Pairs []HelloItem",
-		"x.Body = r.Rest(500)",
-		"func (x *Hello) Decode(body []byte) error",
-		"r.ExpectEnd()",                // trailing: reject
-		"r.Count(4, 5)",                // a u32 count of items of at least 5 bytes: str 2 + optional 1 + str[] 2
-		"r.String(r.Len16(100), true)", // max and UTF-8 from the type declaration
-		"r.Rest(500)",
-	} {
-		if !strings.Contains(frames, want) {
-			t.Errorf("frames_main.gen.go lacks %q", want)
-		}
-	}
-	if !strings.Contains(string(files["protocol.gen.go"]), "ColorBlue Color = 1") {
-		t.Error("enum constant missing")
-	}
-}
-
 func TestWrap(t *testing.T) {
 	lines := wrap(strings.Repeat("word ", 40), 20)
 	for _, l := range lines {

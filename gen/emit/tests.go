@@ -57,7 +57,7 @@ func (e *emitter) sample(t *spec.Type, name string) *Statement {
 		one := e.sample(t.Elem, name)
 		return Func().Params().Add(e.goType(t)).Block(
 			Var().Id("out").Add(e.goType(t)),
-			For(Id("seed").Op(":=").Range().Index(Lit(2)).Int().Values(seed, seed.Clone().Op("+").Lit(1))).Block(
+			For(List(Id("_"), Id("seed")).Op(":=").Range().Index(Lit(2)).Int().Values(seed, seed.Clone().Op("+").Lit(1))).Block(
 				Id("out").Op("=").Append(Id("out"), one),
 			),
 			Return(Id("out")),

@@ -184,13 +184,13 @@ func (e *emitter) encode(t *spec.Type, v *Statement, depth int) []Code {
 		body := append(e.encode(t.Key, k, depth+1), e.encode(t.Elem, v.Clone().Index(k), depth+1)...)
 		return []Code{Block(
 			Var().Add(scratch).Index(Lit(16)).String(),
-			b.Clone().Op("=").Qual(wirePkg, "AppendCount").Call(b, Lit(t.Count.Size), Len(v)),
+			b.Clone().Op("=").Qual(wirePkg, "AppendCount").Call(b, countWidth(t.Count), Len(v)),
 			For(List(Id("_"), k).Op(":=").Range().Qual(wirePkg, "SortedKeys").Call(v, Op("&").Add(scratch))).Block(body...),
 		)}
 	case spec.TArray, spec.TRepeated:
 		i := Id(fmt.Sprintf("i%d", depth))
 		return []Code{
-			b.Clone().Op("=").Qual(wirePkg, "AppendCount").Call(b, Lit(t.Count.Size), Len(v)),
+			b.Clone().Op("=").Qual(wirePkg, "AppendCount").Call(b, countWidth(t.Count), Len(v)),
 			For(i.Clone().Op(":=").Range().Add(v)).Block(e.encode(t.Elem, v.Clone().Index(i), depth+1)...),
 		}
 	}
@@ -244,7 +244,7 @@ func (e *emitter) decode(t *spec.Type, v *Statement, depth int) []Code {
 	case spec.TMap:
 		n, m, k := Id(fmt.Sprintf("n%d", depth)), Id(fmt.Sprintf("m%d", depth)), Id(fmt.Sprintf("k%d", depth))
 		return []Code{Block(
-			n.Clone().Op(":=").Id("r").Dot("Count").Call(Lit(t.Count.Size), Lit(minSize(t.Key)+minSize(t.Elem))),
+			n.Clone().Op(":=").Id("r").Dot("Count").Call(countWidth(t.Count), Lit(minSize(t.Key)+minSize(t.Elem))),
 			v.Clone().Op("=").Nil(),
 			If(n.Clone().Op(">").Lit(0)).Block(
 				m.Clone().Op(":=").Make(e.goType(t), Qual(wirePkg, "MapHint").Call(n)),
@@ -262,7 +262,7 @@ func (e *emitter) decode(t *spec.Type, v *Statement, depth int) []Code {
 	case spec.TArray, spec.TRepeated:
 		n, i := Id(fmt.Sprintf("n%d", depth)), Id(fmt.Sprintf("i%d", depth))
 		return []Code{Block(
-			n.Clone().Op(":=").Id("r").Dot("Count").Call(Lit(t.Count.Size), Lit(minSize(t.Elem))),
+			n.Clone().Op(":=").Id("r").Dot("Count").Call(countWidth(t.Count), Lit(minSize(t.Elem))),
 			If(Cap(v).Op(">=").Add(n)).Block(
 				v.Clone().Op("=").Add(v).Index(Op(":").Add(n)),
 			).Else().Block(
@@ -277,41 +277,81 @@ func (e *emitter) decode(t *spec.Type, v *Statement, depth int) []Code {
 	panic("emit: cannot decode " + t.Kind.String())
 }
 
-// size returns statements adding the encoded size of v to n.
-func (e *emitter) size(t *spec.Type, v *Statement, depth int) []Code {
+// sizeParts splits the encoded size of v into a constant and statements adding the rest to n,
+// so that a struct's fixed-size fields fold into one number and a collection's per-element
+// constants into one multiplication.
+func (e *emitter) sizeParts(t *spec.Type, v *Statement, depth int) (int, []Code) {
 	n := Id("n")
 	if fs, ok := fixedSize(t); ok {
-		return []Code{n.Clone().Op("+=").Lit(fs)}
+		return fs, nil
 	}
 	switch t.Kind {
 	case spec.TScalar: // string or bytes
 		if t.Scalar.Rest {
-			return []Code{n.Clone().Op("+=").Len(v)}
+			return 0, []Code{n.Clone().Op("+=").Len(v)}
 		}
-		return []Code{n.Clone().Op("+=").Lit(t.Scalar.Length.Size).Op("+").Len(v)}
+		return t.Scalar.Length.Size, []Code{n.Clone().Op("+=").Len(v)}
 	case spec.TRecord, spec.TList:
-		return []Code{n.Clone().Op("+=").Add(v).Dot("Size").Call()}
+		return 0, []Code{n.Clone().Op("+=").Add(v).Dot("Size").Call()}
 	case spec.TOptional:
-		return []Code{n.Clone().Op("++"), If(v.Clone().Dot("Present")).Block(e.size(t.Elem, v.Clone().Dot("Value"), depth)...)}
+		return 1, []Code{If(v.Clone().Dot("Present")).Block(e.sizeCode(t.Elem, v.Clone().Dot("Value"), depth)...)}
 	case spec.TMap:
 		k, val := Id(fmt.Sprintf("k%d", depth)), Id(fmt.Sprintf("v%d", depth))
-		return []Code{
-			n.Clone().Op("+=").Lit(t.Count.Size),
-			For(List(k, val).Op(":=").Range().Add(v)).Block(
-				append(e.size(t.Key, k, depth+1), e.size(t.Elem, val, depth+1)...)...,
-			),
-		}
+		kf, kv := e.sizeParts(t.Key, k, depth+1)
+		vf, vv := e.sizeParts(t.Elem, val, depth+1)
+		return t.Count.Size, append(perElement(kf+vf, v), For(List(k, val).Op(":=").Range().Add(v)).Block(append(kv, vv...)...))
 	case spec.TArray, spec.TRepeated:
-		if fs, ok := fixedSize(t.Elem); ok {
-			return []Code{n.Clone().Op("+=").Lit(t.Count.Size).Op("+").Lit(fs).Op("*").Len(v)}
-		}
 		i := Id(fmt.Sprintf("i%d", depth))
-		return []Code{
-			n.Clone().Op("+=").Lit(t.Count.Size),
-			For(i.Clone().Op(":=").Range().Add(v)).Block(e.size(t.Elem, v.Clone().Index(i), depth+1)...),
+		ef, ev := e.sizeParts(t.Elem, v.Clone().Index(i), depth+1)
+		out := perElement(ef, v)
+		if len(ev) > 0 {
+			out = append(out, For(i.Clone().Op(":=").Range().Add(v)).Block(ev...))
 		}
+		return t.Count.Size, out
 	}
 	panic("emit: cannot size " + t.Kind.String())
+}
+
+// perElement adds size bytes for each element of the collection v.
+func perElement(size int, v *Statement) []Code {
+	if size == 0 {
+		return nil
+	}
+	return []Code{Id("n").Op("+=").Lit(size).Op("*").Len(v)}
+}
+
+// sizeCode returns statements adding the whole encoded size of v to n.
+func (e *emitter) sizeCode(t *spec.Type, v *Statement, depth int) []Code {
+	fixed, rest := e.sizeParts(t, v, depth)
+	if fixed > 0 {
+		rest = append([]Code{Id("n").Op("+=").Lit(fixed)}, rest...)
+	}
+	return rest
+}
+
+// sizeBody returns the body of a Size method for the given parts: one constant for every
+// fixed-size part, then the variable ones.
+func (e *emitter) sizeBody(parts func(add func(*spec.Type, *Statement))) []Code {
+	fixed, rest := 0, []Code{}
+	parts(func(t *spec.Type, v *Statement) {
+		f, r := e.sizeParts(t, v, 0)
+		fixed += f
+		rest = append(rest, r...)
+	})
+	if len(rest) == 0 {
+		return []Code{Return(Lit(fixed))}
+	}
+	return append(append([]Code{Id("n").Op(":=").Lit(fixed)}, rest...), Return(Id("n")))
+}
+
+// countWidth names a count prefix's width (wire.Count16, wire.Count32).
+func countWidth(c *spec.Scalar) *Statement {
+	return Qual(wirePkg, fmt.Sprintf("Count%d", 8*c.Size))
+}
+
+// countMax names the largest count a prefix can carry (math.MaxUint16, math.MaxUint32).
+func countMax(c *spec.Scalar) *Statement {
+	return Qual("math", fmt.Sprintf("MaxUint%d", 8*c.Size))
 }
 
 // needsCheck reports whether values of t can violate a limit that the encoder must refuse.
@@ -360,8 +400,7 @@ func (e *emitter) check(t *spec.Type, v *Statement, name string, index Code, dep
 	case spec.TOptional:
 		return []Code{If(v.Clone().Dot("Present")).Block(e.check(t.Elem, v.Clone().Dot("Value"), name, index, depth)...)}
 	case spec.TMap, spec.TArray, spec.TRepeated:
-		max := uint64(1)<<(8*t.Count.Size) - 1
-		out := []Code{If(errV.Clone().Op(":=").Qual(wirePkg, "CheckCount").Call(Len(v), Lit(int(max))), errV.Clone().Op("!=").Nil()).Block(wrap(errV))}
+		out := []Code{If(errV.Clone().Op(":=").Qual(wirePkg, "CheckCount").Call(Len(v), countMax(t.Count)), errV.Clone().Op("!=").Nil()).Block(wrap(errV))}
 		if t.Kind == spec.TMap {
 			k, val := Id(fmt.Sprintf("k%d", depth)), Id(fmt.Sprintf("v%d", depth))
 			body := append(e.check(t.Key, k, name, nil, depth+1), e.check(t.Elem, val, name, nil, depth+1)...)

@@ -2,7 +2,10 @@
 
 package fibp
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // CreateQueue: opcode 0xfd, client → server.
 // Create a queue. Creating a queue also creates its dead-letter queue, <name>.dlq; a name ending
@@ -68,30 +71,18 @@ func (*CreateQueue) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *CreateQueue) Size() int {
-	n := 0
-	n += 2 + len(x.Name)
-	n++
+	n := 57
+	n += len(x.Name)
 	if x.OnEnqueueScript.Present {
-		n += 4 + len(x.OnEnqueueScript.Value)
+		n += 4
+		n += len(x.OnEnqueueScript.Value)
 	}
-	n++
 	if x.OnFailureScript.Present {
-		n += 4 + len(x.OnFailureScript.Value)
+		n += 4
+		n += len(x.OnFailureScript.Value)
 	}
-	n += 8
-	n += 1
 	n += x.OrderingKey.Size()
-	n += 1
 	n += x.DedupKey.Size()
-	n += 8
-	n += 1
-	n += 4
-	n += 4
-	n += 1
-	n += 8
-	n += 8
-	n += 1
-	n += 8
 	return n
 }
 
@@ -214,9 +205,8 @@ func (*CreateQueueResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *CreateQueueResult) Size() int {
-	n := 0
-	n += 1
-	n += 2 + len(x.QueueID)
+	n := 3
+	n += len(x.QueueID)
 	return n
 }
 
@@ -272,8 +262,8 @@ func (*DeleteQueue) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *DeleteQueue) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
+	n := 2
+	n += len(x.Queue)
 	return n
 }
 
@@ -326,10 +316,8 @@ func (*DeleteQueueResult) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *DeleteQueueResult) Size() int {
-	n := 0
-	n += 1
-	return n
+func (*DeleteQueueResult) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -379,8 +367,8 @@ func (*GetStats) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetStats) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
+	n := 2
+	n += len(x.Queue)
 	return n
 }
 
@@ -488,34 +476,18 @@ func (*GetStatsResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetStatsResult) Size() int {
-	n := 0
-	n += 1
-	n += 8
-	n += 8
-	n += 8
-	n += 8
-	n += 8
-	n += 8
-	n += 8
-	n += 4
-	n += 4
-	n += 8
-	n += 4
-	n += 4
+	n := 103
 	for i0 := range x.PerKeyStats {
 		n += x.PerKeyStats[i0].Size()
 	}
-	n += 4
 	for i0 := range x.ActiveThrottles {
 		n += x.ActiveThrottles[i0].Size()
 	}
-	n += 2
+	n += 4 * len(x.Settings)
 	for k0, v0 := range x.Settings {
-		n += 2 + len(k0)
-		n += 2 + len(v0)
+		n += len(k0)
+		n += len(v0)
 	}
-	n += 8
-	n += 8
 	return n
 }
 
@@ -534,17 +506,17 @@ func (x *GetStatsResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU32(b, x.Quantum)
 	b = wire.AppendU64(b, x.LeaderNodeID)
 	b = wire.AppendU32(b, x.ReplicationCount)
-	b = wire.AppendCount(b, 4, len(x.PerKeyStats))
+	b = wire.AppendCount(b, wire.Count32, len(x.PerKeyStats))
 	for i0 := range x.PerKeyStats {
 		b = x.PerKeyStats[i0].AppendTo(b)
 	}
-	b = wire.AppendCount(b, 4, len(x.ActiveThrottles))
+	b = wire.AppendCount(b, wire.Count32, len(x.ActiveThrottles))
 	for i0 := range x.ActiveThrottles {
 		b = x.ActiveThrottles[i0].AppendTo(b)
 	}
 	{
 		var scratch0 [16]string
-		b = wire.AppendCount(b, 2, len(x.Settings))
+		b = wire.AppendCount(b, wire.Count16, len(x.Settings))
 		for _, k0 := range wire.SortedKeys(x.Settings, &scratch0) {
 			b = wire.AppendString16(b, k0)
 			b = wire.AppendString16(b, x.Settings[k0])
@@ -571,7 +543,7 @@ func (x *GetStatsResult) DecodeFrom(r *wire.Reader) {
 	x.LeaderNodeID = r.U64()
 	x.ReplicationCount = r.U32()
 	{
-		n0 := r.Count(4, 22)
+		n0 := r.Count(wire.Count32, 22)
 		if cap(x.PerKeyStats) >= n0 {
 			x.PerKeyStats = x.PerKeyStats[:n0]
 		} else {
@@ -585,7 +557,7 @@ func (x *GetStatsResult) DecodeFrom(r *wire.Reader) {
 		}
 	}
 	{
-		n0 := r.Count(4, 11)
+		n0 := r.Count(wire.Count32, 11)
 		if cap(x.ActiveThrottles) >= n0 {
 			x.ActiveThrottles = x.ActiveThrottles[:n0]
 		} else {
@@ -599,7 +571,7 @@ func (x *GetStatsResult) DecodeFrom(r *wire.Reader) {
 		}
 	}
 	{
-		n0 := r.Count(2, 4)
+		n0 := r.Count(wire.Count16, 4)
 		x.Settings = nil
 		if n0 > 0 {
 			m0 := make(map[string]string, wire.MapHint(n0))
@@ -620,7 +592,7 @@ func (x *GetStatsResult) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *GetStatsResult) Check() error {
-	if err := wire.CheckCount(len(x.PerKeyStats), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.PerKeyStats), math.MaxUint32); err != nil {
 		return wire.AtField("per_key_stats", -1, err)
 	}
 	for i0 := range x.PerKeyStats {
@@ -628,7 +600,7 @@ func (x *GetStatsResult) Check() error {
 			return wire.AtField("per_key_stats", i0, err)
 		}
 	}
-	if err := wire.CheckCount(len(x.ActiveThrottles), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.ActiveThrottles), math.MaxUint32); err != nil {
 		return wire.AtField("active_throttles", -1, err)
 	}
 	for i0 := range x.ActiveThrottles {
@@ -636,7 +608,7 @@ func (x *GetStatsResult) Check() error {
 			return wire.AtField("active_throttles", i0, err)
 		}
 	}
-	if err := wire.CheckCount(len(x.Settings), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Settings), math.MaxUint16); err != nil {
 		return wire.AtField("settings", -1, err)
 	}
 	for k0, v0 := range x.Settings {
@@ -682,11 +654,8 @@ type FairnessKeyStat struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *FairnessKeyStat) Size() int {
-	n := 0
-	n += 2 + len(x.Key)
-	n += 8
-	n += 8
-	n += 4
+	n := 22
+	n += len(x.Key)
 	return n
 }
 
@@ -727,7 +696,7 @@ func (*ListQueues) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *ListQueues) Size() int {
+func (*ListQueues) Size() int {
 	return 0
 }
 
@@ -781,10 +750,7 @@ func (*ListQueuesResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ListQueuesResult) Size() int {
-	n := 0
-	n += 1
-	n += 4
-	n += 4
+	n := 9
 	for i0 := range x.Queues {
 		n += x.Queues[i0].Size()
 	}
@@ -796,7 +762,7 @@ func (x *ListQueuesResult) Size() int {
 func (x *ListQueuesResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
 	b = wire.AppendU32(b, x.ClusterNodeCount)
-	b = wire.AppendCount(b, 4, len(x.Queues))
+	b = wire.AppendCount(b, wire.Count32, len(x.Queues))
 	for i0 := range x.Queues {
 		b = x.Queues[i0].AppendTo(b)
 	}
@@ -809,7 +775,7 @@ func (x *ListQueuesResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 	x.ClusterNodeCount = r.U32()
 	{
-		n0 := r.Count(4, 30)
+		n0 := r.Count(wire.Count32, 30)
 		if cap(x.Queues) >= n0 {
 			x.Queues = x.Queues[:n0]
 		} else {
@@ -826,7 +792,7 @@ func (x *ListQueuesResult) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *ListQueuesResult) Check() error {
-	if err := wire.CheckCount(len(x.Queues), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Queues), math.MaxUint32); err != nil {
 		return wire.AtField("queues", -1, err)
 	}
 	for i0 := range x.Queues {
@@ -872,12 +838,8 @@ type QueueInfo struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *QueueInfo) Size() int {
-	n := 0
-	n += 2 + len(x.Name)
-	n += 8
-	n += 8
-	n += 4
-	n += 8
+	n := 30
+	n += len(x.Name)
 	return n
 }
 
@@ -928,9 +890,9 @@ func (*SetConfig) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SetConfig) Size() int {
-	n := 0
-	n += 2 + len(x.Key)
-	n += 2 + len(x.Value)
+	n := 4
+	n += len(x.Key)
+	n += len(x.Value)
 	return n
 }
 
@@ -988,10 +950,8 @@ func (*SetConfigResult) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SetConfigResult) Size() int {
-	n := 0
-	n += 1
-	return n
+func (*SetConfigResult) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -1041,8 +1001,8 @@ func (*GetConfig) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetConfig) Size() int {
-	n := 0
-	n += 2 + len(x.Key)
+	n := 2
+	n += len(x.Key)
 	return n
 }
 
@@ -1099,9 +1059,8 @@ func (*GetConfigResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetConfigResult) Size() int {
-	n := 0
-	n += 1
-	n += 2 + len(x.Value)
+	n := 3
+	n += len(x.Value)
 	return n
 }
 

@@ -2,7 +2,10 @@
 
 package fibp
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // ListConfig: opcode 0xf1, client → server.
 // List config by prefix.
@@ -18,8 +21,8 @@ func (*ListConfig) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ListConfig) Size() int {
-	n := 0
-	n += 2 + len(x.Prefix)
+	n := 2
+	n += len(x.Prefix)
 	return n
 }
 
@@ -76,9 +79,7 @@ func (*ListConfigResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ListConfigResult) Size() int {
-	n := 0
-	n += 1
-	n += 4
+	n := 5
 	for i0 := range x.Entries {
 		n += x.Entries[i0].Size()
 	}
@@ -89,7 +90,7 @@ func (x *ListConfigResult) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *ListConfigResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendCount(b, 4, len(x.Entries))
+	b = wire.AppendCount(b, wire.Count32, len(x.Entries))
 	for i0 := range x.Entries {
 		b = x.Entries[i0].AppendTo(b)
 	}
@@ -101,7 +102,7 @@ func (x *ListConfigResult) AppendTo(b []byte) []byte {
 func (x *ListConfigResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 	{
-		n0 := r.Count(4, 4)
+		n0 := r.Count(wire.Count32, 4)
 		if cap(x.Entries) >= n0 {
 			x.Entries = x.Entries[:n0]
 		} else {
@@ -118,7 +119,7 @@ func (x *ListConfigResult) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *ListConfigResult) Check() error {
-	if err := wire.CheckCount(len(x.Entries), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Entries), math.MaxUint32); err != nil {
 		return wire.AtField("entries", -1, err)
 	}
 	for i0 := range x.Entries {
@@ -155,9 +156,9 @@ type ConfigEntry struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ConfigEntry) Size() int {
-	n := 0
-	n += 2 + len(x.Key)
-	n += 2 + len(x.Value)
+	n := 4
+	n += len(x.Key)
+	n += len(x.Value)
 	return n
 }
 
@@ -208,10 +209,8 @@ func (*Redrive) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Redrive) Size() int {
-	n := 0
-	n += 2 + len(x.DLQQueue)
-	n += 8
-	n += 1
+	n := 11
+	n += len(x.DLQQueue)
 	return n
 }
 
@@ -277,13 +276,8 @@ func (*RedriveResult) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *RedriveResult) Size() int {
-	n := 0
-	n += 1
-	n += 8
-	n += 8
-	n += 8
-	return n
+func (*RedriveResult) Size() int {
+	return 25
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -345,10 +339,8 @@ func (*CreateApiKey) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *CreateApiKey) Size() int {
-	n := 0
-	n += 2 + len(x.Name)
-	n += 8
-	n += 1
+	n := 11
+	n += len(x.Name)
 	return n
 }
 
@@ -415,11 +407,9 @@ func (*CreateApiKeyResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *CreateApiKeyResult) Size() int {
-	n := 0
-	n += 1
-	n += 2 + len(x.KeyID)
-	n += 2 + len(x.Key)
-	n += 1
+	n := 6
+	n += len(x.KeyID)
+	n += len(x.Key)
 	return n
 }
 
@@ -482,8 +472,8 @@ func (*RevokeApiKey) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *RevokeApiKey) Size() int {
-	n := 0
-	n += 2 + len(x.KeyID)
+	n := 2
+	n += len(x.KeyID)
 	return n
 }
 
@@ -536,10 +526,8 @@ func (*RevokeApiKeyResult) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *RevokeApiKeyResult) Size() int {
-	n := 0
-	n += 1
-	return n
+func (*RevokeApiKeyResult) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -585,7 +573,7 @@ func (*ListApiKeys) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *ListApiKeys) Size() int {
+func (*ListApiKeys) Size() int {
 	return 0
 }
 
@@ -636,9 +624,7 @@ func (*ListApiKeysResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ListApiKeysResult) Size() int {
-	n := 0
-	n += 1
-	n += 4
+	n := 5
 	for i0 := range x.Keys {
 		n += x.Keys[i0].Size()
 	}
@@ -649,7 +635,7 @@ func (x *ListApiKeysResult) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *ListApiKeysResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendCount(b, 4, len(x.Keys))
+	b = wire.AppendCount(b, wire.Count32, len(x.Keys))
 	for i0 := range x.Keys {
 		b = x.Keys[i0].AppendTo(b)
 	}
@@ -661,7 +647,7 @@ func (x *ListApiKeysResult) AppendTo(b []byte) []byte {
 func (x *ListApiKeysResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 	{
-		n0 := r.Count(4, 21)
+		n0 := r.Count(wire.Count32, 21)
 		if cap(x.Keys) >= n0 {
 			x.Keys = x.Keys[:n0]
 		} else {
@@ -678,7 +664,7 @@ func (x *ListApiKeysResult) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *ListApiKeysResult) Check() error {
-	if err := wire.CheckCount(len(x.Keys), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Keys), math.MaxUint32); err != nil {
 		return wire.AtField("keys", -1, err)
 	}
 	for i0 := range x.Keys {
@@ -724,12 +710,9 @@ type APIKeyInfo struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *APIKeyInfo) Size() int {
-	n := 0
-	n += 2 + len(x.KeyID)
-	n += 2 + len(x.Name)
-	n += 8
-	n += 8
-	n += 1
+	n := 21
+	n += len(x.KeyID)
+	n += len(x.Name)
 	return n
 }
 
@@ -782,9 +765,8 @@ func (*SetAcl) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SetAcl) Size() int {
-	n := 0
-	n += 2 + len(x.KeyID)
-	n += 4
+	n := 6
+	n += len(x.KeyID)
 	for i0 := range x.Permissions {
 		n += x.Permissions[i0].Size()
 	}
@@ -795,7 +777,7 @@ func (x *SetAcl) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *SetAcl) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.KeyID)
-	b = wire.AppendCount(b, 4, len(x.Permissions))
+	b = wire.AppendCount(b, wire.Count32, len(x.Permissions))
 	for i0 := range x.Permissions {
 		b = x.Permissions[i0].AppendTo(b)
 	}
@@ -807,7 +789,7 @@ func (x *SetAcl) AppendTo(b []byte) []byte {
 func (x *SetAcl) DecodeFrom(r *wire.Reader) {
 	x.KeyID = r.String(r.Len16(65535), true)
 	{
-		n0 := r.Count(4, 4)
+		n0 := r.Count(wire.Count32, 4)
 		if cap(x.Permissions) >= n0 {
 			x.Permissions = x.Permissions[:n0]
 		} else {
@@ -827,7 +809,7 @@ func (x *SetAcl) Check() error {
 	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
 		return wire.AtField("key_id", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Permissions), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Permissions), math.MaxUint32); err != nil {
 		return wire.AtField("permissions", -1, err)
 	}
 	for i0 := range x.Permissions {
@@ -866,10 +848,8 @@ func (*SetAclResult) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SetAclResult) Size() int {
-	n := 0
-	n += 1
-	return n
+func (*SetAclResult) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only

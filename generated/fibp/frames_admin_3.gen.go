@@ -2,7 +2,10 @@
 
 package fibp
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // GetAcl: opcode 0xe5, client → server.
 // Read a key's permissions.
@@ -18,8 +21,8 @@ func (*GetAcl) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetAcl) Size() int {
-	n := 0
-	n += 2 + len(x.KeyID)
+	n := 2
+	n += len(x.KeyID)
 	return n
 }
 
@@ -82,11 +85,8 @@ func (*GetAclResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetAclResult) Size() int {
-	n := 0
-	n += 1
-	n += 2 + len(x.KeyID)
-	n += 1
-	n += 4
+	n := 8
+	n += len(x.KeyID)
 	for i0 := range x.Permissions {
 		n += x.Permissions[i0].Size()
 	}
@@ -99,7 +99,7 @@ func (x *GetAclResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
 	b = wire.AppendString16(b, x.KeyID)
 	b = wire.AppendBool(b, x.IsSuperadmin)
-	b = wire.AppendCount(b, 4, len(x.Permissions))
+	b = wire.AppendCount(b, wire.Count32, len(x.Permissions))
 	for i0 := range x.Permissions {
 		b = x.Permissions[i0].AppendTo(b)
 	}
@@ -113,7 +113,7 @@ func (x *GetAclResult) DecodeFrom(r *wire.Reader) {
 	x.KeyID = r.String(r.Len16(65535), true)
 	x.IsSuperadmin = r.Bool()
 	{
-		n0 := r.Count(4, 4)
+		n0 := r.Count(wire.Count32, 4)
 		if cap(x.Permissions) >= n0 {
 			x.Permissions = x.Permissions[:n0]
 		} else {
@@ -133,7 +133,7 @@ func (x *GetAclResult) Check() error {
 	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
 		return wire.AtField("key_id", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Permissions), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Permissions), math.MaxUint32); err != nil {
 		return wire.AtField("permissions", -1, err)
 	}
 	for i0 := range x.Permissions {
@@ -176,9 +176,8 @@ func (*GetThrottleStats) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetThrottleStats) Size() int {
-	n := 0
-	n += 2 + len(x.Name)
-	n += 4
+	n := 6
+	n += len(x.Name)
 	return n
 }
 
@@ -252,17 +251,11 @@ func (*GetThrottleStatsResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetThrottleStatsResult) Size() int {
-	n := 0
-	n += 1
+	n := 33
 	n += x.Summary.Size()
-	n += 4
 	for i0 := range x.Queues {
 		n += x.Queues[i0].Size()
 	}
-	n += 8
-	n += 8
-	n += 8
-	n += 4
 	for i0 := range x.Buckets {
 		n += x.Buckets[i0].Size()
 	}
@@ -274,14 +267,14 @@ func (x *GetThrottleStatsResult) Size() int {
 func (x *GetThrottleStatsResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
 	b = x.Summary.AppendTo(b)
-	b = wire.AppendCount(b, 4, len(x.Queues))
+	b = wire.AppendCount(b, wire.Count32, len(x.Queues))
 	for i0 := range x.Queues {
 		b = x.Queues[i0].AppendTo(b)
 	}
 	b = wire.AppendU64(b, x.ActiveBuckets)
 	b = wire.AppendU64(b, x.BucketsAtLimit)
 	b = wire.AppendU64(b, x.Waiting)
-	b = wire.AppendCount(b, 4, len(x.Buckets))
+	b = wire.AppendCount(b, wire.Count32, len(x.Buckets))
 	for i0 := range x.Buckets {
 		b = x.Buckets[i0].AppendTo(b)
 	}
@@ -294,7 +287,7 @@ func (x *GetThrottleStatsResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 	x.Summary.DecodeFrom(r)
 	{
-		n0 := r.Count(4, 2)
+		n0 := r.Count(wire.Count32, 2)
 		if cap(x.Queues) >= n0 {
 			x.Queues = x.Queues[:n0]
 		} else {
@@ -311,7 +304,7 @@ func (x *GetThrottleStatsResult) DecodeFrom(r *wire.Reader) {
 	x.BucketsAtLimit = r.U64()
 	x.Waiting = r.U64()
 	{
-		n0 := r.Count(4, 21)
+		n0 := r.Count(wire.Count32, 21)
 		if cap(x.Buckets) >= n0 {
 			x.Buckets = x.Buckets[:n0]
 		} else {
@@ -331,7 +324,7 @@ func (x *GetThrottleStatsResult) Check() error {
 	if err := x.Summary.Check(); err != nil {
 		return wire.AtField("summary", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Queues), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Queues), math.MaxUint32); err != nil {
 		return wire.AtField("queues", -1, err)
 	}
 	for i0 := range x.Queues {
@@ -339,7 +332,7 @@ func (x *GetThrottleStatsResult) Check() error {
 			return wire.AtField("queues", i0, err)
 		}
 	}
-	if err := wire.CheckCount(len(x.Buckets), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Buckets), math.MaxUint32); err != nil {
 		return wire.AtField("buckets", -1, err)
 	}
 	for i0 := range x.Buckets {
@@ -385,12 +378,11 @@ func (*GetThrottleBucket) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetThrottleBucket) Size() int {
-	n := 0
-	n += 2 + len(x.Name)
-	n += 1
-	n += 2
+	n := 5
+	n += len(x.Name)
+	n += 2 * len(x.Values)
 	for i0 := range x.Values {
-		n += 2 + len(x.Values[i0])
+		n += len(x.Values[i0])
 	}
 	return n
 }
@@ -400,7 +392,7 @@ func (x *GetThrottleBucket) Size() int {
 func (x *GetThrottleBucket) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.Name)
 	b = wire.AppendU8(b, uint8(x.BucketKind))
-	b = wire.AppendCount(b, 2, len(x.Values))
+	b = wire.AppendCount(b, wire.Count16, len(x.Values))
 	for i0 := range x.Values {
 		b = wire.AppendString16(b, x.Values[i0])
 	}
@@ -413,7 +405,7 @@ func (x *GetThrottleBucket) DecodeFrom(r *wire.Reader) {
 	x.Name = r.String(r.Len16(65535), true)
 	x.BucketKind = BucketKind(r.U8())
 	{
-		n0 := r.Count(2, 2)
+		n0 := r.Count(wire.Count16, 2)
 		if cap(x.Values) >= n0 {
 			x.Values = x.Values[:n0]
 		} else {
@@ -433,7 +425,7 @@ func (x *GetThrottleBucket) Check() error {
 	if err := wire.CheckString(x.Name, 65535, true); err != nil {
 		return wire.AtField("name", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Values), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Values), math.MaxUint16); err != nil {
 		return wire.AtField("values", -1, err)
 	}
 	for i0 := range x.Values {
@@ -477,8 +469,7 @@ func (*GetThrottleBucketResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetThrottleBucketResult) Size() int {
-	n := 0
-	n += 1
+	n := 1
 	n += x.Bucket.Size()
 	return n
 }
@@ -576,45 +567,34 @@ func (*UpdateQueue) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *UpdateQueue) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
-	n += 1
-	n += 4 + len(x.OnEnqueueScript)
-	n += 1
-	n += 4 + len(x.OnFailureScript)
-	n++
+	n := 21
+	n += len(x.Queue)
+	n += len(x.OnEnqueueScript)
+	n += len(x.OnFailureScript)
 	if x.VisibilityTimeoutMs.Present {
 		n += 8
 	}
-	n++
 	if x.DedupWindowMs.Present {
 		n += 8
 	}
-	n++
 	if x.MaxAttempts.Present {
 		n += 4
 	}
-	n++
 	if x.Backoff.Present {
 		n += 1
 	}
-	n++
 	if x.BackoffInitialMs.Present {
 		n += 8
 	}
-	n++
 	if x.BackoffMaxMs.Present {
 		n += 8
 	}
-	n++
 	if x.DeliveryDurability.Present {
 		n += 1
 	}
-	n++
 	if x.ReclaimGraceMs.Present {
 		n += 8
 	}
-	n++
 	if x.ParkDeadLetterAfter.Present {
 		n += 4
 	}
@@ -783,10 +763,8 @@ func (*UpdateQueueResult) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *UpdateQueueResult) Size() int {
-	n := 0
-	n += 1
-	return n
+func (*UpdateQueueResult) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -837,8 +815,7 @@ func (*GetRoutes) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetRoutes) Size() int {
-	n := 0
-	n += 4
+	n := 4
 	for i0 := range x.Queues {
 		n += x.Queues[i0].Size()
 	}
@@ -848,7 +825,7 @@ func (x *GetRoutes) Size() int {
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *GetRoutes) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Queues))
+	b = wire.AppendCount(b, wire.Count32, len(x.Queues))
 	for i0 := range x.Queues {
 		b = x.Queues[i0].AppendTo(b)
 	}
@@ -859,7 +836,7 @@ func (x *GetRoutes) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *GetRoutes) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 2)
+		n0 := r.Count(wire.Count32, 2)
 		if cap(x.Queues) >= n0 {
 			x.Queues = x.Queues[:n0]
 		} else {
@@ -876,7 +853,7 @@ func (x *GetRoutes) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *GetRoutes) Check() error {
-	if err := wire.CheckCount(len(x.Queues), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Queues), math.MaxUint32); err != nil {
 		return wire.AtField("queues", -1, err)
 	}
 	for i0 := range x.Queues {
@@ -919,9 +896,7 @@ func (*GetRoutesResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetRoutesResult) Size() int {
-	n := 0
-	n += 1
-	n += 4
+	n := 5
 	for i0 := range x.Entries {
 		n += x.Entries[i0].Size()
 	}
@@ -932,7 +907,7 @@ func (x *GetRoutesResult) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *GetRoutesResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendCount(b, 4, len(x.Entries))
+	b = wire.AppendCount(b, wire.Count32, len(x.Entries))
 	for i0 := range x.Entries {
 		b = x.Entries[i0].AppendTo(b)
 	}
@@ -944,7 +919,7 @@ func (x *GetRoutesResult) AppendTo(b []byte) []byte {
 func (x *GetRoutesResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 	{
-		n0 := r.Count(4, 16)
+		n0 := r.Count(wire.Count32, 16)
 		if cap(x.Entries) >= n0 {
 			x.Entries = x.Entries[:n0]
 		} else {
@@ -961,7 +936,7 @@ func (x *GetRoutesResult) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *GetRoutesResult) Check() error {
-	if err := wire.CheckCount(len(x.Entries), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Entries), math.MaxUint32); err != nil {
 		return wire.AtField("entries", -1, err)
 	}
 	for i0 := range x.Entries {
@@ -1004,11 +979,9 @@ type RouteEntry struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *RouteEntry) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
-	n += 8
-	n += 2 + len(x.LeaderAddr)
-	n += 4
+	n := 16
+	n += len(x.Queue)
+	n += len(x.LeaderAddr)
 	for i0 := range x.Shards {
 		n += x.Shards[i0].Size()
 	}
@@ -1021,7 +994,7 @@ func (x *RouteEntry) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.Queue)
 	b = wire.AppendU64(b, x.LeaderNodeID)
 	b = wire.AppendString16(b, x.LeaderAddr)
-	b = wire.AppendCount(b, 4, len(x.Shards))
+	b = wire.AppendCount(b, wire.Count32, len(x.Shards))
 	for i0 := range x.Shards {
 		b = x.Shards[i0].AppendTo(b)
 	}
@@ -1035,7 +1008,7 @@ func (x *RouteEntry) DecodeFrom(r *wire.Reader) {
 	x.LeaderNodeID = r.U64()
 	x.LeaderAddr = r.String(r.Len16(65535), true)
 	{
-		n0 := r.Count(4, 14)
+		n0 := r.Count(wire.Count32, 14)
 		if cap(x.Shards) >= n0 {
 			x.Shards = x.Shards[:n0]
 		} else {
@@ -1058,7 +1031,7 @@ func (x *RouteEntry) Check() error {
 	if err := wire.CheckString(x.LeaderAddr, 65535, true); err != nil {
 		return wire.AtField("leader_addr", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Shards), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Shards), math.MaxUint32); err != nil {
 		return wire.AtField("shards", -1, err)
 	}
 	for i0 := range x.Shards {
@@ -1083,10 +1056,8 @@ type ShardRoute struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ShardRoute) Size() int {
-	n := 0
-	n += 4
-	n += 8
-	n += 2 + len(x.LeaderAddr)
+	n := 14
+	n += len(x.LeaderAddr)
 	return n
 }
 
@@ -1132,11 +1103,8 @@ func (*DrainNode) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *DrainNode) Size() int {
-	n := 0
-	n += 8
-	n += 1
-	return n
+func (*DrainNode) Size() int {
+	return 9
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -1187,10 +1155,8 @@ func (*DrainNodeResult) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *DrainNodeResult) Size() int {
-	n := 0
-	n += 1
-	return n
+func (*DrainNodeResult) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only

@@ -2,7 +2,10 @@
 
 package fibp
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // MoveQueueLeader: opcode 0xd9, client → server.
 // Move one queue's leadership. A move pins nothing: automatic rebalancing, when enabled, may move
@@ -22,9 +25,8 @@ func (*MoveQueueLeader) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *MoveQueueLeader) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
-	n += 8
+	n := 10
+	n += len(x.Queue)
 	return n
 }
 
@@ -79,10 +81,8 @@ func (*MoveQueueLeaderResult) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *MoveQueueLeaderResult) Size() int {
-	n := 0
-	n += 1
-	return n
+func (*MoveQueueLeaderResult) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -136,11 +136,8 @@ func (*SetRebalancing) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SetRebalancing) Size() int {
-	n := 0
-	n += 1
-	n += 8
-	return n
+func (*SetRebalancing) Size() int {
+	return 9
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -191,10 +188,8 @@ func (*SetRebalancingResult) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SetRebalancingResult) Size() int {
-	n := 0
-	n += 1
-	return n
+func (*SetRebalancingResult) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -240,7 +235,7 @@ func (*GetClusterStatus) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *GetClusterStatus) Size() int {
+func (*GetClusterStatus) Size() int {
 	return 0
 }
 
@@ -300,12 +295,7 @@ func (*GetClusterStatusResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *GetClusterStatusResult) Size() int {
-	n := 0
-	n += 1
-	n += 8
-	n += 1
-	n += 8
-	n += 4
+	n := 22
 	for i0 := range x.Nodes {
 		n += x.Nodes[i0].Size()
 	}
@@ -319,7 +309,7 @@ func (x *GetClusterStatusResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU64(b, x.MetaLeaderNodeID)
 	b = wire.AppendU8(b, uint8(x.Rebalancing))
 	b = wire.AppendU64(b, x.RebalancingPauseEndsAt)
-	b = wire.AppendCount(b, 4, len(x.Nodes))
+	b = wire.AppendCount(b, wire.Count32, len(x.Nodes))
 	for i0 := range x.Nodes {
 		b = x.Nodes[i0].AppendTo(b)
 	}
@@ -334,7 +324,7 @@ func (x *GetClusterStatusResult) DecodeFrom(r *wire.Reader) {
 	x.Rebalancing = RebalancingMode(r.U8())
 	x.RebalancingPauseEndsAt = r.U64()
 	{
-		n0 := r.Count(4, 15)
+		n0 := r.Count(wire.Count32, 15)
 		if cap(x.Nodes) >= n0 {
 			x.Nodes = x.Nodes[:n0]
 		} else {
@@ -351,7 +341,7 @@ func (x *GetClusterStatusResult) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *GetClusterStatusResult) Check() error {
-	if err := wire.CheckCount(len(x.Nodes), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Nodes), math.MaxUint32); err != nil {
 		return wire.AtField("nodes", -1, err)
 	}
 	for i0 := range x.Nodes {
@@ -394,11 +384,8 @@ type NodeStatus struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *NodeStatus) Size() int {
-	n := 0
-	n += 8
-	n += 2 + len(x.Addr)
-	n += 1
-	n += 4
+	n := 15
+	n += len(x.Addr)
 	return n
 }
 

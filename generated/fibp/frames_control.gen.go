@@ -27,13 +27,11 @@ func (*Handshake) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Handshake) Size() int {
-	n := 0
-	n += 2
-	n++
+	n := 7
 	if x.APIKey.Present {
-		n += 2 + len(x.APIKey.Value)
+		n += 2
+		n += len(x.APIKey.Value)
 	}
-	n += 4
 	return n
 }
 
@@ -112,13 +110,8 @@ func (*HandshakeOk) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *HandshakeOk) Size() int {
-	n := 0
-	n += 2
-	n += 8
-	n += 4
-	n += 4
-	return n
+func (*HandshakeOk) Size() int {
+	return 18
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -172,7 +165,7 @@ func (*Ping) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *Ping) Size() int {
+func (*Ping) Size() int {
 	return 0
 }
 
@@ -216,7 +209,7 @@ func (*Pong) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *Pong) Size() int {
+func (*Pong) Size() int {
 	return 0
 }
 
@@ -261,7 +254,7 @@ func (*Disconnect) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *Disconnect) Size() int {
+func (*Disconnect) Size() int {
 	return 0
 }
 

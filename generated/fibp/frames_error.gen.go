@@ -2,7 +2,10 @@
 
 package fibp
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // Error: opcode 0xfe, server → client.
 // Request-level error, carrying the failed request's ID (request_id=<failed request's ID>). SDKs
@@ -25,13 +28,12 @@ func (*Error) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Error) Size() int {
-	n := 0
-	n += 1
-	n += 2 + len(x.Message)
-	n += 2
+	n := 5
+	n += len(x.Message)
+	n += 4 * len(x.Metadata)
 	for k0, v0 := range x.Metadata {
-		n += 2 + len(k0)
-		n += 2 + len(v0)
+		n += len(k0)
+		n += len(v0)
 	}
 	return n
 }
@@ -43,7 +45,7 @@ func (x *Error) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.Message)
 	{
 		var scratch0 [16]string
-		b = wire.AppendCount(b, 2, len(x.Metadata))
+		b = wire.AppendCount(b, wire.Count16, len(x.Metadata))
 		for _, k0 := range wire.SortedKeys(x.Metadata, &scratch0) {
 			b = wire.AppendString16(b, k0)
 			b = wire.AppendString16(b, x.Metadata[k0])
@@ -58,7 +60,7 @@ func (x *Error) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 	x.Message = r.String(r.Len16(65535), true)
 	{
-		n0 := r.Count(2, 4)
+		n0 := r.Count(wire.Count16, 4)
 		x.Metadata = nil
 		if n0 > 0 {
 			m0 := make(map[string]string, wire.MapHint(n0))
@@ -80,7 +82,7 @@ func (x *Error) Check() error {
 	if err := wire.CheckString(x.Message, 65535, true); err != nil {
 		return wire.AtField("message", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Metadata), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Metadata), math.MaxUint16); err != nil {
 		return wire.AtField("metadata", -1, err)
 	}
 	for k0, v0 := range x.Metadata {

@@ -2,7 +2,10 @@
 
 package fibp
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // Enqueue: opcode 0x10, client → server.
 // Enqueue a batch of messages. Each message names its own queue, so one frame may target several
@@ -21,8 +24,7 @@ func (*Enqueue) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Enqueue) Size() int {
-	n := 0
-	n += 4
+	n := 4
 	for i0 := range x.Messages {
 		n += x.Messages[i0].Size()
 	}
@@ -32,7 +34,7 @@ func (x *Enqueue) Size() int {
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *Enqueue) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Messages))
+	b = wire.AppendCount(b, wire.Count32, len(x.Messages))
 	for i0 := range x.Messages {
 		b = x.Messages[i0].AppendTo(b)
 	}
@@ -43,7 +45,7 @@ func (x *Enqueue) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *Enqueue) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 12)
+		n0 := r.Count(wire.Count32, 12)
 		if cap(x.Messages) >= n0 {
 			x.Messages = x.Messages[:n0]
 		} else {
@@ -60,7 +62,7 @@ func (x *Enqueue) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *Enqueue) Check() error {
-	if err := wire.CheckCount(len(x.Messages), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Messages), math.MaxUint32); err != nil {
 		return wire.AtField("messages", -1, err)
 	}
 	for i0 := range x.Messages {
@@ -113,29 +115,27 @@ type EnqueueMessage struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *EnqueueMessage) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
-	n += 2
+	n := 12
+	n += len(x.Queue)
+	n += 4 * len(x.Headers)
 	for k0, v0 := range x.Headers {
-		n += 2 + len(k0)
-		n += 2 + len(v0)
+		n += len(k0)
+		n += len(v0)
 	}
-	n += 4 + len(x.Payload)
-	n++
+	n += len(x.Payload)
 	if x.FairnessKey.Present {
-		n += 2 + len(x.FairnessKey.Value)
+		n += 2
+		n += len(x.FairnessKey.Value)
 	}
-	n++
 	if x.Weight.Present {
 		n += 4
 	}
-	n++
 	if x.DelayMs.Present {
 		n += 8
 	}
-	n++
 	if x.IdempotencyKey.Present {
-		n += 2 + len(x.IdempotencyKey.Value)
+		n += 2
+		n += len(x.IdempotencyKey.Value)
 	}
 	return n
 }
@@ -146,7 +146,7 @@ func (x *EnqueueMessage) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.Queue)
 	{
 		var scratch0 [16]string
-		b = wire.AppendCount(b, 2, len(x.Headers))
+		b = wire.AppendCount(b, wire.Count16, len(x.Headers))
 		for _, k0 := range wire.SortedKeys(x.Headers, &scratch0) {
 			b = wire.AppendString16(b, k0)
 			b = wire.AppendString16(b, x.Headers[k0])
@@ -185,7 +185,7 @@ func (x *EnqueueMessage) AppendTo(b []byte) []byte {
 func (x *EnqueueMessage) DecodeFrom(r *wire.Reader) {
 	x.Queue = r.String(r.Len16(65535), true)
 	{
-		n0 := r.Count(2, 4)
+		n0 := r.Count(wire.Count16, 4)
 		x.Headers = nil
 		if n0 > 0 {
 			m0 := make(map[string]string, wire.MapHint(n0))
@@ -228,7 +228,7 @@ func (x *EnqueueMessage) Check() error {
 	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
 		return wire.AtField("queue", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Headers), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Headers), math.MaxUint16); err != nil {
 		return wire.AtField("headers", -1, err)
 	}
 	for k0, v0 := range x.Headers {
@@ -275,9 +275,8 @@ func (*EnqueueResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *EnqueueResult) Size() int {
-	n := 0
-	n += 4 + 18*len(x.Results)
-	n += 2
+	n := 6
+	n += 18 * len(x.Results)
 	for i0 := range x.RouteHints {
 		n += x.RouteHints[i0].Size()
 	}
@@ -287,11 +286,11 @@ func (x *EnqueueResult) Size() int {
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *EnqueueResult) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Results))
+	b = wire.AppendCount(b, wire.Count32, len(x.Results))
 	for i0 := range x.Results {
 		b = x.Results[i0].AppendTo(b)
 	}
-	b = wire.AppendCount(b, 2, len(x.RouteHints))
+	b = wire.AppendCount(b, wire.Count16, len(x.RouteHints))
 	for i0 := range x.RouteHints {
 		b = x.RouteHints[i0].AppendTo(b)
 	}
@@ -302,7 +301,7 @@ func (x *EnqueueResult) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *EnqueueResult) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 18)
+		n0 := r.Count(wire.Count32, 18)
 		if cap(x.Results) >= n0 {
 			x.Results = x.Results[:n0]
 		} else {
@@ -316,7 +315,7 @@ func (x *EnqueueResult) DecodeFrom(r *wire.Reader) {
 		}
 	}
 	{
-		n0 := r.Count(2, 12)
+		n0 := r.Count(wire.Count16, 12)
 		if cap(x.RouteHints) >= n0 {
 			x.RouteHints = x.RouteHints[:n0]
 		} else {
@@ -333,10 +332,10 @@ func (x *EnqueueResult) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *EnqueueResult) Check() error {
-	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Results), math.MaxUint32); err != nil {
 		return wire.AtField("results", -1, err)
 	}
-	if err := wire.CheckCount(len(x.RouteHints), 65535); err != nil {
+	if err := wire.CheckCount(len(x.RouteHints), math.MaxUint16); err != nil {
 		return wire.AtField("route_hints", -1, err)
 	}
 	for i0 := range x.RouteHints {
@@ -375,12 +374,8 @@ type EnqueueResultItem struct {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *EnqueueResultItem) Size() int {
-	n := 0
-	n += 1
-	n += 16
-	n += 1
-	return n
+func (*EnqueueResultItem) Size() int {
+	return 18
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -430,10 +425,8 @@ func (*Consume) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Consume) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
-	n += 4
-	n += 2
+	n := 8
+	n += len(x.Queue)
 	for i0 := range x.Throttles {
 		n += x.Throttles[i0].Size()
 	}
@@ -445,7 +438,7 @@ func (x *Consume) Size() int {
 func (x *Consume) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.Queue)
 	b = wire.AppendU32(b, x.Credit)
-	b = wire.AppendCount(b, 2, len(x.Throttles))
+	b = wire.AppendCount(b, wire.Count16, len(x.Throttles))
 	for i0 := range x.Throttles {
 		b = x.Throttles[i0].AppendTo(b)
 	}
@@ -458,7 +451,7 @@ func (x *Consume) DecodeFrom(r *wire.Reader) {
 	x.Queue = r.String(r.Len16(65535), true)
 	x.Credit = r.U32()
 	{
-		n0 := r.Count(2, 7)
+		n0 := r.Count(wire.Count16, 7)
 		if cap(x.Throttles) >= n0 {
 			x.Throttles = x.Throttles[:n0]
 		} else {
@@ -478,7 +471,7 @@ func (x *Consume) Check() error {
 	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
 		return wire.AtField("queue", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Throttles), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Throttles), math.MaxUint16); err != nil {
 		return wire.AtField("throttles", -1, err)
 	}
 	for i0 := range x.Throttles {
@@ -522,11 +515,10 @@ type ThrottleDeclaration struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ThrottleDeclaration) Size() int {
-	n := 0
-	n += 2 + len(x.Name)
-	n += 2 + 16*len(x.Limits)
+	n := 5
+	n += len(x.Name)
+	n += 16 * len(x.Limits)
 	n += x.Key.Size()
-	n += 1
 	return n
 }
 
@@ -534,7 +526,7 @@ func (x *ThrottleDeclaration) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *ThrottleDeclaration) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.Name)
-	b = wire.AppendCount(b, 2, len(x.Limits))
+	b = wire.AppendCount(b, wire.Count16, len(x.Limits))
 	for i0 := range x.Limits {
 		b = x.Limits[i0].AppendTo(b)
 	}
@@ -548,7 +540,7 @@ func (x *ThrottleDeclaration) AppendTo(b []byte) []byte {
 func (x *ThrottleDeclaration) DecodeFrom(r *wire.Reader) {
 	x.Name = r.String(r.Len16(65535), true)
 	{
-		n0 := r.Count(2, 16)
+		n0 := r.Count(wire.Count16, 16)
 		if cap(x.Limits) >= n0 {
 			x.Limits = x.Limits[:n0]
 		} else {
@@ -570,7 +562,7 @@ func (x *ThrottleDeclaration) Check() error {
 	if err := wire.CheckString(x.Name, 65535, true); err != nil {
 		return wire.AtField("name", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Limits), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Limits), math.MaxUint16); err != nil {
 		return wire.AtField("limits", -1, err)
 	}
 	if err := x.Key.Check(); err != nil {
@@ -593,8 +585,8 @@ func (*ConsumeOk) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ConsumeOk) Size() int {
-	n := 0
-	n += 2 + len(x.ConsumerID)
+	n := 2
+	n += len(x.ConsumerID)
 	return n
 }
 
@@ -649,8 +641,7 @@ func (*Delivery) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Delivery) Size() int {
-	n := 0
-	n += 4
+	n := 4
 	for i0 := range x.Messages {
 		n += x.Messages[i0].Size()
 	}
@@ -660,7 +651,7 @@ func (x *Delivery) Size() int {
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *Delivery) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Messages))
+	b = wire.AppendCount(b, wire.Count32, len(x.Messages))
 	for i0 := range x.Messages {
 		b = x.Messages[i0].AppendTo(b)
 	}
@@ -671,7 +662,7 @@ func (x *Delivery) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *Delivery) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 62)
+		n0 := r.Count(wire.Count32, 62)
 		if cap(x.Messages) >= n0 {
 			x.Messages = x.Messages[:n0]
 		} else {
@@ -688,7 +679,7 @@ func (x *Delivery) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *Delivery) Check() error {
-	if err := wire.CheckCount(len(x.Messages), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Messages), math.MaxUint32); err != nil {
 		return wire.AtField("messages", -1, err)
 	}
 	for i0 := range x.Messages {
@@ -753,22 +744,15 @@ type DeliveryMessage struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *DeliveryMessage) Size() int {
-	n := 0
-	n += 16
-	n += 2 + len(x.Queue)
-	n += 2
+	n := 62
+	n += len(x.Queue)
+	n += 4 * len(x.Headers)
 	for k0, v0 := range x.Headers {
-		n += 2 + len(k0)
-		n += 2 + len(v0)
+		n += len(k0)
+		n += len(v0)
 	}
-	n += 4 + len(x.Payload)
-	n += 2 + len(x.FairnessKey)
-	n += 4
-	n += 4
-	n += 4
-	n += 8
-	n += 8
-	n += 8
+	n += len(x.Payload)
+	n += len(x.FairnessKey)
 	return n
 }
 
@@ -779,7 +763,7 @@ func (x *DeliveryMessage) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.Queue)
 	{
 		var scratch0 [16]string
-		b = wire.AppendCount(b, 2, len(x.Headers))
+		b = wire.AppendCount(b, wire.Count16, len(x.Headers))
 		for _, k0 := range wire.SortedKeys(x.Headers, &scratch0) {
 			b = wire.AppendString16(b, k0)
 			b = wire.AppendString16(b, x.Headers[k0])
@@ -802,7 +786,7 @@ func (x *DeliveryMessage) DecodeFrom(r *wire.Reader) {
 	x.MessageID = r.UUID()
 	x.Queue = r.String(r.Len16(65535), true)
 	{
-		n0 := r.Count(2, 4)
+		n0 := r.Count(wire.Count16, 4)
 		x.Headers = nil
 		if n0 > 0 {
 			m0 := make(map[string]string, wire.MapHint(n0))
@@ -832,7 +816,7 @@ func (x *DeliveryMessage) Check() error {
 	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
 		return wire.AtField("queue", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Headers), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Headers), math.MaxUint16); err != nil {
 		return wire.AtField("headers", -1, err)
 	}
 	for k0, v0 := range x.Headers {
@@ -867,10 +851,8 @@ func (*Credit) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *Credit) Size() int {
-	n := 0
-	n += 4
-	return n
+func (*Credit) Size() int {
+	return 4
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -917,7 +899,7 @@ func (*CancelConsume) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *CancelConsume) Size() int {
+func (*CancelConsume) Size() int {
 	return 0
 }
 
@@ -966,8 +948,7 @@ func (*Ack) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Ack) Size() int {
-	n := 0
-	n += 4
+	n := 4
 	for i0 := range x.Items {
 		n += x.Items[i0].Size()
 	}
@@ -977,7 +958,7 @@ func (x *Ack) Size() int {
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *Ack) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Items))
+	b = wire.AppendCount(b, wire.Count32, len(x.Items))
 	for i0 := range x.Items {
 		b = x.Items[i0].AppendTo(b)
 	}
@@ -988,7 +969,7 @@ func (x *Ack) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *Ack) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 18)
+		n0 := r.Count(wire.Count32, 18)
 		if cap(x.Items) >= n0 {
 			x.Items = x.Items[:n0]
 		} else {
@@ -1005,7 +986,7 @@ func (x *Ack) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *Ack) Check() error {
-	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
 		return wire.AtField("items", -1, err)
 	}
 	for i0 := range x.Items {
@@ -1042,9 +1023,8 @@ type AckItem struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *AckItem) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
-	n += 16
+	n := 18
+	n += len(x.Queue)
 	return n
 }
 
@@ -1085,15 +1065,15 @@ func (*AckResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *AckResult) Size() int {
-	n := 0
-	n += 4 + 1*len(x.Results)
+	n := 4
+	n += 1 * len(x.Results)
 	return n
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *AckResult) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Results))
+	b = wire.AppendCount(b, wire.Count32, len(x.Results))
 	for i0 := range x.Results {
 		b = x.Results[i0].AppendTo(b)
 	}
@@ -1104,7 +1084,7 @@ func (x *AckResult) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *AckResult) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 1)
+		n0 := r.Count(wire.Count32, 1)
 		if cap(x.Results) >= n0 {
 			x.Results = x.Results[:n0]
 		} else {
@@ -1121,7 +1101,7 @@ func (x *AckResult) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *AckResult) Check() error {
-	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Results), math.MaxUint32); err != nil {
 		return wire.AtField("results", -1, err)
 	}
 	return nil
@@ -1149,10 +1129,8 @@ type AckResultItem struct {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *AckResultItem) Size() int {
-	n := 0
-	n += 1
-	return n
+func (*AckResultItem) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -1189,8 +1167,7 @@ func (*Nack) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Nack) Size() int {
-	n := 0
-	n += 4
+	n := 4
 	for i0 := range x.Items {
 		n += x.Items[i0].Size()
 	}
@@ -1200,7 +1177,7 @@ func (x *Nack) Size() int {
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *Nack) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Items))
+	b = wire.AppendCount(b, wire.Count32, len(x.Items))
 	for i0 := range x.Items {
 		b = x.Items[i0].AppendTo(b)
 	}
@@ -1211,7 +1188,7 @@ func (x *Nack) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *Nack) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 21)
+		n0 := r.Count(wire.Count32, 21)
 		if cap(x.Items) >= n0 {
 			x.Items = x.Items[:n0]
 		} else {
@@ -1228,7 +1205,7 @@ func (x *Nack) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *Nack) Check() error {
-	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
 		return wire.AtField("items", -1, err)
 	}
 	for i0 := range x.Items {
@@ -1271,11 +1248,9 @@ type NackItem struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *NackItem) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
-	n += 16
-	n += 2 + len(x.Error)
-	n++
+	n := 21
+	n += len(x.Queue)
+	n += len(x.Error)
 	if x.RetryAfterMs.Present {
 		n += 8
 	}
@@ -1335,15 +1310,15 @@ func (*NackResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *NackResult) Size() int {
-	n := 0
-	n += 4 + 1*len(x.Results)
+	n := 4
+	n += 1 * len(x.Results)
 	return n
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *NackResult) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Results))
+	b = wire.AppendCount(b, wire.Count32, len(x.Results))
 	for i0 := range x.Results {
 		b = x.Results[i0].AppendTo(b)
 	}
@@ -1354,7 +1329,7 @@ func (x *NackResult) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *NackResult) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 1)
+		n0 := r.Count(wire.Count32, 1)
 		if cap(x.Results) >= n0 {
 			x.Results = x.Results[:n0]
 		} else {
@@ -1371,7 +1346,7 @@ func (x *NackResult) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *NackResult) Check() error {
-	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Results), math.MaxUint32); err != nil {
 		return wire.AtField("results", -1, err)
 	}
 	return nil
@@ -1399,10 +1374,8 @@ type NackResultItem struct {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *NackResultItem) Size() int {
-	n := 0
-	n += 1
-	return n
+func (*NackResultItem) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -1439,8 +1412,7 @@ func (*ExtendLease) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ExtendLease) Size() int {
-	n := 0
-	n += 4
+	n := 4
 	for i0 := range x.Items {
 		n += x.Items[i0].Size()
 	}
@@ -1450,7 +1422,7 @@ func (x *ExtendLease) Size() int {
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *ExtendLease) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Items))
+	b = wire.AppendCount(b, wire.Count32, len(x.Items))
 	for i0 := range x.Items {
 		b = x.Items[i0].AppendTo(b)
 	}
@@ -1461,7 +1433,7 @@ func (x *ExtendLease) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *ExtendLease) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 26)
+		n0 := r.Count(wire.Count32, 26)
 		if cap(x.Items) >= n0 {
 			x.Items = x.Items[:n0]
 		} else {
@@ -1478,7 +1450,7 @@ func (x *ExtendLease) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *ExtendLease) Check() error {
-	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
 		return wire.AtField("items", -1, err)
 	}
 	for i0 := range x.Items {
@@ -1518,10 +1490,8 @@ type ExtendLeaseItem struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ExtendLeaseItem) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
-	n += 16
-	n += 8
+	n := 26
+	n += len(x.Queue)
 	return n
 }
 

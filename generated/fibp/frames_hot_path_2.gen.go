@@ -2,7 +2,10 @@
 
 package fibp
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // ExtendLeaseResult: opcode 0x1c, server → client.
 // Per-message new expiry. MessageNotFound means the lease already expired and the message was
@@ -19,15 +22,15 @@ func (*ExtendLeaseResult) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ExtendLeaseResult) Size() int {
-	n := 0
-	n += 4 + 9*len(x.Results)
+	n := 4
+	n += 9 * len(x.Results)
 	return n
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *ExtendLeaseResult) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Results))
+	b = wire.AppendCount(b, wire.Count32, len(x.Results))
 	for i0 := range x.Results {
 		b = x.Results[i0].AppendTo(b)
 	}
@@ -38,7 +41,7 @@ func (x *ExtendLeaseResult) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *ExtendLeaseResult) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 9)
+		n0 := r.Count(wire.Count32, 9)
 		if cap(x.Results) >= n0 {
 			x.Results = x.Results[:n0]
 		} else {
@@ -55,7 +58,7 @@ func (x *ExtendLeaseResult) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *ExtendLeaseResult) Check() error {
-	if err := wire.CheckCount(len(x.Results), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Results), math.MaxUint32); err != nil {
 		return wire.AtField("results", -1, err)
 	}
 	return nil
@@ -86,11 +89,8 @@ type ExtendLeaseResultItem struct {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *ExtendLeaseResultItem) Size() int {
-	n := 0
-	n += 1
-	n += 8
-	return n
+func (*ExtendLeaseResultItem) Size() int {
+	return 9
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only

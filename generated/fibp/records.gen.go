@@ -2,7 +2,10 @@
 
 package fibp
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // KeyPart: One part of a key.
 type KeyPart struct {
@@ -15,9 +18,8 @@ type KeyPart struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *KeyPart) Size() int {
-	n := 0
-	n += 1
-	n += 2 + len(x.Name)
+	n := 3
+	n += len(x.Name)
 	return n
 }
 
@@ -55,11 +57,8 @@ type ThrottleLimit struct {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *ThrottleLimit) Size() int {
-	n := 0
-	n += 8
-	n += 8
-	return n
+func (*ThrottleLimit) Size() int {
+	return 16
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -98,10 +97,9 @@ type RouteHint struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *RouteHint) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
-	n += 8
-	n += 2 + len(x.LeaderAddr)
+	n := 12
+	n += len(x.Queue)
+	n += len(x.LeaderAddr)
 	return n
 }
 
@@ -155,12 +153,10 @@ type ThrottleSummary struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ThrottleSummary) Size() int {
-	n := 0
-	n += 2 + len(x.Name)
-	n += 2 + 16*len(x.Limits)
+	n := 9
+	n += len(x.Name)
+	n += 16 * len(x.Limits)
 	n += x.Key.Size()
-	n += 1
-	n += 4
 	return n
 }
 
@@ -168,7 +164,7 @@ func (x *ThrottleSummary) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *ThrottleSummary) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.Name)
-	b = wire.AppendCount(b, 2, len(x.Limits))
+	b = wire.AppendCount(b, wire.Count16, len(x.Limits))
 	for i0 := range x.Limits {
 		b = x.Limits[i0].AppendTo(b)
 	}
@@ -183,7 +179,7 @@ func (x *ThrottleSummary) AppendTo(b []byte) []byte {
 func (x *ThrottleSummary) DecodeFrom(r *wire.Reader) {
 	x.Name = r.String(r.Len16(65535), true)
 	{
-		n0 := r.Count(2, 16)
+		n0 := r.Count(wire.Count16, 16)
 		if cap(x.Limits) >= n0 {
 			x.Limits = x.Limits[:n0]
 		} else {
@@ -206,7 +202,7 @@ func (x *ThrottleSummary) Check() error {
 	if err := wire.CheckString(x.Name, 65535, true); err != nil {
 		return wire.AtField("name", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Limits), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Limits), math.MaxUint16); err != nil {
 		return wire.AtField("limits", -1, err)
 	}
 	if err := x.Key.Check(); err != nil {
@@ -238,15 +234,12 @@ type BucketStats struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *BucketStats) Size() int {
-	n := 0
-	n += 1
-	n += 2
+	n := 21
+	n += 2 * len(x.Values)
 	for i0 := range x.Values {
-		n += 2 + len(x.Values[i0])
+		n += len(x.Values[i0])
 	}
-	n += 2 + 8*len(x.Counted)
-	n += 8
-	n += 8
+	n += 8 * len(x.Counted)
 	return n
 }
 
@@ -254,11 +247,11 @@ func (x *BucketStats) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *BucketStats) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.BucketKind))
-	b = wire.AppendCount(b, 2, len(x.Values))
+	b = wire.AppendCount(b, wire.Count16, len(x.Values))
 	for i0 := range x.Values {
 		b = wire.AppendString16(b, x.Values[i0])
 	}
-	b = wire.AppendCount(b, 2, len(x.Counted))
+	b = wire.AppendCount(b, wire.Count16, len(x.Counted))
 	for i0 := range x.Counted {
 		b = wire.AppendU64(b, x.Counted[i0])
 	}
@@ -272,7 +265,7 @@ func (x *BucketStats) AppendTo(b []byte) []byte {
 func (x *BucketStats) DecodeFrom(r *wire.Reader) {
 	x.BucketKind = BucketKind(r.U8())
 	{
-		n0 := r.Count(2, 2)
+		n0 := r.Count(wire.Count16, 2)
 		if cap(x.Values) >= n0 {
 			x.Values = x.Values[:n0]
 		} else {
@@ -286,7 +279,7 @@ func (x *BucketStats) DecodeFrom(r *wire.Reader) {
 		}
 	}
 	{
-		n0 := r.Count(2, 8)
+		n0 := r.Count(wire.Count16, 8)
 		if cap(x.Counted) >= n0 {
 			x.Counted = x.Counted[:n0]
 		} else {
@@ -305,7 +298,7 @@ func (x *BucketStats) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *BucketStats) Check() error {
-	if err := wire.CheckCount(len(x.Values), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Values), math.MaxUint16); err != nil {
 		return wire.AtField("values", -1, err)
 	}
 	for i0 := range x.Values {
@@ -313,7 +306,7 @@ func (x *BucketStats) Check() error {
 			return wire.AtField("values", i0, err)
 		}
 	}
-	if err := wire.CheckCount(len(x.Counted), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Counted), math.MaxUint16); err != nil {
 		return wire.AtField("counted", -1, err)
 	}
 	return nil
@@ -330,9 +323,9 @@ type ACLPermission struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ACLPermission) Size() int {
-	n := 0
-	n += 2 + len(x.Kind)
-	n += 2 + len(x.Pattern)
+	n := 4
+	n += len(x.Kind)
+	n += len(x.Pattern)
 	return n
 }
 
@@ -370,8 +363,8 @@ type QueueRef struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *QueueRef) Size() int {
-	n := 0
-	n += 2 + len(x.Queue)
+	n := 2
+	n += len(x.Queue)
 	return n
 }
 
@@ -403,8 +396,7 @@ type Key []KeyPart
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Key) Size() int {
-	n := 0
-	n += 2
+	n := 2
 	for i0 := range *x {
 		n += (*x)[i0].Size()
 	}
@@ -413,7 +405,7 @@ func (x *Key) Size() int {
 
 // AppendTo appends the encoding of x to b.
 func (x *Key) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 2, len((*x)))
+	b = wire.AppendCount(b, wire.Count16, len((*x)))
 	for i0 := range *x {
 		b = (*x)[i0].AppendTo(b)
 	}
@@ -423,7 +415,7 @@ func (x *Key) AppendTo(b []byte) []byte {
 // DecodeFrom overwrites x with a value read from r.
 func (x *Key) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(2, 3)
+		n0 := r.Count(wire.Count16, 3)
 		if cap((*x)) >= n0 {
 			(*x) = (*x)[:n0]
 		} else {
@@ -440,7 +432,7 @@ func (x *Key) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *Key) Check() error {
-	if err := wire.CheckCount(len((*x)), 65535); err != nil {
+	if err := wire.CheckCount(len((*x)), math.MaxUint16); err != nil {
 		return wire.AtField("key", -1, err)
 	}
 	for i0 := range *x {

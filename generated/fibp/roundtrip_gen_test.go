@@ -35,7 +35,7 @@ func sampleThrottleSummary(seed int) ThrottleSummary {
 		Key:                  Key{sampleKeyPart(seed), sampleKeyPart(seed + 1)},
 		Limits: func() []ThrottleLimit {
 			var out []ThrottleLimit
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleThrottleLimit(seed))
 			}
 			return out
@@ -49,7 +49,7 @@ func sampleBucketStats(seed int) BucketStats {
 		BucketKind: []BucketKind{BucketKindKeyed, BucketKindMissingKeyShared}[seed%2],
 		Counted: func() []uint64 {
 			var out []uint64
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, uint64(seed*37+7))
 			}
 			return out
@@ -57,7 +57,7 @@ func sampleBucketStats(seed int) BucketStats {
 		NextRoomAt: uint64(seed*37 + 12),
 		Values: func() []string {
 			var out []string
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, fmt.Sprintf("values-%d-é", seed))
 			}
 			return out
@@ -100,7 +100,7 @@ func sampleThrottleDeclaration(seed int) ThrottleDeclaration {
 		Key: Key{sampleKeyPart(seed), sampleKeyPart(seed + 1)},
 		Limits: func() []ThrottleLimit {
 			var out []ThrottleLimit
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleThrottleLimit(seed))
 			}
 			return out
@@ -199,7 +199,7 @@ func sampleRouteEntry(seed int) RouteEntry {
 		Queue:        fmt.Sprintf("queue-%d-é", seed),
 		Shards: func() []ShardRoute {
 			var out []ShardRoute
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleShardRoute(seed))
 			}
 			return out
@@ -248,7 +248,7 @@ func sampleDisconnect(_ int) *Disconnect {
 func sampleEnqueue(seed int) *Enqueue {
 	return &Enqueue{Messages: func() []EnqueueMessage {
 		var out []EnqueueMessage
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, sampleEnqueueMessage(seed))
 		}
 		return out
@@ -258,14 +258,14 @@ func sampleEnqueueResult(seed int) *EnqueueResult {
 	return &EnqueueResult{
 		Results: func() []EnqueueResultItem {
 			var out []EnqueueResultItem
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleEnqueueResultItem(seed))
 			}
 			return out
 		}(),
 		RouteHints: func() []RouteHint {
 			var out []RouteHint
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleRouteHint(seed))
 			}
 			return out
@@ -278,7 +278,7 @@ func sampleConsume(seed int) *Consume {
 		Queue:  fmt.Sprintf("queue-%d-é", seed),
 		Throttles: func() []ThrottleDeclaration {
 			var out []ThrottleDeclaration
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleThrottleDeclaration(seed))
 			}
 			return out
@@ -291,7 +291,7 @@ func sampleConsumeOk(seed int) *ConsumeOk {
 func sampleDelivery(seed int) *Delivery {
 	return &Delivery{Messages: func() []DeliveryMessage {
 		var out []DeliveryMessage
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, sampleDeliveryMessage(seed))
 		}
 		return out
@@ -306,7 +306,7 @@ func sampleCancelConsume(_ int) *CancelConsume {
 func sampleAck(seed int) *Ack {
 	return &Ack{Items: func() []AckItem {
 		var out []AckItem
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, sampleAckItem(seed))
 		}
 		return out
@@ -315,7 +315,7 @@ func sampleAck(seed int) *Ack {
 func sampleAckResult(seed int) *AckResult {
 	return &AckResult{Results: func() []AckResultItem {
 		var out []AckResultItem
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, sampleAckResultItem(seed))
 		}
 		return out
@@ -324,7 +324,7 @@ func sampleAckResult(seed int) *AckResult {
 func sampleNack(seed int) *Nack {
 	return &Nack{Items: func() []NackItem {
 		var out []NackItem
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, sampleNackItem(seed))
 		}
 		return out
@@ -333,7 +333,7 @@ func sampleNack(seed int) *Nack {
 func sampleNackResult(seed int) *NackResult {
 	return &NackResult{Results: func() []NackResultItem {
 		var out []NackResultItem
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, sampleNackResultItem(seed))
 		}
 		return out
@@ -342,7 +342,7 @@ func sampleNackResult(seed int) *NackResult {
 func sampleExtendLease(seed int) *ExtendLease {
 	return &ExtendLease{Items: func() []ExtendLeaseItem {
 		var out []ExtendLeaseItem
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, sampleExtendLeaseItem(seed))
 		}
 		return out
@@ -351,7 +351,7 @@ func sampleExtendLease(seed int) *ExtendLease {
 func sampleExtendLeaseResult(seed int) *ExtendLeaseResult {
 	return &ExtendLeaseResult{Results: func() []ExtendLeaseResultItem {
 		var out []ExtendLeaseResultItem
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, sampleExtendLeaseResultItem(seed))
 		}
 		return out
@@ -363,7 +363,7 @@ func sampleGetClusterStatusResult(seed int) *GetClusterStatusResult {
 		MetaLeaderNodeID: uint64(seed*37 + 19),
 		Nodes: func() []NodeStatus {
 			var out []NodeStatus
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleNodeStatus(seed))
 			}
 			return out
@@ -406,7 +406,7 @@ func sampleGetRoutesResult(seed int) *GetRoutesResult {
 	return &GetRoutesResult{
 		Entries: func() []RouteEntry {
 			var out []RouteEntry
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleRouteEntry(seed))
 			}
 			return out
@@ -417,7 +417,7 @@ func sampleGetRoutesResult(seed int) *GetRoutesResult {
 func sampleGetRoutes(seed int) *GetRoutes {
 	return &GetRoutes{Queues: func() []QueueRef {
 		var out []QueueRef
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, sampleQueueRef(seed))
 		}
 		return out
@@ -456,7 +456,7 @@ func sampleGetThrottleBucket(seed int) *GetThrottleBucket {
 		Name:       fmt.Sprintf("name-%d-é", seed),
 		Values: func() []string {
 			var out []string
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, fmt.Sprintf("values-%d-é", seed))
 			}
 			return out
@@ -468,7 +468,7 @@ func sampleGetThrottleStatsResult(seed int) *GetThrottleStatsResult {
 		ActiveBuckets: uint64(seed*37 + 14),
 		Buckets: func() []BucketStats {
 			var out []BucketStats
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleBucketStats(seed))
 			}
 			return out
@@ -477,7 +477,7 @@ func sampleGetThrottleStatsResult(seed int) *GetThrottleStatsResult {
 		ErrorCode:      []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		Queues: func() []QueueRef {
 			var out []QueueRef
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleQueueRef(seed))
 			}
 			return out
@@ -499,7 +499,7 @@ func sampleGetAclResult(seed int) *GetAclResult {
 		KeyID:        fmt.Sprintf("key_id-%d-é", seed),
 		Permissions: func() []ACLPermission {
 			var out []ACLPermission
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleACLPermission(seed))
 			}
 			return out
@@ -517,7 +517,7 @@ func sampleSetAcl(seed int) *SetAcl {
 		KeyID: fmt.Sprintf("key_id-%d-é", seed),
 		Permissions: func() []ACLPermission {
 			var out []ACLPermission
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleACLPermission(seed))
 			}
 			return out
@@ -529,7 +529,7 @@ func sampleListApiKeysResult(seed int) *ListApiKeysResult {
 		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		Keys: func() []APIKeyInfo {
 			var out []APIKeyInfo
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleAPIKeyInfo(seed))
 			}
 			return out
@@ -579,7 +579,7 @@ func sampleListConfigResult(seed int) *ListConfigResult {
 	return &ListConfigResult{
 		Entries: func() []ConfigEntry {
 			var out []ConfigEntry
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleConfigEntry(seed))
 			}
 			return out
@@ -614,7 +614,7 @@ func sampleListQueuesResult(seed int) *ListQueuesResult {
 		ErrorCode:        []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		Queues: func() []QueueInfo {
 			var out []QueueInfo
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleQueueInfo(seed))
 			}
 			return out
@@ -630,7 +630,7 @@ func sampleGetStatsResult(seed int) *GetStatsResult {
 		ActiveFairnessKeys: uint64(seed*37 + 20),
 		ActiveThrottles: func() []ThrottleSummary {
 			var out []ThrottleSummary
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleThrottleSummary(seed))
 			}
 			return out
@@ -645,7 +645,7 @@ func sampleGetStatsResult(seed int) *GetStatsResult {
 		OrderingGroupsBlocked: uint64(seed*37 + 23),
 		PerKeyStats: func() []FairnessKeyStat {
 			var out []FairnessKeyStat
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleFairnessKeyStat(seed))
 			}
 			return out

@@ -2,7 +2,10 @@
 
 package queuelog
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // PutQueue: opcode 0x20, either direction.
 // Creates a queue group, or replaces its definition.
@@ -18,8 +21,8 @@ func (*PutQueue) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *PutQueue) Size() int {
-	n := 0
-	n += 4 + len(x.Definition)
+	n := 4
+	n += len(x.Definition)
 	return n
 }
 
@@ -73,8 +76,8 @@ func (*DropQueue) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *DropQueue) Size() int {
-	n := 0
-	n += 2 + len(x.Name)
+	n := 2
+	n += len(x.Name)
 	return n
 }
 
@@ -131,9 +134,9 @@ func (*SetConfig) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SetConfig) Size() int {
-	n := 0
-	n += 2 + len(x.Key)
-	n += 4 + len(x.Value)
+	n := 6
+	n += len(x.Key)
+	n += len(x.Value)
 	return n
 }
 
@@ -208,13 +211,10 @@ func (*PutApiKey) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *PutApiKey) Size() int {
-	n := 0
-	n += 2 + len(x.ID)
-	n += 2 + len(x.Name)
-	n += 4 + len(x.SecretHash)
-	n += 8
-	n += 8
-	n += 1
+	n := 25
+	n += len(x.ID)
+	n += len(x.Name)
+	n += len(x.SecretHash)
 	return n
 }
 
@@ -284,8 +284,8 @@ func (*RevokeApiKey) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *RevokeApiKey) Size() int {
-	n := 0
-	n += 2 + len(x.ID)
+	n := 2
+	n += len(x.ID)
 	return n
 }
 
@@ -342,9 +342,8 @@ func (*SetAcl) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SetAcl) Size() int {
-	n := 0
-	n += 2 + len(x.ID)
-	n += 4
+	n := 6
+	n += len(x.ID)
 	for i0 := range x.Permissions {
 		n += x.Permissions[i0].Size()
 	}
@@ -355,7 +354,7 @@ func (x *SetAcl) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *SetAcl) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.ID)
-	b = wire.AppendCount(b, 4, len(x.Permissions))
+	b = wire.AppendCount(b, wire.Count32, len(x.Permissions))
 	for i0 := range x.Permissions {
 		b = x.Permissions[i0].AppendTo(b)
 	}
@@ -367,7 +366,7 @@ func (x *SetAcl) AppendTo(b []byte) []byte {
 func (x *SetAcl) DecodeFrom(r *wire.Reader) {
 	x.ID = r.String(r.Len16(65535), false)
 	{
-		n0 := r.Count(4, 4)
+		n0 := r.Count(wire.Count32, 4)
 		if cap(x.Permissions) >= n0 {
 			x.Permissions = x.Permissions[:n0]
 		} else {
@@ -387,7 +386,7 @@ func (x *SetAcl) Check() error {
 	if err := wire.CheckString(x.ID, 65535, false); err != nil {
 		return wire.AtField("id", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Permissions), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Permissions), math.MaxUint32); err != nil {
 		return wire.AtField("permissions", -1, err)
 	}
 	for i0 := range x.Permissions {
@@ -424,9 +423,9 @@ type ACLPermission struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ACLPermission) Size() int {
-	n := 0
-	n += 2 + len(x.Kind)
-	n += 2 + len(x.Pattern)
+	n := 4
+	n += len(x.Kind)
+	n += len(x.Pattern)
 	return n
 }
 

@@ -2,7 +2,10 @@
 
 package queuelog
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // Enqueue: opcode 0x01, either direction.
 // Stores new messages in a lane, in order, as accepted at time at. A message whose not_before
@@ -26,10 +29,7 @@ func (*Enqueue) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Enqueue) Size() int {
-	n := 0
-	n += 1
-	n += 8
-	n += 4
+	n := 13
 	for i0 := range x.Messages {
 		n += x.Messages[i0].Size()
 	}
@@ -41,7 +41,7 @@ func (x *Enqueue) Size() int {
 func (x *Enqueue) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.Lane))
 	b = wire.AppendI64(b, x.At)
-	b = wire.AppendCount(b, 4, len(x.Messages))
+	b = wire.AppendCount(b, wire.Count32, len(x.Messages))
 	for i0 := range x.Messages {
 		b = x.Messages[i0].AppendTo(b)
 	}
@@ -54,7 +54,7 @@ func (x *Enqueue) DecodeFrom(r *wire.Reader) {
 	x.Lane = Lane(r.U8())
 	x.At = r.I64()
 	{
-		n0 := r.Count(4, 56)
+		n0 := r.Count(wire.Count32, 56)
 		if cap(x.Messages) >= n0 {
 			x.Messages = x.Messages[:n0]
 		} else {
@@ -71,7 +71,7 @@ func (x *Enqueue) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *Enqueue) Check() error {
-	if err := wire.CheckCount(len(x.Messages), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Messages), math.MaxUint32); err != nil {
 		return wire.AtField("messages", -1, err)
 	}
 	for i0 := range x.Messages {
@@ -142,27 +142,21 @@ type LogMessage struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *LogMessage) Size() int {
-	n := 0
-	n += 16
-	n += 2 + len(x.FairnessKey)
-	n += 4
-	n += 8
-	n += 2
+	n := 56
+	n += len(x.FairnessKey)
+	n += 4 * len(x.Headers)
 	for k0, v0 := range x.Headers {
-		n += 2 + len(k0)
-		n += 2 + len(v0)
+		n += len(k0)
+		n += len(v0)
 	}
-	n += 4 + len(x.Payload)
-	n += 4 + len(x.Identity)
-	n += 8
-	n += 2
+	n += len(x.Payload)
+	n += len(x.Identity)
+	n += 4 * len(x.Attributes)
 	for k0, v0 := range x.Attributes {
-		n += 2 + len(k0)
-		n += 2 + len(v0)
+		n += len(k0)
+		n += len(v0)
 	}
-	n += 1
-	n += 4 + len(x.Group)
-	n += 1
+	n += len(x.Group)
 	return n
 }
 
@@ -175,7 +169,7 @@ func (x *LogMessage) AppendTo(b []byte) []byte {
 	b = wire.AppendI64(b, x.NotBefore)
 	{
 		var scratch0 [16]string
-		b = wire.AppendCount(b, 2, len(x.Headers))
+		b = wire.AppendCount(b, wire.Count16, len(x.Headers))
 		for _, k0 := range wire.SortedKeys(x.Headers, &scratch0) {
 			b = wire.AppendString16(b, k0)
 			b = wire.AppendString16(b, x.Headers[k0])
@@ -186,7 +180,7 @@ func (x *LogMessage) AppendTo(b []byte) []byte {
 	b = wire.AppendI64(b, x.DedupUntil)
 	{
 		var scratch0 [16]string
-		b = wire.AppendCount(b, 2, len(x.Attributes))
+		b = wire.AppendCount(b, wire.Count16, len(x.Attributes))
 		for _, k0 := range wire.SortedKeys(x.Attributes, &scratch0) {
 			b = wire.AppendString16(b, k0)
 			b = wire.AppendString16(b, x.Attributes[k0])
@@ -206,7 +200,7 @@ func (x *LogMessage) DecodeFrom(r *wire.Reader) {
 	x.Weight = r.U32()
 	x.NotBefore = r.I64()
 	{
-		n0 := r.Count(2, 4)
+		n0 := r.Count(wire.Count16, 4)
 		x.Headers = nil
 		if n0 > 0 {
 			m0 := make(map[string]string, wire.MapHint(n0))
@@ -225,7 +219,7 @@ func (x *LogMessage) DecodeFrom(r *wire.Reader) {
 	x.Identity = r.Bytes(r.Len32(2147483647))
 	x.DedupUntil = r.I64()
 	{
-		n0 := r.Count(2, 4)
+		n0 := r.Count(wire.Count16, 4)
 		x.Attributes = nil
 		if n0 > 0 {
 			m0 := make(map[string]string, wire.MapHint(n0))
@@ -250,7 +244,7 @@ func (x *LogMessage) Check() error {
 	if err := wire.CheckString(x.FairnessKey, 65535, false); err != nil {
 		return wire.AtField("fairness_key", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Headers), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Headers), math.MaxUint16); err != nil {
 		return wire.AtField("headers", -1, err)
 	}
 	for k0, v0 := range x.Headers {
@@ -267,7 +261,7 @@ func (x *LogMessage) Check() error {
 	if err := wire.CheckBytes(x.Identity, 2147483647); err != nil {
 		return wire.AtField("identity", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Attributes), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Attributes), math.MaxUint16); err != nil {
 		return wire.AtField("attributes", -1, err)
 	}
 	for k0, v0 := range x.Attributes {
@@ -306,10 +300,7 @@ func (*Lease) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Lease) Size() int {
-	n := 0
-	n += 1
-	n += 8
-	n += 4
+	n := 13
 	for i0 := range x.Leases {
 		n += x.Leases[i0].Size()
 	}
@@ -321,7 +312,7 @@ func (x *Lease) Size() int {
 func (x *Lease) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.Lane))
 	b = wire.AppendI64(b, x.LeasedAt)
-	b = wire.AppendCount(b, 4, len(x.Leases))
+	b = wire.AppendCount(b, wire.Count32, len(x.Leases))
 	for i0 := range x.Leases {
 		b = x.Leases[i0].AppendTo(b)
 	}
@@ -334,7 +325,7 @@ func (x *Lease) DecodeFrom(r *wire.Reader) {
 	x.Lane = Lane(r.U8())
 	x.LeasedAt = r.I64()
 	{
-		n0 := r.Count(4, 26)
+		n0 := r.Count(wire.Count32, 26)
 		if cap(x.Leases) >= n0 {
 			x.Leases = x.Leases[:n0]
 		} else {
@@ -351,7 +342,7 @@ func (x *Lease) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *Lease) Check() error {
-	if err := wire.CheckCount(len(x.Leases), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Leases), math.MaxUint32); err != nil {
 		return wire.AtField("leases", -1, err)
 	}
 	for i0 := range x.Leases {
@@ -391,10 +382,8 @@ type LogLease struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *LogLease) Size() int {
-	n := 0
-	n += 16
-	n += 2 + len(x.Consumer)
-	n += 8
+	n := 26
+	n += len(x.Consumer)
 	return n
 }
 
@@ -444,10 +433,8 @@ func (*Ack) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Ack) Size() int {
-	n := 0
-	n += 1
-	n += 4 + 16*len(x.Ids)
-	n += 8
+	n := 13
+	n += 16 * len(x.Ids)
 	return n
 }
 
@@ -455,7 +442,7 @@ func (x *Ack) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *Ack) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.Lane))
-	b = wire.AppendCount(b, 4, len(x.Ids))
+	b = wire.AppendCount(b, wire.Count32, len(x.Ids))
 	for i0 := range x.Ids {
 		b = wire.AppendUUID(b, x.Ids[i0])
 	}
@@ -468,7 +455,7 @@ func (x *Ack) AppendTo(b []byte) []byte {
 func (x *Ack) DecodeFrom(r *wire.Reader) {
 	x.Lane = Lane(r.U8())
 	{
-		n0 := r.Count(4, 16)
+		n0 := r.Count(wire.Count32, 16)
 		if cap(x.Ids) >= n0 {
 			x.Ids = x.Ids[:n0]
 		} else {
@@ -486,7 +473,7 @@ func (x *Ack) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *Ack) Check() error {
-	if err := wire.CheckCount(len(x.Ids), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Ids), math.MaxUint32); err != nil {
 		return wire.AtField("ids", -1, err)
 	}
 	return nil
@@ -530,11 +517,8 @@ func (*Extend) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Extend) Size() int {
-	n := 0
-	n += 1
-	n += 16
-	n += 8
-	n += 2 + len(x.Consumer)
+	n := 27
+	n += len(x.Consumer)
 	return n
 }
 
@@ -614,14 +598,8 @@ func (*Fail) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Fail) Size() int {
-	n := 0
-	n += 1
-	n += 16
-	n += 8
-	n += 4 + len(x.Error)
-	n += 1
-	n += 8
-	n += 4
+	n := 42
+	n += len(x.Error)
 	return n
 }
 
@@ -691,9 +669,8 @@ func (*Redrive) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Redrive) Size() int {
-	n := 0
-	n += 8
-	n += 4 + 16*len(x.Ids)
+	n := 12
+	n += 16 * len(x.Ids)
 	return n
 }
 
@@ -701,7 +678,7 @@ func (x *Redrive) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *Redrive) AppendTo(b []byte) []byte {
 	b = wire.AppendI64(b, x.At)
-	b = wire.AppendCount(b, 4, len(x.Ids))
+	b = wire.AppendCount(b, wire.Count32, len(x.Ids))
 	for i0 := range x.Ids {
 		b = wire.AppendUUID(b, x.Ids[i0])
 	}
@@ -713,7 +690,7 @@ func (x *Redrive) AppendTo(b []byte) []byte {
 func (x *Redrive) DecodeFrom(r *wire.Reader) {
 	x.At = r.I64()
 	{
-		n0 := r.Count(4, 16)
+		n0 := r.Count(wire.Count32, 16)
 		if cap(x.Ids) >= n0 {
 			x.Ids = x.Ids[:n0]
 		} else {
@@ -730,7 +707,7 @@ func (x *Redrive) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *Redrive) Check() error {
-	if err := wire.CheckCount(len(x.Ids), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Ids), math.MaxUint32); err != nil {
 		return wire.AtField("ids", -1, err)
 	}
 	return nil
@@ -767,11 +744,8 @@ func (*Configure) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *Configure) Size() int {
-	n := 0
-	n += 1
-	n += 33
-	return n
+func (*Configure) Size() int {
+	return 34
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -822,10 +796,8 @@ func (*Forget) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *Forget) Size() int {
-	n := 0
-	n += 8
-	return n
+func (*Forget) Size() int {
+	return 8
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -882,11 +854,8 @@ func (*Fence) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *Fence) Size() int {
-	n := 0
-	n += 8
-	n += 8
-	return n
+func (*Fence) Size() int {
+	return 16
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -944,9 +913,7 @@ func (*Reclassify) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Reclassify) Size() int {
-	n := 0
-	n += 8
-	n += 4
+	n := 12
 	for i0 := range x.Items {
 		n += x.Items[i0].Size()
 	}
@@ -957,7 +924,7 @@ func (x *Reclassify) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *Reclassify) AppendTo(b []byte) []byte {
 	b = wire.AppendI64(b, x.At)
-	b = wire.AppendCount(b, 4, len(x.Items))
+	b = wire.AppendCount(b, wire.Count32, len(x.Items))
 	for i0 := range x.Items {
 		b = x.Items[i0].AppendTo(b)
 	}
@@ -969,7 +936,7 @@ func (x *Reclassify) AppendTo(b []byte) []byte {
 func (x *Reclassify) DecodeFrom(r *wire.Reader) {
 	x.At = r.I64()
 	{
-		n0 := r.Count(4, 42)
+		n0 := r.Count(wire.Count32, 42)
 		if cap(x.Items) >= n0 {
 			x.Items = x.Items[:n0]
 		} else {
@@ -986,7 +953,7 @@ func (x *Reclassify) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *Reclassify) Check() error {
-	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
 		return wire.AtField("items", -1, err)
 	}
 	for i0 := range x.Items {
@@ -1029,11 +996,9 @@ type Reclassified struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Reclassified) Size() int {
-	n := 0
-	n += 16
-	n += 1
+	n := 21
 	n += x.Class.Size()
-	n += 4 + len(x.Error)
+	n += len(x.Error)
 	return n
 }
 
@@ -1087,9 +1052,7 @@ func (*RedriveClassified) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *RedriveClassified) Size() int {
-	n := 0
-	n += 8
-	n += 4
+	n := 12
 	for i0 := range x.Items {
 		n += x.Items[i0].Size()
 	}
@@ -1100,7 +1063,7 @@ func (x *RedriveClassified) Size() int {
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *RedriveClassified) AppendTo(b []byte) []byte {
 	b = wire.AppendI64(b, x.At)
-	b = wire.AppendCount(b, 4, len(x.Items))
+	b = wire.AppendCount(b, wire.Count32, len(x.Items))
 	for i0 := range x.Items {
 		b = x.Items[i0].AppendTo(b)
 	}
@@ -1112,7 +1075,7 @@ func (x *RedriveClassified) AppendTo(b []byte) []byte {
 func (x *RedriveClassified) DecodeFrom(r *wire.Reader) {
 	x.At = r.I64()
 	{
-		n0 := r.Count(4, 38)
+		n0 := r.Count(wire.Count32, 38)
 		if cap(x.Items) >= n0 {
 			x.Items = x.Items[:n0]
 		} else {
@@ -1129,7 +1092,7 @@ func (x *RedriveClassified) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *RedriveClassified) Check() error {
-	if err := wire.CheckCount(len(x.Items), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
 		return wire.AtField("items", -1, err)
 	}
 	for i0 := range x.Items {
@@ -1169,9 +1132,7 @@ type Redriven struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Redriven) Size() int {
-	n := 0
-	n += 16
-	n += 1
+	n := 17
 	n += x.Class.Size()
 	return n
 }

@@ -2,7 +2,10 @@
 
 package queuelog
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // SnapshotLane: opcode 0x40, either direction.
 // Starts one lane of a queue group snapshot: its configuration and counts. Then come its
@@ -28,13 +31,8 @@ func (*SnapshotLane) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SnapshotLane) Size() int {
-	n := 0
-	n += 1
-	n += 33
-	n += 8
-	n += 4
-	return n
+func (*SnapshotLane) Size() int {
+	return 46
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -138,28 +136,16 @@ func (*SnapshotMessage) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SnapshotMessage) Size() int {
-	n := 0
-	n += 16
-	n += 2 + len(x.FairnessKey)
-	n += 4
-	n += 8
-	n += 8
-	n += 4
-	n += 4
-	n += 4 + len(x.LastError)
-	n += 1
-	n += 8
-	n += 8
-	n += 2 + len(x.Consumer)
-	n += 2
+	n := 81
+	n += len(x.FairnessKey)
+	n += len(x.LastError)
+	n += len(x.Consumer)
+	n += 4 * len(x.Attributes)
 	for k0, v0 := range x.Attributes {
-		n += 2 + len(k0)
-		n += 2 + len(v0)
+		n += len(k0)
+		n += len(v0)
 	}
-	n += 1
-	n += 4 + len(x.Group)
-	n += 1
-	n += 4
+	n += len(x.Group)
 	return n
 }
 
@@ -180,7 +166,7 @@ func (x *SnapshotMessage) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.Consumer)
 	{
 		var scratch0 [16]string
-		b = wire.AppendCount(b, 2, len(x.Attributes))
+		b = wire.AppendCount(b, wire.Count16, len(x.Attributes))
 		for _, k0 := range wire.SortedKeys(x.Attributes, &scratch0) {
 			b = wire.AppendString16(b, k0)
 			b = wire.AppendString16(b, x.Attributes[k0])
@@ -209,7 +195,7 @@ func (x *SnapshotMessage) DecodeFrom(r *wire.Reader) {
 	x.LeaseExpiresAt = r.I64()
 	x.Consumer = r.String(r.Len16(65535), false)
 	{
-		n0 := r.Count(2, 4)
+		n0 := r.Count(wire.Count16, 4)
 		x.Attributes = nil
 		if n0 > 0 {
 			m0 := make(map[string]string, wire.MapHint(n0))
@@ -241,7 +227,7 @@ func (x *SnapshotMessage) Check() error {
 	if err := wire.CheckString(x.Consumer, 65535, false); err != nil {
 		return wire.AtField("consumer", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Attributes), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Attributes), math.MaxUint16); err != nil {
 		return wire.AtField("attributes", -1, err)
 	}
 	for k0, v0 := range x.Attributes {
@@ -299,12 +285,8 @@ func (*SnapshotKey) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SnapshotKey) Size() int {
-	n := 0
-	n += 2 + len(x.Name)
-	n += 4
-	n += 8
-	n += 1
-	n += 8
+	n := 23
+	n += len(x.Name)
 	return n
 }
 
@@ -366,15 +348,15 @@ func (*SnapshotReady) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SnapshotReady) Size() int {
-	n := 0
-	n += 4 + 16*len(x.Ids)
+	n := 4
+	n += 16 * len(x.Ids)
 	return n
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *SnapshotReady) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Ids))
+	b = wire.AppendCount(b, wire.Count32, len(x.Ids))
 	for i0 := range x.Ids {
 		b = wire.AppendUUID(b, x.Ids[i0])
 	}
@@ -385,7 +367,7 @@ func (x *SnapshotReady) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *SnapshotReady) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 16)
+		n0 := r.Count(wire.Count32, 16)
 		if cap(x.Ids) >= n0 {
 			x.Ids = x.Ids[:n0]
 		} else {
@@ -402,7 +384,7 @@ func (x *SnapshotReady) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *SnapshotReady) Check() error {
-	if err := wire.CheckCount(len(x.Ids), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Ids), math.MaxUint32); err != nil {
 		return wire.AtField("ids", -1, err)
 	}
 	return nil
@@ -443,10 +425,8 @@ func (*SnapshotIdentity) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SnapshotIdentity) Size() int {
-	n := 0
-	n += 4 + len(x.Identity)
-	n += 16
-	n += 8
+	n := 28
+	n += len(x.Identity)
 	return n
 }
 
@@ -503,10 +483,8 @@ func (*SnapshotEnd) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SnapshotEnd) Size() int {
-	n := 0
-	n += 8
-	return n
+func (*SnapshotEnd) Size() int {
+	return 8
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -556,8 +534,8 @@ func (*SnapshotQueue) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SnapshotQueue) Size() int {
-	n := 0
-	n += 4 + len(x.Definition)
+	n := 4
+	n += len(x.Definition)
 	return n
 }
 
@@ -614,9 +592,9 @@ func (*SnapshotConfig) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SnapshotConfig) Size() int {
-	n := 0
-	n += 2 + len(x.Key)
-	n += 4 + len(x.Value)
+	n := 6
+	n += len(x.Key)
+	n += len(x.Value)
 	return n
 }
 
@@ -693,14 +671,10 @@ func (*SnapshotApiKey) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SnapshotApiKey) Size() int {
-	n := 0
-	n += 2 + len(x.ID)
-	n += 2 + len(x.Name)
-	n += 4 + len(x.SecretHash)
-	n += 8
-	n += 8
-	n += 1
-	n += 4
+	n := 29
+	n += len(x.ID)
+	n += len(x.Name)
+	n += len(x.SecretHash)
 	for i0 := range x.Permissions {
 		n += x.Permissions[i0].Size()
 	}
@@ -716,7 +690,7 @@ func (x *SnapshotApiKey) AppendTo(b []byte) []byte {
 	b = wire.AppendU64(b, x.CreatedAt)
 	b = wire.AppendU64(b, x.ExpiresAt)
 	b = wire.AppendBool(b, x.Superadmin)
-	b = wire.AppendCount(b, 4, len(x.Permissions))
+	b = wire.AppendCount(b, wire.Count32, len(x.Permissions))
 	for i0 := range x.Permissions {
 		b = x.Permissions[i0].AppendTo(b)
 	}
@@ -733,7 +707,7 @@ func (x *SnapshotApiKey) DecodeFrom(r *wire.Reader) {
 	x.ExpiresAt = r.U64()
 	x.Superadmin = r.Bool()
 	{
-		n0 := r.Count(4, 4)
+		n0 := r.Count(wire.Count32, 4)
 		if cap(x.Permissions) >= n0 {
 			x.Permissions = x.Permissions[:n0]
 		} else {
@@ -759,7 +733,7 @@ func (x *SnapshotApiKey) Check() error {
 	if err := wire.CheckBytes(x.SecretHash, 2147483647); err != nil {
 		return wire.AtField("secret_hash", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Permissions), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Permissions), math.MaxUint32); err != nil {
 		return wire.AtField("permissions", -1, err)
 	}
 	for i0 := range x.Permissions {
@@ -796,9 +770,9 @@ type SnapshotPermission struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *SnapshotPermission) Size() int {
-	n := 0
-	n += 2 + len(x.Kind)
-	n += 2 + len(x.Pattern)
+	n := 4
+	n += len(x.Kind)
+	n += len(x.Pattern)
 	return n
 }
 

@@ -101,65 +101,6 @@ const (
 	OpSnapshotApiKey Opcode = 0x58
 )
 
-// String returns the spec's name of op, or Opcode(0xNN) when op is unknown.
-func (op Opcode) String() string {
-	switch op {
-	case OpEnqueue:
-		return "Enqueue"
-	case OpLease:
-		return "Lease"
-	case OpAck:
-		return "Ack"
-	case OpExtend:
-		return "Extend"
-	case OpFail:
-		return "Fail"
-	case OpRedrive:
-		return "Redrive"
-	case OpConfigure:
-		return "Configure"
-	case OpForget:
-		return "Forget"
-	case OpFence:
-		return "Fence"
-	case OpReclassify:
-		return "Reclassify"
-	case OpRedriveClassified:
-		return "RedriveClassified"
-	case OpPutQueue:
-		return "PutQueue"
-	case OpDropQueue:
-		return "DropQueue"
-	case OpSetConfig:
-		return "SetConfig"
-	case OpPutApiKey:
-		return "PutApiKey"
-	case OpRevokeApiKey:
-		return "RevokeApiKey"
-	case OpSetAcl:
-		return "SetAcl"
-	case OpSnapshotLane:
-		return "SnapshotLane"
-	case OpSnapshotMessage:
-		return "SnapshotMessage"
-	case OpSnapshotKey:
-		return "SnapshotKey"
-	case OpSnapshotReady:
-		return "SnapshotReady"
-	case OpSnapshotIdentity:
-		return "SnapshotIdentity"
-	case OpSnapshotEnd:
-		return "SnapshotEnd"
-	case OpSnapshotQueue:
-		return "SnapshotQueue"
-	case OpSnapshotConfig:
-		return "SnapshotConfig"
-	case OpSnapshotApiKey:
-		return "SnapshotApiKey"
-	}
-	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
-}
-
 // Direction says which peer sends a frame.
 type Direction uint8
 
@@ -169,72 +110,58 @@ const (
 	EitherDirection
 )
 
+// opcodeInfo is what the spec says about one opcode.
+type opcodeInfo struct {
+	name      string
+	direction Direction
+}
+
+// opcodeTable describes every opcode of the spec; the others have the zero opcodeInfo.
+var opcodeTable = [256]opcodeInfo{
+	OpEnqueue:           {"Enqueue", EitherDirection},
+	OpLease:             {"Lease", EitherDirection},
+	OpAck:               {"Ack", EitherDirection},
+	OpExtend:            {"Extend", EitherDirection},
+	OpFail:              {"Fail", EitherDirection},
+	OpRedrive:           {"Redrive", EitherDirection},
+	OpConfigure:         {"Configure", EitherDirection},
+	OpForget:            {"Forget", EitherDirection},
+	OpFence:             {"Fence", EitherDirection},
+	OpReclassify:        {"Reclassify", EitherDirection},
+	OpRedriveClassified: {"RedriveClassified", EitherDirection},
+	OpPutQueue:          {"PutQueue", EitherDirection},
+	OpDropQueue:         {"DropQueue", EitherDirection},
+	OpSetConfig:         {"SetConfig", EitherDirection},
+	OpPutApiKey:         {"PutApiKey", EitherDirection},
+	OpRevokeApiKey:      {"RevokeApiKey", EitherDirection},
+	OpSetAcl:            {"SetAcl", EitherDirection},
+	OpSnapshotLane:      {"SnapshotLane", EitherDirection},
+	OpSnapshotMessage:   {"SnapshotMessage", EitherDirection},
+	OpSnapshotKey:       {"SnapshotKey", EitherDirection},
+	OpSnapshotReady:     {"SnapshotReady", EitherDirection},
+	OpSnapshotIdentity:  {"SnapshotIdentity", EitherDirection},
+	OpSnapshotEnd:       {"SnapshotEnd", EitherDirection},
+	OpSnapshotQueue:     {"SnapshotQueue", EitherDirection},
+	OpSnapshotConfig:    {"SnapshotConfig", EitherDirection},
+	OpSnapshotApiKey:    {"SnapshotApiKey", EitherDirection},
+}
+
+// String returns the spec's name of op, or Opcode(0xNN) when op is unknown.
+func (op Opcode) String() string {
+	if name := opcodeTable[op].name; name != "" {
+		return name
+	}
+	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
+}
+
 // Direction returns who sends op; 0 when op is unknown or a stored record.
 func (op Opcode) Direction() Direction {
-	switch op {
-	case OpEnqueue:
-		return EitherDirection
-	case OpLease:
-		return EitherDirection
-	case OpAck:
-		return EitherDirection
-	case OpExtend:
-		return EitherDirection
-	case OpFail:
-		return EitherDirection
-	case OpRedrive:
-		return EitherDirection
-	case OpConfigure:
-		return EitherDirection
-	case OpForget:
-		return EitherDirection
-	case OpFence:
-		return EitherDirection
-	case OpReclassify:
-		return EitherDirection
-	case OpRedriveClassified:
-		return EitherDirection
-	case OpPutQueue:
-		return EitherDirection
-	case OpDropQueue:
-		return EitherDirection
-	case OpSetConfig:
-		return EitherDirection
-	case OpPutApiKey:
-		return EitherDirection
-	case OpRevokeApiKey:
-		return EitherDirection
-	case OpSetAcl:
-		return EitherDirection
-	case OpSnapshotLane:
-		return EitherDirection
-	case OpSnapshotMessage:
-		return EitherDirection
-	case OpSnapshotKey:
-		return EitherDirection
-	case OpSnapshotReady:
-		return EitherDirection
-	case OpSnapshotIdentity:
-		return EitherDirection
-	case OpSnapshotEnd:
-		return EitherDirection
-	case OpSnapshotQueue:
-		return EitherDirection
-	case OpSnapshotConfig:
-		return EitherDirection
-	case OpSnapshotApiKey:
-		return EitherDirection
-	}
-	return 0
+	return opcodeTable[op].direction
 }
 
 // Known reports whether op is in the opcode table.
 func (op Opcode) Known() bool {
-	switch op {
-	case OpEnqueue, OpLease, OpAck, OpExtend, OpFail, OpRedrive, OpConfigure, OpForget, OpFence, OpReclassify, OpRedriveClassified, OpPutQueue, OpDropQueue, OpSetConfig, OpPutApiKey, OpRevokeApiKey, OpSetAcl, OpSnapshotLane, OpSnapshotMessage, OpSnapshotKey, OpSnapshotReady, OpSnapshotIdentity, OpSnapshotEnd, OpSnapshotQueue, OpSnapshotConfig, OpSnapshotApiKey:
-		return true
-	}
-	return false
+	return opcodeTable[op].name != ""
 }
 
 // Lane: Which queue of a queue group a command is for.

@@ -2,7 +2,10 @@
 
 package queuelog
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // QueueConfig: The engine configuration of one lane, every default already resolved.
 type QueueConfig struct {
@@ -26,15 +29,8 @@ type QueueConfig struct {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *QueueConfig) Size() int {
-	n := 0
-	n += 8
-	n += 4
-	n += 1
-	n += 8
-	n += 8
-	n += 4
-	return n
+func (*QueueConfig) Size() int {
+	return 33
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -88,17 +84,14 @@ type Classification struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Classification) Size() int {
-	n := 0
-	n += 2 + len(x.FairnessKey)
-	n += 4
-	n += 8
-	n += 2
+	n := 21
+	n += len(x.FairnessKey)
+	n += 4 * len(x.Attributes)
 	for k0, v0 := range x.Attributes {
-		n += 2 + len(k0)
-		n += 2 + len(v0)
+		n += len(k0)
+		n += len(v0)
 	}
-	n += 1
-	n += 4 + len(x.Group)
+	n += len(x.Group)
 	return n
 }
 
@@ -110,7 +103,7 @@ func (x *Classification) AppendTo(b []byte) []byte {
 	b = wire.AppendI64(b, x.NotBefore)
 	{
 		var scratch0 [16]string
-		b = wire.AppendCount(b, 2, len(x.Attributes))
+		b = wire.AppendCount(b, wire.Count16, len(x.Attributes))
 		for _, k0 := range wire.SortedKeys(x.Attributes, &scratch0) {
 			b = wire.AppendString16(b, k0)
 			b = wire.AppendString16(b, x.Attributes[k0])
@@ -128,7 +121,7 @@ func (x *Classification) DecodeFrom(r *wire.Reader) {
 	x.Weight = r.U32()
 	x.NotBefore = r.I64()
 	{
-		n0 := r.Count(2, 4)
+		n0 := r.Count(wire.Count16, 4)
 		x.Attributes = nil
 		if n0 > 0 {
 			m0 := make(map[string]string, wire.MapHint(n0))
@@ -152,7 +145,7 @@ func (x *Classification) Check() error {
 	if err := wire.CheckString(x.FairnessKey, 65535, false); err != nil {
 		return wire.AtField("fairness_key", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Attributes), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Attributes), math.MaxUint16); err != nil {
 		return wire.AtField("attributes", -1, err)
 	}
 	for k0, v0 := range x.Attributes {

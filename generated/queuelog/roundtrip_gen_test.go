@@ -95,7 +95,7 @@ func sampleEnqueue(seed int) *Enqueue {
 		Lane: []Lane{LaneQueue, LaneDeadLetter}[seed%2],
 		Messages: func() []LogMessage {
 			var out []LogMessage
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleLogMessage(seed))
 			}
 			return out
@@ -108,7 +108,7 @@ func sampleLease(seed int) *Lease {
 		LeasedAt: int64(seed*37 + 9),
 		Leases: func() []LogLease {
 			var out []LogLease
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleLogLease(seed))
 			}
 			return out
@@ -120,7 +120,7 @@ func sampleAck(seed int) *Ack {
 		At: int64(seed*37 + 2),
 		Ids: func() []wire.UUID {
 			var out []wire.UUID
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 			}
 			return out
@@ -152,7 +152,7 @@ func sampleRedrive(seed int) *Redrive {
 		At: int64(seed*37 + 2),
 		Ids: func() []wire.UUID {
 			var out []wire.UUID
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 			}
 			return out
@@ -179,7 +179,7 @@ func sampleReclassify(seed int) *Reclassify {
 		At: int64(seed*37 + 2),
 		Items: func() []Reclassified {
 			var out []Reclassified
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleReclassified(seed))
 			}
 			return out
@@ -191,7 +191,7 @@ func sampleRedriveClassified(seed int) *RedriveClassified {
 		At: int64(seed*37 + 2),
 		Items: func() []Redriven {
 			var out []Redriven
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleRedriven(seed))
 			}
 			return out
@@ -228,7 +228,7 @@ func sampleSetAcl(seed int) *SetAcl {
 		ID: fmt.Sprintf("id-%d-é", seed),
 		Permissions: func() []ACLPermission {
 			var out []ACLPermission
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleACLPermission(seed))
 			}
 			return out
@@ -279,7 +279,7 @@ func sampleSnapshotKey(seed int) *SnapshotKey {
 func sampleSnapshotReady(seed int) *SnapshotReady {
 	return &SnapshotReady{Ids: func() []wire.UUID {
 		var out []wire.UUID
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
 		}
 		return out
@@ -312,7 +312,7 @@ func sampleSnapshotApiKey(seed int) *SnapshotApiKey {
 		Name:      fmt.Sprintf("name-%d-é", seed),
 		Permissions: func() []SnapshotPermission {
 			var out []SnapshotPermission
-			for seed := range [2]int{seed, seed + 1} {
+			for _, seed := range [2]int{seed, seed + 1} {
 				out = append(out, sampleSnapshotPermission(seed))
 			}
 			return out

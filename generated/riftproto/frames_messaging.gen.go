@@ -21,8 +21,8 @@ func (*Auth) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Auth) Size() int {
-	n := 0
-	n += 2 + len(x.Token)
+	n := 2
+	n += len(x.Token)
 	return n
 }
 
@@ -75,7 +75,7 @@ func (*Ok) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *Ok) Size() int {
+func (*Ok) Size() int {
 	return 0
 }
 
@@ -128,9 +128,8 @@ func (*Error) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Error) Size() int {
-	n := 0
-	n += 2
-	n += 2 + len(x.Message)
+	n := 4
+	n += len(x.Message)
 	return n
 }
 
@@ -195,9 +194,9 @@ func (*Publish) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Publish) Size() int {
-	n := 0
-	n += 2 + len(x.Subject)
-	n += 2 + len(x.Reply)
+	n := 4
+	n += len(x.Subject)
+	n += len(x.Reply)
 	n += len(x.Payload)
 	return n
 }
@@ -270,9 +269,9 @@ func (*PublishAck) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *PublishAck) Size() int {
-	n := 0
-	n += 2 + len(x.Subject)
-	n += 2 + len(x.Reply)
+	n := 4
+	n += len(x.Subject)
+	n += len(x.Reply)
 	n += len(x.Payload)
 	return n
 }
@@ -344,9 +343,9 @@ func (*Subscribe) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Subscribe) Size() int {
-	n := 0
-	n += 2 + len(x.Pattern)
-	n += 2 + len(x.Queue)
+	n := 4
+	n += len(x.Pattern)
+	n += len(x.Queue)
 	return n
 }
 
@@ -413,9 +412,9 @@ func (*Message) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Message) Size() int {
-	n := 0
-	n += 2 + len(x.Subject)
-	n += 2 + len(x.Reply)
+	n := 4
+	n += len(x.Subject)
+	n += len(x.Reply)
 	n += len(x.Payload)
 	return n
 }
@@ -477,7 +476,7 @@ func (*Ping) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *Ping) Size() int {
+func (*Ping) Size() int {
 	return 0
 }
 
@@ -534,9 +533,8 @@ func (*Request) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Request) Size() int {
-	n := 0
-	n += 4
-	n += 2 + len(x.Subject)
+	n := 6
+	n += len(x.Subject)
 	n += len(x.Payload)
 	return n
 }
@@ -609,10 +607,10 @@ func (*StreamPublish) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *StreamPublish) Size() int {
-	n := 0
-	n += 2 + len(x.Stream)
-	n += 2 + len(x.Subject)
-	n += 2 + len(x.Reply)
+	n := 6
+	n += len(x.Stream)
+	n += len(x.Subject)
+	n += len(x.Reply)
 	n += len(x.Payload)
 	return n
 }
@@ -685,11 +683,8 @@ func (*Stored) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *Stored) Size() int {
-	n := 0
-	n += 8
-	n += 8
-	return n
+func (*Stored) Size() int {
+	return 16
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -762,13 +757,10 @@ func (*ConsumerOpen) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ConsumerOpen) Size() int {
-	n := 0
-	n += 2 + len(x.Stream)
-	n += 2 + len(x.Name)
-	n += 2 + len(x.Filter)
-	n += 8
-	n += 4
-	n += 4
+	n := 22
+	n += len(x.Stream)
+	n += len(x.Name)
+	n += len(x.Filter)
 	return n
 }
 

@@ -26,10 +26,9 @@ func (*ConsumerFetch) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ConsumerFetch) Size() int {
-	n := 0
-	n += 2 + len(x.Stream)
-	n += 2 + len(x.Name)
-	n += 4
+	n := 8
+	n += len(x.Stream)
+	n += len(x.Name)
 	return n
 }
 
@@ -107,12 +106,9 @@ func (*Delivery) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Delivery) Size() int {
-	n := 0
-	n += 8
-	n += 8
-	n += 4
-	n += 2 + len(x.Subject)
-	n += 2 + len(x.Reply)
+	n := 24
+	n += len(x.Subject)
+	n += len(x.Reply)
 	n += len(x.Payload)
 	return n
 }
@@ -191,10 +187,9 @@ func (*Ack) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Ack) Size() int {
-	n := 0
-	n += 2 + len(x.Stream)
-	n += 2 + len(x.Name)
-	n += 8
+	n := 12
+	n += len(x.Stream)
+	n += len(x.Name)
 	return n
 }
 

@@ -23,12 +23,8 @@ func (*StreamMeta) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *StreamMeta) Size() int {
-	n := 0
-	n += 8
-	n += 8
-	n += 8
-	return n
+func (*StreamMeta) Size() int {
+	return 24
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -91,11 +87,10 @@ func (*StreamRecord) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *StreamRecord) Size() int {
-	n := 0
-	n += 8
-	n += 2 + len(x.Subject)
-	n += 2 + len(x.Reply)
-	n += 4 + len(x.Payload)
+	n := 16
+	n += len(x.Subject)
+	n += len(x.Reply)
+	n += len(x.Payload)
 	return n
 }
 
@@ -173,12 +168,8 @@ func (*ConsumerRecord) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *ConsumerRecord) Size() int {
-	n := 0
-	n += 2 + len(x.Filter)
-	n += 8
-	n += 4
-	n += 4
-	n += 8
+	n := 26
+	n += len(x.Filter)
 	return n
 }
 
@@ -242,11 +233,8 @@ func (*PendingRecord) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *PendingRecord) Size() int {
-	n := 0
-	n += 4
-	n += 8
-	return n
+func (*PendingRecord) Size() int {
+	return 12
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only

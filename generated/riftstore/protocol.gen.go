@@ -56,26 +56,28 @@ const (
 	OpPendingRecord Opcode = 0x04
 )
 
+// opcodeInfo is what the spec says about one opcode.
+type opcodeInfo struct {
+	name string
+}
+
+// opcodeTable describes every opcode of the spec; the others have the zero opcodeInfo.
+var opcodeTable = [256]opcodeInfo{
+	OpStreamMeta:     {"StreamMeta"},
+	OpStreamRecord:   {"StreamRecord"},
+	OpConsumerRecord: {"ConsumerRecord"},
+	OpPendingRecord:  {"PendingRecord"},
+}
+
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.
 func (op Opcode) String() string {
-	switch op {
-	case OpStreamMeta:
-		return "StreamMeta"
-	case OpStreamRecord:
-		return "StreamRecord"
-	case OpConsumerRecord:
-		return "ConsumerRecord"
-	case OpPendingRecord:
-		return "PendingRecord"
+	if name := opcodeTable[op].name; name != "" {
+		return name
 	}
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
 
 // Known reports whether op is in the opcode table.
 func (op Opcode) Known() bool {
-	switch op {
-	case OpStreamMeta, OpStreamRecord, OpConsumerRecord, OpPendingRecord:
-		return true
-	}
-	return false
+	return opcodeTable[op].name != ""
 }

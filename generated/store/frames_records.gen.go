@@ -2,7 +2,10 @@
 
 package store
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // QueueRecord: opcode 0x01, a stored record.
 // A queue's definition, under Q<name>. Zero durations and counts mean the broker default.
@@ -72,26 +75,13 @@ func (*QueueRecord) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *QueueRecord) Size() int {
-	n := 0
-	n += 2 + len(x.Name)
-	n += 8
-	n += 2 + len(x.DLQOf)
-	n += 4 + len(x.OnEnqueueScript)
-	n += 4 + len(x.OnFailureScript)
-	n += 8
-	n += 1
-	n += 4 + len(x.OrderingKey)
-	n += 1
-	n += 4 + len(x.DedupKey)
-	n += 8
-	n += 1
-	n += 4
-	n += 4
-	n += 1
-	n += 8
-	n += 8
-	n += 1
-	n += 8
+	n := 81
+	n += len(x.Name)
+	n += len(x.DLQOf)
+	n += len(x.OnEnqueueScript)
+	n += len(x.OnFailureScript)
+	n += len(x.OrderingKey)
+	n += len(x.DedupKey)
 	return n
 }
 
@@ -217,22 +207,19 @@ func (*MessageRecord) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *MessageRecord) Size() int {
-	n := 0
-	n += 2
+	n := 32
+	n += 4 * len(x.Headers)
 	for k0, v0 := range x.Headers {
-		n += 2 + len(k0)
-		n += 2 + len(v0)
+		n += len(k0)
+		n += len(v0)
 	}
-	n += 4 + len(x.Payload)
-	n += 2 + len(x.FairnessKey)
-	n += 4
-	n += 8
-	n += 8
-	n += 2 + len(x.IdempotencyKey)
-	n += 2
+	n += len(x.Payload)
+	n += len(x.FairnessKey)
+	n += len(x.IdempotencyKey)
+	n += 4 * len(x.Attributes)
 	for k0, v0 := range x.Attributes {
-		n += 2 + len(k0)
-		n += 2 + len(v0)
+		n += len(k0)
+		n += len(v0)
 	}
 	return n
 }
@@ -242,7 +229,7 @@ func (x *MessageRecord) Size() int {
 func (x *MessageRecord) AppendTo(b []byte) []byte {
 	{
 		var scratch0 [16]string
-		b = wire.AppendCount(b, 2, len(x.Headers))
+		b = wire.AppendCount(b, wire.Count16, len(x.Headers))
 		for _, k0 := range wire.SortedKeys(x.Headers, &scratch0) {
 			b = wire.AppendString16(b, k0)
 			b = wire.AppendString16(b, x.Headers[k0])
@@ -256,7 +243,7 @@ func (x *MessageRecord) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.IdempotencyKey)
 	{
 		var scratch0 [16]string
-		b = wire.AppendCount(b, 2, len(x.Attributes))
+		b = wire.AppendCount(b, wire.Count16, len(x.Attributes))
 		for _, k0 := range wire.SortedKeys(x.Attributes, &scratch0) {
 			b = wire.AppendString16(b, k0)
 			b = wire.AppendString16(b, x.Attributes[k0])
@@ -269,7 +256,7 @@ func (x *MessageRecord) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *MessageRecord) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(2, 4)
+		n0 := r.Count(wire.Count16, 4)
 		x.Headers = nil
 		if n0 > 0 {
 			m0 := make(map[string]string, wire.MapHint(n0))
@@ -291,7 +278,7 @@ func (x *MessageRecord) DecodeFrom(r *wire.Reader) {
 	x.NotBefore = r.U64()
 	x.IdempotencyKey = r.String(r.Len16(65535), false)
 	{
-		n0 := r.Count(2, 4)
+		n0 := r.Count(wire.Count16, 4)
 		x.Attributes = nil
 		if n0 > 0 {
 			m0 := make(map[string]string, wire.MapHint(n0))
@@ -310,7 +297,7 @@ func (x *MessageRecord) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *MessageRecord) Check() error {
-	if err := wire.CheckCount(len(x.Headers), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Headers), math.MaxUint16); err != nil {
 		return wire.AtField("headers", -1, err)
 	}
 	for k0, v0 := range x.Headers {
@@ -330,7 +317,7 @@ func (x *MessageRecord) Check() error {
 	if err := wire.CheckString(x.IdempotencyKey, 65535, false); err != nil {
 		return wire.AtField("idempotency_key", -1, err)
 	}
-	if err := wire.CheckCount(len(x.Attributes), 65535); err != nil {
+	if err := wire.CheckCount(len(x.Attributes), math.MaxUint16); err != nil {
 		return wire.AtField("attributes", -1, err)
 	}
 	for k0, v0 := range x.Attributes {
@@ -395,15 +382,9 @@ func (*StateRecord) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *StateRecord) Size() int {
-	n := 0
-	n += 4
-	n += 4
-	n += 8
-	n += 8
-	n += 8
-	n += 2 + len(x.Consumer)
-	n += 4 + len(x.LastError)
-	n += 1
+	n := 39
+	n += len(x.Consumer)
+	n += len(x.LastError)
 	return n
 }
 
@@ -478,8 +459,7 @@ func (*LeaseLogRecord) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *LeaseLogRecord) Size() int {
-	n := 0
-	n += 4
+	n := 4
 	for i0 := range x.Leases {
 		n += x.Leases[i0].Size()
 	}
@@ -489,7 +469,7 @@ func (x *LeaseLogRecord) Size() int {
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
 func (x *LeaseLogRecord) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, 4, len(x.Leases))
+	b = wire.AppendCount(b, wire.Count32, len(x.Leases))
 	for i0 := range x.Leases {
 		b = x.Leases[i0].AppendTo(b)
 	}
@@ -500,7 +480,7 @@ func (x *LeaseLogRecord) AppendTo(b []byte) []byte {
 // buffer; r's first error sticks and is left for the caller to inspect.
 func (x *LeaseLogRecord) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(4, 38)
+		n0 := r.Count(wire.Count32, 38)
 		if cap(x.Leases) >= n0 {
 			x.Leases = x.Leases[:n0]
 		} else {
@@ -517,7 +497,7 @@ func (x *LeaseLogRecord) DecodeFrom(r *wire.Reader) {
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
 func (x *LeaseLogRecord) Check() error {
-	if err := wire.CheckCount(len(x.Leases), 4294967295); err != nil {
+	if err := wire.CheckCount(len(x.Leases), math.MaxUint32); err != nil {
 		return wire.AtField("leases", -1, err)
 	}
 	for i0 := range x.Leases {
@@ -563,12 +543,8 @@ type LeaseEntry struct {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *LeaseEntry) Size() int {
-	n := 0
-	n += 16
-	n += 4
-	n += 8
-	n += 8
-	n += 2 + len(x.Consumer)
+	n := 38
+	n += len(x.Consumer)
 	return n
 }
 
@@ -618,11 +594,8 @@ func (*DedupRecord) Opcode() Opcode {
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *DedupRecord) Size() int {
-	n := 0
-	n += 16
-	n += 8
-	return n
+func (*DedupRecord) Size() int {
+	return 24
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
@@ -693,13 +666,9 @@ func (*RaftLogRecord) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *RaftLogRecord) Size() int {
-	n := 0
-	n += 8
-	n += 8
-	n += 1
-	n += 4 + len(x.Data)
-	n += 4 + len(x.Extensions)
-	n += 8
+	n := 33
+	n += len(x.Data)
+	n += len(x.Extensions)
 	return n
 }
 

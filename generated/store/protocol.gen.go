@@ -52,32 +52,32 @@ const (
 	OpRaftLogRecord Opcode = 0x06
 )
 
+// opcodeInfo is what the spec says about one opcode.
+type opcodeInfo struct {
+	name string
+}
+
+// opcodeTable describes every opcode of the spec; the others have the zero opcodeInfo.
+var opcodeTable = [256]opcodeInfo{
+	OpQueueRecord:    {"QueueRecord"},
+	OpMessageRecord:  {"MessageRecord"},
+	OpStateRecord:    {"StateRecord"},
+	OpLeaseLogRecord: {"LeaseLogRecord"},
+	OpDedupRecord:    {"DedupRecord"},
+	OpRaftLogRecord:  {"RaftLogRecord"},
+}
+
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.
 func (op Opcode) String() string {
-	switch op {
-	case OpQueueRecord:
-		return "QueueRecord"
-	case OpMessageRecord:
-		return "MessageRecord"
-	case OpStateRecord:
-		return "StateRecord"
-	case OpLeaseLogRecord:
-		return "LeaseLogRecord"
-	case OpDedupRecord:
-		return "DedupRecord"
-	case OpRaftLogRecord:
-		return "RaftLogRecord"
+	if name := opcodeTable[op].name; name != "" {
+		return name
 	}
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
 }
 
 // Known reports whether op is in the opcode table.
 func (op Opcode) Known() bool {
-	switch op {
-	case OpQueueRecord, OpMessageRecord, OpStateRecord, OpLeaseLogRecord, OpDedupRecord, OpRaftLogRecord:
-		return true
-	}
-	return false
+	return opcodeTable[op].name != ""
 }
 
 // DeadLetterReason: Why a message is in a dead-letter queue.

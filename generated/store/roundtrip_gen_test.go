@@ -75,7 +75,7 @@ func sampleStateRecord(seed int) *StateRecord {
 func sampleLeaseLogRecord(seed int) *LeaseLogRecord {
 	return &LeaseLogRecord{Leases: func() []LeaseEntry {
 		var out []LeaseEntry
-		for seed := range [2]int{seed, seed + 1} {
+		for _, seed := range [2]int{seed, seed + 1} {
 			out = append(out, sampleLeaseEntry(seed))
 		}
 		return out
