@@ -51,7 +51,7 @@ import (
 )
 
 // ALPN is the application protocol Rift servers accept.
-const ALPN = "rift-messaging/1"
+const ALPN = riftproto.ALPN
 
 // Defaults.
 const (
@@ -93,8 +93,13 @@ var (
 	ErrNoTrustRoots = errors.New("rift: the TLS configuration needs explicit trust roots (RootCAs)")
 )
 
-// Stream reset code the server uses for a slow consumer it could not send an ERROR to.
-const resetSlowConsumer quic.StreamErrorCode = 2
+// The QUIC codes of spec/rift.yaml the client sends or recognises: a normal close, a cancelled
+// stream, and the reset the server uses for a slow consumer it could not send an ERROR to.
+const (
+	closeNormal       = quic.ApplicationErrorCode(riftproto.CloseNormal)
+	resetCancelled    = quic.StreamErrorCode(riftproto.ResetCancelled)
+	resetSlowConsumer = quic.StreamErrorCode(riftproto.ResetSlowConsumer)
+)
 
 // TLSConfig returns a client TLS configuration trusting only the CA certificates in caFile (PEM).
 func TLSConfig(caFile string) (*tls.Config, error) {
@@ -210,7 +215,7 @@ func (c *Client) dialQUIC(ctx context.Context, addr string) (*quic.Conn, error) 
 		return nil, fmt.Errorf("rift: connect %s: %w", addr, err)
 	}
 	if err := auth(ctx, conn, c.token); err != nil {
-		conn.CloseWithError(0, "")
+		conn.CloseWithError(closeNormal, "")
 		return nil, err
 	}
 	return conn, nil
@@ -315,7 +320,7 @@ func (c *Client) Close() error {
 	if conn == nil {
 		return nil
 	}
-	return conn.CloseWithError(0, "")
+	return conn.CloseWithError(closeNormal, "")
 }
 
 // opContext bounds ctx by d, or by the operation timeout when d is 0.
@@ -405,10 +410,10 @@ func (s *call) bind(ctx context.Context) {
 func (s *call) release() {
 	s.unbind()
 	if !s.fr.EOF() {
-		s.str.CancelRead(0)
+		s.str.CancelRead(resetCancelled)
 	}
 	if !s.finished {
-		s.str.CancelWrite(0)
+		s.str.CancelWrite(resetCancelled)
 	}
 	s.fr.Release()
 }
@@ -416,8 +421,8 @@ func (s *call) release() {
 // cancel resets both directions of the stream; unlike release it is safe while another
 // goroutine reads, and it keeps the read buffer.
 func (s *call) cancel() {
-	s.str.CancelRead(0)
-	s.str.CancelWrite(0)
+	s.str.CancelRead(resetCancelled)
+	s.str.CancelWrite(resetCancelled)
 }
 
 // unbind detaches the context bound by bind.

@@ -99,7 +99,7 @@ func (p *pubStream) Close() error {
 		p.signal()
 	case p.writeFailed: // nobody asked for the server's explanation
 		p.writeFailed = false
-		p.s.str.CancelRead(0)
+		p.s.str.CancelRead(resetCancelled)
 	}
 	return nil
 }
@@ -232,7 +232,7 @@ func (p *pubStream) call(ctx context.Context, f riftproto.Frame) error {
 		p.mu.Lock()
 		p.writeFailed = false
 		p.failLocked(err)
-		p.s.str.CancelRead(0) // also when the writer failed first
+		p.s.str.CancelRead(resetCancelled) // also when the writer failed first
 		p.mu.Unlock()
 	}
 	return err
@@ -253,7 +253,7 @@ func (p *pubStream) explain(ctx context.Context, err error) error {
 	stop := context.AfterFunc(ctx, func() { p.s.str.SetReadDeadline(time.Now()) })
 	defer stop()
 	_, _, rerr := p.s.next()
-	p.s.str.CancelRead(0)
+	p.s.str.CancelRead(resetCancelled)
 	var e *Error
 	if errors.As(rerr, &e) {
 		return rerr
@@ -271,7 +271,7 @@ func (p *pubStream) writeFailedLocked(err error) {
 	case p.err == nil:
 		p.writeFailed = true
 		p.breakLocked(err)
-		p.s.str.CancelWrite(0)
+		p.s.str.CancelWrite(resetCancelled)
 	}
 }
 
@@ -300,7 +300,7 @@ func (p *pubStream) writeLoop() {
 		case p.err != nil:
 			if p.closing {
 				p.s.finish()
-				p.s.str.CancelRead(0)
+				p.s.str.CancelRead(resetCancelled)
 			}
 			return
 		}

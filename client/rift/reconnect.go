@@ -300,7 +300,7 @@ func (c *Client) reconnect(lostAddr string, cause error) {
 	c.mu.Lock()
 	if !ok || c.closed {
 		if ok {
-			conn.CloseWithError(0, "")
+			conn.CloseWithError(closeNormal, "")
 		}
 		if err != nil && !c.closed {
 			c.err = err

@@ -189,3 +189,125 @@ func (v ErrorCode) Known() bool {
 func (v ErrorCode) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }
+
+// CloseCode: The QUIC application error code with which a connection is closed (docs/rift.md).
+type CloseCode uint8
+
+const (
+	// CloseNormal: Normal close, by either side.
+	CloseNormal CloseCode = 0
+	// CloseAuthFailed: Authentication failed.
+	CloseAuthFailed CloseCode = 1
+	// CloseProtocol: Protocol violation.
+	CloseProtocol CloseCode = 2
+	// CloseTooMany: The server has too many connections.
+	CloseTooMany CloseCode = 3
+	// CloseShutdown: The server shuts down.
+	CloseShutdown CloseCode = 4
+)
+
+// String returns the spec's name of v, or CloseCode(0xNN) when v is unknown.
+func (v CloseCode) String() string {
+	switch v {
+	case CloseNormal:
+		return "normal"
+	case CloseAuthFailed:
+		return "auth_failed"
+	case CloseProtocol:
+		return "protocol"
+	case CloseTooMany:
+		return "too_many"
+	case CloseShutdown:
+		return "shutdown"
+	}
+	return fmt.Sprintf("CloseCode(%#x)", uint8(v))
+}
+
+// Description returns the spec's description of v, or "" when v is unknown.
+func (v CloseCode) Description() string {
+	switch v {
+	case CloseNormal:
+		return "Normal close, by either side."
+	case CloseAuthFailed:
+		return "Authentication failed."
+	case CloseProtocol:
+		return "Protocol violation."
+	case CloseTooMany:
+		return "The server has too many connections."
+	case CloseShutdown:
+		return "The server shuts down."
+	}
+	return ""
+}
+
+// Known reports whether v is one of the values the spec defines.
+func (v CloseCode) Known() bool {
+	switch v {
+	case CloseNormal, CloseAuthFailed, CloseProtocol, CloseTooMany, CloseShutdown:
+		return true
+	}
+	return false
+}
+
+// MarshalText renders v by name, for logs and JSON.
+func (v CloseCode) MarshalText() ([]byte, error) {
+	return []byte(v.String()), nil
+}
+
+// ResetCode: The QUIC stream error code with which a stream is reset or its reading stopped
+// (docs/rift.md).
+type ResetCode uint8
+
+const (
+	// ResetCancelled: The operation was cancelled or its stream is no longer read.
+	ResetCancelled ResetCode = 0
+	// ResetSlowConsumer: The subscriber fell behind and even its ERROR frame could not be written.
+	ResetSlowConsumer ResetCode = 2
+	// ResetWriteDeadline: A write stayed blocked past the blocked-write deadline.
+	ResetWriteDeadline ResetCode = 3
+)
+
+// String returns the spec's name of v, or ResetCode(0xNN) when v is unknown.
+func (v ResetCode) String() string {
+	switch v {
+	case ResetCancelled:
+		return "cancelled"
+	case ResetSlowConsumer:
+		return "slow_consumer"
+	case ResetWriteDeadline:
+		return "write_deadline"
+	}
+	return fmt.Sprintf("ResetCode(%#x)", uint8(v))
+}
+
+// Description returns the spec's description of v, or "" when v is unknown.
+func (v ResetCode) Description() string {
+	switch v {
+	case ResetCancelled:
+		return "The operation was cancelled or its stream is no longer read."
+	case ResetSlowConsumer:
+		return "The subscriber fell behind and even its ERROR frame could not be written."
+	case ResetWriteDeadline:
+		return "A write stayed blocked past the blocked-write deadline."
+	}
+	return ""
+}
+
+// Known reports whether v is one of the values the spec defines.
+func (v ResetCode) Known() bool {
+	switch v {
+	case ResetCancelled, ResetSlowConsumer, ResetWriteDeadline:
+		return true
+	}
+	return false
+}
+
+// MarshalText renders v by name, for logs and JSON.
+func (v ResetCode) MarshalText() ([]byte, error) {
+	return []byte(v.String()), nil
+}
+
+const (
+	// ALPN: Rift messaging, version 1; nothing else is accepted.
+	ALPN = "rift-messaging/1"
+)

@@ -22,7 +22,7 @@ import (
 )
 
 // ALPN is the Rift application protocol.
-const ALPN = "rift-messaging/1"
+const ALPN = riftproto.ALPN
 
 var (
 	certOnce sync.Once

@@ -35,19 +35,19 @@ import (
 )
 
 // ALPN is the only application protocol the listener accepts.
-const ALPN = "rift-messaging/1"
+const ALPN = riftproto.ALPN
 
 // Application error codes used when the server closes a connection, and stream error codes used
-// when it resets a stream.
+// when it resets a stream (spec/rift.yaml's close_code and reset_code), as quic-go's types.
 const (
-	CloseNormal        quic.ApplicationErrorCode = 0
-	CloseAuthFailed    quic.ApplicationErrorCode = 1
-	CloseProtocol      quic.ApplicationErrorCode = 2
-	CloseTooMany       quic.ApplicationErrorCode = 3
-	CloseShutdown      quic.ApplicationErrorCode = 4
-	ResetCancelled     quic.StreamErrorCode      = 0
-	ResetSlowConsumer  quic.StreamErrorCode      = 2
-	ResetWriteDeadline quic.StreamErrorCode      = 3
+	CloseNormal        = quic.ApplicationErrorCode(riftproto.CloseNormal)
+	CloseAuthFailed    = quic.ApplicationErrorCode(riftproto.CloseAuthFailed)
+	CloseProtocol      = quic.ApplicationErrorCode(riftproto.CloseProtocol)
+	CloseTooMany       = quic.ApplicationErrorCode(riftproto.CloseTooMany)
+	CloseShutdown      = quic.ApplicationErrorCode(riftproto.CloseShutdown)
+	ResetCancelled     = quic.StreamErrorCode(riftproto.ResetCancelled)
+	ResetSlowConsumer  = quic.StreamErrorCode(riftproto.ResetSlowConsumer)
+	ResetWriteDeadline = quic.StreamErrorCode(riftproto.ResetWriteDeadline)
 )
 
 // Options configures a Server. Zero fields take the defaults shown (the Rift spec's).
