@@ -20,7 +20,8 @@ import (
 //
 //	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=…
 //
-// bytes_per_msg is (RSS − RSS before the fill) / messages; empty_server is the lifecycle rate
+// bytes_per_msg is (RSS − RSS before the fill) / messages, read 2 s after the fill; rss_settled_mib
+// is read another 30 s later, idle (settle); empty_server is the lifecycle rate
 // measured first, on the empty server. The empty queues keep what their run left unconsumed. With -heap-profile DIR the server
 // serves pprof and a heap profile is saved at each size.
 func benchBacklog(r *runner) error {
@@ -58,6 +59,9 @@ func benchBacklog(r *runner) error {
 		if err := r.saveHeap("backlog-" + tag); err != nil {
 			return err
 		}
+		time.Sleep(settle) // the fill's garbage goes back to the system at the scavenger's pace
+		settled := r.srv.rssBytes()
+		report("rss_backlog_settled_"+tag, float64(settled)/(1<<20), "MiB")
 		before, err := r.lifecycleRate("empty-before-"+tag, backlogLifecycle(r.o))
 		if err != nil {
 			return err
@@ -75,8 +79,9 @@ func benchBacklog(r *runner) error {
 		report("lifecycle_backlog_"+tag, rate, "msg/s")
 		report("lifecycle_empty_beside_"+tag, empty, "msg/s")
 		report("lifecycle_backlog_vs_empty_"+tag, 100*rate/empty, "%")
-		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f\n",
-			measured, r.o.backlogPayload, r.o.backlogKeys, float64(rss)/(1<<20), perMsg, rate, empty, rate/empty, emptyServer)
+		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f\n",
+			measured, r.o.backlogPayload, r.o.backlogKeys, float64(rss)/(1<<20), perMsg, rate, empty, rate/empty, emptyServer,
+			float64(settled)/(1<<20))
 	}
 	return nil
 }
@@ -95,6 +100,9 @@ func (r *runner) standingRate(q, label string) (float64, int64, error) {
 	stop()
 	return rate, ct.enqueued.Load() - ct.acked.Load(), nil
 }
+
+// settle is how long the backlog figure waits, idle, before its second RSS reading.
+const settle = 30 * time.Second
 
 // backlogLifecycle is the lifecycle load of the backlog figures: one consumer, 1 KB messages
 // (the figure's payload and keys).
