@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -164,7 +165,30 @@ func (r *runner) saveHeap(name string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "   heap profile: %s\n", path)
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return r.reportGC(name)
+}
+
+// reportGC prints the server's garbage-collection count and its share of CPU so far, from the
+// runtime statistics at the end of the text heap profile.
+func (r *runner) reportGC(name string) error {
+	res, err := http.Get("http://" + r.srv.httpAddr + "/debug/pprof/heap?debug=1")
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		for _, stat := range []string{"NumGC", "GCCPUFraction"} {
+			if v, ok := strings.CutPrefix(sc.Text(), "# "+stat+" = "); ok {
+				fmt.Fprintf(os.Stderr, "   %s: %s = %s\n", name, stat, v)
+			}
+		}
+	}
+	return sc.Err()
 }
 
 // parseSizes reads a comma-separated list of message counts, ascending.
