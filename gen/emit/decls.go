@@ -37,6 +37,13 @@ func (e *emitter) protocolFile() *File {
 	)
 	e.header(f)
 	e.opcodes(f)
+	return f
+}
+
+// enumsFile declares the enums, bit sets and string constants.
+func (e *emitter) enumsFile() *File {
+	s := e.s
+	f := e.newFile(false)
 	for _, en := range s.Enums {
 		e.enum(f, en)
 	}
@@ -79,7 +86,7 @@ func (e *emitter) header(f *File) {
 	off := 0
 	for _, h := range fr.Header {
 		name := spec.GoName(h.Name)
-		fields = append(fields, append(docComment(name, h.Doc), Id(name).Add(e.headerType(h.Type)))...)
+		fields = append(fields, append(docComment("", h.Doc), Id(name).Add(e.headerType(h.Type)))...)
 		if h.Type.Width() == 1 { // runs of bytes go in one append
 			bytes = append(bytes, Byte().Call(Id("h").Dot(name)))
 		} else {

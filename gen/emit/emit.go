@@ -57,6 +57,11 @@ func Files(s *spec.Spec, source string) (map[string][]byte, error) {
 	if err := render("protocol.gen.go", e.protocolFile()); err != nil {
 		return nil, err
 	}
+	if len(e.s.Enums)+len(e.s.Bitsets)+len(e.s.Constants) > 0 {
+		if err := render("enums.gen.go", e.enumsFile()); err != nil {
+			return nil, err
+		}
+	}
 	if len(e.s.Lists) > 0 || len(e.s.Records) > len(e.owner) {
 		if err := render("records.gen.go", e.recordsFile()); err != nil {
 			return nil, err
@@ -160,13 +165,32 @@ func docComment(name, doc string) []Code {
 	var out []Code
 	for i, line := range strings.Split(doc, "\n") {
 		if i == 0 && name != "" {
-			line = name + ": " + line
+			line = sentence(name, line)
 		}
 		for _, l := range wrap(strings.TrimRight(line, " "), 96) {
 			out = append(out, Comment(l))
 		}
 	}
 	return out
+}
+
+// sentence makes a doc sentence that starts with name: "The queue name." becomes "X is the
+// queue name.", "How it orders." becomes "X says how it orders."; other prose follows "X: ".
+func sentence(name, doc string) string {
+	first, _, _ := strings.Cut(doc, " ")
+	lower := func() string {
+		if len(doc) > 1 && doc[1] >= 'A' && doc[1] <= 'Z' { // an initialism: keep it
+			return doc
+		}
+		return strings.ToLower(doc[:1]) + doc[1:]
+	}
+	switch first {
+	case "The", "A", "An", "One":
+		return name + " is " + lower()
+	case "What", "Which", "Where", "How", "Why", "When", "Whether":
+		return name + " says " + lower()
+	}
+	return name + ": " + doc
 }
 
 // wrap breaks text into lines of at most width bytes at spaces (longer words stay whole).
@@ -205,20 +229,29 @@ func (e *emitter) recordsFile() *File {
 	return f
 }
 
-// framesPerFile keeps emitted files readable: a group with more frames spans several files.
-const framesPerFile = 12
+// linesPerFile keeps emitted files readable: a group whose frames take more spans several files.
+const linesPerFile = 900
 
-// chunks splits a group's frames into files of at most framesPerFile frames.
+// chunks splits a group's frames into files of at most about linesPerFile lines, measuring
+// each frame (with the inline records it owns) as rendered.
 func (e *emitter) chunks(group string) [][]*spec.Frame {
 	var out [][]*spec.Frame
+	used := 0
 	for _, fr := range e.s.Frames {
 		if fr.Group != group {
 			continue
 		}
-		if len(out) == 0 || len(out[len(out)-1]) == framesPerFile {
+		var buf bytes.Buffer
+		lines := linesPerFile // a frame that does not render alone gets a file of its own
+		if err := e.framesFile(group, []*spec.Frame{fr}).Render(&buf); err == nil {
+			lines = bytes.Count(buf.Bytes(), []byte("\n"))
+		}
+		if len(out) == 0 || used+lines > linesPerFile && len(out[len(out)-1]) > 0 {
 			out = append(out, nil)
+			used = 0
 		}
 		out[len(out)-1] = append(out[len(out)-1], fr)
+		used += lines
 	}
 	return out
 }
@@ -244,7 +277,7 @@ func (e *emitter) structFields(fields []*spec.Field) []Code {
 		if i > 0 && fl.Doc != "" {
 			out = append(out, Line())
 		}
-		out = append(out, docComment(spec.GoName(fl.Name), fl.Doc)...)
+		out = append(out, docComment("", fl.Doc)...) // a field's doc reads as written
 		out = append(out, Id(spec.GoName(fl.Name)).Add(e.goType(fl.Type)))
 	}
 	return out
@@ -310,6 +343,7 @@ func (e *emitter) record(f *File, r *spec.Record) {
 		doc = "One element of a repeated group."
 	}
 	comments(f, name, doc)
+	e.layout(f, r.Fields, "Encoding")
 	f.Type().Id(name).Struct(e.structFields(r.Fields)...)
 	e.methods(f, name, r.Fields)
 }
@@ -347,7 +381,13 @@ func sender(fr *spec.Frame) string {
 
 func (e *emitter) frame(f *File, fr *spec.Frame) {
 	name := fr.Name
-	comments(f, name, fmt.Sprintf("opcode %#02x, %s.\n%s", fr.Opcode, sender(fr), fr.Doc))
+	sent := "sent " + sender(fr)
+	if fr.Kind == spec.FrameRecord {
+		sent = sender(fr)
+	}
+	f.Comment(fmt.Sprintf("%s is opcode %#02x, %s.", name, fr.Opcode, sent))
+	comments(f, "", fr.Doc)
+	e.layout(f, fr.Fields, "Body, after the header")
 	f.Type().Id(name).Struct(e.structFields(fr.Fields)...)
 	f.Comment("Opcode returns " + opConst(fr) + ".")
 	f.Func().Params(Op("*").Id(name)).Id("Opcode").Params().Id("Opcode").Block(Return(Id(opConst(fr))))

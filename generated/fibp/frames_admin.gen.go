@@ -7,60 +7,81 @@ import (
 	"math"
 )
 
-// CreateQueue: opcode 0xfd, client → server.
+// CreateQueue is opcode 0xfd, sent client → server.
 // Create a queue. Creating a queue also creates its dead-letter queue, <name>.dlq; a name ending
 // in .dlq is rejected with ReservedQueueName (0x16). Zero means "use the broker's configured
 // default" for every duration and count here.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field                      encoding
+//	0       name                       u16 length, then UTF-8
+//	+       on_enqueue_script          u8 present, then if 1: u32 length, then UTF-8
+//	+       on_failure_script          u8 present, then if 1: u32 length, then UTF-8
+//	+       visibility_timeout_ms      u64
+//	+       ordering                   u8 Ordering
+//	+       ordering_key               u16 count, then each KeyPart
+//	+       when_ordering_key_missing  u8 WhenOrderingKeyMissing
+//	+       dedup_key                  u16 count, then each KeyPart
+//	+       dedup_window_ms            u64
+//	+       script_failure             u8 ScriptFailure
+//	+       park_dead_letter_after     u32
+//	+       max_attempts               u32
+//	+       backoff                    u8 Backoff
+//	+       backoff_initial_ms         u64
+//	+       backoff_max_ms             u64
+//	+       delivery_durability        u8 DeliveryDurability
+//	+       reclaim_grace_ms           u64
 type CreateQueue struct {
-	// Name: The queue name.
+	// The queue name.
 	Name string
 
-	// OnEnqueueScript: Lua on_enqueue hook.
+	// Lua on_enqueue hook.
 	OnEnqueueScript wire.Optional[string]
 
-	// OnFailureScript: Lua on_failure hook.
+	// Lua on_failure hook.
 	OnFailureScript wire.Optional[string]
 
-	// VisibilityTimeoutMs: 0 = server default.
+	// 0 = server default.
 	VisibilityTimeoutMs uint64
 
-	// Ordering: 0 = none, 1 = the whole queue is one group, 2 = grouped by ordering_key (ordering.md).
+	// 0 = none, 1 = the whole queue is one group, 2 = grouped by ordering_key (ordering.md).
 	Ordering Ordering
 
-	// OrderingKey: Empty unless ordering = 2.
+	// Empty unless ordering = 2.
 	OrderingKey Key
 
-	// WhenOrderingKeyMissing: 0 = reject, 1 = unordered; ordering = 2 only.
+	// 0 = reject, 1 = unordered; ordering = 2 only.
 	WhenOrderingKeyMissing WhenOrderingKeyMissing
 
-	// DedupKey: part_count 0 = no queue-defined key (deduplication.md).
+	// part_count 0 = no queue-defined key (deduplication.md).
 	DedupKey Key
 
-	// DedupWindowMs: 0 = server default.
+	// 0 = server default.
 	DedupWindowMs uint64
 
-	// ScriptFailure: 0 = reject, 1 = park (concepts.md, When on_enqueue fails).
+	// 0 = reject, 1 = park (concepts.md, When on_enqueue fails).
 	ScriptFailure ScriptFailure
 
-	// ParkDeadLetterAfter: Parked classification attempts before dead-lettering; 0 = never.
+	// Parked classification attempts before dead-lettering; 0 = never.
 	ParkDeadLetterAfter uint32
 
-	// MaxAttempts: 0 = server default (concepts.md, Retry policy).
+	// 0 = server default (concepts.md, Retry policy).
 	MaxAttempts uint32
 
-	// Backoff: 0 = server default, 1 = none, 2 = fixed, 3 = exponential.
+	// 0 = server default, 1 = none, 2 = fixed, 3 = exponential.
 	Backoff Backoff
 
-	// BackoffInitialMs: 0 = server default.
+	// 0 = server default.
 	BackoffInitialMs uint64
 
-	// BackoffMaxMs: 0 = server default; exponential only.
+	// 0 = server default; exponential only.
 	BackoffMaxMs uint64
 
-	// DeliveryDurability: 0 = committed, 1 = fast (clustering.md, Delivery durability).
+	// 0 = committed, 1 = fast (clustering.md, Delivery durability).
 	DeliveryDurability DeliveryDurability
 
-	// ReclaimGraceMs: 0 = server default; fast queues only.
+	// 0 = server default; fast queues only.
 	ReclaimGraceMs uint64
 }
 
@@ -188,13 +209,19 @@ func (x *CreateQueue) Decode(body []byte) error {
 	return nil
 }
 
-// CreateQueueResult: opcode 0xfc, server → client.
+// CreateQueueResult is opcode 0xfc, sent server → client.
 // Creation result.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+//	1       queue_id    u16 length, then UTF-8
 type CreateQueueResult struct {
-	// ErrorCode: Ok, or why the queue was not created.
+	// Ok, or why the queue was not created.
 	ErrorCode ErrorCode
 
-	// QueueID: Empty if error.
+	// Empty if error.
 	QueueID string
 }
 
@@ -248,10 +275,15 @@ func (x *CreateQueueResult) Decode(body []byte) error {
 	return nil
 }
 
-// DeleteQueue: opcode 0xfb, client → server.
+// DeleteQueue is opcode 0xfb, sent client → server.
 // Delete a queue. Deleting a queue deletes its DLQ.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       queue  u16 length, then UTF-8
 type DeleteQueue struct {
-	// Queue: The queue to delete.
+	// The queue to delete.
 	Queue string
 }
 
@@ -303,10 +335,15 @@ func (x *DeleteQueue) Decode(body []byte) error {
 	return nil
 }
 
-// DeleteQueueResult: opcode 0xfa, server → client.
+// DeleteQueueResult is opcode 0xfa, sent server → client.
 // Deletion result.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
 type DeleteQueueResult struct {
-	// ErrorCode: Ok, or why the queue was not deleted.
+	// Ok, or why the queue was not deleted.
 	ErrorCode ErrorCode
 }
 
@@ -353,10 +390,15 @@ func (x *DeleteQueueResult) Decode(body []byte) error {
 	return nil
 }
 
-// GetStats: opcode 0xf9, client → server.
+// GetStats is opcode 0xf9, sent client → server.
 // Queue statistics.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       queue  u16 length, then UTF-8
 type GetStats struct {
-	// Queue: The queue to report on.
+	// The queue to report on.
 	Queue string
 }
 
@@ -408,64 +450,85 @@ func (x *GetStats) Decode(body []byte) error {
 	return nil
 }
 
-// GetStatsResult: opcode 0xf8, server → client.
+// GetStatsResult is opcode 0xf8, sent server → client.
 // Statistics, answered from the queue's live state.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field                    encoding
+//	0       error_code               u8 ErrorCode
+//	1       depth                    u64
+//	9       in_flight                u64
+//	17      delayed                  u64
+//	25      unclassified             u64
+//	33      oldest_unclassified_at   u64
+//	41      throttled                u64
+//	49      active_fairness_keys     u64
+//	57      active_consumers         u32
+//	61      quantum                  u32
+//	65      leader_node_id           u64
+//	73      replication_count        u32
+//	77      per_key_stats            u32 count, then each FairnessKeyStat
+//	+       active_throttles         u32 count, then each ThrottleSummary
+//	+       settings                 u16 count, then each key (string) and value (string)
+//	+       ordering_groups          u64
+//	+       ordering_groups_blocked  u64
 type GetStatsResult struct {
-	// ErrorCode: Ok, or why there are no statistics.
+	// Ok, or why there are no statistics.
 	ErrorCode ErrorCode
 
-	// Depth: Stored messages that are not leased: pending, delayed, waiting for retry, unclassified
-	// and throttled.
+	// Stored messages that are not leased: pending, delayed, waiting for retry, unclassified and
+	// throttled.
 	Depth uint64
 
-	// InFlight: Leased messages.
+	// Leased messages.
 	InFlight uint64
 
-	// Delayed: Enqueued but not yet eligible.
+	// Enqueued but not yet eligible.
 	Delayed uint64
 
-	// Unclassified: Parked after a script failure.
+	// Parked after a script failure.
 	Unclassified uint64
 
-	// OldestUnclassifiedAt: Unix ms; 0 if none.
+	// Unix ms; 0 if none.
 	OldestUnclassifiedAt uint64
 
-	// Throttled: Pending because a throttle bucket has no room.
+	// Pending because a throttle bucket has no room.
 	Throttled uint64
 
-	// ActiveFairnessKeys: Fairness keys with deliverable messages.
+	// Fairness keys with deliverable messages.
 	ActiveFairnessKeys uint64
 
-	// ActiveConsumers: Live subscriptions on the queue.
+	// Live subscriptions on the queue.
 	ActiveConsumers uint32
 
-	// Quantum: The DRR quantum.
+	// The DRR quantum.
 	Quantum uint32
 
-	// LeaderNodeID: 0 if single-node.
+	// 0 if single-node.
 	LeaderNodeID uint64
 
-	// ReplicationCount: 0 if single-node.
+	// 0 if single-node.
 	ReplicationCount uint32
 
-	// PerKeyStats: One entry per fairness key.
+	// One entry per fairness key.
 	PerKeyStats []FairnessKeyStat
 
-	// ActiveThrottles: Each throttle active on the queue.
+	// Each throttle active on the queue.
 	ActiveThrottles []ThrottleSummary
 
-	// Settings: Appended (schema evolution): the queue's settings as CreateQueue and UpdateQueue
-	// stored them, by CreateQueue field name (visibility_timeout_ms, max_attempts, backoff, …). A
-	// zero duration or count, and backoff server_default, mean the queue follows the broker default of
-	// the same name under defaults. in the runtime config (ListConfig "defaults.").
+	// Appended (schema evolution): the queue's settings as CreateQueue and UpdateQueue stored them, by
+	// CreateQueue field name (visibility_timeout_ms, max_attempts, backoff, …). A zero duration or
+	// count, and backoff server_default, mean the queue follows the broker default of the same name
+	// under defaults. in the runtime config (ListConfig "defaults.").
 	Settings map[string]string
 
-	// OrderingGroups: Appended (schema evolution): ordering groups with stored messages (ordering.md);
-	// 0 for an unordered queue.
+	// Appended (schema evolution): ordering groups with stored messages (ordering.md); 0 for an
+	// unordered queue.
 	OrderingGroups uint64
 
-	// OrderingGroupsBlocked: Appended (schema evolution): ordering groups whose head is in flight, so
-	// that nothing else of the group is delivered until it is acked, nacked or its lease expires.
+	// Appended (schema evolution): ordering groups whose head is in flight, so that nothing else of
+	// the group is delivered until it is acked, nacked or its lease expires.
 	OrderingGroupsBlocked uint64
 }
 
@@ -637,18 +700,26 @@ func (x *GetStatsResult) Decode(body []byte) error {
 	return nil
 }
 
-// FairnessKeyStat: One entry per fairness key.
+// FairnessKeyStat is one entry per fairness key.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field            encoding
+//	0       key              u16 length, then UTF-8
+//	+       pending_count    u64
+//	+       current_deficit  i64
+//	+       weight           u32
 type FairnessKeyStat struct {
-	// Key: The fairness key.
+	// The fairness key.
 	Key string
 
-	// PendingCount: Pending messages with this fairness key.
+	// Pending messages with this fairness key.
 	PendingCount uint64
 
-	// CurrentDeficit: The key's current DRR deficit.
+	// The key's current DRR deficit.
 	CurrentDeficit int64
 
-	// Weight: The key's weight (that of its most recently enqueued message).
+	// The key's weight (that of its most recently enqueued message).
 	Weight uint32
 }
 
@@ -686,8 +757,10 @@ func (x *FairnessKeyStat) Check() error {
 	return nil
 }
 
-// ListQueues: opcode 0xf7, client → server.
+// ListQueues is opcode 0xf7, sent client → server.
 // List queues. Shows only queues the key has some permission on.
+//
+// Body, after the header: empty.
 type ListQueues struct{}
 
 // Opcode returns OpListQueues.
@@ -725,378 +798,6 @@ func (x *ListQueues) Decode(body []byte) error {
 		return &FrameError{
 			Err:    err,
 			Opcode: OpListQueues,
-		}
-	}
-	return nil
-}
-
-// ListQueuesResult: opcode 0xf6, server → client.
-// Queue list.
-type ListQueuesResult struct {
-	// ErrorCode: Ok, or why the queues were not listed.
-	ErrorCode ErrorCode
-
-	// ClusterNodeCount: 0 if single-node.
-	ClusterNodeCount uint32
-
-	// Queues: The queues.
-	Queues []QueueInfo
-}
-
-// Opcode returns OpListQueuesResult.
-func (*ListQueuesResult) Opcode() Opcode {
-	return OpListQueuesResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ListQueuesResult) Size() int {
-	n := 9
-	for i0 := range x.Queues {
-		n += x.Queues[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ListQueuesResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendU32(b, x.ClusterNodeCount)
-	b = wire.AppendCount(b, wire.Count32, len(x.Queues))
-	for i0 := range x.Queues {
-		b = x.Queues[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ListQueuesResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-	x.ClusterNodeCount = r.U32()
-	{
-		n0 := r.Count(wire.Count32, 30)
-		if cap(x.Queues) >= n0 {
-			x.Queues = x.Queues[:n0]
-		} else {
-			x.Queues = make([]QueueInfo, n0)
-		}
-		for i0 := range x.Queues {
-			x.Queues[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ListQueuesResult) Check() error {
-	if err := wire.CheckCount(len(x.Queues), math.MaxUint32); err != nil {
-		return wire.AtField("queues", -1, err)
-	}
-	for i0 := range x.Queues {
-		if err := x.Queues[i0].Check(); err != nil {
-			return wire.AtField("queues", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *ListQueuesResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpListQueuesResult,
-		}
-	}
-	return nil
-}
-
-// QueueInfo: The queues.
-type QueueInfo struct {
-	// Name: The queue name.
-	Name string
-
-	// Depth: Stored messages that are not leased.
-	Depth uint64
-
-	// InFlight: Leased messages.
-	InFlight uint64
-
-	// ActiveConsumers: Live subscriptions on the queue.
-	ActiveConsumers uint32
-
-	// LeaderNodeID: 0 if single-node.
-	LeaderNodeID uint64
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *QueueInfo) Size() int {
-	n := 30
-	n += len(x.Name)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *QueueInfo) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Name)
-	b = wire.AppendU64(b, x.Depth)
-	b = wire.AppendU64(b, x.InFlight)
-	b = wire.AppendU32(b, x.ActiveConsumers)
-	b = wire.AppendU64(b, x.LeaderNodeID)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *QueueInfo) DecodeFrom(r *wire.Reader) {
-	x.Name = r.String(r.Len16(65535), true)
-	x.Depth = r.U64()
-	x.InFlight = r.U64()
-	x.ActiveConsumers = r.U32()
-	x.LeaderNodeID = r.U64()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *QueueInfo) Check() error {
-	if err := wire.CheckString(x.Name, 65535, true); err != nil {
-		return wire.AtField("name", -1, err)
-	}
-	return nil
-}
-
-// SetConfig: opcode 0xf5, client → server.
-// Set a runtime config key. Keys the broker itself understands are validated and take effect
-// without restart.
-type SetConfig struct {
-	// Key: The config key.
-	Key string
-
-	// Value: The new value.
-	Value string
-}
-
-// Opcode returns OpSetConfig.
-func (*SetConfig) Opcode() Opcode {
-	return OpSetConfig
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *SetConfig) Size() int {
-	n := 4
-	n += len(x.Key)
-	n += len(x.Value)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SetConfig) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Key)
-	b = wire.AppendString16(b, x.Value)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SetConfig) DecodeFrom(r *wire.Reader) {
-	x.Key = r.String(r.Len16(65535), true)
-	x.Value = r.String(r.Len16(65535), true)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *SetConfig) Check() error {
-	if err := wire.CheckString(x.Key, 65535, true); err != nil {
-		return wire.AtField("key", -1, err)
-	}
-	if err := wire.CheckString(x.Value, 65535, true); err != nil {
-		return wire.AtField("value", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *SetConfig) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpSetConfig,
-		}
-	}
-	return nil
-}
-
-// SetConfigResult: opcode 0xf4, server → client.
-// Result.
-type SetConfigResult struct {
-	// ErrorCode: Ok, or InvalidConfigValue.
-	ErrorCode ErrorCode
-}
-
-// Opcode returns OpSetConfigResult.
-func (*SetConfigResult) Opcode() Opcode {
-	return OpSetConfigResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*SetConfigResult) Size() int {
-	return 1
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SetConfigResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SetConfigResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*SetConfigResult) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *SetConfigResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpSetConfigResult,
-		}
-	}
-	return nil
-}
-
-// GetConfig: opcode 0xf3, client → server.
-// Read a runtime config key.
-type GetConfig struct {
-	// Key: The config key.
-	Key string
-}
-
-// Opcode returns OpGetConfig.
-func (*GetConfig) Opcode() Opcode {
-	return OpGetConfig
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *GetConfig) Size() int {
-	n := 2
-	n += len(x.Key)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetConfig) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Key)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetConfig) DecodeFrom(r *wire.Reader) {
-	x.Key = r.String(r.Len16(65535), true)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *GetConfig) Check() error {
-	if err := wire.CheckString(x.Key, 65535, true); err != nil {
-		return wire.AtField("key", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetConfig) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpGetConfig,
-		}
-	}
-	return nil
-}
-
-// GetConfigResult: opcode 0xf2, server → client.
-// Value.
-type GetConfigResult struct {
-	// ErrorCode: 0x08 InvalidConfigValue if key is unset.
-	ErrorCode ErrorCode
-
-	// Value: Empty if error.
-	Value string
-}
-
-// Opcode returns OpGetConfigResult.
-func (*GetConfigResult) Opcode() Opcode {
-	return OpGetConfigResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *GetConfigResult) Size() int {
-	n := 3
-	n += len(x.Value)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetConfigResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendString16(b, x.Value)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetConfigResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-	x.Value = r.String(r.Len16(65535), true)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *GetConfigResult) Check() error {
-	if err := wire.CheckString(x.Value, 65535, true); err != nil {
-		return wire.AtField("value", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetConfigResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpGetConfigResult,
 		}
 	}
 	return nil

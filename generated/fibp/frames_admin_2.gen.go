@@ -7,10 +7,425 @@ import (
 	"math"
 )
 
-// ListConfig: opcode 0xf1, client → server.
+// ListQueuesResult is opcode 0xf6, sent server → client.
+// Queue list.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field               encoding
+//	0       error_code          u8 ErrorCode
+//	1       cluster_node_count  u32
+//	5       queues              u32 count, then each QueueInfo
+type ListQueuesResult struct {
+	// Ok, or why the queues were not listed.
+	ErrorCode ErrorCode
+
+	// 0 if single-node.
+	ClusterNodeCount uint32
+
+	// The queues.
+	Queues []QueueInfo
+}
+
+// Opcode returns OpListQueuesResult.
+func (*ListQueuesResult) Opcode() Opcode {
+	return OpListQueuesResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ListQueuesResult) Size() int {
+	n := 9
+	for i0 := range x.Queues {
+		n += x.Queues[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ListQueuesResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	b = wire.AppendU32(b, x.ClusterNodeCount)
+	b = wire.AppendCount(b, wire.Count32, len(x.Queues))
+	for i0 := range x.Queues {
+		b = x.Queues[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ListQueuesResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+	x.ClusterNodeCount = r.U32()
+	{
+		n0 := r.Count(wire.Count32, 30)
+		if cap(x.Queues) >= n0 {
+			x.Queues = x.Queues[:n0]
+		} else {
+			x.Queues = make([]QueueInfo, n0)
+		}
+		for i0 := range x.Queues {
+			x.Queues[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ListQueuesResult) Check() error {
+	if err := wire.CheckCount(len(x.Queues), math.MaxUint32); err != nil {
+		return wire.AtField("queues", -1, err)
+	}
+	for i0 := range x.Queues {
+		if err := x.Queues[i0].Check(); err != nil {
+			return wire.AtField("queues", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ListQueuesResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpListQueuesResult,
+		}
+	}
+	return nil
+}
+
+// QueueInfo is the queues.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field             encoding
+//	0       name              u16 length, then UTF-8
+//	+       depth             u64
+//	+       in_flight         u64
+//	+       active_consumers  u32
+//	+       leader_node_id    u64
+type QueueInfo struct {
+	// The queue name.
+	Name string
+
+	// Stored messages that are not leased.
+	Depth uint64
+
+	// Leased messages.
+	InFlight uint64
+
+	// Live subscriptions on the queue.
+	ActiveConsumers uint32
+
+	// 0 if single-node.
+	LeaderNodeID uint64
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *QueueInfo) Size() int {
+	n := 30
+	n += len(x.Name)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *QueueInfo) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Name)
+	b = wire.AppendU64(b, x.Depth)
+	b = wire.AppendU64(b, x.InFlight)
+	b = wire.AppendU32(b, x.ActiveConsumers)
+	b = wire.AppendU64(b, x.LeaderNodeID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *QueueInfo) DecodeFrom(r *wire.Reader) {
+	x.Name = r.String(r.Len16(65535), true)
+	x.Depth = r.U64()
+	x.InFlight = r.U64()
+	x.ActiveConsumers = r.U32()
+	x.LeaderNodeID = r.U64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *QueueInfo) Check() error {
+	if err := wire.CheckString(x.Name, 65535, true); err != nil {
+		return wire.AtField("name", -1, err)
+	}
+	return nil
+}
+
+// SetConfig is opcode 0xf5, sent client → server.
+// Set a runtime config key. Keys the broker itself understands are validated and take effect
+// without restart.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       key    u16 length, then UTF-8
+//	+       value  u16 length, then UTF-8
+type SetConfig struct {
+	// The config key.
+	Key string
+
+	// The new value.
+	Value string
+}
+
+// Opcode returns OpSetConfig.
+func (*SetConfig) Opcode() Opcode {
+	return OpSetConfig
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SetConfig) Size() int {
+	n := 4
+	n += len(x.Key)
+	n += len(x.Value)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SetConfig) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Key)
+	b = wire.AppendString16(b, x.Value)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SetConfig) DecodeFrom(r *wire.Reader) {
+	x.Key = r.String(r.Len16(65535), true)
+	x.Value = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SetConfig) Check() error {
+	if err := wire.CheckString(x.Key, 65535, true); err != nil {
+		return wire.AtField("key", -1, err)
+	}
+	if err := wire.CheckString(x.Value, 65535, true); err != nil {
+		return wire.AtField("value", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SetConfig) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSetConfig,
+		}
+	}
+	return nil
+}
+
+// SetConfigResult is opcode 0xf4, sent server → client.
+// Result.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+type SetConfigResult struct {
+	// Ok, or InvalidConfigValue.
+	ErrorCode ErrorCode
+}
+
+// Opcode returns OpSetConfigResult.
+func (*SetConfigResult) Opcode() Opcode {
+	return OpSetConfigResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*SetConfigResult) Size() int {
+	return 1
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SetConfigResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SetConfigResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*SetConfigResult) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SetConfigResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSetConfigResult,
+		}
+	}
+	return nil
+}
+
+// GetConfig is opcode 0xf3, sent client → server.
+// Read a runtime config key.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       key    u16 length, then UTF-8
+type GetConfig struct {
+	// The config key.
+	Key string
+}
+
+// Opcode returns OpGetConfig.
+func (*GetConfig) Opcode() Opcode {
+	return OpGetConfig
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *GetConfig) Size() int {
+	n := 2
+	n += len(x.Key)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *GetConfig) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Key)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *GetConfig) DecodeFrom(r *wire.Reader) {
+	x.Key = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *GetConfig) Check() error {
+	if err := wire.CheckString(x.Key, 65535, true); err != nil {
+		return wire.AtField("key", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *GetConfig) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpGetConfig,
+		}
+	}
+	return nil
+}
+
+// GetConfigResult is opcode 0xf2, sent server → client.
+// Value.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+//	1       value       u16 length, then UTF-8
+type GetConfigResult struct {
+	// 0x08 InvalidConfigValue if key is unset.
+	ErrorCode ErrorCode
+
+	// Empty if error.
+	Value string
+}
+
+// Opcode returns OpGetConfigResult.
+func (*GetConfigResult) Opcode() Opcode {
+	return OpGetConfigResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *GetConfigResult) Size() int {
+	n := 3
+	n += len(x.Value)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *GetConfigResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	b = wire.AppendString16(b, x.Value)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *GetConfigResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+	x.Value = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *GetConfigResult) Check() error {
+	if err := wire.CheckString(x.Value, 65535, true); err != nil {
+		return wire.AtField("value", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *GetConfigResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpGetConfigResult,
+		}
+	}
+	return nil
+}
+
+// ListConfig is opcode 0xf1, sent client → server.
 // List config by prefix.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field   encoding
+//	0       prefix  u16 length, then UTF-8
 type ListConfig struct {
-	// Prefix: Empty = all entries.
+	// Empty = all entries.
 	Prefix string
 }
 
@@ -62,13 +477,19 @@ func (x *ListConfig) Decode(body []byte) error {
 	return nil
 }
 
-// ListConfigResult: opcode 0xf0, server → client.
+// ListConfigResult is opcode 0xf0, sent server → client.
 // Entries.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+//	1       entries     u32 count, then each ConfigEntry
 type ListConfigResult struct {
-	// ErrorCode: Ok, or why the entries were not listed.
+	// Ok, or why the entries were not listed.
 	ErrorCode ErrorCode
 
-	// Entries: The matching entries.
+	// The matching entries.
 	Entries []ConfigEntry
 }
 
@@ -145,12 +566,18 @@ func (x *ListConfigResult) Decode(body []byte) error {
 	return nil
 }
 
-// ConfigEntry: The matching entries.
+// ConfigEntry is the matching entries.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       key    u16 length, then UTF-8
+//	+       value  u16 length, then UTF-8
 type ConfigEntry struct {
-	// Key: The config key.
+	// The config key.
 	Key string
 
-	// Value: Its current value.
+	// Its current value.
 	Value string
 }
 
@@ -188,17 +615,24 @@ func (x *ConfigEntry) Check() error {
 	return nil
 }
 
-// Redrive: opcode 0xef, client → server.
+// Redrive is opcode 0xef, sent client → server.
 // Redrive DLQ messages, oldest first, back to the parent queue. Redriven messages keep their
 // message ID, reset their attempt count, and keep their enqueue not-before time.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       dlq_queue   u16 length, then UTF-8
+//	+       count       u64
+//	+       reclassify  u8 Reclassify
 type Redrive struct {
-	// DLQQueue: The dead-letter queue to redrive from.
+	// The dead-letter queue to redrive from.
 	DLQQueue string
 
-	// Count: 0 = all.
+	// 0 = all.
 	Count uint64
 
-	// Reclassify: 0 = all, 1 = unclassified only, 2 = none.
+	// 0 = all, 1 = unclassified only, 2 = none.
 	Reclassify Reclassify
 }
 
@@ -254,19 +688,27 @@ func (x *Redrive) Decode(body []byte) error {
 	return nil
 }
 
-// RedriveResult: opcode 0xee, server → client.
+// RedriveResult is opcode 0xee, sent server → client.
 // Redriven count.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field               encoding
+//	0       error_code          u8 ErrorCode
+//	1       redriven            u64
+//	9       left_unclassified   u64
+//	17      rejected_by_script  u64
 type RedriveResult struct {
-	// ErrorCode: Ok, NotADLQ, ParentQueueNotFound, ...
+	// Ok, NotADLQ, ParentQueueNotFound, ...
 	ErrorCode ErrorCode
 
-	// Redriven: Messages moved back to the parent queue.
+	// Messages moved back to the parent queue.
 	Redriven uint64
 
-	// LeftUnclassified: Stayed in the DLQ: unclassified, reclassify = none.
+	// Stayed in the DLQ: unclassified, reclassify = none.
 	LeftUnclassified uint64
 
-	// RejectedByScript: Stayed in the DLQ: script failed under Reject.
+	// Stayed in the DLQ: script failed under Reject.
 	RejectedByScript uint64
 }
 
@@ -319,16 +761,23 @@ func (x *RedriveResult) Decode(body []byte) error {
 	return nil
 }
 
-// CreateApiKey: opcode 0xed, client → server.
+// CreateApiKey is opcode 0xed, sent client → server.
 // Create an API key.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field          encoding
+//	0       name           u16 length, then UTF-8
+//	+       expires_at_ms  u64
+//	+       is_superadmin  u8 (0 or 1)
 type CreateApiKey struct {
-	// Name: A human-readable name for the key.
+	// A human-readable name for the key.
 	Name string
 
-	// ExpiresAtMs: Unix ms, 0 = never.
+	// Unix ms, 0 = never.
 	ExpiresAtMs uint64
 
-	// IsSuperadmin: Whether the key is a superadmin key.
+	// Whether the key is a superadmin key.
 	IsSuperadmin bool
 }
 
@@ -379,507 +828,6 @@ func (x *CreateApiKey) Decode(body []byte) error {
 		return &FrameError{
 			Err:    err,
 			Opcode: OpCreateApiKey,
-		}
-	}
-	return nil
-}
-
-// CreateApiKeyResult: opcode 0xec, server → client.
-// Result.
-type CreateApiKeyResult struct {
-	// ErrorCode: Ok, or why the key was not created.
-	ErrorCode ErrorCode
-
-	// KeyID: The new key's ID.
-	KeyID string
-
-	// Key: Plaintext secret, returned once.
-	Key string
-
-	// IsSuperadmin: Whether the key is a superadmin key.
-	IsSuperadmin bool
-}
-
-// Opcode returns OpCreateApiKeyResult.
-func (*CreateApiKeyResult) Opcode() Opcode {
-	return OpCreateApiKeyResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *CreateApiKeyResult) Size() int {
-	n := 6
-	n += len(x.KeyID)
-	n += len(x.Key)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *CreateApiKeyResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendString16(b, x.KeyID)
-	b = wire.AppendString16(b, x.Key)
-	b = wire.AppendBool(b, x.IsSuperadmin)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *CreateApiKeyResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-	x.KeyID = r.String(r.Len16(65535), true)
-	x.Key = r.String(r.Len16(65535), true)
-	x.IsSuperadmin = r.Bool()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *CreateApiKeyResult) Check() error {
-	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
-		return wire.AtField("key_id", -1, err)
-	}
-	if err := wire.CheckString(x.Key, 65535, true); err != nil {
-		return wire.AtField("key", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *CreateApiKeyResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpCreateApiKeyResult,
-		}
-	}
-	return nil
-}
-
-// RevokeApiKey: opcode 0xeb, client → server.
-// Revoke an API key.
-type RevokeApiKey struct {
-	// KeyID: The key to revoke.
-	KeyID string
-}
-
-// Opcode returns OpRevokeApiKey.
-func (*RevokeApiKey) Opcode() Opcode {
-	return OpRevokeApiKey
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *RevokeApiKey) Size() int {
-	n := 2
-	n += len(x.KeyID)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *RevokeApiKey) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.KeyID)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *RevokeApiKey) DecodeFrom(r *wire.Reader) {
-	x.KeyID = r.String(r.Len16(65535), true)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *RevokeApiKey) Check() error {
-	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
-		return wire.AtField("key_id", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *RevokeApiKey) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpRevokeApiKey,
-		}
-	}
-	return nil
-}
-
-// RevokeApiKeyResult: opcode 0xea, server → client.
-// Result.
-type RevokeApiKeyResult struct {
-	// ErrorCode: 0x0F = ApiKeyNotFound.
-	ErrorCode ErrorCode
-}
-
-// Opcode returns OpRevokeApiKeyResult.
-func (*RevokeApiKeyResult) Opcode() Opcode {
-	return OpRevokeApiKeyResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*RevokeApiKeyResult) Size() int {
-	return 1
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *RevokeApiKeyResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *RevokeApiKeyResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*RevokeApiKeyResult) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *RevokeApiKeyResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpRevokeApiKeyResult,
-		}
-	}
-	return nil
-}
-
-// ListApiKeys: opcode 0xe9, client → server.
-// List API keys.
-type ListApiKeys struct{}
-
-// Opcode returns OpListApiKeys.
-func (*ListApiKeys) Opcode() Opcode {
-	return OpListApiKeys
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*ListApiKeys) Size() int {
-	return 0
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ListApiKeys) AppendTo(b []byte) []byte {
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ListApiKeys) DecodeFrom(_ *wire.Reader) {}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*ListApiKeys) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *ListApiKeys) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpListApiKeys,
-		}
-	}
-	return nil
-}
-
-// ListApiKeysResult: opcode 0xe8, server → client.
-// Key list.
-type ListApiKeysResult struct {
-	// ErrorCode: Ok, or why the keys were not listed.
-	ErrorCode ErrorCode
-
-	// Keys: The API keys.
-	Keys []APIKeyInfo
-}
-
-// Opcode returns OpListApiKeysResult.
-func (*ListApiKeysResult) Opcode() Opcode {
-	return OpListApiKeysResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ListApiKeysResult) Size() int {
-	n := 5
-	for i0 := range x.Keys {
-		n += x.Keys[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ListApiKeysResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendCount(b, wire.Count32, len(x.Keys))
-	for i0 := range x.Keys {
-		b = x.Keys[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ListApiKeysResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-	{
-		n0 := r.Count(wire.Count32, 21)
-		if cap(x.Keys) >= n0 {
-			x.Keys = x.Keys[:n0]
-		} else {
-			x.Keys = make([]APIKeyInfo, n0)
-		}
-		for i0 := range x.Keys {
-			x.Keys[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ListApiKeysResult) Check() error {
-	if err := wire.CheckCount(len(x.Keys), math.MaxUint32); err != nil {
-		return wire.AtField("keys", -1, err)
-	}
-	for i0 := range x.Keys {
-		if err := x.Keys[i0].Check(); err != nil {
-			return wire.AtField("keys", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *ListApiKeysResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpListApiKeysResult,
-		}
-	}
-	return nil
-}
-
-// APIKeyInfo: The API keys.
-type APIKeyInfo struct {
-	// KeyID: The key's ID.
-	KeyID string
-
-	// Name: The key's name.
-	Name string
-
-	// CreatedAtMs: Unix ms.
-	CreatedAtMs uint64
-
-	// ExpiresAtMs: 0 = never.
-	ExpiresAtMs uint64
-
-	// IsSuperadmin: Whether the key is a superadmin key.
-	IsSuperadmin bool
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *APIKeyInfo) Size() int {
-	n := 21
-	n += len(x.KeyID)
-	n += len(x.Name)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *APIKeyInfo) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.KeyID)
-	b = wire.AppendString16(b, x.Name)
-	b = wire.AppendU64(b, x.CreatedAtMs)
-	b = wire.AppendU64(b, x.ExpiresAtMs)
-	b = wire.AppendBool(b, x.IsSuperadmin)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *APIKeyInfo) DecodeFrom(r *wire.Reader) {
-	x.KeyID = r.String(r.Len16(65535), true)
-	x.Name = r.String(r.Len16(65535), true)
-	x.CreatedAtMs = r.U64()
-	x.ExpiresAtMs = r.U64()
-	x.IsSuperadmin = r.Bool()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *APIKeyInfo) Check() error {
-	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
-		return wire.AtField("key_id", -1, err)
-	}
-	if err := wire.CheckString(x.Name, 65535, true); err != nil {
-		return wire.AtField("name", -1, err)
-	}
-	return nil
-}
-
-// SetAcl: opcode 0xe7, client → server.
-// Replace a key's permissions. Replaces the permission set; it does not merge.
-type SetAcl struct {
-	// KeyID: The key whose permissions are replaced.
-	KeyID string
-
-	// Permissions: The new permission set.
-	Permissions []ACLPermission
-}
-
-// Opcode returns OpSetAcl.
-func (*SetAcl) Opcode() Opcode {
-	return OpSetAcl
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *SetAcl) Size() int {
-	n := 6
-	n += len(x.KeyID)
-	for i0 := range x.Permissions {
-		n += x.Permissions[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SetAcl) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.KeyID)
-	b = wire.AppendCount(b, wire.Count32, len(x.Permissions))
-	for i0 := range x.Permissions {
-		b = x.Permissions[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SetAcl) DecodeFrom(r *wire.Reader) {
-	x.KeyID = r.String(r.Len16(65535), true)
-	{
-		n0 := r.Count(wire.Count32, 4)
-		if cap(x.Permissions) >= n0 {
-			x.Permissions = x.Permissions[:n0]
-		} else {
-			x.Permissions = make([]ACLPermission, n0)
-		}
-		for i0 := range x.Permissions {
-			x.Permissions[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *SetAcl) Check() error {
-	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
-		return wire.AtField("key_id", -1, err)
-	}
-	if err := wire.CheckCount(len(x.Permissions), math.MaxUint32); err != nil {
-		return wire.AtField("permissions", -1, err)
-	}
-	for i0 := range x.Permissions {
-		if err := x.Permissions[i0].Check(); err != nil {
-			return wire.AtField("permissions", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *SetAcl) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpSetAcl,
-		}
-	}
-	return nil
-}
-
-// SetAclResult: opcode 0xe6, server → client.
-// Result.
-type SetAclResult struct {
-	// ErrorCode: 0x0F ApiKeyNotFound, 0x08 invalid kind.
-	ErrorCode ErrorCode
-}
-
-// Opcode returns OpSetAclResult.
-func (*SetAclResult) Opcode() Opcode {
-	return OpSetAclResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*SetAclResult) Size() int {
-	return 1
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SetAclResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SetAclResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*SetAclResult) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *SetAclResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpSetAclResult,
 		}
 	}
 	return nil

@@ -7,10 +7,562 @@ import (
 	"math"
 )
 
-// GetAcl: opcode 0xe5, client → server.
+// CreateApiKeyResult is opcode 0xec, sent server → client.
+// Result.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field          encoding
+//	0       error_code     u8 ErrorCode
+//	1       key_id         u16 length, then UTF-8
+//	+       key            u16 length, then UTF-8
+//	+       is_superadmin  u8 (0 or 1)
+type CreateApiKeyResult struct {
+	// Ok, or why the key was not created.
+	ErrorCode ErrorCode
+
+	// The new key's ID.
+	KeyID string
+
+	// Plaintext secret, returned once.
+	Key string
+
+	// Whether the key is a superadmin key.
+	IsSuperadmin bool
+}
+
+// Opcode returns OpCreateApiKeyResult.
+func (*CreateApiKeyResult) Opcode() Opcode {
+	return OpCreateApiKeyResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *CreateApiKeyResult) Size() int {
+	n := 6
+	n += len(x.KeyID)
+	n += len(x.Key)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *CreateApiKeyResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	b = wire.AppendString16(b, x.KeyID)
+	b = wire.AppendString16(b, x.Key)
+	b = wire.AppendBool(b, x.IsSuperadmin)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *CreateApiKeyResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+	x.KeyID = r.String(r.Len16(65535), true)
+	x.Key = r.String(r.Len16(65535), true)
+	x.IsSuperadmin = r.Bool()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *CreateApiKeyResult) Check() error {
+	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
+		return wire.AtField("key_id", -1, err)
+	}
+	if err := wire.CheckString(x.Key, 65535, true); err != nil {
+		return wire.AtField("key", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *CreateApiKeyResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpCreateApiKeyResult,
+		}
+	}
+	return nil
+}
+
+// RevokeApiKey is opcode 0xeb, sent client → server.
+// Revoke an API key.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field   encoding
+//	0       key_id  u16 length, then UTF-8
+type RevokeApiKey struct {
+	// The key to revoke.
+	KeyID string
+}
+
+// Opcode returns OpRevokeApiKey.
+func (*RevokeApiKey) Opcode() Opcode {
+	return OpRevokeApiKey
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *RevokeApiKey) Size() int {
+	n := 2
+	n += len(x.KeyID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *RevokeApiKey) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.KeyID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *RevokeApiKey) DecodeFrom(r *wire.Reader) {
+	x.KeyID = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *RevokeApiKey) Check() error {
+	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
+		return wire.AtField("key_id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *RevokeApiKey) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpRevokeApiKey,
+		}
+	}
+	return nil
+}
+
+// RevokeApiKeyResult is opcode 0xea, sent server → client.
+// Result.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+type RevokeApiKeyResult struct {
+	// 0x0F = ApiKeyNotFound.
+	ErrorCode ErrorCode
+}
+
+// Opcode returns OpRevokeApiKeyResult.
+func (*RevokeApiKeyResult) Opcode() Opcode {
+	return OpRevokeApiKeyResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*RevokeApiKeyResult) Size() int {
+	return 1
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *RevokeApiKeyResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *RevokeApiKeyResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*RevokeApiKeyResult) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *RevokeApiKeyResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpRevokeApiKeyResult,
+		}
+	}
+	return nil
+}
+
+// ListApiKeys is opcode 0xe9, sent client → server.
+// List API keys.
+//
+// Body, after the header: empty.
+type ListApiKeys struct{}
+
+// Opcode returns OpListApiKeys.
+func (*ListApiKeys) Opcode() Opcode {
+	return OpListApiKeys
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*ListApiKeys) Size() int {
+	return 0
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ListApiKeys) AppendTo(b []byte) []byte {
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ListApiKeys) DecodeFrom(_ *wire.Reader) {}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*ListApiKeys) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ListApiKeys) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpListApiKeys,
+		}
+	}
+	return nil
+}
+
+// ListApiKeysResult is opcode 0xe8, sent server → client.
+// Key list.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+//	1       keys        u32 count, then each APIKeyInfo
+type ListApiKeysResult struct {
+	// Ok, or why the keys were not listed.
+	ErrorCode ErrorCode
+
+	// The API keys.
+	Keys []APIKeyInfo
+}
+
+// Opcode returns OpListApiKeysResult.
+func (*ListApiKeysResult) Opcode() Opcode {
+	return OpListApiKeysResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ListApiKeysResult) Size() int {
+	n := 5
+	for i0 := range x.Keys {
+		n += x.Keys[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ListApiKeysResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	b = wire.AppendCount(b, wire.Count32, len(x.Keys))
+	for i0 := range x.Keys {
+		b = x.Keys[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ListApiKeysResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+	{
+		n0 := r.Count(wire.Count32, 21)
+		if cap(x.Keys) >= n0 {
+			x.Keys = x.Keys[:n0]
+		} else {
+			x.Keys = make([]APIKeyInfo, n0)
+		}
+		for i0 := range x.Keys {
+			x.Keys[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ListApiKeysResult) Check() error {
+	if err := wire.CheckCount(len(x.Keys), math.MaxUint32); err != nil {
+		return wire.AtField("keys", -1, err)
+	}
+	for i0 := range x.Keys {
+		if err := x.Keys[i0].Check(); err != nil {
+			return wire.AtField("keys", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ListApiKeysResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpListApiKeysResult,
+		}
+	}
+	return nil
+}
+
+// APIKeyInfo is the API keys.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field          encoding
+//	0       key_id         u16 length, then UTF-8
+//	+       name           u16 length, then UTF-8
+//	+       created_at_ms  u64
+//	+       expires_at_ms  u64
+//	+       is_superadmin  u8 (0 or 1)
+type APIKeyInfo struct {
+	// The key's ID.
+	KeyID string
+
+	// The key's name.
+	Name string
+
+	// Unix ms.
+	CreatedAtMs uint64
+
+	// 0 = never.
+	ExpiresAtMs uint64
+
+	// Whether the key is a superadmin key.
+	IsSuperadmin bool
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *APIKeyInfo) Size() int {
+	n := 21
+	n += len(x.KeyID)
+	n += len(x.Name)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *APIKeyInfo) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.KeyID)
+	b = wire.AppendString16(b, x.Name)
+	b = wire.AppendU64(b, x.CreatedAtMs)
+	b = wire.AppendU64(b, x.ExpiresAtMs)
+	b = wire.AppendBool(b, x.IsSuperadmin)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *APIKeyInfo) DecodeFrom(r *wire.Reader) {
+	x.KeyID = r.String(r.Len16(65535), true)
+	x.Name = r.String(r.Len16(65535), true)
+	x.CreatedAtMs = r.U64()
+	x.ExpiresAtMs = r.U64()
+	x.IsSuperadmin = r.Bool()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *APIKeyInfo) Check() error {
+	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
+		return wire.AtField("key_id", -1, err)
+	}
+	if err := wire.CheckString(x.Name, 65535, true); err != nil {
+		return wire.AtField("name", -1, err)
+	}
+	return nil
+}
+
+// SetAcl is opcode 0xe7, sent client → server.
+// Replace a key's permissions. Replaces the permission set; it does not merge.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       key_id       u16 length, then UTF-8
+//	+       permissions  u32 count, then each ACLPermission
+type SetAcl struct {
+	// The key whose permissions are replaced.
+	KeyID string
+
+	// The new permission set.
+	Permissions []ACLPermission
+}
+
+// Opcode returns OpSetAcl.
+func (*SetAcl) Opcode() Opcode {
+	return OpSetAcl
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SetAcl) Size() int {
+	n := 6
+	n += len(x.KeyID)
+	for i0 := range x.Permissions {
+		n += x.Permissions[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SetAcl) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.KeyID)
+	b = wire.AppendCount(b, wire.Count32, len(x.Permissions))
+	for i0 := range x.Permissions {
+		b = x.Permissions[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SetAcl) DecodeFrom(r *wire.Reader) {
+	x.KeyID = r.String(r.Len16(65535), true)
+	{
+		n0 := r.Count(wire.Count32, 4)
+		if cap(x.Permissions) >= n0 {
+			x.Permissions = x.Permissions[:n0]
+		} else {
+			x.Permissions = make([]ACLPermission, n0)
+		}
+		for i0 := range x.Permissions {
+			x.Permissions[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SetAcl) Check() error {
+	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
+		return wire.AtField("key_id", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Permissions), math.MaxUint32); err != nil {
+		return wire.AtField("permissions", -1, err)
+	}
+	for i0 := range x.Permissions {
+		if err := x.Permissions[i0].Check(); err != nil {
+			return wire.AtField("permissions", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SetAcl) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSetAcl,
+		}
+	}
+	return nil
+}
+
+// SetAclResult is opcode 0xe6, sent server → client.
+// Result.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+type SetAclResult struct {
+	// 0x0F ApiKeyNotFound, 0x08 invalid kind.
+	ErrorCode ErrorCode
+}
+
+// Opcode returns OpSetAclResult.
+func (*SetAclResult) Opcode() Opcode {
+	return OpSetAclResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*SetAclResult) Size() int {
+	return 1
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SetAclResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SetAclResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*SetAclResult) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SetAclResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSetAclResult,
+		}
+	}
+	return nil
+}
+
+// GetAcl is opcode 0xe5, sent client → server.
 // Read a key's permissions.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field   encoding
+//	0       key_id  u16 length, then UTF-8
 type GetAcl struct {
-	// KeyID: The key to read.
+	// The key to read.
 	KeyID string
 }
 
@@ -62,19 +614,27 @@ func (x *GetAcl) Decode(body []byte) error {
 	return nil
 }
 
-// GetAclResult: opcode 0xe4, server → client.
+// GetAclResult is opcode 0xe4, sent server → client.
 // Permissions.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field          encoding
+//	0       error_code     u8 ErrorCode
+//	1       key_id         u16 length, then UTF-8
+//	+       is_superadmin  u8 (0 or 1)
+//	+       permissions    u32 count, then each ACLPermission
 type GetAclResult struct {
-	// ErrorCode: 0x0F = ApiKeyNotFound.
+	// 0x0F = ApiKeyNotFound.
 	ErrorCode ErrorCode
 
-	// KeyID: The key.
+	// The key.
 	KeyID string
 
-	// IsSuperadmin: Whether the key is a superadmin key.
+	// Whether the key is a superadmin key.
 	IsSuperadmin bool
 
-	// Permissions: The key's permission set.
+	// The key's permission set.
 	Permissions []ACLPermission
 }
 
@@ -159,13 +719,19 @@ func (x *GetAclResult) Decode(body []byte) error {
 	return nil
 }
 
-// GetThrottleStats: opcode 0xe3, client → server.
+// GetThrottleStats is opcode 0xe3, sent client → server.
 // Statistics for one throttle.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       name         u16 length, then UTF-8
+//	+       top_buckets  u32
 type GetThrottleStats struct {
-	// Name: The throttle's name.
+	// The throttle's name.
 	Name string
 
-	// TopBuckets: How many of the most-waiting buckets to include.
+	// How many of the most-waiting buckets to include.
 	TopBuckets uint32
 }
 
@@ -214,979 +780,6 @@ func (x *GetThrottleStats) Decode(body []byte) error {
 		return &FrameError{
 			Err:    err,
 			Opcode: OpGetThrottleStats,
-		}
-	}
-	return nil
-}
-
-// GetThrottleStatsResult: opcode 0xe2, server → client.
-// Throttle statistics.
-type GetThrottleStatsResult struct {
-	// ErrorCode: 0x18 = ThrottleNotFound.
-	ErrorCode ErrorCode
-
-	// Summary: The throttle; declaring_subscribers counts every queue.
-	Summary ThrottleSummary
-
-	// Queues: Each queue where the throttle is active.
-	Queues []QueueRef
-
-	// ActiveBuckets: Buckets with deliveries inside the window.
-	ActiveBuckets uint64
-
-	// BucketsAtLimit: Buckets with no room now.
-	BucketsAtLimit uint64
-
-	// Waiting: Messages held by this throttle, across queues.
-	Waiting uint64
-
-	// Buckets: The most-waiting buckets, most waiting first.
-	Buckets []BucketStats
-}
-
-// Opcode returns OpGetThrottleStatsResult.
-func (*GetThrottleStatsResult) Opcode() Opcode {
-	return OpGetThrottleStatsResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *GetThrottleStatsResult) Size() int {
-	n := 33
-	n += x.Summary.Size()
-	for i0 := range x.Queues {
-		n += x.Queues[i0].Size()
-	}
-	for i0 := range x.Buckets {
-		n += x.Buckets[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetThrottleStatsResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = x.Summary.AppendTo(b)
-	b = wire.AppendCount(b, wire.Count32, len(x.Queues))
-	for i0 := range x.Queues {
-		b = x.Queues[i0].AppendTo(b)
-	}
-	b = wire.AppendU64(b, x.ActiveBuckets)
-	b = wire.AppendU64(b, x.BucketsAtLimit)
-	b = wire.AppendU64(b, x.Waiting)
-	b = wire.AppendCount(b, wire.Count32, len(x.Buckets))
-	for i0 := range x.Buckets {
-		b = x.Buckets[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetThrottleStatsResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-	x.Summary.DecodeFrom(r)
-	{
-		n0 := r.Count(wire.Count32, 2)
-		if cap(x.Queues) >= n0 {
-			x.Queues = x.Queues[:n0]
-		} else {
-			x.Queues = make([]QueueRef, n0)
-		}
-		for i0 := range x.Queues {
-			x.Queues[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-	x.ActiveBuckets = r.U64()
-	x.BucketsAtLimit = r.U64()
-	x.Waiting = r.U64()
-	{
-		n0 := r.Count(wire.Count32, 21)
-		if cap(x.Buckets) >= n0 {
-			x.Buckets = x.Buckets[:n0]
-		} else {
-			x.Buckets = make([]BucketStats, n0)
-		}
-		for i0 := range x.Buckets {
-			x.Buckets[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *GetThrottleStatsResult) Check() error {
-	if err := x.Summary.Check(); err != nil {
-		return wire.AtField("summary", -1, err)
-	}
-	if err := wire.CheckCount(len(x.Queues), math.MaxUint32); err != nil {
-		return wire.AtField("queues", -1, err)
-	}
-	for i0 := range x.Queues {
-		if err := x.Queues[i0].Check(); err != nil {
-			return wire.AtField("queues", i0, err)
-		}
-	}
-	if err := wire.CheckCount(len(x.Buckets), math.MaxUint32); err != nil {
-		return wire.AtField("buckets", -1, err)
-	}
-	for i0 := range x.Buckets {
-		if err := x.Buckets[i0].Check(); err != nil {
-			return wire.AtField("buckets", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetThrottleStatsResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpGetThrottleStatsResult,
-		}
-	}
-	return nil
-}
-
-// GetThrottleBucket: opcode 0xe1, client → server.
-// Statistics for one throttle bucket.
-type GetThrottleBucket struct {
-	// Name: The throttle's name.
-	Name string
-
-	// BucketKind: As in bucket_stats.
-	BucketKind BucketKind
-
-	// Values: One value per key part; empty for an unkeyed or shared bucket.
-	Values []string
-}
-
-// Opcode returns OpGetThrottleBucket.
-func (*GetThrottleBucket) Opcode() Opcode {
-	return OpGetThrottleBucket
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *GetThrottleBucket) Size() int {
-	n := 5
-	n += len(x.Name)
-	n += 2 * len(x.Values)
-	for i0 := range x.Values {
-		n += len(x.Values[i0])
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetThrottleBucket) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Name)
-	b = wire.AppendU8(b, uint8(x.BucketKind))
-	b = wire.AppendCount(b, wire.Count16, len(x.Values))
-	for i0 := range x.Values {
-		b = wire.AppendString16(b, x.Values[i0])
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetThrottleBucket) DecodeFrom(r *wire.Reader) {
-	x.Name = r.String(r.Len16(65535), true)
-	x.BucketKind = BucketKind(r.U8())
-	{
-		n0 := r.Count(wire.Count16, 2)
-		if cap(x.Values) >= n0 {
-			x.Values = x.Values[:n0]
-		} else {
-			x.Values = make([]string, n0)
-		}
-		for i0 := range x.Values {
-			x.Values[i0] = r.String(r.Len16(65535), true)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *GetThrottleBucket) Check() error {
-	if err := wire.CheckString(x.Name, 65535, true); err != nil {
-		return wire.AtField("name", -1, err)
-	}
-	if err := wire.CheckCount(len(x.Values), math.MaxUint16); err != nil {
-		return wire.AtField("values", -1, err)
-	}
-	for i0 := range x.Values {
-		if err := wire.CheckString(x.Values[i0], 65535, true); err != nil {
-			return wire.AtField("values", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetThrottleBucket) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpGetThrottleBucket,
-		}
-	}
-	return nil
-}
-
-// GetThrottleBucketResult: opcode 0xe0, server → client.
-// Bucket statistics. A bucket with no deliveries inside its window is reported with every counted
-// at 0 and next_room_at 0, whether or not it has been evicted.
-type GetThrottleBucketResult struct {
-	// ErrorCode: 0x18 = ThrottleNotFound.
-	ErrorCode ErrorCode
-
-	// Bucket: The bucket.
-	Bucket BucketStats
-}
-
-// Opcode returns OpGetThrottleBucketResult.
-func (*GetThrottleBucketResult) Opcode() Opcode {
-	return OpGetThrottleBucketResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *GetThrottleBucketResult) Size() int {
-	n := 1
-	n += x.Bucket.Size()
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetThrottleBucketResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = x.Bucket.AppendTo(b)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetThrottleBucketResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-	x.Bucket.DecodeFrom(r)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *GetThrottleBucketResult) Check() error {
-	if err := x.Bucket.Check(); err != nil {
-		return wire.AtField("bucket", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetThrottleBucketResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpGetThrottleBucketResult,
-		}
-	}
-	return nil
-}
-
-// UpdateQueue: opcode 0xdf, client → server.
-// Change a queue's mutable settings. Every field is optional; those left absent are unchanged.
-// Fixed at creation, and therefore not in this frame: the ordering key with its missing-key
-// policy, the dedup key, and the script failure policy.
-type UpdateQueue struct {
-	// Queue: The queue to change.
-	Queue string
-
-	// OnEnqueueChange: 0 = unchanged, 1 = set, 2 = remove.
-	OnEnqueueChange ScriptChange
-
-	// OnEnqueueScript: Empty unless on_enqueue_change = 1.
-	OnEnqueueScript string
-
-	// OnFailureChange: 0 = unchanged, 1 = set, 2 = remove.
-	OnFailureChange ScriptChange
-
-	// OnFailureScript: Empty unless on_failure_change = 1.
-	OnFailureScript string
-
-	// VisibilityTimeoutMs: Absent = unchanged; otherwise as in CreateQueue (0 = server default).
-	VisibilityTimeoutMs wire.Optional[uint64]
-
-	// DedupWindowMs: Absent = unchanged; otherwise as in CreateQueue (0 = server default).
-	DedupWindowMs wire.Optional[uint64]
-
-	// MaxAttempts: Absent = unchanged; otherwise as in CreateQueue (0 = server default).
-	MaxAttempts wire.Optional[uint32]
-
-	// Backoff: Absent = unchanged.
-	Backoff wire.Optional[Backoff]
-
-	// BackoffInitialMs: Absent = unchanged; otherwise as in CreateQueue (0 = server default).
-	BackoffInitialMs wire.Optional[uint64]
-
-	// BackoffMaxMs: Absent = unchanged; otherwise as in CreateQueue (0 = server default).
-	BackoffMaxMs wire.Optional[uint64]
-
-	// DeliveryDurability: Absent = unchanged.
-	DeliveryDurability wire.Optional[DeliveryDurability]
-
-	// ReclaimGraceMs: Absent = unchanged; otherwise as in CreateQueue (0 = server default).
-	ReclaimGraceMs wire.Optional[uint64]
-
-	// ParkDeadLetterAfter: Absent = unchanged; otherwise as in CreateQueue (0 = never).
-	ParkDeadLetterAfter wire.Optional[uint32]
-}
-
-// Opcode returns OpUpdateQueue.
-func (*UpdateQueue) Opcode() Opcode {
-	return OpUpdateQueue
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *UpdateQueue) Size() int {
-	n := 21
-	n += len(x.Queue)
-	n += len(x.OnEnqueueScript)
-	n += len(x.OnFailureScript)
-	if x.VisibilityTimeoutMs.Present {
-		n += 8
-	}
-	if x.DedupWindowMs.Present {
-		n += 8
-	}
-	if x.MaxAttempts.Present {
-		n += 4
-	}
-	if x.Backoff.Present {
-		n += 1
-	}
-	if x.BackoffInitialMs.Present {
-		n += 8
-	}
-	if x.BackoffMaxMs.Present {
-		n += 8
-	}
-	if x.DeliveryDurability.Present {
-		n += 1
-	}
-	if x.ReclaimGraceMs.Present {
-		n += 8
-	}
-	if x.ParkDeadLetterAfter.Present {
-		n += 4
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *UpdateQueue) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Queue)
-	b = wire.AppendU8(b, uint8(x.OnEnqueueChange))
-	b = wire.AppendString32(b, x.OnEnqueueScript)
-	b = wire.AppendU8(b, uint8(x.OnFailureChange))
-	b = wire.AppendString32(b, x.OnFailureScript)
-	if x.VisibilityTimeoutMs.Present {
-		b = append(b, 1)
-		b = wire.AppendU64(b, x.VisibilityTimeoutMs.Value)
-	} else {
-		b = append(b, 0)
-	}
-	if x.DedupWindowMs.Present {
-		b = append(b, 1)
-		b = wire.AppendU64(b, x.DedupWindowMs.Value)
-	} else {
-		b = append(b, 0)
-	}
-	if x.MaxAttempts.Present {
-		b = append(b, 1)
-		b = wire.AppendU32(b, x.MaxAttempts.Value)
-	} else {
-		b = append(b, 0)
-	}
-	if x.Backoff.Present {
-		b = append(b, 1)
-		b = wire.AppendU8(b, uint8(x.Backoff.Value))
-	} else {
-		b = append(b, 0)
-	}
-	if x.BackoffInitialMs.Present {
-		b = append(b, 1)
-		b = wire.AppendU64(b, x.BackoffInitialMs.Value)
-	} else {
-		b = append(b, 0)
-	}
-	if x.BackoffMaxMs.Present {
-		b = append(b, 1)
-		b = wire.AppendU64(b, x.BackoffMaxMs.Value)
-	} else {
-		b = append(b, 0)
-	}
-	if x.DeliveryDurability.Present {
-		b = append(b, 1)
-		b = wire.AppendU8(b, uint8(x.DeliveryDurability.Value))
-	} else {
-		b = append(b, 0)
-	}
-	if x.ReclaimGraceMs.Present {
-		b = append(b, 1)
-		b = wire.AppendU64(b, x.ReclaimGraceMs.Value)
-	} else {
-		b = append(b, 0)
-	}
-	if x.ParkDeadLetterAfter.Present {
-		b = append(b, 1)
-		b = wire.AppendU32(b, x.ParkDeadLetterAfter.Value)
-	} else {
-		b = append(b, 0)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *UpdateQueue) DecodeFrom(r *wire.Reader) {
-	x.Queue = r.String(r.Len16(65535), true)
-	x.OnEnqueueChange = ScriptChange(r.U8())
-	x.OnEnqueueScript = r.String(r.Len32(2147483647), true)
-	x.OnFailureChange = ScriptChange(r.U8())
-	x.OnFailureScript = r.String(r.Len32(2147483647), true)
-	x.VisibilityTimeoutMs = wire.Optional[uint64]{}
-	if r.Present() {
-		x.VisibilityTimeoutMs.Present = true
-		x.VisibilityTimeoutMs.Value = r.U64()
-	}
-	x.DedupWindowMs = wire.Optional[uint64]{}
-	if r.Present() {
-		x.DedupWindowMs.Present = true
-		x.DedupWindowMs.Value = r.U64()
-	}
-	x.MaxAttempts = wire.Optional[uint32]{}
-	if r.Present() {
-		x.MaxAttempts.Present = true
-		x.MaxAttempts.Value = r.U32()
-	}
-	x.Backoff = wire.Optional[Backoff]{}
-	if r.Present() {
-		x.Backoff.Present = true
-		x.Backoff.Value = Backoff(r.U8())
-	}
-	x.BackoffInitialMs = wire.Optional[uint64]{}
-	if r.Present() {
-		x.BackoffInitialMs.Present = true
-		x.BackoffInitialMs.Value = r.U64()
-	}
-	x.BackoffMaxMs = wire.Optional[uint64]{}
-	if r.Present() {
-		x.BackoffMaxMs.Present = true
-		x.BackoffMaxMs.Value = r.U64()
-	}
-	x.DeliveryDurability = wire.Optional[DeliveryDurability]{}
-	if r.Present() {
-		x.DeliveryDurability.Present = true
-		x.DeliveryDurability.Value = DeliveryDurability(r.U8())
-	}
-	x.ReclaimGraceMs = wire.Optional[uint64]{}
-	if r.Present() {
-		x.ReclaimGraceMs.Present = true
-		x.ReclaimGraceMs.Value = r.U64()
-	}
-	x.ParkDeadLetterAfter = wire.Optional[uint32]{}
-	if r.Present() {
-		x.ParkDeadLetterAfter.Present = true
-		x.ParkDeadLetterAfter.Value = r.U32()
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *UpdateQueue) Check() error {
-	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
-		return wire.AtField("queue", -1, err)
-	}
-	if err := wire.CheckString(x.OnEnqueueScript, 2147483647, true); err != nil {
-		return wire.AtField("on_enqueue_script", -1, err)
-	}
-	if err := wire.CheckString(x.OnFailureScript, 2147483647, true); err != nil {
-		return wire.AtField("on_failure_script", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *UpdateQueue) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpUpdateQueue,
-		}
-	}
-	return nil
-}
-
-// UpdateQueueResult: opcode 0xde, server → client.
-// Result.
-type UpdateQueueResult struct {
-	// ErrorCode: 0x01 QueueNotFound, 0x04 LuaCompilationError, 0x1A ImmutableSetting.
-	ErrorCode ErrorCode
-}
-
-// Opcode returns OpUpdateQueueResult.
-func (*UpdateQueueResult) Opcode() Opcode {
-	return OpUpdateQueueResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*UpdateQueueResult) Size() int {
-	return 1
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *UpdateQueueResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *UpdateQueueResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*UpdateQueueResult) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *UpdateQueueResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpUpdateQueueResult,
-		}
-	}
-	return nil
-}
-
-// GetRoutes: opcode 0xdd, client → server.
-// Which node leads each queue. Any node answers from its own copy of the meta group, so an answer
-// may be slightly stale; a stale answer costs a NotLeader redirect, never a wrong result.
-type GetRoutes struct {
-	// Queues: 0 = every queue.
-	Queues []QueueRef
-}
-
-// Opcode returns OpGetRoutes.
-func (*GetRoutes) Opcode() Opcode {
-	return OpGetRoutes
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *GetRoutes) Size() int {
-	n := 4
-	for i0 := range x.Queues {
-		n += x.Queues[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetRoutes) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, wire.Count32, len(x.Queues))
-	for i0 := range x.Queues {
-		b = x.Queues[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetRoutes) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(wire.Count32, 2)
-		if cap(x.Queues) >= n0 {
-			x.Queues = x.Queues[:n0]
-		} else {
-			x.Queues = make([]QueueRef, n0)
-		}
-		for i0 := range x.Queues {
-			x.Queues[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *GetRoutes) Check() error {
-	if err := wire.CheckCount(len(x.Queues), math.MaxUint32); err != nil {
-		return wire.AtField("queues", -1, err)
-	}
-	for i0 := range x.Queues {
-		if err := x.Queues[i0].Check(); err != nil {
-			return wire.AtField("queues", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetRoutes) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpGetRoutes,
-		}
-	}
-	return nil
-}
-
-// GetRoutesResult: opcode 0xdc, server → client.
-// Leaders, and shards when sharded.
-type GetRoutesResult struct {
-	// ErrorCode: Ok, or NodeNotReady while no leader is known.
-	ErrorCode ErrorCode
-
-	// Entries: One entry per queue.
-	Entries []RouteEntry
-}
-
-// Opcode returns OpGetRoutesResult.
-func (*GetRoutesResult) Opcode() Opcode {
-	return OpGetRoutesResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *GetRoutesResult) Size() int {
-	n := 5
-	for i0 := range x.Entries {
-		n += x.Entries[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetRoutesResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendCount(b, wire.Count32, len(x.Entries))
-	for i0 := range x.Entries {
-		b = x.Entries[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetRoutesResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-	{
-		n0 := r.Count(wire.Count32, 16)
-		if cap(x.Entries) >= n0 {
-			x.Entries = x.Entries[:n0]
-		} else {
-			x.Entries = make([]RouteEntry, n0)
-		}
-		for i0 := range x.Entries {
-			x.Entries[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *GetRoutesResult) Check() error {
-	if err := wire.CheckCount(len(x.Entries), math.MaxUint32); err != nil {
-		return wire.AtField("entries", -1, err)
-	}
-	for i0 := range x.Entries {
-		if err := x.Entries[i0].Check(); err != nil {
-			return wire.AtField("entries", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetRoutesResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpGetRoutesResult,
-		}
-	}
-	return nil
-}
-
-// RouteEntry: One entry per queue.
-type RouteEntry struct {
-	// Queue: The queue.
-	Queue string
-
-	// LeaderNodeID: 0 if this node does not know.
-	LeaderNodeID uint64
-
-	// LeaderAddr: Empty if this node does not know.
-	LeaderAddr string
-
-	// Shards: 0 = not sharded.
-	Shards []ShardRoute
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *RouteEntry) Size() int {
-	n := 16
-	n += len(x.Queue)
-	n += len(x.LeaderAddr)
-	for i0 := range x.Shards {
-		n += x.Shards[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *RouteEntry) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Queue)
-	b = wire.AppendU64(b, x.LeaderNodeID)
-	b = wire.AppendString16(b, x.LeaderAddr)
-	b = wire.AppendCount(b, wire.Count32, len(x.Shards))
-	for i0 := range x.Shards {
-		b = x.Shards[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *RouteEntry) DecodeFrom(r *wire.Reader) {
-	x.Queue = r.String(r.Len16(65535), true)
-	x.LeaderNodeID = r.U64()
-	x.LeaderAddr = r.String(r.Len16(65535), true)
-	{
-		n0 := r.Count(wire.Count32, 14)
-		if cap(x.Shards) >= n0 {
-			x.Shards = x.Shards[:n0]
-		} else {
-			x.Shards = make([]ShardRoute, n0)
-		}
-		for i0 := range x.Shards {
-			x.Shards[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *RouteEntry) Check() error {
-	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
-		return wire.AtField("queue", -1, err)
-	}
-	if err := wire.CheckString(x.LeaderAddr, 65535, true); err != nil {
-		return wire.AtField("leader_addr", -1, err)
-	}
-	if err := wire.CheckCount(len(x.Shards), math.MaxUint32); err != nil {
-		return wire.AtField("shards", -1, err)
-	}
-	for i0 := range x.Shards {
-		if err := x.Shards[i0].Check(); err != nil {
-			return wire.AtField("shards", i0, err)
-		}
-	}
-	return nil
-}
-
-// ShardRoute: 0 = not sharded.
-type ShardRoute struct {
-	// ShardIndex: The shard.
-	ShardIndex uint32
-
-	// LeaderNodeID: The node that leads the shard.
-	LeaderNodeID uint64
-
-	// LeaderAddr: The shard leader's address, host:port.
-	LeaderAddr string
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ShardRoute) Size() int {
-	n := 14
-	n += len(x.LeaderAddr)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ShardRoute) AppendTo(b []byte) []byte {
-	b = wire.AppendU32(b, x.ShardIndex)
-	b = wire.AppendU64(b, x.LeaderNodeID)
-	b = wire.AppendString16(b, x.LeaderAddr)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ShardRoute) DecodeFrom(r *wire.Reader) {
-	x.ShardIndex = r.U32()
-	x.LeaderNodeID = r.U64()
-	x.LeaderAddr = r.String(r.Len16(65535), true)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ShardRoute) Check() error {
-	if err := wire.CheckString(x.LeaderAddr, 65535, true); err != nil {
-		return wire.AtField("leader_addr", -1, err)
-	}
-	return nil
-}
-
-// DrainNode: opcode 0xdb, client → server.
-// Move every leader off a node, or cancel. Draining moves every leadership off the node through
-// controlled handovers, so that the node can be stopped without a queue losing in-flight leases.
-type DrainNode struct {
-	// NodeID: The node to drain.
-	NodeID uint64
-
-	// Drain: False cancels an ongoing drain.
-	Drain bool
-}
-
-// Opcode returns OpDrainNode.
-func (*DrainNode) Opcode() Opcode {
-	return OpDrainNode
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*DrainNode) Size() int {
-	return 9
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *DrainNode) AppendTo(b []byte) []byte {
-	b = wire.AppendU64(b, x.NodeID)
-	b = wire.AppendBool(b, x.Drain)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *DrainNode) DecodeFrom(r *wire.Reader) {
-	x.NodeID = r.U64()
-	x.Drain = r.Bool()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*DrainNode) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *DrainNode) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpDrainNode,
-		}
-	}
-	return nil
-}
-
-// DrainNodeResult: opcode 0xda, server → client.
-// Result.
-type DrainNodeResult struct {
-	// ErrorCode: 0x1B = NodeNotFound.
-	ErrorCode ErrorCode
-}
-
-// Opcode returns OpDrainNodeResult.
-func (*DrainNodeResult) Opcode() Opcode {
-	return OpDrainNodeResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*DrainNodeResult) Size() int {
-	return 1
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *DrainNodeResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *DrainNodeResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*DrainNodeResult) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *DrainNodeResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpDrainNodeResult,
 		}
 	}
 	return nil

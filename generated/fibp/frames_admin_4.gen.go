@@ -7,331 +7,110 @@ import (
 	"math"
 )
 
-// MoveQueueLeader: opcode 0xd9, client → server.
-// Move one queue's leadership. A move pins nothing: automatic rebalancing, when enabled, may move
-// the queue again later.
-type MoveQueueLeader struct {
-	// Queue: The queue.
-	Queue string
-
-	// TargetNodeID: Must be a member of the queue's group.
-	TargetNodeID uint64
-}
-
-// Opcode returns OpMoveQueueLeader.
-func (*MoveQueueLeader) Opcode() Opcode {
-	return OpMoveQueueLeader
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *MoveQueueLeader) Size() int {
-	n := 10
-	n += len(x.Queue)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *MoveQueueLeader) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Queue)
-	b = wire.AppendU64(b, x.TargetNodeID)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *MoveQueueLeader) DecodeFrom(r *wire.Reader) {
-	x.Queue = r.String(r.Len16(65535), true)
-	x.TargetNodeID = r.U64()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *MoveQueueLeader) Check() error {
-	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
-		return wire.AtField("queue", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *MoveQueueLeader) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpMoveQueueLeader,
-		}
-	}
-	return nil
-}
-
-// MoveQueueLeaderResult: opcode 0xd8, server → client.
-// Result.
-type MoveQueueLeaderResult struct {
-	// ErrorCode: 0x01 QueueNotFound, 0x1B NodeNotFound: unknown, or not a member.
-	ErrorCode ErrorCode
-}
-
-// Opcode returns OpMoveQueueLeaderResult.
-func (*MoveQueueLeaderResult) Opcode() Opcode {
-	return OpMoveQueueLeaderResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*MoveQueueLeaderResult) Size() int {
-	return 1
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *MoveQueueLeaderResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *MoveQueueLeaderResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*MoveQueueLeaderResult) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *MoveQueueLeaderResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpMoveQueueLeaderResult,
-		}
-	}
-	return nil
-}
-
-// SetRebalancing: opcode 0xd7, client → server.
-// Enable, pause or disable rebalancing. A pause always has a duration and resumes on its own;
-// disabling lasts until rebalancing is enabled again. Both are cluster-wide state in the meta
-// group.
-type SetRebalancing struct {
-	// Mode: 0 = enabled, 1 = paused, 2 = disabled.
-	Mode RebalancingMode
-
-	// PauseMs: Mode 1 only; how long the pause lasts.
-	PauseMs uint64
-}
-
-// Opcode returns OpSetRebalancing.
-func (*SetRebalancing) Opcode() Opcode {
-	return OpSetRebalancing
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*SetRebalancing) Size() int {
-	return 9
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SetRebalancing) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.Mode))
-	b = wire.AppendU64(b, x.PauseMs)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SetRebalancing) DecodeFrom(r *wire.Reader) {
-	x.Mode = RebalancingMode(r.U8())
-	x.PauseMs = r.U64()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*SetRebalancing) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *SetRebalancing) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpSetRebalancing,
-		}
-	}
-	return nil
-}
-
-// SetRebalancingResult: opcode 0xd6, server → client.
-// Result.
-type SetRebalancingResult struct {
-	// ErrorCode: Ok, or why the mode was not set.
-	ErrorCode ErrorCode
-}
-
-// Opcode returns OpSetRebalancingResult.
-func (*SetRebalancingResult) Opcode() Opcode {
-	return OpSetRebalancingResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*SetRebalancingResult) Size() int {
-	return 1
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SetRebalancingResult) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SetRebalancingResult) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*SetRebalancingResult) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *SetRebalancingResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpSetRebalancingResult,
-		}
-	}
-	return nil
-}
-
-// GetClusterStatus: opcode 0xd5, client → server.
-// Nodes, meta leader, rebalancing state.
-type GetClusterStatus struct{}
-
-// Opcode returns OpGetClusterStatus.
-func (*GetClusterStatus) Opcode() Opcode {
-	return OpGetClusterStatus
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*GetClusterStatus) Size() int {
-	return 0
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetClusterStatus) AppendTo(b []byte) []byte {
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetClusterStatus) DecodeFrom(_ *wire.Reader) {}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*GetClusterStatus) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetClusterStatus) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpGetClusterStatus,
-		}
-	}
-	return nil
-}
-
-// GetClusterStatusResult: opcode 0xd4, server → client.
-// Cluster status.
-type GetClusterStatusResult struct {
-	// ErrorCode: Ok, or why there is no status.
+// GetThrottleStatsResult is opcode 0xe2, sent server → client.
+// Throttle statistics.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field             encoding
+//	0       error_code        u8 ErrorCode
+//	1       summary           ThrottleSummary
+//	+       queues            u32 count, then each QueueRef
+//	+       active_buckets    u64
+//	+       buckets_at_limit  u64
+//	+       waiting           u64
+//	+       buckets           u32 count, then each BucketStats
+type GetThrottleStatsResult struct {
+	// 0x18 = ThrottleNotFound.
 	ErrorCode ErrorCode
 
-	// MetaLeaderNodeID: The node leading the meta group.
-	MetaLeaderNodeID uint64
+	// The throttle; declaring_subscribers counts every queue.
+	Summary ThrottleSummary
 
-	// Rebalancing: 0 = enabled, 1 = paused, 2 = disabled.
-	Rebalancing RebalancingMode
+	// Each queue where the throttle is active.
+	Queues []QueueRef
 
-	// RebalancingPauseEndsAt: Unix ms; 0 unless paused.
-	RebalancingPauseEndsAt uint64
+	// Buckets with deliveries inside the window.
+	ActiveBuckets uint64
 
-	// Nodes: The cluster's nodes.
-	Nodes []NodeStatus
+	// Buckets with no room now.
+	BucketsAtLimit uint64
+
+	// Messages held by this throttle, across queues.
+	Waiting uint64
+
+	// The most-waiting buckets, most waiting first.
+	Buckets []BucketStats
 }
 
-// Opcode returns OpGetClusterStatusResult.
-func (*GetClusterStatusResult) Opcode() Opcode {
-	return OpGetClusterStatusResult
+// Opcode returns OpGetThrottleStatsResult.
+func (*GetThrottleStatsResult) Opcode() Opcode {
+	return OpGetThrottleStatsResult
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *GetClusterStatusResult) Size() int {
-	n := 22
-	for i0 := range x.Nodes {
-		n += x.Nodes[i0].Size()
+func (x *GetThrottleStatsResult) Size() int {
+	n := 33
+	n += x.Summary.Size()
+	for i0 := range x.Queues {
+		n += x.Queues[i0].Size()
+	}
+	for i0 := range x.Buckets {
+		n += x.Buckets[i0].Size()
 	}
 	return n
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetClusterStatusResult) AppendTo(b []byte) []byte {
+func (x *GetThrottleStatsResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendU64(b, x.MetaLeaderNodeID)
-	b = wire.AppendU8(b, uint8(x.Rebalancing))
-	b = wire.AppendU64(b, x.RebalancingPauseEndsAt)
-	b = wire.AppendCount(b, wire.Count32, len(x.Nodes))
-	for i0 := range x.Nodes {
-		b = x.Nodes[i0].AppendTo(b)
+	b = x.Summary.AppendTo(b)
+	b = wire.AppendCount(b, wire.Count32, len(x.Queues))
+	for i0 := range x.Queues {
+		b = x.Queues[i0].AppendTo(b)
+	}
+	b = wire.AppendU64(b, x.ActiveBuckets)
+	b = wire.AppendU64(b, x.BucketsAtLimit)
+	b = wire.AppendU64(b, x.Waiting)
+	b = wire.AppendCount(b, wire.Count32, len(x.Buckets))
+	for i0 := range x.Buckets {
+		b = x.Buckets[i0].AppendTo(b)
 	}
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetClusterStatusResult) DecodeFrom(r *wire.Reader) {
+func (x *GetThrottleStatsResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
-	x.MetaLeaderNodeID = r.U64()
-	x.Rebalancing = RebalancingMode(r.U8())
-	x.RebalancingPauseEndsAt = r.U64()
+	x.Summary.DecodeFrom(r)
 	{
-		n0 := r.Count(wire.Count32, 15)
-		if cap(x.Nodes) >= n0 {
-			x.Nodes = x.Nodes[:n0]
+		n0 := r.Count(wire.Count32, 2)
+		if cap(x.Queues) >= n0 {
+			x.Queues = x.Queues[:n0]
 		} else {
-			x.Nodes = make([]NodeStatus, n0)
+			x.Queues = make([]QueueRef, n0)
 		}
-		for i0 := range x.Nodes {
-			x.Nodes[i0].DecodeFrom(r)
+		for i0 := range x.Queues {
+			x.Queues[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+	x.ActiveBuckets = r.U64()
+	x.BucketsAtLimit = r.U64()
+	x.Waiting = r.U64()
+	{
+		n0 := r.Count(wire.Count32, 21)
+		if cap(x.Buckets) >= n0 {
+			x.Buckets = x.Buckets[:n0]
+		} else {
+			x.Buckets = make([]BucketStats, n0)
+		}
+		for i0 := range x.Buckets {
+			x.Buckets[i0].DecodeFrom(r)
 			if r.Err() != nil {
 				break
 			}
@@ -340,13 +119,24 @@ func (x *GetClusterStatusResult) DecodeFrom(r *wire.Reader) {
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *GetClusterStatusResult) Check() error {
-	if err := wire.CheckCount(len(x.Nodes), math.MaxUint32); err != nil {
-		return wire.AtField("nodes", -1, err)
+func (x *GetThrottleStatsResult) Check() error {
+	if err := x.Summary.Check(); err != nil {
+		return wire.AtField("summary", -1, err)
 	}
-	for i0 := range x.Nodes {
-		if err := x.Nodes[i0].Check(); err != nil {
-			return wire.AtField("nodes", i0, err)
+	if err := wire.CheckCount(len(x.Queues), math.MaxUint32); err != nil {
+		return wire.AtField("queues", -1, err)
+	}
+	for i0 := range x.Queues {
+		if err := x.Queues[i0].Check(); err != nil {
+			return wire.AtField("queues", i0, err)
+		}
+	}
+	if err := wire.CheckCount(len(x.Buckets), math.MaxUint32); err != nil {
+		return wire.AtField("buckets", -1, err)
+	}
+	for i0 := range x.Buckets {
+		if err := x.Buckets[i0].Check(); err != nil {
+			return wire.AtField("buckets", i0, err)
 		}
 	}
 	return nil
@@ -354,64 +144,577 @@ func (x *GetClusterStatusResult) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetClusterStatusResult) Decode(body []byte) error {
+func (x *GetThrottleStatsResult) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpGetClusterStatusResult,
+			Opcode: OpGetThrottleStatsResult,
 		}
 	}
 	return nil
 }
 
-// NodeStatus: The cluster's nodes.
-type NodeStatus struct {
-	// NodeID: The node's ID.
-	NodeID uint64
+// GetThrottleBucket is opcode 0xe1, sent client → server.
+// Statistics for one throttle bucket.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       name         u16 length, then UTF-8
+//	+       bucket_kind  u8 BucketKind
+//	+       values       u16 count, then each string
+type GetThrottleBucket struct {
+	// The throttle's name.
+	Name string
 
-	// Addr: The node's address, host:port.
-	Addr string
+	// As in bucket_stats.
+	BucketKind BucketKind
 
-	// State: 0 = up, 1 = unreachable, 2 = draining.
-	State NodeState
+	// One value per key part; empty for an unkeyed or shared bucket.
+	Values []string
+}
 
-	// QueueLeaderships: Queues (and shards) this node leads.
-	QueueLeaderships uint32
+// Opcode returns OpGetThrottleBucket.
+func (*GetThrottleBucket) Opcode() Opcode {
+	return OpGetThrottleBucket
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *NodeStatus) Size() int {
-	n := 15
-	n += len(x.Addr)
+func (x *GetThrottleBucket) Size() int {
+	n := 5
+	n += len(x.Name)
+	n += 2 * len(x.Values)
+	for i0 := range x.Values {
+		n += len(x.Values[i0])
+	}
 	return n
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *NodeStatus) AppendTo(b []byte) []byte {
-	b = wire.AppendU64(b, x.NodeID)
-	b = wire.AppendString16(b, x.Addr)
-	b = wire.AppendU8(b, uint8(x.State))
-	b = wire.AppendU32(b, x.QueueLeaderships)
+func (x *GetThrottleBucket) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Name)
+	b = wire.AppendU8(b, uint8(x.BucketKind))
+	b = wire.AppendCount(b, wire.Count16, len(x.Values))
+	for i0 := range x.Values {
+		b = wire.AppendString16(b, x.Values[i0])
+	}
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *NodeStatus) DecodeFrom(r *wire.Reader) {
-	x.NodeID = r.U64()
-	x.Addr = r.String(r.Len16(65535), true)
-	x.State = NodeState(r.U8())
-	x.QueueLeaderships = r.U32()
+func (x *GetThrottleBucket) DecodeFrom(r *wire.Reader) {
+	x.Name = r.String(r.Len16(65535), true)
+	x.BucketKind = BucketKind(r.U8())
+	{
+		n0 := r.Count(wire.Count16, 2)
+		if cap(x.Values) >= n0 {
+			x.Values = x.Values[:n0]
+		} else {
+			x.Values = make([]string, n0)
+		}
+		for i0 := range x.Values {
+			x.Values[i0] = r.String(r.Len16(65535), true)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *NodeStatus) Check() error {
-	if err := wire.CheckString(x.Addr, 65535, true); err != nil {
-		return wire.AtField("addr", -1, err)
+func (x *GetThrottleBucket) Check() error {
+	if err := wire.CheckString(x.Name, 65535, true); err != nil {
+		return wire.AtField("name", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Values), math.MaxUint16); err != nil {
+		return wire.AtField("values", -1, err)
+	}
+	for i0 := range x.Values {
+		if err := wire.CheckString(x.Values[i0], 65535, true); err != nil {
+			return wire.AtField("values", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *GetThrottleBucket) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpGetThrottleBucket,
+		}
+	}
+	return nil
+}
+
+// GetThrottleBucketResult is opcode 0xe0, sent server → client.
+// Bucket statistics. A bucket with no deliveries inside its window is reported with every counted
+// at 0 and next_room_at 0, whether or not it has been evicted.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+//	1       bucket      BucketStats
+type GetThrottleBucketResult struct {
+	// 0x18 = ThrottleNotFound.
+	ErrorCode ErrorCode
+
+	// The bucket.
+	Bucket BucketStats
+}
+
+// Opcode returns OpGetThrottleBucketResult.
+func (*GetThrottleBucketResult) Opcode() Opcode {
+	return OpGetThrottleBucketResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *GetThrottleBucketResult) Size() int {
+	n := 1
+	n += x.Bucket.Size()
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *GetThrottleBucketResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	b = x.Bucket.AppendTo(b)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *GetThrottleBucketResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+	x.Bucket.DecodeFrom(r)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *GetThrottleBucketResult) Check() error {
+	if err := x.Bucket.Check(); err != nil {
+		return wire.AtField("bucket", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *GetThrottleBucketResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpGetThrottleBucketResult,
+		}
+	}
+	return nil
+}
+
+// UpdateQueue is opcode 0xdf, sent client → server.
+// Change a queue's mutable settings. Every field is optional; those left absent are unchanged.
+// Fixed at creation, and therefore not in this frame: the ordering key with its missing-key
+// policy, the dedup key, and the script failure policy.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field                   encoding
+//	0       queue                   u16 length, then UTF-8
+//	+       on_enqueue_change       u8 ScriptChange
+//	+       on_enqueue_script       u32 length, then UTF-8
+//	+       on_failure_change       u8 ScriptChange
+//	+       on_failure_script       u32 length, then UTF-8
+//	+       visibility_timeout_ms   u8 present, then if 1: u64
+//	+       dedup_window_ms         u8 present, then if 1: u64
+//	+       max_attempts            u8 present, then if 1: u32
+//	+       backoff                 u8 present, then if 1: u8 Backoff
+//	+       backoff_initial_ms      u8 present, then if 1: u64
+//	+       backoff_max_ms          u8 present, then if 1: u64
+//	+       delivery_durability     u8 present, then if 1: u8 DeliveryDurability
+//	+       reclaim_grace_ms        u8 present, then if 1: u64
+//	+       park_dead_letter_after  u8 present, then if 1: u32
+type UpdateQueue struct {
+	// The queue to change.
+	Queue string
+
+	// 0 = unchanged, 1 = set, 2 = remove.
+	OnEnqueueChange ScriptChange
+
+	// Empty unless on_enqueue_change = 1.
+	OnEnqueueScript string
+
+	// 0 = unchanged, 1 = set, 2 = remove.
+	OnFailureChange ScriptChange
+
+	// Empty unless on_failure_change = 1.
+	OnFailureScript string
+
+	// Absent = unchanged; otherwise as in CreateQueue (0 = server default).
+	VisibilityTimeoutMs wire.Optional[uint64]
+
+	// Absent = unchanged; otherwise as in CreateQueue (0 = server default).
+	DedupWindowMs wire.Optional[uint64]
+
+	// Absent = unchanged; otherwise as in CreateQueue (0 = server default).
+	MaxAttempts wire.Optional[uint32]
+
+	// Absent = unchanged.
+	Backoff wire.Optional[Backoff]
+
+	// Absent = unchanged; otherwise as in CreateQueue (0 = server default).
+	BackoffInitialMs wire.Optional[uint64]
+
+	// Absent = unchanged; otherwise as in CreateQueue (0 = server default).
+	BackoffMaxMs wire.Optional[uint64]
+
+	// Absent = unchanged.
+	DeliveryDurability wire.Optional[DeliveryDurability]
+
+	// Absent = unchanged; otherwise as in CreateQueue (0 = server default).
+	ReclaimGraceMs wire.Optional[uint64]
+
+	// Absent = unchanged; otherwise as in CreateQueue (0 = never).
+	ParkDeadLetterAfter wire.Optional[uint32]
+}
+
+// Opcode returns OpUpdateQueue.
+func (*UpdateQueue) Opcode() Opcode {
+	return OpUpdateQueue
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *UpdateQueue) Size() int {
+	n := 21
+	n += len(x.Queue)
+	n += len(x.OnEnqueueScript)
+	n += len(x.OnFailureScript)
+	if x.VisibilityTimeoutMs.Present {
+		n += 8
+	}
+	if x.DedupWindowMs.Present {
+		n += 8
+	}
+	if x.MaxAttempts.Present {
+		n += 4
+	}
+	if x.Backoff.Present {
+		n += 1
+	}
+	if x.BackoffInitialMs.Present {
+		n += 8
+	}
+	if x.BackoffMaxMs.Present {
+		n += 8
+	}
+	if x.DeliveryDurability.Present {
+		n += 1
+	}
+	if x.ReclaimGraceMs.Present {
+		n += 8
+	}
+	if x.ParkDeadLetterAfter.Present {
+		n += 4
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *UpdateQueue) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	b = wire.AppendU8(b, uint8(x.OnEnqueueChange))
+	b = wire.AppendString32(b, x.OnEnqueueScript)
+	b = wire.AppendU8(b, uint8(x.OnFailureChange))
+	b = wire.AppendString32(b, x.OnFailureScript)
+	if x.VisibilityTimeoutMs.Present {
+		b = append(b, 1)
+		b = wire.AppendU64(b, x.VisibilityTimeoutMs.Value)
+	} else {
+		b = append(b, 0)
+	}
+	if x.DedupWindowMs.Present {
+		b = append(b, 1)
+		b = wire.AppendU64(b, x.DedupWindowMs.Value)
+	} else {
+		b = append(b, 0)
+	}
+	if x.MaxAttempts.Present {
+		b = append(b, 1)
+		b = wire.AppendU32(b, x.MaxAttempts.Value)
+	} else {
+		b = append(b, 0)
+	}
+	if x.Backoff.Present {
+		b = append(b, 1)
+		b = wire.AppendU8(b, uint8(x.Backoff.Value))
+	} else {
+		b = append(b, 0)
+	}
+	if x.BackoffInitialMs.Present {
+		b = append(b, 1)
+		b = wire.AppendU64(b, x.BackoffInitialMs.Value)
+	} else {
+		b = append(b, 0)
+	}
+	if x.BackoffMaxMs.Present {
+		b = append(b, 1)
+		b = wire.AppendU64(b, x.BackoffMaxMs.Value)
+	} else {
+		b = append(b, 0)
+	}
+	if x.DeliveryDurability.Present {
+		b = append(b, 1)
+		b = wire.AppendU8(b, uint8(x.DeliveryDurability.Value))
+	} else {
+		b = append(b, 0)
+	}
+	if x.ReclaimGraceMs.Present {
+		b = append(b, 1)
+		b = wire.AppendU64(b, x.ReclaimGraceMs.Value)
+	} else {
+		b = append(b, 0)
+	}
+	if x.ParkDeadLetterAfter.Present {
+		b = append(b, 1)
+		b = wire.AppendU32(b, x.ParkDeadLetterAfter.Value)
+	} else {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *UpdateQueue) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), true)
+	x.OnEnqueueChange = ScriptChange(r.U8())
+	x.OnEnqueueScript = r.String(r.Len32(2147483647), true)
+	x.OnFailureChange = ScriptChange(r.U8())
+	x.OnFailureScript = r.String(r.Len32(2147483647), true)
+	x.VisibilityTimeoutMs = wire.Optional[uint64]{}
+	if r.Present() {
+		x.VisibilityTimeoutMs.Present = true
+		x.VisibilityTimeoutMs.Value = r.U64()
+	}
+	x.DedupWindowMs = wire.Optional[uint64]{}
+	if r.Present() {
+		x.DedupWindowMs.Present = true
+		x.DedupWindowMs.Value = r.U64()
+	}
+	x.MaxAttempts = wire.Optional[uint32]{}
+	if r.Present() {
+		x.MaxAttempts.Present = true
+		x.MaxAttempts.Value = r.U32()
+	}
+	x.Backoff = wire.Optional[Backoff]{}
+	if r.Present() {
+		x.Backoff.Present = true
+		x.Backoff.Value = Backoff(r.U8())
+	}
+	x.BackoffInitialMs = wire.Optional[uint64]{}
+	if r.Present() {
+		x.BackoffInitialMs.Present = true
+		x.BackoffInitialMs.Value = r.U64()
+	}
+	x.BackoffMaxMs = wire.Optional[uint64]{}
+	if r.Present() {
+		x.BackoffMaxMs.Present = true
+		x.BackoffMaxMs.Value = r.U64()
+	}
+	x.DeliveryDurability = wire.Optional[DeliveryDurability]{}
+	if r.Present() {
+		x.DeliveryDurability.Present = true
+		x.DeliveryDurability.Value = DeliveryDurability(r.U8())
+	}
+	x.ReclaimGraceMs = wire.Optional[uint64]{}
+	if r.Present() {
+		x.ReclaimGraceMs.Present = true
+		x.ReclaimGraceMs.Value = r.U64()
+	}
+	x.ParkDeadLetterAfter = wire.Optional[uint32]{}
+	if r.Present() {
+		x.ParkDeadLetterAfter.Present = true
+		x.ParkDeadLetterAfter.Value = r.U32()
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *UpdateQueue) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckString(x.OnEnqueueScript, 2147483647, true); err != nil {
+		return wire.AtField("on_enqueue_script", -1, err)
+	}
+	if err := wire.CheckString(x.OnFailureScript, 2147483647, true); err != nil {
+		return wire.AtField("on_failure_script", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *UpdateQueue) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpUpdateQueue,
+		}
+	}
+	return nil
+}
+
+// UpdateQueueResult is opcode 0xde, sent server → client.
+// Result.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+type UpdateQueueResult struct {
+	// 0x01 QueueNotFound, 0x04 LuaCompilationError, 0x1A ImmutableSetting.
+	ErrorCode ErrorCode
+}
+
+// Opcode returns OpUpdateQueueResult.
+func (*UpdateQueueResult) Opcode() Opcode {
+	return OpUpdateQueueResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*UpdateQueueResult) Size() int {
+	return 1
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *UpdateQueueResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *UpdateQueueResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*UpdateQueueResult) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *UpdateQueueResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpUpdateQueueResult,
+		}
+	}
+	return nil
+}
+
+// GetRoutes is opcode 0xdd, sent client → server.
+// Which node leads each queue. Any node answers from its own copy of the meta group, so an answer
+// may be slightly stale; a stale answer costs a NotLeader redirect, never a wrong result.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field   encoding
+//	0       queues  u32 count, then each QueueRef
+type GetRoutes struct {
+	// 0 = every queue.
+	Queues []QueueRef
+}
+
+// Opcode returns OpGetRoutes.
+func (*GetRoutes) Opcode() Opcode {
+	return OpGetRoutes
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *GetRoutes) Size() int {
+	n := 4
+	for i0 := range x.Queues {
+		n += x.Queues[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *GetRoutes) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, wire.Count32, len(x.Queues))
+	for i0 := range x.Queues {
+		b = x.Queues[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *GetRoutes) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(wire.Count32, 2)
+		if cap(x.Queues) >= n0 {
+			x.Queues = x.Queues[:n0]
+		} else {
+			x.Queues = make([]QueueRef, n0)
+		}
+		for i0 := range x.Queues {
+			x.Queues[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *GetRoutes) Check() error {
+	if err := wire.CheckCount(len(x.Queues), math.MaxUint32); err != nil {
+		return wire.AtField("queues", -1, err)
+	}
+	for i0 := range x.Queues {
+		if err := x.Queues[i0].Check(); err != nil {
+			return wire.AtField("queues", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *GetRoutes) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpGetRoutes,
+		}
 	}
 	return nil
 }

@@ -4,19 +4,26 @@ package fibp
 
 import "github.com/filamq/fila/generated/wire"
 
-// Handshake: opcode 0x01, client → server.
+// Handshake is opcode 0x01, sent client → server.
 // Connection initialization. The client's first frame after connecting must be a Handshake, sent
 // with flags=0 and request_id=0; no other frame may precede it. The frame is frozen: it can never
 // gain a field, because the server does not yet know which layout to expect; extensions go in
 // capability-gated frames after the handshake.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field                encoding
+//	0       protocol_version     u16
+//	2       api_key              u8 present, then if 1: u16 length, then UTF-8
+//	+       client_capabilities  u32 Capabilities
 type Handshake struct {
-	// ProtocolVersion: Highest version the client speaks.
+	// Highest version the client speaks.
 	ProtocolVersion uint16
 
-	// APIKey: The API key; required when authentication is on.
+	// The API key; required when authentication is on.
 	APIKey wire.Optional[string]
 
-	// ClientCapabilities: Bitmap; see Capabilities. The active set is the bitwise AND of both bitmaps.
+	// Bitmap; see Capabilities. The active set is the bitwise AND of both bitmaps.
 	ClientCapabilities Capabilities
 }
 
@@ -86,21 +93,29 @@ func (x *Handshake) Decode(body []byte) error {
 	return nil
 }
 
-// HandshakeOk: opcode 0x02, server → client.
+// HandshakeOk is opcode 0x02, sent server → client.
 // Handshake accepted. Sent with flags=0 and request_id=0. The server picks the highest version it
 // supports that is at most the client's. On rejection the server sends an Error frame instead and
 // closes the connection.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field                encoding
+//	0       negotiated_version   u16
+//	2       node_id              u64
+//	10      max_frame_size       u32
+//	14      server_capabilities  u32 Capabilities
 type HandshakeOk struct {
-	// NegotiatedVersion: The protocol version in use on this connection.
+	// The protocol version in use on this connection.
 	NegotiatedVersion uint16
 
-	// NodeID: 0 if single-node.
+	// 0 if single-node.
 	NodeID uint64
 
-	// MaxFrameSize: 0 = default 16 MiB.
+	// 0 = default 16 MiB.
 	MaxFrameSize uint32
 
-	// ServerCapabilities: Bitmap; see Capabilities.
+	// Bitmap; see Capabilities.
 	ServerCapabilities Capabilities
 }
 
@@ -153,10 +168,12 @@ func (x *HandshakeOk) Decode(body []byte) error {
 	return nil
 }
 
-// Ping: opcode 0x03, either direction.
+// Ping is opcode 0x03, sent either direction.
 // Keepalive probe. Either side may send Ping at any time; the receiver responds Pong echoing the
 // request ID. Server-initiated pings use the server ID range (bit 31 set). If no Pong arrives
 // within 30 seconds, close the connection.
+//
+// Body, after the header: empty.
 type Ping struct{}
 
 // Opcode returns OpPing.
@@ -199,8 +216,10 @@ func (x *Ping) Decode(body []byte) error {
 	return nil
 }
 
-// Pong: opcode 0x04, either direction.
+// Pong is opcode 0x04, sent either direction.
 // Keepalive response. Echoes the request ID of the Ping it answers.
+//
+// Body, after the header: empty.
 type Pong struct{}
 
 // Opcode returns OpPong.
@@ -243,9 +262,11 @@ func (x *Pong) Decode(body []byte) error {
 	return nil
 }
 
-// Disconnect: opcode 0x05, either direction.
+// Disconnect is opcode 0x05, sent either direction.
 // Graceful close. Either side sends Disconnect, then closes. The peer finishes in-flight responses
 // and closes.
+//
+// Body, after the header: empty.
 type Disconnect struct{}
 
 // Opcode returns OpDisconnect.

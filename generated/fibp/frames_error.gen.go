@@ -7,17 +7,24 @@ import (
 	"math"
 )
 
-// Error: opcode 0xfe, server → client.
+// Error is opcode 0xfe, sent server → client.
 // Request-level error, carrying the failed request's ID (request_id=<failed request's ID>). SDKs
 // should expose the metadata map to callers; unknown keys must be preserved, not discarded.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+//	1       message     u16 length, then UTF-8
+//	+       metadata    u16 count, then each key (string) and value (string)
 type Error struct {
-	// ErrorCode: Why the request failed.
+	// Why the request failed.
 	ErrorCode ErrorCode
 
-	// Message: Human-readable.
+	// Human-readable.
 	Message string
 
-	// Metadata: Machine-readable context; see the Meta constants for the standard keys.
+	// Machine-readable context; see the Meta constants for the standard keys.
 	Metadata map[string]string
 }
 

@@ -7,13 +7,18 @@ import (
 	"math"
 )
 
-// Enqueue: opcode 0x10, client → server.
+// Enqueue is opcode 0x10, sent client → server.
 // Enqueue a batch of messages. Each message names its own queue, so one frame may target several
 // queues; the server applies per-queue ACL checks and routes each message independently. Partial
 // success is normal. When a queue has an on_enqueue hook, the hook wins for every field it
 // returns: client-supplied scheduling values are defaults for queues without a hook.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       messages  u32 count, then each EnqueueMessage
 type Enqueue struct {
-	// Messages: The messages, in order.
+	// The messages, in order.
 	Messages []EnqueueMessage
 }
 
@@ -88,28 +93,39 @@ func (x *Enqueue) Decode(body []byte) error {
 	return nil
 }
 
-// EnqueueMessage: The messages, in order.
+// EnqueueMessage is the messages, in order.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field            encoding
+//	0       queue            u16 length, then UTF-8
+//	+       headers          u16 count, then each key (string) and value (string)
+//	+       payload          u32 length, then bytes
+//	+       fairness_key     u8 present, then if 1: u16 length, then UTF-8
+//	+       weight           u8 present, then if 1: u32
+//	+       delay_ms         u8 present, then if 1: u64
+//	+       idempotency_key  u8 present, then if 1: u16 length, then UTF-8
 type EnqueueMessage struct {
-	// Queue: Target queue.
+	// Target queue.
 	Queue string
 
-	// Headers: Message headers.
+	// Message headers.
 	Headers map[string]string
 
-	// Payload: Message body.
+	// Message body.
 	Payload []byte
 
-	// FairnessKey: Absent = queue default.
+	// Absent = queue default.
 	FairnessKey wire.Optional[string]
 
-	// Weight: Absent = queue default (1).
+	// Absent = queue default (1).
 	Weight wire.Optional[uint32]
 
-	// DelayMs: Absent or 0 = deliverable immediately. Otherwise the message is not delivered before
-	// enqueued_at + delay_ms.
+	// Absent or 0 = deliverable immediately. Otherwise the message is not delivered before enqueued_at
+	// + delay_ms.
 	DelayMs wire.Optional[uint64]
 
-	// IdempotencyKey: The producer's idempotency key, usable in deduplication keys (key part kind 3).
+	// The producer's idempotency key, usable in deduplication keys (key part kind 3).
 	IdempotencyKey wire.Optional[string]
 }
 
@@ -255,16 +271,21 @@ func (x *EnqueueMessage) Check() error {
 	return nil
 }
 
-// EnqueueResult: opcode 0x11, server → client.
+// EnqueueResult is opcode 0x11, sent server → client.
 // Per-message enqueue results, in request order. A message whose deduplication key matches one the
 // queue still remembers is not enqueued again: its result is Ok with the original message's ID and
 // duplicate set.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       results      u32 count, then each EnqueueResultItem
+//	+       route_hints  u16 count, then each RouteHint
 type EnqueueResult struct {
-	// Results: One result per message, in request order.
+	// One result per message, in request order.
 	Results []EnqueueResultItem
 
-	// RouteHints: One hint for each queue in the batch that this node does not lead and therefore
-	// forwarded.
+	// One hint for each queue in the batch that this node does not lead and therefore forwarded.
 	RouteHints []RouteHint
 }
 
@@ -361,15 +382,22 @@ func (x *EnqueueResult) Decode(body []byte) error {
 	return nil
 }
 
-// EnqueueResultItem: One result per message, in request order.
+// EnqueueResultItem is one result per message, in request order.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+//	1       message_id  16 bytes (UUID)
+//	17      duplicate   u8 (0 or 1)
 type EnqueueResultItem struct {
-	// ErrorCode: Ok, or why this message was rejected.
+	// Ok, or why this message was rejected.
 	ErrorCode ErrorCode
 
-	// MessageID: All-zero if error; the original's ID for a duplicate.
+	// All-zero if error; the original's ID for a duplicate.
 	MessageID wire.UUID
 
-	// Duplicate: Matched a remembered deduplication key; nothing was enqueued.
+	// Matched a remembered deduplication key; nothing was enqueued.
 	Duplicate bool
 }
 
@@ -400,21 +428,28 @@ func (*EnqueueResultItem) Check() error {
 	return nil
 }
 
-// Consume: opcode 0x12, client → server.
+// Consume is opcode 0x12, sent client → server.
 // Subscribe to delivery. If this node is not the leader for the queue, the server replies Error
 // with NotLeader (0x0C) and a leader_addr metadata entry. The whole Consume fails with an Error
 // frame if a throttle declaration is malformed (InvalidThrottle) or uses a name already declared
 // by other subscribers with a different key (ThrottleConflict). Declarations cannot be changed on
 // a live subscription.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field      encoding
+//	0       queue      u16 length, then UTF-8
+//	+       credit     u32
+//	+       throttles  u16 count, then each ThrottleDeclaration
 type Consume struct {
-	// Queue: The queue to consume from.
+	// The queue to consume from.
 	Queue string
 
-	// Credit: Initial delivery credit; 0 = unlimited.
+	// Initial delivery credit; 0 = unlimited.
 	Credit uint32
 
-	// Throttles: Throttles: named limits of at most max_deliveries in any sliding window of window_ms,
-	// optionally keyed per message (throttling.md).
+	// Throttles: named limits of at most max_deliveries in any sliding window of window_ms, optionally
+	// keyed per message (throttling.md).
 	Throttles []ThrottleDeclaration
 }
 
@@ -499,17 +534,25 @@ func (x *Consume) Decode(body []byte) error {
 
 // ThrottleDeclaration: Throttles: named limits of at most max_deliveries in any sliding window of
 // window_ms, optionally keyed per message (throttling.md).
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field             encoding
+//	0       name              u16 length, then UTF-8
+//	+       limits            u16 count, then each ThrottleLimit
+//	+       key               u16 count, then each KeyPart
+//	+       when_key_missing  u8 WhenKeyMissing
 type ThrottleDeclaration struct {
-	// Name: The throttle's global name; every subscription declaring the same name shares its buckets.
+	// The throttle's global name; every subscription declaring the same name shares its buckets.
 	Name string
 
-	// Limits: At least 1.
+	// At least 1.
 	Limits []ThrottleLimit
 
-	// Key: part_count 0 = one bucket for all messages.
+	// part_count 0 = one bucket for all messages.
 	Key Key
 
-	// WhenKeyMissing: 0 = shared bucket, 1 = unthrottled.
+	// 0 = shared bucket, 1 = unthrottled.
 	WhenKeyMissing WhenKeyMissing
 }
 
@@ -571,10 +614,15 @@ func (x *ThrottleDeclaration) Check() error {
 	return nil
 }
 
-// ConsumeOk: opcode 0x13, server → client.
+// ConsumeOk is opcode 0x13, sent server → client.
 // Subscription accepted. Sent before any Delivery frame.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       consumer_id  u16 length, then UTF-8
 type ConsumeOk struct {
-	// ConsumerID: The server's identifier for this subscription.
+	// The server's identifier for this subscription.
 	ConsumerID string
 }
 
@@ -622,900 +670,6 @@ func (x *ConsumeOk) Decode(body []byte) error {
 			Err:    err,
 			Opcode: OpConsumeOk,
 		}
-	}
-	return nil
-}
-
-// Delivery: opcode 0x14, server → client.
-// Batch of messages pushed to a consumer, using the request ID of the Consume subscription
-// (request_id=<consume_request_id>). The server spends one credit per message.
-type Delivery struct {
-	// Messages: The delivered messages.
-	Messages []DeliveryMessage
-}
-
-// Opcode returns OpDelivery.
-func (*Delivery) Opcode() Opcode {
-	return OpDelivery
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Delivery) Size() int {
-	n := 4
-	for i0 := range x.Messages {
-		n += x.Messages[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Delivery) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, wire.Count32, len(x.Messages))
-	for i0 := range x.Messages {
-		b = x.Messages[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Delivery) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(wire.Count32, 62)
-		if cap(x.Messages) >= n0 {
-			x.Messages = x.Messages[:n0]
-		} else {
-			x.Messages = make([]DeliveryMessage, n0)
-		}
-		for i0 := range x.Messages {
-			x.Messages[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Delivery) Check() error {
-	if err := wire.CheckCount(len(x.Messages), math.MaxUint32); err != nil {
-		return wire.AtField("messages", -1, err)
-	}
-	for i0 := range x.Messages {
-		if err := x.Messages[i0].Check(); err != nil {
-			return wire.AtField("messages", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Delivery) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpDelivery,
-		}
-	}
-	return nil
-}
-
-// DeliveryMessage: The delivered messages.
-type DeliveryMessage struct {
-	// MessageID: The message ID (UUIDv7).
-	MessageID wire.UUID
-
-	// Queue: The queue the message was leased from.
-	Queue string
-
-	// Headers: Message headers.
-	Headers map[string]string
-
-	// Payload: Message body.
-	Payload []byte
-
-	// FairnessKey: The message's fairness key.
-	FairnessKey string
-
-	// Weight: The message's weight.
-	Weight uint32
-
-	// AttemptCount: 1 on first delivery; reset by redrive.
-	AttemptCount uint32
-
-	// RedriveCount: Times redriven from the dead-letter queue.
-	RedriveCount uint32
-
-	// EnqueuedAt: Unix ms.
-	EnqueuedAt uint64
-
-	// LeasedAt: Unix ms.
-	LeasedAt uint64
-
-	// LeaseExpiresAt: Unix ms. A lower bound: a leader change can restart a lease at its full
-	// duration, and never shortens one.
-	LeaseExpiresAt uint64
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *DeliveryMessage) Size() int {
-	n := 62
-	n += len(x.Queue)
-	n += 4 * len(x.Headers)
-	for k0, v0 := range x.Headers {
-		n += len(k0)
-		n += len(v0)
-	}
-	n += len(x.Payload)
-	n += len(x.FairnessKey)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *DeliveryMessage) AppendTo(b []byte) []byte {
-	b = wire.AppendUUID(b, x.MessageID)
-	b = wire.AppendString16(b, x.Queue)
-	{
-		var scratch0 [16]string
-		b = wire.AppendCount(b, wire.Count16, len(x.Headers))
-		for _, k0 := range wire.SortedKeys(x.Headers, &scratch0) {
-			b = wire.AppendString16(b, k0)
-			b = wire.AppendString16(b, x.Headers[k0])
-		}
-	}
-	b = wire.AppendBytes32(b, x.Payload)
-	b = wire.AppendString16(b, x.FairnessKey)
-	b = wire.AppendU32(b, x.Weight)
-	b = wire.AppendU32(b, x.AttemptCount)
-	b = wire.AppendU32(b, x.RedriveCount)
-	b = wire.AppendU64(b, x.EnqueuedAt)
-	b = wire.AppendU64(b, x.LeasedAt)
-	b = wire.AppendU64(b, x.LeaseExpiresAt)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *DeliveryMessage) DecodeFrom(r *wire.Reader) {
-	x.MessageID = r.UUID()
-	x.Queue = r.String(r.Len16(65535), true)
-	{
-		n0 := r.Count(wire.Count16, 4)
-		x.Headers = nil
-		if n0 > 0 {
-			m0 := make(map[string]string, wire.MapHint(n0))
-			for range n0 {
-				k0 := r.String(r.Len16(65535), true)
-				held := len(m0)
-				m0[k0] = r.String(r.Len16(65535), true)
-				if len(m0) > held {
-					r.Charge(wire.MapEntryMemory)
-				}
-			}
-			x.Headers = m0
-		}
-	}
-	x.Payload = r.Bytes(r.Len32(2147483647))
-	x.FairnessKey = r.String(r.Len16(65535), true)
-	x.Weight = r.U32()
-	x.AttemptCount = r.U32()
-	x.RedriveCount = r.U32()
-	x.EnqueuedAt = r.U64()
-	x.LeasedAt = r.U64()
-	x.LeaseExpiresAt = r.U64()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *DeliveryMessage) Check() error {
-	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
-		return wire.AtField("queue", -1, err)
-	}
-	if err := wire.CheckCount(len(x.Headers), math.MaxUint16); err != nil {
-		return wire.AtField("headers", -1, err)
-	}
-	for k0, v0 := range x.Headers {
-		if err := wire.CheckString(k0, 65535, true); err != nil {
-			return wire.AtField("headers", -1, err)
-		}
-		if err := wire.CheckString(v0, 65535, true); err != nil {
-			return wire.AtField("headers", -1, err)
-		}
-	}
-	if err := wire.CheckBytes(x.Payload, 2147483647); err != nil {
-		return wire.AtField("payload", -1, err)
-	}
-	if err := wire.CheckString(x.FairnessKey, 65535, true); err != nil {
-		return wire.AtField("fairness_key", -1, err)
-	}
-	return nil
-}
-
-// Credit: opcode 0x15, client → server.
-// Grant additional delivery credit to an existing subscription, using the request ID of the
-// Consume subscription (request_id=<consume_request_id>). Credit is additive and saturates at
-// u32::MAX. No response frame is sent. Sending Credit for an unknown subscription is ignored.
-type Credit struct {
-	// AdditionalCredit: Credit to add to the subscription's balance.
-	AdditionalCredit uint32
-}
-
-// Opcode returns OpCredit.
-func (*Credit) Opcode() Opcode {
-	return OpCredit
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*Credit) Size() int {
-	return 4
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Credit) AppendTo(b []byte) []byte {
-	b = wire.AppendU32(b, x.AdditionalCredit)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Credit) DecodeFrom(r *wire.Reader) {
-	x.AdditionalCredit = r.U32()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*Credit) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Credit) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpCredit,
-		}
-	}
-	return nil
-}
-
-// CancelConsume: opcode 0x16, client → server.
-// Unsubscribe, using the request ID of the Consume subscription (request_id=<consume_request_id>).
-// The server stops delivering and releases the subscription. No response frame.
-type CancelConsume struct{}
-
-// Opcode returns OpCancelConsume.
-func (*CancelConsume) Opcode() Opcode {
-	return OpCancelConsume
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*CancelConsume) Size() int {
-	return 0
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *CancelConsume) AppendTo(b []byte) []byte {
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *CancelConsume) DecodeFrom(_ *wire.Reader) {}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*CancelConsume) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *CancelConsume) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpCancelConsume,
-		}
-	}
-	return nil
-}
-
-// Ack: opcode 0x17, client → server.
-// Acknowledge a batch. queue is carried per item so any node can route the ack to the owning Raft
-// group without a lookup, and one frame can ack across several queues.
-type Ack struct {
-	// Items: The messages to acknowledge.
-	Items []AckItem
-}
-
-// Opcode returns OpAck.
-func (*Ack) Opcode() Opcode {
-	return OpAck
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Ack) Size() int {
-	n := 4
-	for i0 := range x.Items {
-		n += x.Items[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Ack) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, wire.Count32, len(x.Items))
-	for i0 := range x.Items {
-		b = x.Items[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Ack) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(wire.Count32, 18)
-		if cap(x.Items) >= n0 {
-			x.Items = x.Items[:n0]
-		} else {
-			x.Items = make([]AckItem, n0)
-		}
-		for i0 := range x.Items {
-			x.Items[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Ack) Check() error {
-	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
-		return wire.AtField("items", -1, err)
-	}
-	for i0 := range x.Items {
-		if err := x.Items[i0].Check(); err != nil {
-			return wire.AtField("items", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Ack) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpAck,
-		}
-	}
-	return nil
-}
-
-// AckItem: The messages to acknowledge.
-type AckItem struct {
-	// Queue: The message's queue.
-	Queue string
-
-	// MessageID: The message ID.
-	MessageID wire.UUID
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *AckItem) Size() int {
-	n := 18
-	n += len(x.Queue)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *AckItem) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Queue)
-	b = wire.AppendUUID(b, x.MessageID)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *AckItem) DecodeFrom(r *wire.Reader) {
-	x.Queue = r.String(r.Len16(65535), true)
-	x.MessageID = r.UUID()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *AckItem) Check() error {
-	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
-		return wire.AtField("queue", -1, err)
-	}
-	return nil
-}
-
-// AckResult: opcode 0x18, server → client.
-// Per-message ack results, in request order.
-type AckResult struct {
-	// Results: One result per item.
-	Results []AckResultItem
-}
-
-// Opcode returns OpAckResult.
-func (*AckResult) Opcode() Opcode {
-	return OpAckResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *AckResult) Size() int {
-	n := 4
-	n += 1 * len(x.Results)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *AckResult) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, wire.Count32, len(x.Results))
-	for i0 := range x.Results {
-		b = x.Results[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *AckResult) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(wire.Count32, 1)
-		if cap(x.Results) >= n0 {
-			x.Results = x.Results[:n0]
-		} else {
-			x.Results = make([]AckResultItem, n0)
-		}
-		for i0 := range x.Results {
-			x.Results[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *AckResult) Check() error {
-	if err := wire.CheckCount(len(x.Results), math.MaxUint32); err != nil {
-		return wire.AtField("results", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *AckResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpAckResult,
-		}
-	}
-	return nil
-}
-
-// AckResultItem: One result per item.
-type AckResultItem struct {
-	// ErrorCode: 0x00 Ok, 0x02 MessageNotFound.
-	ErrorCode ErrorCode
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*AckResultItem) Size() int {
-	return 1
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *AckResultItem) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *AckResultItem) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*AckResultItem) Check() error {
-	return nil
-}
-
-// Nack: opcode 0x19, client → server.
-// Negative-acknowledge a batch. When retry_after_ms is present the message is retried no sooner
-// than that interval, overriding any delay the on_failure hook or the retry policy's backoff would
-// apply; the retry still counts as an attempt.
-type Nack struct {
-	// Items: The messages to negative-acknowledge.
-	Items []NackItem
-}
-
-// Opcode returns OpNack.
-func (*Nack) Opcode() Opcode {
-	return OpNack
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Nack) Size() int {
-	n := 4
-	for i0 := range x.Items {
-		n += x.Items[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Nack) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, wire.Count32, len(x.Items))
-	for i0 := range x.Items {
-		b = x.Items[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Nack) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(wire.Count32, 21)
-		if cap(x.Items) >= n0 {
-			x.Items = x.Items[:n0]
-		} else {
-			x.Items = make([]NackItem, n0)
-		}
-		for i0 := range x.Items {
-			x.Items[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Nack) Check() error {
-	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
-		return wire.AtField("items", -1, err)
-	}
-	for i0 := range x.Items {
-		if err := x.Items[i0].Check(); err != nil {
-			return wire.AtField("items", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Nack) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpNack,
-		}
-	}
-	return nil
-}
-
-// NackItem: The messages to negative-acknowledge.
-type NackItem struct {
-	// Queue: The message's queue.
-	Queue string
-
-	// MessageID: The message ID.
-	MessageID wire.UUID
-
-	// Error: Reaches the on_failure hook as msg.error.
-	Error string
-
-	// RetryAfterMs: Absent = let on_failure decide.
-	RetryAfterMs wire.Optional[uint64]
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *NackItem) Size() int {
-	n := 21
-	n += len(x.Queue)
-	n += len(x.Error)
-	if x.RetryAfterMs.Present {
-		n += 8
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *NackItem) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Queue)
-	b = wire.AppendUUID(b, x.MessageID)
-	b = wire.AppendString16(b, x.Error)
-	if x.RetryAfterMs.Present {
-		b = append(b, 1)
-		b = wire.AppendU64(b, x.RetryAfterMs.Value)
-	} else {
-		b = append(b, 0)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *NackItem) DecodeFrom(r *wire.Reader) {
-	x.Queue = r.String(r.Len16(65535), true)
-	x.MessageID = r.UUID()
-	x.Error = r.String(r.Len16(65535), true)
-	x.RetryAfterMs = wire.Optional[uint64]{}
-	if r.Present() {
-		x.RetryAfterMs.Present = true
-		x.RetryAfterMs.Value = r.U64()
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *NackItem) Check() error {
-	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
-		return wire.AtField("queue", -1, err)
-	}
-	if err := wire.CheckString(x.Error, 65535, true); err != nil {
-		return wire.AtField("error", -1, err)
-	}
-	return nil
-}
-
-// NackResult: opcode 0x1a, server → client.
-// Per-message nack results, in request order.
-type NackResult struct {
-	// Results: One result per item.
-	Results []NackResultItem
-}
-
-// Opcode returns OpNackResult.
-func (*NackResult) Opcode() Opcode {
-	return OpNackResult
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *NackResult) Size() int {
-	n := 4
-	n += 1 * len(x.Results)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *NackResult) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, wire.Count32, len(x.Results))
-	for i0 := range x.Results {
-		b = x.Results[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *NackResult) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(wire.Count32, 1)
-		if cap(x.Results) >= n0 {
-			x.Results = x.Results[:n0]
-		} else {
-			x.Results = make([]NackResultItem, n0)
-		}
-		for i0 := range x.Results {
-			x.Results[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *NackResult) Check() error {
-	if err := wire.CheckCount(len(x.Results), math.MaxUint32); err != nil {
-		return wire.AtField("results", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *NackResult) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpNackResult,
-		}
-	}
-	return nil
-}
-
-// NackResultItem: One result per item.
-type NackResultItem struct {
-	// ErrorCode: 0x00 Ok, 0x02 MessageNotFound.
-	ErrorCode ErrorCode
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*NackResultItem) Size() int {
-	return 1
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *NackResultItem) AppendTo(b []byte) []byte {
-	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *NackResultItem) DecodeFrom(r *wire.Reader) {
-	x.ErrorCode = ErrorCode(r.U8())
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*NackResultItem) Check() error {
-	return nil
-}
-
-// ExtendLease: opcode 0x1b, client → server.
-// Extend leases on in-flight messages. Extension is measured from receipt, not from the current
-// expiry. On a queue with Fast delivery durability, an ExtendLease for a lease the leader does not
-// know, received during the reclaim grace period after a crash, re-establishes the lease.
-type ExtendLease struct {
-	// Items: The leases to extend.
-	Items []ExtendLeaseItem
-}
-
-// Opcode returns OpExtendLease.
-func (*ExtendLease) Opcode() Opcode {
-	return OpExtendLease
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ExtendLease) Size() int {
-	n := 4
-	for i0 := range x.Items {
-		n += x.Items[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ExtendLease) AppendTo(b []byte) []byte {
-	b = wire.AppendCount(b, wire.Count32, len(x.Items))
-	for i0 := range x.Items {
-		b = x.Items[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ExtendLease) DecodeFrom(r *wire.Reader) {
-	{
-		n0 := r.Count(wire.Count32, 26)
-		if cap(x.Items) >= n0 {
-			x.Items = x.Items[:n0]
-		} else {
-			x.Items = make([]ExtendLeaseItem, n0)
-		}
-		for i0 := range x.Items {
-			x.Items[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ExtendLease) Check() error {
-	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
-		return wire.AtField("items", -1, err)
-	}
-	for i0 := range x.Items {
-		if err := x.Items[i0].Check(); err != nil {
-			return wire.AtField("items", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *ExtendLease) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpExtendLease,
-		}
-	}
-	return nil
-}
-
-// ExtendLeaseItem: The leases to extend.
-type ExtendLeaseItem struct {
-	// Queue: The message's queue.
-	Queue string
-
-	// MessageID: The message ID.
-	MessageID wire.UUID
-
-	// ExtendByMs: From now, not from current expiry.
-	ExtendByMs uint64
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ExtendLeaseItem) Size() int {
-	n := 26
-	n += len(x.Queue)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ExtendLeaseItem) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Queue)
-	b = wire.AppendUUID(b, x.MessageID)
-	b = wire.AppendU64(b, x.ExtendByMs)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ExtendLeaseItem) DecodeFrom(r *wire.Reader) {
-	x.Queue = r.String(r.Len16(65535), true)
-	x.MessageID = r.UUID()
-	x.ExtendByMs = r.U64()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ExtendLeaseItem) Check() error {
-	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
-		return wire.AtField("queue", -1, err)
 	}
 	return nil
 }

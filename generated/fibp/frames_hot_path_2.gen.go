@@ -7,29 +7,496 @@ import (
 	"math"
 )
 
-// ExtendLeaseResult: opcode 0x1c, server → client.
-// Per-message new expiry. MessageNotFound means the lease already expired and the message was
-// redelivered: the client should stop work, another consumer may hold it now.
-type ExtendLeaseResult struct {
-	// Results: One result per item.
-	Results []ExtendLeaseResultItem
+// Delivery is opcode 0x14, sent server → client.
+// Batch of messages pushed to a consumer, using the request ID of the Consume subscription
+// (request_id=<consume_request_id>). The server spends one credit per message.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       messages  u32 count, then each DeliveryMessage
+type Delivery struct {
+	// The delivered messages.
+	Messages []DeliveryMessage
 }
 
-// Opcode returns OpExtendLeaseResult.
-func (*ExtendLeaseResult) Opcode() Opcode {
-	return OpExtendLeaseResult
+// Opcode returns OpDelivery.
+func (*Delivery) Opcode() Opcode {
+	return OpDelivery
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *ExtendLeaseResult) Size() int {
+func (x *Delivery) Size() int {
 	n := 4
-	n += 9 * len(x.Results)
+	for i0 := range x.Messages {
+		n += x.Messages[i0].Size()
+	}
 	return n
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ExtendLeaseResult) AppendTo(b []byte) []byte {
+func (x *Delivery) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, wire.Count32, len(x.Messages))
+	for i0 := range x.Messages {
+		b = x.Messages[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Delivery) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(wire.Count32, 62)
+		if cap(x.Messages) >= n0 {
+			x.Messages = x.Messages[:n0]
+		} else {
+			x.Messages = make([]DeliveryMessage, n0)
+		}
+		for i0 := range x.Messages {
+			x.Messages[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Delivery) Check() error {
+	if err := wire.CheckCount(len(x.Messages), math.MaxUint32); err != nil {
+		return wire.AtField("messages", -1, err)
+	}
+	for i0 := range x.Messages {
+		if err := x.Messages[i0].Check(); err != nil {
+			return wire.AtField("messages", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Delivery) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpDelivery,
+		}
+	}
+	return nil
+}
+
+// DeliveryMessage is the delivered messages.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field             encoding
+//	0       message_id        16 bytes (UUID)
+//	16      queue             u16 length, then UTF-8
+//	+       headers           u16 count, then each key (string) and value (string)
+//	+       payload           u32 length, then bytes
+//	+       fairness_key      u16 length, then UTF-8
+//	+       weight            u32
+//	+       attempt_count     u32
+//	+       redrive_count     u32
+//	+       enqueued_at       u64
+//	+       leased_at         u64
+//	+       lease_expires_at  u64
+type DeliveryMessage struct {
+	// The message ID (UUIDv7).
+	MessageID wire.UUID
+
+	// The queue the message was leased from.
+	Queue string
+
+	// Message headers.
+	Headers map[string]string
+
+	// Message body.
+	Payload []byte
+
+	// The message's fairness key.
+	FairnessKey string
+
+	// The message's weight.
+	Weight uint32
+
+	// 1 on first delivery; reset by redrive.
+	AttemptCount uint32
+
+	// Times redriven from the dead-letter queue.
+	RedriveCount uint32
+
+	// Unix ms.
+	EnqueuedAt uint64
+
+	// Unix ms.
+	LeasedAt uint64
+
+	// Unix ms. A lower bound: a leader change can restart a lease at its full duration, and never
+	// shortens one.
+	LeaseExpiresAt uint64
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *DeliveryMessage) Size() int {
+	n := 62
+	n += len(x.Queue)
+	n += 4 * len(x.Headers)
+	for k0, v0 := range x.Headers {
+		n += len(k0)
+		n += len(v0)
+	}
+	n += len(x.Payload)
+	n += len(x.FairnessKey)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *DeliveryMessage) AppendTo(b []byte) []byte {
+	b = wire.AppendUUID(b, x.MessageID)
+	b = wire.AppendString16(b, x.Queue)
+	{
+		var scratch0 [16]string
+		b = wire.AppendCount(b, wire.Count16, len(x.Headers))
+		for _, k0 := range wire.SortedKeys(x.Headers, &scratch0) {
+			b = wire.AppendString16(b, k0)
+			b = wire.AppendString16(b, x.Headers[k0])
+		}
+	}
+	b = wire.AppendBytes32(b, x.Payload)
+	b = wire.AppendString16(b, x.FairnessKey)
+	b = wire.AppendU32(b, x.Weight)
+	b = wire.AppendU32(b, x.AttemptCount)
+	b = wire.AppendU32(b, x.RedriveCount)
+	b = wire.AppendU64(b, x.EnqueuedAt)
+	b = wire.AppendU64(b, x.LeasedAt)
+	b = wire.AppendU64(b, x.LeaseExpiresAt)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *DeliveryMessage) DecodeFrom(r *wire.Reader) {
+	x.MessageID = r.UUID()
+	x.Queue = r.String(r.Len16(65535), true)
+	{
+		n0 := r.Count(wire.Count16, 4)
+		x.Headers = nil
+		if n0 > 0 {
+			m0 := make(map[string]string, wire.MapHint(n0))
+			for range n0 {
+				k0 := r.String(r.Len16(65535), true)
+				held := len(m0)
+				m0[k0] = r.String(r.Len16(65535), true)
+				if len(m0) > held {
+					r.Charge(wire.MapEntryMemory)
+				}
+			}
+			x.Headers = m0
+		}
+	}
+	x.Payload = r.Bytes(r.Len32(2147483647))
+	x.FairnessKey = r.String(r.Len16(65535), true)
+	x.Weight = r.U32()
+	x.AttemptCount = r.U32()
+	x.RedriveCount = r.U32()
+	x.EnqueuedAt = r.U64()
+	x.LeasedAt = r.U64()
+	x.LeaseExpiresAt = r.U64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *DeliveryMessage) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Headers), math.MaxUint16); err != nil {
+		return wire.AtField("headers", -1, err)
+	}
+	for k0, v0 := range x.Headers {
+		if err := wire.CheckString(k0, 65535, true); err != nil {
+			return wire.AtField("headers", -1, err)
+		}
+		if err := wire.CheckString(v0, 65535, true); err != nil {
+			return wire.AtField("headers", -1, err)
+		}
+	}
+	if err := wire.CheckBytes(x.Payload, 2147483647); err != nil {
+		return wire.AtField("payload", -1, err)
+	}
+	if err := wire.CheckString(x.FairnessKey, 65535, true); err != nil {
+		return wire.AtField("fairness_key", -1, err)
+	}
+	return nil
+}
+
+// Credit is opcode 0x15, sent client → server.
+// Grant additional delivery credit to an existing subscription, using the request ID of the
+// Consume subscription (request_id=<consume_request_id>). Credit is additive and saturates at
+// u32::MAX. No response frame is sent. Sending Credit for an unknown subscription is ignored.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field              encoding
+//	0       additional_credit  u32
+type Credit struct {
+	// Credit to add to the subscription's balance.
+	AdditionalCredit uint32
+}
+
+// Opcode returns OpCredit.
+func (*Credit) Opcode() Opcode {
+	return OpCredit
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*Credit) Size() int {
+	return 4
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Credit) AppendTo(b []byte) []byte {
+	b = wire.AppendU32(b, x.AdditionalCredit)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Credit) DecodeFrom(r *wire.Reader) {
+	x.AdditionalCredit = r.U32()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*Credit) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Credit) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpCredit,
+		}
+	}
+	return nil
+}
+
+// CancelConsume is opcode 0x16, sent client → server.
+// Unsubscribe, using the request ID of the Consume subscription (request_id=<consume_request_id>).
+// The server stops delivering and releases the subscription. No response frame.
+//
+// Body, after the header: empty.
+type CancelConsume struct{}
+
+// Opcode returns OpCancelConsume.
+func (*CancelConsume) Opcode() Opcode {
+	return OpCancelConsume
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*CancelConsume) Size() int {
+	return 0
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *CancelConsume) AppendTo(b []byte) []byte {
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *CancelConsume) DecodeFrom(_ *wire.Reader) {}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*CancelConsume) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *CancelConsume) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpCancelConsume,
+		}
+	}
+	return nil
+}
+
+// Ack is opcode 0x17, sent client → server.
+// Acknowledge a batch. queue is carried per item so any node can route the ack to the owning Raft
+// group without a lookup, and one frame can ack across several queues.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       items  u32 count, then each AckItem
+type Ack struct {
+	// The messages to acknowledge.
+	Items []AckItem
+}
+
+// Opcode returns OpAck.
+func (*Ack) Opcode() Opcode {
+	return OpAck
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Ack) Size() int {
+	n := 4
+	for i0 := range x.Items {
+		n += x.Items[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Ack) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, wire.Count32, len(x.Items))
+	for i0 := range x.Items {
+		b = x.Items[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Ack) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(wire.Count32, 18)
+		if cap(x.Items) >= n0 {
+			x.Items = x.Items[:n0]
+		} else {
+			x.Items = make([]AckItem, n0)
+		}
+		for i0 := range x.Items {
+			x.Items[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Ack) Check() error {
+	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
+		return wire.AtField("items", -1, err)
+	}
+	for i0 := range x.Items {
+		if err := x.Items[i0].Check(); err != nil {
+			return wire.AtField("items", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Ack) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpAck,
+		}
+	}
+	return nil
+}
+
+// AckItem is the messages to acknowledge.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       queue       u16 length, then UTF-8
+//	+       message_id  16 bytes (UUID)
+type AckItem struct {
+	// The message's queue.
+	Queue string
+
+	// The message ID.
+	MessageID wire.UUID
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *AckItem) Size() int {
+	n := 18
+	n += len(x.Queue)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *AckItem) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	b = wire.AppendUUID(b, x.MessageID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *AckItem) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), true)
+	x.MessageID = r.UUID()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *AckItem) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	return nil
+}
+
+// AckResult is opcode 0x18, sent server → client.
+// Per-message ack results, in request order.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       results  u32 count, then each AckResultItem
+type AckResult struct {
+	// One result per item.
+	Results []AckResultItem
+}
+
+// Opcode returns OpAckResult.
+func (*AckResult) Opcode() Opcode {
+	return OpAckResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *AckResult) Size() int {
+	n := 4
+	n += 1 * len(x.Results)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *AckResult) AppendTo(b []byte) []byte {
 	b = wire.AppendCount(b, wire.Count32, len(x.Results))
 	for i0 := range x.Results {
 		b = x.Results[i0].AppendTo(b)
@@ -39,13 +506,13 @@ func (x *ExtendLeaseResult) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ExtendLeaseResult) DecodeFrom(r *wire.Reader) {
+func (x *AckResult) DecodeFrom(r *wire.Reader) {
 	{
-		n0 := r.Count(wire.Count32, 9)
+		n0 := r.Count(wire.Count32, 1)
 		if cap(x.Results) >= n0 {
 			x.Results = x.Results[:n0]
 		} else {
-			x.Results = make([]ExtendLeaseResultItem, n0)
+			x.Results = make([]AckResultItem, n0)
 		}
 		for i0 := range x.Results {
 			x.Results[i0].DecodeFrom(r)
@@ -57,7 +524,7 @@ func (x *ExtendLeaseResult) DecodeFrom(r *wire.Reader) {
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ExtendLeaseResult) Check() error {
+func (x *AckResult) Check() error {
 	if err := wire.CheckCount(len(x.Results), math.MaxUint32); err != nil {
 		return wire.AtField("results", -1, err)
 	}
@@ -66,49 +533,317 @@ func (x *ExtendLeaseResult) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *ExtendLeaseResult) Decode(body []byte) error {
+func (x *AckResult) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpExtendLeaseResult,
+			Opcode: OpAckResult,
 		}
 	}
 	return nil
 }
 
-// ExtendLeaseResultItem: One result per item.
-type ExtendLeaseResultItem struct {
-	// ErrorCode: 0x00 Ok, 0x02 MessageNotFound.
+// AckResultItem is one result per item.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+type AckResultItem struct {
+	// 0x00 Ok, 0x02 MessageNotFound.
 	ErrorCode ErrorCode
-
-	// LeaseExpiresAt: New expiry, Unix ms; 0 if error.
-	LeaseExpiresAt uint64
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (*ExtendLeaseResultItem) Size() int {
-	return 9
+func (*AckResultItem) Size() int {
+	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ExtendLeaseResultItem) AppendTo(b []byte) []byte {
+func (x *AckResultItem) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
-	b = wire.AppendU64(b, x.LeaseExpiresAt)
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ExtendLeaseResultItem) DecodeFrom(r *wire.Reader) {
+func (x *AckResultItem) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
-	x.LeaseExpiresAt = r.U64()
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*ExtendLeaseResultItem) Check() error {
+func (*AckResultItem) Check() error {
+	return nil
+}
+
+// Nack is opcode 0x19, sent client → server.
+// Negative-acknowledge a batch. When retry_after_ms is present the message is retried no sooner
+// than that interval, overriding any delay the on_failure hook or the retry policy's backoff would
+// apply; the retry still counts as an attempt.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       items  u32 count, then each NackItem
+type Nack struct {
+	// The messages to negative-acknowledge.
+	Items []NackItem
+}
+
+// Opcode returns OpNack.
+func (*Nack) Opcode() Opcode {
+	return OpNack
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Nack) Size() int {
+	n := 4
+	for i0 := range x.Items {
+		n += x.Items[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Nack) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, wire.Count32, len(x.Items))
+	for i0 := range x.Items {
+		b = x.Items[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Nack) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(wire.Count32, 21)
+		if cap(x.Items) >= n0 {
+			x.Items = x.Items[:n0]
+		} else {
+			x.Items = make([]NackItem, n0)
+		}
+		for i0 := range x.Items {
+			x.Items[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Nack) Check() error {
+	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
+		return wire.AtField("items", -1, err)
+	}
+	for i0 := range x.Items {
+		if err := x.Items[i0].Check(); err != nil {
+			return wire.AtField("items", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Nack) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpNack,
+		}
+	}
+	return nil
+}
+
+// NackItem is the messages to negative-acknowledge.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field           encoding
+//	0       queue           u16 length, then UTF-8
+//	+       message_id      16 bytes (UUID)
+//	+       error           u16 length, then UTF-8
+//	+       retry_after_ms  u8 present, then if 1: u64
+type NackItem struct {
+	// The message's queue.
+	Queue string
+
+	// The message ID.
+	MessageID wire.UUID
+
+	// Reaches the on_failure hook as msg.error.
+	Error string
+
+	// Absent = let on_failure decide.
+	RetryAfterMs wire.Optional[uint64]
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *NackItem) Size() int {
+	n := 21
+	n += len(x.Queue)
+	n += len(x.Error)
+	if x.RetryAfterMs.Present {
+		n += 8
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *NackItem) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	b = wire.AppendUUID(b, x.MessageID)
+	b = wire.AppendString16(b, x.Error)
+	if x.RetryAfterMs.Present {
+		b = append(b, 1)
+		b = wire.AppendU64(b, x.RetryAfterMs.Value)
+	} else {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *NackItem) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), true)
+	x.MessageID = r.UUID()
+	x.Error = r.String(r.Len16(65535), true)
+	x.RetryAfterMs = wire.Optional[uint64]{}
+	if r.Present() {
+		x.RetryAfterMs.Present = true
+		x.RetryAfterMs.Value = r.U64()
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *NackItem) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckString(x.Error, 65535, true); err != nil {
+		return wire.AtField("error", -1, err)
+	}
+	return nil
+}
+
+// NackResult is opcode 0x1a, sent server → client.
+// Per-message nack results, in request order.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       results  u32 count, then each NackResultItem
+type NackResult struct {
+	// One result per item.
+	Results []NackResultItem
+}
+
+// Opcode returns OpNackResult.
+func (*NackResult) Opcode() Opcode {
+	return OpNackResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *NackResult) Size() int {
+	n := 4
+	n += 1 * len(x.Results)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *NackResult) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, wire.Count32, len(x.Results))
+	for i0 := range x.Results {
+		b = x.Results[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *NackResult) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(wire.Count32, 1)
+		if cap(x.Results) >= n0 {
+			x.Results = x.Results[:n0]
+		} else {
+			x.Results = make([]NackResultItem, n0)
+		}
+		for i0 := range x.Results {
+			x.Results[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *NackResult) Check() error {
+	if err := wire.CheckCount(len(x.Results), math.MaxUint32); err != nil {
+		return wire.AtField("results", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *NackResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpNackResult,
+		}
+	}
+	return nil
+}
+
+// NackResultItem is one result per item.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       error_code  u8 ErrorCode
+type NackResultItem struct {
+	// 0x00 Ok, 0x02 MessageNotFound.
+	ErrorCode ErrorCode
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*NackResultItem) Size() int {
+	return 1
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *NackResultItem) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *NackResultItem) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*NackResultItem) Check() error {
 	return nil
 }

@@ -7,12 +7,18 @@ import (
 	"math"
 )
 
-// KeyPart: One part of a key.
+// KeyPart is one part of a key.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       kind   u8 KeyPartKind
+//	1       name   u16 length, then UTF-8
 type KeyPart struct {
-	// Kind: Which message property this part reads.
+	// Which message property this part reads.
 	Kind KeyPartKind
 
-	// Name: The header or attribute name (kinds 0 and 2); empty for the other kinds.
+	// The header or attribute name (kinds 0 and 2); empty for the other kinds.
 	Name string
 }
 
@@ -46,13 +52,19 @@ func (x *KeyPart) Check() error {
 	return nil
 }
 
-// ThrottleLimit: One limit of a throttle: at most max_deliveries (N) deliveries in any sliding
+// ThrottleLimit is one limit of a throttle: at most max_deliveries (N) deliveries in any sliding
 // window of window_ms (W).
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field           encoding
+//	0       max_deliveries  u64
+//	8       window_ms       u64
 type ThrottleLimit struct {
-	// MaxDeliveries: N. A u64 because it is a limit rather than a collection count.
+	// N. A u64 because it is a limit rather than a collection count.
 	MaxDeliveries uint64
 
-	// WindowMs: W, the sliding window in milliseconds.
+	// W, the sliding window in milliseconds.
 	WindowMs uint64
 }
 
@@ -81,17 +93,24 @@ func (*ThrottleLimit) Check() error {
 	return nil
 }
 
-// RouteHint: Where a queue lives: sent in EnqueueResult for each queue in the batch that this node
-// does not lead and therefore forwarded. Clients cache hints and send later messages for those
-// queues straight to their leaders.
+// RouteHint says where a queue lives: sent in EnqueueResult for each queue in the batch that this
+// node does not lead and therefore forwarded. Clients cache hints and send later messages for
+// those queues straight to their leaders.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field           encoding
+//	0       queue           u16 length, then UTF-8
+//	+       leader_node_id  u64
+//	+       leader_addr     u16 length, then UTF-8
 type RouteHint struct {
-	// Queue: The queue.
+	// The queue.
 	Queue string
 
-	// LeaderNodeID: The node that leads the queue.
+	// The node that leads the queue.
 	LeaderNodeID uint64
 
-	// LeaderAddr: The leader's address, host:port.
+	// The leader's address, host:port.
 	LeaderAddr string
 }
 
@@ -131,23 +150,31 @@ func (x *RouteHint) Check() error {
 	return nil
 }
 
-// ThrottleSummary: A throttle as seen by GetStatsResult and GetThrottleStatsResult. Individual
+// ThrottleSummary is a throttle as seen by GetStatsResult and GetThrottleStatsResult. Individual
 // buckets are never listed here.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field                  encoding
+//	0       name                   u16 length, then UTF-8
+//	+       limits                 u16 count, then each ThrottleLimit
+//	+       key                    u16 count, then each KeyPart
+//	+       when_key_missing       u8 WhenKeyMissing
+//	+       declaring_subscribers  u32
 type ThrottleSummary struct {
-	// Name: The throttle's global name.
+	// The throttle's global name.
 	Name string
 
-	// Limits: The effective limits.
+	// The effective limits.
 	Limits []ThrottleLimit
 
-	// Key: The throttle key; part_count 0 = one bucket for all messages.
+	// The throttle key; part_count 0 = one bucket for all messages.
 	Key Key
 
-	// WhenKeyMissing: 0 = shared bucket, 1 = unthrottled.
+	// 0 = shared bucket, 1 = unthrottled.
 	WhenKeyMissing WhenKeyMissing
 
-	// DeclaringSubscribers: Live subscriptions declaring this throttle (in GetThrottleStatsResult,
-	// across every queue).
+	// Live subscriptions declaring this throttle (in GetThrottleStatsResult, across every queue).
 	DeclaringSubscribers uint32
 }
 
@@ -211,24 +238,33 @@ func (x *ThrottleSummary) Check() error {
 	return nil
 }
 
-// BucketStats: The state of one throttle bucket. A bucket with no deliveries inside its window is
-// reported with every counted at 0 and next_room_at 0, whether or not it has been evicted.
+// BucketStats is the state of one throttle bucket. A bucket with no deliveries inside its window
+// is reported with every counted at 0 and next_room_at 0, whether or not it has been evicted.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field         encoding
+//	0       bucket_kind   u8 BucketKind
+//	1       values        u16 count, then each string
+//	+       counted       u16 count, then each u64
+//	+       waiting       u64
+//	+       next_room_at  u64
 type BucketStats struct {
-	// BucketKind: 0 = keyed or unkeyed, 1 = shared bucket for messages missing the key.
+	// 0 = keyed or unkeyed, 1 = shared bucket for messages missing the key.
 	BucketKind BucketKind
 
-	// Values: One value per key part; empty for an unkeyed or shared bucket.
+	// One value per key part; empty for an unkeyed or shared bucket.
 	Values []string
 
-	// Counted: One count per effective limit, in the order of throttle_summary: deliveries and
-	// unexpired grants inside the window. Includes tokens granted but not yet spent or returned,
-	// because that is what the limit is enforced against.
+	// One count per effective limit, in the order of throttle_summary: deliveries and unexpired grants
+	// inside the window. Includes tokens granted but not yet spent or returned, because that is what
+	// the limit is enforced against.
 	Counted []uint64
 
-	// Waiting: Messages held by this bucket.
+	// Messages held by this bucket.
 	Waiting uint64
 
-	// NextRoomAt: Unix ms when a delivery next fits every limit; 0 = now.
+	// Unix ms when a delivery next fits every limit; 0 = now.
 	NextRoomAt uint64
 }
 
@@ -312,12 +348,18 @@ func (x *BucketStats) Check() error {
 	return nil
 }
 
-// ACLPermission: One ACL entry of an API key.
+// ACLPermission is one ACL entry of an API key.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       kind     u16 length, then UTF-8
+//	+       pattern  u16 length, then UTF-8
 type ACLPermission struct {
-	// Kind: "produce" | "consume" | "admin" (see the AclKind constants).
+	// "produce" | "consume" | "admin" (see the AclKind constants).
 	Kind string
 
-	// Pattern: Glob over queue names: * matches any run of characters, anything else is literal.
+	// Glob over queue names: * matches any run of characters, anything else is literal.
 	Pattern string
 }
 
@@ -355,9 +397,14 @@ func (x *ACLPermission) Check() error {
 	return nil
 }
 
-// QueueRef: A queue name in a u32-counted list of queues.
+// QueueRef is a queue name in a u32-counted list of queues.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       queue  u16 length, then UTF-8
 type QueueRef struct {
-	// Queue: The queue name.
+	// The queue name.
 	Queue string
 }
 
@@ -389,7 +436,7 @@ func (x *QueueRef) Check() error {
 	return nil
 }
 
-// Key: A key names message properties that together identify a group: an ordering group, a
+// Key is a key names message properties that together identify a group: an ordering group, a
 // throttle bucket, or a set of duplicates. A part_count of 0 means no key.
 // On the wire: [u16 count] followed by that many KeyPart.
 type Key []KeyPart

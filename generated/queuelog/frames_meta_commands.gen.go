@@ -7,10 +7,15 @@ import (
 	"math"
 )
 
-// PutQueue: opcode 0x20, either direction.
+// PutQueue is opcode 0x20, sent either direction.
 // Creates a queue group, or replaces its definition.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       definition  u32 length, then bytes
 type PutQueue struct {
-	// Definition: The queue's store.QueueRecord (spec/store.yaml), encoded without its opcode.
+	// The queue's store.QueueRecord (spec/store.yaml), encoded without its opcode.
 	Definition []byte
 }
 
@@ -62,10 +67,15 @@ func (x *PutQueue) Decode(body []byte) error {
 	return nil
 }
 
-// DropQueue: opcode 0x21, either direction.
+// DropQueue is opcode 0x21, sent either direction.
 // Deletes a queue group with every message of both lanes.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       name   u16 length, then UTF-8
 type DropQueue struct {
-	// Name: The queue.
+	// The queue.
 	Name string
 }
 
@@ -117,13 +127,19 @@ func (x *DropQueue) Decode(body []byte) error {
 	return nil
 }
 
-// SetConfig: opcode 0x22, either direction.
+// SetConfig is opcode 0x22, sent either direction.
 // Sets a runtime config entry.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       key    u16 length, then UTF-8
+//	+       value  u32 length, then UTF-8
 type SetConfig struct {
-	// Key: The key.
+	// The key.
 	Key string
 
-	// Value: The value.
+	// The value.
 	Value string
 }
 
@@ -181,26 +197,36 @@ func (x *SetConfig) Decode(body []byte) error {
 	return nil
 }
 
-// PutApiKey: opcode 0x30, either direction.
+// PutApiKey is opcode 0x30, sent either direction.
 // Creates an API key, with an empty ACL. The leader generated its ID and secret; the log holds
 // only the secret's SHA-256 hash, never the secret.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       id           u16 length, then UTF-8
+//	+       name         u16 length, then UTF-8
+//	+       secret_hash  u32 length, then bytes
+//	+       created_at   u64
+//	+       expires_at   u64
+//	+       superadmin   u8 (0 or 1)
 type PutApiKey struct {
-	// ID: The key ID.
+	// The key ID.
 	ID string
 
-	// Name: The operator's name for the key.
+	// The operator's name for the key.
 	Name string
 
-	// SecretHash: SHA-256 of the plaintext secret (32 bytes).
+	// SHA-256 of the plaintext secret (32 bytes).
 	SecretHash []byte
 
-	// CreatedAt: Unix ms of creation.
+	// Unix ms of creation.
 	CreatedAt uint64
 
-	// ExpiresAt: Unix ms after which the key is refused; 0 = never.
+	// Unix ms after which the key is refused; 0 = never.
 	ExpiresAt uint64
 
-	// Superadmin: The key may do everything, key management included.
+	// The key may do everything, key management included.
 	Superadmin bool
 }
 
@@ -270,10 +296,15 @@ func (x *PutApiKey) Decode(body []byte) error {
 	return nil
 }
 
-// RevokeApiKey: opcode 0x31, either direction.
+// RevokeApiKey is opcode 0x31, sent either direction.
 // Deletes an API key and its ACL; connections using it are refused at their next request.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       id     u16 length, then UTF-8
 type RevokeApiKey struct {
-	// ID: The key ID.
+	// The key ID.
 	ID string
 }
 
@@ -325,13 +356,19 @@ func (x *RevokeApiKey) Decode(body []byte) error {
 	return nil
 }
 
-// SetAcl: opcode 0x32, either direction.
+// SetAcl is opcode 0x32, sent either direction.
 // Replaces an API key's permission list.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       id           u16 length, then UTF-8
+//	+       permissions  u32 count, then each ACLPermission
 type SetAcl struct {
-	// ID: The key ID.
+	// The key ID.
 	ID string
 
-	// Permissions: The new list.
+	// The new list.
 	Permissions []ACLPermission
 }
 
@@ -412,12 +449,18 @@ func (x *SetAcl) Decode(body []byte) error {
 	return nil
 }
 
-// ACLPermission: The new list.
+// ACLPermission is the new list.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       kind     u16 length, then UTF-8
+//	+       pattern  u16 length, then UTF-8
 type ACLPermission struct {
-	// Kind: produce, consume or admin.
+	// produce, consume or admin.
 	Kind string
 
-	// Pattern: A glob over queue names: * matches any run of characters.
+	// A glob over queue names: * matches any run of characters.
 	Pattern string
 }
 

@@ -7,18 +7,25 @@ import (
 	"math"
 )
 
-// Enqueue: opcode 0x01, either direction.
+// Enqueue is opcode 0x01, sent either direction.
 // Stores new messages in a lane, in order, as accepted at time at. A message whose not_before
 // is after at is delayed, the others are ready. A message with an identity is remembered for
 // deduplication until dedup_until.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       lane      u8 Lane
+//	1       at        i64
+//	9       messages  u32 count, then each LogMessage
 type Enqueue struct {
-	// Lane: The lane.
+	// The lane.
 	Lane Lane
 
-	// At: Unix ms of acceptance.
+	// Unix ms of acceptance.
 	At int64
 
-	// Messages: The messages.
+	// The messages.
 	Messages []LogMessage
 }
 
@@ -97,46 +104,60 @@ func (x *Enqueue) Decode(body []byte) error {
 	return nil
 }
 
-// LogMessage: The messages.
+// LogMessage is the messages.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field         encoding
+//	0       id            16 bytes (UUID)
+//	16      fairness_key  u16 length, then UTF-8
+//	+       weight        u32
+//	+       not_before    i64
+//	+       headers       u16 count, then each key (string) and value (string)
+//	+       payload       u32 length, then bytes
+//	+       identity      u32 length, then bytes
+//	+       dedup_until   i64
+//	+       attributes    u16 count, then each key (string) and value (string)
+//	+       grouped       u8 (0 or 1)
+//	+       group         u32 length, then bytes
+//	+       unclassified  u8 (0 or 1)
 type LogMessage struct {
-	// ID: The broker-assigned ID (UUIDv7).
+	// The broker-assigned ID (UUIDv7).
 	ID wire.UUID
 
-	// FairnessKey: The fairness key after defaults.
+	// The fairness key after defaults.
 	FairnessKey string
 
-	// Weight: The DRR weight after defaults (≥ 1).
+	// The DRR weight after defaults (≥ 1).
 	Weight uint32
 
-	// NotBefore: Unix ms before which it is not deliverable.
+	// Unix ms before which it is not deliverable.
 	NotBefore int64
 
-	// Headers: Producer headers.
+	// Producer headers.
 	Headers map[string]string
 
-	// Payload: The payload.
+	// The payload.
 	Payload []byte
 
-	// Identity: Its deduplication identity (16-byte hash); empty for none.
+	// Its deduplication identity (16-byte hash); empty for none.
 	Identity []byte
 
-	// DedupUntil: Unix ms until which the identity is remembered.
+	// Unix ms until which the identity is remembered.
 	DedupUntil int64
 
-	// Attributes: What the queue's on_enqueue hook returned as attributes (read by keys of kind
-	// attribute).
+	// What the queue's on_enqueue hook returned as attributes (read by keys of kind attribute).
 	Attributes map[string]string
 
-	// Grouped: It belongs to the ordering group named by group (decided on the leader, never
-	// re-evaluated).
+	// It belongs to the ordering group named by group (decided on the leader, never re-evaluated).
 	Grouped bool
 
-	// Group: Its ordering group: the encoded value of the queue's ordering key; empty for a queue that
-	// is one group.
+	// Its ordering group: the encoded value of the queue's ordering key; empty for a queue that is one
+	// group.
 	Group []byte
 
-	// Unclassified: Its on_enqueue failed on a parking queue: it is stored parked, with the producer's
-	// fairness key, weight and delay, ungrouped.
+	// Its on_enqueue failed on a parking queue: it is stored parked, with the producer's fairness key,
+	// weight and delay, ungrouped.
 	Unclassified bool
 }
 
@@ -278,18 +299,25 @@ func (x *LogMessage) Check() error {
 	return nil
 }
 
-// Lease: opcode 0x02, either direction.
+// Lease is opcode 0x02, sent either direction.
 // Deliveries made by one dispatch: each message, ready, is leased to a consumer at leased_at
 // (its attempt count goes up by one and its key is charged one DRR unit). Only lanes with
 // committed delivery durability log their leases.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field      encoding
+//	0       lane       u8 Lane
+//	1       leased_at  i64
+//	9       leases     u32 count, then each LogLease
 type Lease struct {
-	// Lane: The lane.
+	// The lane.
 	Lane Lane
 
-	// LeasedAt: Unix ms of the deliveries.
+	// Unix ms of the deliveries.
 	LeasedAt int64
 
-	// Leases: The deliveries, in the order they were made.
+	// The deliveries, in the order they were made.
 	Leases []LogLease
 }
 
@@ -368,15 +396,22 @@ func (x *Lease) Decode(body []byte) error {
 	return nil
 }
 
-// LogLease: The deliveries, in the order they were made.
+// LogLease is the deliveries, in the order they were made.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       id          16 bytes (UUID)
+//	16      consumer    u16 length, then UTF-8
+//	+       expires_at  i64
 type LogLease struct {
-	// ID: The delivered message.
+	// The delivered message.
 	ID wire.UUID
 
-	// Consumer: The subscription it went to.
+	// The subscription it went to.
 	Consumer string
 
-	// ExpiresAt: Unix ms when the lease ends.
+	// Unix ms when the lease ends.
 	ExpiresAt int64
 }
 
@@ -412,17 +447,24 @@ func (x *LogLease) Check() error {
 	return nil
 }
 
-// Ack: opcode 0x03, either direction.
+// Ack is opcode 0x03, sent either direction.
 // Removes acknowledged messages for good at time at (when an ordering group's head goes, the next
 // message of the group is scheduled then).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       lane   u8 Lane
+//	1       ids    u32 count, then each 16 bytes (UUID)
+//	+       at     i64
 type Ack struct {
-	// Lane: The lane.
+	// The lane.
 	Lane Lane
 
-	// Ids: The acknowledged messages.
+	// The acknowledged messages.
 	Ids []wire.UUID
 
-	// At: Unix ms of the acknowledgements.
+	// Unix ms of the acknowledgements.
 	At int64
 }
 
@@ -494,19 +536,27 @@ func (x *Ack) Decode(body []byte) error {
 	return nil
 }
 
-// Extend: opcode 0x04, either direction.
+// Extend is opcode 0x04, sent either direction.
 // Moves the expiry of a lease (committed delivery durability only).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       lane        u8 Lane
+//	1       id          16 bytes (UUID)
+//	17      expires_at  i64
+//	25      consumer    u16 length, then UTF-8
 type Extend struct {
-	// Lane: The lane.
+	// The lane.
 	Lane Lane
 
-	// ID: The leased message.
+	// The leased message.
 	ID wire.UUID
 
-	// ExpiresAt: The new expiry (Unix ms).
+	// The new expiry (Unix ms).
 	ExpiresAt int64
 
-	// Consumer: The consumer extending it.
+	// The consumer extending it.
 	Consumer string
 }
 
@@ -564,30 +614,41 @@ func (x *Extend) Decode(body []byte) error {
 	return nil
 }
 
-// Fail: opcode 0x05, either direction.
+// Fail is opcode 0x05, sent either direction.
 // Ends a delivery unsuccessfully (Nack or lease expiry) with the outcome the leader decided. A
 // dead-lettered message of the queue lane moves to the dead-letter lane, as it stands after the
 // failure, in the same command.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       lane         u8 Lane
+//	1       id           16 bytes (UUID)
+//	17      at           i64
+//	25      error        u32 length, then UTF-8
+//	+       dead_letter  u8 (0 or 1)
+//	+       not_before   i64
+//	+       attempts     u32
 type Fail struct {
-	// Lane: The lane.
+	// The lane.
 	Lane Lane
 
-	// ID: The failed message.
+	// The failed message.
 	ID wire.UUID
 
-	// At: Unix ms of the failure.
+	// Unix ms of the failure.
 	At int64
 
-	// Error: The failure text, kept as the message's last error.
+	// The failure text, kept as the message's last error.
 	Error string
 
-	// DeadLetter: Dead-letter rather than retry.
+	// Dead-letter rather than retry.
 	DeadLetter bool
 
-	// NotBefore: When a retry becomes deliverable (Unix ms).
+	// When a retry becomes deliverable (Unix ms).
 	NotBefore int64
 
-	// Attempts: The message's attempt count after the failure.
+	// The message's attempt count after the failure.
 	Attempts uint32
 }
 
@@ -651,14 +712,20 @@ func (x *Fail) Decode(body []byte) error {
 	return nil
 }
 
-// Redrive: opcode 0x06, either direction.
+// Redrive is opcode 0x06, sent either direction.
 // Moves messages from the dead-letter lane back to the queue lane at time at: attempt count
 // reset, redrive count + 1, appended to the end of the queue's enqueue order.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       at     i64
+//	8       ids    u32 count, then each 16 bytes (UUID)
 type Redrive struct {
-	// At: Unix ms of the redrive.
+	// Unix ms of the redrive.
 	At int64
 
-	// Ids: The redriven messages, oldest first.
+	// The redriven messages, oldest first.
 	Ids []wire.UUID
 }
 
@@ -728,13 +795,19 @@ func (x *Redrive) Decode(body []byte) error {
 	return nil
 }
 
-// Configure: opcode 0x07, either direction.
+// Configure is opcode 0x07, sent either direction.
 // Replaces a lane's engine configuration from this point of the log on.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field   encoding
+//	0       lane    u8 Lane
+//	1       config  QueueConfig
 type Configure struct {
-	// Lane: The lane.
+	// The lane.
 	Lane Lane
 
-	// Config: The new configuration.
+	// The new configuration.
 	Config QueueConfig
 }
 
@@ -779,385 +852,6 @@ func (x *Configure) Decode(body []byte) error {
 			Err:    err,
 			Opcode: OpConfigure,
 		}
-	}
-	return nil
-}
-
-// Forget: opcode 0x08, either direction.
-// Forgets every deduplication identity remembered until at or before at.
-type Forget struct {
-	// At: Unix ms.
-	At int64
-}
-
-// Opcode returns OpForget.
-func (*Forget) Opcode() Opcode {
-	return OpForget
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*Forget) Size() int {
-	return 8
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Forget) AppendTo(b []byte) []byte {
-	b = wire.AppendI64(b, x.At)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Forget) DecodeFrom(r *wire.Reader) {
-	x.At = r.I64()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*Forget) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Forget) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpForget,
-		}
-	}
-	return nil
-}
-
-// Fence: opcode 0x09, either direction.
-// Opens every entry of a queue group: the proposing leader's epoch and the entry's sequence
-// number in it. An entry applies only if it follows the last applied one (same epoch, next
-// sequence) or starts a later epoch at sequence 1; any other entry changes nothing, on every
-// replica alike. A leader whose proposal failed therefore cannot have a later proposal applied
-// on top of a state that lacks it: it reloads and starts a new epoch. In a snapshot it records
-// the last applied entry's fence.
-type Fence struct {
-	// Epoch: The leader's epoch; each takeover starts a higher one.
-	Epoch uint64
-
-	// Seq: The entry's number within the epoch, from 1.
-	Seq uint64
-}
-
-// Opcode returns OpFence.
-func (*Fence) Opcode() Opcode {
-	return OpFence
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (*Fence) Size() int {
-	return 16
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Fence) AppendTo(b []byte) []byte {
-	b = wire.AppendU64(b, x.Epoch)
-	b = wire.AppendU64(b, x.Seq)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Fence) DecodeFrom(r *wire.Reader) {
-	x.Epoch = r.U64()
-	x.Seq = r.U64()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*Fence) Check() error {
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Fence) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpFence,
-		}
-	}
-	return nil
-}
-
-// Reclassify: opcode 0x0a, either direction.
-// The outcome of running on_enqueue again on parked messages of the queue lane at time at (after
-// a script change or on the reclassification interval): classified ones are scheduled with
-// their classification, failed ones count a try, and those out of tries move to the
-// dead-letter lane unclassified, with error as their last error.
-type Reclassify struct {
-	// At: Unix ms of the classification.
-	At int64
-
-	// Items: The parked messages tried, in enqueue order.
-	Items []Reclassified
-}
-
-// Opcode returns OpReclassify.
-func (*Reclassify) Opcode() Opcode {
-	return OpReclassify
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Reclassify) Size() int {
-	n := 12
-	for i0 := range x.Items {
-		n += x.Items[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Reclassify) AppendTo(b []byte) []byte {
-	b = wire.AppendI64(b, x.At)
-	b = wire.AppendCount(b, wire.Count32, len(x.Items))
-	for i0 := range x.Items {
-		b = x.Items[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Reclassify) DecodeFrom(r *wire.Reader) {
-	x.At = r.I64()
-	{
-		n0 := r.Count(wire.Count32, 42)
-		if cap(x.Items) >= n0 {
-			x.Items = x.Items[:n0]
-		} else {
-			x.Items = make([]Reclassified, n0)
-		}
-		for i0 := range x.Items {
-			x.Items[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Reclassify) Check() error {
-	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
-		return wire.AtField("items", -1, err)
-	}
-	for i0 := range x.Items {
-		if err := x.Items[i0].Check(); err != nil {
-			return wire.AtField("items", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *Reclassify) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpReclassify,
-		}
-	}
-	return nil
-}
-
-// Reclassified: The parked messages tried, in enqueue order.
-type Reclassified struct {
-	// ID: The message.
-	ID wire.UUID
-
-	// Outcome: classified, failed or dead_letter.
-	Outcome ClassOutcome
-
-	// Class: Its classification (classified only).
-	Class Classification
-
-	// Error: The script's error (failed and dead_letter).
-	Error string
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Reclassified) Size() int {
-	n := 21
-	n += x.Class.Size()
-	n += len(x.Error)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Reclassified) AppendTo(b []byte) []byte {
-	b = wire.AppendUUID(b, x.ID)
-	b = wire.AppendU8(b, uint8(x.Outcome))
-	b = x.Class.AppendTo(b)
-	b = wire.AppendString32(b, x.Error)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Reclassified) DecodeFrom(r *wire.Reader) {
-	x.ID = r.UUID()
-	x.Outcome = ClassOutcome(r.U8())
-	x.Class.DecodeFrom(r)
-	x.Error = r.String(r.Len32(2147483647), false)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Reclassified) Check() error {
-	if err := x.Class.Check(); err != nil {
-		return wire.AtField("class", -1, err)
-	}
-	if err := wire.CheckString(x.Error, 2147483647, false); err != nil {
-		return wire.AtField("error", -1, err)
-	}
-	return nil
-}
-
-// RedriveClassified: opcode 0x0b, either direction.
-// Redrive with reclassification: moves messages from the dead-letter lane back to the queue
-// lane at time at, as Redrive does, each as its outcome says: as it is (keep), with the
-// classification on_enqueue gave it now (classified), or parked because on_enqueue failed on a
-// parking queue (park).
-type RedriveClassified struct {
-	// At: Unix ms of the redrive.
-	At int64
-
-	// Items: The redriven messages, oldest first.
-	Items []Redriven
-}
-
-// Opcode returns OpRedriveClassified.
-func (*RedriveClassified) Opcode() Opcode {
-	return OpRedriveClassified
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *RedriveClassified) Size() int {
-	n := 12
-	for i0 := range x.Items {
-		n += x.Items[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *RedriveClassified) AppendTo(b []byte) []byte {
-	b = wire.AppendI64(b, x.At)
-	b = wire.AppendCount(b, wire.Count32, len(x.Items))
-	for i0 := range x.Items {
-		b = x.Items[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *RedriveClassified) DecodeFrom(r *wire.Reader) {
-	x.At = r.I64()
-	{
-		n0 := r.Count(wire.Count32, 38)
-		if cap(x.Items) >= n0 {
-			x.Items = x.Items[:n0]
-		} else {
-			x.Items = make([]Redriven, n0)
-		}
-		for i0 := range x.Items {
-			x.Items[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *RedriveClassified) Check() error {
-	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
-		return wire.AtField("items", -1, err)
-	}
-	for i0 := range x.Items {
-		if err := x.Items[i0].Check(); err != nil {
-			return wire.AtField("items", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *RedriveClassified) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpRedriveClassified,
-		}
-	}
-	return nil
-}
-
-// Redriven: The redriven messages, oldest first.
-type Redriven struct {
-	// ID: The message.
-	ID wire.UUID
-
-	// Outcome: keep, classified or park.
-	Outcome ClassOutcome
-
-	// Class: Its classification (classified only).
-	Class Classification
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *Redriven) Size() int {
-	n := 17
-	n += x.Class.Size()
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *Redriven) AppendTo(b []byte) []byte {
-	b = wire.AppendUUID(b, x.ID)
-	b = wire.AppendU8(b, uint8(x.Outcome))
-	b = x.Class.AppendTo(b)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *Redriven) DecodeFrom(r *wire.Reader) {
-	x.ID = r.UUID()
-	x.Outcome = ClassOutcome(r.U8())
-	x.Class.DecodeFrom(r)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *Redriven) Check() error {
-	if err := x.Class.Check(); err != nil {
-		return wire.AtField("class", -1, err)
 	}
 	return nil
 }

@@ -7,21 +7,29 @@ import (
 	"math"
 )
 
-// SnapshotLane: opcode 0x40, either direction.
+// SnapshotLane is opcode 0x40, sent either direction.
 // Starts one lane of a queue group snapshot: its configuration and counts. Then come its
 // messages (SnapshotMessage, in enqueue order), its keys (SnapshotKey, each followed by the
 // SnapshotReady frames of its ready order).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       lane      u8 Lane
+//	1       config    QueueConfig
+//	34      messages  u64
+//	42      keys      u32
 type SnapshotLane struct {
-	// Lane: The lane.
+	// The lane.
 	Lane Lane
 
-	// Config: Its configuration.
+	// Its configuration.
 	Config QueueConfig
 
-	// Messages: How many SnapshotMessage frames follow.
+	// How many SnapshotMessage frames follow.
 	Messages uint64
 
-	// Keys: How many SnapshotKey frames follow the messages.
+	// How many SnapshotKey frames follow the messages.
 	Keys uint32
 }
 
@@ -74,58 +82,79 @@ func (x *SnapshotLane) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotMessage: opcode 0x41, either direction.
+// SnapshotMessage is opcode 0x41, sent either direction.
 // One stored message's state. Its body is not here: it lives in the store under the group.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field             encoding
+//	0       id                16 bytes (UUID)
+//	16      fairness_key      u16 length, then UTF-8
+//	+       weight            u32
+//	+       enqueued_at       i64
+//	+       not_before        i64
+//	+       attempts          u32
+//	+       redrive_count     u32
+//	+       last_error        u32 length, then UTF-8
+//	+       state             u8 MessageState
+//	+       leased_at         i64
+//	+       lease_expires_at  i64
+//	+       consumer          u16 length, then UTF-8
+//	+       attributes        u16 count, then each key (string) and value (string)
+//	+       grouped           u8 (0 or 1)
+//	+       group             u32 length, then bytes
+//	+       unclassified      u8 (0 or 1)
+//	+       classify_tries    u32
 type SnapshotMessage struct {
-	// ID: The message ID.
+	// The message ID.
 	ID wire.UUID
 
-	// FairnessKey: Its fairness key.
+	// Its fairness key.
 	FairnessKey string
 
-	// Weight: Its weight.
+	// Its weight.
 	Weight uint32
 
-	// EnqueuedAt: Unix ms of acceptance.
+	// Unix ms of acceptance.
 	EnqueuedAt int64
 
-	// NotBefore: Unix ms before which it is not deliverable.
+	// Unix ms before which it is not deliverable.
 	NotBefore int64
 
-	// Attempts: Deliveries so far.
+	// Deliveries so far.
 	Attempts uint32
 
-	// RedriveCount: Redrives so far.
+	// Redrives so far.
 	RedriveCount uint32
 
-	// LastError: The last failure's text.
+	// The last failure's text.
 	LastError string
 
-	// State: Ready, delayed or leased.
+	// Ready, delayed or leased.
 	State MessageState
 
-	// LeasedAt: Start of the lease (leased only).
+	// Start of the lease (leased only).
 	LeasedAt int64
 
-	// LeaseExpiresAt: End of the lease (leased only).
+	// End of the lease (leased only).
 	LeaseExpiresAt int64
 
-	// Consumer: The lease holder (leased only).
+	// The lease holder (leased only).
 	Consumer string
 
-	// Attributes: Its attributes (from on_enqueue).
+	// Its attributes (from on_enqueue).
 	Attributes map[string]string
 
-	// Grouped: It belongs to the ordering group named by group.
+	// It belongs to the ordering group named by group.
 	Grouped bool
 
-	// Group: Its ordering group (see Enqueue).
+	// Its ordering group (see Enqueue).
 	Group []byte
 
-	// Unclassified: It was never classified (parked, or dead-lettered unclassified).
+	// It was never classified (parked, or dead-lettered unclassified).
 	Unclassified bool
 
-	// ClassifyTries: Failed classification tries since it was parked.
+	// Failed classification tries since it was parked.
 	ClassifyTries uint32
 }
 
@@ -259,22 +288,31 @@ func (x *SnapshotMessage) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotKey: opcode 0x42, either direction.
+// SnapshotKey is opcode 0x42, sent either direction.
 // One fairness key's scheduler state; keys of the DRR round come first, in round order.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       name      u16 length, then UTF-8
+//	+       weight    u32
+//	+       deficit   u64
+//	+       in_round  u8 (0 or 1)
+//	+       ready     u64
 type SnapshotKey struct {
-	// Name: The key.
+	// The key.
 	Name string
 
-	// Weight: Its weight.
+	// Its weight.
 	Weight uint32
 
-	// Deficit: Remaining DRR deficit of its turn.
+	// Remaining DRR deficit of its turn.
 	Deficit uint64
 
-	// InRound: It has ready messages and is in the DRR round.
+	// It has ready messages and is in the DRR round.
 	InRound bool
 
-	// Ready: How many IDs its SnapshotReady frames carry.
+	// How many IDs its SnapshotReady frames carry.
 	Ready uint64
 }
 
@@ -334,10 +372,15 @@ func (x *SnapshotKey) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotReady: opcode 0x43, either direction.
+// SnapshotReady is opcode 0x43, sent either direction.
 // The next part of the current key's ready order, head first.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       ids    u32 count, then each 16 bytes (UUID)
 type SnapshotReady struct {
-	// Ids: Message IDs.
+	// Message IDs.
 	Ids []wire.UUID
 }
 
@@ -405,16 +448,23 @@ func (x *SnapshotReady) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotIdentity: opcode 0x44, either direction.
+// SnapshotIdentity is opcode 0x44, sent either direction.
 // A remembered deduplication identity of the group.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       identity    u32 length, then bytes
+//	+       message_id  16 bytes (UUID)
+//	+       until       i64
 type SnapshotIdentity struct {
-	// Identity: The identity hash.
+	// The identity hash.
 	Identity []byte
 
-	// MessageID: The message first accepted with it.
+	// The message first accepted with it.
 	MessageID wire.UUID
 
-	// Until: Unix ms until which it is remembered.
+	// Unix ms until which it is remembered.
 	Until int64
 }
 
@@ -470,10 +520,15 @@ func (x *SnapshotIdentity) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotEnd: opcode 0x45, either direction.
+// SnapshotEnd is opcode 0x45, sent either direction.
 // Ends a snapshot; a snapshot without it is incomplete and refused.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field   encoding
+//	0       frames  u64
 type SnapshotEnd struct {
-	// Frames: How many frames came before this one.
+	// How many frames came before this one.
 	Frames uint64
 }
 
@@ -520,10 +575,15 @@ func (x *SnapshotEnd) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotQueue: opcode 0x50, either direction.
+// SnapshotQueue is opcode 0x50, sent either direction.
 // A queue definition in a meta group snapshot.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       definition  u32 length, then bytes
 type SnapshotQueue struct {
-	// Definition: The store.QueueRecord, encoded without its opcode.
+	// The store.QueueRecord, encoded without its opcode.
 	Definition []byte
 }
 
@@ -575,13 +635,19 @@ func (x *SnapshotQueue) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotConfig: opcode 0x51, either direction.
+// SnapshotConfig is opcode 0x51, sent either direction.
 // A runtime config entry in a meta group snapshot.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       key    u16 length, then UTF-8
+//	+       value  u32 length, then UTF-8
 type SnapshotConfig struct {
-	// Key: The key.
+	// The key.
 	Key string
 
-	// Value: The value.
+	// The value.
 	Value string
 }
 
@@ -635,169 +701,6 @@ func (x *SnapshotConfig) Decode(body []byte) error {
 			Err:    err,
 			Opcode: OpSnapshotConfig,
 		}
-	}
-	return nil
-}
-
-// SnapshotApiKey: opcode 0x58, either direction.
-// An API key and its ACL in a meta group snapshot (the fields of PutApiKey and SetAcl).
-type SnapshotApiKey struct {
-	// ID: The key ID.
-	ID string
-
-	// Name: The operator's name for the key.
-	Name string
-
-	// SecretHash: SHA-256 of the plaintext secret.
-	SecretHash []byte
-
-	// CreatedAt: Unix ms of creation.
-	CreatedAt uint64
-
-	// ExpiresAt: Unix ms after which the key is refused; 0 = never.
-	ExpiresAt uint64
-
-	// Superadmin: The key may do everything.
-	Superadmin bool
-
-	// Permissions: Its ACL.
-	Permissions []SnapshotPermission
-}
-
-// Opcode returns OpSnapshotApiKey.
-func (*SnapshotApiKey) Opcode() Opcode {
-	return OpSnapshotApiKey
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *SnapshotApiKey) Size() int {
-	n := 29
-	n += len(x.ID)
-	n += len(x.Name)
-	n += len(x.SecretHash)
-	for i0 := range x.Permissions {
-		n += x.Permissions[i0].Size()
-	}
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SnapshotApiKey) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.ID)
-	b = wire.AppendString16(b, x.Name)
-	b = wire.AppendBytes32(b, x.SecretHash)
-	b = wire.AppendU64(b, x.CreatedAt)
-	b = wire.AppendU64(b, x.ExpiresAt)
-	b = wire.AppendBool(b, x.Superadmin)
-	b = wire.AppendCount(b, wire.Count32, len(x.Permissions))
-	for i0 := range x.Permissions {
-		b = x.Permissions[i0].AppendTo(b)
-	}
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SnapshotApiKey) DecodeFrom(r *wire.Reader) {
-	x.ID = r.String(r.Len16(65535), false)
-	x.Name = r.String(r.Len16(65535), false)
-	x.SecretHash = r.Bytes(r.Len32(2147483647))
-	x.CreatedAt = r.U64()
-	x.ExpiresAt = r.U64()
-	x.Superadmin = r.Bool()
-	{
-		n0 := r.Count(wire.Count32, 4)
-		if cap(x.Permissions) >= n0 {
-			x.Permissions = x.Permissions[:n0]
-		} else {
-			x.Permissions = make([]SnapshotPermission, n0)
-		}
-		for i0 := range x.Permissions {
-			x.Permissions[i0].DecodeFrom(r)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *SnapshotApiKey) Check() error {
-	if err := wire.CheckString(x.ID, 65535, false); err != nil {
-		return wire.AtField("id", -1, err)
-	}
-	if err := wire.CheckString(x.Name, 65535, false); err != nil {
-		return wire.AtField("name", -1, err)
-	}
-	if err := wire.CheckBytes(x.SecretHash, 2147483647); err != nil {
-		return wire.AtField("secret_hash", -1, err)
-	}
-	if err := wire.CheckCount(len(x.Permissions), math.MaxUint32); err != nil {
-		return wire.AtField("permissions", -1, err)
-	}
-	for i0 := range x.Permissions {
-		if err := x.Permissions[i0].Check(); err != nil {
-			return wire.AtField("permissions", i0, err)
-		}
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *SnapshotApiKey) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpSnapshotApiKey,
-		}
-	}
-	return nil
-}
-
-// SnapshotPermission: Its ACL.
-type SnapshotPermission struct {
-	// Kind: produce, consume or admin.
-	Kind string
-
-	// Pattern: A glob over queue names.
-	Pattern string
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *SnapshotPermission) Size() int {
-	n := 4
-	n += len(x.Kind)
-	n += len(x.Pattern)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SnapshotPermission) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Kind)
-	b = wire.AppendString16(b, x.Pattern)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SnapshotPermission) DecodeFrom(r *wire.Reader) {
-	x.Kind = r.String(r.Len16(65535), false)
-	x.Pattern = r.String(r.Len16(65535), false)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *SnapshotPermission) Check() error {
-	if err := wire.CheckString(x.Kind, 65535, false); err != nil {
-		return wire.AtField("kind", -1, err)
-	}
-	if err := wire.CheckString(x.Pattern, 65535, false); err != nil {
-		return wire.AtField("pattern", -1, err)
 	}
 	return nil
 }

@@ -7,24 +7,34 @@ import (
 	"math"
 )
 
-// QueueConfig: The engine configuration of one lane, every default already resolved.
+// QueueConfig is the engine configuration of one lane, every default already resolved.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field                  encoding
+//	0       visibility_timeout_ms  u64
+//	8       max_attempts           u32
+//	12      backoff                u8
+//	13      backoff_initial_ms     u64
+//	21      backoff_max_ms         u64
+//	29      quantum                u32
 type QueueConfig struct {
-	// VisibilityTimeoutMs: Lease duration of a delivery.
+	// Lease duration of a delivery.
 	VisibilityTimeoutMs uint64
 
-	// MaxAttempts: Deliveries before a failing message is dead-lettered.
+	// Deliveries before a failing message is dead-lettered.
 	MaxAttempts uint32
 
-	// Backoff: Retry backoff: 1 none, 2 fixed, 3 exponential.
+	// Retry backoff: 1 none, 2 fixed, 3 exponential.
 	Backoff uint8
 
-	// BackoffInitialMs: Fixed delay, or the first exponential one.
+	// Fixed delay, or the first exponential one.
 	BackoffInitialMs uint64
 
-	// BackoffMaxMs: Largest exponential delay.
+	// Largest exponential delay.
 	BackoffMaxMs uint64
 
-	// Quantum: DRR quantum.
+	// DRR quantum.
 	Quantum uint32
 }
 
@@ -61,24 +71,34 @@ func (*QueueConfig) Check() error {
 	return nil
 }
 
-// Classification: What on_enqueue decided for a stored message (see Enqueue for each field).
+// Classification says what on_enqueue decided for a stored message (see Enqueue for each field).
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field         encoding
+//	0       fairness_key  u16 length, then UTF-8
+//	+       weight        u32
+//	+       not_before    i64
+//	+       attributes    u16 count, then each key (string) and value (string)
+//	+       grouped       u8 (0 or 1)
+//	+       group         u32 length, then bytes
 type Classification struct {
-	// FairnessKey: The fairness key.
+	// The fairness key.
 	FairnessKey string
 
-	// Weight: The DRR weight (≥ 1).
+	// The DRR weight (≥ 1).
 	Weight uint32
 
-	// NotBefore: Unix ms: enqueued_at plus the delay.
+	// Unix ms: enqueued_at plus the delay.
 	NotBefore int64
 
-	// Attributes: The attributes.
+	// The attributes.
 	Attributes map[string]string
 
-	// Grouped: It belongs to the ordering group named by group.
+	// It belongs to the ordering group named by group.
 	Grouped bool
 
-	// Group: Its ordering group.
+	// Its ordering group.
 	Group []byte
 }
 

@@ -4,13 +4,18 @@ package riftproto
 
 import "github.com/filamq/fila/generated/wire"
 
-// Auth: opcode 0x01, client → server.
+// Auth is opcode 0x01, sent client → server.
 // AUTH: authenticate the connection. The first client-initiated bidirectional stream must contain
 // exactly one AUTH frame; the server replies OK and finishes that stream. A failed authentication
 // closes the connection. The body limit is 4,099 bytes: opcode, token length and at most 4,096
 // token bytes.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       token  u16 length, then UTF-8
 type Auth struct {
-	// Token: The identity's secret token, at most 4,096 bytes.
+	// The identity's secret token, at most 4,096 bytes.
 	Token string
 }
 
@@ -63,10 +68,12 @@ func (x *Auth) Decode(body []byte) error {
 	return nil
 }
 
-// Ok: opcode 0x02, server → client.
+// Ok is opcode 0x02, sent server → client.
 // OK: success response. Answers AUTH, PUBLISH_ACK (after live broker acceptance), SUBSCRIBE (after
 // registration), PING (after all earlier commands on the stream), CONSUMER_OPEN, ACK, and ends the
 // DELIVERY frames of a CONSUMER_FETCH.
+//
+// Body, after the header: empty.
 type Ok struct{}
 
 // Opcode returns OpOk.
@@ -110,14 +117,20 @@ func (x *Ok) Decode(body []byte) error {
 	return nil
 }
 
-// Error: opcode 0x03, server → client.
+// Error is opcode 0x03, sent server → client.
 // ERROR: failure response. Unknown opcodes, invalid UTF-8, invalid subjects, truncated fields and
 // unexpected trailing fields terminate the operation stream with ERROR when possible.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       code     u16 ErrorCode
+//	2       message  u16 length, then UTF-8
 type Error struct {
-	// Code: 1 = permission, 2 = operation/protocol.
+	// 1 = permission, 2 = operation/protocol.
 	Code ErrorCode
 
-	// Message: Human-readable description.
+	// Human-readable description.
 	Message string
 }
 
@@ -172,18 +185,25 @@ func (x *Error) Decode(body []byte) error {
 	return nil
 }
 
-// Publish: opcode 0x04, client → server.
+// Publish is opcode 0x04, sent client → server.
 // PUBLISH: publish a message to live subscribers. Nothing is sent on success; ERROR closes the
 // stream on failure. A client must not wait for a response; use PING as a barrier after a batch.
 // Live delivery is at most once; messages with no live subscriber are discarded.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       subject  u16 length, then UTF-8
+//	+       reply    u16 length, then UTF-8
+//	+       payload  the rest of the body
 type Publish struct {
-	// Subject: Literal subject (no wildcards), at most 1,024 bytes.
+	// Literal subject (no wildcards), at most 1,024 bytes.
 	Subject string
 
-	// Reply: Reply subject, a literal _INBOX.* subject; empty = none.
+	// Reply subject, a literal _INBOX.* subject; empty = none.
 	Reply string
 
-	// Payload: Message body, the rest of the frame (at most 1,048,576 bytes).
+	// Message body, the rest of the frame (at most 1,048,576 bytes).
 	Payload []byte
 }
 
@@ -248,17 +268,24 @@ func (x *Publish) Decode(body []byte) error {
 	return nil
 }
 
-// PublishAck: opcode 0x05, client → server.
+// PublishAck is opcode 0x05, sent client → server.
 // PUBLISH_ACK: publish and confirm. Answered with OK after live broker acceptance; this confirms
 // live broker routing, not subscriber processing or disk persistence.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       subject  u16 length, then UTF-8
+//	+       reply    u16 length, then UTF-8
+//	+       payload  the rest of the body
 type PublishAck struct {
-	// Subject: Literal subject (no wildcards), at most 1,024 bytes.
+	// Literal subject (no wildcards), at most 1,024 bytes.
 	Subject string
 
-	// Reply: Reply subject, a literal _INBOX.* subject; empty = none.
+	// Reply subject, a literal _INBOX.* subject; empty = none.
 	Reply string
 
-	// Payload: Message body, the rest of the frame (at most 1,048,576 bytes).
+	// Message body, the rest of the frame (at most 1,048,576 bytes).
 	Payload []byte
 }
 
@@ -323,16 +350,21 @@ func (x *PublishAck) Decode(body []byte) error {
 	return nil
 }
 
-// Subscribe: opcode 0x06, client → server.
+// Subscribe is opcode 0x06, sent client → server.
 // SUBSCRIBE: subscribe to a subject pattern. Answered with OK after registration, then MESSAGE
 // frames; the stream becomes a delivery stream. A subscriber whose bounded queue fills is ended
 // with ERROR code 2 (slow consumer).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       pattern  u16 length, then UTF-8
+//	+       queue    u16 length, then UTF-8
 type Subscribe struct {
-	// Pattern: Subject pattern: * matches exactly one token, a terminal > one or more remaining
-	// tokens.
+	// Subject pattern: * matches exactly one token, a terminal > one or more remaining tokens.
 	Pattern string
 
-	// Queue: Queue group; empty = none. A message goes to exactly one member of each queue group.
+	// Queue group; empty = none. A message goes to exactly one member of each queue group.
 	Queue string
 }
 
@@ -391,17 +423,24 @@ func (x *Subscribe) Decode(body []byte) error {
 	return nil
 }
 
-// Message: opcode 0x07, server → client.
+// Message is opcode 0x07, sent server → client.
 // MESSAGE: a live delivery on a subscription stream, or the reply to a REQUEST (with the generated
 // inbox subject).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       subject  u16 length, then UTF-8
+//	+       reply    u16 length, then UTF-8
+//	+       payload  the rest of the body
 type Message struct {
-	// Subject: The subject the message was published to.
+	// The subject the message was published to.
 	Subject string
 
-	// Reply: Reply subject; empty = none.
+	// Reply subject; empty = none.
 	Reply string
 
-	// Payload: Message body, the rest of the frame.
+	// Message body, the rest of the frame.
 	Payload []byte
 }
 
@@ -466,8 +505,10 @@ func (x *Message) Decode(body []byte) error {
 	return nil
 }
 
-// Ping: opcode 0x08, client → server.
+// Ping is opcode 0x08, sent client → server.
 // PING: barrier. Answered with OK after all earlier commands on this stream.
+//
+// Body, after the header: empty.
 type Ping struct{}
 
 // Opcode returns OpPing.
@@ -511,18 +552,25 @@ func (x *Ping) Decode(body []byte) error {
 	return nil
 }
 
-// Request: opcode 0x09, client → server.
+// Request is opcode 0x09, sent client → server.
 // REQUEST: request/reply. The broker makes a private inbox, publishes the request with that reply
 // subject, and answers with one MESSAGE (the first reply), or ERROR code 2 on timeout or no
 // responders. The requester needs only publish access to the subject.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       timeout_ms  u32
+//	4       subject     u16 length, then UTF-8
+//	+       payload     the rest of the body
 type Request struct {
-	// TimeoutMs: How long to wait for a reply, 1-120,000 ms.
+	// How long to wait for a reply, 1-120,000 ms.
 	TimeoutMs uint32
 
-	// Subject: Literal subject to send the request to.
+	// Literal subject to send the request to.
 	Subject string
 
-	// Payload: Request body, the rest of the frame.
+	// Request body, the rest of the frame.
 	Payload []byte
 }
 
@@ -583,20 +631,28 @@ func (x *Request) Decode(body []byte) error {
 	return nil
 }
 
-// StreamPublish: opcode 0x0a, client → server.
+// StreamPublish is opcode 0x0a, sent client → server.
 // STREAM_PUBLISH: durable write to a stream, answered with STORED. It does not also publish to the
 // live broker. Unknown streams, and subjects outside the stream's patterns, are rejected.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       stream   u16 length, then UTF-8
+//	+       subject  u16 length, then UTF-8
+//	+       reply    u16 length, then UTF-8
+//	+       payload  the rest of the body
 type StreamPublish struct {
-	// Stream: The stream name (1-96 ASCII letters, digits, underscores, dashes or dots).
+	// The stream name (1-96 ASCII letters, digits, underscores, dashes or dots).
 	Stream string
 
-	// Subject: Literal subject, within the stream's subject patterns.
+	// Literal subject, within the stream's subject patterns.
 	Subject string
 
-	// Reply: Reply subject stored with the record; empty = none.
+	// Reply subject stored with the record; empty = none.
 	Reply string
 
-	// Payload: Message body, the rest of the frame (also subject to the stream's max payload).
+	// Message body, the rest of the frame (also subject to the stream's max payload).
 	Payload []byte
 }
 
@@ -667,13 +723,19 @@ func (x *StreamPublish) Decode(body []byte) error {
 	return nil
 }
 
-// Stored: opcode 0x0b, server → client.
+// Stored is opcode 0x0b, sent server → client.
 // STORED: a STREAM_PUBLISH reached the stream's configured durability boundary.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field             encoding
+//	0       sequence          u64
+//	8       timestamp_millis  u64
 type Stored struct {
-	// Sequence: The record's sequence in the stream; sequences start at 1 and never repeat.
+	// The record's sequence in the stream; sequences start at 1 and never repeat.
 	Sequence uint64
 
-	// TimestampMillis: The record's timestamp, Unix ms; DELIVERY carries the same value.
+	// The record's timestamp, Unix ms; DELIVERY carries the same value.
 	TimestampMillis uint64
 }
 
@@ -718,100 +780,6 @@ func (x *Stored) Decode(body []byte) error {
 		return &FrameError{
 			Err:    err,
 			Opcode: OpStored,
-		}
-	}
-	return nil
-}
-
-// ConsumerOpen: opcode 0x0c, client → server.
-// CONSUMER_OPEN: create or resume a durable consumer, answered with OK. Consumers are identified
-// by (identity, stream, name); resuming with a different filter, start, ack wait or max pending is
-// an ERROR.
-type ConsumerOpen struct {
-	// Stream: The stream name (1-96 ASCII letters, digits, underscores, dashes or dots).
-	Stream string
-
-	// Name: The consumer name (1-96 ASCII letters, digits, underscores, dashes or dots), scoped to the
-	// identity.
-	Name string
-
-	// Filter: Subject pattern the delivered records must match.
-	Filter string
-
-	// StartSequence: Deliver records with sequence >= start_sequence; 0 = from the first retained
-	// record.
-	StartSequence uint64
-
-	// AckWaitMs: Time after which an unacknowledged delivery becomes eligible for redelivery,
-	// 1-3,600,000 ms.
-	AckWaitMs uint32
-
-	// MaxAckPending: Most unacknowledged deliveries at once, 1-65,536.
-	MaxAckPending uint32
-}
-
-// Opcode returns OpConsumerOpen.
-func (*ConsumerOpen) Opcode() Opcode {
-	return OpConsumerOpen
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *ConsumerOpen) Size() int {
-	n := 22
-	n += len(x.Stream)
-	n += len(x.Name)
-	n += len(x.Filter)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ConsumerOpen) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Stream)
-	b = wire.AppendString16(b, x.Name)
-	b = wire.AppendString16(b, x.Filter)
-	b = wire.AppendU64(b, x.StartSequence)
-	b = wire.AppendU32(b, x.AckWaitMs)
-	b = wire.AppendU32(b, x.MaxAckPending)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ConsumerOpen) DecodeFrom(r *wire.Reader) {
-	x.Stream = r.String(r.Len16(4096), true)
-	x.Name = r.String(r.Len16(4096), true)
-	x.Filter = r.String(r.Len16(1024), true)
-	x.StartSequence = r.U64()
-	x.AckWaitMs = r.U32()
-	x.MaxAckPending = r.U32()
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ConsumerOpen) Check() error {
-	if err := wire.CheckString(x.Stream, 4096, true); err != nil {
-		return wire.AtField("stream", -1, err)
-	}
-	if err := wire.CheckString(x.Name, 4096, true); err != nil {
-		return wire.AtField("name", -1, err)
-	}
-	if err := wire.CheckString(x.Filter, 1024, true); err != nil {
-		return wire.AtField("filter", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last field are an error.
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *ConsumerOpen) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	r.ExpectEnd()
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpConsumerOpen,
 		}
 	}
 	return nil

@@ -4,18 +4,127 @@ package riftproto
 
 import "github.com/filamq/fila/generated/wire"
 
-// ConsumerFetch: opcode 0x0d, client → server.
+// ConsumerOpen is opcode 0x0c, sent client → server.
+// CONSUMER_OPEN: create or resume a durable consumer, answered with OK. Consumers are identified
+// by (identity, stream, name); resuming with a different filter, start, ack wait or max pending is
+// an ERROR.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field            encoding
+//	0       stream           u16 length, then UTF-8
+//	+       name             u16 length, then UTF-8
+//	+       filter           u16 length, then UTF-8
+//	+       start_sequence   u64
+//	+       ack_wait_ms      u32
+//	+       max_ack_pending  u32
+type ConsumerOpen struct {
+	// The stream name (1-96 ASCII letters, digits, underscores, dashes or dots).
+	Stream string
+
+	// The consumer name (1-96 ASCII letters, digits, underscores, dashes or dots), scoped to the
+	// identity.
+	Name string
+
+	// Subject pattern the delivered records must match.
+	Filter string
+
+	// Deliver records with sequence >= start_sequence; 0 = from the first retained record.
+	StartSequence uint64
+
+	// Time after which an unacknowledged delivery becomes eligible for redelivery, 1-3,600,000 ms.
+	AckWaitMs uint32
+
+	// Most unacknowledged deliveries at once, 1-65,536.
+	MaxAckPending uint32
+}
+
+// Opcode returns OpConsumerOpen.
+func (*ConsumerOpen) Opcode() Opcode {
+	return OpConsumerOpen
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ConsumerOpen) Size() int {
+	n := 22
+	n += len(x.Stream)
+	n += len(x.Name)
+	n += len(x.Filter)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ConsumerOpen) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Stream)
+	b = wire.AppendString16(b, x.Name)
+	b = wire.AppendString16(b, x.Filter)
+	b = wire.AppendU64(b, x.StartSequence)
+	b = wire.AppendU32(b, x.AckWaitMs)
+	b = wire.AppendU32(b, x.MaxAckPending)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ConsumerOpen) DecodeFrom(r *wire.Reader) {
+	x.Stream = r.String(r.Len16(4096), true)
+	x.Name = r.String(r.Len16(4096), true)
+	x.Filter = r.String(r.Len16(1024), true)
+	x.StartSequence = r.U64()
+	x.AckWaitMs = r.U32()
+	x.MaxAckPending = r.U32()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ConsumerOpen) Check() error {
+	if err := wire.CheckString(x.Stream, 4096, true); err != nil {
+		return wire.AtField("stream", -1, err)
+	}
+	if err := wire.CheckString(x.Name, 4096, true); err != nil {
+		return wire.AtField("name", -1, err)
+	}
+	if err := wire.CheckString(x.Filter, 1024, true); err != nil {
+		return wire.AtField("filter", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last field are an error.
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ConsumerOpen) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	r.ExpectEnd()
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpConsumerOpen,
+		}
+	}
+	return nil
+}
+
+// ConsumerFetch is opcode 0x0d, sent client → server.
 // CONSUMER_FETCH: fetch currently available records without waiting. Answered with zero or more
 // DELIVERY frames, then OK: first redeliveries whose ack wait passed, then new records matching
 // the filter, never more than max_ack_pending unacknowledged at once.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field   encoding
+//	0       stream  u16 length, then UTF-8
+//	+       name    u16 length, then UTF-8
+//	+       limit   u32
 type ConsumerFetch struct {
-	// Stream: The stream name.
+	// The stream name.
 	Stream string
 
-	// Name: The consumer name.
+	// The consumer name.
 	Name string
 
-	// Limit: Most records to return, 1-256.
+	// Most records to return, 1-256.
 	Limit uint32
 }
 
@@ -76,26 +185,36 @@ func (x *ConsumerFetch) Decode(body []byte) error {
 	return nil
 }
 
-// Delivery: opcode 0x0e, server → client.
+// Delivery is opcode 0x0e, sent server → client.
 // DELIVERY: one stream record delivered to a durable consumer. Delivery is at least once:
 // acknowledge only after processing.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field             encoding
+//	0       sequence          u64
+//	8       timestamp_millis  u64
+//	16      delivery_count    u32
+//	20      subject           u16 length, then UTF-8
+//	+       reply             u16 length, then UTF-8
+//	+       payload           the rest of the body
 type Delivery struct {
-	// Sequence: The record's sequence in the stream.
+	// The record's sequence in the stream.
 	Sequence uint64
 
-	// TimestampMillis: The record's timestamp, Unix ms, as returned by STORED.
+	// The record's timestamp, Unix ms, as returned by STORED.
 	TimestampMillis uint64
 
-	// DeliveryCount: 1 on first delivery, +1 on each redelivery.
+	// 1 on first delivery, +1 on each redelivery.
 	DeliveryCount uint32
 
-	// Subject: The record's subject.
+	// The record's subject.
 	Subject string
 
-	// Reply: The record's reply subject; empty = none.
+	// The record's reply subject; empty = none.
 	Reply string
 
-	// Payload: The record's body, the rest of the frame.
+	// The record's body, the rest of the frame.
 	Payload []byte
 }
 
@@ -166,17 +285,24 @@ func (x *Delivery) Decode(body []byte) error {
 	return nil
 }
 
-// Ack: opcode 0x0f, client → server.
+// Ack is opcode 0x0f, sent client → server.
 // ACK: acknowledge a delivered record, answered with OK. Acking an already-acked sequence is OK; a
 // sequence never delivered to that consumer is ERROR code 2.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       stream    u16 length, then UTF-8
+//	+       name      u16 length, then UTF-8
+//	+       sequence  u64
 type Ack struct {
-	// Stream: The stream name.
+	// The stream name.
 	Stream string
 
-	// Name: The consumer name.
+	// The consumer name.
 	Name string
 
-	// Sequence: The sequence of the record to acknowledge.
+	// The sequence of the record to acknowledge.
 	Sequence uint64
 }
 

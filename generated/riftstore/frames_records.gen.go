@@ -4,16 +4,23 @@ package riftstore
 
 import "github.com/filamq/fila/generated/wire"
 
-// StreamMeta: opcode 0x01, a stored record.
+// StreamMeta is opcode 0x01, a stored record.
 // A stream's counters, under m<stream>; written with every append and every retention pass.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field           encoding
+//	0       last_sequence   u64
+//	8       bytes           u64
+//	16      last_timestamp  u64
 type StreamMeta struct {
-	// LastSequence: The highest sequence ever assigned; sequences never repeat.
+	// The highest sequence ever assigned; sequences never repeat.
 	LastSequence uint64
 
-	// Bytes: Bytes (subject + reply + payload) of the retained records.
+	// Bytes (subject + reply + payload) of the retained records.
 	Bytes uint64
 
-	// LastTimestamp: Unix ms of the newest record; timestamps never decrease.
+	// Unix ms of the newest record; timestamps never decrease.
 	LastTimestamp uint64
 }
 
@@ -64,19 +71,27 @@ func (x *StreamMeta) Decode(body []byte) error {
 	return nil
 }
 
-// StreamRecord: opcode 0x02, a stored record.
+// StreamRecord is opcode 0x02, a stored record.
 // One stored message, under r<stream>\0<sequence>.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field             encoding
+//	0       timestamp_millis  u64
+//	8       subject           u16 length, then UTF-8
+//	+       reply             u16 length, then UTF-8
+//	+       payload           u32 length, then bytes
 type StreamRecord struct {
-	// TimestampMillis: Unix ms when the record was stored (as returned by STORED).
+	// Unix ms when the record was stored (as returned by STORED).
 	TimestampMillis uint64
 
-	// Subject: The subject it was published to.
+	// The subject it was published to.
 	Subject string
 
-	// Reply: The reply subject; empty = none.
+	// The reply subject; empty = none.
 	Reply string
 
-	// Payload: The message body.
+	// The message body.
 	Payload []byte
 }
 
@@ -142,22 +157,31 @@ func (x *StreamRecord) Decode(body []byte) error {
 	return nil
 }
 
-// ConsumerRecord: opcode 0x03, a stored record.
+// ConsumerRecord is opcode 0x03, a stored record.
 // A durable consumer, under c<stream>\0<owner>\0<name>.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field            encoding
+//	0       filter           u16 length, then UTF-8
+//	+       start_sequence   u64
+//	+       ack_wait_ms      u32
+//	+       max_ack_pending  u32
+//	+       cursor           u64
 type ConsumerRecord struct {
-	// Filter: Subject pattern the delivered records match; empty = every record.
+	// Subject pattern the delivered records match; empty = every record.
 	Filter string
 
-	// StartSequence: The start_sequence it was opened with.
+	// The start_sequence it was opened with.
 	StartSequence uint64
 
-	// AckWaitMs: Redelivery delay of an unacknowledged delivery.
+	// Redelivery delay of an unacknowledged delivery.
 	AckWaitMs uint32
 
-	// MaxAckPending: Most unacknowledged deliveries at once.
+	// Most unacknowledged deliveries at once.
 	MaxAckPending uint32
 
-	// Cursor: The next sequence to examine for a first delivery.
+	// The next sequence to examine for a first delivery.
 	Cursor uint64
 }
 
@@ -217,13 +241,19 @@ func (x *ConsumerRecord) Decode(body []byte) error {
 	return nil
 }
 
-// PendingRecord: opcode 0x04, a stored record.
+// PendingRecord is opcode 0x04, a stored record.
 // An unacknowledged delivery, under p<stream>\0<owner>\0<name>\0<sequence>.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field           encoding
+//	0       delivery_count  u32
+//	4       delivered_at    u64
 type PendingRecord struct {
-	// DeliveryCount: Deliveries so far (1 on the first).
+	// Deliveries so far (1 on the first).
 	DeliveryCount uint32
 
-	// DeliveredAt: Unix ms of the latest delivery; redelivery is due at delivered_at + ack_wait_ms.
+	// Unix ms of the latest delivery; redelivery is due at delivered_at + ack_wait_ms.
 	DeliveredAt uint64
 }
 

@@ -7,64 +7,87 @@ import (
 	"math"
 )
 
-// QueueRecord: opcode 0x01, a stored record.
+// QueueRecord is opcode 0x01, a stored record.
 // A queue's definition, under Q<name>. Zero durations and counts mean the broker default.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field                      encoding
+//	0       name                       u16 length, then UTF-8
+//	+       created_at                 u64
+//	+       dlq_of                     u16 length, then UTF-8
+//	+       on_enqueue_script          u32 length, then UTF-8
+//	+       on_failure_script          u32 length, then UTF-8
+//	+       visibility_timeout_ms      u64
+//	+       ordering                   u8
+//	+       ordering_key               u32 length, then bytes
+//	+       when_ordering_key_missing  u8
+//	+       dedup_key                  u32 length, then bytes
+//	+       dedup_window_ms            u64
+//	+       script_failure             u8
+//	+       park_dead_letter_after     u32
+//	+       max_attempts               u32
+//	+       backoff                    u8
+//	+       backoff_initial_ms         u64
+//	+       backoff_max_ms             u64
+//	+       delivery_durability        u8
+//	+       reclaim_grace_ms           u64
 type QueueRecord struct {
-	// Name: The queue name.
+	// The queue name.
 	Name string
 
-	// CreatedAt: Unix ms of creation.
+	// Unix ms of creation.
 	CreatedAt uint64
 
-	// DLQOf: For a dead-letter queue, its parent queue; empty otherwise.
+	// For a dead-letter queue, its parent queue; empty otherwise.
 	DLQOf string
 
-	// OnEnqueueScript: Lua on_enqueue hook; empty for none.
+	// Lua on_enqueue hook; empty for none.
 	OnEnqueueScript string
 
-	// OnFailureScript: Lua on_failure hook; empty for none.
+	// Lua on_failure hook; empty for none.
 	OnFailureScript string
 
-	// VisibilityTimeoutMs: Lease duration.
+	// Lease duration.
 	VisibilityTimeoutMs uint64
 
-	// Ordering: FIBP ordering: 0 none, 1 whole queue, 2 grouped.
+	// FIBP ordering: 0 none, 1 whole queue, 2 grouped.
 	Ordering uint8
 
-	// OrderingKey: The FIBP-encoded ordering key.
+	// The FIBP-encoded ordering key.
 	OrderingKey []byte
 
-	// WhenOrderingKeyMissing: 0 reject, 1 unordered.
+	// 0 reject, 1 unordered.
 	WhenOrderingKeyMissing uint8
 
-	// DedupKey: The FIBP-encoded deduplication key.
+	// The FIBP-encoded deduplication key.
 	DedupKey []byte
 
-	// DedupWindowMs: How long identities are remembered.
+	// How long identities are remembered.
 	DedupWindowMs uint64
 
-	// ScriptFailure: 0 reject, 1 park.
+	// 0 reject, 1 park.
 	ScriptFailure uint8
 
-	// ParkDeadLetterAfter: Parked classification attempts before dead-lettering.
+	// Parked classification attempts before dead-lettering.
 	ParkDeadLetterAfter uint32
 
-	// MaxAttempts: Deliveries before dead-lettering.
+	// Deliveries before dead-lettering.
 	MaxAttempts uint32
 
-	// Backoff: FIBP backoff: 0 default, 1 none, 2 fixed, 3 exponential.
+	// FIBP backoff: 0 default, 1 none, 2 fixed, 3 exponential.
 	Backoff uint8
 
-	// BackoffInitialMs: First retry delay.
+	// First retry delay.
 	BackoffInitialMs uint64
 
-	// BackoffMaxMs: Largest exponential retry delay.
+	// Largest exponential retry delay.
 	BackoffMaxMs uint64
 
-	// DeliveryDurability: 0 committed, 1 fast.
+	// 0 committed, 1 fast.
 	DeliveryDurability uint8
 
-	// ReclaimGraceMs: Fast queues' reclaim grace after a restart.
+	// Fast queues' reclaim grace after a restart.
 	ReclaimGraceMs uint64
 }
 
@@ -172,31 +195,43 @@ func (x *QueueRecord) Decode(body []byte) error {
 	return nil
 }
 
-// MessageRecord: opcode 0x02, a stored record.
+// MessageRecord is opcode 0x02, a stored record.
 // A message's immutable body, under M<queue>\0<id>.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field            encoding
+//	0       headers          u16 count, then each key (string) and value (string)
+//	+       payload          u32 length, then bytes
+//	+       fairness_key     u16 length, then UTF-8
+//	+       weight           u32
+//	+       enqueued_at      u64
+//	+       not_before       u64
+//	+       idempotency_key  u16 length, then UTF-8
+//	+       attributes       u16 count, then each key (string) and value (string)
 type MessageRecord struct {
-	// Headers: Producer headers.
+	// Producer headers.
 	Headers map[string]string
 
-	// Payload: The payload.
+	// The payload.
 	Payload []byte
 
-	// FairnessKey: The fairness key after defaults and hooks.
+	// The fairness key after defaults and hooks.
 	FairnessKey string
 
-	// Weight: The weight after defaults and hooks.
+	// The weight after defaults and hooks.
 	Weight uint32
 
-	// EnqueuedAt: Unix ms of acceptance.
+	// Unix ms of acceptance.
 	EnqueuedAt uint64
 
-	// NotBefore: Unix ms before which the message is not deliverable (enqueued_at + delay_ms).
+	// Unix ms before which the message is not deliverable (enqueued_at + delay_ms).
 	NotBefore uint64
 
-	// IdempotencyKey: The producer's idempotency key; empty when absent.
+	// The producer's idempotency key; empty when absent.
 	IdempotencyKey string
 
-	// Attributes: Attributes returned by on_enqueue.
+	// Attributes returned by on_enqueue.
 	Attributes map[string]string
 }
 
@@ -346,32 +381,44 @@ func (x *MessageRecord) Decode(body []byte) error {
 	return nil
 }
 
-// StateRecord: opcode 0x03, a stored record.
+// StateRecord is opcode 0x03, a stored record.
 // A message's mutable state, under S<queue>\0<id>; absent while the message was never
 // delivered, retried, redriven or dead-lettered.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field             encoding
+//	0       attempts          u32
+//	4       redrive_count     u32
+//	8       not_before        u64
+//	16      leased_at         u64
+//	24      lease_expires_at  u64
+//	32      consumer          u16 length, then UTF-8
+//	+       last_error        u32 length, then UTF-8
+//	+       reason            u8 DeadLetterReason
 type StateRecord struct {
-	// Attempts: Deliveries so far.
+	// Deliveries so far.
 	Attempts uint32
 
-	// RedriveCount: Times redriven from the dead-letter queue.
+	// Times redriven from the dead-letter queue.
 	RedriveCount uint32
 
-	// NotBefore: Unix ms before which it is not deliverable (retry delay or original delay).
+	// Unix ms before which it is not deliverable (retry delay or original delay).
 	NotBefore uint64
 
-	// LeasedAt: Unix ms of the current lease; 0 when not leased.
+	// Unix ms of the current lease; 0 when not leased.
 	LeasedAt uint64
 
-	// LeaseExpiresAt: Unix ms when the current lease ends; 0 when not leased.
+	// Unix ms when the current lease ends; 0 when not leased.
 	LeaseExpiresAt uint64
 
-	// Consumer: The consumer holding the lease.
+	// The consumer holding the lease.
 	Consumer string
 
-	// LastError: The last failure's error text.
+	// The last failure's error text.
 	LastError string
 
-	// Reason: Why it is in a dead-letter queue.
+	// Why it is in a dead-letter queue.
 	Reason DeadLetterReason
 }
 
@@ -441,14 +488,19 @@ func (x *StateRecord) Decode(body []byte) error {
 	return nil
 }
 
-// LeaseLogRecord: opcode 0x04, a stored record.
+// LeaseLogRecord is opcode 0x04, a stored record.
 // The leases granted in one dispatch round of a committed-durability queue, under
 // l<queue>\0<seq:u64>. An entry is superseded by a later state record of its message (or the
 // message's deletion); the record is deleted once every entry is superseded. Recovery takes, for
 // each message, whichever of its state and lease entries has the most attempts (the state record
 // on a tie).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field   encoding
+//	0       leases  u32 count, then each LeaseEntry
 type LeaseLogRecord struct {
-	// Leases: The round's leases.
+	// The round's leases.
 	Leases []LeaseEntry
 }
 
@@ -523,21 +575,30 @@ func (x *LeaseLogRecord) Decode(body []byte) error {
 	return nil
 }
 
-// LeaseEntry: The round's leases.
+// LeaseEntry is the round's leases.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       id          16 bytes (UUID)
+//	16      attempts    u32
+//	20      leased_at   u64
+//	28      expires_at  u64
+//	36      consumer    u16 length, then UTF-8
 type LeaseEntry struct {
-	// ID: The leased message.
+	// The leased message.
 	ID wire.UUID
 
-	// Attempts: The message's attempt count including this delivery.
+	// The message's attempt count including this delivery.
 	Attempts uint32
 
-	// LeasedAt: Unix ms of the delivery.
+	// Unix ms of the delivery.
 	LeasedAt uint64
 
-	// ExpiresAt: Unix ms when the lease ends.
+	// Unix ms when the lease ends.
 	ExpiresAt uint64
 
-	// Consumer: The subscription it was delivered to.
+	// The subscription it was delivered to.
 	Consumer string
 }
 
@@ -577,14 +638,20 @@ func (x *LeaseEntry) Check() error {
 	return nil
 }
 
-// DedupRecord: opcode 0x05, a stored record.
+// DedupRecord is opcode 0x05, a stored record.
 // A remembered deduplication identity, under d<queue>\0<hash:16>, where hash is the first 16
 // bytes of the SHA-256 of the length-prefixed identity parts. It is deleted once it expires.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       message_id  16 bytes (UUID)
+//	16      expires_at  u64
 type DedupRecord struct {
-	// MessageID: The message first accepted with this identity.
+	// The message first accepted with this identity.
 	MessageID wire.UUID
 
-	// ExpiresAt: Unix ms when the identity is forgotten.
+	// Unix ms when the identity is forgotten.
 	ExpiresAt uint64
 }
 
@@ -633,29 +700,39 @@ func (x *DedupRecord) Decode(body []byte) error {
 	return nil
 }
 
-// RaftLogRecord: opcode 0x06, a stored record.
+// RaftLogRecord is opcode 0x06, a stored record.
 // One entry of a Raft group's log (a hashicorp/raft Log), under <group prefix>l<index:u64>
 // (server/raftstore). The group prefix is the caller's; the index is big-endian so that keys
 // sort in log order.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       index        u64
+//	8       term         u64
+//	16      type         u8
+//	17      data         u32 length, then bytes
+//	+       extensions   u32 length, then bytes
+//	+       appended_at  i64
 type RaftLogRecord struct {
-	// Index: The entry's log index.
+	// The entry's log index.
 	Index uint64
 
-	// Term: The election term in which the entry was created.
+	// The election term in which the entry was created.
 	Term uint64
 
-	// Type: The raft.LogType: 0 command, 1 noop, 2 add peer (deprecated), 3 remove peer (deprecated),
-	// 4 barrier, 5 configuration.
+	// The raft.LogType: 0 command, 1 noop, 2 add peer (deprecated), 3 remove peer (deprecated), 4
+	// barrier, 5 configuration.
 	Type uint8
 
-	// Data: The entry's payload (for a command, what the FSM applies).
+	// The entry's payload (for a command, what the FSM applies).
 	Data []byte
 
-	// Extensions: Opaque data for Raft extensions, passed through unread; empty when unused.
+	// Opaque data for Raft extensions, passed through unread; empty when unused.
 	Extensions []byte
 
-	// AppendedAt: Unix ns when the leader first appended the entry; 0 when unknown
-	// (raft.Log.AppendedAt's zero time).
+	// Unix ns when the leader first appended the entry; 0 when unknown (raft.Log.AppendedAt's zero
+	// time).
 	AppendedAt int64
 }
 
