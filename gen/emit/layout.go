@@ -15,6 +15,7 @@ import (
 //	offset  field          encoding
 //	0       queue          u16 length, then UTF-8
 //	+       messages       u32 count, then each EnqueueMessage
+//
 // title names what is drawn ("Body, after the header", "Encoding").
 func (e *emitter) layout(f *File, fields []*spec.Field, title string) {
 	if len(fields) == 0 {
