@@ -304,10 +304,10 @@ func (b *Bus) Request(ctx context.Context, subj string, payload []byte, timeout 
 	if n == 0 {
 		return Message{}, ErrNoResponders
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	m, err := sub.Next(ctx)
-	if errors.Is(err, context.DeadlineExceeded) {
+	timer := time.NewTimer(timeout) // cheaper than a context with a deadline, on every request
+	defer timer.Stop()
+	m, err := sub.next(ctx, timer.C)
+	if err == errExpired || errors.Is(err, context.DeadlineExceeded) {
 		return Message{}, ErrTimeout
 	}
 	return m, err

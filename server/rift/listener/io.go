@@ -94,6 +94,9 @@ type writer struct {
 
 // send writes fr as one frame.
 func (w *writer) send(fr riftproto.Frame) error {
+	if n := riftproto.LengthSize + riftproto.HeaderSize + fr.Size(); cap(w.buf) < n {
+		w.buf = make([]byte, 0, n) // one allocation for an answer, not append's growth steps
+	}
 	w.buf = riftproto.AppendFrame(w.buf[:0], fr)
 	return w.flush()
 }
