@@ -98,7 +98,8 @@ func (b *Broker) metaFailed() {
 	b.metaGroup = nil
 }
 
-// storageMetrics are fila_storage_writable and fila_storage_write_failures_total.
+// storageMetrics are fila_storage_writable, fila_storage_write_failures_total and
+// fila_queue_groups_awake.
 func (b *Broker) storageMetrics() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fila", Name: "storage_writable",
@@ -112,5 +113,8 @@ func (b *Broker) storageMetrics() []prometheus.Collector {
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "fila", Name: "storage_write_failures_total",
 			Help: "Writes to the store that failed, or were refused while it did not accept writes."},
 			func() float64 { return float64(b.StorageWriteFailures()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fila", Name: "queue_groups_awake",
+			Help: "Queue groups (a queue and its dead-letter queue) whose actor and Raft group run; the others hibernate (queue_idle_timeout)."},
+			func() float64 { return float64(b.AwakeQueues()) }),
 	}
 }
