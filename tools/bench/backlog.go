@@ -22,7 +22,7 @@ import (
 //	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=…
 //
 // bytes_per_msg is (RSS − RSS before the fill) / messages, read 2 s after the fill; rss_settled_mib
-// is read another 30 s later, idle (settle); empty_server is the lifecycle rate
+// is read -backlog-settle later, idle; empty_server is the lifecycle rate
 // measured first, on the empty server. The empty queues keep what their run left unconsumed. With -heap-profile DIR the server
 // serves pprof and a heap profile is saved at each size.
 func benchBacklog(r *runner) error {
@@ -60,7 +60,7 @@ func benchBacklog(r *runner) error {
 		if err := r.saveHeap("backlog-" + tag); err != nil {
 			return err
 		}
-		time.Sleep(settle) // the fill's garbage goes back to the system at the scavenger's pace
+		time.Sleep(r.o.settle) // the fill's garbage goes back to the system at the scavenger's pace
 		settled := r.srv.rssBytes()
 		report("rss_backlog_settled_"+tag, float64(settled)/(1<<20), "MiB")
 		before, err := r.lifecycleRate("empty-before-"+tag, backlogLifecycle(r.o))
@@ -101,9 +101,6 @@ func (r *runner) standingRate(q, label string) (float64, int64, error) {
 	stop()
 	return rate, ct.enqueued.Load() - ct.acked.Load(), nil
 }
-
-// settle is how long the backlog figure waits, idle, before its second RSS reading.
-const settle = 30 * time.Second
 
 // backlogLifecycle is the lifecycle load of the backlog figures: one consumer, 1 KB messages
 // (the figure's payload and keys).

@@ -27,9 +27,10 @@ type options struct {
 	backlogSizes   string // the backlog figure's sizes, ascending
 	backlogPayload int
 	backlogKeys    int
-	heapProfile    string // directory for the server's heap profiles ("" = none)
-	serverBin      string // a fila-server binary to run instead of building one
-	pprof          string // an address to serve the server's /debug/pprof/ on ("" = a free one when needed)
+	heapProfile    string        // directory for the server's heap profiles ("" = none)
+	serverBin      string        // a fila-server binary to run instead of building one
+	pprof          string        // an address to serve the server's /debug/pprof/ on ("" = a free one when needed)
+	settle         time.Duration // idle wait before the backlog figure's second RSS reading
 }
 
 func main() {
@@ -45,6 +46,7 @@ func main() {
 	flag.IntVar(&o.backlogPayload, "backlog-payload", 1024, "payload bytes of the backlog figure's messages")
 	flag.IntVar(&o.backlogKeys, "backlog-keys", 0, "fairness keys of the backlog figure's messages (0 = none given)")
 	flag.StringVar(&o.heapProfile, "heap-profile", "", "save the server's heap profiles (backlog figure) in this directory")
+	flag.DurationVar(&o.settle, "backlog-settle", 30*time.Second, "idle wait before the backlog figure's second RSS reading")
 	flag.StringVar(&o.serverBin, "fila-server", "", "run this fila-server binary instead of building one from the working tree")
 	flag.StringVar(&o.pprof, "pprof", "", "serve the server's /debug/pprof/ on this address (to profile a workload)")
 	plotOut := flag.String("plot-backlog", "", "write an SVG of the BACKLOG lines of saved runs, given as label=file arguments, and exit")
@@ -57,7 +59,7 @@ func main() {
 		return
 	}
 	if *quick {
-		o.duration, o.backlog, o.queues, o.backlogSizes = 500*time.Millisecond, 20_000, 200, "20000"
+		o.duration, o.backlog, o.queues, o.backlogSizes, o.settle = 500*time.Millisecond, 20_000, 200, "20000", time.Second
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
