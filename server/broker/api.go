@@ -266,6 +266,13 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 	if r.a == nil {
 		return errorf(CodeQueueNotFound, "queue %q does not exist", s.Queue)
 	}
+	if r.a.asleep(func(*summary) {}) {
+		// A sleeping group cannot reopen while the store refuses writes (its Raft group must
+		// store its term): answer now rather than wait for the disk.
+		if e := b.writable(); e != nil {
+			return e
+		}
+	}
 	ts, e := b.declareThrottles(s.Queue, s.Throttles)
 	if e != nil {
 		return e

@@ -100,3 +100,47 @@ func TestExpiredLeaseWhileWritesFailArmsNoImmediateWakeup(t *testing.T) {
 		t.Fatalf("after the store recovered: %s, want the lease expired", out)
 	}
 }
+
+// A hibernated queue cannot reopen while the store refuses writes: a Subscribe then answers
+// StorageError at once instead of waiting for the disk, stats still answer, and once writes
+// succeed again the Subscribe wakes it.
+func TestSleepingQueueWhileWritesFail(t *testing.T) {
+	s := newScript(t)
+	b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, IdleTimeout: time.Second,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.b = b
+	t.Cleanup(func() { b.Close() })
+	for _, line := range []string{"create q", "enqueue q a"} {
+		if out := s.do(line); strings.Contains(out, "err") {
+			t.Fatalf("%s: %s", line, out)
+		}
+	}
+	s.settled()
+	s.mu.Lock()
+	s.now = s.now.Add(2 * time.Second) // idle for longer than IdleTimeout (settled's calls count as requests)
+	for _, tm := range s.timers {
+		tm.fireBy(s.now)
+	}
+	s.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); b.AwakeQueues() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle queue does not hibernate")
+		}
+	}
+	s.mem.FailWrites(errors.New("disk full"))
+	k := &scriptSink{s: s, wake: make(chan struct{}, 1)}
+	if e := b.Subscribe(Subscription{Queue: "q", ConsumerID: "c", RequestID: 1, ManagedCredit: true}, k); e == nil || e.Code != CodeStorageError {
+		t.Fatalf("Subscribe to a sleeping queue while writes fail: %v, want StorageError", e)
+	}
+	if st, e := b.GetStats("q"); e != nil || st.Depth != 1 {
+		t.Fatalf("stats while writes fail: %+v %v", st, e)
+	}
+	s.mem.ResumeWrites()
+	if e := b.Subscribe(Subscription{Queue: "q", ConsumerID: "c", RequestID: 2, ManagedCredit: true}, k); e != nil {
+		t.Fatalf("Subscribe after the store recovered: %v", e)
+	}
+	<-k.wake
+}
