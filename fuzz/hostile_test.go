@@ -178,7 +178,7 @@ func seedFrames() []fibp.Frame {
 		&fibp.Credit{AdditionalCredit: 5}, &fibp.CancelConsume{},
 		&fibp.GetStats{Queue: "good"}, &fibp.ListQueues{}, &fibp.DeleteQueue{Queue: "good"},
 		&fibp.CreateQueue{Name: "fz2"}, &fibp.Redrive{DLQQueue: "good.dlq"},
-		&fibp.CreateApiKey{Name: "mine", IsSuperadmin: true}, &fibp.SetAcl{KeyID: "key_x"},
+		&fibp.CreateAPIKey{Name: "mine", IsSuperadmin: true}, &fibp.SetACL{KeyID: "key_x"},
 		&fibp.SetConfig{Key: "scheduler.quantum", Value: "1"}, &fibp.Handshake{ProtocolVersion: 1},
 		&fibp.Ping{}, &fibp.Disconnect{},
 	}

@@ -17,11 +17,11 @@ type APIKey struct {
 
 // CreateAPIKey creates an API key; a zero expiresAt means it never expires.
 func (c *Client) CreateAPIKey(ctx context.Context, name string, expiresAt time.Time, superadmin bool) (*APIKey, error) {
-	req := &fibp.CreateApiKey{Name: name, IsSuperadmin: superadmin}
+	req := &fibp.CreateAPIKey{Name: name, IsSuperadmin: superadmin}
 	if !expiresAt.IsZero() {
 		req.ExpiresAtMs = uint64(expiresAt.UnixMilli())
 	}
-	res, err := roundTrip[fibp.CreateApiKeyResult](ctx, c, req)
+	res, err := roundTrip[fibp.CreateAPIKeyResult](ctx, c, req)
 	if err != nil {
 		return nil, err
 	}
@@ -35,7 +35,7 @@ func keySubject(id string) string { return "API key " + strconv.Quote(id) }
 
 // RevokeAPIKey revokes an API key.
 func (c *Client) RevokeAPIKey(ctx context.Context, keyID string) error {
-	res, err := roundTrip[fibp.RevokeApiKeyResult](ctx, c, &fibp.RevokeApiKey{KeyID: keyID})
+	res, err := roundTrip[fibp.RevokeAPIKeyResult](ctx, c, &fibp.RevokeAPIKey{KeyID: keyID})
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ type APIKeyInfo struct {
 
 // ListAPIKeys lists every API key.
 func (c *Client) ListAPIKeys(ctx context.Context) ([]APIKeyInfo, error) {
-	res, err := roundTrip[fibp.ListApiKeysResult](ctx, c, &fibp.ListApiKeys{})
+	res, err := roundTrip[fibp.ListAPIKeysResult](ctx, c, &fibp.ListAPIKeys{})
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +84,11 @@ type ACL struct {
 
 // SetACL replaces an API key's permissions (it does not merge).
 func (c *Client) SetACL(ctx context.Context, keyID string, perms []Permission) error {
-	req := &fibp.SetAcl{KeyID: keyID, Permissions: make([]fibp.ACLPermission, len(perms))}
+	req := &fibp.SetACL{KeyID: keyID, Permissions: make([]fibp.ACLPermission, len(perms))}
 	for i, p := range perms {
 		req.Permissions[i] = fibp.ACLPermission(p)
 	}
-	res, err := roundTrip[fibp.SetAclResult](ctx, c, req)
+	res, err := roundTrip[fibp.SetACLResult](ctx, c, req)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,7 @@ func (c *Client) SetACL(ctx context.Context, keyID string, perms []Permission) e
 
 // GetACL reads an API key's permissions.
 func (c *Client) GetACL(ctx context.Context, keyID string) (*ACL, error) {
-	res, err := roundTrip[fibp.GetAclResult](ctx, c, &fibp.GetAcl{KeyID: keyID})
+	res, err := roundTrip[fibp.GetACLResult](ctx, c, &fibp.GetACL{KeyID: keyID})
 	if err != nil {
 		return nil, err
 	}

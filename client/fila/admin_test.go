@@ -158,13 +158,13 @@ func TestClusterAndKeyAdmin(t *testing.T) {
 		t.Errorf("err = %v", err)
 	}
 	err = exchange(t, sc, func() error { return c.RevokeAPIKey(testCtx(t), "k1") },
-		&fibp.RevokeApiKey{KeyID: "k1"}, &fibp.RevokeApiKeyResult{ErrorCode: fibp.CodeApiKeyNotFound})
+		&fibp.RevokeAPIKey{KeyID: "k1"}, &fibp.RevokeAPIKeyResult{ErrorCode: fibp.CodeAPIKeyNotFound})
 	if !errors.Is(err, ErrAPIKeyNotFound) {
 		t.Errorf("err = %v", err)
 	}
 	err = exchange(t, sc, func() error {
 		return c.SetACL(testCtx(t), "k1", []Permission{{Kind: fibp.AclKindProduce, Pattern: "orders.*"}})
-	}, &fibp.SetAcl{KeyID: "k1", Permissions: []fibp.ACLPermission{{Kind: "produce", Pattern: "orders.*"}}}, &fibp.SetAclResult{})
+	}, &fibp.SetACL{KeyID: "k1", Permissions: []fibp.ACLPermission{{Kind: "produce", Pattern: "orders.*"}}}, &fibp.SetACLResult{})
 	if err != nil {
 		t.Error(err)
 	}

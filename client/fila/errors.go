@@ -64,7 +64,7 @@ var (
 	ErrNotLeader           = &Error{Code: fibp.CodeNotLeader}
 	ErrUnsupportedVersion  = &Error{Code: fibp.CodeUnsupportedVersion}
 	ErrInvalidFrame        = &Error{Code: fibp.CodeInvalidFrame}
-	ErrAPIKeyNotFound      = &Error{Code: fibp.CodeApiKeyNotFound}
+	ErrAPIKeyNotFound      = &Error{Code: fibp.CodeAPIKeyNotFound}
 	ErrNodeNotReady        = &Error{Code: fibp.CodeNodeNotReady}
 	ErrCreditExhausted     = &Error{Code: fibp.CodeCreditExhausted}
 	ErrThrottleConflict    = &Error{Code: fibp.CodeThrottleConflict}
@@ -140,7 +140,7 @@ func resultError(code fibp.ErrorCode, subject string) error {
 	}
 	var msg string
 	switch code {
-	case fibp.CodeQueueNotFound, fibp.CodeMessageNotFound, fibp.CodeApiKeyNotFound,
+	case fibp.CodeQueueNotFound, fibp.CodeMessageNotFound, fibp.CodeAPIKeyNotFound,
 		fibp.CodeThrottleNotFound, fibp.CodeNodeNotFound:
 		msg = subject + " not found"
 	case fibp.CodeQueueAlreadyExists:

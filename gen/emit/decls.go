@@ -219,7 +219,7 @@ func (e *emitter) opcodes(f *File) {
 	dirConst := map[spec.Direction]string{spec.DirClient: "ClientToServer", spec.DirServer: "ServerToClient", spec.DirBoth: "EitherDirection"}
 	var rows []Code // in opcode order, one line each
 	for _, fr := range frames {
-		row := []Code{Lit(fr.Name)}
+		row := []Code{Lit(fr.SpecName)}
 		if messages {
 			dir := Code(Lit(0)) // a stored record
 			if fr.Kind == spec.FrameMessage {

@@ -655,7 +655,7 @@ func (b *builder) frame(r *rawFrame, kind FrameKind) {
 	if r.MaxBody < 0 || r.MaxBody > b.spec.Framing.MaxFrame {
 		b.errf(r.Line, "frame %s: max_body %d outside 0..max_frame", r.Name, r.MaxBody)
 	}
-	f := &Frame{Opcode: *r.Opcode, Name: r.Name, Kind: kind, Direction: dir, Group: r.Group, MaxBody: r.MaxBody, Doc: r.Doc, Line: r.Line}
+	f := &Frame{Opcode: *r.Opcode, Name: GoName(r.Name), SpecName: r.Name, Kind: kind, Direction: dir, Group: r.Group, MaxBody: r.MaxBody, Doc: r.Doc, Line: r.Line}
 	f.Fields = b.fields(r.Fields, r.Name, r.Line)
 	f.Examples = b.examples(r.Examples, r.Name)
 	b.spec.Frames = append(b.spec.Frames, f)

@@ -100,6 +100,8 @@ func TestGoName(t *testing.T) {
 	for in, want := range map[string]string{
 		"request_id": "RequestID", "api_key": "APIKey", "dlq_queue": "DLQQueue", "QueueNotFound": "QueueNotFound",
 		"ok": "Ok", "lease_expires_at": "LeaseExpiresAt", "key_id": "KeyID",
+		"CreateApiKey": "CreateAPIKey", "SetAcl": "SetACL", "ApiKeyNotFound": "APIKeyNotFound",
+		"SnapshotIdentity": "SnapshotIdentity", "HTTPError": "HTTPError", "Ok": "Ok",
 	} {
 		if got := GoName(in); got != want {
 			t.Errorf("GoName(%q) = %q, want %q", in, got, want)

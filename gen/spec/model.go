@@ -212,7 +212,8 @@ const (
 // Frame is one opcode: a message, or a tagged record.
 type Frame struct {
 	Opcode    int
-	Name      string // the Go name
+	Name      string // the Go name (initialisms applied: CreateAPIKey)
+	SpecName  string // the name as the spec writes it (CreateApiKey), which String returns
 	Kind      FrameKind
 	Direction Direction // messages only
 	Group     string

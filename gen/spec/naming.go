@@ -1,6 +1,12 @@
 package spec
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+)
+
+// camelWord is one word of a CamelCase name: a capital and the lower-case letters and digits after it.
+var camelWord = regexp.MustCompile(`[A-Z][a-z0-9]*`)
 
 // initialisms are words spelled in capitals in Go names (Go's own convention: ID, not Id).
 var initialisms = map[string]string{
@@ -10,9 +16,17 @@ var initialisms = map[string]string{
 
 // GoName turns a snake_case or CamelCase spec name into an exported Go identifier:
 // request_id → RequestID, api_key → APIKey, QueueNotFound → QueueNotFound.
+//
+// CamelCase names get the same initialisms word by word: CreateApiKey → CreateAPIKey, SetAcl →
+// SetACL, ApiKeyNotFound → APIKeyNotFound (a run of capitals such as HTTPError stays as it is).
 func GoName(name string) string {
 	if !strings.Contains(name, "_") && name != "" && name[0] >= 'A' && name[0] <= 'Z' {
-		return name
+		return camelWord.ReplaceAllStringFunc(name, func(w string) string {
+			if up, ok := initialisms[strings.ToLower(w)]; ok {
+				return up
+			}
+			return w
+		})
 	}
 	var b strings.Builder
 	for _, w := range strings.Split(name, "_") {

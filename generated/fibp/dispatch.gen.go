@@ -53,16 +53,16 @@ var (
 	_ Frame = (*GetThrottleBucket)(nil)
 	_ Frame = (*GetThrottleStatsResult)(nil)
 	_ Frame = (*GetThrottleStats)(nil)
-	_ Frame = (*GetAclResult)(nil)
-	_ Frame = (*GetAcl)(nil)
-	_ Frame = (*SetAclResult)(nil)
-	_ Frame = (*SetAcl)(nil)
-	_ Frame = (*ListApiKeysResult)(nil)
-	_ Frame = (*ListApiKeys)(nil)
-	_ Frame = (*RevokeApiKeyResult)(nil)
-	_ Frame = (*RevokeApiKey)(nil)
-	_ Frame = (*CreateApiKeyResult)(nil)
-	_ Frame = (*CreateApiKey)(nil)
+	_ Frame = (*GetACLResult)(nil)
+	_ Frame = (*GetACL)(nil)
+	_ Frame = (*SetACLResult)(nil)
+	_ Frame = (*SetACL)(nil)
+	_ Frame = (*ListAPIKeysResult)(nil)
+	_ Frame = (*ListAPIKeys)(nil)
+	_ Frame = (*RevokeAPIKeyResult)(nil)
+	_ Frame = (*RevokeAPIKey)(nil)
+	_ Frame = (*CreateAPIKeyResult)(nil)
+	_ Frame = (*CreateAPIKey)(nil)
 	_ Frame = (*RedriveResult)(nil)
 	_ Frame = (*Redrive)(nil)
 	_ Frame = (*ListConfigResult)(nil)
@@ -153,26 +153,26 @@ func New(op Opcode) Frame {
 		return new(GetThrottleStatsResult)
 	case OpGetThrottleStats:
 		return new(GetThrottleStats)
-	case OpGetAclResult:
-		return new(GetAclResult)
-	case OpGetAcl:
-		return new(GetAcl)
-	case OpSetAclResult:
-		return new(SetAclResult)
-	case OpSetAcl:
-		return new(SetAcl)
-	case OpListApiKeysResult:
-		return new(ListApiKeysResult)
-	case OpListApiKeys:
-		return new(ListApiKeys)
-	case OpRevokeApiKeyResult:
-		return new(RevokeApiKeyResult)
-	case OpRevokeApiKey:
-		return new(RevokeApiKey)
-	case OpCreateApiKeyResult:
-		return new(CreateApiKeyResult)
-	case OpCreateApiKey:
-		return new(CreateApiKey)
+	case OpGetACLResult:
+		return new(GetACLResult)
+	case OpGetACL:
+		return new(GetACL)
+	case OpSetACLResult:
+		return new(SetACLResult)
+	case OpSetACL:
+		return new(SetACL)
+	case OpListAPIKeysResult:
+		return new(ListAPIKeysResult)
+	case OpListAPIKeys:
+		return new(ListAPIKeys)
+	case OpRevokeAPIKeyResult:
+		return new(RevokeAPIKeyResult)
+	case OpRevokeAPIKey:
+		return new(RevokeAPIKey)
+	case OpCreateAPIKeyResult:
+		return new(CreateAPIKeyResult)
+	case OpCreateAPIKey:
+		return new(CreateAPIKey)
 	case OpRedriveResult:
 		return new(RedriveResult)
 	case OpRedrive:

@@ -42,8 +42,8 @@ const (
 	CodeUnsupportedVersion ErrorCode = 13
 	// CodeInvalidFrame: Malformed, oversized or unparseable frame
 	CodeInvalidFrame ErrorCode = 14
-	// CodeApiKeyNotFound: API key ID does not exist
-	CodeApiKeyNotFound ErrorCode = 15
+	// CodeAPIKeyNotFound: API key ID does not exist
+	CodeAPIKeyNotFound ErrorCode = 15
 	// CodeNodeNotReady: No leader elected yet
 	CodeNodeNotReady ErrorCode = 16
 	// CodeCreditExhausted: Delivery credit is zero; grant more
@@ -111,7 +111,7 @@ func (v ErrorCode) String() string {
 		return "UnsupportedVersion"
 	case CodeInvalidFrame:
 		return "InvalidFrame"
-	case CodeApiKeyNotFound:
+	case CodeAPIKeyNotFound:
 		return "ApiKeyNotFound"
 	case CodeNodeNotReady:
 		return "NodeNotReady"
@@ -176,7 +176,7 @@ func (v ErrorCode) Description() string {
 		return "Protocol version not supported"
 	case CodeInvalidFrame:
 		return "Malformed, oversized or unparseable frame"
-	case CodeApiKeyNotFound:
+	case CodeAPIKeyNotFound:
 		return "API key ID does not exist"
 	case CodeNodeNotReady:
 		return "No leader elected yet"
@@ -211,7 +211,7 @@ func (v ErrorCode) Description() string {
 // Known reports whether v is one of the values the spec defines.
 func (v ErrorCode) Known() bool {
 	switch v {
-	case CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError:
+	case CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError:
 		return true
 	}
 	return false

@@ -761,7 +761,7 @@ func (x *RedriveResult) Decode(body []byte) error {
 	return nil
 }
 
-// CreateApiKey is opcode 0xed, sent client → server.
+// CreateAPIKey is opcode 0xed, sent client → server.
 // Create an API key.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -770,7 +770,7 @@ func (x *RedriveResult) Decode(body []byte) error {
 //	0       name           u16 length, then UTF-8
 //	+       expires_at_ms  u64
 //	+       is_superadmin  u8 (0 or 1)
-type CreateApiKey struct {
+type CreateAPIKey struct {
 	// A human-readable name for the key.
 	Name string
 
@@ -781,13 +781,13 @@ type CreateApiKey struct {
 	IsSuperadmin bool
 }
 
-// Opcode returns OpCreateApiKey.
-func (*CreateApiKey) Opcode() Opcode {
-	return OpCreateApiKey
+// Opcode returns OpCreateAPIKey.
+func (*CreateAPIKey) Opcode() Opcode {
+	return OpCreateAPIKey
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *CreateApiKey) Size() int {
+func (x *CreateAPIKey) Size() int {
 	n := 11
 	n += len(x.Name)
 	return n
@@ -795,7 +795,7 @@ func (x *CreateApiKey) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *CreateApiKey) AppendTo(b []byte) []byte {
+func (x *CreateAPIKey) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.Name)
 	b = wire.AppendU64(b, x.ExpiresAtMs)
 	b = wire.AppendBool(b, x.IsSuperadmin)
@@ -804,14 +804,14 @@ func (x *CreateApiKey) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *CreateApiKey) DecodeFrom(r *wire.Reader) {
+func (x *CreateAPIKey) DecodeFrom(r *wire.Reader) {
 	x.Name = r.String(r.Len16(65535), true)
 	x.ExpiresAtMs = r.U64()
 	x.IsSuperadmin = r.Bool()
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *CreateApiKey) Check() error {
+func (x *CreateAPIKey) Check() error {
 	if err := wire.CheckString(x.Name, 65535, true); err != nil {
 		return wire.AtField("name", -1, err)
 	}
@@ -820,14 +820,14 @@ func (x *CreateApiKey) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *CreateApiKey) Decode(body []byte) error {
+func (x *CreateAPIKey) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpCreateApiKey,
+			Opcode: OpCreateAPIKey,
 		}
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// CreateApiKeyResult is opcode 0xec, sent server → client.
+// CreateAPIKeyResult is opcode 0xec, sent server → client.
 // Result.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -17,7 +17,7 @@ import (
 //	1       key_id         u16 length, then UTF-8
 //	+       key            u16 length, then UTF-8
 //	+       is_superadmin  u8 (0 or 1)
-type CreateApiKeyResult struct {
+type CreateAPIKeyResult struct {
 	// Ok, or why the key was not created.
 	ErrorCode ErrorCode
 
@@ -31,13 +31,13 @@ type CreateApiKeyResult struct {
 	IsSuperadmin bool
 }
 
-// Opcode returns OpCreateApiKeyResult.
-func (*CreateApiKeyResult) Opcode() Opcode {
-	return OpCreateApiKeyResult
+// Opcode returns OpCreateAPIKeyResult.
+func (*CreateAPIKeyResult) Opcode() Opcode {
+	return OpCreateAPIKeyResult
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *CreateApiKeyResult) Size() int {
+func (x *CreateAPIKeyResult) Size() int {
 	n := 6
 	n += len(x.KeyID)
 	n += len(x.Key)
@@ -46,7 +46,7 @@ func (x *CreateApiKeyResult) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *CreateApiKeyResult) AppendTo(b []byte) []byte {
+func (x *CreateAPIKeyResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
 	b = wire.AppendString16(b, x.KeyID)
 	b = wire.AppendString16(b, x.Key)
@@ -56,7 +56,7 @@ func (x *CreateApiKeyResult) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *CreateApiKeyResult) DecodeFrom(r *wire.Reader) {
+func (x *CreateAPIKeyResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 	x.KeyID = r.String(r.Len16(65535), true)
 	x.Key = r.String(r.Len16(65535), true)
@@ -64,7 +64,7 @@ func (x *CreateApiKeyResult) DecodeFrom(r *wire.Reader) {
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *CreateApiKeyResult) Check() error {
+func (x *CreateAPIKeyResult) Check() error {
 	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
 		return wire.AtField("key_id", -1, err)
 	}
@@ -76,38 +76,38 @@ func (x *CreateApiKeyResult) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *CreateApiKeyResult) Decode(body []byte) error {
+func (x *CreateAPIKeyResult) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpCreateApiKeyResult,
+			Opcode: OpCreateAPIKeyResult,
 		}
 	}
 	return nil
 }
 
-// RevokeApiKey is opcode 0xeb, sent client → server.
+// RevokeAPIKey is opcode 0xeb, sent client → server.
 // Revoke an API key.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
 //	offset  field   encoding
 //	0       key_id  u16 length, then UTF-8
-type RevokeApiKey struct {
+type RevokeAPIKey struct {
 	// The key to revoke.
 	KeyID string
 }
 
-// Opcode returns OpRevokeApiKey.
-func (*RevokeApiKey) Opcode() Opcode {
-	return OpRevokeApiKey
+// Opcode returns OpRevokeAPIKey.
+func (*RevokeAPIKey) Opcode() Opcode {
+	return OpRevokeAPIKey
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *RevokeApiKey) Size() int {
+func (x *RevokeAPIKey) Size() int {
 	n := 2
 	n += len(x.KeyID)
 	return n
@@ -115,19 +115,19 @@ func (x *RevokeApiKey) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *RevokeApiKey) AppendTo(b []byte) []byte {
+func (x *RevokeAPIKey) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.KeyID)
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *RevokeApiKey) DecodeFrom(r *wire.Reader) {
+func (x *RevokeAPIKey) DecodeFrom(r *wire.Reader) {
 	x.KeyID = r.String(r.Len16(65535), true)
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *RevokeApiKey) Check() error {
+func (x *RevokeAPIKey) Check() error {
 	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
 		return wire.AtField("key_id", -1, err)
 	}
@@ -136,121 +136,121 @@ func (x *RevokeApiKey) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *RevokeApiKey) Decode(body []byte) error {
+func (x *RevokeAPIKey) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpRevokeApiKey,
+			Opcode: OpRevokeAPIKey,
 		}
 	}
 	return nil
 }
 
-// RevokeApiKeyResult is opcode 0xea, sent server → client.
+// RevokeAPIKeyResult is opcode 0xea, sent server → client.
 // Result.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
 //	offset  field       encoding
 //	0       error_code  u8 ErrorCode
-type RevokeApiKeyResult struct {
+type RevokeAPIKeyResult struct {
 	// 0x0F = ApiKeyNotFound.
 	ErrorCode ErrorCode
 }
 
-// Opcode returns OpRevokeApiKeyResult.
-func (*RevokeApiKeyResult) Opcode() Opcode {
-	return OpRevokeApiKeyResult
+// Opcode returns OpRevokeAPIKeyResult.
+func (*RevokeAPIKeyResult) Opcode() Opcode {
+	return OpRevokeAPIKeyResult
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (*RevokeApiKeyResult) Size() int {
+func (*RevokeAPIKeyResult) Size() int {
 	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *RevokeApiKeyResult) AppendTo(b []byte) []byte {
+func (x *RevokeAPIKeyResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *RevokeApiKeyResult) DecodeFrom(r *wire.Reader) {
+func (x *RevokeAPIKeyResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*RevokeApiKeyResult) Check() error {
+func (*RevokeAPIKeyResult) Check() error {
 	return nil
 }
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *RevokeApiKeyResult) Decode(body []byte) error {
+func (x *RevokeAPIKeyResult) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpRevokeApiKeyResult,
+			Opcode: OpRevokeAPIKeyResult,
 		}
 	}
 	return nil
 }
 
-// ListApiKeys is opcode 0xe9, sent client → server.
+// ListAPIKeys is opcode 0xe9, sent client → server.
 // List API keys.
 //
 // Body, after the header: empty.
-type ListApiKeys struct{}
+type ListAPIKeys struct{}
 
-// Opcode returns OpListApiKeys.
-func (*ListApiKeys) Opcode() Opcode {
-	return OpListApiKeys
+// Opcode returns OpListAPIKeys.
+func (*ListAPIKeys) Opcode() Opcode {
+	return OpListAPIKeys
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (*ListApiKeys) Size() int {
+func (*ListAPIKeys) Size() int {
 	return 0
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ListApiKeys) AppendTo(b []byte) []byte {
+func (x *ListAPIKeys) AppendTo(b []byte) []byte {
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ListApiKeys) DecodeFrom(_ *wire.Reader) {}
+func (x *ListAPIKeys) DecodeFrom(_ *wire.Reader) {}
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*ListApiKeys) Check() error {
+func (*ListAPIKeys) Check() error {
 	return nil
 }
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *ListApiKeys) Decode(body []byte) error {
+func (x *ListAPIKeys) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpListApiKeys,
+			Opcode: OpListAPIKeys,
 		}
 	}
 	return nil
 }
 
-// ListApiKeysResult is opcode 0xe8, sent server → client.
+// ListAPIKeysResult is opcode 0xe8, sent server → client.
 // Key list.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -258,7 +258,7 @@ func (x *ListApiKeys) Decode(body []byte) error {
 //	offset  field       encoding
 //	0       error_code  u8 ErrorCode
 //	1       keys        u32 count, then each APIKeyInfo
-type ListApiKeysResult struct {
+type ListAPIKeysResult struct {
 	// Ok, or why the keys were not listed.
 	ErrorCode ErrorCode
 
@@ -266,13 +266,13 @@ type ListApiKeysResult struct {
 	Keys []APIKeyInfo
 }
 
-// Opcode returns OpListApiKeysResult.
-func (*ListApiKeysResult) Opcode() Opcode {
-	return OpListApiKeysResult
+// Opcode returns OpListAPIKeysResult.
+func (*ListAPIKeysResult) Opcode() Opcode {
+	return OpListAPIKeysResult
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *ListApiKeysResult) Size() int {
+func (x *ListAPIKeysResult) Size() int {
 	n := 5
 	for i0 := range x.Keys {
 		n += x.Keys[i0].Size()
@@ -282,7 +282,7 @@ func (x *ListApiKeysResult) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ListApiKeysResult) AppendTo(b []byte) []byte {
+func (x *ListAPIKeysResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
 	b = wire.AppendCount(b, wire.Count32, len(x.Keys))
 	for i0 := range x.Keys {
@@ -293,7 +293,7 @@ func (x *ListApiKeysResult) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ListApiKeysResult) DecodeFrom(r *wire.Reader) {
+func (x *ListAPIKeysResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 	{
 		n0 := r.Count(wire.Count32, 21)
@@ -312,7 +312,7 @@ func (x *ListApiKeysResult) DecodeFrom(r *wire.Reader) {
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ListApiKeysResult) Check() error {
+func (x *ListAPIKeysResult) Check() error {
 	if err := wire.CheckCount(len(x.Keys), math.MaxUint32); err != nil {
 		return wire.AtField("keys", -1, err)
 	}
@@ -326,14 +326,14 @@ func (x *ListApiKeysResult) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *ListApiKeysResult) Decode(body []byte) error {
+func (x *ListAPIKeysResult) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpListApiKeysResult,
+			Opcode: OpListAPIKeysResult,
 		}
 	}
 	return nil
@@ -406,7 +406,7 @@ func (x *APIKeyInfo) Check() error {
 	return nil
 }
 
-// SetAcl is opcode 0xe7, sent client → server.
+// SetACL is opcode 0xe7, sent client → server.
 // Replace a key's permissions. Replaces the permission set; it does not merge.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -414,7 +414,7 @@ func (x *APIKeyInfo) Check() error {
 //	offset  field        encoding
 //	0       key_id       u16 length, then UTF-8
 //	+       permissions  u32 count, then each ACLPermission
-type SetAcl struct {
+type SetACL struct {
 	// The key whose permissions are replaced.
 	KeyID string
 
@@ -422,13 +422,13 @@ type SetAcl struct {
 	Permissions []ACLPermission
 }
 
-// Opcode returns OpSetAcl.
-func (*SetAcl) Opcode() Opcode {
-	return OpSetAcl
+// Opcode returns OpSetACL.
+func (*SetACL) Opcode() Opcode {
+	return OpSetACL
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SetAcl) Size() int {
+func (x *SetACL) Size() int {
 	n := 6
 	n += len(x.KeyID)
 	for i0 := range x.Permissions {
@@ -439,7 +439,7 @@ func (x *SetAcl) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SetAcl) AppendTo(b []byte) []byte {
+func (x *SetACL) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.KeyID)
 	b = wire.AppendCount(b, wire.Count32, len(x.Permissions))
 	for i0 := range x.Permissions {
@@ -450,7 +450,7 @@ func (x *SetAcl) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SetAcl) DecodeFrom(r *wire.Reader) {
+func (x *SetACL) DecodeFrom(r *wire.Reader) {
 	x.KeyID = r.String(r.Len16(65535), true)
 	{
 		n0 := r.Count(wire.Count32, 4)
@@ -469,7 +469,7 @@ func (x *SetAcl) DecodeFrom(r *wire.Reader) {
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *SetAcl) Check() error {
+func (x *SetACL) Check() error {
 	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
 		return wire.AtField("key_id", -1, err)
 	}
@@ -486,93 +486,93 @@ func (x *SetAcl) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *SetAcl) Decode(body []byte) error {
+func (x *SetACL) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpSetAcl,
+			Opcode: OpSetACL,
 		}
 	}
 	return nil
 }
 
-// SetAclResult is opcode 0xe6, sent server → client.
+// SetACLResult is opcode 0xe6, sent server → client.
 // Result.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
 //	offset  field       encoding
 //	0       error_code  u8 ErrorCode
-type SetAclResult struct {
+type SetACLResult struct {
 	// 0x0F ApiKeyNotFound, 0x08 invalid kind.
 	ErrorCode ErrorCode
 }
 
-// Opcode returns OpSetAclResult.
-func (*SetAclResult) Opcode() Opcode {
-	return OpSetAclResult
+// Opcode returns OpSetACLResult.
+func (*SetACLResult) Opcode() Opcode {
+	return OpSetACLResult
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (*SetAclResult) Size() int {
+func (*SetACLResult) Size() int {
 	return 1
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SetAclResult) AppendTo(b []byte) []byte {
+func (x *SetACLResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SetAclResult) DecodeFrom(r *wire.Reader) {
+func (x *SetACLResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (*SetAclResult) Check() error {
+func (*SetACLResult) Check() error {
 	return nil
 }
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *SetAclResult) Decode(body []byte) error {
+func (x *SetACLResult) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpSetAclResult,
+			Opcode: OpSetACLResult,
 		}
 	}
 	return nil
 }
 
-// GetAcl is opcode 0xe5, sent client → server.
+// GetACL is opcode 0xe5, sent client → server.
 // Read a key's permissions.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
 //	offset  field   encoding
 //	0       key_id  u16 length, then UTF-8
-type GetAcl struct {
+type GetACL struct {
 	// The key to read.
 	KeyID string
 }
 
-// Opcode returns OpGetAcl.
-func (*GetAcl) Opcode() Opcode {
-	return OpGetAcl
+// Opcode returns OpGetACL.
+func (*GetACL) Opcode() Opcode {
+	return OpGetACL
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *GetAcl) Size() int {
+func (x *GetACL) Size() int {
 	n := 2
 	n += len(x.KeyID)
 	return n
@@ -580,19 +580,19 @@ func (x *GetAcl) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetAcl) AppendTo(b []byte) []byte {
+func (x *GetACL) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.KeyID)
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetAcl) DecodeFrom(r *wire.Reader) {
+func (x *GetACL) DecodeFrom(r *wire.Reader) {
 	x.KeyID = r.String(r.Len16(65535), true)
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *GetAcl) Check() error {
+func (x *GetACL) Check() error {
 	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
 		return wire.AtField("key_id", -1, err)
 	}
@@ -601,20 +601,20 @@ func (x *GetAcl) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetAcl) Decode(body []byte) error {
+func (x *GetACL) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpGetAcl,
+			Opcode: OpGetACL,
 		}
 	}
 	return nil
 }
 
-// GetAclResult is opcode 0xe4, sent server → client.
+// GetACLResult is opcode 0xe4, sent server → client.
 // Permissions.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -624,7 +624,7 @@ func (x *GetAcl) Decode(body []byte) error {
 //	1       key_id         u16 length, then UTF-8
 //	+       is_superadmin  u8 (0 or 1)
 //	+       permissions    u32 count, then each ACLPermission
-type GetAclResult struct {
+type GetACLResult struct {
 	// 0x0F = ApiKeyNotFound.
 	ErrorCode ErrorCode
 
@@ -638,13 +638,13 @@ type GetAclResult struct {
 	Permissions []ACLPermission
 }
 
-// Opcode returns OpGetAclResult.
-func (*GetAclResult) Opcode() Opcode {
-	return OpGetAclResult
+// Opcode returns OpGetACLResult.
+func (*GetACLResult) Opcode() Opcode {
+	return OpGetACLResult
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *GetAclResult) Size() int {
+func (x *GetACLResult) Size() int {
 	n := 8
 	n += len(x.KeyID)
 	for i0 := range x.Permissions {
@@ -655,7 +655,7 @@ func (x *GetAclResult) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *GetAclResult) AppendTo(b []byte) []byte {
+func (x *GetACLResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
 	b = wire.AppendString16(b, x.KeyID)
 	b = wire.AppendBool(b, x.IsSuperadmin)
@@ -668,7 +668,7 @@ func (x *GetAclResult) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *GetAclResult) DecodeFrom(r *wire.Reader) {
+func (x *GetACLResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 	x.KeyID = r.String(r.Len16(65535), true)
 	x.IsSuperadmin = r.Bool()
@@ -689,7 +689,7 @@ func (x *GetAclResult) DecodeFrom(r *wire.Reader) {
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *GetAclResult) Check() error {
+func (x *GetACLResult) Check() error {
 	if err := wire.CheckString(x.KeyID, 65535, true); err != nil {
 		return wire.AtField("key_id", -1, err)
 	}
@@ -706,14 +706,14 @@ func (x *GetAclResult) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *GetAclResult) Decode(body []byte) error {
+func (x *GetACLResult) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpGetAclResult,
+			Opcode: OpGetACLResult,
 		}
 	}
 	return nil

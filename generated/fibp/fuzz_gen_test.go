@@ -212,55 +212,55 @@ func FuzzGetThrottleStats(f *testing.F) {
 		return new(GetThrottleStats)
 	}, sampleGetThrottleStats(1), sampleGetThrottleStats(2), new(GetThrottleStats))
 }
-func FuzzGetAclResult(f *testing.F) {
+func FuzzGetACLResult(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(GetAclResult)
-	}, sampleGetAclResult(1), sampleGetAclResult(2), new(GetAclResult))
+		return new(GetACLResult)
+	}, sampleGetACLResult(1), sampleGetACLResult(2), new(GetACLResult))
 }
-func FuzzGetAcl(f *testing.F) {
+func FuzzGetACL(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(GetAcl)
-	}, sampleGetAcl(1), sampleGetAcl(2), new(GetAcl))
+		return new(GetACL)
+	}, sampleGetACL(1), sampleGetACL(2), new(GetACL))
 }
-func FuzzSetAclResult(f *testing.F) {
+func FuzzSetACLResult(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(SetAclResult)
-	}, sampleSetAclResult(1), sampleSetAclResult(2), new(SetAclResult))
+		return new(SetACLResult)
+	}, sampleSetACLResult(1), sampleSetACLResult(2), new(SetACLResult))
 }
-func FuzzSetAcl(f *testing.F) {
+func FuzzSetACL(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(SetAcl)
-	}, sampleSetAcl(1), sampleSetAcl(2), new(SetAcl))
+		return new(SetACL)
+	}, sampleSetACL(1), sampleSetACL(2), new(SetACL))
 }
-func FuzzListApiKeysResult(f *testing.F) {
+func FuzzListAPIKeysResult(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(ListApiKeysResult)
-	}, sampleListApiKeysResult(1), sampleListApiKeysResult(2), new(ListApiKeysResult))
+		return new(ListAPIKeysResult)
+	}, sampleListAPIKeysResult(1), sampleListAPIKeysResult(2), new(ListAPIKeysResult))
 }
-func FuzzListApiKeys(f *testing.F) {
+func FuzzListAPIKeys(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(ListApiKeys)
-	}, sampleListApiKeys(1), sampleListApiKeys(2), new(ListApiKeys))
+		return new(ListAPIKeys)
+	}, sampleListAPIKeys(1), sampleListAPIKeys(2), new(ListAPIKeys))
 }
-func FuzzRevokeApiKeyResult(f *testing.F) {
+func FuzzRevokeAPIKeyResult(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(RevokeApiKeyResult)
-	}, sampleRevokeApiKeyResult(1), sampleRevokeApiKeyResult(2), new(RevokeApiKeyResult))
+		return new(RevokeAPIKeyResult)
+	}, sampleRevokeAPIKeyResult(1), sampleRevokeAPIKeyResult(2), new(RevokeAPIKeyResult))
 }
-func FuzzRevokeApiKey(f *testing.F) {
+func FuzzRevokeAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(RevokeApiKey)
-	}, sampleRevokeApiKey(1), sampleRevokeApiKey(2), new(RevokeApiKey))
+		return new(RevokeAPIKey)
+	}, sampleRevokeAPIKey(1), sampleRevokeAPIKey(2), new(RevokeAPIKey))
 }
-func FuzzCreateApiKeyResult(f *testing.F) {
+func FuzzCreateAPIKeyResult(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(CreateApiKeyResult)
-	}, sampleCreateApiKeyResult(1), sampleCreateApiKeyResult(2), new(CreateApiKeyResult))
+		return new(CreateAPIKeyResult)
+	}, sampleCreateAPIKeyResult(1), sampleCreateAPIKeyResult(2), new(CreateAPIKeyResult))
 }
-func FuzzCreateApiKey(f *testing.F) {
+func FuzzCreateAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(CreateApiKey)
-	}, sampleCreateApiKey(1), sampleCreateApiKey(2), new(CreateApiKey))
+		return new(CreateAPIKey)
+	}, sampleCreateAPIKey(1), sampleCreateAPIKey(2), new(CreateAPIKey))
 }
 func FuzzRedriveResult(f *testing.F) {
 	fuzzFrame(f, func() Frame {

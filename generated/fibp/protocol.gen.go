@@ -154,26 +154,26 @@ const (
 	OpGetThrottleStatsResult Opcode = 0xe2
 	// OpGetThrottleStats is GetThrottleStats (client → server).
 	OpGetThrottleStats Opcode = 0xe3
-	// OpGetAclResult is GetAclResult (server → client).
-	OpGetAclResult Opcode = 0xe4
-	// OpGetAcl is GetAcl (client → server).
-	OpGetAcl Opcode = 0xe5
-	// OpSetAclResult is SetAclResult (server → client).
-	OpSetAclResult Opcode = 0xe6
-	// OpSetAcl is SetAcl (client → server).
-	OpSetAcl Opcode = 0xe7
-	// OpListApiKeysResult is ListApiKeysResult (server → client).
-	OpListApiKeysResult Opcode = 0xe8
-	// OpListApiKeys is ListApiKeys (client → server).
-	OpListApiKeys Opcode = 0xe9
-	// OpRevokeApiKeyResult is RevokeApiKeyResult (server → client).
-	OpRevokeApiKeyResult Opcode = 0xea
-	// OpRevokeApiKey is RevokeApiKey (client → server).
-	OpRevokeApiKey Opcode = 0xeb
-	// OpCreateApiKeyResult is CreateApiKeyResult (server → client).
-	OpCreateApiKeyResult Opcode = 0xec
-	// OpCreateApiKey is CreateApiKey (client → server).
-	OpCreateApiKey Opcode = 0xed
+	// OpGetACLResult is GetACLResult (server → client).
+	OpGetACLResult Opcode = 0xe4
+	// OpGetACL is GetACL (client → server).
+	OpGetACL Opcode = 0xe5
+	// OpSetACLResult is SetACLResult (server → client).
+	OpSetACLResult Opcode = 0xe6
+	// OpSetACL is SetACL (client → server).
+	OpSetACL Opcode = 0xe7
+	// OpListAPIKeysResult is ListAPIKeysResult (server → client).
+	OpListAPIKeysResult Opcode = 0xe8
+	// OpListAPIKeys is ListAPIKeys (client → server).
+	OpListAPIKeys Opcode = 0xe9
+	// OpRevokeAPIKeyResult is RevokeAPIKeyResult (server → client).
+	OpRevokeAPIKeyResult Opcode = 0xea
+	// OpRevokeAPIKey is RevokeAPIKey (client → server).
+	OpRevokeAPIKey Opcode = 0xeb
+	// OpCreateAPIKeyResult is CreateAPIKeyResult (server → client).
+	OpCreateAPIKeyResult Opcode = 0xec
+	// OpCreateAPIKey is CreateAPIKey (client → server).
+	OpCreateAPIKey Opcode = 0xed
 	// OpRedriveResult is RedriveResult (server → client).
 	OpRedriveResult Opcode = 0xee
 	// OpRedrive is Redrive (client → server).
@@ -261,16 +261,16 @@ var opcodeTable = [256]opcodeInfo{
 	OpGetThrottleBucket:       {"GetThrottleBucket", ClientToServer},
 	OpGetThrottleStatsResult:  {"GetThrottleStatsResult", ServerToClient},
 	OpGetThrottleStats:        {"GetThrottleStats", ClientToServer},
-	OpGetAclResult:            {"GetAclResult", ServerToClient},
-	OpGetAcl:                  {"GetAcl", ClientToServer},
-	OpSetAclResult:            {"SetAclResult", ServerToClient},
-	OpSetAcl:                  {"SetAcl", ClientToServer},
-	OpListApiKeysResult:       {"ListApiKeysResult", ServerToClient},
-	OpListApiKeys:             {"ListApiKeys", ClientToServer},
-	OpRevokeApiKeyResult:      {"RevokeApiKeyResult", ServerToClient},
-	OpRevokeApiKey:            {"RevokeApiKey", ClientToServer},
-	OpCreateApiKeyResult:      {"CreateApiKeyResult", ServerToClient},
-	OpCreateApiKey:            {"CreateApiKey", ClientToServer},
+	OpGetACLResult:            {"GetAclResult", ServerToClient},
+	OpGetACL:                  {"GetAcl", ClientToServer},
+	OpSetACLResult:            {"SetAclResult", ServerToClient},
+	OpSetACL:                  {"SetAcl", ClientToServer},
+	OpListAPIKeysResult:       {"ListApiKeysResult", ServerToClient},
+	OpListAPIKeys:             {"ListApiKeys", ClientToServer},
+	OpRevokeAPIKeyResult:      {"RevokeApiKeyResult", ServerToClient},
+	OpRevokeAPIKey:            {"RevokeApiKey", ClientToServer},
+	OpCreateAPIKeyResult:      {"CreateApiKeyResult", ServerToClient},
+	OpCreateAPIKey:            {"CreateApiKey", ClientToServer},
 	OpRedriveResult:           {"RedriveResult", ServerToClient},
 	OpRedrive:                 {"Redrive", ClientToServer},
 	OpListConfigResult:        {"ListConfigResult", ServerToClient},

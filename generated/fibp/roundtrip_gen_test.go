@@ -91,7 +91,7 @@ func sampleEnqueueMessage(seed int) EnqueueMessage {
 func sampleEnqueueResultItem(seed int) EnqueueResultItem {
 	return EnqueueResultItem{
 		Duplicate: seed%2 == 1,
-		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		MessageID: wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
 	}
 }
@@ -134,7 +134,7 @@ func sampleAckItem(seed int) AckItem {
 	}
 }
 func sampleAckResultItem(seed int) AckResultItem {
-	return AckResultItem{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
+	return AckResultItem{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
 }
 func sampleNackItem(seed int) NackItem {
 	return NackItem{
@@ -145,7 +145,7 @@ func sampleNackItem(seed int) NackItem {
 	}
 }
 func sampleNackResultItem(seed int) NackResultItem {
-	return NackResultItem{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
+	return NackResultItem{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
 }
 func sampleExtendLeaseItem(seed int) ExtendLeaseItem {
 	return ExtendLeaseItem{
@@ -156,7 +156,7 @@ func sampleExtendLeaseItem(seed int) ExtendLeaseItem {
 }
 func sampleExtendLeaseResultItem(seed int) ExtendLeaseResultItem {
 	return ExtendLeaseResultItem{
-		ErrorCode:      []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode:      []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		LeaseExpiresAt: uint64(seed*37 + 16),
 	}
 }
@@ -359,7 +359,7 @@ func sampleExtendLeaseResult(seed int) *ExtendLeaseResult {
 }
 func sampleGetClusterStatusResult(seed int) *GetClusterStatusResult {
 	return &GetClusterStatusResult{
-		ErrorCode:        []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode:        []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		MetaLeaderNodeID: uint64(seed*37 + 19),
 		Nodes: func() []NodeStatus {
 			var out []NodeStatus
@@ -376,7 +376,7 @@ func sampleGetClusterStatus(_ int) *GetClusterStatus {
 	return &GetClusterStatus{}
 }
 func sampleSetRebalancingResult(seed int) *SetRebalancingResult {
-	return &SetRebalancingResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
+	return &SetRebalancingResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
 }
 func sampleSetRebalancing(seed int) *SetRebalancing {
 	return &SetRebalancing{
@@ -385,7 +385,7 @@ func sampleSetRebalancing(seed int) *SetRebalancing {
 	}
 }
 func sampleMoveQueueLeaderResult(seed int) *MoveQueueLeaderResult {
-	return &MoveQueueLeaderResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
+	return &MoveQueueLeaderResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
 }
 func sampleMoveQueueLeader(seed int) *MoveQueueLeader {
 	return &MoveQueueLeader{
@@ -394,7 +394,7 @@ func sampleMoveQueueLeader(seed int) *MoveQueueLeader {
 	}
 }
 func sampleDrainNodeResult(seed int) *DrainNodeResult {
-	return &DrainNodeResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
+	return &DrainNodeResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
 }
 func sampleDrainNode(seed int) *DrainNode {
 	return &DrainNode{
@@ -411,7 +411,7 @@ func sampleGetRoutesResult(seed int) *GetRoutesResult {
 			}
 			return out
 		}(),
-		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 	}
 }
 func sampleGetRoutes(seed int) *GetRoutes {
@@ -424,7 +424,7 @@ func sampleGetRoutes(seed int) *GetRoutes {
 	}()}
 }
 func sampleUpdateQueueResult(seed int) *UpdateQueueResult {
-	return &UpdateQueueResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
+	return &UpdateQueueResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
 }
 func sampleUpdateQueue(seed int) *UpdateQueue {
 	return &UpdateQueue{
@@ -447,7 +447,7 @@ func sampleUpdateQueue(seed int) *UpdateQueue {
 func sampleGetThrottleBucketResult(seed int) *GetThrottleBucketResult {
 	return &GetThrottleBucketResult{
 		Bucket:    sampleBucketStats(seed),
-		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 	}
 }
 func sampleGetThrottleBucket(seed int) *GetThrottleBucket {
@@ -474,7 +474,7 @@ func sampleGetThrottleStatsResult(seed int) *GetThrottleStatsResult {
 			return out
 		}(),
 		BucketsAtLimit: uint64(seed*37 + 16),
-		ErrorCode:      []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode:      []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		Queues: func() []QueueRef {
 			var out []QueueRef
 			for _, seed := range [2]int{seed, seed + 1} {
@@ -492,9 +492,9 @@ func sampleGetThrottleStats(seed int) *GetThrottleStats {
 		TopBuckets: uint32(seed*37 + 11),
 	}
 }
-func sampleGetAclResult(seed int) *GetAclResult {
-	return &GetAclResult{
-		ErrorCode:    []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+func sampleGetACLResult(seed int) *GetACLResult {
+	return &GetACLResult{
+		ErrorCode:    []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		IsSuperadmin: seed%2 == 1,
 		KeyID:        fmt.Sprintf("key_id-%d-é", seed),
 		Permissions: func() []ACLPermission {
@@ -506,14 +506,14 @@ func sampleGetAclResult(seed int) *GetAclResult {
 		}(),
 	}
 }
-func sampleGetAcl(seed int) *GetAcl {
-	return &GetAcl{KeyID: fmt.Sprintf("key_id-%d-é", seed)}
+func sampleGetACL(seed int) *GetACL {
+	return &GetACL{KeyID: fmt.Sprintf("key_id-%d-é", seed)}
 }
-func sampleSetAclResult(seed int) *SetAclResult {
-	return &SetAclResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
+func sampleSetACLResult(seed int) *SetACLResult {
+	return &SetACLResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
 }
-func sampleSetAcl(seed int) *SetAcl {
-	return &SetAcl{
+func sampleSetACL(seed int) *SetACL {
+	return &SetACL{
 		KeyID: fmt.Sprintf("key_id-%d-é", seed),
 		Permissions: func() []ACLPermission {
 			var out []ACLPermission
@@ -524,9 +524,9 @@ func sampleSetAcl(seed int) *SetAcl {
 		}(),
 	}
 }
-func sampleListApiKeysResult(seed int) *ListApiKeysResult {
-	return &ListApiKeysResult{
-		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+func sampleListAPIKeysResult(seed int) *ListAPIKeysResult {
+	return &ListAPIKeysResult{
+		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		Keys: func() []APIKeyInfo {
 			var out []APIKeyInfo
 			for _, seed := range [2]int{seed, seed + 1} {
@@ -536,25 +536,25 @@ func sampleListApiKeysResult(seed int) *ListApiKeysResult {
 		}(),
 	}
 }
-func sampleListApiKeys(_ int) *ListApiKeys {
-	return &ListApiKeys{}
+func sampleListAPIKeys(_ int) *ListAPIKeys {
+	return &ListAPIKeys{}
 }
-func sampleRevokeApiKeyResult(seed int) *RevokeApiKeyResult {
-	return &RevokeApiKeyResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
+func sampleRevokeAPIKeyResult(seed int) *RevokeAPIKeyResult {
+	return &RevokeAPIKeyResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
 }
-func sampleRevokeApiKey(seed int) *RevokeApiKey {
-	return &RevokeApiKey{KeyID: fmt.Sprintf("key_id-%d-é", seed)}
+func sampleRevokeAPIKey(seed int) *RevokeAPIKey {
+	return &RevokeAPIKey{KeyID: fmt.Sprintf("key_id-%d-é", seed)}
 }
-func sampleCreateApiKeyResult(seed int) *CreateApiKeyResult {
-	return &CreateApiKeyResult{
-		ErrorCode:    []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+func sampleCreateAPIKeyResult(seed int) *CreateAPIKeyResult {
+	return &CreateAPIKeyResult{
+		ErrorCode:    []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		IsSuperadmin: seed%2 == 1,
 		Key:          fmt.Sprintf("key-%d-é", seed),
 		KeyID:        fmt.Sprintf("key_id-%d-é", seed),
 	}
 }
-func sampleCreateApiKey(seed int) *CreateApiKey {
-	return &CreateApiKey{
+func sampleCreateAPIKey(seed int) *CreateAPIKey {
+	return &CreateAPIKey{
 		ExpiresAtMs:  uint64(seed*37 + 13),
 		IsSuperadmin: seed%2 == 1,
 		Name:         fmt.Sprintf("name-%d-é", seed),
@@ -562,7 +562,7 @@ func sampleCreateApiKey(seed int) *CreateApiKey {
 }
 func sampleRedriveResult(seed int) *RedriveResult {
 	return &RedriveResult{
-		ErrorCode:        []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode:        []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		LeftUnclassified: uint64(seed*37 + 17),
 		Redriven:         uint64(seed*37 + 8),
 		RejectedByScript: uint64(seed*37 + 18),
@@ -584,7 +584,7 @@ func sampleListConfigResult(seed int) *ListConfigResult {
 			}
 			return out
 		}(),
-		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 	}
 }
 func sampleListConfig(seed int) *ListConfig {
@@ -592,7 +592,7 @@ func sampleListConfig(seed int) *ListConfig {
 }
 func sampleGetConfigResult(seed int) *GetConfigResult {
 	return &GetConfigResult{
-		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		Value:     fmt.Sprintf("value-%d-é", seed),
 	}
 }
@@ -600,7 +600,7 @@ func sampleGetConfig(seed int) *GetConfig {
 	return &GetConfig{Key: fmt.Sprintf("key-%d-é", seed)}
 }
 func sampleSetConfigResult(seed int) *SetConfigResult {
-	return &SetConfigResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
+	return &SetConfigResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
 }
 func sampleSetConfig(seed int) *SetConfig {
 	return &SetConfig{
@@ -611,7 +611,7 @@ func sampleSetConfig(seed int) *SetConfig {
 func sampleListQueuesResult(seed int) *ListQueuesResult {
 	return &ListQueuesResult{
 		ClusterNodeCount: uint32(seed*37 + 18),
-		ErrorCode:        []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode:        []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		Queues: func() []QueueInfo {
 			var out []QueueInfo
 			for _, seed := range [2]int{seed, seed + 1} {
@@ -637,7 +637,7 @@ func sampleGetStatsResult(seed int) *GetStatsResult {
 		}(),
 		Delayed:               uint64(seed*37 + 7),
 		Depth:                 uint64(seed*37 + 5),
-		ErrorCode:             []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode:             []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		InFlight:              uint64(seed*37 + 9),
 		LeaderNodeID:          uint64(seed*37 + 14),
 		OldestUnclassifiedAt:  uint64(seed*37 + 22),
@@ -664,14 +664,14 @@ func sampleGetStats(seed int) *GetStats {
 	return &GetStats{Queue: fmt.Sprintf("queue-%d-é", seed)}
 }
 func sampleDeleteQueueResult(seed int) *DeleteQueueResult {
-	return &DeleteQueueResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
+	return &DeleteQueueResult{ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29]}
 }
 func sampleDeleteQueue(seed int) *DeleteQueue {
 	return &DeleteQueue{Queue: fmt.Sprintf("queue-%d-é", seed)}
 }
 func sampleCreateQueueResult(seed int) *CreateQueueResult {
 	return &CreateQueueResult{
-		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		QueueID:   fmt.Sprintf("queue_id-%d-é", seed),
 	}
 }
@@ -698,7 +698,7 @@ func sampleCreateQueue(seed int) *CreateQueue {
 }
 func sampleError(seed int) *Error {
 	return &Error{
-		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeApiKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
+		ErrorCode: []ErrorCode{CodeOk, CodeQueueNotFound, CodeMessageNotFound, CodeQueueAlreadyExists, CodeLuaCompilationError, CodeStorageError, CodeNotADLQ, CodeParentQueueNotFound, CodeInvalidConfigValue, CodeChannelFull, CodeUnauthorized, CodeForbidden, CodeNotLeader, CodeUnsupportedVersion, CodeInvalidFrame, CodeAPIKeyNotFound, CodeNodeNotReady, CodeCreditExhausted, CodeThrottleConflict, CodeScriptError, CodeScriptTimeout, CodeOrderingKeyMissing, CodeReservedQueueName, CodeInvalidThrottle, CodeThrottleNotFound, CodeAuthStateStale, CodeImmutableSetting, CodeNodeNotFound, CodeInternalError}[seed%29],
 		Message:   fmt.Sprintf("message-%d-é", seed),
 		Metadata: map[string]string{
 			"k2":                    "v2",
@@ -922,63 +922,63 @@ func roundTripCases() []roundTripCase {
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(GetAclResult)
+			return new(GetACLResult)
 		},
-		full: sampleGetAclResult(1),
+		full: sampleGetACLResult(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(GetAcl)
+			return new(GetACL)
 		},
-		full: sampleGetAcl(1),
+		full: sampleGetACL(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(SetAclResult)
+			return new(SetACLResult)
 		},
-		full: sampleSetAclResult(1),
+		full: sampleSetACLResult(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(SetAcl)
+			return new(SetACL)
 		},
-		full: sampleSetAcl(1),
+		full: sampleSetACL(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(ListApiKeysResult)
+			return new(ListAPIKeysResult)
 		},
-		full: sampleListApiKeysResult(1),
+		full: sampleListAPIKeysResult(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(ListApiKeys)
+			return new(ListAPIKeys)
 		},
-		full: sampleListApiKeys(1),
+		full: sampleListAPIKeys(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(RevokeApiKeyResult)
+			return new(RevokeAPIKeyResult)
 		},
-		full: sampleRevokeApiKeyResult(1),
+		full: sampleRevokeAPIKeyResult(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(RevokeApiKey)
+			return new(RevokeAPIKey)
 		},
-		full: sampleRevokeApiKey(1),
+		full: sampleRevokeAPIKey(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(CreateApiKeyResult)
+			return new(CreateAPIKeyResult)
 		},
-		full: sampleCreateApiKeyResult(1),
+		full: sampleCreateAPIKeyResult(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(CreateApiKey)
+			return new(CreateAPIKey)
 		},
-		full: sampleCreateApiKey(1),
+		full: sampleCreateAPIKey(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {

@@ -33,9 +33,9 @@ var (
 	_ Frame = (*PutQueue)(nil)
 	_ Frame = (*DropQueue)(nil)
 	_ Frame = (*SetConfig)(nil)
-	_ Frame = (*PutApiKey)(nil)
-	_ Frame = (*RevokeApiKey)(nil)
-	_ Frame = (*SetAcl)(nil)
+	_ Frame = (*PutAPIKey)(nil)
+	_ Frame = (*RevokeAPIKey)(nil)
+	_ Frame = (*SetACL)(nil)
 	_ Frame = (*SnapshotLane)(nil)
 	_ Frame = (*SnapshotMessage)(nil)
 	_ Frame = (*SnapshotKey)(nil)
@@ -44,7 +44,7 @@ var (
 	_ Frame = (*SnapshotEnd)(nil)
 	_ Frame = (*SnapshotQueue)(nil)
 	_ Frame = (*SnapshotConfig)(nil)
-	_ Frame = (*SnapshotApiKey)(nil)
+	_ Frame = (*SnapshotAPIKey)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -78,12 +78,12 @@ func New(op Opcode) Frame {
 		return new(DropQueue)
 	case OpSetConfig:
 		return new(SetConfig)
-	case OpPutApiKey:
-		return new(PutApiKey)
-	case OpRevokeApiKey:
-		return new(RevokeApiKey)
-	case OpSetAcl:
-		return new(SetAcl)
+	case OpPutAPIKey:
+		return new(PutAPIKey)
+	case OpRevokeAPIKey:
+		return new(RevokeAPIKey)
+	case OpSetACL:
+		return new(SetACL)
 	case OpSnapshotLane:
 		return new(SnapshotLane)
 	case OpSnapshotMessage:
@@ -100,8 +100,8 @@ func New(op Opcode) Frame {
 		return new(SnapshotQueue)
 	case OpSnapshotConfig:
 		return new(SnapshotConfig)
-	case OpSnapshotApiKey:
-		return new(SnapshotApiKey)
+	case OpSnapshotAPIKey:
+		return new(SnapshotAPIKey)
 	}
 	return nil
 }

@@ -197,7 +197,7 @@ func (x *SetConfig) Decode(body []byte) error {
 	return nil
 }
 
-// PutApiKey is opcode 0x30, sent either direction.
+// PutAPIKey is opcode 0x30, sent either direction.
 // Creates an API key, with an empty ACL. The leader generated its ID and secret; the log holds
 // only the secret's SHA-256 hash, never the secret.
 //
@@ -210,7 +210,7 @@ func (x *SetConfig) Decode(body []byte) error {
 //	+       created_at   u64
 //	+       expires_at   u64
 //	+       superadmin   u8 (0 or 1)
-type PutApiKey struct {
+type PutAPIKey struct {
 	// The key ID.
 	ID string
 
@@ -230,13 +230,13 @@ type PutApiKey struct {
 	Superadmin bool
 }
 
-// Opcode returns OpPutApiKey.
-func (*PutApiKey) Opcode() Opcode {
-	return OpPutApiKey
+// Opcode returns OpPutAPIKey.
+func (*PutAPIKey) Opcode() Opcode {
+	return OpPutAPIKey
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *PutApiKey) Size() int {
+func (x *PutAPIKey) Size() int {
 	n := 25
 	n += len(x.ID)
 	n += len(x.Name)
@@ -246,7 +246,7 @@ func (x *PutApiKey) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *PutApiKey) AppendTo(b []byte) []byte {
+func (x *PutAPIKey) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.ID)
 	b = wire.AppendString16(b, x.Name)
 	b = wire.AppendBytes32(b, x.SecretHash)
@@ -258,7 +258,7 @@ func (x *PutApiKey) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *PutApiKey) DecodeFrom(r *wire.Reader) {
+func (x *PutAPIKey) DecodeFrom(r *wire.Reader) {
 	x.ID = r.String(r.Len16(65535), false)
 	x.Name = r.String(r.Len16(65535), false)
 	x.SecretHash = r.Bytes(r.Len32(2147483647))
@@ -268,7 +268,7 @@ func (x *PutApiKey) DecodeFrom(r *wire.Reader) {
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *PutApiKey) Check() error {
+func (x *PutAPIKey) Check() error {
 	if err := wire.CheckString(x.ID, 65535, false); err != nil {
 		return wire.AtField("id", -1, err)
 	}
@@ -283,38 +283,38 @@ func (x *PutApiKey) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *PutApiKey) Decode(body []byte) error {
+func (x *PutAPIKey) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpPutApiKey,
+			Opcode: OpPutAPIKey,
 		}
 	}
 	return nil
 }
 
-// RevokeApiKey is opcode 0x31, sent either direction.
+// RevokeAPIKey is opcode 0x31, sent either direction.
 // Deletes an API key and its ACL; connections using it are refused at their next request.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
 //	offset  field  encoding
 //	0       id     u16 length, then UTF-8
-type RevokeApiKey struct {
+type RevokeAPIKey struct {
 	// The key ID.
 	ID string
 }
 
-// Opcode returns OpRevokeApiKey.
-func (*RevokeApiKey) Opcode() Opcode {
-	return OpRevokeApiKey
+// Opcode returns OpRevokeAPIKey.
+func (*RevokeAPIKey) Opcode() Opcode {
+	return OpRevokeAPIKey
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *RevokeApiKey) Size() int {
+func (x *RevokeAPIKey) Size() int {
 	n := 2
 	n += len(x.ID)
 	return n
@@ -322,19 +322,19 @@ func (x *RevokeApiKey) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *RevokeApiKey) AppendTo(b []byte) []byte {
+func (x *RevokeAPIKey) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.ID)
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *RevokeApiKey) DecodeFrom(r *wire.Reader) {
+func (x *RevokeAPIKey) DecodeFrom(r *wire.Reader) {
 	x.ID = r.String(r.Len16(65535), false)
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *RevokeApiKey) Check() error {
+func (x *RevokeAPIKey) Check() error {
 	if err := wire.CheckString(x.ID, 65535, false); err != nil {
 		return wire.AtField("id", -1, err)
 	}
@@ -343,20 +343,20 @@ func (x *RevokeApiKey) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *RevokeApiKey) Decode(body []byte) error {
+func (x *RevokeAPIKey) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpRevokeApiKey,
+			Opcode: OpRevokeAPIKey,
 		}
 	}
 	return nil
 }
 
-// SetAcl is opcode 0x32, sent either direction.
+// SetACL is opcode 0x32, sent either direction.
 // Replaces an API key's permission list.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -364,7 +364,7 @@ func (x *RevokeApiKey) Decode(body []byte) error {
 //	offset  field        encoding
 //	0       id           u16 length, then UTF-8
 //	+       permissions  u32 count, then each ACLPermission
-type SetAcl struct {
+type SetACL struct {
 	// The key ID.
 	ID string
 
@@ -372,13 +372,13 @@ type SetAcl struct {
 	Permissions []ACLPermission
 }
 
-// Opcode returns OpSetAcl.
-func (*SetAcl) Opcode() Opcode {
-	return OpSetAcl
+// Opcode returns OpSetACL.
+func (*SetACL) Opcode() Opcode {
+	return OpSetACL
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SetAcl) Size() int {
+func (x *SetACL) Size() int {
 	n := 6
 	n += len(x.ID)
 	for i0 := range x.Permissions {
@@ -389,7 +389,7 @@ func (x *SetAcl) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SetAcl) AppendTo(b []byte) []byte {
+func (x *SetACL) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.ID)
 	b = wire.AppendCount(b, wire.Count32, len(x.Permissions))
 	for i0 := range x.Permissions {
@@ -400,7 +400,7 @@ func (x *SetAcl) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SetAcl) DecodeFrom(r *wire.Reader) {
+func (x *SetACL) DecodeFrom(r *wire.Reader) {
 	x.ID = r.String(r.Len16(65535), false)
 	{
 		n0 := r.Count(wire.Count32, 4)
@@ -419,7 +419,7 @@ func (x *SetAcl) DecodeFrom(r *wire.Reader) {
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *SetAcl) Check() error {
+func (x *SetACL) Check() error {
 	if err := wire.CheckString(x.ID, 65535, false); err != nil {
 		return wire.AtField("id", -1, err)
 	}
@@ -436,14 +436,14 @@ func (x *SetAcl) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *SetAcl) Decode(body []byte) error {
+func (x *SetACL) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpSetAcl,
+			Opcode: OpSetACL,
 		}
 	}
 	return nil

@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// SnapshotApiKey is opcode 0x58, sent either direction.
+// SnapshotAPIKey is opcode 0x58, sent either direction.
 // An API key and its ACL in a meta group snapshot (the fields of PutApiKey and SetAcl).
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -20,7 +20,7 @@ import (
 //	+       expires_at   u64
 //	+       superadmin   u8 (0 or 1)
 //	+       permissions  u32 count, then each SnapshotPermission
-type SnapshotApiKey struct {
+type SnapshotAPIKey struct {
 	// The key ID.
 	ID string
 
@@ -43,13 +43,13 @@ type SnapshotApiKey struct {
 	Permissions []SnapshotPermission
 }
 
-// Opcode returns OpSnapshotApiKey.
-func (*SnapshotApiKey) Opcode() Opcode {
-	return OpSnapshotApiKey
+// Opcode returns OpSnapshotAPIKey.
+func (*SnapshotAPIKey) Opcode() Opcode {
+	return OpSnapshotAPIKey
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SnapshotApiKey) Size() int {
+func (x *SnapshotAPIKey) Size() int {
 	n := 29
 	n += len(x.ID)
 	n += len(x.Name)
@@ -62,7 +62,7 @@ func (x *SnapshotApiKey) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SnapshotApiKey) AppendTo(b []byte) []byte {
+func (x *SnapshotAPIKey) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.ID)
 	b = wire.AppendString16(b, x.Name)
 	b = wire.AppendBytes32(b, x.SecretHash)
@@ -78,7 +78,7 @@ func (x *SnapshotApiKey) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SnapshotApiKey) DecodeFrom(r *wire.Reader) {
+func (x *SnapshotAPIKey) DecodeFrom(r *wire.Reader) {
 	x.ID = r.String(r.Len16(65535), false)
 	x.Name = r.String(r.Len16(65535), false)
 	x.SecretHash = r.Bytes(r.Len32(2147483647))
@@ -102,7 +102,7 @@ func (x *SnapshotApiKey) DecodeFrom(r *wire.Reader) {
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *SnapshotApiKey) Check() error {
+func (x *SnapshotAPIKey) Check() error {
 	if err := wire.CheckString(x.ID, 65535, false); err != nil {
 		return wire.AtField("id", -1, err)
 	}
@@ -125,14 +125,14 @@ func (x *SnapshotApiKey) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *SnapshotApiKey) Decode(body []byte) error {
+func (x *SnapshotAPIKey) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpSnapshotApiKey,
+			Opcode: OpSnapshotAPIKey,
 		}
 	}
 	return nil

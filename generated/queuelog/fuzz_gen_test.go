@@ -106,20 +106,20 @@ func FuzzSetConfig(f *testing.F) {
 		return new(SetConfig)
 	}, sampleSetConfig(1), sampleSetConfig(2), new(SetConfig))
 }
-func FuzzPutApiKey(f *testing.F) {
+func FuzzPutAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(PutApiKey)
-	}, samplePutApiKey(1), samplePutApiKey(2), new(PutApiKey))
+		return new(PutAPIKey)
+	}, samplePutAPIKey(1), samplePutAPIKey(2), new(PutAPIKey))
 }
-func FuzzRevokeApiKey(f *testing.F) {
+func FuzzRevokeAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(RevokeApiKey)
-	}, sampleRevokeApiKey(1), sampleRevokeApiKey(2), new(RevokeApiKey))
+		return new(RevokeAPIKey)
+	}, sampleRevokeAPIKey(1), sampleRevokeAPIKey(2), new(RevokeAPIKey))
 }
-func FuzzSetAcl(f *testing.F) {
+func FuzzSetACL(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(SetAcl)
-	}, sampleSetAcl(1), sampleSetAcl(2), new(SetAcl))
+		return new(SetACL)
+	}, sampleSetACL(1), sampleSetACL(2), new(SetACL))
 }
 func FuzzSnapshotLane(f *testing.F) {
 	fuzzFrame(f, func() Frame {
@@ -161,10 +161,10 @@ func FuzzSnapshotConfig(f *testing.F) {
 		return new(SnapshotConfig)
 	}, sampleSnapshotConfig(1), sampleSnapshotConfig(2), new(SnapshotConfig))
 }
-func FuzzSnapshotApiKey(f *testing.F) {
+func FuzzSnapshotAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(SnapshotApiKey)
-	}, sampleSnapshotApiKey(1), sampleSnapshotApiKey(2), new(SnapshotApiKey))
+		return new(SnapshotAPIKey)
+	}, sampleSnapshotAPIKey(1), sampleSnapshotAPIKey(2), new(SnapshotAPIKey))
 }
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.

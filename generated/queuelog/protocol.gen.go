@@ -75,12 +75,12 @@ const (
 	OpDropQueue Opcode = 0x21
 	// OpSetConfig is SetConfig (either direction).
 	OpSetConfig Opcode = 0x22
-	// OpPutApiKey is PutApiKey (either direction).
-	OpPutApiKey Opcode = 0x30
-	// OpRevokeApiKey is RevokeApiKey (either direction).
-	OpRevokeApiKey Opcode = 0x31
-	// OpSetAcl is SetAcl (either direction).
-	OpSetAcl Opcode = 0x32
+	// OpPutAPIKey is PutAPIKey (either direction).
+	OpPutAPIKey Opcode = 0x30
+	// OpRevokeAPIKey is RevokeAPIKey (either direction).
+	OpRevokeAPIKey Opcode = 0x31
+	// OpSetACL is SetACL (either direction).
+	OpSetACL Opcode = 0x32
 	// OpSnapshotLane is SnapshotLane (either direction).
 	OpSnapshotLane Opcode = 0x40
 	// OpSnapshotMessage is SnapshotMessage (either direction).
@@ -97,8 +97,8 @@ const (
 	OpSnapshotQueue Opcode = 0x50
 	// OpSnapshotConfig is SnapshotConfig (either direction).
 	OpSnapshotConfig Opcode = 0x51
-	// OpSnapshotApiKey is SnapshotApiKey (either direction).
-	OpSnapshotApiKey Opcode = 0x58
+	// OpSnapshotAPIKey is SnapshotAPIKey (either direction).
+	OpSnapshotAPIKey Opcode = 0x58
 )
 
 // Direction says which peer sends a frame.
@@ -132,9 +132,9 @@ var opcodeTable = [256]opcodeInfo{
 	OpPutQueue:          {"PutQueue", EitherDirection},
 	OpDropQueue:         {"DropQueue", EitherDirection},
 	OpSetConfig:         {"SetConfig", EitherDirection},
-	OpPutApiKey:         {"PutApiKey", EitherDirection},
-	OpRevokeApiKey:      {"RevokeApiKey", EitherDirection},
-	OpSetAcl:            {"SetAcl", EitherDirection},
+	OpPutAPIKey:         {"PutApiKey", EitherDirection},
+	OpRevokeAPIKey:      {"RevokeApiKey", EitherDirection},
+	OpSetACL:            {"SetAcl", EitherDirection},
 	OpSnapshotLane:      {"SnapshotLane", EitherDirection},
 	OpSnapshotMessage:   {"SnapshotMessage", EitherDirection},
 	OpSnapshotKey:       {"SnapshotKey", EitherDirection},
@@ -143,7 +143,7 @@ var opcodeTable = [256]opcodeInfo{
 	OpSnapshotEnd:       {"SnapshotEnd", EitherDirection},
 	OpSnapshotQueue:     {"SnapshotQueue", EitherDirection},
 	OpSnapshotConfig:    {"SnapshotConfig", EitherDirection},
-	OpSnapshotApiKey:    {"SnapshotApiKey", EitherDirection},
+	OpSnapshotAPIKey:    {"SnapshotApiKey", EitherDirection},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

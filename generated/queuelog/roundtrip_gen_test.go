@@ -210,8 +210,8 @@ func sampleSetConfig(seed int) *SetConfig {
 		Value: fmt.Sprintf("value-%d-é", seed),
 	}
 }
-func samplePutApiKey(seed int) *PutApiKey {
-	return &PutApiKey{
+func samplePutAPIKey(seed int) *PutAPIKey {
+	return &PutAPIKey{
 		CreatedAt:  uint64(seed*37 + 10),
 		ExpiresAt:  uint64(seed*37 + 10),
 		ID:         fmt.Sprintf("id-%d-é", seed),
@@ -220,11 +220,11 @@ func samplePutApiKey(seed int) *PutApiKey {
 		Superadmin: seed%2 == 1,
 	}
 }
-func sampleRevokeApiKey(seed int) *RevokeApiKey {
-	return &RevokeApiKey{ID: fmt.Sprintf("id-%d-é", seed)}
+func sampleRevokeAPIKey(seed int) *RevokeAPIKey {
+	return &RevokeAPIKey{ID: fmt.Sprintf("id-%d-é", seed)}
 }
-func sampleSetAcl(seed int) *SetAcl {
-	return &SetAcl{
+func sampleSetACL(seed int) *SetACL {
+	return &SetACL{
 		ID: fmt.Sprintf("id-%d-é", seed),
 		Permissions: func() []ACLPermission {
 			var out []ACLPermission
@@ -304,8 +304,8 @@ func sampleSnapshotConfig(seed int) *SnapshotConfig {
 		Value: fmt.Sprintf("value-%d-é", seed),
 	}
 }
-func sampleSnapshotApiKey(seed int) *SnapshotApiKey {
-	return &SnapshotApiKey{
+func sampleSnapshotAPIKey(seed int) *SnapshotAPIKey {
+	return &SnapshotAPIKey{
 		CreatedAt: uint64(seed*37 + 10),
 		ExpiresAt: uint64(seed*37 + 10),
 		ID:        fmt.Sprintf("id-%d-é", seed),
@@ -417,21 +417,21 @@ func roundTripCases() []roundTripCase {
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(PutApiKey)
+			return new(PutAPIKey)
 		},
-		full: samplePutApiKey(1),
+		full: samplePutAPIKey(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(RevokeApiKey)
+			return new(RevokeAPIKey)
 		},
-		full: sampleRevokeApiKey(1),
+		full: sampleRevokeAPIKey(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(SetAcl)
+			return new(SetACL)
 		},
-		full: sampleSetAcl(1),
+		full: sampleSetACL(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
@@ -483,9 +483,9 @@ func roundTripCases() []roundTripCase {
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(SnapshotApiKey)
+			return new(SnapshotAPIKey)
 		},
-		full: sampleSnapshotApiKey(1),
+		full: sampleSnapshotAPIKey(1),
 		tail: 0,
 	}}
 }

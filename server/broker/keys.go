@@ -49,7 +49,7 @@ func (b *Broker) CreateAPIKey(name string, expiresAtMs uint64, superadmin bool) 
 	h := auth.HashOf(secret)
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	cmd := &queuelog.PutApiKey{ID: id, Name: name, SecretHash: h[:], CreatedAt: uint64(now), ExpiresAt: expiresAtMs, Superadmin: superadmin}
+	cmd := &queuelog.PutAPIKey{ID: id, Name: name, SecretHash: h[:], CreatedAt: uint64(now), ExpiresAt: expiresAtMs, Superadmin: superadmin}
 	if err := b.proposeMeta(cmd); err != nil {
 		return APIKeyCreated{}, errorf(CodeStorageError, "%v", err)
 	}
@@ -74,7 +74,7 @@ func (b *Broker) RevokeAPIKey(id string) *Error {
 	if e := b.keyExists(id); e != nil {
 		return e
 	}
-	if err := b.proposeMeta(&queuelog.RevokeApiKey{ID: id}); err != nil {
+	if err := b.proposeMeta(&queuelog.RevokeAPIKey{ID: id}); err != nil {
 		return errorf(CodeStorageError, "%v", err)
 	}
 	return nil
@@ -85,7 +85,7 @@ func (b *Broker) ListAPIKeys() []auth.Record { return b.meta.keys.List() }
 
 // SetACL replaces a key's permissions.
 func (b *Broker) SetACL(id string, acl []auth.Permission) *Error {
-	cmd := &queuelog.SetAcl{ID: id, Permissions: make([]queuelog.ACLPermission, len(acl))}
+	cmd := &queuelog.SetACL{ID: id, Permissions: make([]queuelog.ACLPermission, len(acl))}
 	for i, p := range acl {
 		if err := auth.CheckPattern(p.Pattern); err != nil {
 			return errorf(CodeInvalidConfigValue, "%v", err)
@@ -115,16 +115,16 @@ func (b *Broker) GetACL(id string) (auth.Record, *Error) {
 // applyKey applies a committed key command to the store.
 func (m *metaFSM) applyKey(f queuelog.Frame) error {
 	switch c := f.(type) {
-	case *queuelog.PutApiKey:
+	case *queuelog.PutAPIKey:
 		r := auth.Record{ID: c.ID, Name: c.Name, CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Superadmin: c.Superadmin}
 		if len(c.SecretHash) != len(r.Hash) {
 			return fmt.Errorf("meta: API key %q: a %d-byte hash", c.ID, len(c.SecretHash))
 		}
 		copy(r.Hash[:], c.SecretHash)
 		m.keys.Put(r)
-	case *queuelog.RevokeApiKey:
+	case *queuelog.RevokeAPIKey:
 		m.keys.Revoke(c.ID)
-	case *queuelog.SetAcl:
+	case *queuelog.SetACL:
 		acl, err := permissions(c.Permissions, func(p queuelog.ACLPermission) (string, string) { return p.Kind, p.Pattern })
 		if err != nil {
 			return fmt.Errorf("meta: ACL of %q: %w", c.ID, err)
@@ -148,15 +148,15 @@ func permissions[T any](ps []T, fields func(T) (kind, pattern string)) ([]auth.P
 	return out, nil
 }
 
-func keySnapshot(r *auth.Record) *queuelog.SnapshotApiKey {
-	s := &queuelog.SnapshotApiKey{ID: r.ID, Name: r.Name, SecretHash: r.Hash[:], CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, Superadmin: r.Superadmin}
+func keySnapshot(r *auth.Record) *queuelog.SnapshotAPIKey {
+	s := &queuelog.SnapshotAPIKey{ID: r.ID, Name: r.Name, SecretHash: r.Hash[:], CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, Superadmin: r.Superadmin}
 	for _, p := range r.ACL {
 		s.Permissions = append(s.Permissions, queuelog.SnapshotPermission{Kind: p.Kind.String(), Pattern: p.Pattern})
 	}
 	return s
 }
 
-func snapshotKey(c *queuelog.SnapshotApiKey) (auth.Record, error) {
+func snapshotKey(c *queuelog.SnapshotAPIKey) (auth.Record, error) {
 	r := auth.Record{ID: c.ID, Name: c.Name, CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Superadmin: c.Superadmin}
 	if len(c.SecretHash) != len(r.Hash) {
 		return r, fmt.Errorf("API key %q: a %d-byte hash", c.ID, len(c.SecretHash))

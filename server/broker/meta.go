@@ -50,7 +50,7 @@ func (m *metaFSM) Apply(l *raft.Log) any {
 			delete(m.queues, c.Name)
 		case *queuelog.SetConfig:
 			m.config[c.Key] = c.Value
-		case *queuelog.PutApiKey, *queuelog.RevokeApiKey, *queuelog.SetAcl:
+		case *queuelog.PutAPIKey, *queuelog.RevokeAPIKey, *queuelog.SetACL:
 			return m.applyKey(f)
 		default:
 			return fmt.Errorf("meta: %v is not a meta command", f.Opcode())
@@ -114,7 +114,7 @@ func (m *metaFSM) Restore(rc io.ReadCloser) error {
 			queues[def.Name] = def
 		case *queuelog.SnapshotConfig:
 			config[c.Key] = c.Value
-		case *queuelog.SnapshotApiKey:
+		case *queuelog.SnapshotAPIKey:
 			r, err := snapshotKey(c)
 			if err != nil {
 				return fmt.Errorf("meta snapshot: %w", err)

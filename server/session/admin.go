@@ -152,11 +152,11 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 		e := b.SetRebalancing(broker.RebalancingMode(r.Mode), r.PauseMs)
 		return &fibp.SetRebalancingResult{ErrorCode: code(e)}, e
 	}),
-	fibp.OpCreateApiKey: adminOp(createAPIKey),
-	fibp.OpRevokeApiKey: adminOp(revokeAPIKey),
-	fibp.OpListApiKeys:  adminOp(listAPIKeys),
-	fibp.OpSetAcl:       adminOp(setACL),
-	fibp.OpGetAcl:       adminOp(getACL),
+	fibp.OpCreateAPIKey: adminOp(createAPIKey),
+	fibp.OpRevokeAPIKey: adminOp(revokeAPIKey),
+	fibp.OpListAPIKeys:  adminOp(listAPIKeys),
+	fibp.OpSetACL:       adminOp(setACL),
+	fibp.OpGetACL:       adminOp(getACL),
 }
 
 // QueueSpec converts a CreateQueue (enumerations keep their numbering; the broker checks them).

@@ -48,11 +48,11 @@ func TestAdminTable(t *testing.T) {
 		{&fibp.SetRebalancing{Mode: 7}, fibp.CodeInvalidConfigValue},
 		{&fibp.GetRoutes{Queues: []fibp.QueueRef{{Queue: "nope"}}}, fibp.CodeQueueNotFound},
 		{&fibp.DeleteQueue{Queue: "q"}, fibp.CodeOk},
-		{&fibp.RevokeApiKey{KeyID: "nope"}, fibp.CodeApiKeyNotFound},
-		{&fibp.SetAcl{KeyID: "nope"}, fibp.CodeApiKeyNotFound},
-		{&fibp.SetAcl{KeyID: "nope", Permissions: []fibp.ACLPermission{{Kind: "write", Pattern: "q"}}}, fibp.CodeInvalidConfigValue},
-		{&fibp.GetAcl{KeyID: "nope"}, fibp.CodeApiKeyNotFound},
-		{&fibp.CreateApiKey{Name: ""}, fibp.CodeInvalidConfigValue},
+		{&fibp.RevokeAPIKey{KeyID: "nope"}, fibp.CodeAPIKeyNotFound},
+		{&fibp.SetACL{KeyID: "nope"}, fibp.CodeAPIKeyNotFound},
+		{&fibp.SetACL{KeyID: "nope", Permissions: []fibp.ACLPermission{{Kind: "write", Pattern: "q"}}}, fibp.CodeInvalidConfigValue},
+		{&fibp.GetACL{KeyID: "nope"}, fibp.CodeAPIKeyNotFound},
+		{&fibp.CreateAPIKey{Name: ""}, fibp.CodeInvalidConfigValue},
 	} {
 		res, e := run(t, b, tc.req)
 		got := fibp.CodeOk
@@ -63,7 +63,7 @@ func TestAdminTable(t *testing.T) {
 			t.Errorf("%T%+v: %v (%v), want %v", tc.req, tc.req, got, e, tc.want)
 		}
 	}
-	if res, e := run(t, b, &fibp.ListApiKeys{}); e != nil || len(res.(*fibp.ListApiKeysResult).Keys) != 0 {
+	if res, e := run(t, b, &fibp.ListAPIKeys{}); e != nil || len(res.(*fibp.ListAPIKeysResult).Keys) != 0 {
 		t.Errorf("ListApiKeys: %v %v, want an empty list", res, e)
 	}
 	res, _ := run(t, b, &fibp.GetClusterStatus{})

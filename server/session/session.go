@@ -49,7 +49,7 @@ func ErrorCode(c broker.Code) fibp.ErrorCode {
 	case broker.CodeForbidden:
 		return fibp.CodeForbidden
 	case broker.CodeAPIKeyNotFound:
-		return fibp.CodeApiKeyNotFound
+		return fibp.CodeAPIKeyNotFound
 	case broker.CodeThrottleConflict:
 		return fibp.CodeThrottleConflict
 	case broker.CodeThrottleNotFound:

@@ -96,9 +96,9 @@ func (a *authServer) refused(key string) {
 }
 
 // createKey makes a key with acl (kind, pattern pairs) through the superadmin connection.
-func createKey(t *testing.T, admin *rawClient, name string, expiresAt uint64, acl ...string) *fibp.CreateApiKeyResult {
+func createKey(t *testing.T, admin *rawClient, name string, expiresAt uint64, acl ...string) *fibp.CreateAPIKeyResult {
 	t.Helper()
-	k, ok := admin.Call(100, &fibp.CreateApiKey{Name: name, ExpiresAtMs: expiresAt}).(*fibp.CreateApiKeyResult)
+	k, ok := admin.Call(100, &fibp.CreateAPIKey{Name: name, ExpiresAtMs: expiresAt}).(*fibp.CreateAPIKeyResult)
 	if !ok || k.ErrorCode != fibp.CodeOk || k.KeyID == "" || len(k.Key) < 43 {
 		t.Fatalf("CreateApiKey: %#v", k)
 	}
@@ -108,11 +108,11 @@ func createKey(t *testing.T, admin *rawClient, name string, expiresAt uint64, ac
 
 func setACL(t *testing.T, admin *rawClient, id string, acl ...string) {
 	t.Helper()
-	req := &fibp.SetAcl{KeyID: id}
+	req := &fibp.SetACL{KeyID: id}
 	for i := 0; i+1 < len(acl); i += 2 {
 		req.Permissions = append(req.Permissions, fibp.ACLPermission{Kind: acl[i], Pattern: acl[i+1]})
 	}
-	if r := admin.Call(101, req).(*fibp.SetAclResult); r.ErrorCode != fibp.CodeOk {
+	if r := admin.Call(101, req).(*fibp.SetACLResult); r.ErrorCode != fibp.CodeOk {
 		t.Fatalf("SetAcl: %v", r.ErrorCode)
 	}
 }
@@ -152,7 +152,7 @@ func TestHandshakeNeedsAKey(t *testing.T) {
 	a.refused("not-a-key")
 	a.refused(bootKey + "x")
 	admin := a.dial(bootKey)
-	if r := admin.Call(1, &fibp.ListApiKeys{}).(*fibp.ListApiKeysResult); r.ErrorCode != fibp.CodeOk || len(r.Keys) != 0 {
+	if r := admin.Call(1, &fibp.ListAPIKeys{}).(*fibp.ListAPIKeysResult); r.ErrorCode != fibp.CodeOk || len(r.Keys) != 0 {
 		t.Fatalf("ListApiKeys: %+v", r)
 	}
 }
@@ -196,8 +196,8 @@ func TestACLOnEveryPath(t *testing.T) {
 	for i, req := range []fibp.Frame{
 		&fibp.GetStats{Queue: "orders"}, &fibp.CreateQueue{Name: "orders2"}, &fibp.DeleteQueue{Queue: "other"},
 		&fibp.UpdateQueue{Queue: "orders"}, &fibp.Redrive{DLQQueue: "orders.dlq"}, &fibp.GetStats{Queue: "jobs"},
-		&fibp.CreateApiKey{Name: "mine"}, &fibp.ListApiKeys{}, &fibp.RevokeApiKey{KeyID: k.KeyID},
-		&fibp.SetAcl{KeyID: k.KeyID}, &fibp.GetAcl{KeyID: k.KeyID}, &fibp.SetConfig{Key: "a", Value: "b"},
+		&fibp.CreateAPIKey{Name: "mine"}, &fibp.ListAPIKeys{}, &fibp.RevokeAPIKey{KeyID: k.KeyID},
+		&fibp.SetACL{KeyID: k.KeyID}, &fibp.GetACL{KeyID: k.KeyID}, &fibp.SetConfig{Key: "a", Value: "b"},
 		&fibp.GetConfig{Key: "a"}, &fibp.ListConfig{}, &fibp.GetClusterStatus{}, &fibp.SetRebalancing{},
 		&fibp.DrainNode{}, &fibp.MoveQueueLeader{Queue: "jobs.a"}, &fibp.GetThrottleStats{Name: "t"},
 	} {
@@ -225,7 +225,7 @@ func TestACLOnEveryPath(t *testing.T) {
 	}
 
 	// GetAcl shows what SetAcl set.
-	acl := admin.Call(54, &fibp.GetAcl{KeyID: k.KeyID}).(*fibp.GetAclResult)
+	acl := admin.Call(54, &fibp.GetACL{KeyID: k.KeyID}).(*fibp.GetACLResult)
 	if acl.ErrorCode != fibp.CodeOk || len(acl.Permissions) != 4 || acl.Permissions[2] != (fibp.ACLPermission{Kind: "consume", Pattern: "jobs.*"}) || acl.IsSuperadmin {
 		t.Fatalf("GetAcl: %+v", acl)
 	}
@@ -246,7 +246,7 @@ func TestKeyChangesOnOpenConnections(t *testing.T) {
 	setACL(t, admin, k.KeyID, "produce", "*")
 	sameCodes(t, "after SetAcl *", enqueueCodes(t, w, 3, "orders"), fibp.CodeOk)
 
-	if r := admin.Call(4, &fibp.RevokeApiKey{KeyID: k.KeyID}).(*fibp.RevokeApiKeyResult); r.ErrorCode != fibp.CodeOk {
+	if r := admin.Call(4, &fibp.RevokeAPIKey{KeyID: k.KeyID}).(*fibp.RevokeAPIKeyResult); r.ErrorCode != fibp.CodeOk {
 		t.Fatalf("RevokeApiKey: %v", r.ErrorCode)
 	}
 	expectError(t, w.Call(5, &fibp.Ping{}), fibp.CodeUnauthorized)
@@ -254,7 +254,7 @@ func TestKeyChangesOnOpenConnections(t *testing.T) {
 		t.Fatal("a revoked key's connection stayed open")
 	}
 	a.refused(k.Key)
-	if r := admin.Call(6, &fibp.RevokeApiKey{KeyID: k.KeyID}).(*fibp.RevokeApiKeyResult); r.ErrorCode != fibp.CodeApiKeyNotFound {
+	if r := admin.Call(6, &fibp.RevokeAPIKey{KeyID: k.KeyID}).(*fibp.RevokeAPIKeyResult); r.ErrorCode != fibp.CodeAPIKeyNotFound {
 		t.Fatalf("revoking twice: %v", r.ErrorCode)
 	}
 
@@ -267,7 +267,7 @@ func TestKeyChangesOnOpenConnections(t *testing.T) {
 		t.Fatal("an expired key's connection stayed open")
 	}
 	a.refused(expiring.Key)
-	list := admin.Call(9, &fibp.ListApiKeys{}).(*fibp.ListApiKeysResult)
+	list := admin.Call(9, &fibp.ListAPIKeys{}).(*fibp.ListAPIKeysResult)
 	if len(list.Keys) != 1 || list.Keys[0].KeyID != expiring.KeyID || list.Keys[0].Name != "temp" || list.Keys[0].ExpiresAtMs == 0 {
 		t.Fatalf("ListApiKeys: %+v", list.Keys)
 	}
@@ -280,8 +280,8 @@ func TestKeysSurviveRestart(t *testing.T) {
 	newQueue(t, admin, &fibp.CreateQueue{Name: "orders"})
 	k := createKey(t, admin, "worker", 0, "produce", "orders")
 	gone := createKey(t, admin, "gone", 0)
-	admin.Call(1, &fibp.RevokeApiKey{KeyID: gone.KeyID})
-	if r := admin.Call(2, &fibp.RevokeApiKey{KeyID: "bootstrap"}).(*fibp.RevokeApiKeyResult); r.ErrorCode != fibp.CodeInvalidConfigValue {
+	admin.Call(1, &fibp.RevokeAPIKey{KeyID: gone.KeyID})
+	if r := admin.Call(2, &fibp.RevokeAPIKey{KeyID: "bootstrap"}).(*fibp.RevokeAPIKeyResult); r.ErrorCode != fibp.CodeInvalidConfigValue {
 		t.Fatalf("revoking the bootstrap key: %v", r.ErrorCode)
 	}
 	a.stop()

@@ -56,10 +56,10 @@ func TestAdminErrorCodes(t *testing.T) {
 		{"glob character in a name", &fibp.CreateQueue{Name: "a*b"}, fibp.CodeInvalidConfigValue},
 		{"bidi override in a name", &fibp.CreateQueue{Name: "invoice\u202egnp.exe"}, fibp.CodeInvalidConfigValue},
 		{"control character in a name", &fibp.CreateQueue{Name: "a\u0085b"}, fibp.CodeInvalidConfigValue},
-		{"revoke an unknown key", &fibp.RevokeApiKey{KeyID: "nope"}, fibp.CodeApiKeyNotFound},
-		{"ACL of an unknown key", &fibp.GetAcl{KeyID: "nope"}, fibp.CodeApiKeyNotFound},
-		{"unknown ACL kind", &fibp.SetAcl{KeyID: "nope", Permissions: []fibp.ACLPermission{{Kind: "read", Pattern: "*"}}}, fibp.CodeInvalidConfigValue},
-		{"key expiring in the past", &fibp.CreateApiKey{Name: "old", ExpiresAtMs: 1}, fibp.CodeInvalidConfigValue},
+		{"revoke an unknown key", &fibp.RevokeAPIKey{KeyID: "nope"}, fibp.CodeAPIKeyNotFound},
+		{"ACL of an unknown key", &fibp.GetACL{KeyID: "nope"}, fibp.CodeAPIKeyNotFound},
+		{"unknown ACL kind", &fibp.SetACL{KeyID: "nope", Permissions: []fibp.ACLPermission{{Kind: "read", Pattern: "*"}}}, fibp.CodeInvalidConfigValue},
+		{"key expiring in the past", &fibp.CreateAPIKey{Name: "old", ExpiresAtMs: 1}, fibp.CodeInvalidConfigValue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := c.Call(20, tc.req)

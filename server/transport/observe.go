@@ -38,7 +38,7 @@ func (s *Server) countCode(code broker.Code) {
 var readOnlyAdmin = map[fibp.Opcode]bool{
 	fibp.OpGetStats: true, fibp.OpListQueues: true, fibp.OpGetConfig: true, fibp.OpListConfig: true,
 	fibp.OpGetClusterStatus: true, fibp.OpGetRoutes: true, fibp.OpGetThrottleStats: true,
-	fibp.OpGetThrottleBucket: true, fibp.OpListApiKeys: true, fibp.OpGetAcl: true,
+	fibp.OpGetThrottleBucket: true, fibp.OpListAPIKeys: true, fibp.OpGetACL: true,
 }
 
 // logAdmin records one admin request and its outcome (e nil: it succeeded).
