@@ -16,6 +16,7 @@ import (
 	"encoding/base32"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -57,9 +58,14 @@ type Bus struct {
 	index  subject.Index[*Subscription]
 	closed bool
 
-	groups  map[string]*group // queue groups by name, while they have members
-	scratch sync.Pool         // *[]*Subscription for Publish
-	gen     atomic.Uint64     // changes (under mu) whenever the index or closed does
+	groups map[string]*group // queue groups by name, while they have members
+	// requests holds the inbox of every Request waiting for its reply (inbox subject → *waiter):
+	// a reply goes straight to its waiter. A subscription per request would take the write lock
+	// twice and make every Publisher match its subject again.
+	requests sync.Map
+	done     chan struct{} // closed by Close
+	scratch  sync.Pool     // *[]*Subscription for Publish
+	gen      atomic.Uint64 // changes (under mu) whenever the index or closed does
 
 	published, delivered, slow atomic.Uint64 // see Counters
 }
@@ -84,7 +90,7 @@ func New(o Options) *Bus {
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = 64 << 20
 	}
-	b := &Bus{opts: o, groups: map[string]*group{}}
+	b := &Bus{opts: o, groups: map[string]*group{}, done: make(chan struct{})}
 	b.scratch.New = func() any { s := make([]*Subscription, 0, 16); return &s }
 	return b
 }
@@ -176,11 +182,16 @@ func (b *Bus) Publish(subj, reply string, payload []byte) (int, error) {
 // deliver gives a copy of payload to matches (which it modifies) and returns how many took it.
 func (b *Bus) deliver(matches []*Subscription, subj, reply string, payload []byte) int {
 	b.published.Add(1)
-	if len(matches) == 0 {
+	w := b.waiter(subj)
+	if len(matches) == 0 && w == nil {
 		return 0
 	}
 	m := Message{Subject: subj, Reply: reply, Payload: append([]byte(nil), payload...)}
 	n := 0
+	if w != nil && w.answered.CompareAndSwap(false, true) { // later replies only go to subscriptions
+		w.reply <- m
+		n++
+	}
 	for i, s := range matches {
 		if s == nil {
 			continue // a group member already handled
@@ -278,6 +289,7 @@ func (b *Bus) Close() {
 		return
 	}
 	b.closed = true
+	close(b.done)
 	b.gen.Add(1)
 	subs := b.index.All(nil)
 	b.index = subject.Index[*Subscription]{}
@@ -290,13 +302,14 @@ func (b *Bus) Close() {
 // Request publishes payload to subj with a fresh private inbox as its reply subject and returns
 // the first reply. It fails with ErrNoResponders when nobody received the request and ErrTimeout
 // when no reply came within timeout.
+//
+// The reply goes to the waiting Request and, like any publication, to the subscriptions matching
+// the inbox (an identity allowed to subscribe to _INBOX.> sees it too).
 func (b *Bus) Request(ctx context.Context, subj string, payload []byte, timeout time.Duration) (Message, error) {
 	inbox := NewInbox()
-	sub, err := b.SubscribeWith(inbox, "", SubOptions{QueueMsgs: 1, QueueBytes: 2 << 20})
-	if err != nil {
-		return Message{}, err
-	}
-	defer sub.Unsubscribe()
+	w := &waiter{reply: make(chan Message, 1)}
+	b.requests.Store(inbox, w)
+	defer b.requests.Delete(inbox)
 	n, err := b.Publish(subj, inbox, payload)
 	if err != nil {
 		return Message{}, err
@@ -306,11 +319,39 @@ func (b *Bus) Request(ctx context.Context, subj string, payload []byte, timeout 
 	}
 	timer := time.NewTimer(timeout) // cheaper than a context with a deadline, on every request
 	defer timer.Stop()
-	m, err := sub.next(ctx, timer.C)
-	if err == errExpired || errors.Is(err, context.DeadlineExceeded) {
+	select {
+	case m := <-w.reply:
+		return m, nil
+	case <-timer.C:
 		return Message{}, ErrTimeout
+	case <-b.done:
+		return Message{}, ErrClosed
+	case <-ctx.Done():
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return Message{}, ErrTimeout
+		}
+		return Message{}, ctx.Err()
 	}
-	return m, err
+}
+
+// inboxPrefix starts every inbox subject NewInbox returns.
+const inboxPrefix = "_INBOX."
+
+// A waiter is a Request waiting for its first reply.
+type waiter struct {
+	answered atomic.Bool  // a reply was handed over
+	reply    chan Message // (capacity 1) the first reply
+}
+
+// waiter returns the Request waiting on inbox subject subj, or nil.
+func (b *Bus) waiter(subj string) *waiter {
+	if !strings.HasPrefix(subj, inboxPrefix) {
+		return nil
+	}
+	if v, ok := b.requests.Load(subj); ok {
+		return v.(*waiter)
+	}
+	return nil
 }
 
 var inboxEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
@@ -319,5 +360,5 @@ var inboxEncoding = base32.StdEncoding.WithPadding(base32.NoPadding)
 func NewInbox() string {
 	var r [16]byte
 	rand.Read(r[:])
-	return "_INBOX." + inboxEncoding.EncodeToString(r[:])
+	return inboxPrefix + inboxEncoding.EncodeToString(r[:])
 }

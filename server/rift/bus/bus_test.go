@@ -75,6 +75,39 @@ func TestRequest(t *testing.T) {
 	}
 }
 
+// A reply reaches its Request and, like any publication, the subscriptions matching the inbox;
+// only the first reply counts; Close ends a waiting Request.
+func TestRequestReplyIsAlsoAPublication(t *testing.T) {
+	b := New(Options{})
+	ctx := context.Background()
+	watcher, _ := b.Subscribe("_INBOX.>", "")
+	s, _ := b.Subscribe("svc", "")
+	go func() {
+		m, _ := s.Next(ctx)
+		b.Publish(m.Reply, "", []byte("first"))
+		if n, _ := b.Publish(m.Reply, "", []byte("second")); n != 1 { // the watcher only
+			t.Errorf("the second reply reached %d receivers, want 1", n)
+		}
+	}()
+	m, err := b.Request(ctx, "svc", nil, 10*time.Second)
+	if err != nil || string(m.Payload) != "first" {
+		t.Fatalf("request: %+v %v", m, err)
+	}
+	for _, want := range []string{"first", "second"} {
+		got, err := watcher.Next(ctx)
+		if err != nil || string(got.Payload) != want || got.Subject != m.Subject {
+			t.Fatalf("watcher got %+v %v, want %q on %s", got, err, want, m.Subject)
+		}
+	}
+	go func() {
+		s.Next(ctx) // a request that is never answered
+		b.Close()
+	}()
+	if _, err := b.Request(ctx, "svc", nil, time.Minute); !errors.Is(err, ErrClosed) {
+		t.Fatalf("request when the bus closed: %v", err)
+	}
+}
+
 func TestCloseEndsEverySubscription(t *testing.T) {
 	b := New(Options{})
 	s, _ := b.Subscribe(">", "g")

@@ -2,10 +2,8 @@ package bus
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/filamq/fila/server/membudget"
 )
@@ -142,20 +140,10 @@ func (s *Subscription) TryNext() (Message, bool) {
 // Next waits for the next message. Messages queued before the subscription ended are still
 // returned; after them Next returns the reason it ended, or ctx's error.
 func (s *Subscription) Next(ctx context.Context) (Message, error) {
-	return s.next(ctx, nil)
-}
-
-// errExpired is next's error when expired fired first.
-var errExpired = errors.New("bus: wait expired")
-
-// next is Next that also gives up, with errExpired, when expired fires (nil: never).
-func (s *Subscription) next(ctx context.Context, expired <-chan time.Time) (Message, error) {
 	if m, ok := s.TryNext(); ok {
 		return m, nil
 	}
 	select {
-	case <-expired:
-		return Message{}, errExpired
 	case m := <-s.ch:
 		s.Received(m)
 		return m, nil
