@@ -34,6 +34,12 @@ func benchBacklog(r *runner) error {
 	if err != nil {
 		return err
 	}
+	// The figure is a backlog in use: its queue must not hibernate while the figure reads RSS or
+	// measures the empty queues beside it (waking restores every stored message).
+	r.srv.args = append(r.srv.args, "--queue-idle-timeout", backlogIdleTimeout.String())
+	if err := r.srv.restart(); err != nil {
+		return err
+	}
 	emptyServer, err := r.lifecycleRate("empty-server", backlogLifecycle(r.o))
 	if err != nil {
 		return err
@@ -101,6 +107,9 @@ func (r *runner) standingRate(q, label string) (float64, int64, error) {
 	stop()
 	return rate, ct.enqueued.Load() - ct.acked.Load(), nil
 }
+
+// backlogIdleTimeout keeps the backlog's queue awake for the whole figure.
+const backlogIdleTimeout = 24 * time.Hour
 
 // backlogLifecycle is the lifecycle load of the backlog figures: one consumer, 1 KB messages
 // (the figure's payload and keys).
