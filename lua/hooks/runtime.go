@@ -169,8 +169,11 @@ func (st *state) headersTable(h Hook, m map[string]string) *lua.LTable {
 		return stringTable(st.L, m)
 	}
 	same := len(rt.keys) == len(m) && rt.reusable(nil)
-	for k := range m {
-		same = same && slices.Contains(rt.keys, k)
+	for _, k := range rt.keys { // as many keys, all of them in m: the same keys
+		if !same {
+			break
+		}
+		_, same = m[k]
 	}
 	t := rt.t
 	if same {
