@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// PutQueue is opcode 0x20, sent either direction.
+// PutQueue is opcode 0x20, a stored record.
 // Creates a queue group, or replaces its definition.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -67,7 +67,7 @@ func (x *PutQueue) Decode(body []byte) error {
 	return nil
 }
 
-// DropQueue is opcode 0x21, sent either direction.
+// DropQueue is opcode 0x21, a stored record.
 // Deletes a queue group with every message of both lanes.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -127,7 +127,7 @@ func (x *DropQueue) Decode(body []byte) error {
 	return nil
 }
 
-// SetConfig is opcode 0x22, sent either direction.
+// SetConfig is opcode 0x22, a stored record.
 // Sets a runtime config entry.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -197,7 +197,7 @@ func (x *SetConfig) Decode(body []byte) error {
 	return nil
 }
 
-// PutAPIKey is opcode 0x30, sent either direction.
+// PutAPIKey is opcode 0x30, a stored record.
 // Creates an API key, with an empty ACL. The leader generated its ID and secret; the log holds
 // only the secret's SHA-256 hash, never the secret.
 //
@@ -296,7 +296,7 @@ func (x *PutAPIKey) Decode(body []byte) error {
 	return nil
 }
 
-// RevokeAPIKey is opcode 0x31, sent either direction.
+// RevokeAPIKey is opcode 0x31, a stored record.
 // Deletes an API key and its ACL; connections using it are refused at their next request.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -356,7 +356,7 @@ func (x *RevokeAPIKey) Decode(body []byte) error {
 	return nil
 }
 
-// SetACL is opcode 0x32, sent either direction.
+// SetACL is opcode 0x32, a stored record.
 // Replaces an API key's permission list.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):

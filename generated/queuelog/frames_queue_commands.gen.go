@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// Enqueue is opcode 0x01, sent either direction.
+// Enqueue is opcode 0x01, a stored record.
 // Stores new messages in a lane, in order, as accepted at time at. A message whose not_before
 // is after at is delayed, the others are ready. A message with an identity is remembered for
 // deduplication until dedup_until.
@@ -299,7 +299,7 @@ func (x *LogMessage) Check() error {
 	return nil
 }
 
-// Lease is opcode 0x02, sent either direction.
+// Lease is opcode 0x02, a stored record.
 // Deliveries made by one dispatch: each message, ready, is leased to a consumer at leased_at
 // (its attempt count goes up by one and its key is charged one DRR unit). Only lanes with
 // committed delivery durability log their leases.
@@ -447,7 +447,7 @@ func (x *LogLease) Check() error {
 	return nil
 }
 
-// Ack is opcode 0x03, sent either direction.
+// Ack is opcode 0x03, a stored record.
 // Removes acknowledged messages for good at time at (when an ordering group's head goes, the next
 // message of the group is scheduled then).
 //
@@ -536,7 +536,7 @@ func (x *Ack) Decode(body []byte) error {
 	return nil
 }
 
-// Extend is opcode 0x04, sent either direction.
+// Extend is opcode 0x04, a stored record.
 // Moves the expiry of a lease (committed delivery durability only).
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -614,7 +614,7 @@ func (x *Extend) Decode(body []byte) error {
 	return nil
 }
 
-// Fail is opcode 0x05, sent either direction.
+// Fail is opcode 0x05, a stored record.
 // Ends a delivery unsuccessfully (Nack or lease expiry) with the outcome the leader decided. A
 // dead-lettered message of the queue lane moves to the dead-letter lane, as it stands after the
 // failure, in the same command.
@@ -712,7 +712,7 @@ func (x *Fail) Decode(body []byte) error {
 	return nil
 }
 
-// Redrive is opcode 0x06, sent either direction.
+// Redrive is opcode 0x06, a stored record.
 // Moves messages from the dead-letter lane back to the queue lane at time at: attempt count
 // reset, redrive count + 1, appended to the end of the queue's enqueue order.
 //
@@ -795,7 +795,7 @@ func (x *Redrive) Decode(body []byte) error {
 	return nil
 }
 
-// Configure is opcode 0x07, sent either direction.
+// Configure is opcode 0x07, a stored record.
 // Replaces a lane's engine configuration from this point of the log on.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):

@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// Forget is opcode 0x08, sent either direction.
+// Forget is opcode 0x08, a stored record.
 // Forgets every deduplication identity remembered until at or before at.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -62,7 +62,7 @@ func (x *Forget) Decode(body []byte) error {
 	return nil
 }
 
-// Fence is opcode 0x09, sent either direction.
+// Fence is opcode 0x09, a stored record.
 // Opens every entry of a queue group: the proposing leader's epoch and the entry's sequence
 // number in it. An entry applies only if it follows the last applied one (same epoch, next
 // sequence) or starts a later epoch at sequence 1; any other entry changes nothing, on every
@@ -128,7 +128,7 @@ func (x *Fence) Decode(body []byte) error {
 	return nil
 }
 
-// Reclassify is opcode 0x0a, sent either direction.
+// Reclassify is opcode 0x0a, a stored record.
 // The outcome of running on_enqueue again on parked messages of the queue lane at time at (after
 // a script change or on the reclassification interval): classified ones are scheduled with
 // their classification, failed ones count a try, and those out of tries move to the
@@ -281,7 +281,7 @@ func (x *Reclassified) Check() error {
 	return nil
 }
 
-// RedriveClassified is opcode 0x0b, sent either direction.
+// RedriveClassified is opcode 0x0b, a stored record.
 // Redrive with reclassification: moves messages from the dead-letter lane back to the queue
 // lane at time at, as Redrive does, each as its outcome says: as it is (keep), with the
 // classification on_enqueue gave it now (classified), or parked because on_enqueue failed on a

@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// SnapshotLane is opcode 0x40, sent either direction.
+// SnapshotLane is opcode 0x40, a stored record.
 // Starts one lane of a queue group snapshot: its configuration and counts. Then come its
 // messages (SnapshotMessage, in enqueue order), its keys (SnapshotKey, each followed by the
 // SnapshotReady frames of its ready order).
@@ -82,7 +82,7 @@ func (x *SnapshotLane) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotMessage is opcode 0x41, sent either direction.
+// SnapshotMessage is opcode 0x41, a stored record.
 // One stored message's state. Its body is not here: it lives in the store under the group.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -288,7 +288,7 @@ func (x *SnapshotMessage) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotKey is opcode 0x42, sent either direction.
+// SnapshotKey is opcode 0x42, a stored record.
 // One fairness key's scheduler state; keys of the DRR round come first, in round order.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -372,7 +372,7 @@ func (x *SnapshotKey) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotReady is opcode 0x43, sent either direction.
+// SnapshotReady is opcode 0x43, a stored record.
 // The next part of the current key's ready order, head first.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -448,7 +448,7 @@ func (x *SnapshotReady) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotIdentity is opcode 0x44, sent either direction.
+// SnapshotIdentity is opcode 0x44, a stored record.
 // A remembered deduplication identity of the group.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -520,7 +520,7 @@ func (x *SnapshotIdentity) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotEnd is opcode 0x45, sent either direction.
+// SnapshotEnd is opcode 0x45, a stored record.
 // Ends a snapshot; a snapshot without it is incomplete and refused.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -575,7 +575,7 @@ func (x *SnapshotEnd) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotQueue is opcode 0x50, sent either direction.
+// SnapshotQueue is opcode 0x50, a stored record.
 // A queue definition in a meta group snapshot.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
@@ -635,7 +635,7 @@ func (x *SnapshotQueue) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotConfig is opcode 0x51, sent either direction.
+// SnapshotConfig is opcode 0x51, a stored record.
 // A runtime config entry in a meta group snapshot.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):

@@ -7,7 +7,7 @@ import (
 	"math"
 )
 
-// SnapshotAPIKey is opcode 0x58, sent either direction.
+// SnapshotAPIKey is opcode 0x58, a stored record.
 // An API key and its ACL in a meta group snapshot (the fields of PutApiKey and SetAcl).
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):

@@ -47,103 +47,93 @@ func AppendFrame(b []byte, fr Frame) []byte {
 type Opcode uint8
 
 const (
-	// OpEnqueue is Enqueue (either direction).
+	// OpEnqueue is Enqueue (a stored record).
 	OpEnqueue Opcode = 0x01
-	// OpLease is Lease (either direction).
+	// OpLease is Lease (a stored record).
 	OpLease Opcode = 0x02
-	// OpAck is Ack (either direction).
+	// OpAck is Ack (a stored record).
 	OpAck Opcode = 0x03
-	// OpExtend is Extend (either direction).
+	// OpExtend is Extend (a stored record).
 	OpExtend Opcode = 0x04
-	// OpFail is Fail (either direction).
+	// OpFail is Fail (a stored record).
 	OpFail Opcode = 0x05
-	// OpRedrive is Redrive (either direction).
+	// OpRedrive is Redrive (a stored record).
 	OpRedrive Opcode = 0x06
-	// OpConfigure is Configure (either direction).
+	// OpConfigure is Configure (a stored record).
 	OpConfigure Opcode = 0x07
-	// OpForget is Forget (either direction).
+	// OpForget is Forget (a stored record).
 	OpForget Opcode = 0x08
-	// OpFence is Fence (either direction).
+	// OpFence is Fence (a stored record).
 	OpFence Opcode = 0x09
-	// OpReclassify is Reclassify (either direction).
+	// OpReclassify is Reclassify (a stored record).
 	OpReclassify Opcode = 0x0a
-	// OpRedriveClassified is RedriveClassified (either direction).
+	// OpRedriveClassified is RedriveClassified (a stored record).
 	OpRedriveClassified Opcode = 0x0b
-	// OpPutQueue is PutQueue (either direction).
+	// OpPutQueue is PutQueue (a stored record).
 	OpPutQueue Opcode = 0x20
-	// OpDropQueue is DropQueue (either direction).
+	// OpDropQueue is DropQueue (a stored record).
 	OpDropQueue Opcode = 0x21
-	// OpSetConfig is SetConfig (either direction).
+	// OpSetConfig is SetConfig (a stored record).
 	OpSetConfig Opcode = 0x22
-	// OpPutAPIKey is PutAPIKey (either direction).
+	// OpPutAPIKey is PutAPIKey (a stored record).
 	OpPutAPIKey Opcode = 0x30
-	// OpRevokeAPIKey is RevokeAPIKey (either direction).
+	// OpRevokeAPIKey is RevokeAPIKey (a stored record).
 	OpRevokeAPIKey Opcode = 0x31
-	// OpSetACL is SetACL (either direction).
+	// OpSetACL is SetACL (a stored record).
 	OpSetACL Opcode = 0x32
-	// OpSnapshotLane is SnapshotLane (either direction).
+	// OpSnapshotLane is SnapshotLane (a stored record).
 	OpSnapshotLane Opcode = 0x40
-	// OpSnapshotMessage is SnapshotMessage (either direction).
+	// OpSnapshotMessage is SnapshotMessage (a stored record).
 	OpSnapshotMessage Opcode = 0x41
-	// OpSnapshotKey is SnapshotKey (either direction).
+	// OpSnapshotKey is SnapshotKey (a stored record).
 	OpSnapshotKey Opcode = 0x42
-	// OpSnapshotReady is SnapshotReady (either direction).
+	// OpSnapshotReady is SnapshotReady (a stored record).
 	OpSnapshotReady Opcode = 0x43
-	// OpSnapshotIdentity is SnapshotIdentity (either direction).
+	// OpSnapshotIdentity is SnapshotIdentity (a stored record).
 	OpSnapshotIdentity Opcode = 0x44
-	// OpSnapshotEnd is SnapshotEnd (either direction).
+	// OpSnapshotEnd is SnapshotEnd (a stored record).
 	OpSnapshotEnd Opcode = 0x45
-	// OpSnapshotQueue is SnapshotQueue (either direction).
+	// OpSnapshotQueue is SnapshotQueue (a stored record).
 	OpSnapshotQueue Opcode = 0x50
-	// OpSnapshotConfig is SnapshotConfig (either direction).
+	// OpSnapshotConfig is SnapshotConfig (a stored record).
 	OpSnapshotConfig Opcode = 0x51
-	// OpSnapshotAPIKey is SnapshotAPIKey (either direction).
+	// OpSnapshotAPIKey is SnapshotAPIKey (a stored record).
 	OpSnapshotAPIKey Opcode = 0x58
-)
-
-// Direction says which peer sends a frame.
-type Direction uint8
-
-const (
-	ClientToServer Direction = iota + 1
-	ServerToClient
-	EitherDirection
 )
 
 // opcodeInfo is what the spec says about one opcode.
 type opcodeInfo struct {
-	name      string
-	direction Direction
+	name string
 }
 
 // opcodeTable describes every opcode of the spec; the others have the zero opcodeInfo.
 var opcodeTable = [256]opcodeInfo{
-	OpEnqueue:           {"Enqueue", EitherDirection},
-	OpLease:             {"Lease", EitherDirection},
-	OpAck:               {"Ack", EitherDirection},
-	OpExtend:            {"Extend", EitherDirection},
-	OpFail:              {"Fail", EitherDirection},
-	OpRedrive:           {"Redrive", EitherDirection},
-	OpConfigure:         {"Configure", EitherDirection},
-	OpForget:            {"Forget", EitherDirection},
-	OpFence:             {"Fence", EitherDirection},
-	OpReclassify:        {"Reclassify", EitherDirection},
-	OpRedriveClassified: {"RedriveClassified", EitherDirection},
-	OpPutQueue:          {"PutQueue", EitherDirection},
-	OpDropQueue:         {"DropQueue", EitherDirection},
-	OpSetConfig:         {"SetConfig", EitherDirection},
-	OpPutAPIKey:         {"PutApiKey", EitherDirection},
-	OpRevokeAPIKey:      {"RevokeApiKey", EitherDirection},
-	OpSetACL:            {"SetAcl", EitherDirection},
-	OpSnapshotLane:      {"SnapshotLane", EitherDirection},
-	OpSnapshotMessage:   {"SnapshotMessage", EitherDirection},
-	OpSnapshotKey:       {"SnapshotKey", EitherDirection},
-	OpSnapshotReady:     {"SnapshotReady", EitherDirection},
-	OpSnapshotIdentity:  {"SnapshotIdentity", EitherDirection},
-	OpSnapshotEnd:       {"SnapshotEnd", EitherDirection},
-	OpSnapshotQueue:     {"SnapshotQueue", EitherDirection},
-	OpSnapshotConfig:    {"SnapshotConfig", EitherDirection},
-	OpSnapshotAPIKey:    {"SnapshotApiKey", EitherDirection},
+	OpEnqueue:           {"Enqueue"},
+	OpLease:             {"Lease"},
+	OpAck:               {"Ack"},
+	OpExtend:            {"Extend"},
+	OpFail:              {"Fail"},
+	OpRedrive:           {"Redrive"},
+	OpConfigure:         {"Configure"},
+	OpForget:            {"Forget"},
+	OpFence:             {"Fence"},
+	OpReclassify:        {"Reclassify"},
+	OpRedriveClassified: {"RedriveClassified"},
+	OpPutQueue:          {"PutQueue"},
+	OpDropQueue:         {"DropQueue"},
+	OpSetConfig:         {"SetConfig"},
+	OpPutAPIKey:         {"PutAPIKey"},
+	OpRevokeAPIKey:      {"RevokeAPIKey"},
+	OpSetACL:            {"SetACL"},
+	OpSnapshotLane:      {"SnapshotLane"},
+	OpSnapshotMessage:   {"SnapshotMessage"},
+	OpSnapshotKey:       {"SnapshotKey"},
+	OpSnapshotReady:     {"SnapshotReady"},
+	OpSnapshotIdentity:  {"SnapshotIdentity"},
+	OpSnapshotEnd:       {"SnapshotEnd"},
+	OpSnapshotQueue:     {"SnapshotQueue"},
+	OpSnapshotConfig:    {"SnapshotConfig"},
+	OpSnapshotAPIKey:    {"SnapshotAPIKey"},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.
@@ -152,11 +142,6 @@ func (op Opcode) String() string {
 		return name
 	}
 	return fmt.Sprintf("Opcode(%#02x)", uint8(op))
-}
-
-// Direction returns who sends op; 0 when op is unknown or a stored record.
-func (op Opcode) Direction() Direction {
-	return opcodeTable[op].direction
 }
 
 // Known reports whether op is in the opcode table.
