@@ -9,6 +9,7 @@ import (
 
 	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/membudget"
 )
 
 // readBufSize is the size of a stream's read buffer; larger frames are read into a buffer of
@@ -57,21 +58,38 @@ func (r *pacedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// frames reads the frames of one operation stream.
+// frames reads the frames of one operation stream. Its buffers are accounted to the
+// connection's memory account: the read buffer while the stream holds it, the large-body buffer
+// through the frame reader's budget (a refusal is a *wire.BufferError from next). Frames that fit
+// the read buffer cost no accounting.
 type frames struct {
-	fr *wire.FrameReader
-	pr pacedReader
+	fr   *wire.FrameReader
+	pr   pacedReader
+	acct *membudget.Account // holds readBufSize for fr's read buffer; nil once released
 }
 
-func newFrames(s *quic.Stream, firstDeadline time.Time, partial time.Duration) *frames {
+// newFrames reserves the stream's read buffer on acct and returns its reader, or the
+// reservation's *membudget.FullError.
+func newFrames(s *quic.Stream, acct *membudget.Account, firstDeadline time.Time, partial time.Duration) (*frames, error) {
+	if err := acct.Reserve(readBufSize); err != nil {
+		return nil, err
+	}
 	s.SetReadDeadline(firstDeadline)
-	f := &frames{pr: pacedReader{s: s, partial: partial, first: true}}
+	f := &frames{pr: pacedReader{s: s, partial: partial, first: true}, acct: acct}
 	f.fr = newFrameReader(&f.pr)
-	return f
+	if acct != nil { // not a typed nil: a nil Account refuses nothing anyway
+		f.fr.SetBudget(acct)
+	}
+	return f, nil
 }
 
-// release returns the read buffer; bodies returned by next are invalid afterwards.
-func (f *frames) release() { f.fr.Release() }
+// release returns the read buffer and its reservation; bodies returned by next are invalid
+// afterwards. Calling it again does nothing.
+func (f *frames) release() {
+	f.fr.Release()
+	f.acct.Release(readBufSize)
+	f.acct = nil
+}
 
 // next returns the next frame's opcode and body (after the opcode byte). The body is valid until
 // the next call.

@@ -31,15 +31,19 @@ type op struct {
 
 // serveStream reads a stream's first frame and runs the operation it starts.
 func (s *Server) serveStream(ctx context.Context, sess *service.Session, acct *membudget.Account, cr *credits, str *quic.Stream) {
-	o := &op{s: s, sess: sess, str: str, acct: acct, credits: cr,
-		in:  newFrames(str, time.Now().Add(s.opts.AuthTimeout), s.opts.FrameTimeout),
-		out: &writer{s: str, timeout: s.opts.WriteTimeout}}
-	defer o.in.release()
+	o := &op{s: s, sess: sess, str: str, acct: acct, credits: cr, out: &writer{s: str, timeout: s.opts.WriteTimeout}}
 	defer func() {
 		if !o.parked {
 			str.ReleaseStreamCredit()
 		}
 	}()
+	in, err := newFrames(str, acct, time.Now().Add(s.opts.AuthTimeout), s.opts.FrameTimeout)
+	if err != nil { // the connection's memory bound (or the server's) is reached
+		o.out.fail(riftproto.CodeOperation, "stream refused: "+err.Error())
+		return
+	}
+	o.in = in
+	defer o.in.release()
 	code, body, err := o.in.next()
 	if err != nil {
 		o.readFailed(err)
@@ -58,9 +62,12 @@ func (s *Server) serveStream(ctx context.Context, sess *service.Session, acct *m
 // readFailed answers a frame that could not be read, when an answer is still possible.
 func (o *op) readFailed(err error) {
 	var size *wire.FrameSizeError
+	var mem *wire.BufferError
 	switch {
 	case errors.As(err, &size):
 		o.out.fail(riftproto.CodeOperation, fmt.Sprintf("frame length %d outside %d..%d", size.Length, size.Min, size.Max))
+	case errors.As(err, &mem): // the body is not read: the stream ends, the connection stays
+		o.out.fail(riftproto.CodeOperation, mem.Error())
 	case errors.Is(err, io.EOF):
 		o.str.Close() // the client finished without a command
 	case errors.Is(err, io.ErrUnexpectedEOF):
