@@ -94,6 +94,12 @@ const (
 	maxSummaryKeys = 1024
 )
 
+// maxSleepMessages bounds the messages a group may hold and still hibernate: waking rebuilds
+// every stored message from the log (on this machine about a second per few hundred thousand),
+// and the request that wakes the group waits for it. A larger backlog keeps its group awake, so
+// no request ever waits seconds for a wake. A variable so that tests can lower it.
+var maxSleepMessages = 100_000
+
 // summaryKey is where a group's summary is stored, in its stable store.
 var summaryKey = []byte("fila.summary")
 
@@ -279,13 +285,16 @@ func (a *actor) hibernate() bool {
 	return true
 }
 
-// summarize describes the group's state for its sleep; false when it is too large to.
+// summarize describes the group's state for its sleep; false when it is too large to (too many
+// fairness keys to summarize, or too many messages to wake quickly).
 func (a *actor) summarize() (summary, bool) {
 	var s summary
+	stored := 0
 	for l := range a.lanes {
 		q := a.st.Lane(queuegroup.Lane(l))
+		stored += q.Len()
 		st := q.Stats()
-		if len(st.Keys) > maxSummaryKeys {
+		if len(st.Keys) > maxSummaryKeys || stored > maxSleepMessages {
 			return summary{}, false
 		}
 		s.Lanes[l] = laneSummary{Stats: st}

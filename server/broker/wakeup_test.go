@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -143,4 +144,69 @@ func TestSleepingQueueWhileWritesFail(t *testing.T) {
 		t.Fatalf("Subscribe after the store recovered: %v", e)
 	}
 	<-k.wake
+}
+
+// A queue holding more messages than a quick wake can rebuild stays awake when idle: the request
+// that would wake it must not wait seconds for its log to be replayed. A smaller queue sleeps.
+func TestLargeBacklogStaysAwake(t *testing.T) {
+	old := maxSleepMessages
+	maxSleepMessages = 2
+	t.Cleanup(func() { maxSleepMessages = old })
+	for _, tc := range []struct {
+		messages int
+		sleeps   bool
+	}{{2, true}, {3, false}} {
+		s := newScript(t)
+		b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, IdleTimeout: time.Second,
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.b = b
+		lines := []string{"create q"}
+		for i := range tc.messages {
+			lines = append(lines, fmt.Sprintf("enqueue q m%d", i))
+		}
+		for _, line := range lines {
+			if out := s.do(line); strings.Contains(out, "err") {
+				t.Fatalf("%s: %s", line, out)
+			}
+		}
+		s.settled()
+		s.mu.Lock()
+		s.now = s.now.Add(2 * time.Second) // idle for longer than IdleTimeout
+		var fired []*fakeTimer
+		for _, tm := range s.timers {
+			if tm.on && !s.now.Before(tm.at) {
+				fired = append(fired, tm)
+			}
+			tm.fireBy(s.now)
+		}
+		now := s.now
+		s.mu.Unlock()
+		// The actor either hibernates (its timer stays off) or looks again after another idle
+		// time (its timer re-armed for later).
+		rearmed := func() bool {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, tm := range fired {
+				if len(tm.c) > 0 || !tm.on || !tm.at.After(now) {
+					return false
+				}
+			}
+			return true
+		}
+		for deadline := time.Now().Add(10 * time.Second); b.AwakeQueues() != 0 && !rearmed(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d messages: the idle queue neither hibernated nor re-armed its timer", tc.messages)
+			}
+		}
+		if slept := b.AwakeQueues() == 0; slept != tc.sleeps {
+			t.Errorf("%d messages with at most %d for a sleep: hibernated %v, want %v", tc.messages, maxSleepMessages, slept, tc.sleeps)
+		}
+		if st, e := b.GetStats("q"); e != nil || st.Depth != uint64(tc.messages) {
+			t.Errorf("%d messages: stats %+v %v", tc.messages, st, e)
+		}
+		b.Close()
+	}
 }
