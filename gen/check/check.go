@@ -1,6 +1,8 @@
 // Package check applies the rules that a loaded protocol model must follow before code is emitted
 // from it: every frame, field, record, enum and enum value is documented (the prose becomes the Go
-// doc of the generated code), and no record contains itself. Spec reads and resolves a file;
+// doc of the generated code), no record contains itself, a rest-of-frame field comes last, frame
+// limits fit the framing. (Rules that resolving names needs — unknown types, duplicates, bad
+// names — stay with the loader in gen/spec.) Spec reads and resolves a file;
 // check judges the result; emit renders it.
 //
 // Check reports every problem at once, each as "file:line: message", in line order.
@@ -18,6 +20,8 @@ import (
 func Check(s *spec.Spec) spec.Errors {
 	c := &checker{file: s.File}
 	c.docs(s)
+	c.framing(s)
+	c.frames(s)
 	if strings.HasPrefix(strings.TrimSpace(s.Doc), "Package ") {
 		c.errf(1, "doc: the generator writes \"Package %s is the %s, version %d: \" in front of doc; do not repeat it", s.Protocol, s.Title, s.Version)
 	}
@@ -36,6 +40,37 @@ type checker struct {
 
 func (c *checker) errf(line int, format string, args ...any) {
 	c.errs = append(c.errs, spec.Error{File: c.file, Line: line, Msg: fmt.Sprintf(format, args...)})
+}
+
+// framing checks the frame limits against the header.
+func (c *checker) framing(s *spec.Spec) {
+	f := s.Framing
+	if n := f.HeaderSize(); len(f.Header) > 0 && f.MinFrame < n {
+		c.errf(f.Line, "framing: min_frame %d is smaller than the %d-byte header", f.MinFrame, n)
+	}
+}
+
+// frames checks what a frame's or record's fields and limits must satisfy to be encodable.
+func (c *checker) frames(s *spec.Spec) {
+	if len(s.Frames) == 0 {
+		c.errf(1, "no frames")
+	}
+	restLast := func(owner string, fs []*spec.Field) {
+		for i, f := range fs {
+			if t := f.Type; t.Kind == spec.TScalar && t.Scalar.Rest && i != len(fs)-1 {
+				c.errf(f.Line, "%s.%s: %s takes the rest of the frame and must be the last field", owner, f.Name, t.Scalar.Name)
+			}
+		}
+	}
+	for _, fr := range s.Frames {
+		restLast(fr.Name, fr.Fields)
+		if fr.MaxBody < 0 || fr.MaxBody > s.Framing.MaxFrame {
+			c.errf(fr.Line, "frame %s: max_body %d outside 0..max_frame", fr.Name, fr.MaxBody)
+		}
+	}
+	for _, r := range s.Records {
+		restLast(r.Name, r.Fields)
+	}
 }
 
 // docs requires prose on everything that becomes a documented Go declaration.

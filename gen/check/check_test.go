@@ -83,3 +83,23 @@ func TestRecordCycle(t *testing.T) {
 		t.Fatalf("got %v", errs)
 	}
 }
+
+func TestModelRules(t *testing.T) {
+	for _, tc := range []struct{ name, old, new, want string }{
+		{"rest not last", "      - {name: who, type: str,", "      - {name: who, type: payload,", "minimal.yaml:40: Hello.who: payload takes the rest of the frame and must be the last field"},
+		{"header beyond min_frame", "    - {name: opcode,", "    - {name: stream, type: u32, doc: A stream.}\n    - {name: opcode,", "minimal.yaml:5: framing: min_frame 1 is smaller than the 5-byte header"},
+		{"max_body beyond max_frame", "    group: main\n", "    group: main\n    max_body: 5000\n", "minimal.yaml:34: frame Hello: max_body 5000 outside 0..max_frame"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := parse(t, func(s string) string {
+				if !strings.Contains(s, tc.old) {
+					t.Fatalf("edit %q does not apply", tc.old)
+				}
+				return strings.Replace(s, tc.old, tc.new, 1)
+			})
+			if errs := Check(s); errs.Error() != tc.want {
+				t.Fatalf("got %v, want %s", errs, tc.want)
+			}
+		})
+	}
+}

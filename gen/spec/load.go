@@ -201,9 +201,6 @@ func (b *builder) build(raw *rawSpec) {
 			b.frame(&rawFrame{Opcode: r.Opcode, Name: GoName(r.Name), Group: group, Doc: r.Doc, Fields: r.Fields, Examples: r.Examples, Line: r.Line}, FrameRecord)
 		}
 	}
-	if len(s.Frames) == 0 {
-		b.errf(1, "no frames")
-	}
 }
 
 // imports loads an imported spec and makes its enums known as <protocol>.<name>.
@@ -383,9 +380,6 @@ func (b *builder) header(r *rawFraming) {
 	}
 	if opcodes != 1 {
 		b.errf(r.Line, "framing.header: needs exactly one field of type opcode, has %d", opcodes)
-	}
-	if n := f.HeaderSize(); opcodes == 1 && f.MinFrame < n {
-		b.errf(r.Line, "framing: min_frame %d is smaller than the %d-byte header", f.MinFrame, n)
 	}
 }
 
@@ -574,9 +568,6 @@ func (b *builder) fields(raw []rawField, owner string, ownerLine int) []*Field {
 		if t == nil {
 			continue
 		}
-		if t.Kind == TScalar && t.Scalar.Rest && i != len(raw)-1 {
-			b.errf(rf.Line, "%s: %s takes the rest of the frame and must be the last field", where, t.Scalar.Name)
-		}
 		out = append(out, &Field{Name: rf.Name, Doc: rf.Doc, Type: t, Line: rf.Line})
 	}
 	return out
@@ -651,9 +642,6 @@ func (b *builder) frame(r *rawFrame, kind FrameKind) {
 	}
 	if !snakeName.MatchString(r.Group) {
 		b.errf(r.Line, "frame %s: group %q must be a snake_case word", r.Name, r.Group)
-	}
-	if r.MaxBody < 0 || r.MaxBody > b.spec.Framing.MaxFrame {
-		b.errf(r.Line, "frame %s: max_body %d outside 0..max_frame", r.Name, r.MaxBody)
 	}
 	f := &Frame{Opcode: *r.Opcode, Name: GoName(r.Name), SpecName: r.Name, Kind: kind, Direction: dir, Group: r.Group, MaxBody: r.MaxBody, Doc: r.Doc, Line: r.Line}
 	f.Fields = b.fields(r.Fields, r.Name, r.Line)
