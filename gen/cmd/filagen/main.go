@@ -29,7 +29,7 @@ func main() {
 	specPath := flag.String("spec", "", "protocol spec (YAML)")
 	outDir := flag.String("out", "", "output package folder")
 	source := flag.String("source", "", "spec path to name in generated headers (default: -spec as given)")
-	checkOnly := flag.Bool("check", false, "report stale or missing files instead of writing them")
+	checkOnly := flag.Bool("check", os.Getenv("FILAGEN_CHECK") != "", "report stale or missing files instead of writing them (also when FILAGEN_CHECK is set, as make check-generated does)")
 	pkg := flag.String("package", "", "Go package name of the output (default: the spec's protocol)")
 	flag.Parse()
 	if *specPath == "" || *outDir == "" {
