@@ -15,15 +15,24 @@ import (
 // they are exceeded (a single larger frame is always accepted).
 const maxPending = 512 << 10
 
+// inlineMax is the largest PUBLISH frame that Publish hands to QUIC itself (see pubStream).
+const inlineMax = 16 << 10
+
 // pubStream is one publisher stream (see Publisher).
 //
-// Publish does not write to the stream itself: it appends the frame to a buffer that a writer
-// goroutine hands to QUIC, one write for everything that accumulated meanwhile (a QUIC write of
-// more than a packet waits until it is sent, so writing each publication would make every
-// publisher wait for the network). Publish waits only while 512 KiB are already waiting. A nil
-// error from Publish therefore means the publication was accepted for sending; a failure to
-// send it makes the publisher unusable and surfaces on a later operation. PUBLISH is never
-// answered anyway: Flush confirms.
+// Publish appends the frame to a buffer that a writer goroutine hands to QUIC, one write for
+// everything that accumulated meanwhile (a QUIC write of more than a packet waits until it is
+// sent, so writing each publication would make every publisher wait for the network). Publish
+// waits only while 512 KiB are already waiting. When nothing is waiting, the writer is idle and
+// its last write returned (which QUIC does once it has sent what was queued before), Publish
+// instead queues one frame (up to inlineMax) in QUIC itself (TryWriteAll: a copy, no waiting),
+// which saves the hand-off to the writer goroutine: the latency of a reply published in answer
+// to a request. Only one such frame between two writes of the writer, so that QUIC never holds
+// more than that beyond the writer's batch; more would also make the writer's next write wait
+// for QUIC to take the frame, with smaller batches (measured: 64 B publications 20% slower with
+// 16 KiB of such frames per write, none slower with one). A nil error from Publish therefore
+// means the publication was accepted for sending; a failure to send it makes the publisher
+// unusable and surfaces on a later operation. PUBLISH is never answered anyway: Flush confirms.
 type pubStream struct {
 	c *Client
 	s *call
@@ -39,6 +48,9 @@ type pubStream struct {
 	wake        chan struct{} // (capacity 1) buf became non-empty, or err was set
 	space       chan struct{} // closed (and replaced) when the writer takes a batch, for waiters
 	waiters     int
+	writing     bool   // the writer took a batch and is writing it
+	inlined     bool   // Publish queued a frame in QUIC itself since the writer last wrote
+	frame       []byte // the frame Publish queues itself, reused
 }
 
 // openPubStream opens a publisher stream.
@@ -123,6 +135,16 @@ func (p *pubStream) enqueuePublish(ctx context.Context, f *riftproto.Publish) er
 	size := riftproto.HeaderSize + f.Size()
 	if err := p.reserve(ctx, riftproto.LengthSize+size); err != nil {
 		return err
+	}
+	if len(p.buf) == 0 && !p.writing && !p.inlined && riftproto.LengthSize+size <= inlineMax {
+		p.frame = appendPublish(p.frame[:0], f, size)
+		if p.s.str.TryWriteAll(p.frame) == nil {
+			p.inlined = true
+			p.mu.Unlock()
+			return nil
+		}
+		// No flow-control credit now, or the stream failed: the writer takes the frame (and
+		// reports the failure).
 	}
 	if len(p.buf) == 0 {
 		p.signal()
@@ -285,17 +307,18 @@ func (p *pubStream) writeLoop() {
 		switch {
 		case len(p.buf) > 0 && (p.err == nil || p.closing):
 			batch := p.buf
-			p.buf, p.spare = p.spare[:0], nil
+			p.buf, p.spare, p.writing = p.spare[:0], nil, true
 			p.freeWaiters()
 			p.mu.Unlock()
 			p.s.str.SetWriteDeadline(time.Now().Add(p.c.timeout))
 			_, err := p.s.str.Write(batch)
 			p.mu.Lock()
+			p.writing = false
 			if err != nil {
 				p.writeFailedLocked(err)
 				return
 			}
-			p.spare = batch[:0]
+			p.spare, p.inlined = batch[:0], false
 			continue
 		case p.err != nil:
 			if p.closing {
@@ -319,13 +342,12 @@ func (p *pubStream) writeLoop() {
 // safe for concurrent use, but becomes unusable (ErrBroken) after any failed or cancelled
 // operation.
 //
-// Publish does not write to the stream itself: it appends the frame to a buffer that a writer
-// goroutine hands to QUIC, one write for everything that accumulated meanwhile (a QUIC write of
-// more than a packet waits until it is sent, so writing each publication would make every
-// publisher wait for the network). Publish waits only while 512 KiB are already waiting. A nil
-// error from Publish therefore means the publication was accepted for sending; a failure to
-// send it makes the publisher unusable and surfaces on a later operation. PUBLISH is never
-// answered anyway: Flush confirms.
+// Publish never waits for the network: it appends the frame to a buffer that a writer goroutine
+// hands to QUIC, one write for everything that accumulated meanwhile, or, when nothing is waiting,
+// queues it in QUIC itself. Publish waits only while 512 KiB are already waiting. A nil error
+// from Publish therefore means the publication was accepted for sending; a failure to send it
+// makes the publisher unusable and surfaces on a later operation. PUBLISH is never answered
+// anyway: Flush confirms.
 //
 // With reconnection (WithMaxReconnects), a stream that failed because its connection ended is
 // replaced on the next operation by a new stream on the next connection (waiting for it within
