@@ -123,12 +123,8 @@ func TestCLIConnectionMistakes(t *testing.T) {
 	plain := privateServer(t)
 	wantCLIError(t, cli(t, plain.addr, "--ca", j("ca.pem"), "queue", "list"), 1, "does not speak TLS")
 
-	httpAddr, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	privateServer(t, "--http-listen", httpAddr)
-	wantCLIError(t, cli(t, httpAddr, "queue", "list"), 1, "this is an HTTP server, not FIBP")
+	withHTTP := privateServer(t, "--http-listen", anyPort)
+	wantCLIError(t, cli(t, withHTTP.httpAddr, "queue", "list"), 1, "this is an HTTP server, not FIBP")
 
 	mtls := privateServer(t, "--tls-cert", j("server.pem"), "--tls-key", j("server-key.pem"), "--tls-client-ca", j("ca.pem"))
 	if r := cli(t, mtls.addr, "--ca", j("ca.pem"), "queue", "list"); r.code != 1 {

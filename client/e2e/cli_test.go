@@ -307,7 +307,7 @@ func TestCLIClusterStatus(t *testing.T) {
 
 func TestCLIErrors(t *testing.T) {
 	t.Parallel()
-	addr, err := freeAddr() // nothing listens there
+	addr, err := closedAddr() // nothing listens there
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -10,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -52,15 +54,12 @@ func runMain(m *testing.M) int {
 	apiKey = os.Getenv("FILA_TEST_API_KEY")
 	var srv *server
 	if sharedAddr = os.Getenv("FILA_TEST_ADDR"); sharedAddr == "" {
-		addr, err := freeAddr()
-		if err == nil {
-			srv, err = startServer(filepath.Join(tmp, "shared-data"), addr)
-		}
+		srv, err = startServer(filepath.Join(tmp, "shared-data"))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "e2e: starting the shared fila-server:", err)
 			return 1
 		}
-		sharedAddr = addr
+		sharedAddr = srv.addr
 	}
 	code := m.Run()
 	if srv != nil {
@@ -117,20 +116,19 @@ func cleanEnv() []string {
 	return env
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// anyPort is the listen address of every test server: the system chooses a free port, and the
+// server reports it (--addr-file). Choosing one here by listening and closing would race with
+// parallel tests for it.
+const anyPort = "127.0.0.1:0"
 
-// server is a fila-server on one address and data directory; proc is its current process.
+// server is a fila-server on one data directory; proc is its current process. addr and riftAddr
+// are the addresses it reported bound on its first start; a restart binds them again.
 type server struct {
-	addr, dataDir string
-	args          []string // extra command-line settings
-	proc          *process
+	addr, riftAddr string
+	httpAddr       string // with --http-listen
+	dataDir        string
+	args           []string // extra command-line settings
+	proc           *process
 }
 
 // process is one fila-server subprocess.
@@ -141,23 +139,53 @@ type process struct {
 	waitErr error // set before exited is closed
 }
 
-func startServer(dataDir, addr string, args ...string) (*server, error) {
-	p, err := startProcess(dataDir, addr, args)
+// addrs is what fila-server writes to its --addr-file once it is ready.
+type addrs struct {
+	FIBP string `json:"fibp"`
+	Rift string `json:"rift"`
+	HTTP string `json:"http"`
+}
+
+// startServer starts fila-server on any free port (and its Rift listener, when args configure
+// one, where they say) and returns once it reported itself ready.
+func startServer(dataDir string, args ...string) (*server, error) {
+	p, a, err := startProcess(dataDir, anyPort, args)
 	if err != nil {
 		return nil, err
 	}
-	return &server{addr: addr, dataDir: dataDir, args: args, proc: p}, nil
+	return &server{addr: a.FIBP, riftAddr: a.Rift, httpAddr: a.HTTP, dataDir: dataDir, args: args, proc: p}, nil
 }
 
-func startProcess(dataDir, addr string, args []string) (*process, error) {
+// closedAddr returns a loopback address where nothing listens: a port the system handed out
+// and took back. No server of these tests binds it later (they all bind port 0 and are given
+// another), so it stays closed unless something outside the tests takes it.
+func closedAddr() (string, error) {
+	ln, err := net.Listen("tcp", anyPort)
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+// startProcess runs fila-server listening on addr and waits until it has written its addresses,
+// which it does once every listener is bound: a server that cannot bind one exits instead, and
+// that is reported with its log.
+func startProcess(dataDir, addr string, args []string) (*process, addrs, error) {
+	addrDir, err := os.MkdirTemp("", "fila-addr-")
+	if err != nil {
+		return nil, addrs{}, err
+	}
+	defer os.RemoveAll(addrDir)
+	addrFile := filepath.Join(addrDir, "addrs.json")
 	p := &process{log: &lockedBuffer{}, exited: make(chan struct{})}
-	args = append([]string{"--data-dir", dataDir, "--listen", addr, "--http-listen", "", "--log-level", "warn"}, args...)
+	args = append([]string{"--data-dir", dataDir, "--listen", addr, "--http-listen", "", "--log-level", "warn", "--addr-file", addrFile}, args...)
 	p.cmd = exec.Command(serverBin, args...)
 	p.cmd.Env = cleanEnv()
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	dieWithTests(p.cmd)
 	if err := p.cmd.Start(); err != nil {
-		return nil, err
+		return nil, addrs{}, err
 	}
 	go func() {
 		p.waitErr = p.cmd.Wait()
@@ -165,19 +193,24 @@ func startProcess(dataDir, addr string, args []string) (*process, error) {
 	}()
 	deadline := time.Now().Add(waitFor)
 	for {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
-			return p, nil
+		if b, err := os.ReadFile(addrFile); err == nil { // written whole (renamed into place)
+			var a addrs
+			if err := json.Unmarshal(b, &a); err != nil {
+				p.cmd.Process.Kill()
+				<-p.exited
+				return nil, addrs{}, fmt.Errorf("fila-server wrote %q to its --addr-file: %v", b, err)
+			}
+			return p, a, nil
 		}
 		select {
 		case <-p.exited:
-			return nil, fmt.Errorf("fila-server exited before listening (%v):\n%s", p.waitErr, p.log.String())
+			return nil, addrs{}, fmt.Errorf("fila-server exited before it was ready (%v):\n%s", p.waitErr, p.log.String())
 		default:
 		}
 		if time.Now().After(deadline) {
 			p.cmd.Process.Kill()
 			<-p.exited
-			return nil, fmt.Errorf("fila-server did not listen on %s:\n%s", addr, p.log.String())
+			return nil, addrs{}, fmt.Errorf("fila-server was not ready within %v:\n%s", waitFor, p.log.String())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -217,11 +250,7 @@ func (s *server) stop() error {
 // need settings of their own (args).
 func privateServer(t *testing.T, args ...string) *server {
 	t.Helper()
-	addr, err := freeAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := startServer(t.TempDir(), addr, args...)
+	s, err := startServer(t.TempDir(), args...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,11 +274,24 @@ func (s *server) restart(t *testing.T) {
 	if err := s.stop(); err != nil {
 		t.Fatalf("%v\n%s", err, s.proc.log.String())
 	}
-	p, err := startProcess(s.dataDir, s.addr, s.args)
-	if err != nil {
+	if err := s.startAgain(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// startAgain starts a new process on s's data directory and on the addresses its first start
+// was given (the clients' reconnections find it there).
+func (s *server) startAgain() error {
+	args := s.args
+	if s.riftAddr != "" {
+		args = append(slices.Clip(args), "--rift-listen", s.riftAddr)
+	}
+	p, _, err := startProcess(s.dataDir, s.addr, args)
+	if err != nil {
+		return err
+	}
 	s.proc = p
+	return nil
 }
 
 type lockedBuffer struct {

@@ -46,7 +46,7 @@ func testReconnectAcross(t *testing.T, stop func(*server), handler bool) {
 	ctx := testCtx(t)
 	var evMu sync.Mutex
 	var events []fila.ConnectionEventKind
-	dead, err := freeAddr() // a second seed where nothing listens: tried in turn, never connected
+	dead, err := closedAddr() // a second seed where nothing listens: tried in turn, never connected
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,11 +85,9 @@ func testReconnectAcross(t *testing.T, stop func(*server), handler bool) {
 	if n := run.sentCount(); n >= total {
 		t.Errorf("all %d messages were sent before the restart; the run should span it", n)
 	}
-	p, err := startProcess(s.dataDir, s.addr, s.args)
-	if err != nil {
+	if err := s.startAgain(); err != nil {
 		t.Fatal(err)
 	}
-	s.proc = p
 
 	eventually(t, "every message sent", func() bool { return run.sentCount() == total })
 	run.mu.Lock()

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -17,30 +16,14 @@ import (
 // dev identity) and one memory stream, and returns the CLI flags that reach it.
 func riftServer(t *testing.T) []string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	riftAddr := pc.LocalAddr().String()
-	pc.Close()
 	certs := t.TempDir()
 	conf := writeFile(t, "fila.yaml", fmt.Sprintf(
 		"rift:\n  listen: %s\n  dev_certs: %s\n  streams:\n    - {name: orders, subjects: [\"orders.>\"], durability: memory}\n",
-		riftAddr, certs))
-	privateServer(t, "--config", conf)
-	flags := []string{"--rift-addr", riftAddr, "--rift-ca", filepath.Join(certs, "ca.pem"), "--token-file", filepath.Join(certs, "dev-token")}
-	// The QUIC listener starts just after FIBP's: wait until a request gets through.
-	deadline := time.Now().Add(waitFor)
-	for {
-		r := cli(t, "", append([]string{"rift"}, append(flags, "req", "rift.control.status")...)...)
-		if r.code == 0 {
-			return flags
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the Rift listener did not answer: %s", r.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		anyPort, certs))
+	// Ready means the Rift listener is bound (where the server says) and the development CA and
+	// token are written.
+	s := privateServer(t, "--config", conf)
+	return []string{"--rift-addr", s.riftAddr, "--rift-ca", filepath.Join(certs, "ca.pem"), "--token-file", filepath.Join(certs, "dev-token")}
 }
 
 func riftCLI(t *testing.T, flags []string, args ...string) cliResult {

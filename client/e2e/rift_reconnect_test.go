@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -51,29 +49,22 @@ func TestRiftReconnectAcrossGracefulRestart(t *testing.T) {
 // clients while stop ends the broker, which then starts again on the same data directory and
 // addresses.
 func testRiftReconnectAcross(t *testing.T, stop func(*server)) {
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	certs := t.TempDir()
+	conf := writeFile(t, "fila.yaml", fmt.Sprintf(
+		"rift:\n  listen: %s\n  dev_certs: %s\n  streams:\n    - {name: rrs, subjects: [\"rrs.>\"], durability: fsync}\n", anyPort, certs))
+	s := privateServer(t, "--config", conf)
+	riftAddr := s.riftAddr
+	ctx := testCtx(t)
+
+	// The server wrote the development CA and token before it reported itself ready.
+	tlsConf, err := rift.TLSConfig(filepath.Join(certs, "ca.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	riftAddr := pc.LocalAddr().String()
-	pc.Close()
-	certs := t.TempDir()
-	conf := writeFile(t, "fila.yaml", fmt.Sprintf(
-		"rift:\n  listen: %s\n  dev_certs: %s\n  streams:\n    - {name: rrs, subjects: [\"rrs.>\"], durability: fsync}\n", riftAddr, certs))
-	s := privateServer(t, "--config", conf)
-	ctx := testCtx(t)
-
-	// The server writes the development CA and token as its Rift listener starts, just after
-	// FIBP's: wait for them.
-	var tlsConf *tls.Config
-	var token []byte
-	eventually(t, "the development CA and token", func() bool {
-		if tlsConf, err = rift.TLSConfig(filepath.Join(certs, "ca.pem")); err != nil {
-			return false
-		}
-		token, err = os.ReadFile(filepath.Join(certs, "dev-token"))
-		return err == nil && len(token) > 0
-	})
+	token, err := os.ReadFile(filepath.Join(certs, "dev-token"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var evMu sync.Mutex
 	var events []rift.ConnectionEventKind
 	dial := func(record bool) *rift.Client {
@@ -90,22 +81,12 @@ func testRiftReconnectAcross(t *testing.T, stop func(*server)) {
 				evMu.Unlock()
 			}))
 		}
-		// The QUIC listener starts just after FIBP's: retry the first connection.
-		deadline := time.Now().Add(waitFor)
-		for {
-			c, err := rift.Connect(ctx, riftAddr, "localhost", tlsConf, strings.TrimSpace(string(token)), opts...)
-			if err == nil {
-				t.Cleanup(func() { c.Close() })
-				return c
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("rift connect: %v", err)
-			}
-			time.Sleep(50 * time.Millisecond)
-			if tk, err := os.ReadFile(filepath.Join(certs, "dev-token")); err == nil {
-				token = tk // in case it was read while being written
-			}
+		c, err := rift.Connect(ctx, riftAddr, "localhost", tlsConf, strings.TrimSpace(string(token)), opts...)
+		if err != nil {
+			t.Fatalf("rift connect: %v", err)
 		}
+		t.Cleanup(func() { c.Close() })
+		return c
 	}
 	subC, pubC := dial(true), dial(false)
 
@@ -213,11 +194,9 @@ func testRiftReconnectAcross(t *testing.T, stop func(*server)) {
 		t.Errorf("Request during the outage = %v (context ended: %v), want a *rift.ReconnectError after the deadline", err, ended)
 	}
 
-	p, err := startProcess(s.dataDir, s.addr, s.args)
-	if err != nil {
+	if err := s.startAgain(); err != nil {
 		t.Fatal(err)
 	}
-	s.proc = p
 	eventually(t, "the clients reconnected", func() bool { return subC.Connected() && pubC.Connected() })
 	after := lastPublished()
 	defer func() {

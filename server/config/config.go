@@ -18,6 +18,7 @@ type Config struct {
 	Listen     string `yaml:"listen" help:"FIBP listen address"`
 	DataDir    string `yaml:"data_dir" help:"directory holding the broker's data"`
 	HTTPListen string `yaml:"http_listen" help:"metrics and health address (/metrics, /healthz); empty disables"`
+	AddrFile   string `yaml:"addr_file" help:"once the server is ready, write the addresses it listens on to this file (JSON: fibp, rift, http), replacing it atomically; for tests and scripts that listen on port 0"`
 	LogLevel   string `yaml:"log_level" help:"debug, info, warn or error"`
 	LogFormat  string `yaml:"log_format" help:"text or json"`
 	Fsync      bool   `yaml:"fsync" help:"fsync every acknowledged change (group-committed); false trades durability for speed"`

@@ -156,6 +156,21 @@ func serve(cfg config.Config, log *slog.Logger) error {
 			return err
 		}
 	}
+	if cfg.AddrFile != "" {
+		addrs := boundAddrs{FIBP: ln.Addr().String()}
+		if rn != nil {
+			addrs.Rift = rn.ln.Addr().String()
+		}
+		if httpSrv != nil {
+			addrs.HTTP = httpSrv.Addr
+		}
+		if err := writeAddrFile(cfg.AddrFile, addrs); err != nil {
+			srv.Shutdown(context.Background())
+			rn.close()
+			b.Close()
+			return fmt.Errorf("addr_file: %w", err)
+		}
+	}
 	ready.set(phaseServing)
 	log.Info("fila-server ready", "fibp", ln.Addr().String(), "http", cfg.HTTPListen, "data", cfg.DataDir, "tls", tlsConf != nil,
 		"fsync", cfg.Fsync, "auth", b.Auth().Enabled())

@@ -77,7 +77,7 @@ func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness, he
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second} // Addr: the bound address, for --addr-file
 	go srv.Serve(ln)
 	return srv, nil
 }
