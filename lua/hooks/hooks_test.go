@@ -2,6 +2,7 @@ package hooks_test
 
 import (
 	"errors"
+	"fmt"
 	"maps"
 	"runtime"
 	"strings"
@@ -310,7 +311,7 @@ func BenchmarkStateMemory(b *testing.B) {
 		r := hooks.NewRuntime(sandbox.DefaultLimits(), nil)
 		scripts := make([]*hooks.Script, 1000)
 		for i := range scripts {
-			s, err := r.Compile(hooks.OnEnqueue, src)
+			s, err := r.Compile(hooks.OnEnqueue, fmt.Sprintf("%s -- %d", src, i)) // distinct: not shared
 			if err != nil {
 				b.Fatal(err)
 			}

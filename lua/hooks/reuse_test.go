@@ -153,3 +153,26 @@ func BenchmarkOnEnqueueTypicalBatch(b *testing.B) {
 	}
 	batch.Close()
 }
+
+// Queues with the same script share one compiled Script; another source or hook gets its own.
+func TestTheSameSourceCompilesToOneScript(t *testing.T) {
+	r := newRuntime(t)
+	src := `function on_enqueue(msg) return { fairness_key = msg.queue } end`
+	a, b := compile(t, r, hooks.OnEnqueue, src), compile(t, r, hooks.OnEnqueue, src)
+	if a != b {
+		t.Fatal("the same source compiled to two scripts")
+	}
+	if c := compile(t, r, hooks.OnEnqueue, src+" "); c == a {
+		t.Fatal("another source shared the script")
+	}
+	for _, q := range []string{"q1", "q2", "q1"} { // one script, each call sees its own queue
+		in := input
+		in.Queue = q
+		if c, err := r.OnEnqueue(b, in); err != nil || c.FairnessKey != q {
+			t.Fatalf("%s: %+v %v", q, c, err)
+		}
+	}
+	if _, err := r.Compile(hooks.OnFailure, src); err == nil {
+		t.Fatal("an on_enqueue script compiled as on_failure")
+	}
+}

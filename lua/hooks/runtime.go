@@ -3,6 +3,7 @@ package hooks
 import (
 	"slices"
 	"sync"
+	"weak"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -28,6 +29,8 @@ type Runtime struct {
 	limits sandbox.Limits
 	gen    uint64 // bumped by SetLimits: states of an older generation are not reused
 	idle   []*state
+	// scripts are the compiled scripts in use, by source (see Compile).
+	scripts map[scriptKey]weak.Pointer[Script]
 }
 
 // state is one pooled sandbox with the metatable of its call environments.

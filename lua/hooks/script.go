@@ -2,6 +2,8 @@ package hooks
 
 import (
 	"fmt"
+	"runtime"
+	"weak"
 
 	lua "github.com/yuin/gopher-lua"
 
@@ -51,8 +53,59 @@ type CompileError struct{ Msg string }
 func (e *CompileError) Error() string { return e.Msg }
 
 // Compile compiles src as hook's script and checks, by running its top level once in r's
-// sandbox, that it defines the hook's function.
+// sandbox, that it defines the hook's function. Queues with the same script share one Script:
+// while one is in use, compiling the same source again returns it.
 func (r *Runtime) Compile(hook Hook, src string) (*Script, error) {
+	key := scriptKey{hook, src}
+	r.mu.Lock()
+	if w, ok := r.scripts[key]; ok {
+		if s := w.Value(); s != nil {
+			r.mu.Unlock()
+			return s, nil
+		}
+	}
+	r.mu.Unlock()
+	s, err := r.compile(hook, src)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w, ok := r.scripts[key]; ok {
+		if shared := w.Value(); shared != nil { // compiled meanwhile by another goroutine
+			return shared, nil
+		}
+	}
+	if r.scripts == nil {
+		r.scripts = map[scriptKey]weak.Pointer[Script]{}
+	}
+	w := weak.Make(s)
+	r.scripts[key] = w
+	runtime.AddCleanup(s, r.forget, scriptRef{key, w})
+	return s, nil
+}
+
+// scriptKey names a compiled script by what it was compiled from.
+type scriptKey struct {
+	hook   Hook
+	source string
+}
+
+type scriptRef struct {
+	key scriptKey
+	w   weak.Pointer[Script]
+}
+
+// forget drops the cache entry of a script no longer in use (unless it names a newer one).
+func (r *Runtime) forget(ref scriptRef) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.scripts[ref.key] == ref.w {
+		delete(r.scripts, ref.key)
+	}
+}
+
+func (r *Runtime) compile(hook Hook, src string) (*Script, error) {
 	chunk := hook.function()
 	proto, err := sandbox.Compile(chunk, src)
 	if err != nil {

@@ -101,5 +101,13 @@ func benchHookedQueues(r *runner, n int) error {
 	report(fmt.Sprintf("rss_added_by_%d_hooked_idle_queues", n), float64(after-before)/(1<<20), "MiB")
 	report("rss_per_hooked_idle_queue", float64(after-before)/float64(n)/1024, "KiB")
 	report("rss_server_total", float64(after)/(1<<20), "MiB")
+	// Idle queues hibernate after queue_idle_timeout (10 s by default); the figure at idle is
+	// the one once they sleep.
+	time.Sleep(hibernationWait)
+	report(fmt.Sprintf("rss_server_total_%d_hooked_queues_asleep", n), float64(r.srv.rssBytes())/(1<<20), "MiB")
 	return nil
 }
+
+// hibernationWait is how long idle queues take to hibernate with the default
+// queue_idle_timeout (10 s), with a margin.
+const hibernationWait = 13 * time.Second
