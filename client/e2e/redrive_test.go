@@ -38,6 +38,11 @@ func deadLetter(t *testing.T, c *fila.Client, q string, n int) []fila.MessageID 
 		}
 	}
 	waitStats(t, c, q+".dlq", fmt.Sprintf("depth %d", n), func(s *fila.QueueStats) bool { return s.Depth == uint64(n) })
+	// Close only sends CancelConsume: until the server has ended the subscription it leases
+	// what reaches the queue, a redrive's messages too, and they stay in flight until their
+	// visibility timeout. The callers count the queue's depth, so wait for the end here.
+	cons.Close()
+	waitStats(t, c, q, "no consumer", func(s *fila.QueueStats) bool { return s.ActiveConsumers == 0 })
 	return ids
 }
 
