@@ -132,16 +132,18 @@ func TestAuthenticationFailuresCloseTheConnection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const refused = "authentication failed"
 	for _, tc := range []struct {
-		name string
-		raw  []byte
+		name   string
+		raw    []byte
+		reason string
 	}{
-		{"wrong token", riftproto.AppendFrame(nil, &riftproto.Auth{Token: "nope"})},
-		{"empty token", riftproto.AppendFrame(nil, &riftproto.Auth{Token: ""})},
-		{"not AUTH first", riftproto.AppendFrame(nil, &riftproto.Ping{})},
-		{"AUTH above 4,099 bytes", append(binary.BigEndian.AppendUint32(nil, 4100), 1, 0x0f, 0xff)},
-		{"trailing bytes after the token", frame(byte(riftproto.OpAuth), str("admin-token"), []byte{0})},
-		{"nothing within the deadline", nil},
+		{"wrong token", riftproto.AppendFrame(nil, &riftproto.Auth{Token: "nope"}), refused},
+		{"empty token", riftproto.AppendFrame(nil, &riftproto.Auth{Token: ""}), refused},
+		{"not AUTH first", riftproto.AppendFrame(nil, &riftproto.Ping{}), refused},
+		{"AUTH above 4,099 bytes", append(binary.BigEndian.AppendUint32(nil, 4100), 1, 0x0f, 0xff), refused},
+		{"trailing bytes after the token", frame(byte(riftproto.OpAuth), str("admin-token"), []byte{0}), refused},
+		{"nothing within the deadline", nil, "authentication failed: no AUTH frame within 300ms"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := rt.Dial(t, f.addr, rt.ClientTLS(t), nil)
@@ -153,6 +155,10 @@ func TestAuthenticationFailuresCloseTheConnection(t *testing.T) {
 				s.Raw(t, tc.raw)
 			}
 			expectClosed(t, c, listener.CloseAuthFailed)
+			var ae *quic.ApplicationError
+			if errors.As(contextCause(c), &ae) && ae.ErrorMessage != tc.reason {
+				t.Errorf("closed with reason %q, want %q", ae.ErrorMessage, tc.reason)
+			}
 			if _, err := events.Next(t.Context()); err != nil {
 				t.Fatalf("no rift.events.auth.failed: %v", err)
 			}

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
 
@@ -209,7 +210,7 @@ func (s *Server) serveConn(conn *quic.Conn) {
 	if err != nil {
 		s.log.Debug("rift authentication failed", "remote", remote, "err", err)
 		s.opts.Events.AuthFailure(remote, err.Error())
-		conn.CloseWithError(CloseAuthFailed, "authentication failed")
+		conn.CloseWithError(CloseAuthFailed, s.authCloseReason(err))
 		return
 	}
 	s.svc.ConnectionOpened()
@@ -240,6 +241,16 @@ func (s *Server) serveConn(conn *quic.Conn) {
 			s.serveStream(conn.Context(), sess, acct, cr, str)
 		}()
 	}
+}
+
+// authCloseReason is the reason sent with CloseAuthFailed: one for every refused AUTH frame
+// (nothing to learn about tokens from it), but a missed deadline says so, as it is the client's
+// (or the machine's) slowness, not its token.
+func (s *Server) authCloseReason(err error) string {
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Sprintf("authentication failed: no AUTH frame within %v", s.opts.AuthTimeout)
+	}
+	return "authentication failed"
 }
 
 // errAuth is the reason given for any failed authentication.
