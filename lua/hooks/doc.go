@@ -1,9 +1,10 @@
 // Package hooks runs a queue's Lua hooks, on_enqueue and on_failure (concepts.md, "Lua hooks"),
 // in the server's sandbox (server/sandbox).
 //
-// A Script is compiled once per script version (Compile) and holds no Lua state. A Runtime
-// keeps a pool of sandboxed states shared by every queue; each call takes a state, calls the
-// hook and gives the state back. A state runs a script's top level once, in a global environment
+// A Script is compiled once per script version (Compile; queues with the same source share it)
+// and holds no Lua state. A Runtime keeps a pool of sandboxed states shared by every queue; each
+// call takes a state, calls the hook and gives the state back (a Batch keeps one state for a
+// series of calls, such as the messages of one Enqueue). A state runs a script's top level once, in a global environment
 // of the script's own, and keeps it loaded (up to 64 scripts a state); after every call the
 // globals are put back as the top level left them, so nothing a call writes to a global survives
 // it. Values the top level made (its tables, its local variables) are shared by the later calls

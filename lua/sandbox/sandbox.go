@@ -9,7 +9,8 @@
 // getmetatable of a library or of a string answers false.
 //
 // Every run of script code has a time budget of CPU time (Run), enforced between any two
-// instructions, so `while true do end` ends with ErrTimeout; the call stack and the value stack ("registry") are
+// instructions, so `while true do end` ends with ErrTimeout (after at most 1 1/8 times the budget
+// when runs share a Thread's clock reading); the call stack and the value stack ("registry") are
 // bounded (Limits), so deep recursion or unpack of a huge range ends with a script error. A
 // script that fills a table until memory runs out is stopped by the time budget, and a single
 // allocation by the string library is bounded by MaxStringBytes.
