@@ -1,6 +1,8 @@
 package emit
 
 import (
+	"fmt"
+	"path"
 	"strings"
 
 	. "github.com/dave/jennifer/jen"
@@ -34,6 +36,10 @@ func (e *emitter) enum(f *File, en *spec.Enum) {
 	name := spec.GoName(en.Name)
 	wt := e.scalarType(en.Type)
 	comments(f, name, en.Doc)
+	if en.CopiedFrom != "" {
+		f.Comment("")
+		f.Comment(fmt.Sprintf("It is declared in %s; this is a copy generated from that one definition.", path.Base(en.CopiedFrom)))
+	}
 	f.Type().Id(name).Add(wt)
 	var defs, nameCases, docCases []Code
 	for _, v := range en.Values {

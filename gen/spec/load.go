@@ -203,11 +203,12 @@ func (b *builder) build(raw *rawSpec) {
 	}
 }
 
-// imports loads an imported spec and makes its enums known as <protocol>.<name>.
+// imports loads an imported spec and makes its enums known as <protocol>.<name> (when it names
+// the spec's Go package) and declares the enums listed in copy: as this spec's own.
 func (b *builder) imports(r *rawImport) {
 	path := filepath.Join(filepath.Dir(b.file), r.Spec)
-	if r.Spec == "" || r.Go == "" {
-		b.errf(r.Line, "import: needs spec (a path) and go (its package's import path)")
+	if r.Spec == "" || (r.Go == "" && len(r.Copy) == 0) {
+		b.errf(r.Line, "import: needs spec (a path) and go (its package's import path) or copy (enums to declare here)")
 		return
 	}
 	abs, _ := filepath.Abs(path)
@@ -227,6 +228,12 @@ func (b *builder) imports(r *rawImport) {
 		b.errf(r.Line, "import %s: %v", r.Spec, err)
 		return
 	}
+	for _, name := range r.Copy {
+		b.copyEnum(s, r, name)
+	}
+	if r.Go == "" {
+		return
+	}
 	imp := &Import{Spec: s, Go: r.Go, Line: r.Line}
 	b.spec.Imports = append(b.spec.Imports, imp)
 	for _, en := range s.Enums {
@@ -236,6 +243,23 @@ func (b *builder) imports(r *rawImport) {
 			b.enums[s.Protocol+"."+en.Name] = &cp
 		}
 	}
+}
+
+// copyEnum declares the imported spec's own enum name as an enum of this spec.
+func (b *builder) copyEnum(s *Spec, r *rawImport, name string) {
+	for _, en := range s.Enums {
+		if en.Name == name && en.From == nil {
+			if !b.declare(name, r.Line, "enum") {
+				return
+			}
+			cp := *en
+			cp.CopiedFrom = r.Spec
+			b.enums[name] = &cp
+			b.spec.Enums = append(b.spec.Enums, &cp)
+			return
+		}
+	}
+	b.errf(r.Line, "import %s: copy: no enum %q declared there", r.Spec, name)
 }
 
 func (b *builder) scalar(r *rawScalar) {

@@ -156,6 +156,27 @@ func TestImport(t *testing.T) {
 	if en == nil || en.From == nil || en.From.Go != "example.com/mini" || en.Name != "color" || len(s.Enums) != 1 {
 		t.Fatalf("imported enum resolved as %+v (own enums %d)", en, len(s.Enums))
 	}
+	// copy: declares the imported enum as the spec's own, from the one definition; no Go import.
+	ownEnum := "enums:\n  - name: color\n    type: u8\n    prefix: Color\n    doc: A colour.\n    values:\n      - {value: 0, name: red, doc: The colour of fire.}\n      - {value: 1, name: blue, doc: The colour of the sea.}\n"
+	copied := strings.Replace(loadMinimal(t), "protocol: mini\n", "import:\n  - {spec: minimal.yaml, copy: [color]}\nprotocol: copier\n", 1)
+	if !strings.Contains(copied, ownEnum) {
+		t.Fatal("the minimal spec's color enum moved; update this test")
+	}
+	s, err = Load(write("copier.yaml", strings.Replace(copied, ownEnum, "", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	en = s.Frames[0].Fields[1].Type.Enum
+	if en == nil || en.From != nil || en.CopiedFrom != "minimal.yaml" || len(s.Enums) != 1 || s.Enums[0] != en || len(en.Values) != 2 || len(s.Imports) != 0 {
+		t.Fatalf("copied enum resolved as %+v (own enums %d, imports %d)", en, len(s.Enums), len(s.Imports))
+	}
+	if _, err := Load(write("twice.yaml", copied)); err == nil || !strings.Contains(err.Error(), `enum "color" already declared`) {
+		t.Fatalf("a copy of an enum declared here too: %v", err)
+	}
+	nope := strings.Replace(copied, "copy: [color]", "copy: [colour]", 1)
+	if _, err := Load(write("unknown.yaml", nope)); err == nil || !strings.Contains(err.Error(), `copy: no enum "colour"`) {
+		t.Fatalf("a copy of an unknown enum: %v", err)
+	}
 	self := strings.Replace(loadMinimal(t), "protocol: mini\n", "import:\n  - {spec: self.yaml, go: example.com/self}\nprotocol: self\n", 1)
 	if _, err := Load(write("self.yaml", self)); err == nil || !strings.Contains(err.Error(), "self.yaml imports itself") {
 		t.Fatalf("an import cycle: %v", err)

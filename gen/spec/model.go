@@ -132,13 +132,15 @@ type Import struct {
 
 // Enum is a set of named values of an integer wire type.
 type Enum struct {
-	From   *Import // the spec that declares it, when imported; nil for the spec's own
-	Name   string
-	Type   *Scalar
-	Prefix string
-	Doc    string
-	Values []EnumValue
-	Line   int
+	From *Import // the spec that declares it, when imported; nil for the spec's own
+	// CopiedFrom is the path (as imported) of the spec whose definition an own enum copies.
+	CopiedFrom string
+	Name       string
+	Type       *Scalar
+	Prefix     string
+	Doc        string
+	Values     []EnumValue
+	Line       int
 }
 
 // EnumValue is one member of an Enum.

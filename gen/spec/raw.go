@@ -29,8 +29,11 @@ type rawSpec struct {
 type rawImport struct {
 	Spec string `yaml:"spec"` // path relative to the importing spec
 	Go   string `yaml:"go"`   // the Go import path of the imported spec's generated package
-	Doc  string `yaml:"doc"`
-	Line int    `yaml:"-"`
+	// Copy names imported enums to declare in this spec's own package, from their one
+	// definition in the imported spec, so that the importing package need not import the other.
+	Copy []string `yaml:"copy"`
+	Doc  string   `yaml:"doc"`
+	Line int      `yaml:"-"`
 }
 
 type rawFraming struct {

@@ -4,6 +4,271 @@ package store
 
 import "fmt"
 
+// Ordering is a queue's ordering mode, fixed at creation (ordering.md).
+//
+// It is declared in fibp.yaml; this is a copy generated from that one definition.
+type Ordering uint8
+
+const (
+	// OrderingNone: No order promised; any deliverable message may go out.
+	OrderingNone Ordering = 0
+	// OrderingQueue is the whole queue is one ordering group.
+	OrderingQueue Ordering = 1
+	// OrderingGrouped: Grouped by ordering_key: the group is the value of the queue's ordering key.
+	OrderingGrouped Ordering = 2
+)
+
+// String returns the spec's name of v, or Ordering(0xNN) when v is unknown.
+func (v Ordering) String() string {
+	switch v {
+	case OrderingNone:
+		return "none"
+	case OrderingQueue:
+		return "queue"
+	case OrderingGrouped:
+		return "grouped"
+	}
+	return fmt.Sprintf("Ordering(%#x)", uint8(v))
+}
+
+// Description returns the spec's description of v, or "" when v is unknown.
+func (v Ordering) Description() string {
+	switch v {
+	case OrderingNone:
+		return "No order promised; any deliverable message may go out."
+	case OrderingQueue:
+		return "The whole queue is one ordering group."
+	case OrderingGrouped:
+		return "Grouped by ordering_key: the group is the value of the queue's ordering key."
+	}
+	return ""
+}
+
+// Known reports whether v is one of the values the spec defines.
+func (v Ordering) Known() bool {
+	switch v {
+	case OrderingNone, OrderingQueue, OrderingGrouped:
+		return true
+	}
+	return false
+}
+
+// MarshalText renders v by name, for logs and JSON.
+func (v Ordering) MarshalText() ([]byte, error) {
+	return []byte(v.String()), nil
+}
+
+// WhenOrderingKeyMissing says what a grouped queue (ordering = 2) does with a message whose
+// ordering key cannot be evaluated.
+//
+// It is declared in fibp.yaml; this is a copy generated from that one definition.
+type WhenOrderingKeyMissing uint8
+
+const (
+	// WhenOrderingKeyMissingReject: Reject the message with OrderingKeyMissing.
+	WhenOrderingKeyMissingReject WhenOrderingKeyMissing = 0
+	// WhenOrderingKeyMissingUnordered: Enqueue it unordered (in no group).
+	WhenOrderingKeyMissingUnordered WhenOrderingKeyMissing = 1
+)
+
+// String returns the spec's name of v, or WhenOrderingKeyMissing(0xNN) when v is unknown.
+func (v WhenOrderingKeyMissing) String() string {
+	switch v {
+	case WhenOrderingKeyMissingReject:
+		return "reject"
+	case WhenOrderingKeyMissingUnordered:
+		return "unordered"
+	}
+	return fmt.Sprintf("WhenOrderingKeyMissing(%#x)", uint8(v))
+}
+
+// Description returns the spec's description of v, or "" when v is unknown.
+func (v WhenOrderingKeyMissing) Description() string {
+	switch v {
+	case WhenOrderingKeyMissingReject:
+		return "Reject the message with OrderingKeyMissing."
+	case WhenOrderingKeyMissingUnordered:
+		return "Enqueue it unordered (in no group)."
+	}
+	return ""
+}
+
+// Known reports whether v is one of the values the spec defines.
+func (v WhenOrderingKeyMissing) Known() bool {
+	switch v {
+	case WhenOrderingKeyMissingReject, WhenOrderingKeyMissingUnordered:
+		return true
+	}
+	return false
+}
+
+// MarshalText renders v by name, for logs and JSON.
+func (v WhenOrderingKeyMissing) MarshalText() ([]byte, error) {
+	return []byte(v.String()), nil
+}
+
+// ScriptFailure says what a queue does when its on_enqueue script fails on a message; fixed at
+// creation (concepts.md).
+//
+// It is declared in fibp.yaml; this is a copy generated from that one definition.
+type ScriptFailure uint8
+
+const (
+	// ScriptFailureReject is the item fails with ScriptError or ScriptTimeout; nothing is stored.
+	ScriptFailureReject ScriptFailure = 0
+	// ScriptFailurePark is the message is stored unclassified and is not delivered until classified.
+	ScriptFailurePark ScriptFailure = 1
+)
+
+// String returns the spec's name of v, or ScriptFailure(0xNN) when v is unknown.
+func (v ScriptFailure) String() string {
+	switch v {
+	case ScriptFailureReject:
+		return "reject"
+	case ScriptFailurePark:
+		return "park"
+	}
+	return fmt.Sprintf("ScriptFailure(%#x)", uint8(v))
+}
+
+// Description returns the spec's description of v, or "" when v is unknown.
+func (v ScriptFailure) Description() string {
+	switch v {
+	case ScriptFailureReject:
+		return "The item fails with ScriptError or ScriptTimeout; nothing is stored."
+	case ScriptFailurePark:
+		return "The message is stored unclassified and is not delivered until classified."
+	}
+	return ""
+}
+
+// Known reports whether v is one of the values the spec defines.
+func (v ScriptFailure) Known() bool {
+	switch v {
+	case ScriptFailureReject, ScriptFailurePark:
+		return true
+	}
+	return false
+}
+
+// MarshalText renders v by name, for logs and JSON.
+func (v ScriptFailure) MarshalText() ([]byte, error) {
+	return []byte(v.String()), nil
+}
+
+// Backoff is the retry backoff policy of a queue (concepts.md, Retry policy).
+//
+// It is declared in fibp.yaml; this is a copy generated from that one definition.
+type Backoff uint8
+
+const (
+	// BackoffServerDefault: Use the broker's configured default (exponential unless configured
+	// otherwise).
+	BackoffServerDefault Backoff = 0
+	// BackoffNone: Retry immediately (delay 0).
+	BackoffNone Backoff = 1
+	// BackoffFixed: Retry after backoff_initial_ms.
+	BackoffFixed Backoff = 2
+	// BackoffExponential: Retry after min(backoff_max_ms, backoff_initial_ms ×
+	// 2^(attempt_count−1)).
+	BackoffExponential Backoff = 3
+)
+
+// String returns the spec's name of v, or Backoff(0xNN) when v is unknown.
+func (v Backoff) String() string {
+	switch v {
+	case BackoffServerDefault:
+		return "server_default"
+	case BackoffNone:
+		return "none"
+	case BackoffFixed:
+		return "fixed"
+	case BackoffExponential:
+		return "exponential"
+	}
+	return fmt.Sprintf("Backoff(%#x)", uint8(v))
+}
+
+// Description returns the spec's description of v, or "" when v is unknown.
+func (v Backoff) Description() string {
+	switch v {
+	case BackoffServerDefault:
+		return "Use the broker's configured default (exponential unless configured otherwise)."
+	case BackoffNone:
+		return "Retry immediately (delay 0)."
+	case BackoffFixed:
+		return "Retry after backoff_initial_ms."
+	case BackoffExponential:
+		return "Retry after min(backoff_max_ms, backoff_initial_ms × 2^(attempt_count−1))."
+	}
+	return ""
+}
+
+// Known reports whether v is one of the values the spec defines.
+func (v Backoff) Known() bool {
+	switch v {
+	case BackoffServerDefault, BackoffNone, BackoffFixed, BackoffExponential:
+		return true
+	}
+	return false
+}
+
+// MarshalText renders v by name, for logs and JSON.
+func (v Backoff) MarshalText() ([]byte, error) {
+	return []byte(v.String()), nil
+}
+
+// DeliveryDurability says how a queue's leases survive a leader change (clustering.md, Delivery
+// durability).
+//
+// It is declared in fibp.yaml; this is a copy generated from that one definition.
+type DeliveryDurability uint8
+
+const (
+	// DeliveryDurabilityCommitted is a lease is committed in the queue's Raft log before the Delivery
+	// frame is sent.
+	DeliveryDurabilityCommitted DeliveryDurability = 0
+	// DeliveryDurabilityFast: Leases live only in the leader's memory; after a failover the new leader
+	// waits reclaim_grace_ms.
+	DeliveryDurabilityFast DeliveryDurability = 1
+)
+
+// String returns the spec's name of v, or DeliveryDurability(0xNN) when v is unknown.
+func (v DeliveryDurability) String() string {
+	switch v {
+	case DeliveryDurabilityCommitted:
+		return "committed"
+	case DeliveryDurabilityFast:
+		return "fast"
+	}
+	return fmt.Sprintf("DeliveryDurability(%#x)", uint8(v))
+}
+
+// Description returns the spec's description of v, or "" when v is unknown.
+func (v DeliveryDurability) Description() string {
+	switch v {
+	case DeliveryDurabilityCommitted:
+		return "A lease is committed in the queue's Raft log before the Delivery frame is sent."
+	case DeliveryDurabilityFast:
+		return "Leases live only in the leader's memory; after a failover the new leader waits reclaim_grace_ms."
+	}
+	return ""
+}
+
+// Known reports whether v is one of the values the spec defines.
+func (v DeliveryDurability) Known() bool {
+	switch v {
+	case DeliveryDurabilityCommitted, DeliveryDurabilityFast:
+		return true
+	}
+	return false
+}
+
+// MarshalText renders v by name, for logs and JSON.
+func (v DeliveryDurability) MarshalText() ([]byte, error) {
+	return []byte(v.String()), nil
+}
+
 // DeadLetterReason says why a message is in a dead-letter queue.
 type DeadLetterReason uint8
 

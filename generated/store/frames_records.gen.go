@@ -19,18 +19,18 @@ import (
 //	+       on_enqueue_script          u32 length, then UTF-8
 //	+       on_failure_script          u32 length, then UTF-8
 //	+       visibility_timeout_ms      u64
-//	+       ordering                   u8
+//	+       ordering                   u8 Ordering
 //	+       ordering_key               u32 length, then bytes
-//	+       when_ordering_key_missing  u8
+//	+       when_ordering_key_missing  u8 WhenOrderingKeyMissing
 //	+       dedup_key                  u32 length, then bytes
 //	+       dedup_window_ms            u64
-//	+       script_failure             u8
+//	+       script_failure             u8 ScriptFailure
 //	+       park_dead_letter_after     u32
 //	+       max_attempts               u32
-//	+       backoff                    u8
+//	+       backoff                    u8 Backoff
 //	+       backoff_initial_ms         u64
 //	+       backoff_max_ms             u64
-//	+       delivery_durability        u8
+//	+       delivery_durability        u8 DeliveryDurability
 //	+       reclaim_grace_ms           u64
 type QueueRecord struct {
 	// The queue name.
@@ -51,14 +51,14 @@ type QueueRecord struct {
 	// Lease duration.
 	VisibilityTimeoutMs uint64
 
-	// FIBP ordering: 0 none, 1 whole queue, 2 grouped.
-	Ordering uint8
+	// The ordering mode.
+	Ordering Ordering
 
 	// The FIBP-encoded ordering key.
 	OrderingKey []byte
 
-	// 0 reject, 1 unordered.
-	WhenOrderingKeyMissing uint8
+	// What a grouped queue does with a message without ordering key.
+	WhenOrderingKeyMissing WhenOrderingKeyMissing
 
 	// The FIBP-encoded deduplication key.
 	DedupKey []byte
@@ -66,8 +66,8 @@ type QueueRecord struct {
 	// How long identities are remembered.
 	DedupWindowMs uint64
 
-	// 0 reject, 1 park.
-	ScriptFailure uint8
+	// What the queue does when on_enqueue fails.
+	ScriptFailure ScriptFailure
 
 	// Parked classification attempts before dead-lettering.
 	ParkDeadLetterAfter uint32
@@ -75,8 +75,8 @@ type QueueRecord struct {
 	// Deliveries before dead-lettering.
 	MaxAttempts uint32
 
-	// FIBP backoff: 0 default, 1 none, 2 fixed, 3 exponential.
-	Backoff uint8
+	// The retry backoff policy.
+	Backoff Backoff
 
 	// First retry delay.
 	BackoffInitialMs uint64
@@ -84,8 +84,8 @@ type QueueRecord struct {
 	// Largest exponential retry delay.
 	BackoffMaxMs uint64
 
-	// 0 committed, 1 fast.
-	DeliveryDurability uint8
+	// How leases survive a leader change.
+	DeliveryDurability DeliveryDurability
 
 	// Fast queues' reclaim grace after a restart.
 	ReclaimGraceMs uint64
@@ -117,18 +117,18 @@ func (x *QueueRecord) AppendTo(b []byte) []byte {
 	b = wire.AppendString32(b, x.OnEnqueueScript)
 	b = wire.AppendString32(b, x.OnFailureScript)
 	b = wire.AppendU64(b, x.VisibilityTimeoutMs)
-	b = wire.AppendU8(b, x.Ordering)
+	b = wire.AppendU8(b, uint8(x.Ordering))
 	b = wire.AppendBytes32(b, x.OrderingKey)
-	b = wire.AppendU8(b, x.WhenOrderingKeyMissing)
+	b = wire.AppendU8(b, uint8(x.WhenOrderingKeyMissing))
 	b = wire.AppendBytes32(b, x.DedupKey)
 	b = wire.AppendU64(b, x.DedupWindowMs)
-	b = wire.AppendU8(b, x.ScriptFailure)
+	b = wire.AppendU8(b, uint8(x.ScriptFailure))
 	b = wire.AppendU32(b, x.ParkDeadLetterAfter)
 	b = wire.AppendU32(b, x.MaxAttempts)
-	b = wire.AppendU8(b, x.Backoff)
+	b = wire.AppendU8(b, uint8(x.Backoff))
 	b = wire.AppendU64(b, x.BackoffInitialMs)
 	b = wire.AppendU64(b, x.BackoffMaxMs)
-	b = wire.AppendU8(b, x.DeliveryDurability)
+	b = wire.AppendU8(b, uint8(x.DeliveryDurability))
 	b = wire.AppendU64(b, x.ReclaimGraceMs)
 	return b
 }
@@ -142,18 +142,18 @@ func (x *QueueRecord) DecodeFrom(r *wire.Reader) {
 	x.OnEnqueueScript = r.String(r.Len32(2147483647), false)
 	x.OnFailureScript = r.String(r.Len32(2147483647), false)
 	x.VisibilityTimeoutMs = r.U64()
-	x.Ordering = r.U8()
+	x.Ordering = Ordering(r.U8())
 	x.OrderingKey = r.Bytes(r.Len32(2147483647))
-	x.WhenOrderingKeyMissing = r.U8()
+	x.WhenOrderingKeyMissing = WhenOrderingKeyMissing(r.U8())
 	x.DedupKey = r.Bytes(r.Len32(2147483647))
 	x.DedupWindowMs = r.U64()
-	x.ScriptFailure = r.U8()
+	x.ScriptFailure = ScriptFailure(r.U8())
 	x.ParkDeadLetterAfter = r.U32()
 	x.MaxAttempts = r.U32()
-	x.Backoff = r.U8()
+	x.Backoff = Backoff(r.U8())
 	x.BackoffInitialMs = r.U64()
 	x.BackoffMaxMs = r.U64()
-	x.DeliveryDurability = r.U8()
+	x.DeliveryDurability = DeliveryDurability(r.U8())
 	x.ReclaimGraceMs = r.U64()
 }
 

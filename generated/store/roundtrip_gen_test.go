@@ -21,25 +21,25 @@ func sampleLeaseEntry(seed int) LeaseEntry {
 }
 func sampleQueueRecord(seed int) *QueueRecord {
 	return &QueueRecord{
-		Backoff:                uint8(seed*37 + 7),
+		Backoff:                []Backoff{BackoffServerDefault, BackoffNone, BackoffFixed, BackoffExponential}[seed%4],
 		BackoffInitialMs:       uint64(seed*37 + 18),
 		BackoffMaxMs:           uint64(seed*37 + 14),
 		CreatedAt:              uint64(seed*37 + 10),
 		DLQOf:                  fmt.Sprintf("dlq_of-%d-é", seed),
 		DedupKey:               []byte(fmt.Sprintf("dedup_key-%d\x00\xff", seed)),
 		DedupWindowMs:          uint64(seed*37 + 15),
-		DeliveryDurability:     uint8(seed*37 + 19),
+		DeliveryDurability:     []DeliveryDurability{DeliveryDurabilityCommitted, DeliveryDurabilityFast}[seed%2],
 		MaxAttempts:            uint32(seed*37 + 12),
 		Name:                   fmt.Sprintf("name-%d-é", seed),
 		OnEnqueueScript:        fmt.Sprintf("on_enqueue_script-%d-é", seed),
 		OnFailureScript:        fmt.Sprintf("on_failure_script-%d-é", seed),
-		Ordering:               uint8(seed*37 + 8),
+		Ordering:               []Ordering{OrderingNone, OrderingQueue, OrderingGrouped}[seed%3],
 		OrderingKey:            []byte(fmt.Sprintf("ordering_key-%d\x00\xff", seed)),
 		ParkDeadLetterAfter:    uint32(seed*37 + 22),
 		ReclaimGraceMs:         uint64(seed*37 + 16),
-		ScriptFailure:          uint8(seed*37 + 14),
+		ScriptFailure:          []ScriptFailure{ScriptFailureReject, ScriptFailurePark}[seed%2],
 		VisibilityTimeoutMs:    uint64(seed*37 + 21),
-		WhenOrderingKeyMissing: uint8(seed*37 + 25),
+		WhenOrderingKeyMissing: []WhenOrderingKeyMissing{WhenOrderingKeyMissingReject, WhenOrderingKeyMissingUnordered}[seed%2],
 	}
 }
 func sampleMessageRecord(seed int) *MessageRecord {

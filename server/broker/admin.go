@@ -21,13 +21,13 @@ func checkDefinition(req *QueueSpec) *Error {
 		return errorf(CodeInvalidConfigValue, "queue name %q must be 1 to 255 bytes of UTF-8 without spaces, *, control or bidi-override characters", req.Name)
 	case strings.HasSuffix(req.Name, dlqSuffix):
 		return errorf(CodeReservedQueueName, "queue names ending in %q are reserved for dead-letter queues", dlqSuffix)
-	case req.ScriptFailure > ScriptFailurePark:
+	case !req.ScriptFailure.Known():
 		return errorf(CodeInvalidConfigValue, "script_failure %d is not 0 (reject) or 1 (park)", req.ScriptFailure)
 	case req.Backoff > engine.BackoffExponential:
 		return errorf(CodeInvalidConfigValue, "backoff %d is not one of 0..3", req.Backoff)
-	case req.DeliveryDurability > DurabilityFast:
+	case !req.DeliveryDurability.Known():
 		return errorf(CodeInvalidConfigValue, "delivery_durability %d is not 0 (committed) or 1 (fast)", req.DeliveryDurability)
-	case req.WhenOrderingKeyMissing > WhenOrderingKeyMissingUnordered:
+	case !req.WhenOrderingKeyMissing.Known():
 		return errorf(CodeInvalidConfigValue, "when_ordering_key_missing %d is not 0 or 1", req.WhenOrderingKeyMissing)
 	case req.VisibilityTimeoutMs > engine.MaxLeaseExtensionMs:
 		return errorf(CodeInvalidConfigValue, "visibility_timeout_ms %d exceeds 12 hours", req.VisibilityTimeoutMs)
@@ -51,10 +51,10 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 		OnEnqueueScript: req.OnEnqueueScript, OnFailureScript: req.OnFailureScript,
 		Ordering: req.Ordering, OrderingKey: req.OrderingKey.AppendTo(nil), WhenOrderingKeyMissing: req.WhenOrderingKeyMissing,
 		DedupKey:      req.DedupKey.AppendTo(nil),
-		DedupWindowMs: req.DedupWindowMs, ScriptFailure: uint8(req.ScriptFailure),
+		DedupWindowMs: req.DedupWindowMs, ScriptFailure: req.ScriptFailure,
 		ParkDeadLetterAfter: req.ParkDeadLetterAfter, MaxAttempts: req.MaxAttempts,
-		Backoff: uint8(req.Backoff), BackoffInitialMs: req.BackoffInitialMs, BackoffMaxMs: req.BackoffMaxMs,
-		DeliveryDurability: uint8(req.DeliveryDurability), ReclaimGraceMs: req.ReclaimGraceMs,
+		Backoff: store.Backoff(req.Backoff), BackoffInitialMs: req.BackoffInitialMs, BackoffMaxMs: req.BackoffMaxMs,
+		DeliveryDurability: req.DeliveryDurability, ReclaimGraceMs: req.ReclaimGraceMs,
 	}
 	dlq := store.QueueRecord{Name: req.Name + dlqSuffix, CreatedAt: now, DLQOf: req.Name}
 
@@ -165,7 +165,7 @@ func (b *Broker) UpdateQueue(req QueueUpdate) *Error {
 	if v := req.Backoff; v != nil && *v > engine.BackoffExponential {
 		return errorf(CodeInvalidConfigValue, "backoff %d is not one of 0..3", *v)
 	}
-	if v := req.DeliveryDurability; v != nil && *v > DurabilityFast {
+	if v := req.DeliveryDurability; v != nil && !v.Known() {
 		return errorf(CodeInvalidConfigValue, "delivery_durability %d is not 0 or 1", *v)
 	}
 	if v := req.VisibilityTimeoutMs; v != nil && *v > engine.MaxLeaseExtensionMs {
@@ -208,7 +208,7 @@ func (b *Broker) checkUpdate(def *store.QueueRecord, req *QueueUpdate) *Error {
 	set(&def.MaxAttempts, req.MaxAttempts)
 	set(&def.ParkDeadLetterAfter, req.ParkDeadLetterAfter)
 	if v := req.Backoff; v != nil {
-		def.Backoff = uint8(*v)
+		def.Backoff = store.Backoff(*v)
 	}
 	set(&def.DeliveryDurability, req.DeliveryDurability)
 	switch req.OnEnqueueChange {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/keys"
 )
@@ -11,19 +12,12 @@ import (
 
 // Enumeration values the broker understands.
 const (
-	OrderingNone                    uint8 = 0
-	OrderingQueue                   uint8 = 1 // the whole queue is one ordering group
-	OrderingGrouped                 uint8 = 2 // grouped by the ordering key
-	WhenOrderingKeyMissingUnordered uint8 = 1 // the largest valid value
-	ScriptFailurePark               uint8 = 1 // the largest valid value (0 = reject)
-	DurabilityCommitted             uint8 = 0 // leases are logged before deliveries are sent
-	DurabilityFast                  uint8 = 1 // leases are not logged; held for the reclaim grace on restart
-	ScriptUnchanged                 uint8 = 0
-	ScriptSet                       uint8 = 1
-	ScriptRemove                    uint8 = 2
-	ReclassifyAll                   uint8 = 0 // Redrive runs on_enqueue again for every message
-	ReclassifyUnclassifiedOnly      uint8 = 1 // only for messages that were never classified
-	ReclassifyNone                  uint8 = 2 // for none (the largest valid value)
+	ScriptUnchanged            uint8 = 0
+	ScriptSet                  uint8 = 1
+	ScriptRemove               uint8 = 2
+	ReclassifyAll              uint8 = 0 // Redrive runs on_enqueue again for every message
+	ReclassifyUnclassifiedOnly uint8 = 1 // only for messages that were never classified
+	ReclassifyNone             uint8 = 2 // for none (the largest valid value)
 )
 
 // QueueSpec is the definition of a new queue. Zero settings follow the broker defaults.
@@ -34,21 +28,21 @@ type QueueSpec struct {
 	OnEnqueueScript, OnFailureScript string
 	HasOnEnqueue, HasOnFailure       bool
 	VisibilityTimeoutMs              uint64
-	// Ordering is OrderingNone, OrderingQueue or OrderingGrouped (by OrderingKey, with
+	// Ordering is store.OrderingNone, OrderingQueue or OrderingGrouped (by OrderingKey, with
 	// WhenOrderingKeyMissing deciding about messages without it); fixed at creation.
-	Ordering               uint8
+	Ordering               store.Ordering
 	OrderingKey            keys.Key
-	WhenOrderingKeyMissing uint8
+	WhenOrderingKeyMissing store.WhenOrderingKeyMissing
 	// DedupKey is the deduplication identity (empty: the producer's idempotency key); fixed at
 	// creation.
 	DedupKey                       keys.Key
 	DedupWindowMs                  uint64
-	ScriptFailure                  uint8
+	ScriptFailure                  store.ScriptFailure
 	ParkDeadLetterAfter            uint32
 	MaxAttempts                    uint32
 	Backoff                        engine.Backoff
 	BackoffInitialMs, BackoffMaxMs uint64
-	DeliveryDurability             uint8
+	DeliveryDurability             store.DeliveryDurability
 	ReclaimGraceMs                 uint64
 }
 
@@ -65,7 +59,7 @@ type QueueUpdate struct {
 	Backoff                          *engine.Backoff
 	BackoffInitialMs, BackoffMaxMs   *uint64
 	ParkDeadLetterAfter              *uint32
-	DeliveryDurability               *uint8
+	DeliveryDurability               *store.DeliveryDurability
 	ReclaimGraceMs                   *uint64
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/storage"
@@ -79,12 +80,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		var oldest int64
 		var hasOldest, ordered bool
 		slept := r.a.asleep(func(sum *summary) {
-			ordered = r.a.lanes[r.lane].keys.ordering != OrderingNone
+			ordered = r.a.lanes[r.lane].keys.ordering != store.OrderingNone
 			l := sum.Lanes[r.lane]
 			s, oldest, hasOldest = cloneStats(l.Stats), l.Oldest, l.HasOldest
 		})
 		if !slept && !r.a.call(func(a *actor) {
-			ordered = a.lanes[r.lane].keys.ordering != OrderingNone
+			ordered = a.lanes[r.lane].keys.ordering != store.OrderingNone
 			q := a.st.Lane(r.lane)
 			s = q.Stats()
 			oldest, hasOldest = q.OldestReady()

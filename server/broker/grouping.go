@@ -11,8 +11,8 @@ import (
 // parsed once from its definition. They are fixed at creation, so they never change under a
 // live lane.
 type laneKeys struct {
-	ordering    uint8    // OrderingNone, OrderingQueue or OrderingGrouped
-	orderingKey keys.Key // OrderingGrouped only
+	ordering    store.Ordering
+	orderingKey keys.Key // store.OrderingGrouped only
 	unordered   bool     // a message missing the ordering key is enqueued unordered (else rejected)
 	dedupKey    keys.Key // empty: the producer's idempotency key is the identity
 }
@@ -28,16 +28,16 @@ func parseLaneKeys(def *store.QueueRecord) (laneKeys, error) {
 		return laneKeys{}, fmt.Errorf("dedup key: %w", err)
 	}
 	return laneKeys{ordering: def.Ordering, orderingKey: ok, dedupKey: dk,
-		unordered: def.WhenOrderingKeyMissing == WhenOrderingKeyMissingUnordered}, nil
+		unordered: def.WhenOrderingKeyMissing == store.WhenOrderingKeyMissingUnordered}, nil
 }
 
 // group decides the ordering group of a message described by s: grouped is false for an
 // unordered message; ok is false when the queue rejects it (its ordering key is missing).
 func (k *laneKeys) group(s *keys.Subject) (group string, grouped, ok bool) {
 	switch k.ordering {
-	case OrderingQueue:
+	case store.OrderingQueue:
 		return "", true, true
-	case OrderingGrouped:
+	case store.OrderingGrouped:
 		g, has := k.orderingKey.Group(s)
 		if !has {
 			return "", false, k.unordered
@@ -62,11 +62,11 @@ func (k *laneKeys) identity(s *keys.Subject) (keys.Identity, bool) {
 // checkKeys validates a CreateQueue's ordering and deduplication settings.
 func checkKeys(req *QueueSpec) *Error {
 	switch {
-	case req.Ordering > OrderingGrouped:
+	case !req.Ordering.Known():
 		return errorf(CodeInvalidConfigValue, "ordering %d is not 0 (none), 1 (whole queue) or 2 (grouped)", req.Ordering)
-	case req.Ordering == OrderingGrouped && len(req.OrderingKey) == 0:
+	case req.Ordering == store.OrderingGrouped && len(req.OrderingKey) == 0:
 		return errorf(CodeInvalidConfigValue, "ordering 2 (grouped) needs an ordering key")
-	case req.Ordering != OrderingGrouped && len(req.OrderingKey) > 0:
+	case req.Ordering != store.OrderingGrouped && len(req.OrderingKey) > 0:
 		return errorf(CodeInvalidConfigValue, "an ordering key needs ordering 2 (grouped), not %d", req.Ordering)
 	}
 	if err := req.OrderingKey.Check(keys.Ordering); err != nil {

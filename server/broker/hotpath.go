@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/keys"
@@ -232,7 +233,7 @@ func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []ExtendResult
 
 // committed reports whether lane l logs its leases before deliveries are sent.
 func (a *actor) committed(l queuegroup.Lane) bool {
-	return a.lanes[l].def.DeliveryDurability == DurabilityCommitted
+	return a.lanes[l].def.DeliveryDurability == store.DeliveryDurabilityCommitted
 }
 
 // fail applies a failure decision; a message dead-lettered out of the queue moves to the

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/lua/hooks"
 	"github.com/filamq/fila/server/engine"
@@ -18,7 +19,7 @@ import (
 
 // parks reports whether the queue stores messages whose on_enqueue failed (rather than reject them).
 func (a *actor) parks() bool {
-	return a.lanes[queuegroup.LaneQueue].def.ScriptFailure == ScriptFailurePark
+	return a.lanes[queuegroup.LaneQueue].def.ScriptFailure == store.ScriptFailurePark
 }
 
 // reclassifyEvery is the interval between reclassification passes (Unix ms).

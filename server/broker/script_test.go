@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/keys"
 	"github.com/filamq/fila/server/storage"
@@ -230,16 +231,16 @@ func (s *script) run(d *datadriven.TestData) string {
 		req := QueueSpec{Name: words[0], VisibilityTimeoutMs: num(opts, "visibility"), MaxAttempts: uint32(num(opts, "attempts")),
 			OrderingKey: scriptKey(opts["okey"]), DedupKey: scriptKey(opts["dedup"]), DedupWindowMs: num(opts, "window")}
 		if len(words) > 1 && words[1] == "fast" {
-			req.DeliveryDurability = DurabilityFast
+			req.DeliveryDurability = store.DeliveryDurabilityFast
 		}
 		switch opts["ordering"] {
 		case "queue":
-			req.Ordering = OrderingQueue
+			req.Ordering = store.OrderingQueue
 		case "grouped":
-			req.Ordering = OrderingGrouped
+			req.Ordering = store.OrderingGrouped
 		}
 		if opts["missing"] == "unordered" {
-			req.WhenOrderingKeyMissing = WhenOrderingKeyMissingUnordered
+			req.WhenOrderingKeyMissing = store.WhenOrderingKeyMissingUnordered
 		}
 		return result(s.b.CreateQueue(req))
 	case "update":

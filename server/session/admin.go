@@ -2,6 +2,7 @@ package session
 
 import (
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/engine"
@@ -166,10 +167,10 @@ func QueueSpec(r *fibp.CreateQueue) broker.QueueSpec {
 		OnEnqueueScript: r.OnEnqueueScript.Value, HasOnEnqueue: r.OnEnqueueScript.Present,
 		OnFailureScript: r.OnFailureScript.Value, HasOnFailure: r.OnFailureScript.Present,
 		OrderingKey: KeyFromWire(r.OrderingKey), DedupKey: KeyFromWire(r.DedupKey),
-		VisibilityTimeoutMs: r.VisibilityTimeoutMs, Ordering: uint8(r.Ordering), WhenOrderingKeyMissing: uint8(r.WhenOrderingKeyMissing),
-		DedupWindowMs: r.DedupWindowMs, ScriptFailure: uint8(r.ScriptFailure), ParkDeadLetterAfter: r.ParkDeadLetterAfter,
+		VisibilityTimeoutMs: r.VisibilityTimeoutMs, Ordering: store.Ordering(r.Ordering), WhenOrderingKeyMissing: store.WhenOrderingKeyMissing(r.WhenOrderingKeyMissing),
+		DedupWindowMs: r.DedupWindowMs, ScriptFailure: store.ScriptFailure(r.ScriptFailure), ParkDeadLetterAfter: r.ParkDeadLetterAfter,
 		MaxAttempts: r.MaxAttempts, Backoff: engine.Backoff(r.Backoff), BackoffInitialMs: r.BackoffInitialMs, BackoffMaxMs: r.BackoffMaxMs,
-		DeliveryDurability: uint8(r.DeliveryDurability), ReclaimGraceMs: r.ReclaimGraceMs,
+		DeliveryDurability: store.DeliveryDurability(r.DeliveryDurability), ReclaimGraceMs: r.ReclaimGraceMs,
 	}
 }
 
@@ -205,7 +206,7 @@ func QueueUpdate(r *fibp.UpdateQueue) broker.QueueUpdate {
 		MaxAttempts: opt(r.MaxAttempts, same), Backoff: opt(r.Backoff, func(b fibp.Backoff) engine.Backoff { return engine.Backoff(b) }),
 		BackoffInitialMs: opt(r.BackoffInitialMs, same), BackoffMaxMs: opt(r.BackoffMaxMs, same),
 		ParkDeadLetterAfter: opt(r.ParkDeadLetterAfter, same), ReclaimGraceMs: opt(r.ReclaimGraceMs, same),
-		DeliveryDurability: opt(r.DeliveryDurability, func(d fibp.DeliveryDurability) uint8 { return uint8(d) }),
+		DeliveryDurability: opt(r.DeliveryDurability, func(d fibp.DeliveryDurability) store.DeliveryDurability { return store.DeliveryDurability(d) }),
 	}
 }
 

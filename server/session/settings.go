@@ -4,13 +4,12 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/keys"
 )
 
 // Settings renders a stored queue definition as GetStatsResult.settings: CreateQueue's field
-// names, numbers in decimal, enumerations by their FIBP names, keys as their parts (header:customer), scripts as their source. A zero
+// names, numbers in decimal, enumerations by their spec names, keys as their parts (header:customer), scripts as their source. A zero
 // number or backoff "default" means the queue follows the broker default of the same name
 // (defaults.<name>).
 func Settings(def *store.QueueRecord) map[string]string {
@@ -18,15 +17,15 @@ func Settings(def *store.QueueRecord) map[string]string {
 	m := map[string]string{
 		"visibility_timeout_ms":     u(def.VisibilityTimeoutMs),
 		"max_attempts":              u(uint64(def.MaxAttempts)),
-		"backoff":                   fibp.Backoff(def.Backoff).String(),
+		"backoff":                   def.Backoff.String(),
 		"backoff_initial_ms":        u(def.BackoffInitialMs),
 		"backoff_max_ms":            u(def.BackoffMaxMs),
 		"dedup_window_ms":           u(def.DedupWindowMs),
-		"delivery_durability":       fibp.DeliveryDurability(def.DeliveryDurability).String(),
+		"delivery_durability":       def.DeliveryDurability.String(),
 		"reclaim_grace_ms":          u(def.ReclaimGraceMs),
-		"ordering":                  fibp.Ordering(def.Ordering).String(),
-		"when_ordering_key_missing": fibp.WhenOrderingKeyMissing(def.WhenOrderingKeyMissing).String(),
-		"script_failure":            fibp.ScriptFailure(def.ScriptFailure).String(),
+		"ordering":                  def.Ordering.String(),
+		"when_ordering_key_missing": def.WhenOrderingKeyMissing.String(),
+		"script_failure":            def.ScriptFailure.String(),
 		"park_dead_letter_after":    u(uint64(def.ParkDeadLetterAfter)),
 		"on_enqueue_script":         def.OnEnqueueScript,
 		"on_failure_script":         def.OnFailureScript,
