@@ -21,6 +21,9 @@ func (e *emitter) goType(t *spec.Type) *Statement {
 	case spec.TBitset:
 		return Id(spec.GoName(t.Bitset.Name))
 	case spec.TRecord:
+		if t.Record.From != nil {
+			return Qual(t.Record.From.Go, spec.GoName(t.Record.Name))
+		}
 		return Id(spec.GoName(t.Record.Name))
 	case spec.TList:
 		return Id(spec.GoName(t.List.Name))

@@ -79,6 +79,9 @@ func encoding(t *spec.Type) string {
 	case spec.TBitset:
 		return fmt.Sprintf("u%d %s", 8*t.Bitset.Type.Size, spec.GoName(t.Bitset.Name))
 	case spec.TRecord:
+		if t.Record.From != nil {
+			return t.Record.From.Spec.Protocol + "." + spec.GoName(t.Record.Name)
+		}
 		return spec.GoName(t.Record.Name)
 	case spec.TList:
 		return fmt.Sprintf("u%d count, then each %s", 8*t.List.Count.Size, spec.GoName(t.List.Item.Name))

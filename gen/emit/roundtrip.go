@@ -42,6 +42,11 @@ func (e *emitter) sample(t *spec.Type, name string) *Statement {
 	case spec.TBitset:
 		return e.goType(t).Call(seed)
 	case spec.TRecord:
+		if t.Record.From != nil {
+			// Its sample builder lives in its own package's tests, which round-trip it; here it
+			// travels as its zero value.
+			return e.goType(t).Values()
+		}
 		return Id(sampleName(t.Record.Name)).Call(seed)
 	case spec.TList:
 		item := Id(sampleName(t.List.Item.Name))

@@ -203,8 +203,8 @@ func (b *builder) build(raw *rawSpec) {
 	}
 }
 
-// imports loads an imported spec and makes its enums known as <protocol>.<name> (when it names
-// the spec's Go package) and declares the enums listed in copy: as this spec's own.
+// imports loads an imported spec and makes its enums and untagged records known as
+// <protocol>.<name> (when it names the spec's Go package) and declares the enums listed in copy: as this spec's own.
 func (b *builder) imports(r *rawImport) {
 	path := filepath.Join(filepath.Dir(b.file), r.Spec)
 	if r.Spec == "" || (r.Go == "" && len(r.Copy) == 0) {
@@ -241,6 +241,13 @@ func (b *builder) imports(r *rawImport) {
 			cp := *en
 			cp.From = imp
 			b.enums[s.Protocol+"."+en.Name] = &cp
+		}
+	}
+	for _, rec := range s.Records {
+		if rec.From == nil && !rec.Inline {
+			cp := *rec
+			cp.From = imp
+			b.records[s.Protocol+"."+rec.Name] = &cp
 		}
 	}
 }

@@ -156,6 +156,13 @@ func TestImport(t *testing.T) {
 	if en == nil || en.From == nil || en.From.Go != "example.com/mini" || en.Name != "color" || len(s.Enums) != 1 {
 		t.Fatalf("imported enum resolved as %+v (own enums %d)", en, len(s.Enums))
 	}
+	user = strings.Replace(user, "{name: pair, type: pair,", "{name: pair, type: mini.pair,", 1)
+	if s, err = Load(write("user.yaml", user)); err != nil {
+		t.Fatal(err)
+	}
+	if rec := s.Frames[0].Fields[2].Type.Elem.Record.Fields[0].Type.Record; rec == nil || rec.From == nil || rec.From.Go != "example.com/mini" || rec.Name != "pair" {
+		t.Fatalf("imported record resolved as %+v", rec)
+	}
 	// copy: declares the imported enum as the spec's own, from the one definition; no Go import.
 	ownEnum := "enums:\n  - name: color\n    type: u8\n    prefix: Color\n    doc: A colour.\n    values:\n      - {value: 0, name: red, doc: The colour of fire.}\n      - {value: 1, name: blue, doc: The colour of the sea.}\n"
 	copied := strings.Replace(loadMinimal(t), "protocol: mini\n", "import:\n  - {spec: minimal.yaml, copy: [color]}\nprotocol: copier\n", 1)

@@ -15,7 +15,7 @@ type Spec struct {
 	Version  int
 	Doc      string
 	Framing  Framing
-	Imports  []*Import // specs whose enums this one uses, as <protocol>.<enum>
+	Imports  []*Import // specs whose enums and records this one uses, as <protocol>.<name>
 
 	Scalars   []*Scalar
 	Enums     []*Enum
@@ -123,7 +123,7 @@ type Scalar struct {
 	Line   int
 }
 
-// Import is another spec whose enums a spec uses.
+// Import is another spec whose enums and untagged records a spec uses.
 type Import struct {
 	Spec *Spec
 	Go   string // the Go import path of its generated package
@@ -186,6 +186,7 @@ type Const struct {
 
 // Record is an ordered set of fields: a named record, or the element of a repeated group.
 type Record struct {
+	From   *Import // the spec that declares it, when imported; nil for the spec's own
 	Name   string
 	Doc    string
 	Fields []*Field
