@@ -289,6 +289,7 @@ func TestThrottleSaturatedBacklogAchievesTheLimit(t *testing.T) {
 	if e := w.s.b.Subscribe(Subscription{Queue: "qa", ConsumerID: "c", Throttles: []ThrottleDeclaration{d}}, sink); e != nil {
 		t.Fatal(e)
 	}
+	w.s.settled() // the first window opens now, not at the first advance
 	for range 100 {
 		w.advance(100 * time.Millisecond)
 	}

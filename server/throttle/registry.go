@@ -261,10 +261,18 @@ type Ref struct {
 // limit of its throttle, and reports whether it did. When one has no room, nothing is counted and
 // retryAt is the earliest time at which all could have room (if nothing else is counted before).
 // The throttles must be live (declared by a subscription not yet closed).
+//
+// Queues share the registry and read their clocks apart, so a caller's now may be behind a time
+// the registry has already counted at. Such a Take counts nothing and answers retryAt = that
+// time: a delivery is counted at the time its lease starts, never moved to a later one, so the
+// windows a consumer sees by the deliveries' lease times are the windows counted here.
 func (r *Registry) Take(now int64, refs []Ref) (ok bool, retryAt int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	now = r.clamp(now)
+	if now < r.last {
+		return false, r.last
+	}
+	r.last = now
 	retryAt = now
 	ok = true
 	for _, ref := range refs {
@@ -307,14 +315,6 @@ func (r *Registry) sweepDormant() {
 	}
 }
 
-func (r *Registry) clamp(now int64) int64 {
-	if now < r.last {
-		return r.last
-	}
-	r.last = now
-	return now
-}
-
 // evict forgets the buckets that counted nothing for longer than the largest window: every
 // count of theirs is 0, as is that of a bucket never seen.
 func (t *Throttle) evict(now int64) {
@@ -346,4 +346,13 @@ func (t *Throttle) pushNewest(b *bucket) {
 		t.newest.next = b
 	}
 	t.newest = b
+}
+
+// clamp is the later of now and the latest time counted at: a reader's view never goes back.
+func (r *Registry) clamp(now int64) int64 {
+	if now < r.last {
+		return r.last
+	}
+	r.last = now
+	return now
 }

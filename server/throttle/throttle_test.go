@@ -328,3 +328,34 @@ func TestALimitDeclaredLaterCountsThePast(t *testing.T) {
 	s3.Close()
 	s1.Close()
 }
+
+// Queues share the registry but read their clocks apart. A Take whose now is behind a time the
+// registry already counted at counts nothing and asks for a retry at that time, so that every
+// delivery is counted at its own lease time: by the deliveries' times, a window never holds
+// more than N. (Counting it at the later time instead let a 3-per-1-ms window show 5.)
+func TestATakeBehindTheRegistrysTimeRetriesAtThatTime(t *testing.T) {
+	r := NewRegistry()
+	s, _ := r.Declare("q", []Declaration{decl("api", Limit{3, 1})})
+	th := s.Throttles()[0]
+	ref := []Ref{{th, BucketKey{}}}
+	for range 3 {
+		if ok, _ := r.Take(100, ref); !ok {
+			t.Fatal("refused under 3 per ms")
+		}
+	}
+	if ok, _ := r.Take(101, ref); !ok {
+		t.Fatal("refused at 101 with the window of 100 passed")
+	}
+	if ok, at := r.Take(100, ref); ok || at != 101 {
+		t.Fatalf("a take at 100 after one at 101: ok %v, retry at %d; want a refusal, retry at 101", ok, at)
+	}
+	for range 2 {
+		if ok, _ := r.Take(101, ref); !ok {
+			t.Fatal("the refused take counted: no room left at 101")
+		}
+	}
+	if ok, _ := r.Take(101, ref); ok {
+		t.Fatal("a fourth delivery in one millisecond under 3 per ms")
+	}
+	s.Close()
+}
