@@ -16,13 +16,7 @@ import (
 // "now" round after round, spinning a core per such queue.
 func TestDueDelayedMessageWithoutConsumersArmsNoImmediateWakeup(t *testing.T) {
 	s := newScript(t)
-	b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.b = b
-	t.Cleanup(func() { b.Close() })
+	b := s.openIdle(t, 0)
 	if e := b.CreateQueue(QueueSpec{Name: "q"}); e != nil {
 		t.Fatal(e)
 	}
@@ -60,13 +54,7 @@ func TestDueDelayedMessageWithoutConsumersArmsNoImmediateWakeup(t *testing.T) {
 // at most once a second, and at once when the store recovers.
 func TestExpiredLeaseWhileWritesFailArmsNoImmediateWakeup(t *testing.T) {
 	s := newScript(t)
-	b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, IdleTimeout: -1,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.b = b
-	t.Cleanup(func() { b.Close() })
+	b := s.openIdle(t, -1)
 	for _, line := range []string{"create q visibility=1000", "enqueue q a", "consume q c1 credit=1", "deliveries n=1"} {
 		if out := s.do(line); strings.Contains(out, "err") {
 			t.Fatalf("%s: %s", line, out)
@@ -107,13 +95,7 @@ func TestExpiredLeaseWhileWritesFailArmsNoImmediateWakeup(t *testing.T) {
 // succeed again the Subscribe wakes it.
 func TestSleepingQueueWhileWritesFail(t *testing.T) {
 	s := newScript(t)
-	b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, IdleTimeout: time.Second,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.b = b
-	t.Cleanup(func() { b.Close() })
+	b := s.openIdle(t, time.Second)
 	for _, line := range []string{"create q", "enqueue q a"} {
 		if out := s.do(line); strings.Contains(out, "err") {
 			t.Fatalf("%s: %s", line, out)
@@ -157,12 +139,7 @@ func TestLargeBacklogStaysAwake(t *testing.T) {
 		sleeps   bool
 	}{{2, true}, {3, false}} {
 		s := newScript(t)
-		b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, IdleTimeout: time.Second,
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.b = b
+		b := s.openIdle(t, time.Second)
 		lines := []string{"create q"}
 		for i := range tc.messages {
 			lines = append(lines, fmt.Sprintf("enqueue q m%d", i))
@@ -209,4 +186,18 @@ func TestLargeBacklogStaysAwake(t *testing.T) {
 		}
 		b.Close()
 	}
+}
+
+// openIdle opens the script's broker on its in-memory store, fake clock and timers, with the given
+// queue idle timeout (0: the default), closed when the test ends.
+func (s *script) openIdle(t *testing.T, idle time.Duration) *Broker {
+	t.Helper()
+	b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, IdleTimeout: idle,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.b = b
+	t.Cleanup(func() { b.Close() })
+	return b
 }
