@@ -25,7 +25,8 @@ func docComment(name, doc string) []Code {
 }
 
 // sentence makes a doc sentence that starts with name: "The queue name." becomes "X is the
-// queue name.", "How it orders." becomes "X says how it orders."; other prose follows "X: ".
+// queue name.", "The node is up." becomes "X means the node is up.", "How it orders." becomes
+// "X says how it orders."; other prose follows "X: ".
 func sentence(name, doc string) string {
 	first, _, _ := strings.Cut(doc, " ")
 	lower := func() string {
@@ -36,11 +37,39 @@ func sentence(name, doc string) string {
 	}
 	switch first {
 	case "The", "A", "An", "One":
+		if clause(doc) {
+			return name + " means " + lower()
+		}
 		return name + " is " + lower()
 	case "What", "Which", "Where", "How", "Why", "When", "Whether":
 		return name + " says " + lower()
 	}
 	return name + ": " + doc
+}
+
+// clauseVerbs mark a first sentence that is a clause ("the node is up") rather than a noun
+// phrase ("the queue name").
+var clauseVerbs = []string{" is ", " are ", " was ", " has ", " have ", " cannot ", " can ", " may ",
+	" must ", " does ", " failed ", " timed out", " tried ", " fails ", " stays ", " goes "}
+
+// clause reports whether the first sentence of doc (up to its first period, semicolon or colon,
+// and before any relative clause) has a verb of its own.
+func clause(doc string) bool {
+	if i := strings.IndexAny(doc, ".;:"); i >= 0 {
+		doc = doc[:i]
+	}
+	for _, rel := range []string{" which ", " whose ", " that ", " where ", " when ", " who "} {
+		if i := strings.Index(doc, rel); i >= 0 {
+			doc = doc[:i] // a relative clause's verb is not the sentence's
+		}
+	}
+	doc += " "
+	for _, v := range clauseVerbs {
+		if strings.Contains(doc, v) {
+			return true
+		}
+	}
+	return false
 }
 
 // wrap breaks text into lines of at most width bytes at spaces (longer words stay whole).

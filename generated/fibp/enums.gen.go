@@ -48,29 +48,29 @@ const (
 	CodeNodeNotReady ErrorCode = 16
 	// CodeCreditExhausted: Delivery credit is zero; grant more
 	CodeCreditExhausted ErrorCode = 17
-	// CodeThrottleConflict is a throttle with this name is already declared by other subscribers with
-	// a different key
+	// CodeThrottleConflict means a throttle with this name is already declared by other subscribers
+	// with a different key
 	CodeThrottleConflict ErrorCode = 18
-	// CodeScriptError is the queue's `on_enqueue` script failed on this message; retrying the same
+	// CodeScriptError means the queue's `on_enqueue` script failed on this message; retrying the same
 	// message will not help
 	CodeScriptError ErrorCode = 19
-	// CodeScriptTimeout is the queue's `on_enqueue` script timed out on this message; retrying may
+	// CodeScriptTimeout means the queue's `on_enqueue` script timed out on this message; retrying may
 	// help
 	CodeScriptTimeout ErrorCode = 20
-	// CodeOrderingKeyMissing is the message has no value for the queue's ordering key, and the queue
-	// rejects such messages
+	// CodeOrderingKeyMissing means the message has no value for the queue's ordering key, and the
+	// queue rejects such messages
 	CodeOrderingKeyMissing ErrorCode = 21
 	// CodeReservedQueueName: Queue names ending in `.dlq` are reserved for dead-letter queues
 	CodeReservedQueueName ErrorCode = 22
-	// CodeInvalidThrottle is a throttle declaration is malformed: no limits, a zero limit or window,
-	// an empty name, a name repeated within one subscription, or a limit that can never apply
+	// CodeInvalidThrottle means a throttle declaration is malformed: no limits, a zero limit or
+	// window, an empty name, a name repeated within one subscription, or a limit that can never apply
 	CodeInvalidThrottle ErrorCode = 23
 	// CodeThrottleNotFound: No current subscriber declares a throttle with this name
 	CodeThrottleNotFound ErrorCode = 24
 	// CodeAuthStateStale: This node cannot confirm its API keys and ACLs are current, and refuses to
 	// answer on stale state
 	CodeAuthStateStale ErrorCode = 25
-	// CodeImmutableSetting is an `UpdateQueue` tried to change a setting that is fixed at creation
+	// CodeImmutableSetting means an `UpdateQueue` tried to change a setting that is fixed at creation
 	CodeImmutableSetting ErrorCode = 26
 	// CodeNodeNotFound: No node in the cluster has this ID
 	CodeNodeNotFound ErrorCode = 27
@@ -228,7 +228,7 @@ type Ordering uint8
 const (
 	// OrderingNone: No order promised; any deliverable message may go out.
 	OrderingNone Ordering = 0
-	// OrderingQueue is the whole queue is one ordering group.
+	// OrderingQueue means the whole queue is one ordering group.
 	OrderingQueue Ordering = 1
 	// OrderingGrouped: Grouped by ordering_key: the group is the value of the queue's ordering key.
 	OrderingGrouped Ordering = 2
@@ -372,9 +372,10 @@ func (v WhenKeyMissing) MarshalText() ([]byte, error) {
 type ScriptFailure uint8
 
 const (
-	// ScriptFailureReject is the item fails with ScriptError or ScriptTimeout; nothing is stored.
+	// ScriptFailureReject means the item fails with ScriptError or ScriptTimeout; nothing is stored.
 	ScriptFailureReject ScriptFailure = 0
-	// ScriptFailurePark is the message is stored unclassified and is not delivered until classified.
+	// ScriptFailurePark means the message is stored unclassified and is not delivered until
+	// classified.
 	ScriptFailurePark ScriptFailure = 1
 )
 
@@ -479,8 +480,8 @@ func (v Backoff) MarshalText() ([]byte, error) {
 type DeliveryDurability uint8
 
 const (
-	// DeliveryDurabilityCommitted is a lease is committed in the queue's Raft log before the Delivery
-	// frame is sent.
+	// DeliveryDurabilityCommitted means a lease is committed in the queue's Raft log before the
+	// Delivery frame is sent.
 	DeliveryDurabilityCommitted DeliveryDurability = 0
 	// DeliveryDurabilityFast: Leases live only in the leader's memory; after a failover the new leader
 	// waits reclaim_grace_ms.
@@ -686,11 +687,11 @@ func (v RebalancingMode) MarshalText() ([]byte, error) {
 type NodeState uint8
 
 const (
-	// NodeStateUp is the node is up.
+	// NodeStateUp means the node is up.
 	NodeStateUp NodeState = 0
-	// NodeStateUnreachable is the node cannot be reached.
+	// NodeStateUnreachable means the node cannot be reached.
 	NodeStateUnreachable NodeState = 1
-	// NodeStateDraining is the node is being drained of its leaderships.
+	// NodeStateDraining means the node is being drained of its leaderships.
 	NodeStateDraining NodeState = 2
 )
 

@@ -116,10 +116,10 @@ const (
 	OutcomeKeep ClassOutcome = 0
 	// OutcomeClassified is the script succeeded; the message takes its classification.
 	OutcomeClassified ClassOutcome = 1
-	// OutcomeFailed is the script failed on a parked message: one more failed try.
+	// OutcomeFailed means the script failed on a parked message: one more failed try.
 	OutcomeFailed ClassOutcome = 2
-	// OutcomeDeadLetter is a parked message reached park_dead_letter_after failed tries: it moves to
-	// the dead-letter lane, unclassified.
+	// OutcomeDeadLetter means a parked message reached park_dead_letter_after failed tries: it moves
+	// to the dead-letter lane, unclassified.
 	OutcomeDeadLetter ClassOutcome = 3
 	// OutcomePark: Redrive only: the script failed on a parking queue; the message goes back parked.
 	OutcomePark ClassOutcome = 4

@@ -61,7 +61,7 @@ const (
 	CloseAuthFailed CloseCode = 1
 	// CloseProtocol: Protocol violation.
 	CloseProtocol CloseCode = 2
-	// CloseTooMany is the server has too many connections.
+	// CloseTooMany means the server has too many connections.
 	CloseTooMany CloseCode = 3
 	// CloseShutdown is the server shuts down.
 	CloseShutdown CloseCode = 4
@@ -120,7 +120,7 @@ func (v CloseCode) MarshalText() ([]byte, error) {
 type ResetCode uint8
 
 const (
-	// ResetCancelled is the operation was cancelled or its stream is no longer read.
+	// ResetCancelled means the operation was cancelled or its stream is no longer read.
 	ResetCancelled ResetCode = 0
 	// ResetSlowConsumer is the subscriber fell behind and even its ERROR frame could not be written.
 	ResetSlowConsumer ResetCode = 2

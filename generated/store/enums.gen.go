@@ -12,7 +12,7 @@ type Ordering uint8
 const (
 	// OrderingNone: No order promised; any deliverable message may go out.
 	OrderingNone Ordering = 0
-	// OrderingQueue is the whole queue is one ordering group.
+	// OrderingQueue means the whole queue is one ordering group.
 	OrderingQueue Ordering = 1
 	// OrderingGrouped: Grouped by ordering_key: the group is the value of the queue's ordering key.
 	OrderingGrouped Ordering = 2
@@ -114,9 +114,10 @@ func (v WhenOrderingKeyMissing) MarshalText() ([]byte, error) {
 type ScriptFailure uint8
 
 const (
-	// ScriptFailureReject is the item fails with ScriptError or ScriptTimeout; nothing is stored.
+	// ScriptFailureReject means the item fails with ScriptError or ScriptTimeout; nothing is stored.
 	ScriptFailureReject ScriptFailure = 0
-	// ScriptFailurePark is the message is stored unclassified and is not delivered until classified.
+	// ScriptFailurePark means the message is stored unclassified and is not delivered until
+	// classified.
 	ScriptFailurePark ScriptFailure = 1
 )
 
@@ -225,8 +226,8 @@ func (v Backoff) MarshalText() ([]byte, error) {
 type DeliveryDurability uint8
 
 const (
-	// DeliveryDurabilityCommitted is a lease is committed in the queue's Raft log before the Delivery
-	// frame is sent.
+	// DeliveryDurabilityCommitted means a lease is committed in the queue's Raft log before the
+	// Delivery frame is sent.
 	DeliveryDurabilityCommitted DeliveryDurability = 0
 	// DeliveryDurabilityFast: Leases live only in the leader's memory; after a failover the new leader
 	// waits reclaim_grace_ms.
