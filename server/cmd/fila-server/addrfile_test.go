@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +29,7 @@ func riftConfig(t *testing.T, riftAddr, certs string) string {
 }
 
 // waitAddrFile waits until the server has written path (once ready) or exited.
-func waitAddrFile(t *testing.T, path string, exited <-chan error) boundAddrs {
+func waitAddrFile(t *testing.T, path string, p *serverProc) boundAddrs {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second) // a safety net against a hang
 	for {
@@ -39,8 +41,8 @@ func waitAddrFile(t *testing.T, path string, exited <-chan error) boundAddrs {
 			return a
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("fila-server exited before it was ready: %v", err)
+		case <-p.done:
+			t.Fatalf("fila-server exited before it was ready: %v", p.err)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -48,6 +50,48 @@ func waitAddrFile(t *testing.T, path string, exited <-chan error) boundAddrs {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// serverProc is a running fila-server binary and the addresses it reported bound.
+type serverProc struct {
+	cmd   *exec.Cmd
+	addrs boundAddrs
+	done  chan struct{} // closed once the process has exited
+	err   error         // how it exited, once done
+}
+
+// startServer runs bin with args and --addr-file, logging to logs (os.Stderr when nil), and
+// returns once the server reports every listener bound. Listeners given port 0 bind a port the
+// system chooses; a test restarting the server passes the reported addresses back, so that
+// clients keep finding it. The process is killed when the test ends if it is still running.
+func startServer(t *testing.T, bin string, logs io.Writer, args ...string) *serverProc {
+	t.Helper()
+	if logs == nil {
+		logs = os.Stderr
+	}
+	addrFile := filepath.Join(t.TempDir(), "addrs.json")
+	cmd := exec.Command(bin, append(slices.Clip(args), "--addr-file", addrFile)...)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProc{cmd: cmd, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); p.wait() })
+	p.addrs = waitAddrFile(t, addrFile, p)
+	return p
+}
+
+// wait waits for the process to exit and returns how it exited.
+func (p *serverProc) wait() error {
+	<-p.done
+	return p.err
+}
+
+// stop sends sig and waits for the process to exit.
+func (p *serverProc) stop(sig os.Signal) error {
+	p.cmd.Process.Signal(sig)
+	return p.wait()
 }
 
 // Every listener may take port 0: --addr-file reports the ports the system chose, once all of
@@ -58,17 +102,8 @@ func TestAddrFileReportsTheBoundAddresses(t *testing.T) {
 	}
 	bin := buildServer(t)
 	certs := t.TempDir()
-	addrFile := filepath.Join(t.TempDir(), "addrs.json")
-	cmd := exec.Command(bin, "--config", riftConfig(t, "127.0.0.1:0", certs), "--data-dir", t.TempDir(),
-		"--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-level", "error", "--addr-file", addrFile)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() { cmd.Process.Kill(); <-exited }()
-	a := waitAddrFile(t, addrFile, exited)
+	a := startServer(t, bin, nil, "--config", riftConfig(t, "127.0.0.1:0", certs), "--data-dir", t.TempDir(),
+		"--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-level", "error").addrs
 	for _, addr := range []string{a.FIBP, a.Rift, a.HTTP} {
 		if _, port, err := net.SplitHostPort(addr); err != nil || port == "0" {
 			t.Fatalf("addr file %+v: %q is not a bound address", a, addr)

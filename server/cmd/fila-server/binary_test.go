@@ -60,25 +60,11 @@ func buildServer(t *testing.T) string {
 	return builtBin
 }
 
-func freeAddr(t *testing.T) string {
+// startBinary runs bin on dataDir listening on addr ("127.0.0.1:0" on a first start, the
+// address first reported on a restart) without HTTP, and returns once it is ready.
+func startBinary(t *testing.T, bin, dataDir, addr string) *serverProc {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func startBinary(t *testing.T, bin, dataDir, addr string) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command(bin, "--data-dir", dataDir, "--listen", addr, "--http-listen", "", "--log-level", "warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	waitListening(t, addr)
-	return cmd
+	return startServer(t, bin, nil, "--data-dir", dataDir, "--listen", addr, "--http-listen", "", "--log-level", "warn")
 }
 
 // ledger records what the server acknowledged before the crash.
@@ -205,8 +191,9 @@ func TestCrashRecovery(t *testing.T) {
 		t.Skip("builds and runs the server binary")
 	}
 	bin := buildServer(t)
-	dir, addr := t.TempDir(), freeAddr(t)
-	srv := startBinary(t, bin, dir, addr)
+	dir := t.TempDir()
+	srv := startBinary(t, bin, dir, "127.0.0.1:0")
+	addr := srv.addrs.FIBP
 
 	c := fibptest.Dial(t, addr)
 	c.Handshake()
@@ -247,8 +234,7 @@ func TestCrashRecovery(t *testing.T) {
 		go func() { defer wg.Done(); consume(addr, l) }()
 	}
 	time.Sleep(1500 * time.Millisecond)
-	srv.Process.Signal(syscall.SIGKILL)
-	srv.Wait()
+	srv.stop(syscall.SIGKILL)
 	wg.Wait()
 	t.Logf("before the crash: %d enqueues acknowledged, %d acks sent, %d acks confirmed", len(l.enqueued), len(l.ackSent), len(l.ackConfirmd))
 	if len(l.enqueued) == 0 || len(l.ackConfirmd) == 0 {
@@ -256,7 +242,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 
 	srv = startBinary(t, bin, dir, addr)
-	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	defer srv.stop(syscall.SIGTERM)
 	c = fibptest.Dial(t, addr)
 	c.Handshake()
 	st := c.Call(6, &fibp.GetStats{Queue: "crash"}).(*fibp.GetStatsResult)
@@ -301,15 +287,10 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 		t.Skip("builds and runs the server binary")
 	}
 	bin := buildServer(t)
-	dir, addr, httpAddr := t.TempDir(), freeAddr(t), freeAddr(t)
-	cmd := exec.Command(bin, "--data-dir", dir, "--listen", addr, "--http-listen", httpAddr, "--log-format", "json")
+	dir := t.TempDir()
 	var logs lockedBuffer
-	cmd.Stderr = &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	waitListening(t, addr)
+	first := startServer(t, bin, &logs, "--data-dir", dir, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-format", "json")
+	addr, httpAddr := first.addrs.FIBP, first.addrs.HTTP
 
 	c := fibptest.Dial(t, addr)
 	c.Handshake()
@@ -346,18 +327,18 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 	}
 
 	// SIGTERM: the client is told Disconnect, the process exits 0 and the data is flushed.
-	cmd.Process.Signal(syscall.SIGTERM)
+	first.cmd.Process.Signal(syscall.SIGTERM)
 	_, f := c.Next()
 	if f.Opcode() != fibp.OpDisconnect {
 		t.Fatalf("on shutdown the server sent %v, want Disconnect", f.Opcode())
 	}
-	if err := cmd.Wait(); err != nil {
+	if err := first.wait(); err != nil {
 		t.Fatalf("fila-server exited with %v\n%s", err, logs.String())
 	}
 	for _, want := range []string{
 		`"msg":"stopped"`,
-		`"msg":"connection opened","conn":1,"remote":"127.0.0.1:`, // waitListening's probe
-		`"msg":"admin request","conn":2,"remote":"127.0.0.1:`,     // CreateQueue at info
+		`"msg":"connection opened","conn":1,"remote":"127.0.0.1:`,
+		`"msg":"admin request","conn":1,"remote":"127.0.0.1:`, // CreateQueue at info
 		`"msg":"connection closed"`,
 		`"open_for":"`, // durations as text, not nanoseconds
 	} {
@@ -369,7 +350,7 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 		t.Errorf("a read-only admin request was logged at info:\n%s", logs.String())
 	}
 	srv := startBinary(t, bin, dir, addr)
-	defer func() { srv.Process.Signal(syscall.SIGTERM); srv.Wait() }()
+	defer srv.stop(syscall.SIGTERM)
 	c = fibptest.Dial(t, addr)
 	c.Handshake()
 	if s := c.Call(4, &fibp.GetStats{Queue: "metered"}).(*fibp.GetStatsResult); s.Depth != 1 {
@@ -393,21 +374,6 @@ func TestHelpAndBadFlags(t *testing.T) {
 	out, err = exec.Command(bin, "--lisen", "x").CombinedOutput()
 	if err == nil || string(out) != "fila-server: unknown flag: --lisen (see fila-server --help)\n" {
 		t.Fatalf("an unknown flag must print one line: %v\n%s", err, out)
-	}
-}
-
-func waitListening(t *testing.T, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if c, err := net.Dial("tcp", addr); err == nil {
-			c.Close()
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("fila-server did not start listening")
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

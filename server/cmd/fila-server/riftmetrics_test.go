@@ -4,14 +4,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/quic-go/quic-go"
 
@@ -26,21 +23,18 @@ func TestRiftMetrics(t *testing.T) {
 	}
 	bin := buildServer(t)
 	dir, certs := t.TempDir(), t.TempDir()
-	addr, httpAddr, riftAddr := freeAddr(t), freeAddr(t), freeUDPAddr(t)
 	conf := filepath.Join(t.TempDir(), "fila.yaml")
-	yaml := fmt.Sprintf("rift:\n  listen: %s\n  dev_certs: %s\n  streams:\n    - {name: orders, subjects: [\"orders.>\"], durability: memory}\n", riftAddr, certs)
+	yaml := fmt.Sprintf("rift:\n  listen: 127.0.0.1:0\n  dev_certs: %s\n  streams:\n    - {name: orders, subjects: [\"orders.>\"], durability: memory}\n", certs)
 	if err := os.WriteFile(conf, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--config", conf, "--data-dir", dir, "--listen", addr, "--http-listen", httpAddr, "--log-level", "error")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	waitListening(t, addr)
+	a := startServer(t, bin, nil, "--config", conf, "--data-dir", dir, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-level", "error").addrs
+	httpAddr := a.HTTP
 
-	conn := dialRift(t, riftAddr, certs)
+	conn, err := tryDialRift(t, a.Rift, certs) // ready: no retry needed
+	if err != nil {
+		t.Fatalf("Rift at %s: %v", a.Rift, err)
+	}
 	sub := rt.Subscribe(t, conn, "greet.>", "")
 	pub := rt.Open(t, conn)
 	pub.Send(t, &riftproto.Publish{Subject: "greet.world", Payload: []byte("hi")})
@@ -69,33 +63,8 @@ func TestRiftMetrics(t *testing.T) {
 	}
 }
 
-func freeUDPAddr(t *testing.T) string {
-	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pc.Close()
-	return pc.LocalAddr().String()
-}
-
-// dialRift connects to the binary's Rift listener as its dev identity, trusting the development
-// CA it generated, and retries while the listener is still starting.
-func dialRift(t *testing.T, addr, certs string) *quic.Conn {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := tryDialRift(t, addr, certs)
-		if err == nil {
-			return conn
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("rift listener: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
+// tryDialRift connects to the binary's Rift listener as its dev identity, trusting the
+// development CA it generated.
 func tryDialRift(t *testing.T, addr, certs string) (*quic.Conn, error) {
 	ca, err := os.ReadFile(filepath.Join(certs, "ca.pem"))
 	if err != nil {
