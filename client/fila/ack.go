@@ -98,7 +98,7 @@ func (c *Client) ExtendLease(ctx context.Context, items ...ExtendLeaseItem) ([]E
 	for i, it := range items {
 		req.Items[i] = fibp.ExtendLeaseItem{Queue: it.Queue, MessageID: it.ID, ExtendByMs: durationMs(it.By)}
 	}
-	sentAt := time.Now()
+	sentAt := c.leases.clock.Now()
 	res, err := roundTrip[fibp.ExtendLeaseResult](ctx, c, req)
 	if err != nil {
 		return nil, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/filamq/fila/generated/fibp"
 )
@@ -185,7 +184,7 @@ func (c *Client) deliver(l *link, id uint32, body []byte) {
 		return
 	}
 	s.received.Add(uint64(len(f.Messages)))
-	now := time.Now()
+	now := c.leases.clock.Now()
 	ds := make([]*Delivery, len(f.Messages))
 	for i := range f.Messages {
 		ds[i] = newDelivery(c, s, &f.Messages[i])

@@ -21,8 +21,9 @@ const (
 // batching due extensions of all subscriptions into one ExtendLease frame) and turns lost leases
 // into finished deliveries so that their credit returns.
 type leaseTable struct {
-	c    *Client
-	wake chan struct{}
+	c     *Client
+	clock leaseClock // set before the first delivery
+	wake  chan struct{}
 
 	mu       sync.Mutex
 	byID     map[MessageID]*Delivery
@@ -31,7 +32,7 @@ type leaseTable struct {
 }
 
 func newLeaseTable(c *Client) *leaseTable {
-	return &leaseTable{c: c, wake: make(chan struct{}, 1), byID: map[MessageID]*Delivery{}}
+	return &leaseTable{c: c, clock: systemClock{}, wake: make(chan struct{}, 1), byID: map[MessageID]*Delivery{}}
 }
 
 // track starts following d, received at the local time now. The lease duration is measured
@@ -134,7 +135,7 @@ func (t *leaseTable) extended(id MessageID, code fibp.ErrorCode, sentAt time.Tim
 	case code == fibp.CodeMessageNotFound:
 		t.finish(d, true)
 	default:
-		t.retryLater(d, time.Now())
+		t.retryLater(d, t.clock.Now())
 	}
 }
 
@@ -151,10 +152,8 @@ func (t *leaseTable) retryLater(d *Delivery, now time.Time) {
 }
 
 func (t *leaseTable) run() {
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
 	for {
-		now := time.Now()
+		now := t.clock.Now()
 		batch, expired, next := t.scan(now)
 		for _, d := range expired {
 			t.finish(d, true)
@@ -163,17 +162,18 @@ func (t *leaseTable) run() {
 			t.extend(batch, now)
 			continue
 		}
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = next.Sub(now)
+		if next.IsZero() {
+			next = now.Add(time.Hour)
 		}
-		timer.Reset(wait)
+		at, release := t.clock.At(next)
 		select {
-		case <-timer.C:
+		case <-at:
 		case <-t.wake:
 		case <-t.c.done:
+			release()
 			return
 		}
+		release()
 	}
 }
 
@@ -223,11 +223,11 @@ func (t *leaseTable) extend(batch []*Delivery, now time.Time) {
 		}
 	}
 	t.mu.Unlock()
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	ctx, cancel := t.clock.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if _, err := t.c.ExtendLease(ctx, items...); err != nil {
 		for _, d := range batch {
-			t.retryLater(d, time.Now())
+			t.retryLater(d, t.clock.Now())
 		}
 	}
 }
