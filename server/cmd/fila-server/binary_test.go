@@ -75,6 +75,13 @@ type ledger struct {
 	ackConfirmd map[wire.UUID]bool
 }
 
+// counts returns how many enqueues and how many acks the server has acknowledged so far.
+func (l *ledger) counts() (enqueued, ackConfirmed int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.enqueued), len(l.ackConfirmd)
+}
+
 func rawConn(addr string) (net.Conn, *wire.FrameReader, error) {
 	nc, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -233,13 +240,18 @@ func TestCrashRecovery(t *testing.T) {
 		go func() { defer wg.Done(); produce(addr, l) }()
 		go func() { defer wg.Done(); consume(addr, l) }()
 	}
-	time.Sleep(1500 * time.Millisecond)
+	// The kill comes once the load is well under way (not after a fixed time, which a loaded
+	// machine may spend before a single acknowledgement).
+	deadline = time.Now().Add(time.Minute) // a safety net against a hang
+	for enqueued, confirmed := l.counts(); enqueued < 5000 || confirmed < 1000; enqueued, confirmed = l.counts() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the load did not get going: %d enqueues acknowledged, %d acks confirmed", enqueued, confirmed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	srv.stop(syscall.SIGKILL)
 	wg.Wait()
 	t.Logf("before the crash: %d enqueues acknowledged, %d acks sent, %d acks confirmed", len(l.enqueued), len(l.ackSent), len(l.ackConfirmd))
-	if len(l.enqueued) == 0 || len(l.ackConfirmd) == 0 {
-		t.Fatal("the load did not get going before the kill")
-	}
 
 	srv = startBinary(t, bin, dir, addr)
 	defer srv.stop(syscall.SIGTERM)
