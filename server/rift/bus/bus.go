@@ -323,15 +323,21 @@ func (b *Bus) Request(ctx context.Context, subj string, payload []byte, timeout 
 	case m := <-w.reply:
 		return m, nil
 	case <-timer.C:
-		return Message{}, ErrTimeout
+		err = ErrTimeout
 	case <-b.done:
-		return Message{}, ErrClosed
+		err = ErrClosed
 	case <-ctx.Done():
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return Message{}, ErrTimeout
+		err = ctx.Err()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = ErrTimeout
 		}
-		return Message{}, ctx.Err()
 	}
+	if !w.answered.CompareAndSwap(false, true) {
+		// A replier claimed the request at the same moment (its Publish counts the reply as
+		// delivered): the reply wins, so that a delivered reply is never also a failed request.
+		return <-w.reply, nil
+	}
+	return Message{}, err
 }
 
 // inboxPrefix starts every inbox subject NewInbox returns.
@@ -339,7 +345,7 @@ const inboxPrefix = "_INBOX."
 
 // A waiter is a Request waiting for its first reply.
 type waiter struct {
-	answered atomic.Bool  // a reply was handed over
+	answered atomic.Bool  // the outcome is decided: a replier handed its reply over, or the Request gave up
 	reply    chan Message // (capacity 1) the first reply
 }
 

@@ -183,3 +183,42 @@ func BenchmarkPublisherOneSubscriber(b *testing.B) {
 		s.TryNext()
 	}
 }
+
+// A reply whose Publish counted it as delivered to the waiting request is what that request
+// returns, even when the request is cancelled at the same moment; a request that fails was
+// handed no reply (its replier's Publish counts none).
+func TestADeliveredReplyIsNeverAFailedRequest(t *testing.T) {
+	b := New(Options{})
+	defer b.Close()
+	s, _ := b.Subscribe("svc", "")
+	type cancelled struct {
+		cancel context.CancelFunc
+		n      chan int
+	}
+	calls := make(chan cancelled)
+	go func() {
+		for c := range calls {
+			m, err := s.Next(context.Background())
+			if err != nil {
+				return
+			}
+			c.cancel() // the requester's give-up races the reply
+			n, _ := b.Publish(m.Reply, "", []byte("reply"))
+			c.n <- n
+		}
+	}()
+	defer close(calls)
+	for i := range 500 {
+		ctx, cancel := context.WithCancel(context.Background())
+		c := cancelled{cancel: cancel, n: make(chan int, 1)}
+		calls <- c
+		m, err := b.Request(ctx, "svc", nil, 10*time.Second)
+		n := <-c.n
+		if delivered := n == 1; delivered != (err == nil) {
+			t.Fatalf("call %d: the reply's Publish counted %d deliveries, the request returned %q, %v", i, n, m.Payload, err)
+		}
+		if err == nil && string(m.Payload) != "reply" {
+			t.Fatalf("call %d: reply %q", i, m.Payload)
+		}
+	}
+}
