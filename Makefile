@@ -28,7 +28,7 @@ vet:
 ## test: every module's tests; the concurrent packages (RACE_PKGS) run under the race detector when
 ## cgo works (it needs cgo and a C compiler), and without it otherwise, saying so
 test:
-	$(GO) test -count=1 ./... ./generated/... ./lua/... ./tools/... ./tools/compare/... ./fuzz/... ./examples/...
+	$(GO) test -count=1 ./... ./generated/... ./tools/... ./tools/compare/... ./fuzz/... ./examples/...
 	@$(MAKE) --no-print-directory race-if-cgo
 
 ## race-if-cgo: RACE_PKGS under the race detector, or, saying why it cannot run here, without it

@@ -8,8 +8,9 @@ import (
 )
 
 // The three frame readers that FrameReader replaced, kept verbatim but for their names and the
-// protocol constants, as twins: BenchmarkFrameReader measures FrameReader against them side by
-// side, and FuzzFrameReader checks that it returns what they returned.
+// protocol constants, as benchmark baselines only: BenchmarkFrameReader and
+// BenchmarkFrameReaderPaired measure FrameReader against them side by side. (FuzzFrameReader
+// checks FrameReader against frameModel, a twin of the framing rules, not against these.)
 
 // bufioFrameReader is the former wire.FrameReader (FIBP, the queue log's snapshots).
 type bufioFrameReader struct {

@@ -127,10 +127,7 @@ func (q *opQueue) push(o op) {
 	q.mu.Lock()
 	q.ops = append(q.ops, o)
 	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
+	signal(q.wake)
 }
 
 func (q *opQueue) take(dst []op) []op {

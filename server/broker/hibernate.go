@@ -275,10 +275,7 @@ func (a *actor) hibernate() bool {
 	d.mu.Unlock()
 	a.b.awake.Add(-1)
 
-	g := a.g
-	a.stopGroup()
-	_, last := g.Stats()
-	a.storeSummary(g.Store(), sum, last)
+	a.stopAndStoreSummary(sum)
 	a.st, a.fsm = nil, nil
 	a.attrs, a.classBuf = hooks.AttributeSets{}, nil
 	close(settled)
@@ -417,6 +414,11 @@ func (a *actor) storeSummaryAtClose() {
 		sum.Lanes[l].Stats.ActiveConsumers = 0 // the subscriptions end with the broker
 		sum.Lanes[l].Stats.Held, sum.Lanes[l].Stats.Throttled = 0, 0
 	}
+	a.stopAndStoreSummary(sum)
+}
+
+// stopAndStoreSummary stops the group and stores sum, stamped with the log's last index.
+func (a *actor) stopAndStoreSummary(sum summary) {
 	g := a.g
 	a.stopGroup()
 	_, last := g.Stats()
@@ -426,7 +428,7 @@ func (a *actor) storeSummaryAtClose() {
 // mayHibernateAfterClose is mayHibernate without the subscriptions (they end with the broker):
 // the state a restart rebuilds is then what the summary says.
 func (a *actor) mayHibernateAfterClose() bool {
-	if a.suspended || a.deleted || a.inflight.Load() > 0 || a.reloadQueued.Load() || a.b.db.Health().Err != nil {
+	if a.suspended || a.deleted || !a.drowsy() {
 		return false
 	}
 	for l := range a.lanes {

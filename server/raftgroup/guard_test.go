@@ -31,8 +31,8 @@ func (f *countFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, errors.New
 func (f *countFSM) Restore(io.ReadCloser) error         { return nil }
 
 // flakyStore fails the reads of one entry after the first two (Verify's, then raft's restore in
-// NewRaft, whose panic newRaft recovers): the next read is raft's own, in its goroutine, where a
-// panic kills the process — an entry that became unreadable after the start checked it.
+// NewRaft, both succeeding): the next read is raft's own, in its goroutine, where a panic kills
+// the process — an entry that became unreadable after the start checked it.
 type flakyStore struct {
 	raftstore.LogStableStore
 	mu    sync.Mutex

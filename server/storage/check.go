@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -44,7 +45,7 @@ func Check(dir string) (CheckReport, error) {
 			continue
 		}
 		rep.WALs++
-		if s.damaged && (s.validAfter > 0 || i < len(logs)-1) {
+		if s.isDamage(i == len(logs)-1) {
 			rep.Problems = append(rep.Problems, walDamage(path, s).Error())
 		}
 	}
@@ -90,7 +91,7 @@ func (rep *CheckReport) readAll(p *pebble.DB) (err error) {
 		rep.Keys++
 		rep.Bytes += int64(len(it.Key()) + len(val))
 		if len(it.Key()) == 1 && it.Key()[0] == kindFormat && len(val) == 4 {
-			rep.Format = uint32(val[0])<<24 | uint32(val[1])<<16 | uint32(val[2])<<8 | uint32(val[3])
+			rep.Format = binary.BigEndian.Uint32(val)
 		}
 	}
 	err = errors.Join(it.Error(), it.Close())

@@ -84,6 +84,12 @@ type walScan struct {
 	closed bool
 }
 
+// isDamage reports whether the scan found damage that loses data: anything but a torn tail of
+// the newest WAL (newest).
+func (s walScan) isDamage(newest bool) bool {
+	return s.damaged && (s.validAfter > 0 || !newest)
+}
+
 // scanWAL reads the WAL at path chunk by chunk.
 func scanWAL(path string) (walScan, error) {
 	num, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(path), ".log"), 10, 64)
@@ -199,7 +205,7 @@ func checkDamage(dir string, salvage bool, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("storage: reading %s: %w", path, err)
 		}
-		if !s.damaged || (s.validAfter == 0 && i == len(logs)-1) {
+		if !s.isDamage(i == len(logs)-1) {
 			continue // intact, or the torn tail of the newest WAL
 		}
 		if !salvage {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ import (
 // and just after (their mean, so that a drift of the machine's load cancels). Per size it prints
 // the figures and one summary line:
 //
-//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=…
+//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=…
 //
 // bytes_per_msg is (RSS − RSS before the fill) / messages, read 2 s after the fill; rss_settled_mib
 // is read -backlog-settle later, idle; empty_server is the lifecycle rate
@@ -36,7 +37,10 @@ func benchBacklog(r *runner) error {
 	}
 	// The figure is a backlog in use: its queue must not hibernate while the figure reads RSS or
 	// measures the empty queues beside it (waking restores every stored message).
-	r.srv.args = append(r.srv.args, "--queue-idle-timeout", backlogIdleTimeout.String())
+	// The flag is this figure's only: the workloads after it (queues) measure hibernation.
+	args := slices.Clip(r.srv.args)
+	defer func() { r.srv.args = args }()
+	r.srv.args = append(args, "--queue-idle-timeout", backlogIdleTimeout.String())
 	if err := r.srv.restart(); err != nil {
 		return err
 	}

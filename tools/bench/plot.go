@@ -14,7 +14,6 @@ type backlogPoint struct {
 	messages float64
 	rssMiB   float64
 	perMsg   float64
-	ratio    float64
 }
 
 // backlogSeries is the BACKLOG lines of one run, under a label.
@@ -136,7 +135,7 @@ func readBacklog(path string) ([]backlogPoint, error) {
 			mag := math.Pow(10, math.Floor(math.Log10(n)))
 			n = math.Round(n/mag) * mag
 		}
-		pts = append(pts, backlogPoint{messages: n, rssMiB: kv["rss_mib"], perMsg: kv["bytes_per_msg"], ratio: kv["ratio"]})
+		pts = append(pts, backlogPoint{messages: n, rssMiB: kv["rss_mib"], perMsg: kv["bytes_per_msg"]})
 	}
 	if len(pts) == 0 {
 		return nil, fmt.Errorf("%s: no BACKLOG line", path)

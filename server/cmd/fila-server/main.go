@@ -148,12 +148,15 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
+	abort := func(err error) error { // before serving: stop what started, in order
+		srv.Shutdown(context.Background())
+		rn.close()
+		b.Close()
+		return err
+	}
 	if rn != nil {
 		if err := rn.listen(cfg, log, budget); err != nil {
-			srv.Shutdown(context.Background())
-			rn.close()
-			b.Close()
-			return err
+			return abort(err)
 		}
 	}
 	if cfg.AddrFile != "" {
@@ -165,10 +168,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 			addrs.HTTP = httpSrv.Addr
 		}
 		if err := writeAddrFile(cfg.AddrFile, addrs); err != nil {
-			srv.Shutdown(context.Background())
-			rn.close()
-			b.Close()
-			return fmt.Errorf("addr_file: %w", err)
+			return abort(fmt.Errorf("addr_file: %w", err))
 		}
 	}
 	ready.set(phaseServing)
