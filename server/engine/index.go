@@ -98,18 +98,18 @@ func (x *idIndex) remove(id MsgID, slot uint32) {
 
 func (x *idIndex) resize(size int) {
 	old, oldMapped := x.tab, x.mapped
-	x.tab, x.mapped = allocWords(size)
+	x.tab, x.mapped = allocMapped[uint64](size)
 	x.mask = uint32(size - 1)
 	for _, e := range old {
 		if e != 0 {
 			x.put(e)
 		}
 	}
-	freeWords(old, oldMapped)
+	freeMapped(old, oldMapped)
 }
 
 // unmap gives back a mapped table; the index must be dropped afterwards.
 func (x *idIndex) unmap() {
-	freeWords(x.tab, x.mapped)
+	freeMapped(x.tab, x.mapped)
 	x.tab, x.mapped = nil, false
 }

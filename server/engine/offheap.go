@@ -26,40 +26,24 @@ const mapMin = 256 << 10
 
 const recSize = int(unsafe.Sizeof(rec{}))
 
-// allocRecs returns a zeroed slice of n records and whether it is mapped (see freeRecs).
-func allocRecs(n int) ([]rec, bool) {
-	if n*recSize >= mapMin {
-		if b, ok := mapBytes(n * recSize); ok {
+// allocMapped returns a zeroed slice of n elements and whether it is mapped (see freeMapped).
+// T must hold no pointers: the garbage collector does not scan mapped memory.
+func allocMapped[T any](n int) ([]T, bool) {
+	size := int(unsafe.Sizeof(*new(T)))
+	if n*size >= mapMin {
+		if b, ok := mapBytes(n * size); ok {
 			mapped.Add(int64(len(b)))
-			return unsafe.Slice((*rec)(unsafe.Pointer(unsafe.SliceData(b))), n), true
+			return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n), true
 		}
 	}
-	return make([]rec, n), false
+	return make([]T, n), false
 }
 
-// freeRecs gives back a slice from allocRecs that was mapped; nothing may use it afterwards.
-func freeRecs(s []rec, isMapped bool) {
+// freeMapped gives back a slice from allocMapped that was mapped; nothing may use it afterwards.
+func freeMapped[T any](s []T, isMapped bool) {
 	if isMapped && cap(s) > 0 {
-		mapped.Add(-int64(cap(s) * recSize))
-		unmapBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*recSize))
-	}
-}
-
-// allocWords returns a zeroed slice of n words and whether it is mapped (see freeWords).
-func allocWords(n int) ([]uint64, bool) {
-	if n*8 >= mapMin {
-		if b, ok := mapBytes(n * 8); ok {
-			mapped.Add(int64(len(b)))
-			return unsafe.Slice((*uint64)(unsafe.Pointer(unsafe.SliceData(b))), n), true
-		}
-	}
-	return make([]uint64, n), false
-}
-
-// freeWords gives back a slice from allocWords that was mapped; nothing may use it afterwards.
-func freeWords(s []uint64, isMapped bool) {
-	if isMapped && cap(s) > 0 {
-		mapped.Add(-int64(cap(s) * 8))
-		unmapBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*8))
+		size := int(unsafe.Sizeof(*new(T)))
+		mapped.Add(-int64(cap(s) * size))
+		unmapBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*size))
 	}
 }

@@ -117,7 +117,7 @@ const (
 // outside the Go heap (offheap.go).
 type slab struct {
 	chunks [][]rec
-	mapped []bool   // parallel to chunks: the chunk is mapped memory (freeRecs)
+	mapped []bool   // parallel to chunks: the chunk is mapped memory (freeMapped)
 	bodies [][]body // parallel to chunks; a nil chunk has no bodies yet
 	used   uint32   // slots ever handed out (the high-water mark)
 	free   uint32   // head of the free list
@@ -149,16 +149,16 @@ func (s *slab) alloc() uint32 {
 		if c == 0 {
 			n = firstChunk
 		}
-		ch, mapped := allocRecs(n)
+		ch, mapped := allocMapped[rec](n)
 		s.chunks = append(s.chunks, ch[:0])
 		s.mapped = append(s.mapped, mapped)
 		s.bodies = append(s.bodies, nil)
 	}
 	ch := s.chunks[c]
 	if len(ch) == cap(ch) {
-		grown, mapped := allocRecs(min(2*cap(ch), chunkSize))
+		grown, mapped := allocMapped[rec](min(2*cap(ch), chunkSize))
 		copy(grown, ch)
-		freeRecs(ch, s.mapped[c])
+		freeMapped(ch, s.mapped[c])
 		ch, s.mapped[c] = grown[:len(ch)], mapped
 	}
 	s.chunks[c] = append(ch, rec{})
@@ -184,7 +184,7 @@ func (s *slab) release(slot uint32) {
 // unmap gives back the slab's mapped chunks; the slab must be reset or dropped afterwards.
 func (s *slab) unmap() {
 	for c, ch := range s.chunks {
-		freeRecs(ch, s.mapped[c])
+		freeMapped(ch, s.mapped[c])
 		s.chunks[c], s.mapped[c] = nil, false
 	}
 }
