@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"weak"
@@ -372,7 +373,7 @@ func (st *state) load(s *Script) (*loaded, error) {
 	}
 	fn, ok := env.RawGetString(s.hook.function()).(*lua.LFunction)
 	if !ok {
-		return nil, scriptErrorf("the script does not define function %s", s.hook.function())
+		return nil, fmt.Errorf("%w %s", errNoFunction, s.hook.function())
 	}
 	ld := &loaded{env: env, fn: fn, globals: map[lua.LString]lua.LValue{}}
 	env.ForEach(func(k, v lua.LValue) {

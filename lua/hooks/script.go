@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"weak"
@@ -121,20 +122,23 @@ func (r *Runtime) compile(hook Hook, src string) (*Script, error) {
 	return s, nil
 }
 
+// checkDefines runs the script's top level on st, as its first call there would (load keeps
+// what it defined for that call), and checks that it defines the hook's function.
 func (r *Runtime) checkDefines(st *state, lim sandbox.Limits, s *Script) error {
-	L := st.L
-	env := L.CreateTable(0, envSize)
-	L.SetMetatable(env, st.envMeta)
-	chunk := L.NewFunctionFromProto(s.proto)
-	chunk.Env = env
-	if _, err := st.Run(lim.Timeout, chunk, 0); err != nil {
-		return &CompileError{Msg: fmt.Sprintf("%s: running the script's top level: %v", s.hook, err)}
-	}
-	if _, ok := env.RawGetString(s.hook.function()).(*lua.LFunction); !ok {
+	st.Start(lim.Timeout)
+	_, err := st.load(s)
+	st.Stop()
+	switch {
+	case errors.Is(err, errNoFunction):
 		return &CompileError{Msg: fmt.Sprintf("%s: the script does not define function %s(msg)", s.hook, s.hook.function())}
+	case err != nil:
+		return &CompileError{Msg: fmt.Sprintf("%s: running the script's top level: %v", s.hook, err)}
 	}
 	return nil
 }
+
+// errNoFunction is the script error of a top level that does not define the hook's function.
+var errNoFunction = fmt.Errorf("%w: the script does not define function", sandbox.ErrScript)
 
 func scriptErrorf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{sandbox.ErrScript}, args...)...)
