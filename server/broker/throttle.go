@@ -38,8 +38,7 @@ type laneThrottles struct {
 	class   string
 	buckets []laneBucket
 	refBuf  []throttle.Ref
-	buf     []byte   // Class's encoding, reused
-	vals    []string // a key's values, reused
+	buf     []byte // Class's encoding, reused
 }
 
 // laneBucket is a message's bucket in one throttle of the lane; !throttled when the message is
@@ -130,26 +129,19 @@ func (lt *laneThrottles) Class(c engine.Candidate) string {
 	}
 	buf := lt.buf[:0]
 	for _, t := range lt.ths {
+		at := len(buf)
 		var ok bool
-		lt.vals, ok = t.Key().Values(&s, lt.vals[:0])
+		buf, ok = t.Key().AppendGroup(append(buf, 2, 0, 0, 0, 0), &s)
 		switch {
-		case !ok && t.Policy() == throttle.Unthrottled:
-			buf = append(buf, 0)
-		case !ok:
-			buf = append(buf, 1)
-		default: // keyed (or unkeyed: no values): the group as keys.Group encodes it
-			size := 0
-			for _, v := range lt.vals {
-				size += 4 + len(v)
-			}
-			buf = binary.BigEndian.AppendUint32(append(buf, 2), uint32(size))
-			for _, v := range lt.vals {
-				buf = append(binary.BigEndian.AppendUint32(buf, uint32(len(v))), v...)
-			}
+		case ok: // keyed (or unkeyed: no values): the group as keys.Group encodes it
+			binary.BigEndian.PutUint32(buf[at+1:], uint32(len(buf)-at-5))
+		case t.Policy() == throttle.Unthrottled:
+			buf = append(buf[:at], 0)
+		default:
+			buf = append(buf[:at], 1)
 		}
 	}
 	lt.buf = buf
-	clear(lt.vals)
 	return string(buf)
 }
 

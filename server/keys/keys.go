@@ -226,15 +226,22 @@ func headersHash(h map[string]string) string {
 // that two subjects share a group exactly when every part's value is equal. ok is false when s is
 // missing a part. The empty key puts every subject in the group "".
 func (k Key) Group(s *Subject) (group string, ok bool) {
-	var buf []byte
+	buf, ok := k.AppendGroup(nil, s)
+	return string(buf), ok
+}
+
+// AppendGroup appends Group's encoding of k evaluated on s to dst; when s is missing a part it
+// returns dst unchanged and false.
+func (k Key) AppendGroup(dst []byte, s *Subject) ([]byte, bool) {
+	n := len(dst)
 	for _, p := range k {
 		v, ok := part(p, s)
 		if !ok {
-			return "", false
+			return dst[:n], false
 		}
-		buf = appendField(buf, v)
+		dst = appendField(dst, v)
 	}
-	return string(buf), true
+	return dst, true
 }
 
 // Identity is a deduplication identity: the first 16 bytes of a SHA-256 of a key's encoded values.
