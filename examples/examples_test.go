@@ -3,7 +3,7 @@
 package examples_test
 
 import (
-	"net"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,22 +12,27 @@ import (
 	"time"
 )
 
-func freeAddr(t *testing.T, network string) string {
+// boundAddrs waits for the --addr-file fila-server writes once every listener is bound (renamed
+// into place whole), failing the test if the server exits first.
+func boundAddrs(t *testing.T, path string, exited <-chan error) (fibp, rift string) {
 	t.Helper()
-	if network == "udp" {
-		pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil {
+			var a struct{ FIBP, Rift string }
+			if err := json.Unmarshal(b, &a); err != nil {
+				t.Fatalf("fila-server wrote %q to its --addr-file: %v", b, err)
+			}
+			return a.FIBP, a.Rift
 		}
-		defer pc.Close()
-		return pc.LocalAddr().String()
+		select {
+		case err := <-exited:
+			t.Fatalf("fila-server exited before it was ready: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("fila-server did not report its addresses within 30 s")
+		}
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func TestExamplesRunAgainstAServer(t *testing.T) {
@@ -39,14 +44,17 @@ func TestExamplesRunAgainstAServer(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	addr, riftAddr, certs := freeAddr(t, "tcp"), freeAddr(t, "udp"), t.TempDir()
-	srv := exec.Command(filepath.Join(bin, "fila-server"), "--data-dir", t.TempDir(), "--listen", addr, "--http-listen", "",
-		"--log-level", "warn", "--rift-listen", riftAddr, "--rift-dev-certs", certs)
+	certs, addrFile := t.TempDir(), filepath.Join(t.TempDir(), "addrs.json")
+	srv := exec.Command(filepath.Join(bin, "fila-server"), "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http-listen", "",
+		"--log-level", "warn", "--rift-listen", "127.0.0.1:0", "--rift-dev-certs", certs, "--addr-file", addrFile)
 	srv.Stderr = os.Stderr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	exited := make(chan error, 1)
+	go func() { exited <- srv.Wait() }()
+	t.Cleanup(func() { srv.Process.Kill(); <-exited })
+	addr, riftAddr := boundAddrs(t, addrFile, exited)
 
 	run := func(name string, args ...string) string {
 		t.Helper()
@@ -54,14 +62,7 @@ func TestExamplesRunAgainstAServer(t *testing.T) {
 		if strings.HasPrefix(name, "rift-") {
 			args = append(args[:len(args)-2], "-rift-addr", riftAddr, "-ca", filepath.Join(certs, "ca.pem"), "-token-file", filepath.Join(certs, "dev-token"))
 		}
-		var out []byte
-		var err error
-		// The listeners come up just after the process starts: retry a failed first run briefly.
-		for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			if out, err = exec.Command(filepath.Join(bin, name), args...).CombinedOutput(); err == nil || time.Now().After(deadline) {
-				break
-			}
-		}
+		out, err := exec.Command(filepath.Join(bin, name), args...).CombinedOutput()
 		if err != nil {
 			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
 		}
