@@ -39,6 +39,16 @@ func allocMapped[T any](n int) ([]T, bool) {
 	return make([]T, n), false
 }
 
+// allocSweepable is allocMapped for a buffer whose pages may be dropped from the process's
+// memory while it is in use: a structure touched in a few places at a time (the slab's record
+// chunks, a time-ordered index), not one read at random (the hash ID index, which would only
+// fault). While a scratch directory is open (OpenScratch) a mapped sweepable buffer is a region
+// of a file there and the periodic sweep drops its pages from RSS; otherwise it is allocMapped.
+// Give it back with freeMapped like any other.
+func allocSweepable[T any](n int) ([]T, bool) {
+	return allocMapped[T](n)
+}
+
 // freeMapped gives back a slice from allocMapped that was mapped; nothing may use it afterwards.
 func freeMapped[T any](s []T, isMapped bool) {
 	if isMapped && cap(s) > 0 {

@@ -149,14 +149,14 @@ func (s *slab) alloc() uint32 {
 		if c == 0 {
 			n = firstChunk
 		}
-		ch, mapped := allocMapped[rec](n)
+		ch, mapped := allocSweepable[rec](n)
 		s.chunks = append(s.chunks, ch[:0])
 		s.mapped = append(s.mapped, mapped)
 		s.bodies = append(s.bodies, nil)
 	}
 	ch := s.chunks[c]
 	if len(ch) == cap(ch) {
-		grown, mapped := allocMapped[rec](min(2*cap(ch), chunkSize))
+		grown, mapped := allocSweepable[rec](min(2*cap(ch), chunkSize))
 		copy(grown, ch)
 		freeMapped(ch, s.mapped[c])
 		ch, s.mapped[c] = grown[:len(ch)], mapped
