@@ -12,12 +12,14 @@ import (
 )
 
 // hashicorp/raft panics, in its own goroutine and so for the whole process, when it cannot read
-// a log entry it is about to apply. Open reads the whole log first (Verify), so a damaged store
-// stops the group's start; guardStore covers an entry that becomes unreadable after that (an I/O
-// error): raft is given a no-op in its place, the group is marked broken, and guardFSM refuses
-// every entry from then on, so no state is built past the hole. The broken group answers its
-// proposals with the error, Lead fails with it, and the caller stops the group; its next Open
-// fails in Verify with the same error, naming the entry.
+// a log entry it is about to apply. Raft's restore in NewRaft reads every entry past the snapshot
+// once, through guardStore, and Open reads the few the snapshot covers (verifyCovered), so a
+// damaged store stops the group's start with an error naming the entry; the log is read once
+// there, not once more by a separate check. guardStore covers an entry that becomes unreadable
+// after that (an I/O error): raft is given a no-op in its place, the group is marked broken, and
+// guardFSM refuses every entry from then on, so no state is built past the hole. The broken group
+// answers its proposals with the error, Lead fails with it, and the caller stops the group; its
+// next Open fails with the same error, naming the entry.
 
 // breaker holds a group's first read failure.
 type breaker struct {

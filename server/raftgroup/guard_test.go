@@ -14,7 +14,7 @@ import (
 	"github.com/filamq/fila/server/raftstore"
 )
 
-// countFSM records the commands applied to it.
+// countFSM records the commands applied to it; its snapshots hold nothing.
 type countFSM struct {
 	mu   sync.Mutex
 	cmds []string
@@ -27,16 +27,22 @@ func (f *countFSM) Apply(l *raft.Log) any {
 	return nil
 }
 
-func (f *countFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, errors.New("no snapshots") }
+func (f *countFSM) Snapshot() (raft.FSMSnapshot, error) { return emptySnapshot{}, nil }
 func (f *countFSM) Restore(io.ReadCloser) error         { return nil }
 
-// flakyStore fails the reads of one entry after the first two (Verify's, then raft's restore in
-// NewRaft, both succeeding): the next read is raft's own, in its goroutine, where a panic kills
-// the process — an entry that became unreadable after the start checked it.
+type emptySnapshot struct{}
+
+func (emptySnapshot) Persist(sink raft.SnapshotSink) error { return sink.Close() }
+func (emptySnapshot) Release()                             {}
+
+// flakyStore fails the reads of one entry after the first ok of them: with ok 1, raft's restore
+// in NewRaft reads it fine, and the next read is raft's own, in its goroutine, where a panic
+// kills the process — an entry that became unreadable after the start read it.
 type flakyStore struct {
 	raftstore.LogStableStore
 	mu    sync.Mutex
 	index uint64
+	ok    int
 	reads int
 }
 
@@ -46,18 +52,63 @@ func (s *flakyStore) GetLog(index uint64, l *raft.Log) error {
 		s.reads++
 		n := s.reads
 		s.mu.Unlock()
-		if n > 2 {
+		if n > s.ok {
 			return errors.New("input/output error")
 		}
 	}
 	return s.LogStableStore.GetLog(index, l)
 }
 
-// An entry raft cannot read while it replays stops the group with an error naming it — not the
-// process (hashicorp/raft panics in its goroutine) — and nothing at or past it is applied.
-func TestUnreadableEntryBreaksTheGroupNotTheProcess(t *testing.T) {
+// written opens a group on store, proposes cmds and shuts it down; it returns the entries' indexes.
+func written(t *testing.T, cfg Config, cmds ...string) []uint64 {
+	t.Helper()
+	g, err := Open(cfg, &countFSM{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Shutdown()
+	if err := g.Lead(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var idx []uint64
+	for _, c := range cmds {
+		f := g.Propose([]byte(c))
+		if err := f.Error(); err != nil {
+			t.Fatal(err)
+		}
+		idx = append(idx, f.Index())
+	}
+	return idx
+}
+
+// wantUnreadable fails t unless err names the unreadable entry.
+func wantUnreadable(t *testing.T, what string, err error) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), "cannot be read") || !strings.Contains(err.Error(), "input/output error") {
+		t.Fatalf("%s: %v, want the unreadable entry named", what, err)
+	}
+}
+
+// An entry that cannot be read when the group opens stops the start with an error naming it:
+// past the snapshot raft's restore reads it (through the guard), before it Open does.
+func TestUnreadableEntryStopsTheOpen(t *testing.T) {
 	store, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
 	cfg := Config{Store: store, Snapshots: snaps, Logger: hclog.NewNullLogger()}
+	idx := written(t, cfg, "a", "b", "c")
+	fsm := &countFSM{}
+	cfg.Store = &flakyStore{LogStableStore: store, index: idx[1]}
+	if g, err := Open(cfg, fsm); err == nil {
+		g.Shutdown()
+		t.Fatal("opened on an unreadable entry past the snapshot")
+	} else {
+		wantUnreadable(t, "open", err)
+	}
+	if len(fsm.cmds) != 0 {
+		t.Fatalf("applied %v from a log that cannot be read", fsm.cmds)
+	}
+
+	// Snapshot the group: the log keeps entries behind the snapshot that raft's restore skips.
+	cfg.Store = store
 	g, err := Open(cfg, &countFSM{})
 	if err != nil {
 		t.Fatal(err)
@@ -65,31 +116,35 @@ func TestUnreadableEntryBreaksTheGroupNotTheProcess(t *testing.T) {
 	if err := g.Lead(10 * time.Second); err != nil {
 		t.Fatal(err)
 	}
-	var hole uint64
-	for _, c := range []string{"a", "b", "c"} {
-		f := g.Propose([]byte(c))
-		if err := f.Error(); err != nil {
-			t.Fatal(err)
-		}
-		if c == "b" {
-			hole = f.Index()
-		}
-	}
-	if err := g.Shutdown(); err != nil {
+	if err := g.Snapshot(); err != nil {
 		t.Fatal(err)
 	}
+	first, _ := g.Stats()
+	g.Shutdown()
+	cfg.Store = &flakyStore{LogStableStore: store, index: first}
+	if g, err := Open(cfg, &countFSM{}); err == nil {
+		g.Shutdown()
+		t.Fatalf("opened on an unreadable entry %d behind the snapshot", first)
+	} else {
+		wantUnreadable(t, "open", err)
+	}
+}
 
-	cfg.Store = &flakyStore{LogStableStore: store, index: hole}
+// An entry raft cannot read while it replays stops the group with an error naming it — not the
+// process (hashicorp/raft panics in its goroutine) — and nothing at or past it is applied.
+func TestUnreadableEntryBreaksTheGroupNotTheProcess(t *testing.T) {
+	store, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
+	cfg := Config{Store: store, Snapshots: snaps, Logger: hclog.NewNullLogger()}
+	hole := written(t, cfg, "a", "b", "c")[1]
+
+	cfg.Store = &flakyStore{LogStableStore: store, index: hole, ok: 1}
 	fsm := &countFSM{}
-	g, err = Open(cfg, fsm)
+	g, err := Open(cfg, fsm)
 	if err != nil {
-		t.Fatalf("open: %v (Verify read the entry fine; raft's read fails)", err)
+		t.Fatalf("open: %v (raft's restore read the entry fine; its apply's read fails)", err)
 	}
 	defer g.Shutdown()
-	err = g.Lead(10 * time.Second)
-	if err == nil || !strings.Contains(err.Error(), "cannot be read") || !strings.Contains(err.Error(), "input/output error") {
-		t.Fatalf("Lead: %v, want the unreadable entry named", err)
-	}
+	wantUnreadable(t, "Lead", g.Lead(10*time.Second))
 	if g.Err() == nil {
 		t.Fatal("the group does not report itself broken")
 	}

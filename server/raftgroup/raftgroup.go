@@ -86,7 +86,7 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 		_, trans = raft.NewInmemTransport(raft.ServerAddress(c.LocalID))
 	}
 	conf := config(c)
-	if err := Verify(store); err != nil {
+	if err := verifyCovered(store, snaps); err != nil {
 		return nil, err
 	}
 	existing, err := raft.HasExistingState(store, store, snaps)
@@ -107,16 +107,22 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftgroup: %w", err)
 	}
+	if err := brk.failure(); err != nil {
+		// raft's restore read every entry past the snapshot, through the guard: one it could
+		// not read stops the start, as Verify would have.
+		_ = r.Shutdown().Error()
+		return nil, err
+	}
 	g := &Group{r: r, store: store, trans: trans, hb: conf.LeaderLeaseTimeout, brk: brk}
 	g.elect()
 	return g, nil
 }
 
-// Verify reads every stored entry of a group's log once, as Open does before raft: raft panics
-// on an entry it cannot read (its goroutine, the process with it), while this stops the group's
-// start with an error that says which entry and why (Pebble's errors name the damaged file). It
-// costs one more read of the log, which snapshots keep short. A start that does not open a
-// group (it hibernates) verifies its log with it.
+// Verify reads every stored entry of a group's log once: raft panics on an entry it cannot read
+// (its goroutine, the process with it), while this returns an error that says which entry and
+// why (Pebble's errors name the damaged file). A start that does not open a group (it
+// hibernates) verifies its log with it. Open needs no separate pass: raft's restore reads every
+// entry past the snapshot through the guard (guard.go), and Open reads the few before it.
 func Verify(store raftstore.LogStableStore) error {
 	first, err := store.FirstIndex()
 	if err != nil {
@@ -126,6 +132,28 @@ func Verify(store raftstore.LogStableStore) error {
 	if err != nil {
 		return err
 	}
+	return verifyRange(store, first, last)
+}
+
+// verifyCovered reads the entries the latest snapshot covers, the ones raft's restore does not
+// read (the log keeps trailingLogs of them behind a snapshot, for followers).
+func verifyCovered(store raftstore.LogStableStore, snaps raft.SnapshotStore) error {
+	metas, err := snaps.List()
+	if err != nil || len(metas) == 0 {
+		return nil // raft's restore reads the whole log (or fails on the snapshot store itself)
+	}
+	first, err := store.FirstIndex()
+	if err != nil {
+		return err
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return err
+	}
+	return verifyRange(store, first, min(last, metas[0].Index))
+}
+
+func verifyRange(store raftstore.LogStableStore, first, last uint64) error {
 	var l raft.Log
 	for i := first; i != 0 && i <= last; i++ {
 		if err := store.GetLog(i, &l); err != nil && !errors.Is(err, raft.ErrLogNotFound) {
