@@ -54,7 +54,9 @@
 // A stored message is a 64-byte pointer-free record (see rec) in a chunked slab, so ten
 // million queued messages are a few hundred chunks the garbage collector never scans; full
 // chunks and big ID-index tables are mapped memory outside the Go heap (offheap.go), so the
-// collector's headroom does not double them in RSS. Headers
+// collector's headroom does not double them in RSS. While the server has a scratch directory
+// open, the record chunks are regions of files there whose pages a periodic Sweep drops from
+// RSS into the page cache (scratch.go); the ID index, read at random, stays anonymous. Headers
 // and payload live in a side table only for messages that have them, the last error in a side
 // map only for messages that failed. Records are linked by uint32 indices into three
 // structures: the per-key FIFO of ready messages (an intrusive doubly-linked list: O(1) append,

@@ -13,21 +13,27 @@ import (
 // twice what it holds live): a backlog costs its records once in RSS, not up to twice, and a
 // drained queue returns the memory at once instead of at the scavenger's pace. Small buffers
 // (an empty or short queue, tests) stay on the Go heap.
+//
+// Buffers that are touched in a few places at a time (allocSweepable: the record chunks) can go
+// further, out of RSS: while a scratch directory is open they are regions of files there, and
+// Sweep drops their pages from the process's memory (scratch.go).
 
 // mapped counts the bytes currently mapped by every Queue of the process.
 var mapped atomic.Int64
 
-// MappedBytes returns the memory the engine's Queues hold outside the Go heap (in RSS, not in
-// runtime.MemStats).
+// MappedBytes returns the memory the engine's Queues hold outside the Go heap (in RSS or, for
+// swept scratch regions, in the page cache; never in runtime.MemStats).
 func MappedBytes() int64 { return mapped.Load() }
 
-// mapMin is the size from which a buffer is mapped rather than taken from the Go heap.
-const mapMin = 256 << 10
+// mapMin is the size from which a buffer is mapped rather than taken from the Go heap (a
+// variable only so that tests can map small buffers).
+var mapMin = 256 << 10
 
 const recSize = int(unsafe.Sizeof(rec{}))
 
 // allocMapped returns a zeroed slice of n elements and whether it is mapped (see freeMapped).
-// T must hold no pointers: the garbage collector does not scan mapped memory.
+// T must hold no pointers: the garbage collector does not scan mapped memory. Mapped memory
+// from here is anonymous and never swept.
 func allocMapped[T any](n int) ([]T, bool) {
 	size := int(unsafe.Sizeof(*new(T)))
 	if n*size >= mapMin {
@@ -43,17 +49,25 @@ func allocMapped[T any](n int) ([]T, bool) {
 // memory while it is in use: a structure touched in a few places at a time (the slab's record
 // chunks, a time-ordered index), not one read at random (the hash ID index, which would only
 // fault). While a scratch directory is open (OpenScratch) a mapped sweepable buffer is a region
-// of a file there and the periodic sweep drops its pages from RSS; otherwise it is allocMapped.
-// Give it back with freeMapped like any other.
+// of a file there, which Sweep drops from RSS; otherwise, or when the file cannot be reserved,
+// it is allocMapped. Its contents are never lost by a sweep. Give it back with freeMapped.
 func allocSweepable[T any](n int) ([]T, bool) {
+	size := int(unsafe.Sizeof(*new(T)))
+	if n*size >= mapMin {
+		if b, ok := mapScratch(n * size); ok {
+			mapped.Add(int64(len(b)))
+			return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n), true
+		}
+	}
 	return allocMapped[T](n)
 }
 
-// freeMapped gives back a slice from allocMapped that was mapped; nothing may use it afterwards.
+// freeMapped gives back a slice from allocMapped or allocSweepable that was mapped; nothing may
+// use it afterwards. It may run on any goroutine (a Queue's cleanup runs on the runtime's).
 func freeMapped[T any](s []T, isMapped bool) {
 	if isMapped && cap(s) > 0 {
-		size := int(unsafe.Sizeof(*new(T)))
-		mapped.Add(-int64(cap(s) * size))
-		unmapBytes(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*size))
+		b := unsafeBytes(s)
+		mapped.Add(-int64(len(b)))
+		unmapRegion(b)
 	}
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"testing"
@@ -184,7 +185,11 @@ func (s *twinSim) restore(t *rapid.T) {
 	s.q = q
 }
 
-func TestDispatchMatchesNaiveTwin(t *testing.T) {
+func TestDispatchMatchesNaiveTwin(t *testing.T) { checkTwin(t, nil) }
+
+// checkTwin compares the engine with the twin over random actions, with extra actions drawn
+// beside them.
+func checkTwin(t *testing.T, extra map[string]func(*rapid.T)) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := DefaultConfig()
 		cfg.Quantum = rapid.Uint32Range(1, 3).Draw(t, "quantum")
@@ -202,6 +207,7 @@ func TestDispatchMatchesNaiveTwin(t *testing.T) {
 				}
 			},
 		}
+		maps.Copy(actions, extra)
 		for range 5 {
 			t.Repeat(actions)
 		}

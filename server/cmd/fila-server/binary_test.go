@@ -331,6 +331,9 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 		`fila_redriven_total{queue="metered"} 0`,
 		`fila_errors_total{code="QueueNotFound"} 1`,
 		`fila_storage_disk_bytes `,
+		`fila_engine_mapped_bytes `,
+		`fila_engine_scratch_bytes `,
+		`fila_engine_scratch_fallbacks_total 0`,
 		buildInfoLine(t, bin),
 	} {
 		if !strings.Contains(metrics, want) {
@@ -361,12 +364,23 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 	if strings.Contains(logs.String(), `"op":"GetStats"`) {
 		t.Errorf("a read-only admin request was logged at info:\n%s", logs.String())
 	}
+	if strings.Contains(logs.String(), "no scratch files") {
+		t.Errorf("the server ran without scratch files:\n%s", logs.String())
+	}
+	// A scratch file a crash left behind is removed at the next start.
+	stale := filepath.Join(dir, scratchDirName, "region-1-1")
+	if err := os.WriteFile(stale, []byte("stale"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	srv := startBinary(t, bin, dir, addr)
 	defer srv.stop(syscall.SIGTERM)
 	c = fibptest.Dial(t, addr)
 	c.Handshake()
 	if s := c.Call(4, &fibp.GetStats{Queue: "metered"}).(*fibp.GetStatsResult); s.Depth != 1 {
 		t.Fatalf("after a clean restart the queue holds %d messages, want 1", s.Depth)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Fatalf("the stale scratch file survived the start: %v", err)
 	}
 }
 

@@ -79,7 +79,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	defer gcfloor.Start(gcHeapFloor)()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge(),
-		diskUsageGauge(cfg.DataDir))
+		diskUsageGauge(cfg.DataDir), newMappedCollector())
 	ready, health := &readiness{}, &healthz{}
 	httpSrv, err := startHTTP(cfg, reg, ready, health)
 	if err != nil {
@@ -92,6 +92,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
+	defer startScratch(cfg.DataDir, log)()
 	bo := broker.DefaultOptions(cfg.DataDir)
 	bo.Sync = cfg.Fsync
 	bo.Storage.Salvage = cfg.Salvage

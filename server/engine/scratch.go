@@ -1,0 +1,210 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+)
+
+// A Scratch is a directory, on the data directory's disk, whose files back the engine's
+// sweepable buffers (allocSweepable: the slab's record chunks). While one is open, each mapped
+// sweepable buffer is a region of its own unnamed file there, mapped shared, its whole size
+// reserved on disk when it is created: a disk too full to hold it makes it anonymous memory
+// instead, so running out of space is a fallback at allocation, never a fault on a later write.
+//
+// Sweep drops the pages of every such region from the process's memory. They stay in the
+// kernel's page cache, which writes them back to the file and may evict them when memory is
+// short; the next access maps a page back (a minor fault, or a read if it was evicted). A
+// standing backlog's records then cost page cache, which the kernel can reclaim, instead of RSS,
+// which it cannot (there is no swap). Nothing is lost or reordered: a sweep is invisible to the
+// Queues, and the engine stays deterministic.
+//
+// The files are not part of durability: a restart rebuilds every Queue from the queue log and its
+// snapshot. They have no name (O_TMPFILE), so they vanish with the process; where the file
+// system cannot make unnamed files each one is named and unlinked at once, and OpenScratch
+// removes what a crash left between the two.
+//
+// Scratch state is the process's, like MappedBytes: new regions go to the most recently opened
+// Scratch still open, and Sweep covers every region, whichever Scratch made it. A region outlives
+// its Scratch's Close (it is given back when its buffer is); Close only stops new ones.
+type Scratch struct {
+	dir string
+}
+
+// scratchPrefix starts the name of every named scratch file (OpenScratch removes them).
+const scratchPrefix = "region-"
+
+// pager is the process's scratch state.
+var pager struct {
+	// mu guards open and regions, and is held while a region is swept and while any mapped
+	// buffer is unmapped: a region is swept only while it is registered, and it leaves the
+	// registry before its memory is given back, so a sweep never advises memory that is
+	// unmapped, or mapped again for something else.
+	mu      sync.Mutex
+	open    []*Scratch         // newest last
+	regions map[uintptr][]byte // file-backed regions by address
+
+	sweepMu sync.Mutex // one eachRegion at a time
+	addrs   []uintptr  // eachRegion's copy of the registry's keys (under sweepMu)
+}
+
+var (
+	scratchBytes     atomic.Int64 // bytes of file-backed regions
+	scratchFallbacks atomic.Int64 // sweepable buffers mapped anonymous because a file failed
+)
+
+// OpenScratch makes dir (if needed), removes the scratch files a crashed process left in it,
+// checks that a region can be made there, and from then on makes sweepable buffers regions of
+// files in dir. Close it when the server stops.
+func OpenScratch(dir string) (*Scratch, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("engine: scratch directory: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("engine: scratch directory: %w", err)
+	}
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), scratchPrefix) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil {
+				return nil, fmt.Errorf("engine: stale scratch file: %w", err)
+			}
+		}
+	}
+	probe, err := mapFile(dir, os.Getpagesize())
+	if err != nil {
+		return nil, fmt.Errorf("engine: scratch directory %s: %w", dir, err)
+	}
+	unmapBytes(probe)
+	s := &Scratch{dir: dir}
+	pager.mu.Lock()
+	pager.open = append(pager.open, s)
+	pager.mu.Unlock()
+	return s, nil
+}
+
+// Dir returns the directory of s.
+func (s *Scratch) Dir() string { return s.dir }
+
+// Close stops making regions in s's directory (sweepable buffers go to the Scratch opened before
+// it, if still open, or become anonymous memory). Regions made there stay valid until given back.
+func (s *Scratch) Close() error {
+	pager.mu.Lock()
+	defer pager.mu.Unlock()
+	i := slices.Index(pager.open, s)
+	if i < 0 {
+		return errors.New("engine: scratch closed twice")
+	}
+	pager.open = slices.Delete(pager.open, i, i+1)
+	return nil
+}
+
+// mapScratch maps n bytes as a region of a new file of the newest open Scratch; false when none
+// is open or the file cannot be made (counted in MappedStats.Fallbacks).
+func mapScratch(n int) ([]byte, bool) {
+	pager.mu.Lock()
+	var dir string
+	if len(pager.open) > 0 {
+		dir = pager.open[len(pager.open)-1].dir
+	}
+	pager.mu.Unlock()
+	if dir == "" {
+		return nil, false
+	}
+	b, err := mapFile(dir, n) // outside the lock: a sweep need not wait for the disk
+	if err != nil {
+		scratchFallbacks.Add(1)
+		return nil, false
+	}
+	pager.mu.Lock()
+	if pager.regions == nil {
+		pager.regions = make(map[uintptr][]byte)
+	}
+	pager.regions[addrOf(b)] = b
+	pager.mu.Unlock()
+	scratchBytes.Add(int64(len(b)))
+	return b, true
+}
+
+// unmapRegion gives back b, mapped by mapBytes or mapScratch, first taking it out of the registry.
+func unmapRegion(b []byte) {
+	pager.mu.Lock()
+	defer pager.mu.Unlock()
+	addr := addrOf(b)
+	if r, ok := pager.regions[addr]; ok {
+		delete(pager.regions, addr)
+		scratchBytes.Add(-int64(len(r)))
+	}
+	unmapBytes(b)
+}
+
+// addrOf returns the address of b's first byte, the registry's key.
+func addrOf(b []byte) uintptr { return uintptr(unsafe.Pointer(unsafe.SliceData(b))) }
+
+// Sweep drops the pages of every scratch region from the process's memory (see Scratch) and
+// returns the bytes of the regions it swept. It may run at any time on any goroutine, beside the
+// goroutines driving Queues; the server runs it about once a second. Anonymous memory is never
+// swept (dropping its pages would zero them).
+func Sweep() int64 {
+	var swept int64
+	eachRegion(func(r []byte) {
+		dropPages(r)
+		swept += int64(len(r))
+	})
+	return swept
+}
+
+// eachRegion calls fn for every scratch region, holding pager.mu for one region at a time, so that
+// a free waits for one call at most; fn must not keep r.
+func eachRegion(fn func(r []byte)) {
+	pager.sweepMu.Lock()
+	defer pager.sweepMu.Unlock()
+	pager.mu.Lock()
+	addrs := pager.addrs[:0]
+	for a := range pager.regions {
+		addrs = append(addrs, a)
+	}
+	pager.mu.Unlock()
+	for _, a := range addrs {
+		pager.mu.Lock()
+		if r, ok := pager.regions[a]; ok {
+			fn(r)
+		}
+		pager.mu.Unlock()
+	}
+	pager.addrs = addrs[:0]
+}
+
+// MappedStats describes the engine's memory outside the Go heap.
+type MappedStats struct {
+	Mapped    int64 // bytes mapped (MappedBytes): anonymous memory and scratch regions
+	Scratch   int64 // of which scratch regions: file space reserved in the scratch directory
+	Resident  int64 // bytes of scratch regions in the process's memory (RSS) now
+	Cached    int64 // bytes of scratch regions in the page cache, resident or swept
+	Fallbacks int64 // sweepable buffers made anonymous because no scratch file could be reserved
+}
+
+// ReadMappedStats returns the engine's mapped memory. Resident and Cached cost a few system
+// calls per region (a scrape, not a hot path); they are zero where the system cannot tell.
+func ReadMappedStats() MappedStats {
+	st := MappedStats{Mapped: mapped.Load(), Scratch: scratchBytes.Load(), Fallbacks: scratchFallbacks.Load()}
+	pages := openResidency()
+	defer pages.close()
+	eachRegion(func(r []byte) {
+		res, cached := pages.count(r)
+		st.Resident += res
+		st.Cached += cached
+	})
+	return st
+}
+
+// unsafeBytes returns the memory of s as bytes.
+func unsafeBytes[T any](s []T) []byte {
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), cap(s)*int(unsafe.Sizeof(*new(T))))
+}

@@ -1,0 +1,18 @@
+//go:build !linux
+
+package engine
+
+import "errors"
+
+// mapFile makes no scratch regions on this system: sweepable buffers are anonymous memory.
+func mapFile(string, int) ([]byte, error) {
+	return nil, errors.New("scratch files are supported on Linux only")
+}
+
+func dropPages([]byte) {}
+
+type residency struct{}
+
+func openResidency() *residency                { return &residency{} }
+func (*residency) close()                      {}
+func (*residency) count([]byte) (int64, int64) { return 0, 0 }

@@ -1,0 +1,223 @@
+package engine
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// useScratch opens a scratch directory in t.TempDir() for the test; with small set, every buffer
+// of 1 KiB or more is mapped (so short test queues use scratch regions too).
+func useScratch(t testing.TB, small bool) *Scratch {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		t.Skip("scratch regions are made on Linux only")
+	}
+	s, err := OpenScratch(filepath.Join(t.TempDir(), "scratch"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if small {
+		old := mapMin
+		mapMin = 1 << 10
+		t.Cleanup(func() { mapMin = old })
+	}
+	return s
+}
+
+// regionResidency returns the bytes of region r in the process and in the page cache.
+func regionResidency(r []rec) (resident, cached int64) {
+	p := openResidency()
+	defer p.close()
+	return p.count(unsafeBytes(r))
+}
+
+// A sweep takes a full chunk's pages out of the process (they stay in the page cache), and every
+// record reads back as written, before and after new writes.
+func TestSweepDropsResidentPages(t *testing.T) {
+	useScratch(t, false)
+	s := newSlab()
+	n := uint32(2 * chunkSize)
+	for i := range n {
+		s.at(s.alloc()).id = mid(uint64(i))
+	}
+	if !s.mapped[1] || !isScratch(s.chunks[1]) {
+		t.Fatal("a full chunk is not a scratch region")
+	}
+	size := int64(chunkSize * recSize)
+	if res, cached := regionResidency(s.chunks[1]); res != size || cached != size {
+		t.Fatalf("a chunk just written: %d bytes resident, %d cached, want %d", res, cached, size)
+	}
+	if swept := Sweep(); swept < 2*size {
+		t.Fatalf("the sweep covered %d bytes, want at least the two chunks (%d)", swept, 2*size)
+	}
+	if res, cached := regionResidency(s.chunks[1]); res != 0 || cached != size {
+		t.Fatalf("a swept chunk: %d bytes resident, want 0; %d cached, want %d", res, cached, size)
+	}
+	for i := range n {
+		if got := s.at(i).id; got != mid(uint64(i)) {
+			t.Fatalf("slot %d reads %v after the sweep, want %v", i, got, mid(uint64(i)))
+		}
+	}
+	for i := range n {
+		s.at(i).attempts = i
+	}
+	Sweep()
+	for i := range n {
+		if r := s.at(i); r.id != mid(uint64(i)) || r.attempts != i {
+			t.Fatalf("slot %d reads %v/%d after a second sweep", i, r.id, r.attempts)
+		}
+	}
+	st := ReadMappedStats()
+	if st.Scratch < 2*size || st.Cached < 2*size {
+		t.Fatalf("stats %+v: want at least %d bytes of scratch, all cached", st, 2*size)
+	}
+	s.unmap()
+}
+
+// isScratch reports whether b is a registered scratch region.
+func isScratch[T any](b []T) bool {
+	pager.mu.Lock()
+	defer pager.mu.Unlock()
+	_, ok := pager.regions[addrOf(unsafeBytes(b))]
+	return ok
+}
+
+// OpenScratch removes the named files a crashed process left, and nothing else.
+func TestScratchRemovesStaleFiles(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("scratch regions are made on Linux only")
+	}
+	dir := t.TempDir()
+	stale, other := filepath.Join(dir, scratchPrefix+"123-4"), filepath.Join(dir, "notes.txt")
+	for _, f := range []string{stale, other} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := OpenScratch(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the stale scratch file is still there: %v", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Fatalf("a file that is not scratch was removed: %v", err)
+	}
+}
+
+// When the disk cannot hold a region, a sweepable buffer is anonymous memory (which no sweep
+// touches), and a directory where none can be made is refused at OpenScratch.
+func TestScratchFullDiskFallsBack(t *testing.T) {
+	useScratch(t, false)
+	old := reserve
+	reserve = func(int, int64) error { return errors.New("no space left on device") }
+	t.Cleanup(func() { reserve = old })
+	if _, err := OpenScratch(t.TempDir()); err == nil {
+		t.Fatal("OpenScratch accepted a directory where no region can be reserved")
+	}
+	before := ReadMappedStats()
+	ch, isMapped := allocSweepable[rec](chunkSize)
+	if !isMapped || isScratch(ch) {
+		t.Fatalf("mapped %v, scratch %v: want anonymous mapped memory", isMapped, isScratch(ch))
+	}
+	if got := ReadMappedStats().Fallbacks - before.Fallbacks; got != 1 {
+		t.Fatalf("%d fallbacks counted, want 1", got)
+	}
+	for i := range ch {
+		ch[i].attempts = uint32(i) + 1
+	}
+	Sweep()
+	for i := range ch {
+		if ch[i].attempts != uint32(i)+1 {
+			t.Fatalf("record %d of an anonymous buffer changed by a sweep: %d", i, ch[i].attempts)
+		}
+	}
+	freeMapped(ch, isMapped)
+}
+
+// Sweeps running beside allocation, writes and frees (as the server's sweeper runs beside the
+// queues) never lose a write nor touch memory that was given back; run with -race.
+func TestSweepRacesFree(t *testing.T) {
+	useScratch(t, false)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				Sweep()
+			}
+		}
+	}()
+	keep, keepMapped := allocSweepable[rec](chunkSize)
+	for round := range 300 {
+		ch, isMapped := allocSweepable[rec](chunkSize)
+		for i := range ch {
+			ch[i].attempts = uint32(round)
+			keep[i].attempts++
+		}
+		for i := range ch {
+			if ch[i].attempts != uint32(round) || keep[i].attempts != uint32(round)+1 {
+				t.Fatalf("round %d record %d: %d and %d", round, i, ch[i].attempts, keep[i].attempts)
+			}
+		}
+		freeMapped(ch, isMapped)
+		// Anonymous memory mapped now often takes the address just given back: a sweep that
+		// advised it would zero it.
+		anon, anonMapped := allocMapped[rec](chunkSize)
+		for i := range anon {
+			anon[i].attempts = uint32(round) + 1
+		}
+		for i := range anon {
+			if anon[i].attempts != uint32(round)+1 {
+				t.Fatalf("round %d: anonymous record %d reads %d", round, i, anon[i].attempts)
+			}
+		}
+		freeMapped(anon, anonMapped)
+	}
+	close(stop)
+	wg.Wait()
+	freeMapped(keep, keepMapped)
+}
+
+// The twin comparison with every buffer of 1 KiB or more a scratch region and sweeps drawn
+// between the commands.
+func TestDispatchMatchesNaiveTwinSwept(t *testing.T) {
+	useScratch(t, true)
+	var swept int64
+	checkTwin(t, map[string]func(*rapid.T){"sweep": func(*rapid.T) { swept += Sweep() }})
+	if swept == 0 {
+		t.Fatal("no sweep met a scratch region")
+	}
+}
+
+// The random operations' properties, likewise swept between commands.
+func TestPropertyRandomOperationsSwept(t *testing.T) {
+	useScratch(t, true)
+	var swept int64
+	rapid.Check(t, func(t *rapid.T) {
+		s := newSim(t)
+		actions := s.actions()
+		actions["sweep"] = func(*rapid.T) { swept += Sweep() }
+		for range 5 {
+			t.Repeat(actions)
+		}
+		s.checkReplay(t)
+	})
+	if swept == 0 {
+		t.Fatal("no sweep met a scratch region")
+	}
+}
