@@ -13,6 +13,8 @@ import (
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/tools/internal/fibpconn"
+
+	"github.com/filamq/fila/tools/internal/loopback"
 )
 
 // benchQueues measures what idle queues cost: each is a Raft group (with its dead-letter queue)
@@ -28,7 +30,7 @@ func benchQueues(r *runner) error {
 	// counted through /debug/pprof.
 	r.srv.args = append(r.srv.args, "--max-queues", strconv.Itoa(n))
 	if r.srv.httpAddr == "" {
-		addr, err := freeAddr()
+		addr, err := loopback.FreeAddr()
 		if err != nil {
 			return err
 		}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/filamq/fila/tools/internal/loopback"
 )
 
 // server is the broker under test: started by the tool, or an address given with -addr.
@@ -35,7 +37,7 @@ func startServer(bin string, fsync, pprof bool, pprofAddr string) (*server, erro
 			return nil, err
 		}
 	}
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +45,7 @@ func startServer(bin string, fsync, pprof bool, pprofAddr string) (*server, erro
 		"--log-level", "warn", "--fsync=" + strconv.FormatBool(fsync)}}
 	if s.httpAddr = pprofAddr; pprof {
 		if s.httpAddr == "" {
-			if s.httpAddr, err = freeAddr(); err != nil {
+			if s.httpAddr, err = loopback.FreeAddr(); err != nil {
 				return nil, err
 			}
 		}
@@ -56,16 +58,6 @@ func startServer(bin string, fsync, pprof bool, pprofAddr string) (*server, erro
 		return nil, err
 	}
 	return s, nil
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // launch starts the server process and waits until it accepts connections.

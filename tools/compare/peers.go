@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/filamq/fila/tools/internal/fibpconn"
+
+	"github.com/filamq/fila/tools/internal/loopback"
 )
 
 // natsMode is how a nats-server is configured for a workload.
@@ -59,14 +61,14 @@ func (e *env) startFila(ctx context.Context, withRift bool, flags ...string) (*p
 	if err != nil {
 		return nil, err
 	}
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
 	args := append([]string{"--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--log-level", "warn"}, flags...)
 	p := &peer{addr: addr, dir: dir}
 	if e.o.profile {
-		httpAddr, err := freeAddr()
+		httpAddr, err := loopback.FreeAddr()
 		if err != nil {
 			return nil, err
 		}
@@ -143,13 +145,13 @@ func (e *env) startNATS(ctx context.Context, mode natsMode) (*peer, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := loopback.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	profPort := 0
 	if e.o.profile {
-		if profPort, err = freePort(); err != nil {
+		if profPort, err = loopback.FreePort(); err != nil {
 			return nil, err
 		}
 	}

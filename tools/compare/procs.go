@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -119,26 +117,6 @@ func runTool(ctx context.Context, dir string, env []string, name string, args ..
 		return fmt.Errorf("%s %v: %w\n%s", name, args, err, bytes.TrimSpace(out))
 	}
 	return nil
-}
-
-// freeAddr returns a loopback address with a port that was free a moment ago.
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// freePort is freeAddr's port alone, for configuration files that want a number.
-func freePort() (int, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return 0, err
-	}
-	_, port, _ := net.SplitHostPort(addr)
-	return strconv.Atoi(port)
 }
 
 // waitReady calls ready until it succeeds, the process exits or the timeout passes.

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/filamq/fila/tools/internal/loopback"
 )
 
 var (
@@ -86,11 +88,11 @@ type server struct {
 // startServer starts fila-server on dataDir with fresh loopback ports and waits until it
 // accepts connections.
 func startServer(bin, dataDir string, fsync bool) (*server, error) {
-	addr, err := freeAddr()
+	addr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	httpAddr, err := freeAddr()
+	httpAddr, err := loopback.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -136,15 +138,6 @@ func (s *server) stop() {
 	case <-time.After(10 * time.Second):
 		s.kill()
 	}
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 // logBuffer collects a process's output; safe for concurrent use.
