@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"sync"
@@ -37,19 +36,9 @@ func openHostile(t *testing.T, dir string) *hostileServer {
 	t.Helper()
 	bo := broker.DefaultOptions(dir)
 	bo.BootstrapAPIKey = hostileBootstrap
-	bo.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	b, err := broker.Open(bo)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := transport.New(b, transport.Options{MaxFrameSize: 64 << 10, MaxReassembly: 256 << 10,
-		HandshakeTimeout: time.Second, Logger: bo.Logger})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	return &hostileServer{dir: dir, b: b, s: s, addr: ln.Addr().String()}
+	b, s, addr := startServer(t, bo, transport.Options{MaxFrameSize: 64 << 10, MaxReassembly: 256 << 10,
+		HandshakeTimeout: time.Second})
+	return &hostileServer{dir: dir, b: b, s: s, addr: addr}
 }
 
 func (h *hostileServer) close(t *testing.T) {

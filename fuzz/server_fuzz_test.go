@@ -29,21 +29,31 @@ func liveServer(f *testing.F) string {
 		}
 		bo := broker.DefaultOptions(dir)
 		bo.Sync = false
-		bo.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-		b, err := broker.Open(bo)
-		if err != nil {
-			f.Fatal(err)
-		}
+		var b *broker.Broker
+		b, _, addr = startServer(f, bo, transport.Options{MaxFrameSize: 64 << 10})
 		b.CreateQueue(broker.QueueSpec{Name: "q"})
-		s := transport.New(b, transport.Options{MaxFrameSize: 64 << 10, Logger: bo.Logger})
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			f.Fatal(err)
-		}
-		go s.Serve(ln)
-		addr = ln.Addr().String()
 	})
 	return addr
+}
+
+// startServer opens a broker with bo and serves it on a loopback port with to, both logging
+// nowhere; the caller closes them.
+func startServer(tb testing.TB, bo broker.Options, to transport.Options) (*broker.Broker, *transport.Server, string) {
+	tb.Helper()
+	bo.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	to.Logger = bo.Logger
+	b, err := broker.Open(bo)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := transport.New(b, to)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Close()
+		tb.Fatal(err)
+	}
+	go s.Serve(ln)
+	return b, s, ln.Addr().String()
 }
 
 func handshaken(t testing.TB, addr string) (net.Conn, *wire.FrameReader) {
