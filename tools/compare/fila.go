@@ -254,34 +254,18 @@ func (e *env) waitFill(ctx context.Context, label string, count func() int64, do
 
 // filaLatency enqueues one message at a time and times it from the Enqueue call to its delivery.
 func filaLatency(ctx context.Context, e *env, p *peer) ([]float64, error) {
-	if err := createQueue(p.addr, "latency"); err != nil {
-		return nil, err
-	}
 	l := newFilaLoad(p.addr, "latency", 1024)
 	defer l.stop()
-	prod, err := l.dial()
-	if err != nil {
-		return nil, err
-	}
-	cons, err := l.dial()
-	if err != nil {
-		return nil, err
-	}
 	arrived := make(chan time.Time, 1)
-	var sub uint32
-	ready := make(chan struct{})
-	sub, err = cons.Consume("latency", latencyCredit, func(d *fibp.Delivery) {
-		<-ready
+	prod, _, err := l.pair(func(cons *fibpconn.Conn, d *fibp.Delivery) {
 		at := time.Now()
-		cons.Go(&fibp.Ack{Items: []fibp.AckItem{{Queue: "latency", MessageID: d.Messages[0].MessageID}}}, func(fibp.Frame, error) {})
-		cons.Credit(sub, 1)
+		cons.Go(&fibp.Ack{Items: []fibp.AckItem{{Queue: l.queue, MessageID: d.Messages[0].MessageID}}}, func(fibp.Frame, error) {})
 		arrived <- at
 	})
-	close(ready)
 	if err != nil {
 		return nil, err
 	}
-	req := &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "latency", Payload: l.payload}}}
+	req := &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: l.queue, Payload: l.payload}}}
 	p50, p99, err := e.measureLatency(ctx, "fila latency", func() (time.Duration, error) {
 		start := time.Now()
 		res, err := prod.Call(req)
@@ -294,9 +278,37 @@ func filaLatency(ctx context.Context, e *env, p *peer) ([]float64, error) {
 		select {
 		case at := <-arrived:
 			return at.Sub(start), nil
-		case <-time.After(10 * time.Second):
+		case <-time.After(deliveryWait):
 			return 0, errors.New("a message was not delivered within 10 s")
 		}
 	})
 	return []float64{p50, p99}, err
+}
+
+// pair sets up the one-message-at-a-time workloads (latency, round trip): it creates the load's
+// queue and dials a producer and a consumer connection; the consumer subscribes with
+// latencyCredit, hands each Delivery to onDelivery and then tops its credit up by the messages
+// the Delivery carried. The connections close with l.stop.
+func (l *filaLoad) pair(onDelivery func(cons *fibpconn.Conn, d *fibp.Delivery)) (prod, cons *fibpconn.Conn, err error) {
+	if err := createQueue(l.addr, l.queue); err != nil {
+		return nil, nil, err
+	}
+	if prod, err = l.dial(); err != nil {
+		return nil, nil, err
+	}
+	if cons, err = l.dial(); err != nil {
+		return nil, nil, err
+	}
+	var sub uint32
+	ready := make(chan struct{}) // sub is set
+	sub, err = cons.Consume(l.queue, latencyCredit, func(d *fibp.Delivery) {
+		<-ready
+		onDelivery(cons, d)
+		cons.Credit(sub, uint32(len(d.Messages)))
+	})
+	close(ready)
+	if err != nil {
+		return nil, nil, err
+	}
+	return prod, cons, nil
 }

@@ -215,33 +215,12 @@ func (l *jsLoad) consume(ctx context.Context, n int) error {
 func jsLatency(ctx context.Context, e *env, p *peer) ([]float64, error) {
 	l := newJSLoad(e, p, "latency", 1024)
 	defer l.stop()
-	stream, err := l.createStream(ctx, "LATENCY", jetstream.WorkQueuePolicy)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "latency",
-		AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
-		return nil, err
-	}
-	cjs, err := l.connect()
-	if err != nil {
-		return nil, err
-	}
-	c, err := cjs.Consumer(ctx, "LATENCY", "latency")
-	if err != nil {
-		return nil, err
-	}
 	arrived := make(chan time.Time, 1)
-	cc, err := c.Consume(func(m jetstream.Msg) {
+	pjs, err := l.pair(ctx, "LATENCY", func(m jetstream.Msg) {
 		at := time.Now()
 		m.Ack()
 		arrived <- at
-	}, jetstream.PullMaxMessages(latencyCredit))
-	if err != nil {
-		return nil, err
-	}
-	l.stops = append(l.stops, cc.Stop)
-	pjs, err := l.connect()
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -253,9 +232,40 @@ func jsLatency(ctx context.Context, e *env, p *peer) ([]float64, error) {
 		select {
 		case at := <-arrived:
 			return at.Sub(start), nil
-		case <-time.After(10 * time.Second):
+		case <-time.After(deliveryWait):
 			return 0, errors.New("a message was not delivered within 10 s")
 		}
 	})
 	return []float64{p50, p99}, err
+}
+
+// pair sets up the one-message-at-a-time workloads (latency, round trip): a work-queue stream
+// named stream on the load's subject, with a durable pull consumer named after the subject that
+// acks explicitly and hands each message to onMsg (latencyCredit pulled at a time), on a
+// connection of its own; it returns the producer's connection. Both close with l.stop.
+func (l *jsLoad) pair(ctx context.Context, stream string, onMsg func(jetstream.Msg)) (jetstream.JetStream, error) {
+	st, err := l.createStream(ctx, stream, jetstream.WorkQueuePolicy)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := st.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: l.subject,
+		AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		return nil, err
+	}
+	cjs, err := l.connect()
+	if err != nil {
+		return nil, err
+	}
+	c, err := cjs.Consumer(ctx, stream, l.subject)
+	if err != nil {
+		return nil, err
+	}
+	cc, err := c.Consume(onMsg, jetstream.PullMaxMessages(latencyCredit))
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.stops = append(l.stops, cc.Stop)
+	l.mu.Unlock()
+	return l.connect()
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/tools/internal/fibpconn"
 )
 
 // The durable round trip at light load: one 1 KB message at a time, timed from the moment its
@@ -23,35 +24,18 @@ const deliveryWait = 10 * time.Second
 // filaRoundTrip measures Fila's round trip: Enqueue → Delivery → Ack → AckResult, with the
 // producer and the consumer on connections of their own.
 func filaRoundTrip(ctx context.Context, e *env, p *peer) ([]float64, error) {
-	const queue = "roundtrip"
-	if err := createQueue(p.addr, queue); err != nil {
-		return nil, err
-	}
-	l := newFilaLoad(p.addr, queue, 1024)
+	l := newFilaLoad(p.addr, "roundtrip", 1024)
 	defer l.stop()
-	prod, err := l.dial()
-	if err != nil {
-		return nil, err
-	}
-	cons, err := l.dial()
-	if err != nil {
-		return nil, err
-	}
 	delivered := make(chan [16]byte, latencyCredit)
-	var sub uint32
-	ready := make(chan struct{})
-	sub, err = cons.Consume(queue, latencyCredit, func(d *fibp.Delivery) {
-		<-ready
+	prod, cons, err := l.pair(func(_ *fibpconn.Conn, d *fibp.Delivery) {
 		for _, m := range d.Messages {
 			delivered <- m.MessageID
 		}
-		cons.Credit(sub, uint32(len(d.Messages)))
 	})
-	close(ready)
 	if err != nil {
 		return nil, err
 	}
-	req := &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: queue, Payload: l.payload}}}
+	req := &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: l.queue, Payload: l.payload}}}
 	enqueued := make(chan error, 1)
 	onEnqueued := func(f fibp.Frame, err error) {
 		if err == nil {
@@ -61,7 +45,7 @@ func filaRoundTrip(ctx context.Context, e *env, p *peer) ([]float64, error) {
 		}
 		enqueued <- err
 	}
-	ack := &fibp.Ack{Items: []fibp.AckItem{{Queue: queue}}}
+	ack := &fibp.Ack{Items: []fibp.AckItem{{Queue: l.queue}}}
 	p50, p99, err := e.measureLatency(ctx, "fila round trip", func() (time.Duration, error) {
 		start := time.Now()
 		prod.Go(req, onEnqueued)
@@ -97,29 +81,8 @@ func filaRoundTrip(ctx context.Context, e *env, p *peer) ([]float64, error) {
 func jsRoundTrip(ctx context.Context, e *env, p *peer) ([]float64, error) {
 	l := newJSLoad(e, p, "roundtrip", 1024)
 	defer l.stop()
-	stream, err := l.createStream(ctx, "ROUNDTRIP", jetstream.WorkQueuePolicy)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "roundtrip",
-		AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
-		return nil, err
-	}
-	cjs, err := l.connect()
-	if err != nil {
-		return nil, err
-	}
-	c, err := cjs.Consumer(ctx, "ROUNDTRIP", "roundtrip")
-	if err != nil {
-		return nil, err
-	}
 	delivered := make(chan jetstream.Msg, latencyCredit)
-	cc, err := c.Consume(func(m jetstream.Msg) { delivered <- m }, jetstream.PullMaxMessages(latencyCredit))
-	if err != nil {
-		return nil, err
-	}
-	l.stops = append(l.stops, cc.Stop)
-	pjs, err := l.connect()
+	pjs, err := l.pair(ctx, "ROUNDTRIP", func(m jetstream.Msg) { delivered <- m })
 	if err != nil {
 		return nil, err
 	}
