@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/filamq/fila/tools/internal/repo"
 )
 
 type options struct {
@@ -95,27 +97,9 @@ func report(name string, value float64, unit string) {
 	fmt.Printf("BENCH name=%s value=%.6g unit=%s\n", name, value, unit)
 }
 
-// repoRoot finds the directory holding go.work.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.work above the current directory: run from the repository")
-		}
-		dir = parent
-	}
-}
-
 // buildServer compiles fila-server into dir.
 func buildServer(dir string) (string, error) {
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
 		return "", err
 	}

@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/filamq/fila/tools/internal/repo"
 )
 
 // natsServerVersion is the NATS server the figures are compared with.
@@ -143,7 +145,7 @@ func run(ctx context.Context, o options) error {
 	if err := e.prepareBinaries(ctx); err != nil {
 		return err
 	}
-	root, _ := repoRoot()
+	root, _ := repo.Root()
 	if e.riftReason = riftUnavailable(e.filaBin); e.riftReason != "" {
 		fmt.Fprintln(os.Stderr, "Rift workloads: Fila's side is n/a:", e.riftReason)
 	}

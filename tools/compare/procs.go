@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/filamq/fila/tools/internal/repo"
 )
 
 // proc is a broker process started by this tool. It runs in its own process group so that
@@ -141,29 +142,11 @@ func waitReady(ctx context.Context, p *proc, timeout time.Duration, ready func()
 	}
 }
 
-// repoRoot finds the directory holding go.work, walking up from the working directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory: run inside the repository or pass -fila-server")
-		}
-		dir = parent
-	}
-}
-
 // buildFila compiles fila-server from the repository into dir.
 func buildFila(ctx context.Context, dir string) (string, error) {
-	root, err := repoRoot()
+	root, err := repo.Root()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w, or pass -fila-server", err)
 	}
 	bin := filepath.Join(dir, "fila-server")
 	if err := runTool(ctx, root, nil, "go", "build", "-o", bin, "./server/cmd/fila-server"); err != nil {

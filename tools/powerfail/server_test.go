@@ -2,7 +2,6 @@ package powerfail
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/filamq/fila/tools/internal/loopback"
+
+	"github.com/filamq/fila/tools/internal/repo"
 )
 
 var (
@@ -38,7 +39,7 @@ func TestMain(m *testing.M) {
 func serverBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := repoRoot()
+		root, err := repo.Root()
 		if err != nil {
 			buildErr = err
 			return
@@ -57,24 +58,6 @@ func serverBinary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return builtBin
-}
-
-// repoRoot is the nearest directory at or above the working directory holding go.work.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("no go.work above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // server is one running fila-server process.
