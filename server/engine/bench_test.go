@@ -107,10 +107,7 @@ func mappedBy(q *Queue) uint64 {
 			n += uint64(cap(ch) * recSize)
 		}
 	}
-	if q.index.mapped {
-		n += uint64(cap(q.index.tab) * 8)
-	}
-	return n
+	return n + indexMappedBytes(q.index)
 }
 
 // BenchmarkMemoryPerMessage reports the heap (and mapped memory) held per queued message (nil payload, no headers)

@@ -123,8 +123,8 @@ func (q *Queue) checkRecords() error {
 	if prev != q.otail {
 		return fmt.Errorf("order list tail %d, want %d", q.otail, prev)
 	}
-	if n != int(q.slab.live) || n != q.index.n {
-		return fmt.Errorf("order list %d, live %d, index %d", n, q.slab.live, q.index.n)
+	if n != int(q.slab.live) || n != q.index.len() {
+		return fmt.Errorf("order list %d, live %d, index %d", n, q.slab.live, q.index.len())
 	}
 	if ready != q.ready || held != q.nHeld || delayed != q.nDelayed || leased != q.inFlight || parked != q.park.n {
 		return fmt.Errorf("states %d/%d/%d/%d/%d, counters %d/%d/%d/%d/%d",

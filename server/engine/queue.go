@@ -61,7 +61,7 @@ type Queue struct {
 	park parking
 
 	slab         *slab
-	index        *idIndex
+	index        *msgIndex
 	ohead, otail uint32 // every stored message, in enqueue order
 
 	keys     []keyState
@@ -102,7 +102,7 @@ func NewQueue(name string, cfg Config) (*Queue, error) {
 		name:      name,
 		cfg:       cfg,
 		slab:      newSlab(),
-		index:     &idIndex{},
+		index:     newMsgIndex(ordChunkCap),
 		ohead:     nilIdx,
 		otail:     nilIdx,
 		keyIdx:    make(map[string]uint32),
@@ -115,7 +115,7 @@ func NewQueue(name string, cfg Config) (*Queue, error) {
 	q.delayed.slab, q.leaseHeap.slab = q.slab, q.slab
 	// The mapped memory of a Queue nobody holds any more goes back with it.
 	runtime.AddCleanup(q, (*slab).unmap, q.slab)
-	runtime.AddCleanup(q, (*idIndex).unmap, q.index)
+	runtime.AddCleanup(q, (*msgIndex).unmap, q.index)
 	q.delayed.setPos = func(slot, pos uint32) { q.slab.at(slot).next = pos }
 	q.leaseHeap.setPos = func(slot, pos uint32) { q.leases[q.slab.at(slot).next].pos = pos }
 	return q, nil

@@ -413,9 +413,9 @@ func TestDrainedQueueReleasesMemory(t *testing.T) {
 	for _, l := range q.Dispatch(0, n, nil) {
 		must(t, q.ApplyAck(Ack{ID: l.ID}))
 	}
-	if q.slab.chunks != nil || len(q.index.tab) > minIndexSize || len(q.keys) != 0 || len(q.leases) != 0 {
-		t.Fatalf("drained queue keeps %d chunks, index %d, %d keys, %d leases",
-			len(q.slab.chunks), len(q.index.tab), len(q.keys), len(q.leases))
+	if q.slab.chunks != nil || q.index.ord.chunks != nil || len(q.index.side.tab) > minIndexSize || len(q.keys) != 0 || len(q.leases) != 0 {
+		t.Fatalf("drained queue keeps %d chunks, index %d chunks and %d buckets, %d keys, %d leases",
+			len(q.slab.chunks), len(q.index.ord.chunks), len(q.index.side.tab), len(q.keys), len(q.leases))
 	}
 	must(t, checkInvariants(q))
 }

@@ -1,0 +1,283 @@
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// indexMappedBytes returns the bytes x holds outside the Go heap.
+func indexMappedBytes(x *msgIndex) uint64 {
+	var n uint64
+	for _, ch := range x.ord.chunks {
+		if ch.keysMapped {
+			n += uint64(cap(ch.keys) * 8)
+		}
+		if ch.slotsMapped {
+			n += uint64(cap(ch.slots) * 4)
+		}
+	}
+	if x.side.mapped {
+		n += uint64(cap(x.side.tab) * 8)
+	}
+	return n
+}
+
+// prefixID is an ID with prefix p and low half lo.
+func prefixID(p, lo uint64) MsgID {
+	var id MsgID
+	binary.BigEndian.PutUint64(id[0:8], p)
+	binary.BigEndian.PutUint64(id[8:16], lo)
+	return id
+}
+
+// checkOrdIndex verifies the layout ordIndex documents: prefixes strictly increasing over all
+// chunks, mins, live counts, capacities and the merge bound.
+func checkOrdIndex(x *ordIndex) error {
+	n, first := 0, true
+	var prev uint64
+	for c, ch := range x.chunks {
+		if len(ch.keys) == 0 || x.mins[c] != ch.keys[0] || len(ch.slots) != len(ch.keys) {
+			return fmt.Errorf("chunk %d: %d keys, %d slots, min %d", c, len(ch.keys), len(ch.slots), x.mins[c])
+		}
+		if len(x.chunks) > 1 && cap(ch.keys) != x.chunkCap {
+			return fmt.Errorf("chunk %d of %d has capacity %d", c, len(x.chunks), cap(ch.keys))
+		}
+		live := 0
+		for i, k := range ch.keys {
+			if !first && k <= prev {
+				return fmt.Errorf("chunk %d entry %d: prefix %d after %d", c, i, k, prev)
+			}
+			prev, first = k, false
+			if ch.slots[i] != deadSlot {
+				live++
+			}
+		}
+		if live != ch.live || live == 0 {
+			return fmt.Errorf("chunk %d: %d live entries, counted %d", c, live, ch.live)
+		}
+		if c > 0 && x.chunks[c-1].live+live <= x.chunkCap/2 {
+			return fmt.Errorf("chunks %d and %d hold %d+%d live entries and were not merged", c-1, c, x.chunks[c-1].live, live)
+		}
+		n += live
+	}
+	if n != x.n || len(x.mins) != len(x.chunks) {
+		return fmt.Errorf("%d live entries, n %d, %d mins for %d chunks", n, x.n, len(x.mins), len(x.chunks))
+	}
+	return nil
+}
+
+// The ordered index with its side table against a Go map: in-order inserts, out-of-order ones
+// and prefix ties, deletes in random and FIFO order, finds of present and absent IDs.
+func TestMsgIndexMatchesMap(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		s := newSlab()
+		x := newMsgIndex(rapid.SampledFrom([]int{1, 2, 3, 4, 8}).Draw(t, "chunkCap"))
+		model := map[MsgID]uint32{}
+		var order []MsgID // insertion order, for FIFO deletes
+		var next uint64   // the highest prefix handed out in order
+		add := func(t *rapid.T, id MsgID) {
+			if _, ok := model[id]; ok {
+				t.Skip("present")
+			}
+			slot := s.alloc()
+			s.at(slot).id = id
+			x.insert(id, slot)
+			model[id] = slot
+			order = append(order, id)
+		}
+		del := func(i int) {
+			id := order[i]
+			order = slices.Delete(order, i, i+1)
+			x.remove(id, model[id])
+			s.release(model[id])
+			delete(model, id)
+		}
+		t.Repeat(map[string]func(*rapid.T){
+			"in order": func(t *rapid.T) {
+				next += rapid.Uint64Range(1, 3).Draw(t, "step")
+				add(t, prefixID(next, rapid.Uint64().Draw(t, "lo")))
+			},
+			"out of order": func(t *rapid.T) {
+				add(t, prefixID(rapid.Uint64Range(0, next+1).Draw(t, "p"), rapid.Uint64Range(0, 3).Draw(t, "lo")))
+			},
+			"prefix tie": func(t *rapid.T) {
+				if len(order) == 0 {
+					t.Skip("empty")
+				}
+				of := order[rapid.IntRange(0, len(order)-1).Draw(t, "of")]
+				add(t, prefixID(idPrefix(of), rapid.Uint64Range(0, 3).Draw(t, "lo")))
+			},
+			"delete random": func(t *rapid.T) {
+				if len(order) == 0 {
+					t.Skip("empty")
+				}
+				del(rapid.IntRange(0, len(order)-1).Draw(t, "i"))
+			},
+			"delete oldest": func(t *rapid.T) {
+				if len(order) == 0 {
+					t.Skip("empty")
+				}
+				for range rapid.IntRange(1, min(len(order), 5)).Draw(t, "n") {
+					del(0)
+				}
+			},
+			"find absent": func(t *rapid.T) {
+				id := prefixID(rapid.Uint64Range(0, next+2).Draw(t, "p"), rapid.Uint64Range(0, 4).Draw(t, "lo"))
+				if _, ok := model[id]; ok {
+					t.Skip("present")
+				}
+				if slot, ok := x.find(id, s); ok {
+					t.Fatalf("found absent %v at %d", id, slot)
+				}
+			},
+			"": func(t *rapid.T) {
+				if x.len() != len(model) {
+					t.Fatalf("len %d, model %d", x.len(), len(model))
+				}
+				for id, slot := range model {
+					if got, ok := x.find(id, s); !ok || got != slot {
+						t.Fatalf("find(%v) = %d %v, want %d", id, got, ok, slot)
+					}
+				}
+				if err := checkOrdIndex(&x.ord); err != nil {
+					t.Fatal(err)
+				}
+			},
+		})
+	})
+}
+
+// Full ordered chunks are mapped memory; FIFO consumption frees them as they empty, and a
+// drained index gives everything back.
+func TestMsgIndexOffHeap(t *testing.T) {
+	s, x := newSlab(), newMsgIndex(ordChunkCap)
+	n := uint32(3 * ordChunkCap)
+	for i := range n {
+		slot := s.alloc()
+		s.at(slot).id = mid(uint64(i))
+		x.insert(mid(uint64(i)), slot)
+	}
+	if x.side.n != 0 || len(x.ord.chunks) != 3 {
+		t.Fatalf("in-order IDs: %d in the side table, %d chunks", x.side.n, len(x.ord.chunks))
+	}
+	if runtime.GOOS == "linux" && indexMappedBytes(x) != uint64(3*ordChunkCap*12) {
+		t.Fatalf("three full chunks map %d bytes", indexMappedBytes(x))
+	}
+	for i := range n {
+		if slot, ok := x.find(mid(uint64(i)), s); !ok || slot != i {
+			t.Fatalf("message %d: slot %d, found %v", i, slot, ok)
+		}
+	}
+	for i := range n {
+		x.remove(mid(uint64(i)), i)
+		if want := 3 - int(i+1)/ordChunkCap; len(x.ord.chunks) != want {
+			t.Fatalf("after %d FIFO deletes: %d chunks, want %d", i+1, len(x.ord.chunks), want)
+		}
+	}
+	if x.ord.chunks != nil || x.len() != 0 || indexMappedBytes(x) != 0 {
+		t.Fatalf("drained index kept %d chunks, %d entries", len(x.ord.chunks), x.len())
+	}
+}
+
+// indexBench is the population of an index benchmark: n in-order IDs in a slab.
+type indexBench struct {
+	s   *slab
+	ids []MsgID
+}
+
+func newIndexBench(n int) indexBench {
+	ib := indexBench{s: newSlab(), ids: make([]MsgID, n)}
+	for i := range ib.ids {
+		ib.ids[i] = mid(uint64(i))
+		ib.s.at(ib.s.alloc()).id = ib.ids[i]
+	}
+	return ib
+}
+
+// benchIndex is the operations the benchmarks compare: the hash table alone (today's index
+// before the ordered one) and msgIndex.
+type benchIndex interface {
+	find(MsgID, *slab) (uint32, bool)
+	insert(MsgID, uint32)
+	remove(MsgID, uint32)
+	unmap()
+}
+
+var benchIndexes = []struct {
+	name string
+	make func() benchIndex
+}{
+	{"hash", func() benchIndex { return &idIndex{} }},
+	{"ordered", func() benchIndex { return newMsgIndex(ordChunkCap) }},
+}
+
+// BenchmarkIndex measures insert, find and delete (FIFO and random order) per operation with n
+// in-order IDs stored, for the hash table and the ordered index.
+func BenchmarkIndex(b *testing.B) {
+	for _, n := range []int{1_000_000, 10_000_000} {
+		if n > 1_000_000 && testing.Short() {
+			continue
+		}
+		ib := newIndexBench(n)
+		perm := rand.New(rand.NewPCG(1, 2)).Perm(n)
+		for _, kind := range benchIndexes {
+			fill := func() benchIndex {
+				x := kind.make()
+				for i, id := range ib.ids {
+					x.insert(id, uint32(i))
+				}
+				return x
+			}
+			b.Run(fmt.Sprintf("n=%d/%s/insert", n, kind.name), func(b *testing.B) {
+				for b.Loop() {
+					fill().unmap()
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+			})
+			x := fill()
+			b.Run(fmt.Sprintf("n=%d/%s/find", n, kind.name), func(b *testing.B) {
+				i := 0
+				for b.Loop() {
+					if _, ok := x.find(ib.ids[perm[i]], ib.s); !ok {
+						b.Fatal("not found")
+					}
+					i = (i + 1) % n
+				}
+			})
+			b.Run(fmt.Sprintf("n=%d/%s/find-absent", n, kind.name), func(b *testing.B) {
+				i := 0
+				for b.Loop() {
+					if _, ok := x.find(mid(uint64(n+i)), ib.s); ok {
+						b.Fatal("found")
+					}
+					i++
+				}
+			})
+			x.unmap()
+			for _, order := range []string{"fifo", "random"} {
+				b.Run(fmt.Sprintf("n=%d/%s/delete-%s", n, kind.name, order), func(b *testing.B) {
+					for b.Loop() {
+						b.StopTimer()
+						x := fill()
+						b.StartTimer()
+						for i := range n {
+							j := i
+							if order == "random" {
+								j = perm[i]
+							}
+							x.remove(ib.ids[j], uint32(j))
+						}
+						x.unmap()
+					}
+					b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+				})
+			}
+		}
+	}
+}
