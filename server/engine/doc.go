@@ -53,17 +53,23 @@
 //
 // A stored message is a 64-byte pointer-free record (see rec) in a chunked slab, so ten
 // million queued messages are a few hundred chunks the garbage collector never scans; full
-// chunks and big ID-index tables are mapped memory outside the Go heap (offheap.go), so the
-// collector's headroom does not double them in RSS. While the server has a scratch directory
-// open, the record chunks are regions of files there whose pages a periodic Sweep drops from
-// RSS into the page cache (scratch.go); the ID index, read at random, stays anonymous. Headers
+// chunks, ID-index chunks and big ID-index tables are mapped memory outside the Go heap
+// (offheap.go), so the collector's headroom does not double them in RSS. While the server has a
+// scratch directory open, the record chunks and the ordered ID-index chunks are regions of files
+// there whose pages a periodic Sweep drops from RSS into the page cache (scratch.go); the side
+// ID table, read at random, stays anonymous. Headers
 // and payload live in a side table only for messages that have them, the last error in a side
 // map only for messages that failed. Records are linked by uint32 indices into three
 // structures: the per-key FIFO of ready messages (an intrusive doubly-linked list: O(1) append,
 // pop and removal from the middle, no per-key buffers, no slack), or for a held message the
 // per-key held list in enqueue order (held is a state of rec, not a side map); the queue's
-// enqueue order (for Oldest, Messages, Hold and its release); and the free list. An
-// open-addressing table (idIndex) maps IDs to records at 8 bytes per entry. Delayed messages
+// enqueue order (for Oldest, Messages, Hold and its release); and the free list. The ID index
+// (msgIndex, ordindex.go) maps IDs to records: an ID greater than every stored one — the common
+// case, broker IDs being UUIDv7 that increase within a process — is appended to sorted chunks of
+// (8-byte ID prefix, slot) entries, 12 bytes each, found by binary search and touched only near
+// the IDs in use (the front and the tail under FIFO consumption), so the rest can be swept out of
+// memory; any other ID (dead-letter and redrive copies, another leader's IDs, a clock gone back)
+// goes to a side open-addressing table (idIndex) at 8 bytes per bucket. Delayed messages
 // and leases sit in indexed binary heaps, so promotion, expiry, Extend and Ack are O(log n) and
 // Expired is O(k log k) for k results; equal times are ordered by message ID, read from the
 // records only on a tie. The DRR active set and the rotation of subscriptions are rings of

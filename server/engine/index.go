@@ -5,8 +5,10 @@ import (
 	"math/bits"
 )
 
-// idIndex maps message IDs to slots. It is an open-addressing hash table with linear probing and
-// backward-shift deletion (no tombstones) whose entries hold only a slot and 32 bits of hash:
+// idIndex maps message IDs to slots: it is the side table of msgIndex (ordindex.go), holding the
+// IDs that do not arrive in increasing order. It is an open-addressing hash table with linear
+// probing and backward-shift deletion (no tombstones) whose entries hold only a slot and 32 bits
+// of hash:
 //
 //	63                 32 31                  0
 //	+--------------------+--------------------+

@@ -14,8 +14,9 @@ import (
 // ID, IDs replayed from another leader, a clock that went back, a prefix equal to the last one —
 // goes to side, the hash table (idIndex).
 //
-// Memory: 12 bytes per entry in ordered chunks that are at least half live on average (see
-// ordIndex), plus idIndex's 11–21 bytes per message in the side table.
+// Memory: 12 bytes per entry in ordered chunks at least a quarter live on average (see ordIndex;
+// about fully live under FIFO consumption), plus idIndex's 11–21 bytes per message in the side
+// table.
 type msgIndex struct {
 	ord  ordIndex
 	side idIndex
@@ -79,13 +80,16 @@ const deadSlot = nilIdx
 // accepted (add reports false otherwise). Lookup is a binary search of mins (the first prefix of
 // every chunk, on the Go heap) and then of the chunk's keys. Deleting marks the entry dead; a
 // chunk that empties is freed, and two neighbours whose live entries fit in one chunk are merged
-// (the dead entries dropped), so every two adjacent chunks hold more than chunkCap live entries:
-// k chunks hold more than (k−1)/2 × chunkCap, and the index costs at most 24 bytes per live
-// entry plus one chunk (12 bytes per entry when consumed in order). Merges only ever reduce the
-// number of chunks, which grows by one per chunkCap insertions, so their copying is O(1) per
-// insertion. Every chunk has capacity chunkCap except a sole one, which grows from firstOrdCap.
-// Chunks are mapped sweepable memory once full size (offheap.go); the index owns them and gives
-// them back when they are freed, the index empties, or unmap is called.
+// (the dead entries dropped). A full last chunk at most half live is compacted in place instead
+// of starting a new one. So every two adjacent chunks hold more than chunkCap/2 live entries
+// (more than chunkCap once one of them has lost an entry): k chunks hold more than
+// ⌊k/2⌋ × chunkCap/2, and the ordered part costs at most 48 bytes per live entry plus one chunk
+// — 12 when messages are consumed in about the order they came. Merges only ever reduce the
+// number of chunks, which grows by one per chunkCap insertions, and a compaction makes room for
+// at least chunkCap/2 of them, so copying is O(1) per insertion (at most one chunk at a time).
+// Every chunk has capacity chunkCap except a sole one, which grows from firstOrdCap. Chunks are
+// mapped memory once big enough (offheap.go); the index owns them and gives them back when they
+// are freed, the index empties, or unmap is called.
 type ordIndex struct {
 	chunks   []ordChunk
 	mins     []uint64 // mins[c] = chunks[c].keys[0]
