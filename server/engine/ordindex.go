@@ -88,7 +88,7 @@ const deadSlot = nilIdx
 // number of chunks, which grows by one per chunkCap insertions, and a compaction makes room for
 // at least chunkCap/2 of them, so copying is O(1) per insertion (at most one chunk at a time).
 // Every chunk has capacity chunkCap except a sole one, which grows from firstOrdCap. Chunks are
-// mapped memory once big enough (offheap.go); the index owns them and gives them back when they
+// mapped sweepable memory once big enough (allocSweepable); the index owns them and gives them back when they
 // are freed, the index empties, or unmap is called.
 type ordIndex struct {
 	chunks   []ordChunk
@@ -226,8 +226,8 @@ func (x *ordIndex) unmap() {
 
 func newOrdChunk(n int) ordChunk {
 	var ch ordChunk
-	ch.keys, ch.keysMapped = allocMapped[uint64](n)
-	ch.slots, ch.slotsMapped = allocMapped[uint32](n)
+	ch.keys, ch.keysMapped = allocSweepable[uint64](n)
+	ch.slots, ch.slotsMapped = allocSweepable[uint32](n)
 	ch.keys, ch.slots = ch.keys[:0], ch.slots[:0]
 	return ch
 }
