@@ -89,6 +89,33 @@ func BenchmarkLifecycle(b *testing.B) {
 	}
 }
 
+// BenchmarkLifecycleEmpty is BenchmarkLifecycle on an empty queue: each batch of 64 is
+// enqueued, delivered and acked before the next, so the queue drains after every batch.
+func BenchmarkLifecycleEmpty(b *testing.B) {
+	q := newTestQueue(b, DefaultConfig())
+	must(b, q.Subscribe("c", 0))
+	batch := make([]Message, 64)
+	dst := make([]Lease, 0, 64)
+	next := 0
+	b.ReportAllocs()
+	for done := 0; done < b.N; done += len(dst) {
+		for i := range batch {
+			batch[i] = Message{ID: mid(uint64(next)), FairnessKey: "k"}
+			next++
+		}
+		if err := q.ApplyEnqueue(Enqueue{At: 2, Msgs: batch}); err != nil {
+			b.Fatal(err)
+		}
+		dst = q.Dispatch(2, len(batch), dst[:0])
+		for _, l := range dst {
+			if err := q.ApplyAck(Ack{ID: l.ID}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msgs/s")
+}
+
 // heapInUse returns the live heap after a full collection.
 func heapInUse() uint64 {
 	runtime.GC()
