@@ -22,8 +22,8 @@ import (
 // NATS's request/reply. They are measured in the same run as the figures they explain.
 type floor struct {
 	name     string
-	unit     string  // "us" (a latency: p50 and p99) or "msg/s" (a rate: p50 holds it)
-	p50, p99 float64 // µs, or the rate
+	unit     string  // "us" (a latency: p50 and p99), "msg/s" (a rate) or cpuUnit; p50 holds a rate or CPU
+	p50, p99 float64 // µs, the rate, or the CPU
 	doc      string
 }
 
@@ -31,7 +31,7 @@ func (f floor) line() string {
 	if f.unit == "us" {
 		return fmt.Sprintf("FLOOR name=%s p50=%.1f p99=%.1f unit=us", f.name, f.p50, f.p99)
 	}
-	return fmt.Sprintf("FLOOR name=%s value=%.0f unit=%s", f.name, f.p50, f.unit)
+	return fmt.Sprintf("FLOOR name=%s value=%s unit=%s", f.name, plain(f.p50, f.unit), f.unit)
 }
 
 // value renders the floor for the table.
@@ -70,11 +70,15 @@ func (e *env) measureFloors(ctx context.Context, samples int, window time.Durati
 	if err != nil {
 		return nil, fmt.Errorf("TLS floor: %w", err)
 	}
-	qr, err := rateFloor(quicConn, window)
+	qr, qcpu, err := rateFloor(quicConn, window)
 	if err != nil {
 		return nil, fmt.Errorf("QUIC rate floor: %w", err)
 	}
-	tr, err := rateFloor(tlsConn, window)
+	rr, rcpu, err := relayFloor(quicConn, window)
+	if err != nil {
+		return nil, fmt.Errorf("QUIC relay floor: %w", err)
+	}
+	tr, _, err := rateFloor(tlsConn, window)
 	if err != nil {
 		return nil, fmt.Errorf("TLS rate floor: %w", err)
 	}
@@ -84,6 +88,9 @@ func (e *env) measureFloors(ctx context.Context, samples int, window time.Durati
 		{"quic_echo_rtt_1kb", "us", q[0], q[1], "1 KB echo round trip over bare quic-go on loopback, no broker"},
 		{"tls_echo_rtt_1kb", "us", t[0], t[1], "1 KB echo round trip over TLS on TCP on loopback, no broker"},
 		{"quic_stream_1kb", "msg/s", qr, 0, "1 KB messages one way over one bare quic-go stream, no broker (a pub/sub hop)"},
+		{"quic_stream_1kb_cpu", cpuUnit, qcpu, 0, "CPU per message of that stream, both ends (in this process)"},
+		{"quic_relay_1kb", "msg/s", rr, 0, "1 KB messages over two bare quic-go streams joined by a relay in this process: pub/sub's two hops with no broker work"},
+		{"quic_relay_1kb_cpu", cpuUnit, rcpu, 0, "CPU per message of the relay, all four ends and the relay"},
 		{"tls_stream_1kb", "msg/s", tr, 0, "1 KB messages one way over bare TLS on TCP, no broker"},
 	}, nil
 }
@@ -174,19 +181,77 @@ func echoFloor(connect func() (*link, error), samples int) ([2]float64, error) {
 	return echoRoundTrips(l.client, samples)
 }
 
-// rateFloor measures how many 1 KB messages l carries one way per second.
-func rateFloor(connect func() (*link, error), window time.Duration) (float64, error) {
+// rateFloor measures how many 1 KB messages l carries one way per second, and the CPU this
+// process spent per message doing so.
+func rateFloor(connect func() (*link, error), window time.Duration) (rate, cpu float64, err error) {
 	l, err := connect()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer l.close()
 	go pour(l.client)
 	s, ok := <-l.server
 	if !ok {
-		return 0, errors.New("the server side did not accept the stream")
+		return 0, 0, errors.New("the server side did not accept the stream")
 	}
-	return drain(s, window), nil
+	rate, cpu = drain(s, window)
+	return rate, cpu, nil
+}
+
+// relayFloor is rateFloor over two links in a row, joined by relay as a broker joins a publisher
+// to a subscriber: the bound of a pub/sub broker over that transport with no work of its own.
+func relayFloor(connect func() (*link, error), window time.Duration) (rate, cpu float64, err error) {
+	in, err := connect()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer in.close()
+	out, err := connect()
+	if err != nil {
+		return 0, 0, err
+	}
+	defer out.close()
+	go pour(in.client)
+	s, ok := <-in.server
+	if !ok {
+		return 0, 0, errors.New("the server side did not accept the stream")
+	}
+	go relay(out.client, s)
+	d, ok := <-out.server
+	if !ok {
+		return 0, 0, errors.New("the server side did not accept the relayed stream")
+	}
+	rate, cpu = drain(d, window)
+	return rate, cpu, nil
+}
+
+// relay copies from r to w until either fails. A reader and a writer goroutine with a queue
+// between them, so that reading never waits for a write to be sent: without it the bare relay
+// runs at a third of the rate at which its two hops run alone.
+func relay(w io.Writer, r io.Reader) {
+	q := make(chan []byte, 64)
+	go func() {
+		defer func() {
+			for range q { // let the reader finish
+			}
+		}()
+		for b := range q {
+			if _, err := w.Write(b); err != nil {
+				return
+			}
+		}
+	}()
+	defer close(q)
+	for {
+		b := make([]byte, 64<<10)
+		n, err := r.Read(b)
+		if n > 0 {
+			q <- b[:n]
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // pour writes 1 KB messages, 64 at a time, until the peer goes away.
@@ -200,17 +265,17 @@ func pour(w io.Writer) {
 }
 
 // drain reads for a short warm-up and then for window, and returns the 1 KB messages per second
-// it read during the window.
-func drain(r io.Reader, window time.Duration) float64 {
+// it read during the window and the CPU time this process spent per message meanwhile.
+func drain(r io.Reader, window time.Duration) (rate, cpu float64) {
 	buf := make([]byte, 64<<10)
 	warm := time.Now().Add(window / 5)
 	for time.Now().Before(warm) {
 		if _, err := r.Read(buf); err != nil {
-			return 0
+			return 0, 0
 		}
 	}
 	var n int64
-	start := time.Now()
+	start, cpu0 := time.Now(), selfCPU()
 	for time.Since(start) < window {
 		m, err := r.Read(buf)
 		n += int64(m)
@@ -218,7 +283,11 @@ func drain(r io.Reader, window time.Duration) float64 {
 			break
 		}
 	}
-	return float64(n) / 1024 / time.Since(start).Seconds()
+	msgs := float64(n) / 1024
+	if msgs == 0 {
+		return 0, 0
+	}
+	return msgs / time.Since(start).Seconds(), float64(selfCPU()-cpu0) / 1e3 / msgs
 }
 
 // fsyncFloor appends 1 KB records to a fresh file in dir and syncs each, as a WAL does; a sample

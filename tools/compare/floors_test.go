@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -18,7 +19,8 @@ func TestFloorsAreMeasured(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := []string{"fsync_append_1kb", fsyncPairFloor, "quic_echo_rtt_1kb", "tls_echo_rtt_1kb", "quic_stream_1kb", "tls_stream_1kb"}
+	names := []string{"fsync_append_1kb", fsyncPairFloor, "quic_echo_rtt_1kb", "tls_echo_rtt_1kb", "quic_stream_1kb", "quic_stream_1kb_cpu",
+		"quic_relay_1kb", "quic_relay_1kb_cpu", "tls_stream_1kb"}
 	if len(floors) != len(names) {
 		t.Fatalf("%d floors, want %d", len(floors), len(names))
 	}
@@ -49,5 +51,16 @@ func TestGapLinesCompareTheFigureWithItsFloor(t *testing.T) {
 	}
 	if got := gapLines(figs[:0], floors); len(got) != 0 {
 		t.Fatalf("without the figure: %q", got)
+	}
+}
+
+func TestCPUTimesAreRead(t *testing.T) {
+	for start := selfCPU(); selfCPU()-start < 30*time.Millisecond; { // spend some CPU
+	}
+	if got := procCPU(os.Getpid()); got <= 0 || got > selfCPU()+time.Second {
+		t.Errorf("procCPU of this process = %v, its rusage says %v", got, selfCPU())
+	}
+	if got := procCPU(-1); got != 0 {
+		t.Errorf("procCPU of no process = %v", got)
 	}
 }

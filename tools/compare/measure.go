@@ -36,8 +36,8 @@ func (e *env) measureRate(ctx context.Context, label string, count func() int64)
 	defer stopProf()
 	b := bar(e.o.duration.Milliseconds(), label)
 	var w rateWindow
-	start := time.Now()
-	w.add(start, count())
+	start, cpu, c0 := time.Now(), e.startCPU(), count()
+	w.add(start, c0)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for el := time.Duration(0); el < e.o.duration || (w.moves < 3 && el < 5*e.o.duration); el = time.Since(start) {
@@ -51,6 +51,7 @@ func (e *env) measureRate(ctx context.Context, label string, count func() int64)
 		b.Describe(fmt.Sprintf("%s %.0f msg/s", label, w.rate()))
 	}
 	b.Finish()
+	e.stopCPU(cpu, w.prev-c0)
 	return w.rate(), nil
 }
 
@@ -111,6 +112,7 @@ func (e *env) measureLatency(ctx context.Context, label string, one func() (time
 	defer stopProf()
 	b := bar(int64(n), label)
 	samples := make([]time.Duration, 0, n)
+	cpu := e.startCPU()
 	for range n {
 		if err := ctx.Err(); err != nil {
 			return 0, 0, err
@@ -123,6 +125,7 @@ func (e *env) measureLatency(ctx context.Context, label string, one func() (time
 		b.Add(1)
 	}
 	b.Finish()
+	e.stopCPU(cpu, int64(n))
 	return micros(percentile(samples, 50)), micros(percentile(samples, 99)), nil
 }
 

@@ -126,8 +126,11 @@ func plain(v float64, unit string) string {
 		return "n/a"
 	}
 	prec := 0
-	if unit == "us" {
+	switch unit {
+	case "us":
 		prec = 1
+	case cpuUnit:
+		prec = 2
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64)
 }

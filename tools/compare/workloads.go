@@ -125,7 +125,8 @@ func (e *env) runSide(ctx context.Context, name string, w workload, s side, star
 	}
 	defer p.stop()
 	e.profName, e.pprofURL = w.name+"-"+name, p.pprofURL
-	defer func() { e.pprofURL = "" }()
+	e.brokerPid, e.cpu = p.proc.cmd.Process.Pid, nil
+	defer func() { e.pprofURL, e.brokerPid = "", 0 }()
 	vals, err := s(ctx, e, p)
 	if err != nil {
 		if p.proc.exited() {
@@ -139,6 +140,9 @@ func (e *env) runSide(ctx context.Context, name string, w workload, s side, star
 	parts := make([]string, len(vals))
 	for i, v := range vals {
 		parts[i] = w.figures[i].name + "=" + grouped(v, w.figures[i].unit) + " " + w.figures[i].unit
+	}
+	if e.cpu != nil {
+		parts = append(parts, e.cpu.String())
 	}
 	fmt.Fprintf(os.Stderr, "   %s: %s\n", name, strings.Join(parts, ", "))
 	return vals, nil
