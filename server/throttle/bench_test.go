@@ -32,15 +32,3 @@ func BenchmarkTake(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkBucketOf is the cost of finding a message's bucket by a header.
-func BenchmarkBucketOf(b *testing.B) {
-	r := NewRegistry()
-	s, _ := r.Declare("q", []Declaration{{Name: "t", Limits: []Limit{{1, 1}}, Key: keys.Key{{Kind: keys.Header, Name: "k"}}}})
-	t := s.Throttles()[0]
-	subj := &keys.Subject{Headers: map[string]string{"k": "merchant-42", "other": "x"}}
-	b.ReportAllocs()
-	for b.Loop() {
-		t.BucketOf(subj)
-	}
-}

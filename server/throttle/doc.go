@@ -10,7 +10,9 @@
 //
 //	reg := throttle.NewRegistry()                           // one per broker
 //	sub, err := reg.Declare("orders", decls)                // at Consume; ErrInvalid, ErrConflict
-//	b, throttled := sub.Throttles()[0].BucketOf(&subject)   // which bucket a message is in
+//	t := sub.Throttles()[0]
+//	g, has := t.Key().Group(&subject)                       // a message's bucket: its key's group,
+//	b := throttle.BucketKey{Group: g, Missing: !has}        // or (t.Policy()) shared or unthrottled
 //	ok, retryAt := reg.Take(now, []throttle.Ref{{T: t, B: b}}) // before delivering: room? count it
 //	sub.Close()                                             // when the subscription ends
 //

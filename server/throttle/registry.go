@@ -64,21 +64,6 @@ type BucketKey struct {
 	Group   string
 }
 
-// BucketOf is the bucket of throttle t a message belongs to; throttled is false when the message
-// is missing the key and t lets such messages pass.
-func (t *Throttle) BucketOf(s *keys.Subject) (b BucketKey, throttled bool) {
-	if !t.needsBucket() {
-		return BucketKey{}, true
-	}
-	if g, ok := t.key.Group(s); ok {
-		return BucketKey{Group: g}, true
-	}
-	if t.policy == Unthrottled {
-		return BucketKey{}, false
-	}
-	return BucketKey{Missing: true}, true
-}
-
 // bucket is the state of one bucket: one window per effective limit.
 type bucket struct {
 	key        BucketKey

@@ -116,31 +116,14 @@ func TestConflictOnAnotherKeyOrPolicy(t *testing.T) {
 	}
 }
 
-func TestBucketOfAndMissingKeyPolicies(t *testing.T) {
+// The shared bucket of messages missing the key and a keyed bucket are separate.
+func TestSharedAndKeyedBucketsAreSeparate(t *testing.T) {
 	r := NewRegistry()
 	merchant := keys.Key{{Kind: keys.Header, Name: "merchant"}}
-	s, _ := r.Declare("q", []Declaration{
-		{Name: "shared", Limits: []Limit{{1, 1000}}, Key: merchant},
-		{Name: "free", Limits: []Limit{{1, 1000}}, Key: merchant, WhenKeyMissing: Unthrottled},
-		{Name: "all", Limits: []Limit{{1, 1000}}},
-	})
-	shared, free, all := s.Throttles()[0], s.Throttles()[1], s.Throttles()[2]
-	with := &keys.Subject{Headers: map[string]string{"merchant": "m1"}}
-	without := &keys.Subject{}
-	if b, ok := shared.BucketOf(without); !ok || !b.Missing {
-		t.Fatalf("shared policy: %v %v", b, ok)
-	}
-	if _, ok := free.BucketOf(without); ok {
-		t.Fatal("unthrottled policy: a message missing the key is throttled")
-	}
-	if b, ok := all.BucketOf(without); !ok || b != (BucketKey{}) {
-		t.Fatalf("unkeyed: %v %v", b, ok)
-	}
-	b1, _ := shared.BucketOf(with)
-	if vs, _ := keys.SplitGroup(b1.Group, nil); b1.Missing || !slices.Equal(vs, []string{"m1"}) {
-		t.Fatalf("keyed bucket %+v", b1)
-	}
-	// The shared bucket and the keyed one are separate.
+	s, _ := r.Declare("q", []Declaration{{Name: "shared", Limits: []Limit{{1, 1000}}, Key: merchant}})
+	shared := s.Throttles()[0]
+	g, _ := merchant.Group(&keys.Subject{Headers: map[string]string{"merchant": "m1"}})
+	b1 := BucketKey{Group: g}
 	if ok, _ := r.Take(0, []Ref{{shared, b1}}); !ok {
 		t.Fatal("first take refused")
 	}
