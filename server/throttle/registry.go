@@ -51,10 +51,9 @@ type Throttle struct {
 }
 
 // Name, Key and Policy describe the throttle; Key must not be modified.
-func (t *Throttle) Name() string      { return t.name }
-func (t *Throttle) Key() keys.Key     { return t.key }
-func (t *Throttle) Policy() Policy    { return t.policy }
-func (t *Throttle) needsBucket() bool { return len(t.key) > 0 }
+func (t *Throttle) Name() string   { return t.name }
+func (t *Throttle) Key() keys.Key  { return t.key }
+func (t *Throttle) Policy() Policy { return t.policy }
 
 // BucketKey names one bucket of a throttle: the shared bucket of messages missing the key
 // (Missing), or the bucket of one key value (Group is keys.Key.Group's encoding of the values;

@@ -102,14 +102,6 @@ func (n *riftNode) listen(cfg config.Config, log *slog.Logger, budget *membudget
 	return nil
 }
 
-// brokerEvents returns what the queue broker reports its events to (nil without Rift).
-func (n *riftNode) brokerEvents() *events.Events {
-	if n == nil {
-		return nil
-	}
-	return n.events
-}
-
 func (n *riftNode) close() error {
 	if n == nil {
 		return nil
