@@ -219,13 +219,6 @@ func (r *Runtime) SetLimits(lim sandbox.Limits) {
 	r.idle = nil
 }
 
-// Limits returns the current limits.
-func (r *Runtime) Limits() sandbox.Limits {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.limits
-}
-
 // Idle returns how many states the pool keeps now.
 func (r *Runtime) Idle() int {
 	r.mu.Lock()
