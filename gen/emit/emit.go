@@ -74,12 +74,9 @@ func Files(s *spec.Spec, source string) (map[string][]byte, error) {
 		}
 	}
 	for _, g := range e.groups() {
-		for i, chunk := range e.chunks(g) {
-			name := "frames_" + g + ".gen.go"
-			if i > 0 {
-				name = fmt.Sprintf("frames_%s_%d.gen.go", g, i+1)
-			}
-			if err := render(name, e.framesFile(g, chunk)); err != nil {
+		frameLines := func(fr *spec.Frame) int { return renderedLines(e.framesFile(g, []*spec.Frame{fr})) }
+		for i, chunk := range e.chunks(g, frameLines) {
+			if err := render(chunkName("frames_", g, i, ".gen.go"), e.framesFile(g, chunk)); err != nil {
 				return nil, err
 			}
 		}
@@ -87,7 +84,22 @@ func Files(s *spec.Spec, source string) (map[string][]byte, error) {
 	if err := render("dispatch.gen.go", e.dispatchFile()); err != nil {
 		return nil, err
 	}
-	if err := render("roundtrip_gen_test.go", e.roundTripFile()); err != nil {
+	var caseFuncs []string // one per file of round-trip samples
+	// A round-trip sample is a few lines: measured without the file's header and imports.
+	empty := renderedLines(e.roundTripGroupFile("roundTripCases", nil))
+	sampleLines := func(fr *spec.Frame) int {
+		return renderedLines(e.roundTripGroupFile("roundTripCases", []*spec.Frame{fr})) - empty
+	}
+	for _, g := range e.groups() {
+		for i, chunk := range e.chunks(g, sampleLines) {
+			fn := "roundTripCases" + spec.GoName(chunkName("", g, i, ""))
+			caseFuncs = append(caseFuncs, fn)
+			if err := render(chunkName("roundtrip_", g, i, "_gen_test.go"), e.roundTripGroupFile(fn, chunk)); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := render("roundtrip_gen_test.go", e.roundTripFile(caseFuncs)); err != nil {
 		return nil, err
 	}
 	if err := render("fuzz_gen_test.go", e.fuzzFile()); err != nil {
@@ -99,6 +111,14 @@ func Files(s *spec.Spec, source string) (map[string][]byte, error) {
 		}
 	}
 	return out, nil
+}
+
+// chunkName names the i'th file of a group's frames: prefix+group+suffix, then with _2, _3, ….
+func chunkName(prefix, group string, i int, suffix string) string {
+	if i == 0 {
+		return prefix + group + suffix
+	}
+	return fmt.Sprintf("%s%s_%d%s", prefix, group, i+1, suffix)
 }
 
 func (e *emitter) newFile(test bool) *File {

@@ -26,27 +26,33 @@ func (e *emitter) recordsFile() *File {
 const linesPerFile = 900
 
 // chunks splits a group's frames into files of at most about linesPerFile lines, measuring
-// each frame (with the inline records it owns) as rendered.
-func (e *emitter) chunks(group string) [][]*spec.Frame {
+// each frame with lines (renderedLines of a file holding that frame alone).
+func (e *emitter) chunks(group string, lines func(fr *spec.Frame) int) [][]*spec.Frame {
 	var out [][]*spec.Frame
 	used := 0
 	for _, fr := range e.s.Frames {
 		if fr.Group != group {
 			continue
 		}
-		var buf bytes.Buffer
-		lines := linesPerFile // a frame that does not render alone gets a file of its own
-		if err := e.framesFile(group, []*spec.Frame{fr}).Render(&buf); err == nil {
-			lines = bytes.Count(buf.Bytes(), []byte("\n"))
-		}
-		if len(out) == 0 || used+lines > linesPerFile && len(out[len(out)-1]) > 0 {
+		n := lines(fr)
+		if len(out) == 0 || used+n > linesPerFile && len(out[len(out)-1]) > 0 {
 			out = append(out, nil)
 			used = 0
 		}
 		out[len(out)-1] = append(out[len(out)-1], fr)
-		used += lines
+		used += n
 	}
 	return out
+}
+
+// renderedLines counts the lines of f as rendered; a file that does not render counts
+// linesPerFile, so that its frame gets a file of its own.
+func renderedLines(f *File) int {
+	var buf bytes.Buffer
+	if err := f.Render(&buf); err != nil {
+		return linesPerFile
+	}
+	return bytes.Count(buf.Bytes(), []byte("\n"))
 }
 
 // framesFile declares frames and the inline records they own.

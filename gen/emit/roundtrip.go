@@ -100,32 +100,27 @@ func restTail(fr *spec.Frame, v *Statement) *Statement {
 	return nil
 }
 
-func (e *emitter) roundTripFile() *File {
+// roundTripFile declares the samples of the records no frame owns, the case table (joining the
+// tables of the group files, caseFuncs) and the round-trip test.
+func (e *emitter) roundTripFile(caseFuncs []string) *File {
 	f := e.newFile(true)
 	for _, r := range e.s.Records {
-		e.sampleFunc(f, spec.GoName(r.Name), r.Fields, false)
-	}
-	var cases []Code
-	for _, fr := range e.sortedFrames() {
-		e.sampleFunc(f, fr.Name, fr.Fields, true)
-		tail := Code(Lit(0))
-		if rt := restTail(fr, Id(sampleName(fr.Name)).Call(Lit(1))); rt != nil {
-			tail = rt
+		if !r.Inline || e.ownerFrame[r] == nil {
+			e.sampleFunc(f, spec.GoName(r.Name), r.Fields, false)
 		}
-		cases = append(cases, Values(Dict{
-			Id("full"):  Id(sampleName(fr.Name)).Call(Lit(1)),
-			Id("tail"):  tail,
-			Id("fresh"): Func().Params().Id("Frame").Block(Return(New(Id(fr.Name)))),
-		}))
 	}
+	var tables []Code
+	for _, fn := range caseFuncs {
+		tables = append(tables, Id(fn).Call())
+	}
+	f.Func().Id("roundTripCases").Params().Index().Id("roundTripCase").Block(
+		Return(Qual("slices", "Concat").Call(tables...)),
+	)
 	f.Var().Id("equal").Op("=").Qual(cmpopts, "EquateEmpty").Call()
 	f.Type().Id("roundTripCase").Struct(
 		Id("full").Id("Frame"),
 		Id("tail").Int().Comment("bytes at the end of full's encoding that a truncation may remove unnoticed"),
 		Id("fresh").Func().Params().Id("Frame"),
-	)
-	f.Func().Id("roundTripCases").Params().Index().Id("roundTripCase").Block(
-		Return(Index().Id("roundTripCase").Values(cases...)),
 	)
 	f.Comment("TestRoundTrip encodes a zero and a fully populated sample of every frame and decodes it back.")
 	f.Func().Id("TestRoundTrip").Params(Id("t").Op("*").Qual("testing", "T")).Block(
@@ -177,6 +172,34 @@ func (e *emitter) roundTripFile() *File {
 				Id("t").Dot("Fatalf").Call(Lit("decoding the first %d of %d bytes succeeded"), Id("n"), Len(Id("b"))),
 			),
 		),
+	)
+	return f
+}
+
+// roundTripGroupFile declares the samples of frames (of one group), with the inline records
+// they own, and casesFunc, which returns their round-trip cases.
+func (e *emitter) roundTripGroupFile(casesFunc string, frames []*spec.Frame) *File {
+	f := e.newFile(true)
+	var cases []Code
+	for _, fr := range frames {
+		e.sampleFunc(f, fr.Name, fr.Fields, true)
+		for _, r := range e.s.Records {
+			if r.Inline && e.ownerFrame[r] == fr {
+				e.sampleFunc(f, spec.GoName(r.Name), r.Fields, false)
+			}
+		}
+		tail := Code(Lit(0))
+		if rt := restTail(fr, Id(sampleName(fr.Name)).Call(Lit(1))); rt != nil {
+			tail = rt
+		}
+		cases = append(cases, Values(Dict{
+			Id("full"):  Id(sampleName(fr.Name)).Call(Lit(1)),
+			Id("tail"):  tail,
+			Id("fresh"): Func().Params().Id("Frame").Block(Return(New(Id(fr.Name)))),
+		}))
+	}
+	f.Func().Id(casesFunc).Params().Index().Id("roundTripCase").Block(
+		Return(Index().Id("roundTripCase").Values(cases...)),
 	)
 	return f
 }

@@ -3,108 +3,14 @@
 package riftproto
 
 import (
-	"fmt"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"slices"
 	"testing"
 )
 
-func sampleAuth(seed int) *Auth {
-	return &Auth{Token: fmt.Sprintf("token-%d-é", seed)}
-}
-func sampleOk(_ int) *Ok {
-	return &Ok{}
-}
-func sampleError(seed int) *Error {
-	return &Error{
-		Code:    []ErrorCode{CodePermission, CodeOperation}[seed%2],
-		Message: fmt.Sprintf("message-%d-é", seed),
-	}
-}
-func samplePublish(seed int) *Publish {
-	return &Publish{
-		Payload: []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
-		Reply:   fmt.Sprintf("reply-%d-é", seed),
-		Subject: fmt.Sprintf("subject-%d-é", seed),
-	}
-}
-func samplePublishAck(seed int) *PublishAck {
-	return &PublishAck{
-		Payload: []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
-		Reply:   fmt.Sprintf("reply-%d-é", seed),
-		Subject: fmt.Sprintf("subject-%d-é", seed),
-	}
-}
-func sampleSubscribe(seed int) *Subscribe {
-	return &Subscribe{
-		Pattern: fmt.Sprintf("pattern-%d-é", seed),
-		Queue:   fmt.Sprintf("queue-%d-é", seed),
-	}
-}
-func sampleMessage(seed int) *Message {
-	return &Message{
-		Payload: []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
-		Reply:   fmt.Sprintf("reply-%d-é", seed),
-		Subject: fmt.Sprintf("subject-%d-é", seed),
-	}
-}
-func samplePing(_ int) *Ping {
-	return &Ping{}
-}
-func sampleRequest(seed int) *Request {
-	return &Request{
-		Payload:   []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
-		Subject:   fmt.Sprintf("subject-%d-é", seed),
-		TimeoutMs: uint32(seed*37 + 10),
-	}
-}
-func sampleStreamPublish(seed int) *StreamPublish {
-	return &StreamPublish{
-		Payload: []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
-		Reply:   fmt.Sprintf("reply-%d-é", seed),
-		Stream:  fmt.Sprintf("stream-%d-é", seed),
-		Subject: fmt.Sprintf("subject-%d-é", seed),
-	}
-}
-func sampleStored(seed int) *Stored {
-	return &Stored{
-		Sequence:        uint64(seed*37 + 8),
-		TimestampMillis: uint64(seed*37 + 16),
-	}
-}
-func sampleConsumerOpen(seed int) *ConsumerOpen {
-	return &ConsumerOpen{
-		AckWaitMs:     uint32(seed*37 + 11),
-		Filter:        fmt.Sprintf("filter-%d-é", seed),
-		MaxAckPending: uint32(seed*37 + 15),
-		Name:          fmt.Sprintf("name-%d-é", seed),
-		StartSequence: uint64(seed*37 + 14),
-		Stream:        fmt.Sprintf("stream-%d-é", seed),
-	}
-}
-func sampleConsumerFetch(seed int) *ConsumerFetch {
-	return &ConsumerFetch{
-		Limit:  uint32(seed*37 + 5),
-		Name:   fmt.Sprintf("name-%d-é", seed),
-		Stream: fmt.Sprintf("stream-%d-é", seed),
-	}
-}
-func sampleDelivery(seed int) *Delivery {
-	return &Delivery{
-		DeliveryCount:   uint32(seed*37 + 14),
-		Payload:         []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
-		Reply:           fmt.Sprintf("reply-%d-é", seed),
-		Sequence:        uint64(seed*37 + 8),
-		Subject:         fmt.Sprintf("subject-%d-é", seed),
-		TimestampMillis: uint64(seed*37 + 16),
-	}
-}
-func sampleAck(seed int) *Ack {
-	return &Ack{
-		Name:     fmt.Sprintf("name-%d-é", seed),
-		Sequence: uint64(seed*37 + 8),
-		Stream:   fmt.Sprintf("stream-%d-é", seed),
-	}
+func roundTripCases() []roundTripCase {
+	return slices.Concat(roundTripCasesMessaging())
 }
 
 var equal = cmpopts.EquateEmpty()
@@ -113,100 +19,6 @@ type roundTripCase struct {
 	full  Frame
 	tail  int // bytes at the end of full's encoding that a truncation may remove unnoticed
 	fresh func() Frame
-}
-
-func roundTripCases() []roundTripCase {
-	return []roundTripCase{{
-		fresh: func() Frame {
-			return new(Auth)
-		},
-		full: sampleAuth(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(Ok)
-		},
-		full: sampleOk(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(Error)
-		},
-		full: sampleError(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(Publish)
-		},
-		full: samplePublish(1),
-		tail: len(samplePublish(1).Payload),
-	}, {
-		fresh: func() Frame {
-			return new(PublishAck)
-		},
-		full: samplePublishAck(1),
-		tail: len(samplePublishAck(1).Payload),
-	}, {
-		fresh: func() Frame {
-			return new(Subscribe)
-		},
-		full: sampleSubscribe(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(Message)
-		},
-		full: sampleMessage(1),
-		tail: len(sampleMessage(1).Payload),
-	}, {
-		fresh: func() Frame {
-			return new(Ping)
-		},
-		full: samplePing(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(Request)
-		},
-		full: sampleRequest(1),
-		tail: len(sampleRequest(1).Payload),
-	}, {
-		fresh: func() Frame {
-			return new(StreamPublish)
-		},
-		full: sampleStreamPublish(1),
-		tail: len(sampleStreamPublish(1).Payload),
-	}, {
-		fresh: func() Frame {
-			return new(Stored)
-		},
-		full: sampleStored(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(ConsumerOpen)
-		},
-		full: sampleConsumerOpen(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(ConsumerFetch)
-		},
-		full: sampleConsumerFetch(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(Delivery)
-		},
-		full: sampleDelivery(1),
-		tail: len(sampleDelivery(1).Payload),
-	}, {
-		fresh: func() Frame {
-			return new(Ack)
-		},
-		full: sampleAck(1),
-		tail: 0,
-	}}
 }
 
 // TestRoundTrip encodes a zero and a fully populated sample of every frame and decodes it back.

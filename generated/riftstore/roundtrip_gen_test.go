@@ -3,41 +3,14 @@
 package riftstore
 
 import (
-	"fmt"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"slices"
 	"testing"
 )
 
-func sampleStreamMeta(seed int) *StreamMeta {
-	return &StreamMeta{
-		Bytes:         uint64(seed*37 + 5),
-		LastSequence:  uint64(seed*37 + 13),
-		LastTimestamp: uint64(seed*37 + 14),
-	}
-}
-func sampleStreamRecord(seed int) *StreamRecord {
-	return &StreamRecord{
-		Payload:         []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
-		Reply:           fmt.Sprintf("reply-%d-é", seed),
-		Subject:         fmt.Sprintf("subject-%d-é", seed),
-		TimestampMillis: uint64(seed*37 + 16),
-	}
-}
-func sampleConsumerRecord(seed int) *ConsumerRecord {
-	return &ConsumerRecord{
-		AckWaitMs:     uint32(seed*37 + 11),
-		Cursor:        uint64(seed*37 + 6),
-		Filter:        fmt.Sprintf("filter-%d-é", seed),
-		MaxAckPending: uint32(seed*37 + 15),
-		StartSequence: uint64(seed*37 + 14),
-	}
-}
-func samplePendingRecord(seed int) *PendingRecord {
-	return &PendingRecord{
-		DeliveredAt:   uint64(seed*37 + 12),
-		DeliveryCount: uint32(seed*37 + 14),
-	}
+func roundTripCases() []roundTripCase {
+	return slices.Concat(roundTripCasesRecords())
 }
 
 var equal = cmpopts.EquateEmpty()
@@ -46,34 +19,6 @@ type roundTripCase struct {
 	full  Frame
 	tail  int // bytes at the end of full's encoding that a truncation may remove unnoticed
 	fresh func() Frame
-}
-
-func roundTripCases() []roundTripCase {
-	return []roundTripCase{{
-		fresh: func() Frame {
-			return new(StreamMeta)
-		},
-		full: sampleStreamMeta(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(StreamRecord)
-		},
-		full: sampleStreamRecord(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(ConsumerRecord)
-		},
-		full: sampleConsumerRecord(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(PendingRecord)
-		},
-		full: samplePendingRecord(1),
-		tail: 0,
-	}}
 }
 
 // TestRoundTrip encodes a zero and a fully populated sample of every frame and decodes it back.

@@ -3,99 +3,14 @@
 package store
 
 import (
-	"fmt"
-	"github.com/filamq/fila/generated/wire"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"slices"
 	"testing"
 )
 
-func sampleLeaseEntry(seed int) LeaseEntry {
-	return LeaseEntry{
-		Attempts:  uint32(seed*37 + 8),
-		Consumer:  fmt.Sprintf("consumer-%d-é", seed),
-		ExpiresAt: uint64(seed*37 + 10),
-		ID:        wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-		LeasedAt:  uint64(seed*37 + 9),
-	}
-}
-func sampleQueueRecord(seed int) *QueueRecord {
-	return &QueueRecord{
-		Backoff:                []Backoff{BackoffServerDefault, BackoffNone, BackoffFixed, BackoffExponential}[seed%4],
-		BackoffInitialMs:       uint64(seed*37 + 18),
-		BackoffMaxMs:           uint64(seed*37 + 14),
-		CreatedAt:              uint64(seed*37 + 10),
-		DLQOf:                  fmt.Sprintf("dlq_of-%d-é", seed),
-		DedupKey:               []byte(fmt.Sprintf("dedup_key-%d\x00\xff", seed)),
-		DedupWindowMs:          uint64(seed*37 + 15),
-		DeliveryDurability:     []DeliveryDurability{DeliveryDurabilityCommitted, DeliveryDurabilityFast}[seed%2],
-		MaxAttempts:            uint32(seed*37 + 12),
-		Name:                   fmt.Sprintf("name-%d-é", seed),
-		OnEnqueueScript:        fmt.Sprintf("on_enqueue_script-%d-é", seed),
-		OnFailureScript:        fmt.Sprintf("on_failure_script-%d-é", seed),
-		Ordering:               []Ordering{OrderingNone, OrderingQueue, OrderingGrouped}[seed%3],
-		OrderingKey:            []byte(fmt.Sprintf("ordering_key-%d\x00\xff", seed)),
-		ParkDeadLetterAfter:    uint32(seed*37 + 22),
-		ReclaimGraceMs:         uint64(seed*37 + 16),
-		ScriptFailure:          []ScriptFailure{ScriptFailureReject, ScriptFailurePark}[seed%2],
-		VisibilityTimeoutMs:    uint64(seed*37 + 21),
-		WhenOrderingKeyMissing: []WhenOrderingKeyMissing{WhenOrderingKeyMissingReject, WhenOrderingKeyMissingUnordered}[seed%2],
-	}
-}
-func sampleMessageRecord(seed int) *MessageRecord {
-	return &MessageRecord{
-		Attributes: map[string]string{
-			"k2":                    "v2",
-			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
-		},
-		EnqueuedAt:  uint64(seed*37 + 11),
-		FairnessKey: fmt.Sprintf("fairness_key-%d-é", seed),
-		Headers: map[string]string{
-			"k2":                    "v2",
-			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
-		},
-		IdempotencyKey: fmt.Sprintf("idempotency_key-%d-é", seed),
-		NotBefore:      uint64(seed*37 + 10),
-		Payload:        []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
-		Weight:         uint32(seed*37 + 6),
-	}
-}
-func sampleStateRecord(seed int) *StateRecord {
-	return &StateRecord{
-		Attempts:       uint32(seed*37 + 8),
-		Consumer:       fmt.Sprintf("consumer-%d-é", seed),
-		LastError:      fmt.Sprintf("last_error-%d-é", seed),
-		LeaseExpiresAt: uint64(seed*37 + 16),
-		LeasedAt:       uint64(seed*37 + 9),
-		NotBefore:      uint64(seed*37 + 10),
-		Reason:         []DeadLetterReason{ReasonNone, ReasonFailed, ReasonUnclassified}[seed%3],
-		RedriveCount:   uint32(seed*37 + 13),
-	}
-}
-func sampleLeaseLogRecord(seed int) *LeaseLogRecord {
-	return &LeaseLogRecord{Leases: func() []LeaseEntry {
-		var out []LeaseEntry
-		for _, seed := range [2]int{seed, seed + 1} {
-			out = append(out, sampleLeaseEntry(seed))
-		}
-		return out
-	}()}
-}
-func sampleDedupRecord(seed int) *DedupRecord {
-	return &DedupRecord{
-		ExpiresAt: uint64(seed*37 + 10),
-		MessageID: wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
-	}
-}
-func sampleRaftLogRecord(seed int) *RaftLogRecord {
-	return &RaftLogRecord{
-		AppendedAt: int64(seed*37 + 11),
-		Data:       []byte(fmt.Sprintf("data-%d\x00\xff", seed)),
-		Extensions: []byte(fmt.Sprintf("extensions-%d\x00\xff", seed)),
-		Index:      uint64(seed*37 + 5),
-		Term:       uint64(seed*37 + 4),
-		Type:       uint8(seed*37 + 4),
-	}
+func roundTripCases() []roundTripCase {
+	return slices.Concat(roundTripCasesRecords())
 }
 
 var equal = cmpopts.EquateEmpty()
@@ -104,46 +19,6 @@ type roundTripCase struct {
 	full  Frame
 	tail  int // bytes at the end of full's encoding that a truncation may remove unnoticed
 	fresh func() Frame
-}
-
-func roundTripCases() []roundTripCase {
-	return []roundTripCase{{
-		fresh: func() Frame {
-			return new(QueueRecord)
-		},
-		full: sampleQueueRecord(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(MessageRecord)
-		},
-		full: sampleMessageRecord(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(StateRecord)
-		},
-		full: sampleStateRecord(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(LeaseLogRecord)
-		},
-		full: sampleLeaseLogRecord(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(DedupRecord)
-		},
-		full: sampleDedupRecord(1),
-		tail: 0,
-	}, {
-		fresh: func() Frame {
-			return new(RaftLogRecord)
-		},
-		full: sampleRaftLogRecord(1),
-		tail: 0,
-	}}
 }
 
 // TestRoundTrip encodes a zero and a fully populated sample of every frame and decodes it back.
