@@ -20,11 +20,13 @@ import (
 // and just after (their mean, so that a drift of the machine's load cancels). Per size it prints
 // the figures and one summary line:
 //
-//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=…
+//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=… scratch_mib=… scratch_cached_mib=…
 //
 // bytes_per_msg is (RSS − RSS before the fill) / messages, read 2 s after the fill; rss_settled_mib
 // is read -backlog-settle later, idle; empty_server is the lifecycle rate
-// measured first, on the empty server. The empty queues keep what their run left unconsumed. With -heap-profile DIR the server
+// measured first, on the empty server. scratch_mib is the engine's scratch regions (disk space; the
+// swept records live there, in the page cache rather than RSS) and scratch_cached_mib the part of
+// them in the page cache, both 0 unless the server serves /metrics (-heap-profile). The empty queues keep what their run left unconsumed. With -heap-profile DIR the server
 // serves pprof and a heap profile is saved at each size.
 func benchBacklog(r *runner) error {
 	if r.srv.cmd == nil {
@@ -62,11 +64,13 @@ func benchBacklog(r *runner) error {
 		}
 		stored += added
 		time.Sleep(2 * time.Second) // let the last batches apply
-		rss, measured := r.srv.rssBytes(), stored
+		rss, measured, mem := r.srv.rssBytes(), stored, r.srv.memory()
 		perMsg := float64(rss-base) / float64(stored)
 		tag := fmt.Sprintf("%d_%db", n, r.o.backlogPayload)
 		report("rss_backlog_"+tag, float64(rss)/(1<<20), "MiB")
 		report("bytes_per_msg_backlog_"+tag, perMsg, "B")
+		fmt.Fprintf(os.Stderr, "   RSS: %.0f MiB anonymous, %.0f MiB file-backed; engine: %.0f MiB mapped, scratch %.0f MiB on disk, %.0f MiB of it resident, %.0f MiB in the page cache\n",
+			mib(mem.rssAnon), mib(mem.rssFile), mib(mem.mapped), mib(mem.scratch), mib(mem.scratchResident), mib(mem.scratchCached))
 		if err := r.saveHeap("backlog-" + tag); err != nil {
 			return err
 		}
@@ -90,9 +94,9 @@ func benchBacklog(r *runner) error {
 		report("lifecycle_backlog_"+tag, rate, "msg/s")
 		report("lifecycle_empty_beside_"+tag, empty, "msg/s")
 		report("lifecycle_backlog_vs_empty_"+tag, 100*rate/empty, "%")
-		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f\n",
-			measured, r.o.backlogPayload, r.o.backlogKeys, float64(rss)/(1<<20), perMsg, rate, empty, rate/empty, emptyServer,
-			float64(settled)/(1<<20))
+		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f scratch_mib=%.1f scratch_cached_mib=%.1f\n",
+			measured, r.o.backlogPayload, r.o.backlogKeys, mib(rss), perMsg, rate, empty, rate/empty, emptyServer,
+			mib(settled), mib(mem.scratch), mib(mem.scratchCached))
 	}
 	return nil
 }
@@ -213,3 +217,5 @@ func parseSizes(s string) ([]int64, error) {
 	}
 	return out, nil
 }
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -127,4 +128,64 @@ func (s *server) rssBytes() int64 {
 		}
 	}
 	return 0
+}
+
+// memory is where the server's memory is, beyond RSS: the anonymous and file-backed parts of its
+// RSS (/proc/PID/smaps_rollup) and, from its /metrics when it serves them, the engine's scratch
+// regions (reserved on disk, and in the page cache: memory the kernel can reclaim that RSS does
+// not show).
+type memory struct {
+	rssAnon, rssFile        int64
+	scratch, scratchCached  int64
+	scratchResident, mapped int64
+}
+
+func (s *server) memory() memory {
+	var m memory
+	if s.cmd == nil {
+		return m
+	}
+	if f, err := os.Open(fmt.Sprintf("/proc/%d/smaps_rollup", s.cmd.Process.Pid)); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			name, rest, _ := strings.Cut(sc.Text(), ":")
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			switch name {
+			case "Anonymous":
+				m.rssAnon = kb << 10
+			case "Rss":
+				m.rssFile = kb << 10 // minus the anonymous part below
+			}
+		}
+		f.Close()
+		m.rssFile -= m.rssAnon
+	}
+	if s.httpAddr == "" {
+		return m
+	}
+	res, err := http.Get("http://" + s.httpAddr + "/metrics")
+	if err != nil {
+		return m
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok {
+			continue
+		}
+		f, _ := strconv.ParseFloat(v, 64)
+		switch name {
+		case "fila_engine_scratch_bytes":
+			m.scratch = int64(f)
+		case "fila_engine_scratch_cached_bytes":
+			m.scratchCached = int64(f)
+		case "fila_engine_scratch_resident_bytes":
+			m.scratchResident = int64(f)
+		case "fila_engine_mapped_bytes":
+			m.mapped = int64(f)
+		}
+	}
+	return m
 }
