@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -93,20 +95,10 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	defer startScratch(cfg.DataDir, log)()
-	bo := broker.DefaultOptions(cfg.DataDir)
-	bo.Sync = cfg.Fsync
-	bo.Storage.Salvage = cfg.Salvage
-	bo.InboxSize = cfg.QueueInbox
-	bo.MaxQueues = cfg.MaxQueues
-	bo.IdleTimeout = cfg.QueueIdleTimeout
-	bo.BodyCacheBytes = int(cfg.BodyCacheBytes)
-	bo.Logger = log
-	bo.Registry = reg
-	bootstrap, err := cfg.BootstrapKey()
+	bo, err := brokerOptions(cfg, log, reg)
 	if err != nil {
 		return err
 	}
-	bo.BootstrapAPIKey = bootstrap
 	budget := memoryBudget(cfg, log)
 	rn, err := openRift(cfg, log)
 	if err != nil {
@@ -129,18 +121,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		b.Close()
 		return err
 	}
-	var tlsConf *tls.Config
-	if tlsCerts != nil {
-		tlsConf = tlsCerts.Config()
-	}
-	srv := transport.New(b, transport.Options{
-		TLS: tlsConf, MaxFrameSize: int(cfg.MaxFrameSize), MaxReassembly: int(cfg.MaxReassembly),
-		MaxConnections: cfg.MaxConnections, MaxPerClient: cfg.MaxPerClient, HandshakeTimeout: cfg.HandshakeTimeout,
-		MaxInflight: cfg.MaxInflight, MaxSubscriptions: cfg.MaxSubscriptions,
-		PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, Logger: log, Registry: reg,
-		Budget: budget, NoMemoryAccounting: !cfg.MemoryAccounting, MaxConnectionMemory: int64(cfg.MaxConnectionMemory),
-		ReassemblyTimeout: cfg.ReassemblyTimeout,
-	})
+	srv := transport.New(b, transportOptions(cfg, tlsCerts, log, reg, budget))
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		b.Close()
@@ -161,47 +142,26 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		}
 	}
 	if cfg.AddrFile != "" {
-		addrs := boundAddrs{FIBP: ln.Addr().String()}
-		if rn != nil {
-			addrs.Rift = rn.ln.Addr().String()
-		}
-		if httpSrv != nil {
-			addrs.HTTP = httpSrv.Addr
-		}
-		if err := writeAddrFile(cfg.AddrFile, addrs); err != nil {
+		if err := writeAddrFile(cfg.AddrFile, bound(ln, rn, httpSrv)); err != nil {
 			return abort(fmt.Errorf("addr_file: %w", err))
 		}
 	}
 	ready.set(phaseServing)
-	log.Info("fila-server ready", "fibp", ln.Addr().String(), "http", cfg.HTTPListen, "data", cfg.DataDir, "tls", tlsConf != nil,
-		"fsync", cfg.Fsync, "auth", b.Auth().Enabled())
-	if !b.Auth().Enabled() && len(b.ListAPIKeys()) > 0 {
-		log.Warn("API keys are stored but authentication is off: set FILA_BOOTSTRAP_API_KEY or bootstrap_api_key_file")
-	}
+	logReady(log, cfg, ln, tlsCerts != nil, b)
 
-	sig := make(chan os.Signal, 1)
+	// Both stay registered until serve returns: a signal while stopping is not fatal.
+	sig, hup := make(chan os.Signal, 1), make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-wait:
-	for {
-		select {
-		case <-hup:
-			reloadTLS("fibp", tlsCerts, log)
-			if rn != nil && rn.certs != nil {
-				reloadTLS("rift", rn.certs, log)
-			}
-		case s := <-sig:
-			log.Info("shutting down", "signal", s.String())
-			break wait
-		case err := <-served:
-			log.Error("listener failed", "err", err)
-			break wait
-		}
-	}
+	awaitStop(sig, hup, served, tlsCerts, rn, log)
 	ready.set(phaseStopping)
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	return shutdown(cfg.ShutdownTimeout, srv, rn, b, log)
+}
+
+// shutdown closes the listeners, giving open connections up to timeout to finish, then the broker.
+func shutdown(timeout time.Duration, srv *transport.Server, rn *riftNode, b *broker.Broker, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("connections did not finish in time", "err", err)
@@ -214,6 +174,83 @@ wait:
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// brokerOptions is the broker's part of the configuration.
+func brokerOptions(cfg config.Config, log *slog.Logger, reg *prometheus.Registry) (broker.Options, error) {
+	bo := broker.DefaultOptions(cfg.DataDir)
+	bo.Sync = cfg.Fsync
+	bo.Storage.Salvage = cfg.Salvage
+	bo.InboxSize = cfg.QueueInbox
+	bo.MaxQueues = cfg.MaxQueues
+	bo.IdleTimeout = cfg.QueueIdleTimeout
+	bo.BodyCacheBytes = int(cfg.BodyCacheBytes)
+	bo.Logger = log
+	bo.Registry = reg
+	bootstrap, err := cfg.BootstrapKey()
+	if err != nil {
+		return broker.Options{}, err
+	}
+	bo.BootstrapAPIKey = bootstrap
+	return bo, nil
+}
+
+// transportOptions is the FIBP listener's part of the configuration.
+func transportOptions(cfg config.Config, tlsCerts *certs.Reloader, log *slog.Logger, reg *prometheus.Registry,
+	budget *membudget.Budget) transport.Options {
+	var tlsConf *tls.Config
+	if tlsCerts != nil {
+		tlsConf = tlsCerts.Config()
+	}
+	return transport.Options{
+		TLS: tlsConf, MaxFrameSize: int(cfg.MaxFrameSize), MaxReassembly: int(cfg.MaxReassembly),
+		MaxConnections: cfg.MaxConnections, MaxPerClient: cfg.MaxPerClient, HandshakeTimeout: cfg.HandshakeTimeout,
+		MaxInflight: cfg.MaxInflight, MaxSubscriptions: cfg.MaxSubscriptions,
+		PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, Logger: log, Registry: reg,
+		Budget: budget, NoMemoryAccounting: !cfg.MemoryAccounting, MaxConnectionMemory: int64(cfg.MaxConnectionMemory),
+		ReassemblyTimeout: cfg.ReassemblyTimeout,
+	}
+}
+
+// logReady reports the server ready, and warns of stored keys left unused.
+func logReady(log *slog.Logger, cfg config.Config, ln net.Listener, tls bool, b *broker.Broker) {
+	log.Info("fila-server ready", "fibp", ln.Addr().String(), "http", cfg.HTTPListen, "data", cfg.DataDir, "tls", tls,
+		"fsync", cfg.Fsync, "auth", b.Auth().Enabled())
+	if !b.Auth().Enabled() && len(b.ListAPIKeys()) > 0 {
+		log.Warn("API keys are stored but authentication is off: set FILA_BOOTSTRAP_API_KEY or bootstrap_api_key_file")
+	}
+}
+
+// bound lists the addresses the listeners are bound to, for the addr_file.
+func bound(ln net.Listener, rn *riftNode, httpSrv *http.Server) boundAddrs {
+	addrs := boundAddrs{FIBP: ln.Addr().String()}
+	if rn != nil {
+		addrs.Rift = rn.ln.Addr().String()
+	}
+	if httpSrv != nil {
+		addrs.HTTP = httpSrv.Addr
+	}
+	return addrs
+}
+
+// awaitStop returns once a stop signal arrives (sig) or the FIBP listener fails (served); a
+// SIGHUP (hup) loads the listeners' certificates again.
+func awaitStop(sig, hup <-chan os.Signal, served <-chan error, tlsCerts *certs.Reloader, rn *riftNode, log *slog.Logger) {
+	for {
+		select {
+		case <-hup:
+			reloadTLS("fibp", tlsCerts, log)
+			if rn != nil && rn.certs != nil {
+				reloadTLS("rift", rn.certs, log)
+			}
+		case s := <-sig:
+			log.Info("shutting down", "signal", s.String())
+			return
+		case err := <-served:
+			log.Error("listener failed", "err", err)
+			return
+		}
+	}
 }
 
 // loadTLS loads the FIBP listener's certificates; nil when TLS is not configured.
