@@ -29,11 +29,14 @@ const reserveName = "space-reserve"
 type reserveFS struct {
 	vfs.FS
 	r *reserve
+	// walFill is how much of a new WAL is zero-filled ahead of Pebble's writes (walfill.go);
+	// 0 when the WAL is never synced (NoSync).
+	walFill int64
 }
 
 func (fs reserveFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, c)
-	return fs.wrap(f, err)
+	return fs.wrapWAL(name, f, err)
 }
 
 func (fs reserveFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
@@ -43,7 +46,16 @@ func (fs reserveFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...
 
 func (fs reserveFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
-	return fs.wrap(f, err)
+	return fs.wrapWAL(newname, f, err)
+}
+
+// wrapWAL is wrap, and for a WAL the zero-filling of its space when walFill is set (walfill.go).
+func (fs reserveFS) wrapWAL(name string, f vfs.File, err error) (vfs.File, error) {
+	wrapped, err := fs.wrap(f, err)
+	if err != nil || fs.walFill <= 0 || !isWAL(name) {
+		return wrapped, err
+	}
+	return fillWAL(wrapped, f, fs.walFill), nil
 }
 
 func (fs reserveFS) wrap(f vfs.File, err error) (vfs.File, error) {

@@ -155,7 +155,7 @@ func Open(dir string, o Options) (*DB, error) {
 		MemTableSize:                o.MemTableBytes,
 		MemTableStopWritesThreshold: 4,
 		Logger:                      pebbleLogger{d},
-		FS:                          reserveFS{FS: vfs.Default, r: d.res},
+		FS:                          reserveFS{FS: vfs.Default, r: d.res, walFill: walFillSize(o)},
 		EventListener:               d.eventListener(),
 		// Message bodies and Raft entries go to blob files, and sstables keep only references to
 		// them: a backlog that outlives its memtable is compacted as small keys rather than
@@ -179,6 +179,15 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// walFillSize is how much of a new WAL is zero-filled (walfill.go): as much as Pebble
+// preallocates for it (its MemTableSize plus a tenth), none when the WAL is never synced.
+func walFillSize(o Options) int64 {
+	if o.NoSync {
+		return 0
+	}
+	return int64(o.MemTableBytes) + int64(o.MemTableBytes)/10
 }
 
 // checkFormat accepts a store of this format, marks an empty one, and refuses any other.

@@ -1,0 +1,106 @@
+package storage
+
+import (
+	"strings"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// A WAL append that extends its file, or fills space that was preallocated but never written,
+// makes its fdatasync commit file-system metadata as well as the data (on ext4 a journal commit
+// for the new size or for the unwritten extent's conversion). That costs a third more than a sync
+// of data over blocks already written (docs/benchmarks.md, run R), and a commit at light load pays
+// it in full. Pebble overwrites such blocks when it recycles an old WAL, but a new one (the first
+// after every start, and whenever no old one is free to recycle) grows.
+//
+// So a new WAL's space is written with zeros ahead of Pebble, by a goroutine of its own, and
+// synced once: the commits' appends then overwrite blocks the file system already has. Zeros
+// are what the preallocated space reads as anyway, and what Pebble and scanWAL take for the
+// unwritten rest of a log. The filler never writes at or below Pebble's end of writes (Write
+// waits for a zero chunk it would overlap), failing fills are given up silently (the appends
+// grow the file as before), and it takes no more space than Pebble's preallocation does.
+
+// walFillChunk is how much the filler writes at once; Pebble's Write waits at most for one.
+const walFillChunk = 1 << 20
+
+var walZeros = make([]byte, walFillChunk)
+
+// isWAL reports whether a file name is one of Pebble's WALs (NNNNNN.log).
+func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
+
+// fillingWAL is a WAL file whose space up to size is being zero-filled ahead of Pebble's writes.
+type fillingWAL struct {
+	vfs.File          // what Pebble writes through (the reserve's wrapper)
+	raw      vfs.File // what the zeros are written to: a failed fill must not spend the reserve
+
+	mu         sync.Mutex
+	cond       sync.Cond
+	written    int64 // the end of Pebble's writes (its writes are sequential)
+	zeroing    int64 // the start of the chunk being zero-filled, or -1
+	zeroingEnd int64
+	stopped    bool
+	done       chan struct{} // closed when the filler has returned
+}
+
+// fillWAL starts zero-filling f (wrapped by file) from its current size up to size, and
+// returns what Pebble should use instead of file.
+func fillWAL(file, raw vfs.File, size int64) vfs.File {
+	st, err := raw.Stat()
+	if err != nil || st.Size() >= size {
+		return file
+	}
+	w := &fillingWAL{File: file, raw: raw, zeroing: -1, done: make(chan struct{})}
+	w.cond.L = &w.mu
+	go w.fill(st.Size(), size)
+	return w
+}
+
+// fill writes zeros from from to to, chunk by chunk, above Pebble's writes, then syncs them.
+func (w *fillingWAL) fill(from, to int64) {
+	defer close(w.done)
+	for {
+		w.mu.Lock()
+		start := max(from, w.written)
+		if w.stopped || start >= to {
+			w.mu.Unlock()
+			break
+		}
+		end := min(start+walFillChunk, to)
+		w.zeroing, w.zeroingEnd = start, end
+		w.mu.Unlock()
+
+		_, err := w.raw.WriteAt(walZeros[:end-start], start)
+
+		w.mu.Lock()
+		w.zeroing = -1
+		w.cond.Broadcast()
+		w.mu.Unlock()
+		if err != nil {
+			return
+		}
+		from = end
+	}
+	_ = w.raw.SyncData()
+}
+
+// Write appends p once no zero chunk being written overlaps it.
+func (w *fillingWAL) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	end := w.written + int64(len(p))
+	for w.zeroing >= 0 && w.zeroing < end && w.zeroingEnd > w.written {
+		w.cond.Wait()
+	}
+	w.written = end
+	w.mu.Unlock()
+	return w.File.Write(p)
+}
+
+// Close stops the filler, waits for it and closes the file.
+func (w *fillingWAL) Close() error {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	<-w.done
+	return w.File.Close()
+}

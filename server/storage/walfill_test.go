@@ -1,0 +1,154 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/hashicorp/raft"
+	"pgregory.net/rapid"
+)
+
+// walFiles' sizes in dir, by name.
+func walSizes(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	logs, err := walFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sizes := map[string]int64{}
+	for _, path := range logs {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes[filepath.Base(path)] = st.Size()
+	}
+	return sizes
+}
+
+// copyDir copies every file of src into dst, as a crash would leave them.
+func copyDir(t *testing.T, src, dst string) {
+	t.Helper()
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A new store's WAL is zero-filled to Pebble's preallocation size, so that its synced appends
+// overwrite written blocks; a crash image of it (data, then zeros) passes the offline check
+// and opens with every synced entry.
+func TestNewWALIsZeroFilledAndRecoversFromACrash(t *testing.T) {
+	dir := t.TempDir()
+	db, err := Open(dir, Options{MemTableBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	want := walFillSize(Options{MemTableBytes: 4 << 20})
+	deadline := time.Now().Add(30 * time.Second)
+	for filled := false; !filled; {
+		for _, size := range walSizes(t, dir) {
+			filled = filled || size >= want
+		}
+		if !filled && time.Now().After(deadline) {
+			t.Fatalf("no WAL reached %d bytes: %v", want, walSizes(t, dir))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ids := []ID{{1}, {2}}
+	storeEnqueue(t, db, "orders", 1, ids, "a", "b")
+
+	crash := t.TempDir()
+	copyDir(t, dir, crash)
+	rep, err := Check(crash)
+	if err != nil || len(rep.Problems) != 0 {
+		t.Fatalf("check of the crash image: %+v, %v", rep, err)
+	}
+	again, err := Open(crash, Options{MemTableBytes: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	logs, _, err := again.QueueLog("orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l raft.Log
+	if err := logs.GetLog(1, &l); err != nil {
+		t.Fatalf("the synced entry after the crash: %v", err)
+	}
+	if b, err := again.ReadBody("orders", ids[1]); err != nil || string(b.Payload) != "b" {
+		t.Fatalf("body after the crash: %+v, %v", b, err)
+	}
+}
+
+// A store that never syncs its WAL does not fill it.
+func TestNoSyncStoreDoesNotFillItsWAL(t *testing.T) {
+	if n := walFillSize(Options{MemTableBytes: 4 << 20, NoSync: true}); n != 0 {
+		t.Fatalf("fill size with NoSync: %d", n)
+	}
+}
+
+// Whatever the sizes and timing of the appends, the filler never overwrites one: the file
+// holds every appended byte, then zeros.
+func TestWALFillNeverOverwritesAppends(t *testing.T) {
+	dir := t.TempDir()
+	rapid.Check(t, func(rt *rapid.T) {
+		fillSize := rapid.Int64Range(1, 3*walFillChunk).Draw(rt, "fill")
+		sizes := rapid.SliceOfN(rapid.IntRange(1, 64<<10), 1, 64).Draw(rt, "appends")
+		closeEarly := rapid.Bool().Draw(rt, "closeEarly")
+
+		path := filepath.Join(dir, fmt.Sprintf("%06d.log", rapid.IntRange(0, 1e6).Draw(rt, "name")))
+		raw, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer os.Remove(path)
+		f := fillWAL(raw, raw, fillSize)
+		var appended []byte
+		for i, n := range sizes {
+			p := bytes.Repeat([]byte{byte(i%255 + 1)}, n)
+			if _, err := f.Write(p); err != nil {
+				rt.Fatal(err)
+			}
+			appended = append(appended, p...)
+			if closeEarly && i == len(sizes)/2 {
+				break
+			}
+		}
+		if err := f.Close(); err != nil {
+			rt.Fatal(err)
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		if len(got) < len(appended) || !bytes.Equal(got[:len(appended)], appended) {
+			rt.Fatalf("the file does not start with the %d appended bytes (it holds %d)", len(appended), len(got))
+		}
+		if rest := got[len(appended):]; len(rest) > 0 && !bytes.Equal(rest, make([]byte, len(rest))) {
+			rt.Fatalf("the %d bytes after the appends are not all zeros", len(rest))
+		}
+		if int64(len(got)) > max(fillSize, int64(len(appended))) {
+			rt.Fatalf("the file grew to %d bytes, past the fill (%d) and the appends (%d)", len(got), fillSize, len(appended))
+		}
+	})
+}
