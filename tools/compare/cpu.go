@@ -41,6 +41,13 @@ func (e *env) stopCPU(m cpuMeter, n int64) {
 	}
 }
 
+// line is the CPU summary line of one side of a workload's run, in compare.txt:
+//
+//	CPU workload=rift_pubsub_1kb broker=fila broker_us=4.8 tool_us=4.8 unit=us/msg
+func (c *cpuUse) line(workload, broker string) string {
+	return fmt.Sprintf("CPU workload=%s broker=%s broker_us=%.2f tool_us=%.2f unit=%s", workload, broker, c.broker, c.tool, cpuUnit)
+}
+
 func (c *cpuUse) String() string {
 	return fmt.Sprintf("CPU %.1f µs in the broker and %.1f µs in this tool per message or exchange", c.broker, c.tool)
 }

@@ -64,3 +64,11 @@ func TestCPUTimesAreRead(t *testing.T) {
 		t.Errorf("procCPU of no process = %v", got)
 	}
 }
+
+func TestCPULineNamesTheSide(t *testing.T) {
+	got := (&cpuUse{broker: 4.8, tool: 4.75}).line("rift_pubsub_1kb", "fila")
+	want := "CPU workload=rift_pubsub_1kb broker=fila broker_us=4.80 tool_us=4.75 unit=us/msg"
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+}

@@ -54,10 +54,11 @@ type env struct {
 	riftReason string // why the Rift workloads cannot run on Fila's side; empty when they can
 	loadStart  string // the load average when the workloads started
 
-	peers              int     // broker runs so far, to name their directories
-	profName, pprofURL string  // the workload and broker being measured, for profiles
-	brokerPid          int     // the broker process being measured
-	cpu                *cpuUse // CPU per message of the last figure measured, when known
+	peers              int      // broker runs so far, to name their directories
+	profName, pprofURL string   // the workload and broker being measured, for profiles
+	brokerPid          int      // the broker process being measured
+	cpu                *cpuUse  // CPU per message of the last figure measured, when known
+	cpuLines           []string // every side's CPU line (cpuUse.line), in the order measured
 }
 
 func parseFlags() options {

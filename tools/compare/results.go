@@ -12,11 +12,14 @@ import (
 )
 
 // writeResults writes results.md (settings, versions, machine and the table), compare.txt (the
-// COMPARE lines) and compare.png (the bar chart) into the results folder.
+// COMPARE, CPU, FLOOR and GAP lines) and compare.png (the bar chart) into the results folder.
 func writeResults(e *env, root string, figs []figure, floors []floor, took time.Duration) error {
 	var lines strings.Builder
 	for _, f := range figs {
 		lines.WriteString(f.compareLine() + "\n")
+	}
+	for _, l := range e.cpuLines {
+		lines.WriteString(l + "\n")
 	}
 	for _, f := range floors {
 		lines.WriteString(f.line() + "\n")

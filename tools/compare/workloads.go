@@ -143,6 +143,7 @@ func (e *env) runSide(ctx context.Context, name string, w workload, s side, star
 	}
 	if e.cpu != nil {
 		parts = append(parts, e.cpu.String())
+		e.cpuLines = append(e.cpuLines, e.cpu.line(w.name, name))
 	}
 	fmt.Fprintf(os.Stderr, "   %s: %s\n", name, strings.Join(parts, ", "))
 	return vals, nil
