@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -41,19 +42,9 @@ func (a *app) aclSetCommand() *cobra.Command {
 				}
 				perms = append(perms, p)
 			}
-			c, ctx, cancel, err := a.request(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			if err := c.SetACL(ctx, args[0], perms); err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(fila.ACL{KeyID: args[0], Permissions: perms})
-			}
-			_, err = fmt.Fprintf(a.stdout, "%s: %d permissions\n", args[0], len(perms))
-			return err
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (fila.ACL, error) {
+				return fila.ACL{KeyID: args[0], Permissions: perms}, c.SetACL(ctx, args[0], perms)
+			}, func(fila.ACL) error { return a.printf("%s: %d permissions\n", args[0], len(perms)) })
 		},
 	}
 }
@@ -64,26 +55,18 @@ func (a *app) aclGetCommand() *cobra.Command {
 		Short: "Print a key's permissions",
 		Args:  exactArgs("KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := a.request(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			acl, err := c.GetACL(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(acl)
-			}
-			if acl.IsSuperadmin {
-				fmt.Fprintf(a.stdout, "%s is a superadmin key: it may do everything\n", acl.KeyID)
-			}
-			rows := make([][]string, len(acl.Permissions))
-			for i, p := range acl.Permissions {
-				rows[i] = []string{p.Kind, p.Pattern}
-			}
-			return a.printTable([]string{"KIND", "PATTERN"}, rows)
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (*fila.ACL, error) {
+				return c.GetACL(ctx, args[0])
+			}, func(acl *fila.ACL) error {
+				if acl.IsSuperadmin {
+					fmt.Fprintf(a.stdout, "%s is a superadmin key: it may do everything\n", acl.KeyID)
+				}
+				rows := make([][]string, len(acl.Permissions))
+				for i, p := range acl.Permissions {
+					rows[i] = []string{p.Kind, p.Pattern}
+				}
+				return a.printTable([]string{"KIND", "PATTERN"}, rows)
+			})
 		},
 	}
 }

@@ -1,8 +1,9 @@
 package main
 
 import (
-	"fmt"
+	"context"
 
+	"github.com/filamq/fila/client/fila"
 	"github.com/spf13/cobra"
 )
 
@@ -14,20 +15,10 @@ func (a *app) configCommand() *cobra.Command {
 			Short: "Print a config value",
 			Args:  exactArgs("KEY"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				c, ctx, cancel, err := a.request(cmd)
-				if err != nil {
-					return err
-				}
-				defer cancel()
-				v, err := c.GetConfig(ctx, args[0])
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]string{"key": args[0], "value": v})
-				}
-				_, err = fmt.Fprintln(a.stdout, v)
-				return err
+				return ask(a, cmd, func(ctx context.Context, c *fila.Client) (map[string]string, error) {
+					v, err := c.GetConfig(ctx, args[0])
+					return map[string]string{"key": args[0], "value": v}, err
+				}, func(kv map[string]string) error { return a.printf("%s\n", kv["value"]) })
 			},
 		},
 		&cobra.Command{
@@ -35,19 +26,9 @@ func (a *app) configCommand() *cobra.Command {
 			Short: "Set a config value",
 			Args:  exactArgs("KEY", "VALUE"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				c, ctx, cancel, err := a.request(cmd)
-				if err != nil {
-					return err
-				}
-				defer cancel()
-				if err := c.SetConfig(ctx, args[0], args[1]); err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(map[string]string{"key": args[0], "value": args[1]})
-				}
-				_, err = fmt.Fprintf(a.stdout, "%s = %s\n", args[0], args[1])
-				return err
+				return ask(a, cmd, func(ctx context.Context, c *fila.Client) (map[string]string, error) {
+					return map[string]string{"key": args[0], "value": args[1]}, c.SetConfig(ctx, args[0], args[1])
+				}, func(map[string]string) error { return a.printf("%s = %s\n", args[0], args[1]) })
 			},
 		},
 		&cobra.Command{
@@ -55,27 +36,19 @@ func (a *app) configCommand() *cobra.Command {
 			Short: "List config entries, optionally only those under PREFIX",
 			Args:  rangeArgs(0, 1, "[PREFIX]"),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				c, ctx, cancel, err := a.request(cmd)
-				if err != nil {
-					return err
-				}
-				defer cancel()
 				prefix := ""
 				if len(args) == 1 {
 					prefix = args[0]
 				}
-				entries, err := c.ListConfig(ctx, prefix)
-				if err != nil {
-					return err
-				}
-				if a.json {
-					return a.printJSON(entries)
-				}
-				rows := make([][]string, len(entries))
-				for i, e := range entries {
-					rows[i] = []string{e.Key, e.Value}
-				}
-				return a.printTable([]string{"KEY", "VALUE"}, rows)
+				return ask(a, cmd, func(ctx context.Context, c *fila.Client) ([]fila.ConfigEntry, error) {
+					return c.ListConfig(ctx, prefix)
+				}, func(entries []fila.ConfigEntry) error {
+					rows := make([][]string, len(entries))
+					for i, e := range entries {
+						rows[i] = []string{e.Key, e.Value}
+					}
+					return a.printTable([]string{"KEY", "VALUE"}, rows)
+				})
 			},
 		},
 	)

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"github.com/filamq/fila/client/fila"
 	"github.com/spf13/cobra"
 )
 
@@ -68,19 +70,9 @@ func (a *app) keyRevokeCommand() *cobra.Command {
 		Short: "Revoke an API key; connections using it are refused at their next request",
 		Args:  exactArgs("KEY_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := a.request(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			if err := c.RevokeAPIKey(ctx, args[0]); err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]any{"key_id": args[0], "revoked": true})
-			}
-			_, err = fmt.Fprintf(a.stdout, "revoked %s\n", args[0])
-			return err
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (map[string]any, error) {
+				return map[string]any{"key_id": args[0], "revoked": true}, c.RevokeAPIKey(ctx, args[0])
+			}, func(map[string]any) error { return a.printf("revoked %s\n", args[0]) })
 		},
 	}
 }
@@ -91,23 +83,15 @@ func (a *app) keyListCommand() *cobra.Command {
 		Short: "List API keys (never their secrets)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, cancel, err := a.request(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			keys, err := c.ListAPIKeys(ctx)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(keys)
-			}
-			rows := make([][]string, len(keys))
-			for i, k := range keys {
-				rows[i] = []string{k.ID, k.Name, timeCell(k.CreatedAt), timeCell(k.ExpiresAt), fmt.Sprint(k.IsSuperadmin)}
-			}
-			return a.printTable([]string{"KEY ID", "NAME", "CREATED", "EXPIRES", "SUPERADMIN"}, rows)
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) ([]fila.APIKeyInfo, error) {
+				return c.ListAPIKeys(ctx)
+			}, func(keys []fila.APIKeyInfo) error {
+				rows := make([][]string, len(keys))
+				for i, k := range keys {
+					rows[i] = []string{k.ID, k.Name, timeCell(k.CreatedAt), timeCell(k.ExpiresAt), fmt.Sprint(k.IsSuperadmin)}
+				}
+				return a.printTable([]string{"KEY ID", "NAME", "CREATED", "EXPIRES", "SUPERADMIN"}, rows)
+			})
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -174,19 +175,9 @@ func (a *app) queueUpdateCommand() *cobra.Command {
 		if u == (fila.QueueUpdate{}) {
 			return usagef("queue update: give at least one setting to change")
 		}
-		c, ctx, cancel, err := a.request(cmd)
-		if err != nil {
-			return err
-		}
-		defer cancel()
-		if err := c.UpdateQueue(ctx, args[0], u); err != nil {
-			return err
-		}
-		if a.json {
-			return a.printJSON(map[string]string{"queue": args[0], "updated": "true"})
-		}
-		_, err = fmt.Fprintf(a.stdout, "queue %q updated\n", args[0])
-		return err
+		return ask(a, cmd, func(ctx context.Context, c *fila.Client) (map[string]string, error) {
+			return map[string]string{"queue": args[0], "updated": "true"}, c.UpdateQueue(ctx, args[0], u)
+		}, func(map[string]string) error { return a.printf("queue %q updated\n", args[0]) })
 	}
 	return cmd
 }
@@ -254,19 +245,9 @@ func (a *app) queueDeleteCommand() *cobra.Command {
 		Short: "Delete a queue and its dead-letter queue",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := a.request(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			if err := c.DeleteQueue(ctx, args[0]); err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(map[string]string{"deleted": args[0]})
-			}
-			_, err = fmt.Fprintf(a.stdout, "queue %q deleted\n", args[0])
-			return err
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (map[string]string, error) {
+				return map[string]string{"deleted": args[0]}, c.DeleteQueue(ctx, args[0])
+			}, func(map[string]string) error { return a.printf("queue %q deleted\n", args[0]) })
 		},
 	}
 }
@@ -277,30 +258,22 @@ func (a *app) queueListCommand() *cobra.Command {
 		Short: "List queues with their depth and consumers",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ctx, cancel, err := a.request(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			l, err := c.ListQueues(ctx)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(l)
-			}
-			header := []string{"NAME", "DEPTH", "IN FLIGHT", "CONSUMERS"}
-			if l.ClusterNodeCount > 0 {
-				header = append(header, "LEADER")
-			}
-			rows := make([][]string, len(l.Queues))
-			for i, q := range l.Queues {
-				rows[i] = []string{q.Name, num(q.Depth), num(q.InFlight), num(q.ActiveConsumers)}
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (*fila.QueueList, error) {
+				return c.ListQueues(ctx)
+			}, func(l *fila.QueueList) error {
+				header := []string{"NAME", "DEPTH", "IN FLIGHT", "CONSUMERS"}
 				if l.ClusterNodeCount > 0 {
-					rows[i] = append(rows[i], orDash(q.LeaderNodeID))
+					header = append(header, "LEADER")
 				}
-			}
-			return a.printTable(header, rows)
+				rows := make([][]string, len(l.Queues))
+				for i, q := range l.Queues {
+					rows[i] = []string{q.Name, num(q.Depth), num(q.InFlight), num(q.ActiveConsumers)}
+					if l.ClusterNodeCount > 0 {
+						rows[i] = append(rows[i], orDash(q.LeaderNodeID))
+					}
+				}
+				return a.printTable(header, rows)
+			})
 		},
 	}
 }
@@ -311,19 +284,9 @@ func (a *app) queueStatsCommand() *cobra.Command {
 		Short: "Show a queue's live statistics",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := a.request(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			st, err := c.GetStats(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(st)
-			}
-			return a.printStats(args[0], st)
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (*fila.QueueStats, error) {
+				return c.GetStats(ctx, args[0])
+			}, func(st *fila.QueueStats) error { return a.printStats(args[0], st) })
 		},
 	}
 }

@@ -154,6 +154,30 @@ func (a *app) request(cmd *cobra.Command) (*fila.Client, context.Context, contex
 	return c, ctx, cancel, nil
 }
 
+// ask makes one request on a connected client (do) and prints its answer: as JSON with --json,
+// else through text.
+func ask[T any](a *app, cmd *cobra.Command, do func(context.Context, *fila.Client) (T, error), text func(T) error) error {
+	c, ctx, cancel, err := a.request(cmd)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	v, err := do(ctx, c)
+	if err != nil {
+		return err
+	}
+	if a.json {
+		return a.printJSON(v)
+	}
+	return text(v)
+}
+
+// printf writes to the command's output.
+func (a *app) printf(format string, args ...any) error {
+	_, err := fmt.Fprintf(a.stdout, format, args...)
+	return err
+}
+
 // printJSON writes v as indented JSON.
 func (a *app) printJSON(v any) error {
 	enc := json.NewEncoder(a.stdout)

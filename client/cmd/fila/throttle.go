@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -18,19 +19,9 @@ func (a *app) throttleCommand() *cobra.Command {
 		Short: "Show a throttle: its effective limits, where it is active and its most-waiting buckets",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := a.request(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			st, err := c.GetThrottleStats(ctx, args[0], top)
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(st)
-			}
-			return a.printThrottleStats(st)
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (*fibp.GetThrottleStatsResult, error) {
+				return c.GetThrottleStats(ctx, args[0], top)
+			}, a.printThrottleStats)
 		},
 	}
 	stats.Flags().Uint32Var(&top, "top", 10, "how many of the most-waiting buckets to show")
