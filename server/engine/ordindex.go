@@ -78,7 +78,7 @@ const deadSlot = nilIdx
 //
 // A new entry is appended to the last chunk, so only a prefix greater than the last entry's is
 // accepted (add reports false otherwise). Lookup is a binary search of mins (the first prefix of
-// every chunk, on the Go heap) and then of the chunk's keys. Deleting marks the entry dead; a
+// every chunk, on the Go heap) and then an interpolation search of the chunk's keys. Deleting marks the entry dead; a
 // chunk that empties is freed, and two neighbours whose live entries fit in one chunk are merged
 // (the dead entries dropped). A full last chunk at most half live is compacted in place instead
 // of starting a new one. So every two adjacent chunks hold more than chunkCap/2 live entries
@@ -130,8 +130,36 @@ func (x *ordIndex) search(p uint64) (c, i int, ok bool) {
 		return c, 0, true
 	}
 	c--
-	i, ok = slices.BinarySearch(x.chunks[c].keys, p)
+	i, ok = searchKeys(x.chunks[c].keys, p)
 	return c, i, ok
+}
+
+// searchKeys returns the position of p in keys (strictly increasing) if it is there. It first
+// guesses by interpolation — IDs made at a steady rate are nearly evenly spread, so the guess
+// usually lands within a cache line of the entry — and falls back to binary search on the range
+// left after a few guesses, so a skewed chunk costs at most a few probes more than binary search.
+func searchKeys(keys []uint64, p uint64) (int, bool) {
+	lo, hi := 0, len(keys) // if p is in keys, it is in keys[lo:hi]
+	for range 4 {
+		if hi-lo <= 16 {
+			break
+		}
+		a, b := keys[lo], keys[hi-1]
+		if p < a || p > b {
+			return 0, false
+		}
+		g := lo + int(float64(p-a)/float64(b-a)*float64(hi-1-lo))
+		switch k := keys[g]; {
+		case k == p:
+			return g, true
+		case k < p:
+			lo = g + 1
+		default:
+			hi = g
+		}
+	}
+	i, ok := slices.BinarySearch(keys[lo:hi], p)
+	return lo + i, ok
 }
 
 // add appends p → slot if p is greater than every prefix in the index; false (and nothing

@@ -77,7 +77,7 @@ func checkOrdIndex(x *ordIndex) error {
 func TestMsgIndexMatchesMap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := newSlab()
-		x := newMsgIndex(rapid.SampledFrom([]int{1, 2, 3, 4, 8}).Draw(t, "chunkCap"))
+		x := newMsgIndex(rapid.SampledFrom([]int{1, 2, 3, 4, 8, 40}).Draw(t, "chunkCap"))
 		model := map[MsgID]uint32{}
 		var order []MsgID // insertion order, for FIFO deletes
 		var next uint64   // the highest prefix handed out in order
@@ -153,6 +153,34 @@ func TestMsgIndexMatchesMap(t *testing.T) {
 	})
 }
 
+// searchKeys against slices.BinarySearch on strictly increasing keys spread evenly, in bursts
+// and with huge gaps, for present and absent prefixes.
+func TestSearchKeys(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(1, 300).Draw(t, "n")
+		keys := make([]uint64, n)
+		k := rapid.Uint64Range(0, 1<<62).Draw(t, "first")
+		for i := range keys {
+			keys[i] = k
+			gap := rapid.SampledFrom([]uint64{1, 2, 1 << 16, 1 << 40}).Draw(t, "scale")
+			k += rapid.Uint64Range(1, gap).Draw(t, "gap")
+		}
+		for range 20 {
+			var p uint64
+			if rapid.Bool().Draw(t, "present") {
+				p = keys[rapid.IntRange(0, n-1).Draw(t, "i")]
+			} else {
+				p = rapid.Uint64Range(keys[0]-min(keys[0], 3), k+3).Draw(t, "p")
+			}
+			want, wantOK := slices.BinarySearch(keys, p)
+			got, ok := searchKeys(keys, p)
+			if ok != wantOK || (ok && got != want) {
+				t.Fatalf("searchKeys(%d) = %d %v, want %d %v", p, got, ok, want, wantOK)
+			}
+		}
+	})
+}
+
 // Full ordered chunks are mapped memory; FIFO consumption frees them as they empty, and a
 // drained index gives everything back.
 func TestMsgIndexOffHeap(t *testing.T) {
@@ -217,7 +245,7 @@ var benchIndexes = []struct {
 	{"ordered", func() benchIndex { return newMsgIndex(ordChunkCap) }},
 }
 
-// BenchmarkIndex measures insert, find and delete (FIFO and random order) per operation with n
+// BenchmarkIndex measures insert, find (random and in ID order) and delete (FIFO and random order) per operation with n
 // in-order IDs stored, for the hash table and the ordered index.
 func BenchmarkIndex(b *testing.B) {
 	for _, n := range []int{1_000_000, 10_000_000} {
@@ -245,6 +273,15 @@ func BenchmarkIndex(b *testing.B) {
 				i := 0
 				for b.Loop() {
 					if _, ok := x.find(ib.ids[perm[i]], ib.s); !ok {
+						b.Fatal("not found")
+					}
+					i = (i + 1) % n
+				}
+			})
+			b.Run(fmt.Sprintf("n=%d/%s/find-fifo", n, kind.name), func(b *testing.B) {
+				i := 0
+				for b.Loop() {
+					if _, ok := x.find(ib.ids[i], ib.s); !ok {
 						b.Fatal("not found")
 					}
 					i = (i + 1) % n
