@@ -318,3 +318,51 @@ func BenchmarkIndex(b *testing.B) {
 		}
 	}
 }
+
+// Under FIFO consumption (append at the tail, find and delete the oldest) the ordered index
+// touches only its first and last chunks: after a sweep the chunks between stay out of memory.
+func TestMsgIndexFIFOTouchesOnlyItsEnds(t *testing.T) {
+	useScratch(t, false)
+	const chunks = 5
+	s, x := newSlab(), newMsgIndex(ordChunkCap)
+	defer s.unmap()
+	defer x.unmap()
+	next, oldest := uint64(0), uint64(0)
+	slots := map[uint64]uint32{}
+	add := func() {
+		slot := s.alloc()
+		s.at(slot).id = mid(next)
+		x.insert(mid(next), slot)
+		slots[next] = slot
+		next++
+	}
+	for range chunks*ordChunkCap + 1 { // the last one starts the tail chunk
+		add()
+	}
+	for c, ch := range x.ord.chunks {
+		if !isScratch(ch.keys) || !isScratch(ch.slots) {
+			t.Fatalf("chunk %d is not in scratch regions", c)
+		}
+	}
+	Sweep()
+	for range 10_000 {
+		add()
+		slot, ok := x.find(mid(oldest), s)
+		if !ok || slot != slots[oldest] {
+			t.Fatalf("message %d: slot %d %v, want %d", oldest, slot, ok, slots[oldest])
+		}
+		x.remove(mid(oldest), slot)
+		delete(slots, oldest)
+		oldest++
+	}
+	pages := openResidency()
+	defer pages.close()
+	for c := 1; c < len(x.ord.chunks)-1; c++ {
+		ch := x.ord.chunks[c]
+		rk, _ := pages.count(unsafeBytes(ch.keys))
+		rs, _ := pages.count(unsafeBytes(ch.slots))
+		if rk+rs != 0 {
+			t.Errorf("middle chunk %d of %d: %d bytes of keys and %d of slots back in memory", c, len(x.ord.chunks), rk, rs)
+		}
+	}
+}
