@@ -1,9 +1,7 @@
 package transport
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -29,13 +27,14 @@ func (c *fakeClock) Advance(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // authServer is a server with authentication on, on a data directory that survives restart.
 type authServer struct {
-	t     *testing.T
-	dir   string
-	clock *fakeClock
-	opts  Options
-	b     *broker.Broker
-	s     *Server
-	addr  string
+	t          *testing.T
+	dir        string
+	clock      *fakeClock
+	opts       Options
+	b          *broker.Broker
+	s          *Server
+	addr       string
+	stopServer func()
 }
 
 func startAuthServer(t *testing.T, opts Options) *authServer {
@@ -55,22 +54,15 @@ func (a *authServer) start() {
 	}
 	opts := a.opts
 	opts.Clock = a.clock.Now
-	a.b, a.s = b, New(b, opts)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		a.t.Fatal(err)
-	}
-	go a.s.Serve(ln)
-	a.addr = ln.Addr().String()
+	a.b = b
+	a.s, a.addr, a.stopServer = listen(a.t, b, opts)
 }
 
 func (a *authServer) stop() {
 	if a.b == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	a.s.Shutdown(ctx)
+	a.stopServer()
 	a.b.Close()
 	a.b = nil
 }

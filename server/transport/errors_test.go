@@ -2,7 +2,6 @@ package transport
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -272,11 +271,9 @@ func TestChannelFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	s := New(b, Options{})
-	ln, _ := net.Listen("tcp", "127.0.0.1:0")
-	go s.Serve(ln)
-	defer s.Shutdown(context.Background())
-	c := dialRaw(t, ln.Addr().String())
+	_, addr, stop := listen(t, b, Options{})
+	defer stop()
+	c := dialRaw(t, addr)
 	c.Handshake()
 	newQueue(t, c, &fibp.CreateQueue{Name: "q"})
 	// Pipeline many enqueues without waiting: with an inbox of one, some must be refused.

@@ -1,9 +1,7 @@
 package transport
 
 import (
-	"context"
 	"fmt"
-	"net"
 	"runtime"
 	"testing"
 	"time"
@@ -23,22 +21,8 @@ func startIdle(t *testing.T, dir string) (addr string, b *broker.Broker, stop fu
 	o := broker.DefaultOptions(dir)
 	o.Sync = false
 	o.IdleTimeout = testIdle
-	b, err := broker.Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(b, Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	return ln.Addr().String(), b, func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		b.Close()
-	}
+	_, b, addr, stop = serveAt(t, o, Options{})
+	return addr, b, stop
 }
 
 // eventually waits until cond holds (it polls; the deadline only guards against a hang).

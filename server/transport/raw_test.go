@@ -18,23 +18,38 @@ func startServer(t testing.TB, opts Options) (*Server, string) {
 	t.Helper()
 	bo := broker.DefaultOptions(t.TempDir())
 	bo.Sync = false
-	b, err := broker.Open(bo)
+	s, _, addr, stop := serveAt(t, bo, opts)
+	t.Cleanup(stop)
+	return s, addr
+}
+
+// serveAt opens a broker with o and serves it with opts on a loopback port; stop shuts the
+// server down, then closes the broker.
+func serveAt(t testing.TB, o broker.Options, opts Options) (s *Server, b *broker.Broker, addr string, stop func()) {
+	t.Helper()
+	b, err := broker.Open(o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(b, opts)
+	s, addr, stopServer := listen(t, b, opts)
+	return s, b, addr, func() { stopServer(); b.Close() }
+}
+
+// listen serves b with opts on a loopback port; stop shuts the server down (giving its
+// connections 5 s), not b.
+func listen(t testing.TB, b *broker.Broker, opts Options) (s *Server, addr string, stop func()) {
+	t.Helper()
+	s = New(b, opts)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	go s.Serve(ln)
-	t.Cleanup(func() {
+	return s, ln.Addr().String(), func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		s.Shutdown(ctx)
-		b.Close()
-	})
-	return s, ln.Addr().String()
+	}
 }
 
 func dialRaw(t testing.TB, addr string) *rawClient { return fibptest.Dial(t, addr) }

@@ -1,8 +1,6 @@
 package transport
 
 import (
-	"context"
-	"net"
 	"testing"
 	"time"
 
@@ -22,22 +20,8 @@ func startAtWith(t *testing.T, dir string, set func(*broker.Options)) (addr stri
 	t.Helper()
 	o := broker.DefaultOptions(dir)
 	set(&o)
-	b, err := broker.Open(o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := New(b, Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	return ln.Addr().String(), func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-		b.Close()
-	}
+	_, _, addr, stop = serveAt(t, o, Options{})
+	return addr, stop
 }
 
 func TestStateSurvivesRestart(t *testing.T) {

@@ -2,11 +2,9 @@ package transport
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,18 +20,9 @@ import (
 // serveBroker serves b on loopback until the test ends.
 func serveBroker(t *testing.T, b *broker.Broker) string {
 	t.Helper()
-	s := New(b, Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Shutdown(ctx)
-	})
-	return ln.Addr().String()
+	_, addr, stop := listen(t, b, Options{})
+	t.Cleanup(stop)
+	return addr
 }
 
 // tryEnqueue enqueues one message and returns the request's error code (Ok when it was stored).
