@@ -105,6 +105,13 @@ func parseFlags() options {
 }
 
 func main() {
+	if spec := os.Getenv(relayChildEnv); spec != "" {
+		if err := relayChild(spec); err != nil {
+			fmt.Fprintln(os.Stderr, "compare relay:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	o := parseFlags()
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	finished := make(chan struct{})
