@@ -81,7 +81,7 @@ func OpenScratch(dir string) (*Scratch, error) {
 	if err != nil {
 		return nil, fmt.Errorf("engine: scratch directory %s: %w", dir, err)
 	}
-	unmapBytes(probe)
+	unmapFile(probe)
 	s := &Scratch{dir: dir}
 	pager.mu.Lock()
 	pager.open = append(pager.open, s)
@@ -140,6 +140,8 @@ func unmapRegion(b []byte) {
 	if r, ok := pager.regions[addr]; ok {
 		delete(pager.regions, addr)
 		scratchBytes.Add(-int64(len(r)))
+		unmapFile(b)
+		return
 	}
 	unmapBytes(b)
 }

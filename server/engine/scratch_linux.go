@@ -42,6 +42,10 @@ func mapFile(dir string, n int) ([]byte, error) {
 	return unix.Mmap(fd, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 }
 
+// unmapFile gives back a region from mapFile. It must be x/sys/unix's Munmap, which knows the
+// mappings of unix.Mmap (syscall.Munmap refuses them, and the region would stay mapped).
+func unmapFile(b []byte) { _ = unix.Munmap(b) }
+
 // dropPages removes a shared file mapping's pages from the process (they stay in the page cache,
 // dirty ones to be written back). Only ever for scratch regions: on private anonymous memory
 // MADV_DONTNEED would zero the data.

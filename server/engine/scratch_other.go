@@ -9,6 +9,8 @@ func mapFile(string, int) ([]byte, error) {
 	return nil, errors.New("scratch files are supported on Linux only")
 }
 
+func unmapFile([]byte) {}
+
 func dropPages([]byte) {}
 
 type residency struct{}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -249,5 +250,42 @@ func BenchmarkSweep(b *testing.B) {
 				Sweep()
 			}
 		})
+	}
+}
+
+// scratchMappings counts the process's mappings of files in dir (/proc/self/maps names an
+// unnamed file by its directory).
+func scratchMappings(t *testing.T, dir string) int {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skip("no /proc/self/maps")
+	}
+	return strings.Count(string(maps), dir+"/")
+}
+
+// A region given back is unmapped: its mapping (and with it the file and its reserved space) is
+// gone, also for the region OpenScratch makes to check the directory.
+func TestFreedRegionIsUnmapped(t *testing.T) {
+	s := useScratch(t, false)
+	if n := scratchMappings(t, s.Dir()); n != 0 {
+		t.Fatalf("%d mappings of the scratch directory after OpenScratch, want 0", n)
+	}
+	var chunks [][]rec
+	for range 4 {
+		ch, isMapped := allocSweepable[rec](chunkSize)
+		if !isMapped || !isScratch(ch) {
+			t.Fatal("a full chunk is not a scratch region")
+		}
+		chunks = append(chunks, ch)
+	}
+	if n := scratchMappings(t, s.Dir()); n != len(chunks) {
+		t.Fatalf("%d mappings of the scratch directory, want %d", n, len(chunks))
+	}
+	for _, ch := range chunks {
+		freeMapped(ch, true)
+	}
+	if n := scratchMappings(t, s.Dir()); n != 0 {
+		t.Fatalf("%d mappings of the scratch directory after every region was given back, want 0", n)
 	}
 }
