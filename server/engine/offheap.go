@@ -5,18 +5,19 @@ import (
 	"unsafe"
 )
 
-// The two structures that grow with the number of stored messages — the record chunks of the
-// slab and the table of the ID index — are pointer-free, so they can live outside the Go heap:
-// big buffers are mapped from the operating system (anonymous memory, zero-filled) and given
-// back when the structure shrinks, empties, or its Queue is garbage collected. The Go heap's
-// size then excludes them, and with it the collector's target (GOGC sizes the heap at about
-// twice what it holds live): a backlog costs its records once in RSS, not up to twice, and a
-// drained queue returns the memory at once instead of at the scavenger's pace. Small buffers
-// (an empty or short queue, tests) stay on the Go heap.
+// The structures that grow with the number of stored messages — the record chunks of the slab,
+// the ordered ID index's chunks and its side hash table — are pointer-free, so they can live
+// outside the Go heap: big buffers are mapped from the operating system (anonymous memory,
+// zero-filled) and given back when the structure shrinks, empties, or its Queue is garbage
+// collected. The Go heap's size then excludes them, and with it the collector's target (GOGC
+// sizes the heap at about twice what it holds live): a backlog costs its records once in RSS,
+// not up to twice, and a drained queue returns the memory at once instead of at the scavenger's
+// pace. Small buffers (an empty or short queue, tests) stay on the Go heap.
 //
-// Buffers that are touched in a few places at a time (allocSweepable: the record chunks) can go
-// further, out of RSS: while a scratch directory is open they are regions of files there, and
-// Sweep drops their pages from the process's memory (scratch.go).
+// Buffers that are touched in a few places at a time (allocSweepable: the record chunks and the
+// ordered ID index's chunks) can go further, out of RSS: while a scratch directory is open they
+// are regions of files there, and Sweep drops their pages from the process's memory
+// (scratch.go).
 
 // mapped counts the bytes currently mapped by every Queue of the process.
 var mapped atomic.Int64
