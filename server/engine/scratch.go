@@ -89,9 +89,6 @@ func OpenScratch(dir string) (*Scratch, error) {
 	return s, nil
 }
 
-// Dir returns the directory of s.
-func (s *Scratch) Dir() string { return s.dir }
-
 // Close stops making regions in s's directory (sweepable buffers go to the Scratch opened before
 // it, if still open, or become anonymous memory). Regions made there stay valid until given back.
 func (s *Scratch) Close() error {

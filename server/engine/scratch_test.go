@@ -268,7 +268,7 @@ func scratchMappings(t *testing.T, dir string) int {
 // gone, also for the region OpenScratch makes to check the directory.
 func TestFreedRegionIsUnmapped(t *testing.T) {
 	s := useScratch(t, false)
-	if n := scratchMappings(t, s.Dir()); n != 0 {
+	if n := scratchMappings(t, s.dir); n != 0 {
 		t.Fatalf("%d mappings of the scratch directory after OpenScratch, want 0", n)
 	}
 	var chunks [][]rec
@@ -279,13 +279,13 @@ func TestFreedRegionIsUnmapped(t *testing.T) {
 		}
 		chunks = append(chunks, ch)
 	}
-	if n := scratchMappings(t, s.Dir()); n != len(chunks) {
+	if n := scratchMappings(t, s.dir); n != len(chunks) {
 		t.Fatalf("%d mappings of the scratch directory, want %d", n, len(chunks))
 	}
 	for _, ch := range chunks {
 		freeMapped(ch, true)
 	}
-	if n := scratchMappings(t, s.Dir()); n != 0 {
+	if n := scratchMappings(t, s.dir); n != 0 {
 		t.Fatalf("%d mappings of the scratch directory after every region was given back, want 0", n)
 	}
 }
