@@ -81,11 +81,15 @@ type actor struct {
 	pending   map[*subscription]*deliveryBuf
 	leaseBuf  []engine.Lease
 	fetchIDs  [][16]byte
-	fetched   map[engine.MsgID]body // bodies read ahead for the current dispatch batch
+	fetched   map[engine.MsgID]body // bodies a throttle's Class read for the current dispatch batch
 	idBuf     []engine.MsgID
 	lastNow   int64
 	deleted   bool
 	sinceSnap int // bytes proposed since the last snapshot
+
+	// The bodies of the dispatch batch's leases (prefetchBodies), and those read from storage.
+	leaseBodies []leaseBody
+	bodyReads   []bodyRead
 }
 
 // lane is one queue of the group.

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"sync/atomic"
 
 	"github.com/filamq/fila/server/engine"
@@ -26,14 +27,20 @@ func (b *body) size() int {
 // while the total is over it, so a large backlog costs disk, not memory. A body is never dropped
 // before the log entry that stores it has been applied (its body written to storage): trim stops
 // at the applied mark, which the waiter advances as entries are applied.
+//
+// IDs are made in increasing order (ids.go), so the cache's IDs are ascending in insertion order
+// and an ID below the oldest one still in order cannot be cached: the consumers of a backlog ask
+// for such old IDs at every delivery and ack, and are answered without a map lookup. A put out of
+// order turns that off until the cache is cleared.
 type bodyCache struct {
-	max   int64
-	total *atomic.Int64 // bytes cached by every queue
-	m     map[engine.MsgID]*body
-	order []engine.MsgID // insertion order; may hold IDs already removed
-	head  int
-	base  int64        // entries dropped from the front of order so far (positions are base + index)
-	mark  atomic.Int64 // positions below it belong to applied entries
+	max       int64
+	total     *atomic.Int64 // bytes cached by every queue
+	m         map[engine.MsgID]*body
+	order     []engine.MsgID // insertion order; may hold IDs already removed
+	head      int
+	base      int64        // entries dropped from the front of order so far (positions are base + index)
+	mark      atomic.Int64 // positions below it belong to applied entries
+	unordered bool         // an ID was put below the one before it
 }
 
 func newBodyCache(maxBytes int, total *atomic.Int64) *bodyCache {
@@ -41,17 +48,31 @@ func newBodyCache(maxBytes int, total *atomic.Int64) *bodyCache {
 }
 
 func (c *bodyCache) put(id engine.MsgID, b *body) {
+	if n := len(c.order); n > c.head && bytes.Compare(id[:], c.order[n-1][:]) <= 0 {
+		c.unordered = true
+	}
 	c.m[id] = b
 	c.total.Add(int64(b.size()))
 	c.order = append(c.order, id)
 }
 
+// older reports whether id is below every ID the cache can hold.
+func (c *bodyCache) older(id engine.MsgID) bool {
+	return !c.unordered && (c.head == len(c.order) || bytes.Compare(id[:], c.order[c.head][:]) < 0)
+}
+
 func (c *bodyCache) get(id engine.MsgID) (*body, bool) {
+	if c.older(id) {
+		return nil, false
+	}
 	b, ok := c.m[id]
 	return b, ok
 }
 
 func (c *bodyCache) remove(id engine.MsgID) {
+	if c.older(id) {
+		return
+	}
 	if b, ok := c.m[id]; ok {
 		c.total.Add(-int64(b.size()))
 		delete(c.m, id)
@@ -78,7 +99,7 @@ func (c *bodyCache) clear() {
 		c.remove(id)
 	}
 	c.base += int64(len(c.order))
-	c.order, c.head = c.order[:0], 0
+	c.order, c.head, c.unordered = c.order[:0], 0, false
 	c.applied(c.base)
 }
 

@@ -285,10 +285,11 @@ func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 			a.st.Leased(l, now, a.leaseBuf)
 		}
 		a.prefetchBodies(a.leaseBuf)
-		for _, le := range a.leaseBuf {
-			a.deliver(l, le)
+		for i, le := range a.leaseBuf {
+			a.deliver(l, le, &a.leaseBodies[i])
 		}
 		clear(a.fetched)
+		clear(a.leaseBodies) // the bodies are the deliveries' now
 		if len(a.leaseBuf) < maxDispatchPerRound {
 			break
 		}
@@ -299,43 +300,66 @@ func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 	}
 }
 
-// prefetchBodies reads, in key order with one storage iterator, the bodies of leased messages
-// that are no longer cached — draining a backlog then costs sequential reads, not one point
-// lookup per message.
+// prefetchBodies finds the bodies of leased messages, a.leaseBodies[i] for leases[i]: from the
+// body cache, from what a throttle's Class read, or else all of those no longer cached read in key
+// order with one storage iterator — draining a backlog then costs sequential reads, not one point
+// lookup per message. A body not found is left to deliver's own lookup.
 func (a *actor) prefetchBodies(leases []engine.Lease) {
-	ids := a.fetchIDs[:0]
-	for _, le := range leases {
-		if _, ok := a.bodies.get(le.ID); !ok {
-			if _, read := a.fetched[le.ID]; !read { // a throttle's Class may have read it already
-				ids = append(ids, le.ID)
-			}
+	a.leaseBodies = slices.Grow(a.leaseBodies[:0], len(leases))[:len(leases)]
+	reads := a.bodyReads[:0]
+	for i, le := range leases {
+		lb := &a.leaseBodies[i]
+		*lb = leaseBody{}
+		if cached, ok := a.bodies.get(le.ID); ok {
+			lb.b, lb.ok = *cached, true
+		} else if b, read := a.fetched[le.ID]; read { // a throttle's Class may have read it already
+			lb.b, lb.ok = b, true
+		} else {
+			reads = append(reads, bodyRead{id: le.ID, at: i})
 		}
 	}
-	a.fetchIDs = ids
-	if len(ids) < 2 {
+	a.bodyReads = reads
+	if len(reads) < 2 {
 		return // one lookup is as cheap as an iterator
 	}
-	slices.SortFunc(ids, func(x, y [16]byte) int { return bytes.Compare(x[:], y[:]) })
-	if a.fetched == nil {
-		a.fetched = map[engine.MsgID]body{}
+	byID := func(x, y bodyRead) int { return bytes.Compare(x.id[:], y.id[:]) }
+	if !slices.IsSortedFunc(reads, byID) { // one key's FIFO is in ID order already
+		slices.SortFunc(reads, byID)
 	}
+	ids := a.fetchIDs[:0]
+	for _, r := range reads {
+		ids = append(ids, r.id)
+	}
+	a.fetchIDs = ids
 	err := a.b.db.ReadBodies(a.name, ids, func(i int, h map[string]string, p []byte) {
-		a.fetched[engine.MsgID(ids[i])] = body{headers: h, payload: bytes.Clone(p)}
+		a.leaseBodies[reads[i].at] = leaseBody{b: body{headers: h, payload: bytes.Clone(p)}, ok: true}
 	})
 	if err != nil {
 		a.log.Error("reading message bodies failed", "err", err)
 	}
 }
 
-// deliver adds one leased message to its subscription's batch.
-func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
+// leaseBody is the body prefetchBodies found for a lease, if it found one.
+type leaseBody struct {
+	b  body
+	ok bool
+}
+
+// bodyRead is a body prefetchBodies reads from storage: message id, for lease at.
+type bodyRead struct {
+	id engine.MsgID
+	at int
+}
+
+// deliver adds one leased message to its subscription's batch; lb is its body if already found.
+func (a *actor) deliver(l queuegroup.Lane, le engine.Lease, lb *leaseBody) {
 	sub := a.subs[le.Consumer]
 	m, ok := a.st.Lane(l).Get(le.ID)
 	if sub == nil || !ok {
 		return
 	}
-	b, ok := a.fetched[le.ID]
-	if !ok {
+	b := lb.b
+	if !lb.ok {
 		var err error
 		if b, err = a.loadBody(le.ID); err != nil {
 			a.log.Error("reading a message body failed", "id", le.ID, "err", err)

@@ -367,7 +367,7 @@ func (d *DB) ReadBody(queue string, id ID) (body Body, err error) {
 }
 
 // ReadBodies reads the bodies of ids, which must be sorted ascending, with one iterator: a run
-// of neighbouring messages costs one index lookup and shares data blocks. fn receives each body
+// of neighbouring messages costs one seek and steps, and shares data blocks. fn receives each body
 // found; its payload is valid only during the call. IDs with no body are skipped.
 func (d *DB) ReadBodies(queue string, ids []ID, fn func(i int, headers map[string]string, payload []byte)) error {
 	if len(ids) == 0 {
@@ -383,9 +383,20 @@ func (d *DB) ReadBodies(queue string, ids []ID, fn func(i int, headers map[strin
 		defer it.Close()
 		key := make([]byte, 0, len(lo)+16)
 		var rec store.MessageRecord
+		valid := false // it is positioned at a key
 		for i, id := range ids {
 			key = append(append(key[:0], lo...), id[:]...)
-			if !it.SeekGE(key) || !bytes.Equal(it.Key(), key) {
+			// A backlog's oldest messages are neighbouring keys: step to the next key, and seek
+			// only when the wanted one lies further.
+			if valid && bytes.Compare(it.Key(), key) < 0 {
+				valid = it.Next()
+			}
+			if !valid || bytes.Compare(it.Key(), key) < 0 {
+				if valid = it.SeekGE(key); !valid {
+					break // no key at or after this one: the rest have no body either
+				}
+			}
+			if !bytes.Equal(it.Key(), key) {
 				continue
 			}
 			val, err := it.ValueAndErr()

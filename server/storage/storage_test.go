@@ -25,7 +25,10 @@ func openTemp(t *testing.T) (*DB, string) {
 
 // storeEnqueue appends a log entry enqueueing one message per payload through the queue's log
 // store, which stores the bodies beside the entry.
-func storeEnqueue(t *testing.T, st Store, queue string, index uint64, ids []ID, payloads ...string) {
+func storeEnqueue(t interface {
+	Helper()
+	Fatal(...any)
+}, st Store, queue string, index uint64, ids []ID, payloads ...string) {
 	t.Helper()
 	c := queuelog.Enqueue{At: 1}
 	for i, p := range payloads {

@@ -20,14 +20,16 @@ import (
 // and just after (their mean, so that a drift of the machine's load cancels). Per size it prints
 // the figures and one summary line:
 //
-//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=… scratch_mib=… scratch_cached_mib=…
+//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=… scratch_mib=… scratch_cached_mib=… cpu_us=… empty_cpu_us=…
 //
 // bytes_per_msg is (RSS − RSS before the fill) / messages, read 2 s after the fill; rss_settled_mib
 // is read -backlog-settle later, idle; empty_server is the lifecycle rate
 // measured first, on the empty server. scratch_mib is the engine's scratch regions (disk space; the
 // swept records live there, in the page cache rather than RSS) and scratch_cached_mib the part of
-// them in the page cache, both 0 unless the server serves /metrics (-heap-profile). The empty queues keep what their run left unconsumed. With -heap-profile DIR the server
-// serves pprof and a heap profile is saved at each size.
+// them in the page cache, both 0 unless the server serves /metrics (-heap-profile). cpu_us and
+// empty_cpu_us are the server's CPU time per acked message on the backlog and on the empty queues
+// beside it (their mean). The empty queues keep what their run left unconsumed. With -heap-profile
+// DIR the server serves pprof and a heap profile is saved at each size.
 func benchBacklog(r *runner) error {
 	if r.srv.cmd == nil {
 		fmt.Fprintln(os.Stderr, "   skipped: the server was not started by this tool")
@@ -77,43 +79,62 @@ func benchBacklog(r *runner) error {
 		time.Sleep(r.o.settle) // the fill's garbage goes back to the system at the scavenger's pace
 		settled := r.srv.rssBytes()
 		report("rss_backlog_settled_"+tag, float64(settled)/(1<<20), "MiB")
-		before, err := r.lifecycleRate("empty-before-"+tag, backlogLifecycle(r.o))
+		before, err := r.backlogPhase("", "empty-before-"+tag)
 		if err != nil {
 			return err
 		}
-		rate, added, err := r.standingRate(q, "backlog-"+tag)
+		standing, err := r.backlogPhase(q, "backlog-"+tag)
 		if err != nil {
 			return err
 		}
-		stored += added
-		after, err := r.lifecycleRate("empty-after-"+tag, backlogLifecycle(r.o))
+		stored += standing.added
+		after, err := r.backlogPhase("", "empty-after-"+tag)
 		if err != nil {
 			return err
 		}
-		empty := (before + after) / 2
+		rate, empty := standing.rate, (before.rate+after.rate)/2
+		cpu, emptyCPU := standing.cpuPerMsg, (before.cpuPerMsg+after.cpuPerMsg)/2
 		report("lifecycle_backlog_"+tag, rate, "msg/s")
 		report("lifecycle_empty_beside_"+tag, empty, "msg/s")
 		report("lifecycle_backlog_vs_empty_"+tag, 100*rate/empty, "%")
-		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f scratch_mib=%.1f scratch_cached_mib=%.1f\n",
+		report("server_cpu_per_msg_backlog_"+tag, cpu, "us")
+		report("server_cpu_per_msg_empty_beside_"+tag, emptyCPU, "us")
+		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f scratch_mib=%.1f scratch_cached_mib=%.1f cpu_us=%.2f empty_cpu_us=%.2f\n",
 			measured, r.o.backlogPayload, r.o.backlogKeys, mib(rss), perMsg, rate, empty, rate/empty, emptyServer,
-			mib(settled), mib(mem.scratch), mib(mem.scratchCached))
+			mib(settled), mib(mem.scratch), mib(mem.scratchCached), cpu, emptyCPU)
 	}
 	return nil
 }
 
-// standingRate measures the lifecycle load on q, which holds the backlog, and returns the rate
-// and how many messages the backlog gained (negative: lost) meanwhile.
-func (r *runner) standingRate(q, label string) (float64, int64, error) {
+// phaseResult is one lifecycle run of the backlog figure.
+type phaseResult struct {
+	rate      float64 // messages acked per second
+	cpuPerMsg float64 // the server's CPU time (user + system) per acked message, µs
+	added     int64   // messages enqueued but not acked meanwhile
+}
+
+// backlogPhase measures the lifecycle load on q (a fresh empty queue when ""), with the server's
+// CPU time per acked message: unlike the rate, that does not depend on how much of the machine
+// the server was given, so it separates builds measured while other work shares the cores.
+func (r *runner) backlogPhase(q, label string) (phaseResult, error) {
+	if q == "" {
+		var err error
+		if q, err = r.newQueue(label); err != nil {
+			return phaseResult{}, err
+		}
+	}
 	l := backlogLifecycle(r.o)
 	l.queue = q
 	ct := &counters{}
 	stop, err := r.start(l, ct)
 	if err != nil {
-		return 0, 0, err
+		return phaseResult{}, err
 	}
+	cpu, acked := r.srv.cpuSeconds(), ct.acked.Load()
 	rate := measure(label, r.o.duration, ct.acked.Load)
+	cpu, acked = r.srv.cpuSeconds()-cpu, ct.acked.Load()-acked
 	stop()
-	return rate, ct.enqueued.Load() - ct.acked.Load(), nil
+	return phaseResult{rate: rate, cpuPerMsg: cpu / float64(max(acked, 1)) * 1e6, added: ct.enqueued.Load() - ct.acked.Load()}, nil
 }
 
 // backlogIdleTimeout keeps the backlog's queue awake for the whole figure.
