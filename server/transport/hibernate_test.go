@@ -18,9 +18,16 @@ const testIdle = 50 * time.Millisecond
 // cleanly.
 func startIdle(t *testing.T, dir string) (addr string, b *broker.Broker, stop func()) {
 	t.Helper()
+	return startIdleWith(t, dir, func(*broker.Options) {})
+}
+
+// startIdleWith is startIdle with changed broker options.
+func startIdleWith(t *testing.T, dir string, set func(*broker.Options)) (addr string, b *broker.Broker, stop func()) {
+	t.Helper()
 	o := broker.DefaultOptions(dir)
 	o.Sync = false
 	o.IdleTimeout = testIdle
+	set(&o)
 	_, b, addr, stop = serveAt(t, o, Options{})
 	return addr, b, stop
 }
@@ -132,7 +139,11 @@ func TestHibernatedQueueWakes(t *testing.T) {
 func TestRestartWithManyQueuesIsLazy(t *testing.T) {
 	const n = 200
 	dir := t.TempDir()
-	addr, b, stop := startIdle(t, dir)
+	// The broker's clock moves only when the test says: q2's delayed message cannot come due
+	// while a loaded machine restarts 200 queues (which would rightly open q2).
+	clock := newFakeClock()
+	withClock := func(o *broker.Options) { o.Clock = clock.Now }
+	addr, b, stop := startIdleWith(t, dir, withClock)
 	c := dialRaw(t, addr)
 	c.Handshake()
 	for i := range n {
@@ -140,10 +151,11 @@ func TestRestartWithManyQueuesIsLazy(t *testing.T) {
 	}
 	enqueue(t, c, fibp.EnqueueMessage{Queue: "q1", Payload: []byte("x")},
 		fibp.EnqueueMessage{Queue: "q2", Payload: []byte("y"), DelayMs: wire.Some[uint64](1500)})
+	clock.Advance(2 * testIdle)
 	asleep(t, b)
 	stop()
 
-	addr, b, stop = startIdle(t, dir)
+	addr, b, stop = startIdleWith(t, dir, withClock)
 	defer stop()
 	if got := b.AwakeQueues(); got != 0 {
 		t.Fatalf("the restart opened %d queue groups, want none", got)
@@ -161,6 +173,7 @@ func TestRestartWithManyQueuesIsLazy(t *testing.T) {
 	if got := b.AwakeQueues(); got != 0 {
 		t.Fatalf("listing woke %d queue groups", got)
 	}
+	clock.Advance(1500 * time.Millisecond)
 	eventually(t, "q2's delayed message comes due after the restart", func() bool {
 		return stats(t, c, "q2").Delayed == 0
 	})
