@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"time"
 
@@ -123,17 +124,7 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 // why (Pebble's errors name the damaged file). A start that does not open a group (it
 // hibernates) verifies its log with it. Open needs no separate pass: raft's restore reads every
 // entry past the snapshot through the guard (guard.go), and Open reads the few before it.
-func Verify(store raftstore.LogStableStore) error {
-	first, err := store.FirstIndex()
-	if err != nil {
-		return err
-	}
-	last, err := store.LastIndex()
-	if err != nil {
-		return err
-	}
-	return verifyRange(store, first, last)
-}
+func Verify(store raftstore.LogStableStore) error { return verifyUpTo(store, math.MaxUint64) }
 
 // verifyCovered reads the entries the latest snapshot covers, the ones raft's restore does not
 // read (the log keeps trailingLogs of them behind a snapshot, for followers).
@@ -142,6 +133,11 @@ func verifyCovered(store raftstore.LogStableStore, snaps raft.SnapshotStore) err
 	if err != nil || len(metas) == 0 {
 		return nil // raft's restore reads the whole log (or fails on the snapshot store itself)
 	}
+	return verifyUpTo(store, metas[0].Index)
+}
+
+// verifyUpTo reads every stored entry of the log up to index upTo.
+func verifyUpTo(store raftstore.LogStableStore, upTo uint64) error {
 	first, err := store.FirstIndex()
 	if err != nil {
 		return err
@@ -150,12 +146,8 @@ func verifyCovered(store raftstore.LogStableStore, snaps raft.SnapshotStore) err
 	if err != nil {
 		return err
 	}
-	return verifyRange(store, first, min(last, metas[0].Index))
-}
-
-func verifyRange(store raftstore.LogStableStore, first, last uint64) error {
 	var l raft.Log
-	for i := first; i != 0 && i <= last; i++ {
+	for i := first; i != 0 && i <= min(last, upTo); i++ {
 		if err := store.GetLog(i, &l); err != nil && !errors.Is(err, raft.ErrLogNotFound) {
 			return fmt.Errorf("raftgroup: log entry %d cannot be read: %w", i, err)
 		}
