@@ -13,7 +13,6 @@ import (
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/tools/internal/fibpconn"
-
 	"github.com/filamq/fila/tools/internal/loopback"
 )
 

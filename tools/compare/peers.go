@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/filamq/fila/tools/internal/fibpconn"
-
 	"github.com/filamq/fila/tools/internal/loopback"
 )
 

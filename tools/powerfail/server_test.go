@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/filamq/fila/tools/internal/loopback"
-
 	"github.com/filamq/fila/tools/internal/repo"
 )
 
