@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 )
@@ -287,5 +288,47 @@ func TestFreedRegionIsUnmapped(t *testing.T) {
 	}
 	if n := scratchMappings(t, s.dir); n != 0 {
 		t.Fatalf("%d mappings of the scratch directory after every region was given back, want 0", n)
+	}
+}
+
+// A Queue nobody holds any more (a hibernated or deleted queue) gives its scratch regions back
+// once collected, also while sweeps run beside it.
+func TestDroppedQueueGivesRegionsBack(t *testing.T) {
+	s := useScratch(t, false)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				Sweep()
+			}
+		}
+	}()
+	defer func() { close(stop); wg.Wait() }()
+	func() {
+		q := newTestQueue(t, DefaultConfig())
+		for b := range uint64(4) {
+			msgs := make([]Message, chunkSize/2)
+			for i := range msgs {
+				msgs[i] = msg(b*chunkSize/2+uint64(i)+1, "k", 1)
+			}
+			enqueue(t, q, 1, msgs...)
+		}
+		if n := scratchMappings(t, s.dir); n == 0 {
+			t.Fatalf("a queue of %d messages has no scratch region", q.Len())
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for n := scratchMappings(t, s.dir); n > 0; n = scratchMappings(t, s.dir) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d scratch regions still mapped after the queue was collected", n)
+		}
+		runtime.GC()
+		time.Sleep(time.Millisecond)
 	}
 }
