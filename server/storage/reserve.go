@@ -29,9 +29,9 @@ const reserveName = "space-reserve"
 type reserveFS struct {
 	vfs.FS
 	r *reserve
-	// walFill is how much of a new WAL is zero-filled ahead of Pebble's writes (walfill.go);
-	// 0 when the WAL is never synced (NoSync).
-	walFill int64
+	// wals zero-fills the WALs ahead of Pebble's writes (walfill.go); nil when the WAL is
+	// never synced (NoSync).
+	wals *walFills
 }
 
 func (fs reserveFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
@@ -49,13 +49,13 @@ func (fs reserveFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCatego
 	return fs.wrapWAL(newname, f, err)
 }
 
-// wrapWAL is wrap, and for a WAL the zero-filling of its space when walFill is set (walfill.go).
+// wrapWAL is wrap, and for a WAL the zero-filling of its space (walfill.go).
 func (fs reserveFS) wrapWAL(name string, f vfs.File, err error) (vfs.File, error) {
 	wrapped, err := fs.wrap(f, err)
-	if err != nil || fs.walFill <= 0 || !isWAL(name) {
+	if err != nil || fs.wals == nil || !isWAL(name) {
 		return wrapped, err
 	}
-	return fillWAL(wrapped, f, fs.walFill), nil
+	return fs.wals.open(wrapped, f), nil
 }
 
 func (fs reserveFS) wrap(f vfs.File, err error) (vfs.File, error) {

@@ -155,7 +155,7 @@ func Open(dir string, o Options) (*DB, error) {
 		MemTableSize:                o.MemTableBytes,
 		MemTableStopWritesThreshold: 4,
 		Logger:                      pebbleLogger{d},
-		FS:                          reserveFS{FS: vfs.Default, r: d.res, walFill: walFillSize(o)},
+		FS:                          reserveFS{FS: vfs.Default, r: d.res, wals: newWALFills(o)},
 		EventListener:               d.eventListener(),
 		// Message bodies and Raft entries go to blob files, and sstables keep only references to
 		// them: a backlog that outlives its memtable is compacted as small keys rather than
@@ -181,13 +181,13 @@ func Open(dir string, o Options) (*DB, error) {
 	return d, nil
 }
 
-// walFillSize is how much of a new WAL is zero-filled (walfill.go): as much as Pebble
-// preallocates for it (its MemTableSize plus a tenth), none when the WAL is never synced.
-func walFillSize(o Options) int64 {
+// newWALFills returns the zero-filling of the WALs (walfill.go), at most as much as Pebble
+// preallocates for one (its MemTableSize plus a tenth); none when the WAL is never synced.
+func newWALFills(o Options) *walFills {
 	if o.NoSync {
-		return 0
+		return nil
 	}
-	return int64(o.MemTableBytes) + int64(o.MemTableBytes)/10
+	return &walFills{max: int64(o.MemTableBytes) + int64(o.MemTableBytes)/10}
 }
 
 // checkFormat accepts a store of this format, marks an empty one, and refuses any other.

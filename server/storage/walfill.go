@@ -20,16 +20,52 @@ import (
 // unwritten rest of a log. The filler never writes at or below Pebble's end of writes (Write
 // waits for a zero chunk it would overlap), failing fills are given up silently (the appends
 // grow the file as before), and it takes no more space than Pebble's preallocation does.
+//
+// Pebble's memtables start at 256 KiB and double up to MemTableSize, and a WAL holds about one
+// memtable, so a WAL is filled to twice what the WAL before it holds (at least walFillMin, at
+// most the most Pebble preallocates), not to the largest size every time.
 
 // walFillChunk is how much the filler writes at once; Pebble's Write waits at most for one.
-const walFillChunk = 1 << 20
+// walFillMin is the fill of the first WAL after an open.
+const (
+	walFillChunk = 1 << 20
+	walFillMin   = 1 << 20
+)
 
 var walZeros = make([]byte, walFillChunk)
 
 // isWAL reports whether a file name is one of Pebble's WALs (NNNNNN.log).
 func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
-// fillingWAL is a WAL file whose space up to size is being zero-filled ahead of Pebble's writes.
+// walFills sizes the fills of a store's WALs.
+type walFills struct {
+	max    int64 // the most a WAL is filled to; 0: never fill
+	mu     sync.Mutex
+	latest *fillingWAL // the WAL created last
+}
+
+// open wraps a WAL file just created or recycled (file wraps raw) and starts its fill.
+func (fs *walFills) open(file, raw vfs.File) vfs.File {
+	w := &fillingWAL{File: file, raw: raw, zeroing: -1, done: make(chan struct{})}
+	w.cond.L = &w.mu
+	fs.mu.Lock()
+	target := int64(walFillMin)
+	if fs.latest != nil {
+		target = max(target, 2*fs.latest.end())
+	}
+	target = min(target, fs.max)
+	fs.latest = w
+	fs.mu.Unlock()
+	st, err := raw.Stat()
+	if err != nil || st.Size() >= target {
+		close(w.done)
+		return w
+	}
+	go w.fill(st.Size(), target)
+	return w
+}
+
+// fillingWAL is a WAL file whose space is being zero-filled ahead of Pebble's writes.
 type fillingWAL struct {
 	vfs.File          // what Pebble writes through (the reserve's wrapper)
 	raw      vfs.File // what the zeros are written to: a failed fill must not spend the reserve
@@ -43,17 +79,11 @@ type fillingWAL struct {
 	done       chan struct{} // closed when the filler has returned
 }
 
-// fillWAL starts zero-filling f (wrapped by file) from its current size up to size, and
-// returns what Pebble should use instead of file.
-func fillWAL(file, raw vfs.File, size int64) vfs.File {
-	st, err := raw.Stat()
-	if err != nil || st.Size() >= size {
-		return file
-	}
-	w := &fillingWAL{File: file, raw: raw, zeroing: -1, done: make(chan struct{})}
-	w.cond.L = &w.mu
-	go w.fill(st.Size(), size)
-	return w
+// end is the end of Pebble's writes so far.
+func (w *fillingWAL) end() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.written
 }
 
 // fill writes zeros from from to to, chunk by chunk, above Pebble's writes, then syncs them.

@@ -31,6 +31,21 @@ func walSizes(t *testing.T, dir string) map[string]int64 {
 	return sizes
 }
 
+// awaitFill waits until a WAL of dir is zero-filled to the first WAL's fill (walFillMin).
+func awaitFill(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for filled := false; !filled; {
+		for _, size := range walSizes(t, dir) {
+			filled = filled || size >= walFillMin
+		}
+		if !filled && time.Now().After(deadline) {
+			t.Fatalf("no WAL reached %d bytes: %v", walFillMin, walSizes(t, dir))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // copyDir copies every file of src into dst, as a crash would leave them.
 func copyDir(t *testing.T, src, dst string) {
 	t.Helper()
@@ -52,7 +67,7 @@ func copyDir(t *testing.T, src, dst string) {
 	}
 }
 
-// A new store's WAL is zero-filled to Pebble's preallocation size, so that its synced appends
+// A new store's WAL is zero-filled ahead of its appends, so that its synced appends
 // overwrite written blocks; a crash image of it (data, then zeros) passes the offline check
 // and opens with every synced entry.
 func TestNewWALIsZeroFilledAndRecoversFromACrash(t *testing.T) {
@@ -62,17 +77,7 @@ func TestNewWALIsZeroFilledAndRecoversFromACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	want := walFillSize(Options{MemTableBytes: 4 << 20})
-	deadline := time.Now().Add(30 * time.Second)
-	for filled := false; !filled; {
-		for _, size := range walSizes(t, dir) {
-			filled = filled || size >= want
-		}
-		if !filled && time.Now().After(deadline) {
-			t.Fatalf("no WAL reached %d bytes: %v", want, walSizes(t, dir))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitFill(t, dir)
 	ids := []ID{{1}, {2}}
 	storeEnqueue(t, db, "orders", 1, ids, "a", "b")
 
@@ -102,53 +107,58 @@ func TestNewWALIsZeroFilledAndRecoversFromACrash(t *testing.T) {
 
 // A store that never syncs its WAL does not fill it.
 func TestNoSyncStoreDoesNotFillItsWAL(t *testing.T) {
-	if n := walFillSize(Options{MemTableBytes: 4 << 20, NoSync: true}); n != 0 {
-		t.Fatalf("fill size with NoSync: %d", n)
+	if f := newWALFills(Options{MemTableBytes: 4 << 20, NoSync: true}); f != nil {
+		t.Fatalf("WAL fills with NoSync: %+v", f)
 	}
 }
 
-// Whatever the sizes and timing of the appends, the filler never overwrites one: the file
-// holds every appended byte, then zeros.
+// Whatever the sizes and timing of the appends, the filler never overwrites one: each WAL holds
+// every appended byte, then zeros, and no more than twice what the WAL before it holds (at
+// least walFillMin, at most the maximum) or its appends.
 func TestWALFillNeverOverwritesAppends(t *testing.T) {
 	dir := t.TempDir()
 	rapid.Check(t, func(rt *rapid.T) {
-		fillSize := rapid.Int64Range(1, 3*walFillChunk).Draw(rt, "fill")
-		sizes := rapid.SliceOfN(rapid.IntRange(1, 64<<10), 1, 64).Draw(rt, "appends")
-		closeEarly := rapid.Bool().Draw(rt, "closeEarly")
-
-		path := filepath.Join(dir, fmt.Sprintf("%06d.log", rapid.IntRange(0, 1e6).Draw(rt, "name")))
-		raw, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		defer os.Remove(path)
-		f := fillWAL(raw, raw, fillSize)
-		var appended []byte
-		for i, n := range sizes {
-			p := bytes.Repeat([]byte{byte(i%255 + 1)}, n)
-			if _, err := f.Write(p); err != nil {
+		fills := &walFills{max: rapid.Int64Range(1, 4*walFillChunk).Draw(rt, "max")}
+		prev := int64(-1)
+		for k := range rapid.IntRange(1, 4).Draw(rt, "wals") {
+			sizes := rapid.SliceOfN(rapid.IntRange(1, 256<<10), 1, 32).Draw(rt, "appends")
+			closeEarly := rapid.Bool().Draw(rt, "closeEarly")
+			path := filepath.Join(dir, fmt.Sprintf("%06d.log", k))
+			raw, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+			if err != nil {
 				rt.Fatal(err)
 			}
-			appended = append(appended, p...)
-			if closeEarly && i == len(sizes)/2 {
-				break
+			defer os.Remove(path)
+			f := fills.open(raw, raw)
+			var appended []byte
+			for i, n := range sizes {
+				p := bytes.Repeat([]byte{byte(i%255 + 1)}, n)
+				if _, err := f.Write(p); err != nil {
+					rt.Fatal(err)
+				}
+				appended = append(appended, p...)
+				if closeEarly && i == len(sizes)/2 {
+					break
+				}
 			}
-		}
-		if err := f.Close(); err != nil {
-			rt.Fatal(err)
-		}
-		got, err := os.ReadFile(path)
-		if err != nil {
-			rt.Fatal(err)
-		}
-		if len(got) < len(appended) || !bytes.Equal(got[:len(appended)], appended) {
-			rt.Fatalf("the file does not start with the %d appended bytes (it holds %d)", len(appended), len(got))
-		}
-		if rest := got[len(appended):]; len(rest) > 0 && !bytes.Equal(rest, make([]byte, len(rest))) {
-			rt.Fatalf("the %d bytes after the appends are not all zeros", len(rest))
-		}
-		if int64(len(got)) > max(fillSize, int64(len(appended))) {
-			rt.Fatalf("the file grew to %d bytes, past the fill (%d) and the appends (%d)", len(got), fillSize, len(appended))
+			if err := f.Close(); err != nil {
+				rt.Fatal(err)
+			}
+			got, err := os.ReadFile(path)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			if len(got) < len(appended) || !bytes.Equal(got[:len(appended)], appended) {
+				rt.Fatalf("WAL %d does not start with the %d appended bytes (it holds %d)", k, len(appended), len(got))
+			}
+			if rest := got[len(appended):]; len(rest) > 0 && !bytes.Equal(rest, make([]byte, len(rest))) {
+				rt.Fatalf("the %d bytes after WAL %d's appends are not all zeros", len(rest), k)
+			}
+			target := min(max(walFillMin, 2*prev), fills.max)
+			if int64(len(got)) > max(target, int64(len(appended))) {
+				rt.Fatalf("WAL %d grew to %d bytes, past its fill (%d) and its appends (%d)", k, len(got), target, len(appended))
+			}
+			prev = int64(len(appended))
 		}
 	})
 }
@@ -163,17 +173,7 @@ func TestWALTornLastRecordBeforeZerosRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	want := walFillSize(Options{MemTableBytes: 4 << 20})
-	deadline := time.Now().Add(30 * time.Second)
-	for filled := false; !filled; {
-		for _, size := range walSizes(t, dir) {
-			filled = filled || size >= want
-		}
-		if !filled && time.Now().After(deadline) {
-			t.Fatalf("no WAL reached %d bytes: %v", want, walSizes(t, dir))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	awaitFill(t, dir)
 	storeEnqueue(t, db, "orders", 1, []ID{{1}}, "a")
 	storeEnqueue(t, db, "orders", 2, []ID{{2}}, string(bytes.Repeat([]byte("b"), 80<<10)))
 	for _, tear := range []int{1, 100, 40 << 10, 70 << 10} {
