@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/raft"
 
@@ -13,13 +14,15 @@ import (
 
 // hashicorp/raft panics, in its own goroutine and so for the whole process, when it cannot read
 // a log entry it is about to apply. Raft's restore in NewRaft reads every entry past the snapshot
-// once, through guardStore, and Open reads the few the snapshot covers (verifyCovered), so a
-// damaged store stops the group's start with an error naming the entry; the log is read once
-// there, not once more by a separate check. guardStore covers an entry that becomes unreadable
-// after that (an I/O error): raft is given a no-op in its place, the group is marked broken, and
+// once (light reads, LightReader), through guardStore, and Open reads the few the snapshot
+// covers (verifyCovered), so a damaged log stops the group's start with an error naming the
+// entry, without a separate pass over the log. guardStore covers an entry that cannot be read
+// when it is applied (what a light read leaves out, such as a message body, or an I/O error
+// since): raft is given a no-op in its place, the group is marked broken, and
 // guardFSM refuses every entry from then on, so no state is built past the hole. The broken group
 // answers its proposals with the error, Lead fails with it, and the caller stops the group; its
-// next Open fails with the same error, naming the entry.
+// next start fails with the same error, naming the entry (in Open, or in Lead for what a light
+// read leaves out).
 
 // breaker holds a group's first read failure.
 type breaker struct {
@@ -41,14 +44,27 @@ func (b *breaker) failure() error {
 	return b.err
 }
 
+// LightReader is the optional ability of a log store to read an entry more cheaply when only its
+// Index, Term and Type matter, and the Data of entries other than commands (storage's queue log
+// then leaves out the message bodies it keeps beside a command's entry). Raft's restore in Open
+// scans the log for configuration entries with it; the entries it applies are read in full.
+type LightReader interface {
+	GetLogLight(index uint64, l *raft.Log) error
+}
+
 // guardStore is the store as raft sees it.
 type guardStore struct {
 	raftstore.LogStableStore
-	b *breaker
+	b     *breaker
+	light *atomic.Bool // reads go through LightReader, if the store has it (raft's restore scan)
 }
 
 func (s guardStore) GetLog(index uint64, l *raft.Log) error {
-	err := s.LogStableStore.GetLog(index, l)
+	get := s.LogStableStore.GetLog
+	if lr, ok := s.LogStableStore.(LightReader); ok && s.light.Load() {
+		get = lr.GetLogLight
+	}
+	err := get(index, l)
 	if err == nil || errors.Is(err, raft.ErrLogNotFound) {
 		return err
 	}

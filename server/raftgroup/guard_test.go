@@ -156,3 +156,80 @@ func TestUnreadableEntryBreaksTheGroupNotTheProcess(t *testing.T) {
 		}
 	}
 }
+
+// lightStore counts the reads of each entry, light and full; full reads of index bad fail.
+type lightStore struct {
+	raftstore.LogStableStore
+	mu          sync.Mutex
+	light, full map[uint64]int
+	bad         uint64
+}
+
+func (s *lightStore) GetLogLight(index uint64, l *raft.Log) error {
+	s.mu.Lock()
+	s.light[index]++
+	s.mu.Unlock()
+	return s.LogStableStore.GetLog(index, l)
+}
+
+func (s *lightStore) GetLog(index uint64, l *raft.Log) error {
+	s.mu.Lock()
+	s.full[index]++
+	s.mu.Unlock()
+	if index == s.bad {
+		return errors.New("input/output error")
+	}
+	return s.LogStableStore.GetLog(index, l)
+}
+
+// A wake reads each entry past the snapshot in full once, to apply it: raft's restore scan reads
+// it light, when the store can.
+func TestOpenReadsEachEntryInFullOnce(t *testing.T) {
+	store, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
+	cfg := Config{Store: store, Snapshots: snaps, Logger: hclog.NewNullLogger()}
+	idx := written(t, cfg, "a", "b", "c", "d")
+	ls := &lightStore{LogStableStore: store, light: map[uint64]int{}, full: map[uint64]int{}}
+	cfg.Store = ls
+	fsm := &countFSM{}
+	g, err := Open(cfg, fsm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Lead(10 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	g.Shutdown()
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	for _, i := range idx {
+		if ls.full[i] != 1 || ls.light[i] == 0 {
+			t.Errorf("entry %d: %d full and %d light reads, want one full read after light ones", i, ls.full[i], ls.light[i])
+		}
+	}
+	if len(fsm.cmds) != len(idx) {
+		t.Fatalf("applied %v", fsm.cmds)
+	}
+}
+
+// What a light read leaves out and cannot be read in full breaks the group when it is applied:
+// Lead fails naming the entry, and nothing at or past it is applied.
+func TestEntryUnreadableInFullBreaksTheGroup(t *testing.T) {
+	store, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
+	cfg := Config{Store: store, Snapshots: snaps, Logger: hclog.NewNullLogger()}
+	idx := written(t, cfg, "a", "b", "c")
+	cfg.Store = &lightStore{LogStableStore: store, light: map[uint64]int{}, full: map[uint64]int{}, bad: idx[1]}
+	fsm := &countFSM{}
+	g, err := Open(cfg, fsm)
+	if err != nil {
+		t.Fatalf("open: %v (the light reads succeed)", err)
+	}
+	defer g.Shutdown()
+	wantUnreadable(t, "Lead", g.Lead(10*time.Second))
+	fsm.mu.Lock()
+	defer fsm.mu.Unlock()
+	for _, c := range fsm.cmds {
+		if c != "a" {
+			t.Fatalf("applied %v: an entry at or past the hole", fsm.cmds)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -104,7 +105,13 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 		}
 	}
 	brk := &breaker{}
-	r, err := newRaft(conf, guardFSM{fsm: fsm, b: brk}, guardStore{LogStableStore: store, b: brk}, snaps, trans)
+	gs := guardStore{LogStableStore: store, b: brk, light: &atomic.Bool{}}
+	// NewRaft reads the log past the snapshot only for its configuration entries: light reads.
+	// The goroutines it starts could read only as a follower (terms) until this node leads, an
+	// election timeout later; the entries applied and sent to followers are read in full.
+	gs.light.Store(true)
+	r, err := newRaft(conf, guardFSM{fsm: fsm, b: brk}, gs, snaps, trans)
+	gs.light.Store(false)
 	if err != nil {
 		return nil, fmt.Errorf("raftgroup: %w", err)
 	}

@@ -60,6 +60,10 @@ func (l *bodyLog) StoreLogs(logs []*raft.Log) error {
 	})
 }
 
+// GetLogLight reads an entry without the bodies kept beside it (raftgroup.LightReader): a
+// command's Data then lacks them.
+func (l *bodyLog) GetLogLight(index uint64, log *raft.Log) error { return l.Store.GetLog(index, log) }
+
 func (l *bodyLog) GetLog(index uint64, log *raft.Log) error {
 	if err := l.Store.GetLog(index, log); err != nil {
 		return err
