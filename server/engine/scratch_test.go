@@ -332,3 +332,38 @@ func TestDroppedQueueGivesRegionsBack(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// When the scratch directory disappears under a running server, the regions made there stay
+// valid and swept, and new sweepable buffers become anonymous memory (counted as fallbacks).
+func TestScratchDirectoryRemovedFallsBack(t *testing.T) {
+	s := useScratch(t, false)
+	old, oldMapped := allocSweepable[rec](chunkSize)
+	if !isScratch(old) {
+		t.Fatal("a full chunk is not a scratch region")
+	}
+	for i := range old {
+		old[i].attempts = uint32(i) + 1
+	}
+	if err := os.RemoveAll(s.dir); err != nil {
+		t.Fatal(err)
+	}
+	before := ReadMappedStats()
+	ch, isMapped := allocSweepable[rec](chunkSize)
+	if !isMapped || isScratch(ch) {
+		t.Fatalf("mapped %v, scratch %v: want anonymous mapped memory", isMapped, isScratch(ch))
+	}
+	if got := ReadMappedStats().Fallbacks - before.Fallbacks; got != 1 {
+		t.Fatalf("%d fallbacks counted, want 1", got)
+	}
+	for i := range ch {
+		ch[i].attempts = uint32(i) + 2
+	}
+	Sweep()
+	for i := range old {
+		if old[i].attempts != uint32(i)+1 || ch[i].attempts != uint32(i)+2 {
+			t.Fatalf("record %d after a sweep: %d and %d", i, old[i].attempts, ch[i].attempts)
+		}
+	}
+	freeMapped(ch, isMapped)
+	freeMapped(old, oldMapped)
+}
