@@ -305,22 +305,31 @@ func (b *Broker) openMeta(fsm *metaFSM) (*raftgroup.Group, error) {
 	return g, nil
 }
 
-// openAll opens the groups of actors, several at once.
-func openAll(actors []*actor) error {
-	sem := make(chan struct{}, 16)
-	errs := make([]error, len(actors))
+// eachAtOnce calls fn(i) for every i below n, at most limit calls at a time, and returns their
+// errors by i.
+func eachAtOnce(n, limit int, fn func(i int) error) []error {
+	sem := make(chan struct{}, limit)
+	errs := make([]error, n)
 	var wg sync.WaitGroup
-	for i, a := range actors {
-		wg.Add(1)
+	for i := range n {
 		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			if err := a.open(); err != nil {
-				errs[i] = fmt.Errorf("broker: recover queue %q: %w", a.name, err)
-			}
-		}()
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = fn(i)
+		})
 	}
 	wg.Wait()
+	return errs
+}
+
+// openAll opens the groups of actors, several at once.
+func openAll(actors []*actor) error {
+	errs := eachAtOnce(len(actors), 16, func(i int) error {
+		if err := actors[i].open(); err != nil {
+			return fmt.Errorf("broker: recover queue %q: %w", actors[i].name, err)
+		}
+		return nil
+	})
 	for i, err := range errs {
 		if err == nil && actors[i].g != nil {
 			continue

@@ -359,18 +359,10 @@ func (b *Broker) sleepAll(actors []*actor, now int64) (opened []*actor, asleep i
 		ok bool
 	}
 	res := make([]found, len(actors))
-	errs := make([]error, len(actors))
-	sem := make(chan struct{}, 4)
-	var wg sync.WaitGroup
-	for i, a := range actors {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			res[i].s, res[i].ok, errs[i] = b.storedSummary(a.name)
-		}()
-	}
-	wg.Wait()
+	errs := eachAtOnce(len(actors), 4, func(i int) (err error) {
+		res[i].s, res[i].ok, err = b.storedSummary(actors[i].name)
+		return err
+	})
 	if err := errors.Join(errs...); err != nil {
 		return nil, 0, err
 	}
