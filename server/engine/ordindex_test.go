@@ -366,3 +366,54 @@ func TestMsgIndexFIFOTouchesOnlyItsEnds(t *testing.T) {
 		}
 	}
 }
+
+// A starved fairness key keeps one live entry in every chunk while the others are consumed:
+// the index merges the sparse chunks as they empty instead of keeping one chunk per survivor,
+// and still finds every survivor and nothing else.
+func TestMsgIndexStarvedKeyMerges(t *testing.T) {
+	const chunkCap, chunks = 256, 64
+	s := newSlab()
+	x := newMsgIndex(chunkCap)
+	slots := map[MsgID]uint32{}
+	var ids []MsgID
+	for i := range uint64(chunkCap * chunks) {
+		id := mid(i + 1)
+		slot := s.alloc()
+		s.at(slot).id = id
+		x.insert(id, slot)
+		slots[id] = slot
+		ids = append(ids, id)
+	}
+	if len(x.ord.chunks) != chunks || x.side.n != 0 {
+		t.Fatalf("%d ordered chunks, %d side entries after in-order inserts", len(x.ord.chunks), x.side.n)
+	}
+	for i, id := range ids {
+		if i%chunkCap == chunkCap/2 {
+			continue // the starved key's message in this chunk
+		}
+		x.remove(id, slots[id])
+		s.release(slots[id])
+		delete(slots, id)
+		if i%chunkCap != 0 {
+			continue
+		}
+		if err := checkOrdIndex(&x.ord); err != nil {
+			t.Fatalf("after removing %d: %v", i, err)
+		}
+	}
+	if len(slots) != chunks || len(x.ord.chunks) != 1 || x.len() != chunks {
+		t.Fatalf("%d survivors in %d chunks (len %d), want %d in one", len(slots), len(x.ord.chunks), x.len(), chunks)
+	}
+	for id, slot := range slots {
+		if got, ok := x.find(id, s); !ok || got != slot {
+			t.Fatalf("find(%v) = %d %v, want %d", id, got, ok, slot)
+		}
+	}
+	for i, id := range ids {
+		if _, live := slots[id]; !live {
+			if slot, ok := x.find(id, s); ok {
+				t.Fatalf("removed ID %d found at slot %d", i, slot)
+			}
+		}
+	}
+}
