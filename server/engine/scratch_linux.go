@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync/atomic"
 	"unsafe"
 
@@ -77,14 +78,14 @@ func (p *residency) close() {
 func (p *residency) count(r []byte) (resident, cached int64) {
 	page := os.Getpagesize()
 	n := (len(r) + page - 1) / page
-	p.vec = append(p.vec[:0], make([]byte, n)...)
+	p.vec = slices.Grow(p.vec[:0], n)[:n]
 	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, addrOf(r), uintptr(len(r)), uintptr(unsafe.Pointer(&p.vec[0]))); errno == 0 {
 		for _, v := range p.vec {
 			cached += int64(v & 1)
 		}
 	}
 	if p.pagemap != nil {
-		p.buf = append(p.buf[:0], make([]byte, 8*n)...)
+		p.buf = slices.Grow(p.buf[:0], 8*n)[:8*n]
 		first := int64(addrOf(r)) / int64(page)
 		if _, err := p.pagemap.ReadAt(p.buf, first*8); err == nil {
 			for i := range n {
