@@ -42,10 +42,11 @@ const scratchPrefix = "region-"
 
 // pager is the process's scratch state.
 var pager struct {
-	// mu guards open and regions, and is held while a region is swept and while any mapped
-	// buffer is unmapped: a region is swept only while it is registered, and it leaves the
-	// registry before its memory is given back, so a sweep never advises memory that is
-	// unmapped, or mapped again for something else.
+	// mu guards open and regions, and is held while a region is swept: a region is swept only
+	// while it is registered, and it leaves the registry (under mu) before its memory is given
+	// back, so a sweep never advises memory that is unmapped, or mapped again for something
+	// else. The unmapping itself runs outside mu: giving a region back frees its file (an inode
+	// eviction, up to tens of milliseconds), which must not hold up sweeps nor other queues.
 	mu      sync.Mutex
 	open    []*Scratch         // newest last
 	regions map[uintptr][]byte // file-backed regions by address
@@ -131,11 +132,12 @@ func mapScratch(n int) ([]byte, bool) {
 
 // unmapRegion gives back b, mapped by mapBytes or mapScratch, first taking it out of the registry.
 func unmapRegion(b []byte) {
-	pager.mu.Lock()
-	defer pager.mu.Unlock()
 	addr := addrOf(b)
-	if r, ok := pager.regions[addr]; ok {
-		delete(pager.regions, addr)
+	pager.mu.Lock()
+	r, isRegion := pager.regions[addr]
+	delete(pager.regions, addr)
+	pager.mu.Unlock()
+	if isRegion {
 		scratchBytes.Add(-int64(len(r)))
 		unmapFile(b)
 		return
