@@ -80,16 +80,16 @@ type actor struct {
 	outbox    []outBatch
 	pending   map[*subscription]*deliveryBuf
 	leaseBuf  []engine.Lease
-	fetchIDs  [][16]byte
 	fetched   map[engine.MsgID]body // bodies a throttle's Class read for the current dispatch batch
 	idBuf     []engine.MsgID
 	lastNow   int64
 	deleted   bool
 	sinceSnap int // bytes proposed since the last snapshot
 
-	// The bodies of the dispatch batch's leases (prefetchBodies), and those read from storage.
+	// The bodies of the dispatch batch's leases at hand (prefetchBodies), and how many of the
+	// round's deliveries have theirs still to be read (bodyread.go).
 	leaseBodies []leaseBody
-	bodyReads   []bodyRead
+	unread      int
 }
 
 // lane is one queue of the group.
@@ -538,7 +538,8 @@ type commit struct {
 	future  raft.ApplyFuture // nil when the round changed nothing
 	replies []func(err error)
 	outbox  []outBatch
-	bodies  int64 // the body cache's end when the round was proposed
+	bodies  int64     // the body cache's end when the round was proposed
+	reads   *bodyRead // the outbox's bodies being read from storage meanwhile; nil when none
 }
 
 // round runs one batch of operations, then expiry and dispatch, then proposes the round's entry
@@ -574,7 +575,7 @@ func (a *actor) round(batch []op) {
 	if entry == nil && len(a.replies) == 0 && len(a.outbox) == 0 {
 		return
 	}
-	c := &commit{replies: a.replies, outbox: a.outbox, bodies: a.bodies.end()}
+	c := &commit{replies: a.replies, outbox: a.outbox, bodies: a.bodies.end(), reads: a.readBodies(a.outbox)}
 	a.replies, a.outbox = nil, nil
 	if failing {
 		a.finishUnlogged(c, entry != nil)
@@ -593,6 +594,7 @@ func (a *actor) round(batch []op) {
 // round that needs no entry succeeds; one that changed the state is answered StorageError and
 // the state is reloaded (when the store accepts writes again).
 func (a *actor) finishUnlogged(c *commit, changed bool) {
+	a.awaitBodies(c)
 	if !changed {
 		a.bodies.applied(c.bodies)
 		for _, reply := range c.replies {
@@ -643,6 +645,7 @@ func (a *actor) finish(c *commit, err error) {
 	for _, reply := range c.replies {
 		reply(err)
 	}
+	a.awaitBodies(c)
 	if err == nil {
 		a.flushOutbox(c.outbox)
 		return

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"errors"
 	"slices"
 
@@ -300,42 +299,19 @@ func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 	}
 }
 
-// prefetchBodies finds the bodies of leased messages, a.leaseBodies[i] for leases[i]: from the
-// body cache, from what a throttle's Class read, or else all of those no longer cached read in key
-// order with one storage iterator — draining a backlog then costs sequential reads, not one point
-// lookup per message. A body not found is left to deliver's own lookup.
+// prefetchBodies finds the bodies of leased messages that are at hand, a.leaseBodies[i] for
+// leases[i]: in the body cache, or read already by a throttle's Class. The others are read from
+// storage beside the round's commit (bodyread.go).
 func (a *actor) prefetchBodies(leases []engine.Lease) {
 	a.leaseBodies = slices.Grow(a.leaseBodies[:0], len(leases))[:len(leases)]
-	reads := a.bodyReads[:0]
 	for i, le := range leases {
 		lb := &a.leaseBodies[i]
 		*lb = leaseBody{}
 		if cached, ok := a.bodies.get(le.ID); ok {
 			lb.b, lb.ok = *cached, true
-		} else if b, read := a.fetched[le.ID]; read { // a throttle's Class may have read it already
+		} else if b, read := a.fetched[le.ID]; read {
 			lb.b, lb.ok = b, true
-		} else {
-			reads = append(reads, bodyRead{id: le.ID, at: i})
 		}
-	}
-	a.bodyReads = reads
-	if len(reads) < 2 {
-		return // one lookup is as cheap as an iterator
-	}
-	byID := func(x, y bodyRead) int { return bytes.Compare(x.id[:], y.id[:]) }
-	if !slices.IsSortedFunc(reads, byID) { // one key's FIFO is in ID order already
-		slices.SortFunc(reads, byID)
-	}
-	ids := a.fetchIDs[:0]
-	for _, r := range reads {
-		ids = append(ids, r.id)
-	}
-	a.fetchIDs = ids
-	err := a.b.db.ReadBodies(a.name, ids, func(i int, h map[string]string, p []byte) {
-		a.leaseBodies[reads[i].at] = leaseBody{b: body{headers: h, payload: bytes.Clone(p)}, ok: true}
-	})
-	if err != nil {
-		a.log.Error("reading message bodies failed", "err", err)
 	}
 }
 
@@ -345,13 +321,8 @@ type leaseBody struct {
 	ok bool
 }
 
-// bodyRead is a body prefetchBodies reads from storage: message id, for lease at.
-type bodyRead struct {
-	id engine.MsgID
-	at int
-}
-
-// deliver adds one leased message to its subscription's batch; lb is its body if already found.
+// deliver adds one leased message to its subscription's batch; lb is its body if at hand, else
+// the delivery is marked to have its body read from storage before it is handed over.
 func (a *actor) deliver(l queuegroup.Lane, le engine.Lease, lb *leaseBody) {
 	sub := a.subs[le.Consumer]
 	m, ok := a.st.Lane(l).Get(le.ID)
@@ -360,11 +331,7 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease, lb *leaseBody) {
 	}
 	b := lb.b
 	if !lb.ok {
-		var err error
-		if b, err = a.loadBody(le.ID); err != nil {
-			a.log.Error("reading a message body failed", "id", le.ID, "err", err)
-			return
-		}
+		a.unread++
 	}
 	buf := a.pending[sub]
 	if buf == nil {
@@ -386,8 +353,9 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease, lb *leaseBody) {
 		EnqueuedAt:   m.EnqueuedAt,
 		LeasedAt:     le.LeasedAt,
 		ExpiresAt:    le.ExpiresAt,
+		unread:       !lb.ok,
 	})
-	buf.size += len(b.payload) + 128
+	buf.size += len(b.payload) + 128 // a body still to be read counts only its overhead
 	if buf.size >= deliveryBatchBytes {
 		a.closeBatch(sub, buf)
 	}

@@ -136,6 +136,8 @@ type Delivery struct {
 	EnqueuedAt   int64  // Unix ms
 	LeasedAt     int64  // Unix ms
 	ExpiresAt    int64  // Unix ms: when the lease runs out (a lower bound)
+
+	unread bool // its body is still to be read from storage (bodyread.go); never handed over so
 }
 
 // Sink carries one subscription's events to its consumer's connection. The session implements it.

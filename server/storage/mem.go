@@ -147,12 +147,25 @@ func (m *Mem) ReadBody(queue string, id ID) (Body, error) {
 
 // ReadBodies calls fn for each of ids that has a body.
 func (m *Mem) ReadBodies(queue string, ids []ID, fn func(i int, headers map[string]string, payload []byte)) error {
+	return m.ReadBodiesLater(queue, ids)(fn)
+}
+
+// ReadBodiesLater copies the bodies of ids now; read hands them to fn.
+func (m *Mem) ReadBodiesLater(queue string, ids []ID) func(fn func(i int, headers map[string]string, payload []byte)) error {
+	found := make(map[int]Body, len(ids))
 	for i, id := range ids {
 		if b, err := m.ReadBody(queue, id); err == nil {
-			fn(i, b.Headers, b.Payload)
+			found[i] = b
 		}
 	}
-	return nil
+	return func(fn func(i int, headers map[string]string, payload []byte)) error {
+		for i := range ids {
+			if b, ok := found[i]; ok {
+				fn(i, b.Headers, b.Payload)
+			}
+		}
+		return nil
+	}
 }
 
 // Queues lists the queue groups with a log.

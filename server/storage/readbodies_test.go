@@ -68,3 +68,40 @@ func TestReadBodiesFindsExactlyTheStoredBodies(t *testing.T) {
 		}
 	})
 }
+
+// A view taken by ReadBodiesLater reads the bodies as they were when it was taken, on another
+// goroutine, however they were deleted since; a read after the deletion does not see them.
+func TestReadBodiesLaterReadsTheBodiesAsTheyWere(t *testing.T) {
+	db, _ := openTemp(t)
+	t.Cleanup(func() { db.Close() })
+	for name, st := range map[string]Store{"pebble": db, "mem": NewMem()} {
+		t.Run(name, func(t *testing.T) {
+			ids := []ID{{1}, {2}, {3}}
+			storeEnqueue(t, st, "q", 1, ids, "a", "b", "c")
+			read := st.ReadBodiesLater("q", ids)
+			b := st.NewBatch("q")
+			b.DeleteBody(ids[0])
+			b.DeleteBody(ids[2])
+			if err := b.Commit(2); err != nil {
+				t.Fatal(err)
+			}
+			b.Close()
+			collect := func(read func(fn func(int, map[string]string, []byte)) error) (got []string) {
+				done := make(chan error)
+				go func() {
+					done <- read(func(i int, _ map[string]string, p []byte) { got = append(got, fmt.Sprint(i, string(p))) })
+				}()
+				if err := <-done; err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			if got := collect(read); !cmp.Equal(got, []string{"0a", "1b", "2c"}) {
+				t.Fatalf("the view read %v", got)
+			}
+			if got := collect(st.ReadBodiesLater("q", ids)); !cmp.Equal(got, []string{"1b"}) {
+				t.Fatalf("after the deletion read %v", got)
+			}
+		})
+	}
+}

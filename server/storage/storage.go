@@ -370,46 +370,86 @@ func (d *DB) ReadBody(queue string, id ID) (body Body, err error) {
 // of neighbouring messages costs one seek and steps, and shares data blocks. fn receives each body
 // found; its payload is valid only during the call. IDs with no body are skipped.
 func (d *DB) ReadBodies(queue string, ids []ID, fn func(i int, headers map[string]string, payload []byte)) error {
+	return d.ReadBodiesLater(queue, ids)(fn)
+}
+
+// ReadBodiesLater takes a consistent view of the store now and returns read, which reads the
+// bodies of ids (sorted ascending) from that view as ReadBodies does: a write or deletion after
+// the call is not seen. read may run on another goroutine and must be called exactly once: until
+// then the view holds off a reopen of the database.
+func (d *DB) ReadBodiesLater(queue string, ids []ID) (read func(fn func(i int, headers map[string]string, payload []byte)) error) {
 	if len(ids) == 0 {
-		return nil
+		return func(func(int, map[string]string, []byte)) error { return nil }
 	}
-	return d.Read(func(p *pebble.DB) error {
-		lo := groupPrefix(kindBody, queue)
-		hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
-		it, err := p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	d.mu.RLock()
+	lo := groupPrefix(kindBody, queue)
+	it, err := d.bodyIter(lo)
+	if err != nil {
+		d.mu.RUnlock()
+		return func(func(int, map[string]string, []byte)) error { return err }
+	}
+	return func(fn func(i int, headers map[string]string, payload []byte)) (err error) {
+		defer d.mu.RUnlock()
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("storage: pebble: %v", panicText(r))
+			}
+		}()
+		err = readBodies(it, lo, queue, ids, fn)
+		if cerr := it.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+}
+
+// bodyIter opens an iterator over the bodies under prefix lo; d.mu is held shared.
+func (d *DB) bodyIter(lo []byte) (it *pebble.Iterator, err error) {
+	if d.p == nil {
+		if herr := d.h.err(); herr != nil {
+			return nil, herr
+		}
+		return nil, errClosed
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("storage: pebble: %v", panicText(r))
+		}
+	}()
+	hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
+	return d.p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+}
+
+// readBodies reads the bodies of ids (ascending) with it, an iterator over the bodies under lo.
+func readBodies(it *pebble.Iterator, lo []byte, queue string, ids []ID, fn func(i int, headers map[string]string, payload []byte)) error {
+	key := make([]byte, 0, len(lo)+16)
+	var rec store.MessageRecord
+	valid := false // it is positioned at a key
+	for i, id := range ids {
+		key = append(append(key[:0], lo...), id[:]...)
+		// A backlog's oldest messages are neighbouring keys: step to the next key, and seek only
+		// when the wanted one lies further.
+		if valid && bytes.Compare(it.Key(), key) < 0 {
+			valid = it.Next()
+		}
+		if !valid || bytes.Compare(it.Key(), key) < 0 {
+			if valid = it.SeekGE(key); !valid {
+				break // no key at or after this one: the rest have no body either
+			}
+		}
+		if !bytes.Equal(it.Key(), key) {
+			continue
+		}
+		val, err := it.ValueAndErr()
 		if err != nil {
 			return err
 		}
-		defer it.Close()
-		key := make([]byte, 0, len(lo)+16)
-		var rec store.MessageRecord
-		valid := false // it is positioned at a key
-		for i, id := range ids {
-			key = append(append(key[:0], lo...), id[:]...)
-			// A backlog's oldest messages are neighbouring keys: step to the next key, and seek
-			// only when the wanted one lies further.
-			if valid && bytes.Compare(it.Key(), key) < 0 {
-				valid = it.Next()
-			}
-			if !valid || bytes.Compare(it.Key(), key) < 0 {
-				if valid = it.SeekGE(key); !valid {
-					break // no key at or after this one: the rest have no body either
-				}
-			}
-			if !bytes.Equal(it.Key(), key) {
-				continue
-			}
-			val, err := it.ValueAndErr()
-			if err != nil {
-				return err
-			}
-			if err := decode(val, &rec); err != nil {
-				return fmt.Errorf("body %x of %q: %w", id, queue, err)
-			}
-			fn(i, rec.Headers, rec.Payload)
+		if err := decode(val, &rec); err != nil {
+			return fmt.Errorf("body %x of %q: %w", id, queue, err)
 		}
-		return it.Error()
-	})
+		fn(i, rec.Headers, rec.Payload)
+	}
+	return it.Error()
 }
 
 // Queues lists the queue groups that have Raft state, for finding groups left behind by a
