@@ -57,7 +57,22 @@ func TestCLIQueueLifecycle(t *testing.T) {
 	c := dial(t, "")
 	q, q2 := queueName(t), queueName(t)
 	t.Cleanup(func() { cli(t, "", "queue", "delete", q); cli(t, "", "queue", "delete", q2) })
+	checkCLIQueueCreate(t, q, q2)
+	id1 := checkCLIEnqueue(t, q)
+	checkCLIQueueList(t, q)
+	checkCLIQueueStats(t, q)
+	checkCLIConsumeAck(t, c, q, id1)
+	checkCLIQueueUpdate(t, c, q)
+	// queue delete, twice.
+	if out := cliOK(t, "", "queue", "delete", q); out != `queue "`+q+`" deleted`+"\n" {
+		t.Errorf("queue delete printed %q", out)
+	}
+	wantCLIError(t, cli(t, "", "queue", "delete", q), 1, "(QueueNotFound)")
+	wantCLIError(t, cli(t, "", "queue", "stats", q+".dlq"), 1, "(QueueNotFound)")
+}
 
+// checkCLIQueueCreate creates q (text output) and q2 (--json), and the create errors.
+func checkCLIQueueCreate(t *testing.T, q, q2 string) {
 	if out := cliOK(t, "", "queue", "create", q, "--visibility-timeout", "30s", "--max-attempts", "1", "--backoff", "none"); out != `queue "`+q+`" created (id `+q+")\n" {
 		t.Errorf("queue create printed %q", out)
 	}
@@ -70,7 +85,11 @@ func TestCLIQueueLifecycle(t *testing.T) {
 	wantCLIError(t, cli(t, "", "queue", "create", q+".dlq"), 1, "(ReservedQueueName)")
 	wantCLIError(t, cli(t, "", "queue", "create", queueName(t), "--on-enqueue", writeFile(t, "hook.lua", "function on_enqueue(m) return nil")), 1, "(LuaCompilationError)")
 
-	// enqueue: argument, headers, fairness key, weight; --json; payload from a file.
+}
+
+// checkCLIEnqueue enqueues three messages to q: an argument with headers, fairness key and
+// weight (its ID returned), one with --json, one from a file.
+func checkCLIEnqueue(t *testing.T, q string) fila.MessageID {
 	out := cliOK(t, "", "enqueue", q, "-H", "tenant=acme", "-H", "trace=t1", "--fairness-key", "acme", "--weight", "2", "hello")
 	id1, err := fila.ParseMessageID(strings.TrimSpace(out))
 	if err != nil || id1[6]>>4 != 7 {
@@ -86,7 +105,11 @@ func TestCLIQueueLifecycle(t *testing.T) {
 	cliOK(t, "", "enqueue", q, "-f", writeFile(t, "payload.txt", "from a file"))
 	wantCLIError(t, cli(t, "", "enqueue", queueName(t), "x"), 1, "(QueueNotFound)")
 
-	// queue list: table and JSON.
+	return id1
+}
+
+// checkCLIQueueList checks queue list, table and JSON, with q's three messages.
+func checkCLIQueueList(t *testing.T, q string) {
 	rows := tableRows(cliOK(t, "", "queue", "list"))
 	if h := rows["NAME"]; !slices.Equal(h, []string{"NAME", "DEPTH", "IN", "FLIGHT", "CONSUMERS"}) {
 		t.Errorf("queue list header %v", h)
@@ -105,8 +128,11 @@ func TestCLIQueueLifecycle(t *testing.T) {
 		t.Errorf("queue list --json = %+v", l)
 	}
 
-	// queue stats: table and JSON.
-	out = cliOK(t, "", "queue", "stats", q)
+}
+
+// checkCLIQueueStats checks queue stats, table and JSON, and a missing queue's errors.
+func checkCLIQueueStats(t *testing.T, q string) {
+	out := cliOK(t, "", "queue", "stats", q)
 	kv := statsTable(t, out)
 	for k, v := range map[string]string{"queue": q, "depth": "3", "in flight": "0", "delayed": "0",
 		"active fairness keys": "2", "active consumers": "0", "quantum": "1", "leader node": "-"} {
@@ -132,8 +158,11 @@ func TestCLIQueueLifecycle(t *testing.T) {
 	wantCLIError(t, cli(t, "", "queue", "stats", missing), 1, `queue "`+missing+`" not found (QueueNotFound)`)
 	wantCLIError(t, cli(t, "", "--json", "queue", "stats", missing), 1, "(QueueNotFound)")
 
-	// consume --ack --count 2: prints exactly two and leases nothing more.
-	out = cliOK(t, "", "consume", q, "--ack", "--count", "2")
+}
+
+// checkCLIConsumeAck checks consume --ack --count 2: it prints exactly two and leases nothing more.
+func checkCLIConsumeAck(t *testing.T, c *fila.Client, q string, id1 fila.MessageID) {
+	out := cliOK(t, "", "consume", q, "--ack", "--count", "2")
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], id1.String()+"  queue="+q+" attempt=1 fairness_key=\"acme\"") ||
 		!strings.Contains(lines[0], `tenant="acme"`) || lines[1] != "hello" || lines[3] != "second" {
@@ -143,7 +172,11 @@ func TestCLIQueueLifecycle(t *testing.T) {
 		t.Errorf("after consume --ack --count 2: %+v, want 1 waiting and nothing leased", st)
 	}
 
-	// queue update: the new visibility timeout shows in the next lease; consume --json without --ack.
+}
+
+// checkCLIQueueUpdate checks queue update: the new visibility timeout shows in the next lease
+// (consume --json without --ack), and the update errors.
+func checkCLIQueueUpdate(t *testing.T, c *fila.Client, q string) {
 	if out := cliOK(t, "", "queue", "update", q, "--visibility-timeout", "2s"); out != `queue "`+q+`" updated`+"\n" {
 		t.Errorf("queue update printed %q", out)
 	}
@@ -165,15 +198,10 @@ func TestCLIQueueLifecycle(t *testing.T) {
 		t.Errorf("the unacked delivery is not in flight: %+v", st)
 	}
 	wantCLIError(t, cli(t, "", "queue", "update", q), 2, "give at least one setting")
+	missing := queueName(t)
 	wantCLIError(t, cli(t, "", "queue", "update", missing, "--max-attempts", "3"), 1, "(QueueNotFound)")
 	wantCLIError(t, cli(t, "", "queue", "update", q, "--backoff", "sometimes"), 2, "--backoff")
 
-	// queue delete, twice.
-	if out := cliOK(t, "", "queue", "delete", q); out != `queue "`+q+`" deleted`+"\n" {
-		t.Errorf("queue delete printed %q", out)
-	}
-	wantCLIError(t, cli(t, "", "queue", "delete", q), 1, "(QueueNotFound)")
-	wantCLIError(t, cli(t, "", "queue", "stats", q+".dlq"), 1, "(QueueNotFound)")
 }
 
 func writeFile(t *testing.T, name, content string) string {
