@@ -59,8 +59,8 @@ func (x *msgIndex) unmap() {
 	x.side.unmap()
 }
 
-// ordChunkCap is the number of entries of a full ordered chunk: 64 Ki × 12 B = 768 KiB, its
-// prefixes (512 KiB) and slots (256 KiB) each big enough to be mapped (mapMin).
+// ordChunkCap is the number of entries of a full ordered chunk: 64 Ki × 12 B = 768 KiB, big
+// enough to be mapped (mapMin).
 const ordChunkCap = 1 << 16
 
 // firstOrdCap is the initial capacity of a sole chunk, so a short queue's index stays small.
@@ -70,15 +70,26 @@ const firstOrdCap = 16
 // sorted without moving anything.
 const deadSlot = nilIdx
 
-// ordIndex holds (ID prefix, slot) entries with strictly increasing prefixes in a list of chunks,
-// each two parallel pointer-free arrays:
+// ordEnt is an entry of an ordered chunk, 12 bytes with no padding (the prefix is split in two
+// uint32 so that the struct is 4-aligned), so a lookup finds the prefix and the slot in the same
+// cache line:
 //
-//	keys  [cap]uint64  ID prefixes, strictly increasing across the chunk and the whole list
-//	slots [cap]uint32  slot of the message, or deadSlot once deleted
-//
-// A new entry is appended to the last chunk, so only a prefix greater than the last entry's is
-// accepted (add reports false otherwise). Lookup is a binary search of mins (the first prefix of
-// every chunk, on the Go heap) and then an interpolation search of the chunk's keys. Deleting marks the entry dead; a
+//	offset size field
+//	     0    4 hi    ID prefix, high half
+//	     4    4 lo    ID prefix, low half
+//	     8    4 slot  slot of the message, or deadSlot once deleted
+type ordEnt struct {
+	hi, lo, slot uint32
+}
+
+func (e *ordEnt) key() uint64 { return uint64(e.hi)<<32 | uint64(e.lo) }
+
+// ordIndex holds (ID prefix, slot) entries in a list of chunks, each a pointer-free array of
+// ordEnt whose prefixes strictly increase across the chunk and the whole list. A new entry is
+// appended to the last chunk, so only a prefix greater than the last entry's is accepted (add
+// reports false otherwise). Lookup is a binary search of mins (the first prefix of every chunk,
+// on the Go heap beside maxs, the last) and then an interpolation search of the chunk, whose first
+// guess reads nothing of the chunk but the guessed entry. Deleting marks the entry dead; a
 // chunk that empties is freed, and two neighbours whose live entries fit in one chunk are merged
 // (the dead entries dropped). A full last chunk at most half live is compacted in place instead
 // of starting a new one. So every two adjacent chunks hold more than chunkCap/2 live entries
@@ -88,21 +99,20 @@ const deadSlot = nilIdx
 // number of chunks, which grows by one per chunkCap insertions, and a compaction makes room for
 // at least chunkCap/2 of them, so copying is O(1) per insertion (at most one chunk at a time).
 // Every chunk has capacity chunkCap except a sole one, which grows from firstOrdCap. Chunks are
-// mapped sweepable memory once big enough (allocSweepable); the index owns them and gives them back when they
-// are freed, the index empties, or unmap is called.
+// mapped sweepable memory once big enough (allocSweepable); the index owns them and gives them
+// back when they are freed, the index empties, or unmap is called.
 type ordIndex struct {
 	chunks   []ordChunk
-	mins     []uint64 // mins[c] = chunks[c].keys[0]
+	mins     []uint64 // mins[c] = chunks[c].ents[0].key()
+	maxs     []uint64 // maxs[c] = the last entry's key in chunks[c]
 	n        int      // live entries
 	chunkCap int
 }
 
 type ordChunk struct {
-	keys        []uint64
-	slots       []uint32 // len(slots) == len(keys), cap(slots) == cap(keys)
-	live        int
-	keysMapped  bool
-	slotsMapped bool
+	ents   []ordEnt
+	live   int
+	mapped bool
 }
 
 // find returns the slot of the live entry with prefix p; the caller confirms the ID.
@@ -111,18 +121,14 @@ func (x *ordIndex) find(p uint64) (uint32, bool) {
 	if !ok {
 		return 0, false
 	}
-	slot := x.chunks[c].slots[i]
+	slot := x.chunks[c].ents[i].slot
 	return slot, slot != deadSlot
 }
 
 // search returns the chunk and position of prefix p, if an entry (live or dead) has it.
 func (x *ordIndex) search(p uint64) (c, i int, ok bool) {
 	nc := len(x.chunks)
-	if nc == 0 || p < x.mins[0] {
-		return 0, 0, false
-	}
-	last := x.chunks[nc-1].keys
-	if p > last[len(last)-1] {
+	if nc == 0 || p < x.mins[0] || p > x.maxs[nc-1] {
 		return 0, 0, false
 	}
 	c, ok = slices.BinarySearch(x.mins, p)
@@ -130,36 +136,48 @@ func (x *ordIndex) search(p uint64) (c, i int, ok bool) {
 		return c, 0, true
 	}
 	c--
-	i, ok = searchKeys(x.chunks[c].keys, p)
+	i, ok = searchEnts(x.chunks[c].ents, p, x.mins[c], x.maxs[c])
 	return c, i, ok
 }
 
-// searchKeys returns the position of p in keys (strictly increasing) if it is there. It first
-// guesses by interpolation — IDs made at a steady rate are nearly evenly spread, so the guess
-// usually lands within a cache line of the entry — and falls back to binary search on the range
-// left after a few guesses, so a skewed chunk costs at most a few probes more than binary search.
-func searchKeys(keys []uint64, p uint64) (int, bool) {
-	lo, hi := 0, len(keys) // if p is in keys, it is in keys[lo:hi]
+// searchEnts returns the position of prefix p in ents if it is there. It first guesses by
+// interpolation — IDs made at a steady rate are nearly evenly spread, so the guess usually lands
+// within a cache line of the entry — and falls back to binary search on the range left after a
+// few guesses, so a skewed chunk costs at most a few probes more than binary search. first and
+// last are the keys of the first and the last entry.
+func searchEnts(ents []ordEnt, p, first, last uint64) (int, bool) {
+	lo, hi := 0, len(ents) // if p is in ents, it is in ents[lo:hi]
+	a, b := first, last    // ents[lo].key(), ents[hi-1].key()
 	for range 4 {
 		if hi-lo <= 16 {
 			break
 		}
-		a, b := keys[lo], keys[hi-1]
 		if p < a || p > b {
 			return 0, false
 		}
+		// a <= p <= b, so lo <= g <= hi-1, and g is neither lo with k > p nor hi-1 with k < p:
+		// the range left is never empty.
 		g := lo + int(float64(p-a)/float64(b-a)*float64(hi-1-lo))
-		switch k := keys[g]; {
+		switch k := ents[g].key(); {
 		case k == p:
 			return g, true
 		case k < p:
 			lo = g + 1
+			a = ents[lo].key()
 		default:
 			hi = g
+			b = ents[hi-1].key()
 		}
 	}
-	i, ok := slices.BinarySearch(keys[lo:hi], p)
-	return lo + i, ok
+	for lo < hi {
+		h := int(uint(lo+hi) >> 1)
+		if ents[h].key() < p {
+			lo = h + 1
+		} else {
+			hi = h
+		}
+	}
+	return lo, lo < len(ents) && ents[lo].key() == p
 }
 
 // add appends p → slot if p is greater than every prefix in the index; false (and nothing
@@ -169,26 +187,29 @@ func (x *ordIndex) add(p uint64, slot uint32) bool {
 	if nc == 0 {
 		x.chunks = append(x.chunks, newOrdChunk(min(firstOrdCap, x.chunkCap)))
 		x.mins = append(x.mins, p)
+		x.maxs = append(x.maxs, p)
 		nc = 1
-	} else if last := x.chunks[nc-1].keys; p <= last[len(last)-1] {
+	} else if p <= x.maxs[nc-1] {
 		return false
 	}
 	t := &x.chunks[nc-1]
-	if len(t.keys) == cap(t.keys) {
+	if len(t.ents) == cap(t.ents) {
 		switch {
-		case t.live <= cap(t.keys)/2:
+		case t.live <= cap(t.ents)/2:
 			t.compact()
-			x.mins[nc-1] = t.keys[0]
-		case cap(t.keys) < x.chunkCap:
-			t.grow(min(2*cap(t.keys), x.chunkCap))
+			x.mins[nc-1] = t.ents[0].key()
+		case cap(t.ents) < x.chunkCap:
+			t.grow(min(2*cap(t.ents), x.chunkCap))
 		default:
 			x.chunks = append(x.chunks, newOrdChunk(x.chunkCap))
 			x.mins = append(x.mins, p)
+			x.maxs = append(x.maxs, p)
 			t = &x.chunks[nc]
+			nc++
 		}
 	}
-	t.keys = append(t.keys, p)
-	t.slots = append(t.slots, slot)
+	x.maxs[nc-1] = p
+	t.ents = append(t.ents, ordEnt{hi: uint32(p >> 32), lo: uint32(p), slot: slot})
 	t.live++
 	x.n++
 	return true
@@ -197,11 +218,11 @@ func (x *ordIndex) add(p uint64, slot uint32) bool {
 // remove deletes the entry p → slot if the index has it; false (and nothing changed) otherwise.
 func (x *ordIndex) remove(p uint64, slot uint32) bool {
 	c, i, ok := x.search(p)
-	if !ok || x.chunks[c].slots[i] != slot {
+	if !ok || x.chunks[c].ents[i].slot != slot {
 		return false
 	}
 	ch := &x.chunks[c]
-	ch.slots[i] = deadSlot
+	ch.ents[i].slot = deadSlot
 	ch.live--
 	x.n--
 	switch {
@@ -223,8 +244,9 @@ func (x *ordIndex) drop(c int) {
 	x.chunks[c].free()
 	x.chunks = slices.Delete(x.chunks, c, c+1)
 	x.mins = slices.Delete(x.mins, c, c+1)
+	x.maxs = slices.Delete(x.maxs, c, c+1)
 	if len(x.chunks) == 0 {
-		x.chunks, x.mins = nil, nil
+		x.chunks, x.mins, x.maxs = nil, nil, nil
 	}
 }
 
@@ -233,14 +255,13 @@ func (x *ordIndex) drop(c int) {
 func (x *ordIndex) merge(c int) {
 	a, b := &x.chunks[c], &x.chunks[c+1]
 	a.compact()
-	for i, s := range b.slots {
-		if s != deadSlot {
-			a.keys = append(a.keys, b.keys[i])
-			a.slots = append(a.slots, s)
+	for _, e := range b.ents {
+		if e.slot != deadSlot {
+			a.ents = append(a.ents, e)
 		}
 	}
 	a.live += b.live
-	x.mins[c] = a.keys[0]
+	x.mins[c], x.maxs[c] = a.ents[0].key(), a.ents[len(a.ents)-1].key()
 	x.drop(c + 1)
 }
 
@@ -249,22 +270,18 @@ func (x *ordIndex) unmap() {
 	for c := range x.chunks {
 		x.chunks[c].free()
 	}
-	x.chunks, x.mins, x.n = nil, nil, 0
+	x.chunks, x.mins, x.maxs, x.n = nil, nil, nil, 0
 }
 
 func newOrdChunk(n int) ordChunk {
-	var ch ordChunk
-	ch.keys, ch.keysMapped = allocSweepable[uint64](n)
-	ch.slots, ch.slotsMapped = allocSweepable[uint32](n)
-	ch.keys, ch.slots = ch.keys[:0], ch.slots[:0]
-	return ch
+	ents, mapped := allocSweepable[ordEnt](n)
+	return ordChunk{ents: ents[:0], mapped: mapped}
 }
 
-// grow moves the chunk's entries to buffers of capacity n.
+// grow moves the chunk's entries to a buffer of capacity n.
 func (ch *ordChunk) grow(n int) {
 	g := newOrdChunk(n)
-	g.keys = append(g.keys, ch.keys...)
-	g.slots = append(g.slots, ch.slots...)
+	g.ents = append(g.ents, ch.ents...)
 	g.live = ch.live
 	ch.free()
 	*ch = g
@@ -273,17 +290,16 @@ func (ch *ordChunk) grow(n int) {
 // compact drops the dead entries, keeping the order of the others.
 func (ch *ordChunk) compact() {
 	k := 0
-	for i, s := range ch.slots {
-		if s != deadSlot {
-			ch.keys[k], ch.slots[k] = ch.keys[i], s
+	for _, e := range ch.ents {
+		if e.slot != deadSlot {
+			ch.ents[k] = e
 			k++
 		}
 	}
-	ch.keys, ch.slots = ch.keys[:k], ch.slots[:k]
+	ch.ents = ch.ents[:k]
 }
 
 func (ch *ordChunk) free() {
-	freeMapped(ch.keys, ch.keysMapped)
-	freeMapped(ch.slots, ch.slotsMapped)
+	freeMapped(ch.ents, ch.mapped)
 	*ch = ordChunk{}
 }

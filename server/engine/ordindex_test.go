@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"pgregory.net/rapid"
 )
@@ -15,17 +16,21 @@ import (
 func indexMappedBytes(x *msgIndex) uint64 {
 	var n uint64
 	for _, ch := range x.ord.chunks {
-		if ch.keysMapped {
-			n += uint64(cap(ch.keys) * 8)
-		}
-		if ch.slotsMapped {
-			n += uint64(cap(ch.slots) * 4)
+		if ch.mapped {
+			n += uint64(cap(ch.ents)) * uint64(unsafe.Sizeof(ordEnt{}))
 		}
 	}
 	if x.side.mapped {
 		n += uint64(cap(x.side.tab) * 8)
 	}
 	return n
+}
+
+// An ordered entry is 12 bytes, as ordEnt's layout says.
+func TestOrdEntSize(t *testing.T) {
+	if n := unsafe.Sizeof(ordEnt{}); n != 12 {
+		t.Fatalf("ordEnt is %d bytes", n)
+	}
 }
 
 // prefixID is an ID with prefix p and low half lo.
@@ -42,19 +47,20 @@ func checkOrdIndex(x *ordIndex) error {
 	n, first := 0, true
 	var prev uint64
 	for c, ch := range x.chunks {
-		if len(ch.keys) == 0 || x.mins[c] != ch.keys[0] || len(ch.slots) != len(ch.keys) {
-			return fmt.Errorf("chunk %d: %d keys, %d slots, min %d", c, len(ch.keys), len(ch.slots), x.mins[c])
+		if len(ch.ents) == 0 || x.mins[c] != ch.ents[0].key() || x.maxs[c] != ch.ents[len(ch.ents)-1].key() {
+			return fmt.Errorf("chunk %d: %d entries, min %d, max %d", c, len(ch.ents), x.mins[c], x.maxs[c])
 		}
-		if len(x.chunks) > 1 && cap(ch.keys) != x.chunkCap {
-			return fmt.Errorf("chunk %d of %d has capacity %d", c, len(x.chunks), cap(ch.keys))
+		if len(x.chunks) > 1 && cap(ch.ents) != x.chunkCap {
+			return fmt.Errorf("chunk %d of %d has capacity %d", c, len(x.chunks), cap(ch.ents))
 		}
 		live := 0
-		for i, k := range ch.keys {
+		for i := range ch.ents {
+			k := ch.ents[i].key()
 			if !first && k <= prev {
 				return fmt.Errorf("chunk %d entry %d: prefix %d after %d", c, i, k, prev)
 			}
 			prev, first = k, false
-			if ch.slots[i] != deadSlot {
+			if ch.ents[i].slot != deadSlot {
 				live++
 			}
 		}
@@ -66,8 +72,8 @@ func checkOrdIndex(x *ordIndex) error {
 		}
 		n += live
 	}
-	if n != x.n || len(x.mins) != len(x.chunks) {
-		return fmt.Errorf("%d live entries, n %d, %d mins for %d chunks", n, x.n, len(x.mins), len(x.chunks))
+	if n != x.n || len(x.mins) != len(x.chunks) || len(x.maxs) != len(x.chunks) {
+		return fmt.Errorf("%d live entries, n %d, %d mins and %d maxs for %d chunks", n, x.n, len(x.mins), len(x.maxs), len(x.chunks))
 	}
 	return nil
 }
@@ -153,15 +159,17 @@ func TestMsgIndexMatchesMap(t *testing.T) {
 	})
 }
 
-// searchKeys against slices.BinarySearch on strictly increasing keys spread evenly, in bursts
+// searchEnts against slices.BinarySearch on strictly increasing keys spread evenly, in bursts
 // and with huge gaps, for present and absent prefixes.
-func TestSearchKeys(t *testing.T) {
+func TestSearchEnts(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		n := rapid.IntRange(1, 300).Draw(t, "n")
 		keys := make([]uint64, n)
+		ents := make([]ordEnt, n)
 		k := rapid.Uint64Range(0, 1<<62).Draw(t, "first")
 		for i := range keys {
 			keys[i] = k
+			ents[i] = ordEnt{hi: uint32(k >> 32), lo: uint32(k), slot: uint32(i)}
 			gap := rapid.SampledFrom([]uint64{1, 2, 1 << 16, 1 << 40}).Draw(t, "scale")
 			k += rapid.Uint64Range(1, gap).Draw(t, "gap")
 		}
@@ -173,9 +181,9 @@ func TestSearchKeys(t *testing.T) {
 				p = rapid.Uint64Range(keys[0]-min(keys[0], 3), k+3).Draw(t, "p")
 			}
 			want, wantOK := slices.BinarySearch(keys, p)
-			got, ok := searchKeys(keys, p)
+			got, ok := searchEnts(ents, p, keys[0], keys[n-1])
 			if ok != wantOK || (ok && got != want) {
-				t.Fatalf("searchKeys(%d) = %d %v, want %d %v", p, got, ok, want, wantOK)
+				t.Fatalf("searchEnts(%d) = %d %v, want %d %v", p, got, ok, want, wantOK)
 			}
 		}
 	})
@@ -340,7 +348,7 @@ func TestMsgIndexFIFOTouchesOnlyItsEnds(t *testing.T) {
 		add()
 	}
 	for c, ch := range x.ord.chunks {
-		if !isScratch(ch.keys) || !isScratch(ch.slots) {
+		if !isScratch(ch.ents) {
 			t.Fatalf("chunk %d is not in scratch regions", c)
 		}
 	}
@@ -359,10 +367,8 @@ func TestMsgIndexFIFOTouchesOnlyItsEnds(t *testing.T) {
 	defer pages.close()
 	for c := 1; c < len(x.ord.chunks)-1; c++ {
 		ch := x.ord.chunks[c]
-		rk, _ := pages.count(unsafeBytes(ch.keys))
-		rs, _ := pages.count(unsafeBytes(ch.slots))
-		if rk+rs != 0 {
-			t.Errorf("middle chunk %d of %d: %d bytes of keys and %d of slots back in memory", c, len(x.ord.chunks), rk, rs)
+		if res, _ := pages.count(unsafeBytes(ch.ents)); res != 0 {
+			t.Errorf("middle chunk %d of %d: %d bytes back in memory", c, len(x.ord.chunks), res)
 		}
 	}
 }
