@@ -29,9 +29,17 @@ func TestRuntimeConfig(t *testing.T) {
 	t.Parallel()
 	s := privateServer(t)
 	c := dial(t, s.addr)
-	ctx := testCtx(t)
+	checkConfigDefaults(t, c)
+	checkUnknownConfigKeys(t, c)
+	checkConfigValidation(t, c)
+	zero, own := checkQuantumLive(t, c)
+	checkNewDefaults(t, c, zero, own)
+}
 
-	// ListConfig shows every known key with its default (concepts.md's server defaults).
+// checkConfigDefaults checks that ListConfig shows every known key with its default
+// (concepts.md's server defaults).
+func checkConfigDefaults(t *testing.T, c *fila.Client) {
+	ctx := testCtx(t)
 	want := map[string]string{
 		"defaults.visibility_timeout_ms": "30000",
 		"defaults.max_attempts":          "10",
@@ -56,8 +64,12 @@ func TestRuntimeConfig(t *testing.T) {
 	if got := configMap(t, c, "defaults."); len(got) != 7 {
 		t.Errorf("ListConfig(defaults.) = %v, want the 7 defaults.* keys", got)
 	}
+}
 
-	// Unknown keys are stored as given; an unset key is InvalidConfigValue.
+// checkUnknownConfigKeys checks that unknown keys are stored as given, and that an unset key is
+// InvalidConfigValue.
+func checkUnknownConfigKeys(t *testing.T, c *fila.Client) {
+	ctx := testCtx(t)
 	_, err := c.GetConfig(ctx, "app.greeting")
 	wantCode(t, "GetConfig of an unset key", err, fila.ErrInvalidConfigValue)
 	if err := c.SetConfig(ctx, "app.greeting", "hello, world"); err != nil {
@@ -72,8 +84,12 @@ func TestRuntimeConfig(t *testing.T) {
 	if got := configMap(t, c, "app."); len(got) != 1 || got["app.greeting"] != "bye" {
 		t.Errorf("ListConfig(app.) = %v, want only app.greeting = bye", got)
 	}
+}
 
-	// Known keys are validated; a refused value leaves the old one.
+// checkConfigValidation checks that known keys are validated and that a refused value leaves
+// the old one.
+func checkConfigValidation(t *testing.T, c *fila.Client) {
+	ctx := testCtx(t)
 	for _, bad := range []struct{ key, value string }{
 		{"scheduler.quantum", "0"},
 		{"scheduler.quantum", "many"},
@@ -89,10 +105,15 @@ func TestRuntimeConfig(t *testing.T) {
 	if v, _ := c.GetConfig(ctx, "scheduler.quantum"); v != "1" {
 		t.Errorf("scheduler.quantum = %q after refused values, want 1", v)
 	}
+}
 
-	// Known keys take effect live: the quantum shows in GetStats of an existing queue ...
-	zero := createQueue(t, c, fila.QueueConfig{})                                   // every setting from the defaults
-	own := createQueue(t, c, fila.QueueConfig{VisibilityTimeout: 20 * time.Second}) // its own lease
+// checkQuantumLive checks that known keys take effect live: the quantum shows in GetStats of an
+// existing queue. It returns a queue created with every setting from the defaults (zero) and one
+// with its own visibility timeout (own).
+func checkQuantumLive(t *testing.T, c *fila.Client) (zero, own string) {
+	ctx := testCtx(t)
+	zero = createQueue(t, c, fila.QueueConfig{})                                   // every setting from the defaults
+	own = createQueue(t, c, fila.QueueConfig{VisibilityTimeout: 20 * time.Second}) // its own lease
 	if err := c.SetConfig(ctx, "scheduler.quantum", "3"); err != nil {
 		t.Fatal(err)
 	}
@@ -100,8 +121,13 @@ func TestRuntimeConfig(t *testing.T) {
 	if v, _ := c.GetConfig(ctx, "scheduler.quantum"); v != "3" {
 		t.Errorf("GetConfig scheduler.quantum = %q, want 3", v)
 	}
+	return zero, own
+}
 
-	// ... and queues created with zeros follow the new defaults, while explicit settings stay.
+// checkNewDefaults checks that queues created with zeros follow changed defaults, while explicit
+// settings stay.
+func checkNewDefaults(t *testing.T, c *fila.Client, zero, own string) {
+	ctx := testCtx(t)
 	for k, v := range map[string]string{
 		"defaults.visibility_timeout_ms": "1500",
 		"defaults.max_attempts":          "2",
