@@ -10,12 +10,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
-
-	"github.com/filamq/fila/tools/internal/repo"
 )
 
 type options struct {
@@ -95,19 +91,4 @@ func run(o options) error {
 // report prints one machine-readable figure.
 func report(name string, value float64, unit string) {
 	fmt.Printf("BENCH name=%s value=%.6g unit=%s\n", name, value, unit)
-}
-
-// buildServer compiles fila-server into dir.
-func buildServer(dir string) (string, error) {
-	root, err := repo.Root()
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "fila-server")
-	cmd := exec.Command("go", "build", "-o", bin, "./server/cmd/fila-server")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building fila-server: %v\n%s", err, out)
-	}
-	return bin, nil
 }

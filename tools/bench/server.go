@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/filamq/fila/tools/internal/loopback"
+	"github.com/filamq/fila/tools/internal/repo"
 )
 
 // server is the broker under test: started by the tool, or an address given with -addr.
@@ -33,7 +35,7 @@ func startServer(bin string, fsync, pprof bool, pprofAddr string) (*server, erro
 		return nil, err
 	}
 	if bin == "" {
-		if bin, err = buildServer(dir); err != nil {
+		if bin, err = repo.BuildServer(context.Background(), dir); err != nil {
 			os.RemoveAll(dir)
 			return nil, err
 		}

@@ -226,6 +226,8 @@ func (e *env) prepareBinaries(ctx context.Context) error {
 		return nil
 	}
 	fmt.Fprintln(os.Stderr, "building fila-server from the repository")
-	e.filaBin, err = buildFila(ctx, e.tmp)
-	return err
+	if e.filaBin, err = repo.BuildServer(ctx, e.tmp); err != nil {
+		return fmt.Errorf("%w (or pass -fila-server)", err)
+	}
+	return nil
 }

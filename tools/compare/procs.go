@@ -10,8 +10,6 @@ import (
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/filamq/fila/tools/internal/repo"
 )
 
 // proc is a broker process started by this tool. It runs in its own process group so that
@@ -140,19 +138,6 @@ func waitReady(ctx context.Context, p *proc, timeout time.Duration, ready func()
 		case <-time.After(25 * time.Millisecond):
 		}
 	}
-}
-
-// buildFila compiles fila-server from the repository into dir.
-func buildFila(ctx context.Context, dir string) (string, error) {
-	root, err := repo.Root()
-	if err != nil {
-		return "", fmt.Errorf("%w, or pass -fila-server", err)
-	}
-	bin := filepath.Join(dir, "fila-server")
-	if err := runTool(ctx, root, nil, "go", "build", "-o", bin, "./server/cmd/fila-server"); err != nil {
-		return "", fmt.Errorf("building fila-server: %w", err)
-	}
-	return bin, nil
 }
 
 // installNATS installs nats-server at natsServerVersion under cache, unless it is there already.

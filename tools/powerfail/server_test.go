@@ -2,11 +2,11 @@ package powerfail
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,20 +38,10 @@ func TestMain(m *testing.M) {
 func serverBinary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		root, err := repo.Root()
-		if err != nil {
-			buildErr = err
-			return
-		}
 		if buildDir, buildErr = os.MkdirTemp("", "fila-powerfail-"); buildErr != nil {
 			return
 		}
-		builtBin = filepath.Join(buildDir, "fila-server")
-		cmd := exec.Command("go", "build", "-o", builtBin, "./server/cmd/fila-server")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./server/cmd/fila-server: %v\n%s", err, out)
-		}
+		builtBin, buildErr = repo.BuildServer(context.Background(), buildDir)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)

@@ -2,9 +2,14 @@
 package repo
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 )
 
 // Root returns the nearest directory at or above the working directory that holds go.work.
@@ -23,4 +28,22 @@ func Root() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// BuildServer compiles fila-server from the repository into dir and returns its path. The build
+// runs in its own process group, killed as a whole when ctx ends.
+func BuildServer(ctx context.Context, dir string) (string, error) {
+	root, err := Root()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "fila-server")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./server/cmd/fila-server")
+	cmd.Dir = root
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building fila-server: %w\n%s", err, bytes.TrimSpace(out))
+	}
+	return bin, nil
 }
