@@ -60,11 +60,12 @@ type guardStore struct {
 }
 
 func (s guardStore) GetLog(index uint64, l *raft.Log) error {
-	get := s.LogStableStore.GetLog
+	var err error
 	if lr, ok := s.LogStableStore.(LightReader); ok && s.light.Load() {
-		get = lr.GetLogLight
+		err = lr.GetLogLight(index, l)
+	} else {
+		err = s.LogStableStore.GetLog(index, l)
 	}
-	err := get(index, l)
 	if err == nil || errors.Is(err, raft.ErrLogNotFound) {
 		return err
 	}

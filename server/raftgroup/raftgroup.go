@@ -117,7 +117,7 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 	}
 	if err := brk.failure(); err != nil {
 		// raft's restore read every entry past the snapshot, through the guard: one it could
-		// not read stops the start, as Verify would have.
+		// not read stops the start.
 		_ = r.Shutdown().Error()
 		return nil, err
 	}
