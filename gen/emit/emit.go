@@ -4,7 +4,8 @@
 // of the spec, so running the generator twice yields identical bytes. The emitted code depends on
 // the standard library and github.com/filamq/fila/generated/wire only (tests also use go-cmp).
 //
-// One emitter per artifact, one file each: protocol.go (package doc, framing constants),
+// One emitter per artifact (a file each, or files of about linesPerFile lines for the frames of
+// a group, their round-trip tests and the enums): protocol.go (package doc, framing constants),
 // header.go (the frame header and AppendFrame), opcodes.go (the opcode table and dispatcher),
 // enums.go (enums, bit sets, constants), frames.go (frame and record types), codec.go (the
 // statements that size, encode, decode and check a value), layout.go (the byte layout in each
@@ -64,8 +65,13 @@ func Files(s *spec.Spec, source string) (map[string][]byte, error) {
 		return nil, err
 	}
 	if len(e.s.Enums)+len(e.s.Bitsets)+len(e.s.Constants) > 0 {
-		if err := render("enums.gen.go", e.enumsFile()); err != nil {
-			return nil, err
+		// Measured without the file's header, as the round-trip samples are.
+		empty := renderedLines(e.enumsFile(nil))
+		declLines := func(d func(f *File)) int { return renderedLines(e.enumsFile([]func(f *File){d})) - empty }
+		for i, chunk := range chunkBy(e.enumDecls(), declLines) {
+			if err := render(chunkName("enums", "", i, ".gen.go"), e.enumsFile(chunk)); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if len(e.s.Lists) > 0 || len(e.s.Records) > len(e.owner) {

@@ -10,26 +10,39 @@ import (
 	"github.com/filamq/fila/gen/spec"
 )
 
-// enumsFile declares the enums, bit sets and string constants.
-func (e *emitter) enumsFile() *File {
-	s := e.s
+// enumDecls lists the declarations of the enums, bit sets and string constants, in that order,
+// each adding itself to a file.
+func (e *emitter) enumDecls() []func(f *File) {
+	var out []func(f *File)
+	for _, en := range e.s.Enums {
+		out = append(out, func(f *File) { e.enum(f, en) })
+	}
+	for _, bs := range e.s.Bitsets {
+		out = append(out, func(f *File) { e.bitset(f, bs) })
+	}
+	for _, g := range e.s.Constants {
+		out = append(out, func(f *File) { constGroup(f, g) })
+	}
+	return out
+}
+
+// enumsFile declares decls (of enumDecls).
+func (e *emitter) enumsFile(decls []func(f *File)) *File {
 	f := e.newFile(false)
-	for _, en := range s.Enums {
-		e.enum(f, en)
-	}
-	for _, bs := range s.Bitsets {
-		e.bitset(f, bs)
-	}
-	for _, g := range s.Constants {
-		comments(f, "", g.Doc)
-		var defs []Code
-		for _, c := range g.Values {
-			defs = append(defs, docComment(g.Prefix+c.Name, c.Doc)...)
-			defs = append(defs, Id(g.Prefix+c.Name).Op("=").Lit(c.Value))
-		}
-		f.Const().Defs(defs...)
+	for _, d := range decls {
+		d(f)
 	}
 	return f
+}
+
+func constGroup(f *File, g *spec.ConstGroup) {
+	comments(f, "", g.Doc)
+	var defs []Code
+	for _, c := range g.Values {
+		defs = append(defs, docComment(g.Prefix+c.Name, c.Doc)...)
+		defs = append(defs, Id(g.Prefix+c.Name).Op("=").Lit(c.Value))
+	}
+	f.Const().Defs(defs...)
 }
 
 func (e *emitter) enum(f *File, en *spec.Enum) {

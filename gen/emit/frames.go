@@ -28,18 +28,27 @@ const linesPerFile = 900
 // chunks splits a group's frames into files of at most about linesPerFile lines, measuring
 // each frame with lines (renderedLines of a file holding that frame alone).
 func (e *emitter) chunks(group string, lines func(fr *spec.Frame) int) [][]*spec.Frame {
-	var out [][]*spec.Frame
-	used := 0
+	var frames []*spec.Frame
 	for _, fr := range e.s.Frames {
-		if fr.Group != group {
-			continue
+		if fr.Group == group {
+			frames = append(frames, fr)
 		}
-		n := lines(fr)
+	}
+	return chunkBy(frames, lines)
+}
+
+// chunkBy splits items, in order, into runs of at most about linesPerFile lines as lines
+// measures them; an item longer than that gets a run of its own.
+func chunkBy[T any](items []T, lines func(T) int) [][]T {
+	var out [][]T
+	used := 0
+	for _, it := range items {
+		n := lines(it)
 		if len(out) == 0 || used+n > linesPerFile && len(out[len(out)-1]) > 0 {
 			out = append(out, nil)
 			used = 0
 		}
-		out[len(out)-1] = append(out[len(out)-1], fr)
+		out[len(out)-1] = append(out[len(out)-1], it)
 		used += n
 	}
 	return out

@@ -2,10 +2,7 @@
 
 package fibp
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // ErrorCode: Result of a request or of one batch item. Errors arrive either as an Error frame
 // (request-level failure) or inline in a per-item result array (batch item failure).
@@ -852,74 +849,3 @@ func (v BucketKind) Known() bool {
 func (v BucketKind) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }
-
-type FrameFlags uint8
-
-const (
-	// FlagContinuation: This frame continues the previous frame with the same request ID and opcode.
-	// Bits 1-7 are reserved and must be 0.
-	FlagContinuation FrameFlags = 1 << 0
-)
-
-// String lists the set bits by name, joined with |; unnamed bits print in hex.
-func (v FrameFlags) String() string {
-	var names []string
-	if v&FlagContinuation != 0 {
-		names = append(names, "Continuation")
-		v &^= FlagContinuation
-	}
-	if v != 0 {
-		names = append(names, fmt.Sprintf("%#x", uint8(v)))
-	}
-	return strings.Join(names, "|")
-}
-
-// Has reports whether every bit of mask is set in v.
-func (v FrameFlags) Has(mask FrameFlags) bool {
-	return v&mask == mask
-}
-
-type Capabilities uint32
-
-const (
-	// CapCreditFlowControl: Peer honours Credit. When inactive, Consume credit is ignored and the
-	// server pushes freely.
-	CapCreditFlowControl Capabilities = 1 << 0
-)
-
-// String lists the set bits by name, joined with |; unnamed bits print in hex.
-func (v Capabilities) String() string {
-	var names []string
-	if v&CapCreditFlowControl != 0 {
-		names = append(names, "CreditFlowControl")
-		v &^= CapCreditFlowControl
-	}
-	if v != 0 {
-		names = append(names, fmt.Sprintf("%#x", uint32(v)))
-	}
-	return strings.Join(names, "|")
-}
-
-// Has reports whether every bit of mask is set in v.
-func (v Capabilities) Has(mask Capabilities) bool {
-	return v&mask == mask
-}
-
-const (
-	// MetaLeaderAddr: NotLeader (0x0C): current leader, "host:port"
-	MetaLeaderAddr = "leader_addr"
-	// MetaRetryAfterMs: ChannelFull (0x09): suggested backoff in ms, e.g. "100"
-	MetaRetryAfterMs = "retry_after_ms"
-	// MetaMaxVersion: UnsupportedVersion (0x0D): highest version supported, e.g. "1"
-	MetaMaxVersion = "max_version"
-	// MetaServerCredit: CreditExhausted (0x11): server's view of the credit balance, e.g. "0"
-	MetaServerCredit = "server_credit"
-)
-const (
-	// AclKindProduce: Enqueue to matching queues.
-	AclKindProduce = "produce"
-	// AclKindConsume: Consume, Ack, Nack and ExtendLease on matching queues.
-	AclKindConsume = "consume"
-	// AclKindAdmin: CreateQueue, UpdateQueue, DeleteQueue, GetStats and Redrive for matching queues.
-	AclKindAdmin = "admin"
-)
