@@ -36,7 +36,7 @@ type reserveFS struct {
 
 func (fs reserveFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, c)
-	return fs.wrapWAL(name, f, err)
+	return fs.wrapWAL(name, f, err, false)
 }
 
 func (fs reserveFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
@@ -46,16 +46,17 @@ func (fs reserveFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...
 
 func (fs reserveFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.ReuseForWrite(oldname, newname, c)
-	return fs.wrapWAL(newname, f, err)
+	return fs.wrapWAL(newname, f, err, true)
 }
 
-// wrapWAL is wrap, and for a WAL the zero-filling of its space (walfill.go).
-func (fs reserveFS) wrapWAL(name string, f vfs.File, err error) (vfs.File, error) {
+// wrapWAL is wrap, and for a WAL the zero-filling of its space (walfill.go); recycled tells a
+// WAL that overwrites an old one.
+func (fs reserveFS) wrapWAL(name string, f vfs.File, err error, recycled bool) (vfs.File, error) {
 	wrapped, err := fs.wrap(f, err)
 	if err != nil || fs.wals == nil || !isWAL(name) {
 		return wrapped, err
 	}
-	return fs.wals.open(wrapped, f), nil
+	return fs.wals.open(wrapped, f, recycled), nil
 }
 
 func (fs reserveFS) wrap(f vfs.File, err error) (vfs.File, error) {

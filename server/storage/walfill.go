@@ -10,7 +10,7 @@ import (
 // A WAL append that extends its file, or fills space that was preallocated but never written,
 // makes its fdatasync commit file-system metadata as well as the data (on ext4 a journal commit
 // for the new size or for the unwritten extent's conversion). That costs a third more than a sync
-// of data over blocks already written (docs/benchmarks.md, run R), and a commit at light load pays
+// of data over blocks already written (docs/benchmarks.md, run T), and a commit at light load pays
 // it in full. Pebble overwrites such blocks when it recycles an old WAL, but a new one (the first
 // after every start, and whenever no old one is free to recycle) grows.
 //
@@ -44,8 +44,11 @@ type walFills struct {
 	latest *fillingWAL // the WAL created last
 }
 
-// open wraps a WAL file just created or recycled (file wraps raw) and starts its fill.
-func (fs *walFills) open(file, raw vfs.File) vfs.File {
+// open wraps a WAL file just created or recycled (file wraps raw) and starts its fill. A
+// recycled WAL is not filled: its old records are overwritten already, and filling what it
+// lacks of a larger memtable's WAL (a recycled WAL of the first, small memtables) would write
+// tens of MiB of zeros beside the commits of a busy store, whose syncs are shared anyway.
+func (fs *walFills) open(file, raw vfs.File, recycled bool) vfs.File {
 	w := &fillingWAL{File: file, raw: raw, zeroing: -1, done: make(chan struct{})}
 	w.cond.L = &w.mu
 	fs.mu.Lock()
@@ -57,7 +60,7 @@ func (fs *walFills) open(file, raw vfs.File) vfs.File {
 	fs.latest = w
 	fs.mu.Unlock()
 	st, err := raw.Stat()
-	if err != nil || st.Size() >= target {
+	if recycled || err != nil || st.Size() >= target {
 		close(w.done)
 		return w
 	}
