@@ -107,7 +107,18 @@ type ordIndex struct {
 	maxs     []uint64 // maxs[c] = the last entry's key in chunks[c]
 	n        int      // live entries
 	chunkCap int
+	// hints are the places of the last two entries found, most recent first: a queue looks up
+	// the same ID several times in a row (Get, CheckLease, Ack, delete) and the next ID near one
+	// of two fronts (deliveries and acks), so a search first looks within hintSpan of each.
+	// A hint may be stale after chunks move; it is only a place to look, every match is checked.
+	hints [2]ordHint
 }
+
+type ordHint struct{ c, i int }
+
+// hintSpan is how far from a hint a search looks before a full search: 2 × 8 entries, four
+// cache lines.
+const hintSpan = 8
 
 type ordChunk struct {
 	ents   []ordEnt
@@ -131,13 +142,54 @@ func (x *ordIndex) search(p uint64) (c, i int, ok bool) {
 	if nc == 0 || p < x.mins[0] || p > x.maxs[nc-1] {
 		return 0, 0, false
 	}
-	c, ok = slices.BinarySearch(x.mins, p)
-	if ok {
-		return c, 0, true
+	for _, h := range x.hints {
+		if i, ok, decided := x.nearHint(h, p); decided {
+			if ok {
+				x.hint(h.c, i)
+			}
+			return h.c, i, ok
+		}
 	}
-	c--
-	i, ok = searchEnts(x.chunks[c].ents, p, x.mins[c], x.maxs[c])
+	c, ok = slices.BinarySearch(x.mins, p)
+	if !ok {
+		c--
+		i, ok = searchEnts(x.chunks[c].ents, p, x.mins[c], x.maxs[c])
+	}
+	if ok {
+		x.hint(c, i)
+	}
 	return c, i, ok
+}
+
+// nearHint searches for p within hintSpan entries of h; decided is false when p lies outside
+// that window (or h is no longer a place), and then p may be anywhere. Inside it the answer is
+// final: prefixes are unique and the chunks hold disjoint ranges.
+func (x *ordIndex) nearHint(h ordHint, p uint64) (i int, ok, decided bool) {
+	if h.c >= len(x.chunks) {
+		return 0, false, false
+	}
+	ents := x.chunks[h.c].ents
+	lo, hi := max(h.i-hintSpan, 0), min(h.i+hintSpan+1, len(ents))
+	if lo >= hi || p < ents[lo].key() || p > ents[hi-1].key() {
+		return 0, false, false
+	}
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if ents[m].key() < p {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo, ents[lo].key() == p, true
+}
+
+// hint records that an entry was found at chunk c, position i.
+func (x *ordIndex) hint(c, i int) {
+	if h := x.hints[0]; h.c != c || i < h.i-hintSpan || i > h.i+hintSpan {
+		x.hints[1] = h
+	}
+	x.hints[0] = ordHint{c, i}
 }
 
 // searchEnts returns the position of prefix p in ents if it is there. It first guesses by

@@ -109,6 +109,21 @@ func TestMsgIndexMatchesMap(t *testing.T) {
 				next += rapid.Uint64Range(1, 3).Draw(t, "step")
 				add(t, prefixID(next, rapid.Uint64().Draw(t, "lo")))
 			},
+			"in order, a burst": func(t *rapid.T) {
+				for range rapid.IntRange(1, 60).Draw(t, "n") {
+					next += rapid.Uint64Range(1, 1<<20).Draw(t, "step")
+					add(t, prefixID(next, 0))
+				}
+			},
+			"delete a run": func(t *rapid.T) {
+				if len(order) == 0 {
+					t.Skip("empty")
+				}
+				i := rapid.IntRange(0, len(order)-1).Draw(t, "i")
+				for range rapid.IntRange(1, min(len(order)-i, 40)).Draw(t, "n") {
+					del(i)
+				}
+			},
 			"out of order": func(t *rapid.T) {
 				add(t, prefixID(rapid.Uint64Range(0, next+1).Draw(t, "p"), rapid.Uint64Range(0, 3).Draw(t, "lo")))
 			},
