@@ -87,9 +87,9 @@ func (e *ordEnt) key() uint64 { return uint64(e.hi)<<32 | uint64(e.lo) }
 // ordIndex holds (ID prefix, slot) entries in a list of chunks, each a pointer-free array of
 // ordEnt whose prefixes strictly increase across the chunk and the whole list. A new entry is
 // appended to the last chunk, so only a prefix greater than the last entry's is accepted (add
-// reports false otherwise). Lookup is a binary search of mins (the first prefix of every chunk,
-// on the Go heap beside maxs, the last) and then an interpolation search of the chunk, whose first
-// guess reads nothing of the chunk but the guessed entry. Deleting marks the entry dead; a
+// reports false otherwise). Lookup first looks near the last two entries found (hints), then
+// binary-searches mins (the first prefix of every chunk, on the Go heap beside maxs, the last)
+// and interpolation-searches the chunk, whose first guess reads nothing of it but that entry. Deleting marks the entry dead; a
 // chunk that empties is freed, and two neighbours whose live entries fit in one chunk are merged
 // (the dead entries dropped). A full last chunk at most half live is compacted in place instead
 // of starting a new one. So every two adjacent chunks hold more than chunkCap/2 live entries
