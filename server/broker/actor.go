@@ -86,7 +86,7 @@ type actor struct {
 	deleted   bool
 	sinceSnap int // bytes proposed since the last snapshot
 
-	// The bodies of the dispatch batch's leases at hand (prefetchBodies), and how many of the
+	// The bodies of the dispatch batch's leases at hand (bodiesAtHand), and how many of the
 	// round's deliveries have theirs still to be read (bodyread.go).
 	leaseBodies []leaseBody
 	unread      int

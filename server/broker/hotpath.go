@@ -283,7 +283,7 @@ func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 		if a.committed(l) {
 			a.st.Leased(l, now, a.leaseBuf)
 		}
-		a.prefetchBodies(a.leaseBuf)
+		a.bodiesAtHand(a.leaseBuf)
 		for i, le := range a.leaseBuf {
 			a.deliver(l, le, &a.leaseBodies[i])
 		}
@@ -299,10 +299,10 @@ func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 	}
 }
 
-// prefetchBodies finds the bodies of leased messages that are at hand, a.leaseBodies[i] for
+// bodiesAtHand finds the bodies of leased messages that are at hand, a.leaseBodies[i] for
 // leases[i]: in the body cache, or read already by a throttle's Class. The others are read from
 // storage beside the round's commit (bodyread.go).
-func (a *actor) prefetchBodies(leases []engine.Lease) {
+func (a *actor) bodiesAtHand(leases []engine.Lease) {
 	a.leaseBodies = slices.Grow(a.leaseBodies[:0], len(leases))[:len(leases)]
 	for i, le := range leases {
 		lb := &a.leaseBodies[i]
@@ -315,7 +315,7 @@ func (a *actor) prefetchBodies(leases []engine.Lease) {
 	}
 }
 
-// leaseBody is the body prefetchBodies found for a lease, if it found one.
+// leaseBody is the body bodiesAtHand found for a lease, if it found one.
 type leaseBody struct {
 	b  body
 	ok bool
