@@ -187,7 +187,7 @@ func newWALFills(o Options) *walFills {
 	if o.NoSync {
 		return nil
 	}
-	return &walFills{max: int64(o.MemTableBytes) + int64(o.MemTableBytes)/10}
+	return &walFills{max: int64(o.MemTableBytes) + int64(o.MemTableBytes)/10, busy: walFillBusy}
 }
 
 // checkFormat accepts a store of this format, marks an empty one, and refuses any other.

@@ -3,6 +3,7 @@ package storage
 import (
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -10,7 +11,7 @@ import (
 // A WAL append that extends its file, or fills space that was preallocated but never written,
 // makes its fdatasync commit file-system metadata as well as the data (on ext4 a journal commit
 // for the new size or for the unwritten extent's conversion). That costs a third more than a sync
-// of data over blocks already written (docs/benchmarks.md, run T), and a commit at light load pays
+// of data over blocks already written (docs/benchmarks.md, run W), and a commit at light load pays
 // it in full. Pebble overwrites such blocks when it recycles an old WAL, but a new one (the first
 // after every start, and whenever no old one is free to recycle) grows.
 //
@@ -23,7 +24,8 @@ import (
 //
 // Pebble's memtables start at 256 KiB and double up to MemTableSize, and a WAL holds about one
 // memtable, so a WAL is filled to twice what the WAL before it holds (at least walFillMin, at
-// most the most Pebble preallocates), not to the largest size every time.
+// most the most Pebble preallocates), not to the largest size every time; and not at all when
+// the WAL before it was appended to faster than walFillBusy.
 
 // walFillChunk is how much the filler writes at once; Pebble's Write waits at most for one.
 // walFillMin is the fill of the first WAL after an open.
@@ -39,22 +41,34 @@ func isWAL(name string) bool { return strings.HasSuffix(name, ".log") }
 
 // walFills sizes the fills of a store's WALs.
 type walFills struct {
-	max    int64 // the most a WAL is filled to; 0: never fill
+	max int64 // the most a WAL is filled to; 0: never fill
+	// busy is the append rate (bytes per second over the previous WAL's life) from which a new
+	// WAL is not filled: a store that busy shares its syncs among many commits, and zeros
+	// written beside them would only slow their syncs down. 0: no limit.
+	busy   float64
 	mu     sync.Mutex
 	latest *fillingWAL // the WAL created last
 }
+
+// walFillBusy is walFills.busy in production: a store appending one message at a time writes a few
+// MiB per second to its WAL, a loaded one a hundred.
+const walFillBusy = 32 << 20
 
 // open wraps a WAL file just created or recycled (file wraps raw) and starts its fill. A
 // recycled WAL is not filled: its old records are overwritten already, and filling what it
 // lacks of a larger memtable's WAL (a recycled WAL of the first, small memtables) would write
 // tens of MiB of zeros beside the commits of a busy store, whose syncs are shared anyway.
 func (fs *walFills) open(file, raw vfs.File, recycled bool) vfs.File {
-	w := &fillingWAL{File: file, raw: raw, zeroing: -1, done: make(chan struct{})}
+	w := &fillingWAL{File: file, raw: raw, opened: time.Now(), zeroing: -1, done: make(chan struct{})}
 	w.cond.L = &w.mu
 	fs.mu.Lock()
 	target := int64(walFillMin)
-	if fs.latest != nil {
-		target = max(target, 2*fs.latest.end())
+	if prev := fs.latest; prev != nil {
+		end := prev.end()
+		target = max(target, 2*end)
+		if secs := time.Since(prev.opened).Seconds(); fs.busy > 0 && float64(end) > fs.busy*secs {
+			target = 0
+		}
 	}
 	target = min(target, fs.max)
 	fs.latest = w
@@ -72,6 +86,7 @@ func (fs *walFills) open(file, raw vfs.File, recycled bool) vfs.File {
 type fillingWAL struct {
 	vfs.File          // what Pebble writes through (the reserve's wrapper)
 	raw      vfs.File // what the zeros are written to: a failed fill must not spend the reserve
+	opened   time.Time
 
 	mu         sync.Mutex
 	cond       sync.Cond

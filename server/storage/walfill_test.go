@@ -221,3 +221,36 @@ func TestWALTornLastRecordBeforeZerosRecovers(t *testing.T) {
 		})
 	}
 }
+
+// A WAL that follows one appended to faster than the busy rate is not filled: a busy store
+// shares its syncs, and zeros written beside its commits would only slow them.
+func TestWALAfterABusyOneIsNotFilled(t *testing.T) {
+	dir := t.TempDir()
+	fills := &walFills{max: 4 * walFillChunk, busy: 1} // 1 byte per second: any append is busy
+	var sizes []int64
+	for k := range 2 {
+		path := filepath.Join(dir, fmt.Sprintf("%06d.log", k))
+		raw, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := fills.open(raw, raw, false)
+		if _, err := f.Write(bytes.Repeat([]byte{1}, 4096)); err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			awaitFill(t, dir) // the first WAL after an open has no rate yet: it is filled
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, st.Size())
+	}
+	if sizes[0] < walFillMin || sizes[1] != 4096 {
+		t.Fatalf("WAL sizes %v: want the first filled to %d, the second only its 4096 appended bytes", sizes, walFillMin)
+	}
+}
