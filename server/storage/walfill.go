@@ -16,7 +16,7 @@ import (
 // after every start, and whenever no old one is free to recycle) grows.
 //
 // So a new WAL's space is written with zeros ahead of Pebble, by a goroutine of its own, and
-// synced once: the commits' appends then overwrite blocks the file system already has. Zeros
+// synced chunk by chunk: the commits' appends then overwrite blocks the file system already has. Zeros
 // are what the preallocated space reads as anyway, and what Pebble and scanWAL take for the
 // unwritten rest of a log. The filler never writes at or below Pebble's end of writes (Write
 // waits for a zero chunk it would overlap), failing fills are given up silently (the appends
@@ -27,10 +27,10 @@ import (
 // most the most Pebble preallocates), not to the largest size every time; and not at all when
 // the WAL before it was appended to faster than walFillBusy.
 
-// walFillChunk is how much the filler writes at once; Pebble's Write waits at most for one.
-// walFillMin is the fill of the first WAL after an open.
+// walFillChunk is how much the filler writes (and syncs) at once; Pebble's Write waits at most
+// for one. walFillMin is the fill of the first WAL after an open.
 const (
-	walFillChunk = 1 << 20
+	walFillChunk = 256 << 10
 	walFillMin   = 1 << 20
 )
 
@@ -104,7 +104,8 @@ func (w *fillingWAL) end() int64 {
 	return w.written
 }
 
-// fill writes zeros from from to to, chunk by chunk, above Pebble's writes, then syncs them.
+// fill writes zeros from from to to, chunk by chunk, above Pebble's writes, syncing each chunk:
+// a commit's sync that comes during the fill writes out at most one chunk of zeros with its data.
 func (w *fillingWAL) fill(from, to int64) {
 	defer close(w.done)
 	for {
@@ -124,12 +125,14 @@ func (w *fillingWAL) fill(from, to int64) {
 		w.zeroing = -1
 		w.cond.Broadcast()
 		w.mu.Unlock()
+		if err == nil {
+			err = w.raw.SyncData()
+		}
 		if err != nil {
 			return
 		}
 		from = end
 	}
-	_ = w.raw.SyncData()
 }
 
 // Write appends p once no zero chunk being written overlaps it.
