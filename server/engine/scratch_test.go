@@ -286,6 +286,7 @@ func TestFreedRegionIsUnmapped(t *testing.T) {
 	for _, ch := range chunks {
 		freeMapped(ch, true)
 	}
+	unmapper.wait()
 	if n := scratchMappings(t, s.dir); n != 0 {
 		t.Fatalf("%d mappings of the scratch directory after every region was given back, want 0", n)
 	}
@@ -366,4 +367,41 @@ func TestScratchDirectoryRemovedFallsBack(t *testing.T) {
 	}
 	freeMapped(ch, isMapped)
 	freeMapped(old, oldMapped)
+}
+
+// Giving regions back does not wait for the file system to free them: the unmapping happens on
+// the unmapper's goroutine, so a Queue that frees many chunks at once (a drained backlog) is not
+// held up. Until then the regions are out of the registry, and no sweep reaches them.
+func TestFreeingRegionsDoesNotWaitForTheUnmap(t *testing.T) {
+	s := useScratch(t, false)
+	var chunks [][]rec
+	for range 8 {
+		ch, isMapped := allocSweepable[rec](chunkSize)
+		if !isMapped || !isScratch(ch) {
+			t.Fatal("a full chunk is not a scratch region")
+		}
+		ch[0].id[0] = 1
+		chunks = append(chunks, ch)
+	}
+	release := make(chan struct{})
+	unmapper.wait()
+	unmapper.mu.Lock()
+	unmapper.unmap = func(b []byte) { <-release; unmapFile(b) } // a file system that takes its time
+	unmapper.mu.Unlock()
+	t.Cleanup(func() {
+		unmapper.mu.Lock()
+		unmapper.unmap = unmapFile
+		unmapper.mu.Unlock()
+	})
+	for _, ch := range chunks { // would block here if freeing waited for the unmap
+		freeMapped(ch, true)
+	}
+	if swept := Sweep(); swept != 0 {
+		t.Errorf("a sweep reached %d bytes of regions given back", swept)
+	}
+	close(release)
+	unmapper.wait()
+	if n := scratchMappings(t, s.dir); n != 0 {
+		t.Fatalf("%d mappings of the scratch directory after the unmapper ran, want 0", n)
+	}
 }
