@@ -179,7 +179,7 @@ func (r *runner) fill(q string, n int64) (int64, error) {
 
 // saveHeap writes the server's heap profile to <-heap-profile>/<name>.heap.pprof, when asked for.
 func (r *runner) saveHeap(name string) error {
-	if r.o.heapProfile == "" || r.srv.httpAddr == "" {
+	if r.o.heapProfile == "" || !r.srv.pprof {
 		return nil
 	}
 	res, err := http.Get("http://" + r.srv.httpAddr + "/debug/pprof/heap")

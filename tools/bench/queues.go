@@ -13,7 +13,6 @@ import (
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/tools/internal/fibpconn"
-	"github.com/filamq/fila/tools/internal/loopback"
 )
 
 // benchQueues measures what idle queues cost: each is a Raft group (with its dead-letter queue)
@@ -28,13 +27,9 @@ func benchQueues(r *runner) error {
 	// The server holds at most max_queues queues; this workload needs n. Its goroutines are
 	// counted through /debug/pprof.
 	r.srv.args = append(r.srv.args, "--max-queues", strconv.Itoa(n))
-	if r.srv.httpAddr == "" {
-		addr, err := loopback.FreeAddr()
-		if err != nil {
-			return err
-		}
-		r.srv.httpAddr = addr
-		r.srv.args = append(r.srv.args, "--pprof", "--http-listen", addr)
+	if !r.srv.pprof {
+		r.srv.pprof = true
+		r.srv.args = append(r.srv.args, "--pprof")
 	}
 	if err := r.srv.restart(); err != nil {
 		return err
@@ -152,7 +147,7 @@ func wakeQueues(r *runner, k int) error {
 
 // goroutines reads the server's goroutine count from /debug/pprof (0 when it does not serve it).
 func (s *server) goroutines() int {
-	if s.httpAddr == "" {
+	if !s.pprof {
 		return 0
 	}
 	resp, err := http.Get("http://" + s.httpAddr + "/debug/pprof/goroutine?debug=1")

@@ -20,7 +20,8 @@ import (
 // server is the broker under test: started by the tool, or an address given with -addr.
 type server struct {
 	addr     string
-	httpAddr string // serves /debug/pprof/ when set
+	httpAddr string // serves /metrics, and /debug/pprof/ when pprof
+	pprof    bool
 	cmd      *exec.Cmd
 	dir      string
 	bin      string
@@ -46,15 +47,15 @@ func startServer(bin string, fsync, pprof bool, pprofAddr string) (*server, erro
 	}
 	s := &server{addr: addr, dir: dir, bin: bin, args: []string{"--data-dir", dir + "/data", "--listen", addr,
 		"--log-level", "warn", "--fsync=" + strconv.FormatBool(fsync)}}
-	if s.httpAddr = pprofAddr; pprof {
-		if s.httpAddr == "" {
-			if s.httpAddr, err = loopback.FreeAddr(); err != nil {
-				return nil, err
-			}
+	// The HTTP listener always runs: the backlog figure reads the engine's scratch metrics there.
+	if s.httpAddr = pprofAddr; s.httpAddr == "" {
+		if s.httpAddr, err = loopback.FreeAddr(); err != nil {
+			return nil, err
 		}
-		s.args = append(s.args, "--pprof", "--http-listen", s.httpAddr)
-	} else {
-		s.args = append(s.args, "--http-listen", "")
+	}
+	s.args = append(s.args, "--http-listen", s.httpAddr)
+	if s.pprof = pprof; pprof {
+		s.args = append(s.args, "--pprof")
 	}
 	if err := s.launch(); err != nil {
 		s.stop()
