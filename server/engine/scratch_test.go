@@ -127,14 +127,7 @@ func TestScratchFullDiskFallsBack(t *testing.T) {
 	if _, err := OpenScratch(t.TempDir()); err == nil {
 		t.Fatal("OpenScratch accepted a directory where no region can be reserved")
 	}
-	before := ReadMappedStats()
-	ch, isMapped := allocSweepable[rec](chunkSize)
-	if !isMapped || isScratch(ch) {
-		t.Fatalf("mapped %v, scratch %v: want anonymous mapped memory", isMapped, isScratch(ch))
-	}
-	if got := ReadMappedStats().Fallbacks - before.Fallbacks; got != 1 {
-		t.Fatalf("%d fallbacks counted, want 1", got)
-	}
+	ch := allocFallback(t)
 	for i := range ch {
 		ch[i].attempts = uint32(i) + 1
 	}
@@ -144,7 +137,7 @@ func TestScratchFullDiskFallsBack(t *testing.T) {
 			t.Fatalf("record %d of an anonymous buffer changed by a sweep: %d", i, ch[i].attempts)
 		}
 	}
-	freeMapped(ch, isMapped)
+	freeMapped(ch, true)
 }
 
 // Sweeps running beside allocation, writes and frees (as the server's sweeper runs beside the
@@ -348,14 +341,7 @@ func TestScratchDirectoryRemovedFallsBack(t *testing.T) {
 	if err := os.RemoveAll(s.dir); err != nil {
 		t.Fatal(err)
 	}
-	before := ReadMappedStats()
-	ch, isMapped := allocSweepable[rec](chunkSize)
-	if !isMapped || isScratch(ch) {
-		t.Fatalf("mapped %v, scratch %v: want anonymous mapped memory", isMapped, isScratch(ch))
-	}
-	if got := ReadMappedStats().Fallbacks - before.Fallbacks; got != 1 {
-		t.Fatalf("%d fallbacks counted, want 1", got)
-	}
+	ch := allocFallback(t)
 	for i := range ch {
 		ch[i].attempts = uint32(i) + 2
 	}
@@ -365,7 +351,7 @@ func TestScratchDirectoryRemovedFallsBack(t *testing.T) {
 			t.Fatalf("record %d after a sweep: %d and %d", i, old[i].attempts, ch[i].attempts)
 		}
 	}
-	freeMapped(ch, isMapped)
+	freeMapped(ch, true)
 	freeMapped(old, oldMapped)
 }
 
@@ -404,4 +390,19 @@ func TestFreeingRegionsDoesNotWaitForTheUnmap(t *testing.T) {
 	if n := scratchMappings(t, s.dir); n != 0 {
 		t.Fatalf("%d mappings of the scratch directory after the unmapper ran, want 0", n)
 	}
+}
+
+// allocFallback allocates a full sweepable chunk where no scratch region can be made, and checks
+// that it is anonymous mapped memory, counted as one fallback.
+func allocFallback(t *testing.T) []rec {
+	t.Helper()
+	before := ReadMappedStats()
+	ch, isMapped := allocSweepable[rec](chunkSize)
+	if !isMapped || isScratch(ch) {
+		t.Fatalf("mapped %v, scratch %v: want anonymous mapped memory", isMapped, isScratch(ch))
+	}
+	if got := ReadMappedStats().Fallbacks - before.Fallbacks; got != 1 {
+		t.Fatalf("%d fallbacks counted, want 1", got)
+	}
+	return ch
 }
