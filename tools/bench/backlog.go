@@ -26,7 +26,7 @@ import (
 // is read -backlog-settle later, idle; empty_server is the lifecycle rate
 // measured first, on the empty server. scratch_mib is the engine's scratch regions (disk space; the
 // swept records live there, in the page cache rather than RSS) and scratch_cached_mib the part of
-// them in the page cache, both 0 unless the server serves /metrics (-heap-profile). cpu_us and
+// them in the page cache, read from the server's /metrics. cpu_us and
 // empty_cpu_us are the server's CPU time per acked message on the backlog and on the empty queues
 // beside it (their mean). The empty queues keep what their run left unconsumed. With -heap-profile
 // DIR the server serves pprof and a heap profile is saved at each size.

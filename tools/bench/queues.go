@@ -13,6 +13,8 @@ import (
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/tools/internal/fibpconn"
+
+	"github.com/filamq/fila/tools/internal/procfs"
 )
 
 // benchQueues measures what idle queues cost: each is a Raft group (with its dead-letter queue)
@@ -161,16 +163,4 @@ func (s *server) goroutines() int {
 }
 
 // cpuSeconds reads the server's user + system CPU time from /proc.
-func (s *server) cpuSeconds() float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return (u + st) / 100 // clock ticks (USER_HZ is 100 on Linux)
-}
+func (s *server) cpuSeconds() float64 { return procfs.CPU(s.cmd.Process.Pid).Seconds() }

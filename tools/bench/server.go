@@ -163,9 +163,6 @@ func (s *server) memory() memory {
 		f.Close()
 		m.rssFile -= m.rssAnon
 	}
-	if s.httpAddr == "" {
-		return m
-	}
 	res, err := http.Get("http://" + s.httpAddr + "/metrics")
 	if err != nil {
 		return m

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
+
+	"github.com/filamq/fila/tools/internal/procfs"
 )
 
 // cpuUnit is the unit of CPU time per message: µs.
@@ -52,26 +50,8 @@ func (c *cpuUse) String() string {
 	return fmt.Sprintf("CPU %.1f µs in the broker and %.1f µs in this tool per message or exchange", c.broker, c.tool)
 }
 
-// procCPU is the user and system CPU time pid has used, from /proc (0 where it cannot be read).
-func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// The fields after the command name (which is in parentheses and may hold spaces): utime
-	// and stime are the 12th and 13th, in clock ticks (100 per second on Linux).
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	s, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(u+s) * 10 * time.Millisecond
-}
+// procCPU is the user and system CPU time pid has used (0 where it cannot be read).
+var procCPU = procfs.CPU
 
 // selfCPU is the user and system CPU time this process has used.
 func selfCPU() time.Duration {
