@@ -134,11 +134,11 @@ func mapScratch(n int) ([]byte, bool) {
 func unmapRegion(b []byte) {
 	addr := addrOf(b)
 	pager.mu.Lock()
-	r, isRegion := pager.regions[addr]
+	_, isRegion := pager.regions[addr]
 	delete(pager.regions, addr)
 	pager.mu.Unlock()
 	if isRegion {
-		scratchBytes.Add(-int64(len(r)))
+		scratchBytes.Add(-int64(len(b)))
 		unmapper.give(b)
 		return
 	}
