@@ -80,9 +80,9 @@ func Files(s *spec.Spec, source string) (map[string][]byte, error) {
 		}
 	}
 	for _, g := range e.groups() {
-		frameLines := func(fr *spec.Frame) int { return renderedLines(e.framesFile(g, []*spec.Frame{fr})) }
+		frameLines := func(fr *spec.Frame) int { return renderedLines(e.framesFile([]*spec.Frame{fr})) }
 		for i, chunk := range e.chunks(g, frameLines) {
-			if err := render(chunkName("frames_", g, i, ".gen.go"), e.framesFile(g, chunk)); err != nil {
+			if err := render(chunkName("frames_", g, i, ".gen.go"), e.framesFile(chunk)); err != nil {
 				return nil, err
 			}
 		}

@@ -65,17 +65,27 @@ func renderedLines(f *File) int {
 }
 
 // framesFile declares frames and the inline records they own.
-func (e *emitter) framesFile(group string, frames []*spec.Frame) *File {
+func (e *emitter) framesFile(frames []*spec.Frame) *File {
 	f := e.newFile(false)
 	for _, fr := range frames {
 		e.frame(f, fr)
-		for _, r := range e.s.Records {
-			if r.Inline && e.owner[r] == group && e.ownerFrame[r] == fr {
-				e.record(f, r)
-			}
+		for _, r := range e.ownedRecords(fr) {
+			e.record(f, r)
 		}
 	}
 	return f
+}
+
+// ownedRecords returns the inline records fr owns, in the spec's order (they are declared and
+// sampled beside it).
+func (e *emitter) ownedRecords(fr *spec.Frame) []*spec.Record {
+	var rs []*spec.Record
+	for _, r := range e.s.Records {
+		if r.Inline && e.ownerFrame[r] == fr {
+			rs = append(rs, r)
+		}
+	}
+	return rs
 }
 
 // structFields declares the Go fields of a frame or record.

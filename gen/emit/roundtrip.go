@@ -183,10 +183,8 @@ func (e *emitter) roundTripGroupFile(casesFunc string, frames []*spec.Frame) *Fi
 	var cases []Code
 	for _, fr := range frames {
 		e.sampleFunc(f, fr.Name, fr.Fields, true)
-		for _, r := range e.s.Records {
-			if r.Inline && e.ownerFrame[r] == fr {
-				e.sampleFunc(f, spec.GoName(r.Name), r.Fields, false)
-			}
+		for _, r := range e.ownedRecords(fr) {
+			e.sampleFunc(f, spec.GoName(r.Name), r.Fields, false)
 		}
 		tail := Code(Lit(0))
 		if rt := restTail(fr, Id(sampleName(fr.Name)).Call(Lit(1))); rt != nil {
