@@ -8,25 +8,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/filamq/fila/tools/internal/repo"
 )
 
 // repoRoot is the directory holding go.work above the working directory.
 func repoRoot(t *testing.T) string {
 	t.Helper()
-	dir, err := os.Getwd()
+	root, err := repo.Root()
 	if err != nil {
-		t.Fatal(err)
+		t.Skip(err)
 	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.work")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.work above the working directory")
-		}
-		dir = parent
-	}
+	return root
 }
 
 // headVersion is the pseudo-version of the checked-out commit, or of a placeholder commit when
