@@ -21,8 +21,8 @@ type CheckReport struct {
 	Problems []string
 }
 
-// Check verifies a data directory offline, changing nothing: the manifest marker, every WAL
-// chunk by chunk (as a start does), then every key and value through a read-only Pebble, which
+// Check verifies a data directory offline, changing nothing: the manifest marker, every WAL that
+// a start replays, chunk by chunk (as a start does), then every key and value through a read-only Pebble, which
 // verifies each block's checksum, and the store format marker. An error means the check could
 // not run; damage is reported in Problems.
 func Check(dir string) (CheckReport, error) {
@@ -34,7 +34,7 @@ func Check(dir string) (CheckReport, error) {
 		rep.Problems = append(rep.Problems, err.Error())
 		return rep, nil // Pebble would take the directory for a new store
 	}
-	logs, err := walFiles(dir)
+	logs, err := replayedWALs(dir)
 	if err != nil {
 		return rep, err
 	}

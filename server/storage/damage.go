@@ -12,6 +12,10 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/record"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // Damage found before Pebble opens a directory. Pebble alone would start on some of it and lose
@@ -20,11 +24,11 @@ import (
 // offset in later chunk headers, is often missing), and it takes a directory without its
 // manifest marker for a new store, starting empty and deleting the old files as obsolete.
 //
-// So before opening, the store reads every WAL itself. A torn tail can only be the end of the
-// file: an unreadable chunk followed by any valid chunk of the same log later in the file is
-// damage, and the start stops with a *DamageError naming the file, unless the operator asked to
-// salvage: then the WAL is cut at the damage (the original is kept beside it) and the report
-// says what was dropped.
+// So before opening, the store reads itself every WAL that Pebble will replay. A torn tail can
+// only be the end of the newest file: an unreadable chunk followed by any valid chunk of the same
+// log later in the file is damage, and the start stops with a *DamageError naming the file,
+// unless the operator asked to salvage: then the WAL is cut at the damage (the original is kept
+// beside it) and the report says what was dropped.
 
 // ErrDamaged is what a *DamageError matches with errors.Is.
 var ErrDamaged = errors.New("storage: damaged data")
@@ -90,11 +94,20 @@ func (s walScan) isDamage(newest bool) bool {
 	return s.damaged && (s.validAfter > 0 || !newest)
 }
 
-// scanWAL reads the WAL at path chunk by chunk.
-func scanWAL(path string) (walScan, error) {
+// walNum is the number in a WAL file's name.
+func walNum(path string) (uint64, error) {
 	num, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(path), ".log"), 10, 64)
 	if err != nil {
-		return walScan{}, fmt.Errorf("storage: WAL name %s: %w", path, err)
+		return 0, fmt.Errorf("storage: WAL name %s: %w", path, err)
+	}
+	return num, nil
+}
+
+// scanWAL reads the WAL at path chunk by chunk.
+func scanWAL(path string) (walScan, error) {
+	num, err := walNum(path)
+	if err != nil {
+		return walScan{}, err
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -190,13 +203,101 @@ func walFiles(dir string) ([]string, error) {
 	return logs, err
 }
 
+// replayedWALs lists the WAL files of dir that Pebble replays when it opens dir, oldest first:
+// those numbered at or above the manifest's oldest unflushed WAL (pebble open.go, "Replay any
+// newer log files"). An older WAL is flushed already and only waits to be deleted; a crash inside
+// Pebble's Open, after it flushed a torn newest WAL and created the next one but before it
+// deleted the old, leaves one torn beside its successor. Pebble ignores it, and so does the check.
+// When the manifest cannot be read, every WAL is listed (Pebble's open will report the manifest).
+func replayedWALs(dir string) ([]string, error) {
+	logs, err := walFiles(dir)
+	if err != nil || len(logs) == 0 {
+		return logs, err
+	}
+	oldest, ok := oldestUnflushedWAL(dir)
+	if !ok {
+		return logs, nil
+	}
+	for i, path := range logs {
+		num, err := walNum(path)
+		if err != nil {
+			return nil, err
+		}
+		if num >= oldest {
+			return logs[i:], nil
+		}
+	}
+	return nil, nil
+}
+
+// oldestUnflushedWAL reads the current manifest of dir for the number of its oldest unflushed
+// WAL (the last version edit that sets it, as pebble's versionSet.load does); ok is false when
+// the manifest cannot be read or sets none.
+func oldestUnflushedWAL(dir string) (num uint64, ok bool) {
+	desc, err := pebble.Peek(dir, vfs.Default)
+	if err != nil || !desc.Exists {
+		return 0, false
+	}
+	f, err := os.Open(desc.ManifestFilename)
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	rr := record.NewReader(f, 0)
+	for {
+		r, err := rr.Next()
+		if err != nil {
+			return num, ok // io.EOF, or a torn tail Pebble stops at too
+		}
+		edit, err := io.ReadAll(r)
+		if err != nil {
+			return num, ok
+		}
+		if n, found := editMinUnflushed(edit); found {
+			num, ok = n, true
+		}
+	}
+}
+
+// Version edit tags (pebble internal/manifest/version_edit.go). VersionEdit.Encode writes the
+// comparator name first when it has one, then the oldest unflushed WAL's number when it is set.
+const (
+	tagComparator = 1
+	tagLogNumber  = 2
+)
+
+// editMinUnflushed finds the oldest unflushed WAL's number in one encoded version edit.
+func editMinUnflushed(edit []byte) (uint64, bool) {
+	tag, n := binary.Uvarint(edit)
+	if n <= 0 {
+		return 0, false
+	}
+	edit = edit[n:]
+	if tag == tagComparator {
+		size, n := binary.Uvarint(edit)
+		if n <= 0 || uint64(len(edit)-n) < size {
+			return 0, false
+		}
+		edit = edit[n+int(size):]
+		if tag, n = binary.Uvarint(edit); n <= 0 {
+			return 0, false
+		}
+		edit = edit[n:]
+	}
+	if tag != tagLogNumber {
+		return 0, false
+	}
+	num, n := binary.Uvarint(edit)
+	return num, n > 0 && num != 0
+}
+
 // checkDamage refuses a directory whose data Pebble would lose or delete on open; with salvage
 // it cuts a damaged newest WAL at its damage instead and logs what was dropped.
 func checkDamage(dir string, salvage bool, log *slog.Logger) error {
 	if err := checkManifest(dir); err != nil {
 		return err
 	}
-	logs, err := walFiles(dir)
+	logs, err := replayedWALs(dir)
 	if err != nil {
 		return err
 	}

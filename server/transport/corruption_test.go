@@ -192,6 +192,46 @@ func TestTornWALTailStarts(t *testing.T) {
 	b.Close()
 }
 
+// A crash inside Pebble's Open, after it flushed a torn newest WAL and created the next one but
+// before it deleted the old, leaves the torn WAL beside its successor. Pebble no longer replays
+// it, so it is not damage: the start goes on with every message the flush kept, and the offline
+// check agrees.
+func TestStaleTornWALBesideItsSuccessorStarts(t *testing.T) {
+	dir := copyDir(t, populate(t, 2_000))
+	wal := newestWAL(t, dir)
+	data, err := os.ReadFile(wal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	torn := data[:written(data)-100]
+	if err := os.WriteFile(wal, torn, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b := openQuiet(t, dir) // replays the torn WAL, flushes it, starts a new one, deletes it
+	want := depth(t, b)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if newestWAL(t, dir) <= wal {
+		t.Fatalf("no WAL newer than %s after the start", wal)
+	}
+	if err := os.WriteFile(wal, torn, 0o644); err != nil { // as the crash before the delete left it
+		t.Fatal(err)
+	}
+	rep, err := storage.Check(dir)
+	if err != nil || len(rep.Problems) > 0 {
+		t.Fatalf("check of a stale torn WAL: %v %v", err, rep.Problems)
+	}
+	b, err = openBroker(dir)
+	if err != nil {
+		t.Fatalf("a stale torn WAL refused the start: %v", err)
+	}
+	defer b.Close()
+	if got := depth(t, b); got != want || want == 0 {
+		t.Fatalf("started with %d messages, want the %d the first start kept", got, want)
+	}
+}
+
 // A directory with data but without its manifest marker is refused, and nothing in it deleted.
 func TestMissingManifestMarkerIsRefused(t *testing.T) {
 	dir := copyDir(t, populate(t, 500))
