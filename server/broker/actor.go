@@ -86,10 +86,8 @@ type actor struct {
 	deleted   bool
 	sinceSnap int // bytes proposed since the last snapshot
 
-	// The bodies of the dispatch batch's leases at hand (bodiesAtHand), and how many of the
-	// round's deliveries have theirs still to be read (bodyread.go).
-	leaseBodies []leaseBody
-	unread      int
+	// How many of the round's deliveries have their bodies still to be read (bodyread.go).
+	unread int
 }
 
 // lane is one queue of the group.

@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"slices"
 
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/store"
@@ -283,12 +282,10 @@ func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 		if a.committed(l) {
 			a.st.Leased(l, now, a.leaseBuf)
 		}
-		a.bodiesAtHand(a.leaseBuf)
-		for i, le := range a.leaseBuf {
-			a.deliver(l, le, &a.leaseBodies[i])
+		for _, le := range a.leaseBuf {
+			a.deliver(l, le)
 		}
 		clear(a.fetched)
-		clear(a.leaseBodies) // the bodies are the deliveries' now
 		if len(a.leaseBuf) < maxDispatchPerRound {
 			break
 		}
@@ -299,38 +296,27 @@ func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 	}
 }
 
-// bodiesAtHand finds the bodies of leased messages that are at hand, a.leaseBodies[i] for
-// leases[i]: in the body cache, or read already by a throttle's Class. The others are read from
-// storage beside the round's commit (bodyread.go).
-func (a *actor) bodiesAtHand(leases []engine.Lease) {
-	a.leaseBodies = slices.Grow(a.leaseBodies[:0], len(leases))[:len(leases)]
-	for i, le := range leases {
-		lb := &a.leaseBodies[i]
-		*lb = leaseBody{}
-		if cached, ok := a.bodies.get(le.ID); ok {
-			lb.b, lb.ok = *cached, true
-		} else if b, read := a.fetched[le.ID]; read {
-			lb.b, lb.ok = b, true
-		}
+// bodyAtHand finds the body of leased message id if it is at hand: in the body cache, or read
+// already by a throttle's Class. The others are read from storage beside the round's commit
+// (bodyread.go).
+func (a *actor) bodyAtHand(id engine.MsgID) (body, bool) {
+	if cached, ok := a.bodies.get(id); ok {
+		return *cached, true
 	}
+	b, ok := a.fetched[id]
+	return b, ok
 }
 
-// leaseBody is the body bodiesAtHand found for a lease, if it found one.
-type leaseBody struct {
-	b  body
-	ok bool
-}
-
-// deliver adds one leased message to its subscription's batch; lb is its body if at hand, else
-// the delivery is marked to have its body read from storage before it is handed over.
-func (a *actor) deliver(l queuegroup.Lane, le engine.Lease, lb *leaseBody) {
+// deliver adds one leased message to its subscription's batch with its body if at hand, else
+// marks the delivery to have its body read from storage before it is handed over.
+func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 	sub := a.subs[le.Consumer]
 	m, ok := a.st.Lane(l).Get(le.ID)
 	if sub == nil || !ok {
 		return
 	}
-	b := lb.b
-	if !lb.ok {
+	b, atHand := a.bodyAtHand(le.ID)
+	if !atHand {
 		a.unread++
 	}
 	buf := a.pending[sub]
@@ -353,7 +339,7 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease, lb *leaseBody) {
 		EnqueuedAt:   m.EnqueuedAt,
 		LeasedAt:     le.LeasedAt,
 		ExpiresAt:    le.ExpiresAt,
-		unread:       !lb.ok,
+		unread:       !atHand,
 	})
 	buf.size += len(b.payload) + 128 // a body still to be read counts only its overhead
 	if buf.size >= deliveryBatchBytes {
