@@ -20,8 +20,9 @@ import (
 
 // bodyRead is one round's reading of its deliveries' bodies.
 type bodyRead struct {
-	done chan struct{}
-	err  error // set before done is closed
+	done    chan struct{}
+	err     error // set before done is closed
+	missing int   // how many of the bodies were not found; set before done is closed
 }
 
 // unreadAt is a delivery whose body is to be read: outbox[batch].deliveries[at].
@@ -60,11 +61,12 @@ func (a *actor) readBodies(outbox []outBatch) *bodyRead {
 		ids[i] = w.id
 	}
 	read := a.b.db.ReadBodiesLater(a.name, ids)
-	r := &bodyRead{done: make(chan struct{})}
+	r := &bodyRead{done: make(chan struct{}), missing: len(want)}
 	go func() {
 		defer close(r.done)
 		var slab []byte
 		r.err = read(func(i int, h map[string]string, p []byte) {
+			r.missing--
 			w := want[i]
 			d := &outbox[w.batch].deliveries[w.at]
 			if cap(slab)-len(slab) < len(p) {
@@ -88,6 +90,9 @@ func (a *actor) awaitBodies(c *commit) {
 	c.reads = nil
 	if r.err != nil {
 		a.log.Error("reading message bodies failed", "err", r.err)
+	}
+	if r.missing == 0 {
+		return
 	}
 	for b := range c.outbox {
 		ds := c.outbox[b].deliveries

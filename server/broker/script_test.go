@@ -43,6 +43,7 @@ import (
 //	metrics NAME…                            the samples of these series (without fila_), sorted
 //	fail-commits N                           the next N log appends fail
 //	crash                                    power failure: unsynced writes are lost, the broker stops
+//	lose-body QUEUE ID                       the store forgets that message's body (damage)
 type script struct {
 	t       *testing.T
 	timers  []*fakeTimer
@@ -309,6 +310,9 @@ func (s *script) run(d *datadriven.TestData) string {
 		return "ok"
 	case "wait-reload":
 		s.waitReload()
+		return "ok"
+	case "lose-body":
+		s.mem.LoseBody(words[0], storage.ID(s.id(words[1])))
 		return "ok"
 	case "crash":
 		s.mem.Crash()

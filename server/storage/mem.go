@@ -102,6 +102,13 @@ func (m *Mem) Restart() {
 	m.mu.Unlock()
 }
 
+// LoseBody forgets the body of message id of queue, as damage to the disk would.
+func (m *Mem) LoseBody(queue string, id ID) {
+	m.mu.Lock()
+	delete(m.bodies[queue], id)
+	m.mu.Unlock()
+}
+
 const metaGroup = "\x00meta" // no queue name contains NUL
 
 // MetaLog returns the meta group's stores.
