@@ -48,21 +48,21 @@ type fatalPanic struct{ msg string }
 
 // Read runs fn with the open database. fn must not keep the database, nor iterators, after it
 // returns.
-func (d *DB) Read(fn func(p *pebble.DB) error) (err error) {
+func (d *DB) Read(fn func(p *pebble.DB) error) error {
 	d.mu.RLock()
 	defer d.mu.RUnlock()
+	return d.read(fn)
+}
+
+// read is Read with d.mu held shared.
+func (d *DB) read(fn func(p *pebble.DB) error) error {
 	if d.p == nil {
 		if herr := d.h.err(); herr != nil {
 			return herr
 		}
 		return errClosed
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("storage: pebble: %v", panicText(r))
-		}
-	}()
-	return fn(d.p)
+	return d.try(fn)
 }
 
 // Write runs fn, which builds and commits writes on the database, unless the store refuses

@@ -383,41 +383,25 @@ func (d *DB) ReadBodiesLater(queue string, ids []ID) (read func(fn func(i int, h
 	}
 	d.mu.RLock()
 	lo := groupPrefix(kindBody, queue)
-	it, err := d.bodyIter(lo)
+	var it *pebble.Iterator
+	err := d.read(func(p *pebble.DB) (err error) {
+		it, err = p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: append(bytes.Clone(lo[:len(lo)-1]), 1)})
+		return err
+	})
 	if err != nil {
 		d.mu.RUnlock()
 		return func(func(int, map[string]string, []byte)) error { return err }
 	}
-	return func(fn func(i int, headers map[string]string, payload []byte)) (err error) {
+	return func(fn func(i int, headers map[string]string, payload []byte)) error {
 		defer d.mu.RUnlock()
-		defer func() {
-			if r := recover(); r != nil {
-				err = fmt.Errorf("storage: pebble: %v", panicText(r))
+		return d.try(func(*pebble.DB) error {
+			err := readBodies(it, lo, queue, ids, fn)
+			if cerr := it.Close(); err == nil {
+				err = cerr
 			}
-		}()
-		err = readBodies(it, lo, queue, ids, fn)
-		if cerr := it.Close(); err == nil {
-			err = cerr
-		}
-		return err
+			return err
+		})
 	}
-}
-
-// bodyIter opens an iterator over the bodies under prefix lo; d.mu is held shared.
-func (d *DB) bodyIter(lo []byte) (it *pebble.Iterator, err error) {
-	if d.p == nil {
-		if herr := d.h.err(); herr != nil {
-			return nil, herr
-		}
-		return nil, errClosed
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("storage: pebble: %v", panicText(r))
-		}
-	}()
-	hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
-	return d.p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 }
 
 // readBodies reads the bodies of ids (ascending) with it, an iterator over the bodies under lo.
