@@ -152,11 +152,6 @@ func (m *Mem) ReadBody(queue string, id ID) (Body, error) {
 	return Body{Headers: maps.Clone(b.Headers), Payload: bytes.Clone(b.Payload)}, nil
 }
 
-// ReadBodies calls fn for each of ids that has a body.
-func (m *Mem) ReadBodies(queue string, ids []ID, fn func(i int, headers map[string]string, payload []byte)) error {
-	return m.ReadBodiesLater(queue, ids)(fn)
-}
-
 // ReadBodiesLater copies the bodies of ids now; read hands them to fn.
 func (m *Mem) ReadBodiesLater(queue string, ids []ID) func(fn func(i int, headers map[string]string, payload []byte)) error {
 	found := make(map[int]Body, len(ids))

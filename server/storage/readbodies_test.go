@@ -55,7 +55,7 @@ func TestReadBodiesFindsExactlyTheStoredBodies(t *testing.T) {
 		}
 		slices.SortFunc(want, func(x, y ID) int { return slices.Compare(x[:], y[:]) })
 		read := func(st Store) (got []string) {
-			err := st.ReadBodies(queue, want, func(i int, h map[string]string, p []byte) {
+			err := st.ReadBodiesLater(queue, want)(func(i int, h map[string]string, p []byte) {
 				got = append(got, fmt.Sprintf("%x=%s/%v", want[i], p, h))
 			})
 			if err != nil {

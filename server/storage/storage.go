@@ -366,17 +366,12 @@ func (d *DB) ReadBody(queue string, id ID) (body Body, err error) {
 	return body, err
 }
 
-// ReadBodies reads the bodies of ids, which must be sorted ascending, with one iterator: a run
-// of neighbouring messages costs one seek and steps, and shares data blocks. fn receives each body
-// found; its payload is valid only during the call. IDs with no body are skipped.
-func (d *DB) ReadBodies(queue string, ids []ID, fn func(i int, headers map[string]string, payload []byte)) error {
-	return d.ReadBodiesLater(queue, ids)(fn)
-}
-
 // ReadBodiesLater takes a consistent view of the store now and returns read, which reads the
-// bodies of ids (sorted ascending) from that view as ReadBodies does: a write or deletion after
-// the call is not seen. read may run on another goroutine and must be called exactly once: until
-// then the view holds off a reopen of the database.
+// bodies of ids, which must be sorted ascending, from that view with one iterator: a run of
+// neighbouring messages costs one seek and steps, and shares data blocks. A write or deletion
+// after the call is not seen. read's fn receives each body found; its payload is valid only
+// during the call. IDs with no body are skipped. read may run on another goroutine and must be
+// called exactly once: until then the view holds off a reopen of the database.
 func (d *DB) ReadBodiesLater(queue string, ids []ID) (read func(fn func(i int, headers map[string]string, payload []byte)) error) {
 	if len(ids) == 0 {
 		return func(func(int, map[string]string, []byte)) error { return nil }

@@ -68,7 +68,7 @@ func testBodies(t *testing.T, st Store, reopen func() Store) {
 		t.Fatalf("deleted body: %v", err)
 	}
 	var seen []int
-	err = st.ReadBodies("orders", []ID{{0}, ids[0], ids[1], ids[2], {9}}, func(i int, _ map[string]string, p []byte) {
+	err = st.ReadBodiesLater("orders", []ID{{0}, ids[0], ids[1], ids[2], {9}})(func(i int, _ map[string]string, p []byte) {
 		seen = append(seen, i)
 	})
 	if err != nil || !cmp.Equal(seen, []int{1, 2}) {

@@ -25,11 +25,9 @@ type Store interface {
 	Applied(queue string) (uint64, error)
 	// ReadBody returns a body, copied out of the store; ErrNotFound when there is none.
 	ReadBody(queue string, id ID) (Body, error)
-	// ReadBodies reads the bodies of ids (sorted ascending); fn's payload is valid during the call.
-	ReadBodies(queue string, ids []ID, fn func(i int, headers map[string]string, payload []byte)) error
 	// ReadBodiesLater takes a consistent view of the store now and returns read, which reads the
-	// bodies of ids (sorted ascending) as they were then, as ReadBodies does; read may run on
-	// another goroutine and must be called exactly once.
+	// bodies of ids (sorted ascending) as they were then, skipping those with none; fn's payload
+	// is valid during the call. read may run on another goroutine and must be called exactly once.
 	ReadBodiesLater(queue string, ids []ID) (read func(fn func(i int, headers map[string]string, payload []byte)) error)
 	// Queues lists the queue groups that have stored state.
 	Queues() ([]string, error)
