@@ -56,13 +56,19 @@ type LightReader interface {
 type guardStore struct {
 	raftstore.LogStableStore
 	b     *breaker
-	light *atomic.Bool // reads go through LightReader, if the store has it (raft's restore scan)
+	lr    LightReader  // the store's, nil if it has none
+	light *atomic.Bool // reads go through lr, if the store has it (raft's restore scan)
+}
+
+func newGuardStore(store raftstore.LogStableStore, b *breaker) guardStore {
+	lr, _ := store.(LightReader)
+	return guardStore{LogStableStore: store, b: b, lr: lr, light: &atomic.Bool{}}
 }
 
 func (s guardStore) GetLog(index uint64, l *raft.Log) error {
 	var err error
-	if lr, ok := s.LogStableStore.(LightReader); ok && s.light.Load() {
-		err = lr.GetLogLight(index, l)
+	if s.lr != nil && s.light.Load() {
+		err = s.lr.GetLogLight(index, l)
 	} else {
 		err = s.LogStableStore.GetLog(index, l)
 	}

@@ -18,7 +18,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -105,7 +104,7 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 		}
 	}
 	brk := &breaker{}
-	gs := guardStore{LogStableStore: store, b: brk, light: &atomic.Bool{}}
+	gs := newGuardStore(store, brk)
 	// NewRaft reads the log past the snapshot only for its configuration entries: light reads.
 	// The goroutines it starts could read only as a follower (terms) until this node leads, an
 	// election timeout later; the entries applied and sent to followers are read in full.
