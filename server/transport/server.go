@@ -11,6 +11,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -157,8 +158,10 @@ func (s *Server) Serve(ln net.Listener) error {
 			if closing {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTemporary) {
+			if retryAccept(err) {
+				if backoff == 0 {
+					s.log.Warn("accept failed; retrying", "err", err)
+				}
 				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
 				time.Sleep(backoff)
 				continue
@@ -171,6 +174,22 @@ func (s *Server) Serve(ln net.Listener) error {
 }
 
 var errTemporary = errors.New("temporary")
+
+// retryAccept reports whether an Accept error passes: a timeout, or a shortage that ends when
+// connections close (out of file descriptors or buffers, a connection reset before it was
+// accepted). A client that opens many connections must not stop the listener.
+func retryAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTemporary) {
+		return true
+	}
+	for _, errno := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.ECONNRESET} {
+		if errors.Is(err, errno) {
+			return true
+		}
+	}
+	return false
+}
 
 func (s *Server) accept(nc net.Conn) {
 	host := clientHost(nc.RemoteAddr())

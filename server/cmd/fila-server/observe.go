@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/net/netutil"
 
 	"github.com/filamq/fila/server/config"
 )
@@ -77,8 +78,9 @@ func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness, he
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, ReadHeaderTimeout: 10 * time.Second} // Addr: the bound address, for --addr-file
-	go srv.Serve(ln)
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, // Addr: the bound address, for --addr-file
+		ReadHeaderTimeout: httpIdleTimeout, IdleTimeout: httpIdleTimeout}
+	go srv.Serve(netutil.LimitListener(ln, maxHTTPConnections))
 	return srv, nil
 }
 
@@ -119,3 +121,12 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 	}
 	return a
 }
+
+// maxHTTPConnections bounds the connections the HTTP listener serves at once: it needs no key,
+// so without a bound idle keep-alive connections could take every file the process may open.
+const maxHTTPConnections = 64
+
+// httpIdleTimeout bounds the time to read a request's headers and a keep-alive connection's
+// idle time, so that slow or idle clients give their connection back. (No ReadTimeout: it would
+// cancel a 30-second /debug/pprof/profile; no endpoint reads a request body.)
+const httpIdleTimeout = 10 * time.Second
