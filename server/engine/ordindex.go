@@ -173,15 +173,8 @@ func (x *ordIndex) nearHint(h ordHint, p uint64) (i int, ok, decided bool) {
 	if lo >= hi || p < ents[lo].key() || p > ents[hi-1].key() {
 		return 0, false, false
 	}
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if ents[m].key() < p {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	return lo, ents[lo].key() == p, true
+	i = lowerBound(ents, lo, hi, p)
+	return i, ents[i].key() == p, true
 }
 
 // hint records that an entry was found at chunk c, position i.
@@ -221,15 +214,22 @@ func searchEnts(ents []ordEnt, p, first, last uint64) (int, bool) {
 			b = ents[hi-1].key()
 		}
 	}
+	lo = lowerBound(ents, lo, hi, p)
+	return lo, lo < len(ents) && ents[lo].key() == p
+}
+
+// lowerBound returns the first position in ents[lo:hi] whose key is not below p (hi if none is),
+// by binary search.
+func lowerBound(ents []ordEnt, lo, hi int, p uint64) int {
 	for lo < hi {
-		h := int(uint(lo+hi) >> 1)
-		if ents[h].key() < p {
-			lo = h + 1
+		m := int(uint(lo+hi) >> 1)
+		if ents[m].key() < p {
+			lo = m + 1
 		} else {
-			hi = h
+			hi = m
 		}
 	}
-	return lo, lo < len(ents) && ents[lo].key() == p
+	return lo
 }
 
 // add appends p → slot if p is greater than every prefix in the index; false (and nothing
