@@ -236,34 +236,42 @@ func lowerBound(ents []ordEnt, lo, hi int, p uint64) int {
 // changed) otherwise.
 func (x *ordIndex) add(p uint64, slot uint32) bool {
 	nc := len(x.chunks)
-	if nc == 0 {
-		x.chunks = append(x.chunks, newOrdChunk(min(firstOrdCap, x.chunkCap)))
+	switch {
+	case nc > 0 && p <= x.maxs[nc-1]:
+		return false
+	case nc > 0 && x.roomAtTail():
+		x.maxs[nc-1] = p
+	default: // a new chunk, from p
+		n := x.chunkCap
+		if nc == 0 {
+			n = min(firstOrdCap, x.chunkCap)
+		}
+		x.chunks = append(x.chunks, newOrdChunk(n))
 		x.mins = append(x.mins, p)
 		x.maxs = append(x.maxs, p)
-		nc = 1
-	} else if p <= x.maxs[nc-1] {
-		return false
 	}
-	t := &x.chunks[nc-1]
-	if len(t.ents) == cap(t.ents) {
-		switch {
-		case t.live <= cap(t.ents)/2:
-			t.compact()
-			x.mins[nc-1] = t.ents[0].key()
-		case cap(t.ents) < x.chunkCap:
-			t.grow(min(2*cap(t.ents), x.chunkCap))
-		default:
-			x.chunks = append(x.chunks, newOrdChunk(x.chunkCap))
-			x.mins = append(x.mins, p)
-			x.maxs = append(x.maxs, p)
-			t = &x.chunks[nc]
-			nc++
-		}
-	}
-	x.maxs[nc-1] = p
+	t := &x.chunks[len(x.chunks)-1]
 	t.ents = append(t.ents, ordEnt{hi: uint32(p >> 32), lo: uint32(p), slot: slot})
 	t.live++
 	x.n++
+	return true
+}
+
+// roomAtTail reports whether the last chunk has room for one more entry, making it when it is
+// full by compacting it (at most half live) or growing it (below chunkCap).
+func (x *ordIndex) roomAtTail() bool {
+	c := len(x.chunks) - 1
+	t := &x.chunks[c]
+	switch {
+	case len(t.ents) < cap(t.ents):
+	case t.live <= cap(t.ents)/2:
+		t.compact()
+		x.mins[c] = t.ents[0].key()
+	case cap(t.ents) < x.chunkCap:
+		t.grow(min(2*cap(t.ents), x.chunkCap))
+	default:
+		return false
+	}
 	return true
 }
 
