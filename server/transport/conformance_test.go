@@ -5,6 +5,7 @@ package transport
 // codec (which both this server and its SDK use) cannot hide behind itself.
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -572,4 +573,94 @@ func TestSpecDisconnect(t *testing.T) {
 		t.Fatal("in-flight Enqueue not answered before the close")
 	}
 	c.expectClosed()
+}
+
+func TestSpecWithoutCreditFlowControlTheServerPushesFreely(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.write(rawFrame(0x01, 0, 0, be(nil).u16(1).u8(0).u32(0))) // no capabilities
+	r := c.expect(0x02, 0)
+	r.u16()
+	r.u64()
+	r.u32()
+	r.u32()
+	c.createQueue(1, "q")
+	c.enqueue(2, enqueueBody("q", "1", "2", "3"))
+	c.consume(3, "q", 1) // credit is ignored
+	got := 0
+	for got < 3 {
+		got += len(c.delivery(3))
+	}
+}
+
+func TestSpecCreditZeroIsUnlimited(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	c.createQueue(1, "q")
+	c.enqueue(2, enqueueBody("q", "1", "2", "3", "4", "5"))
+	c.consume(3, "q", 0)
+	got := 0
+	for got < 5 {
+		got += len(c.delivery(3))
+	}
+}
+
+func TestSpecIdempotencyKeyDuplicate(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	c.createQueue(1, "q")
+	msg := be(nil).str("q").u16(0).bytes([]byte("x")).u8(0).u8(0).u8(0).u8(1).str("order-17")
+	res := c.enqueue(2, be(nil).u32(2).raw(msg).raw(msg))
+	if res[0].code != 0 || res[0].duplicate || res[1].code != 0 || !res[1].duplicate || res[1].id != res[0].id {
+		t.Fatalf("EnqueueResult %+v: the second item must be Ok, duplicate, with the first one's ID", res)
+	}
+}
+
+func TestSpecServerPingUsesTheServerIDRange(t *testing.T) {
+	_, addr := startServer(t, Options{PingInterval: 20 * time.Millisecond})
+	c := dialSpec(t, addr)
+	c.handshake()
+	for range 2 {
+		f, err := c.readFrame()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.op != 0x03 || f.id&0x80000000 == 0 || f.id == 0x80000000 || len(f.body) != 0 || f.flags != 0 {
+			t.Fatalf("server ping: opcode %#02x id %#x body %x", f.op, f.id, f.body)
+		}
+		c.write(rawFrame(0x04, 0, f.id, nil))
+	}
+	c.ping(1)
+}
+
+func TestSpecServerShutdownSendsDisconnect(t *testing.T) {
+	s, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	go s.Shutdown(ctx)
+	c.expect(0x05, 0).end()
+	c.expectClosed()
+}
+
+// Delivery frames carry the Consume's request ID, which must be client-initiated: 0 is the
+// handshake's and bit 31 marks server-initiated frames (a client ignores those it does not
+// know), so a subscription there could never be delivered to.
+func TestSpecConsumeRequestIDOutsideTheClientRange(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	c.createQueue(1, "q")
+	c.enqueue(2, enqueueBody("q", "x"))
+	for _, id := range []uint32{0, 0x80000000, 0x80000005, 0xFFFFFFFF} {
+		c.write(rawFrame(0x12, 0, id, be(nil).str("q").u32(0).u16(0)))
+		c.expectError(id, 0x0E)
+	}
+	c.consume(3, "q", 0)
+	if ds := c.delivery(3); len(ds) != 1 {
+		t.Fatalf("%d messages delivered", len(ds))
+	}
 }

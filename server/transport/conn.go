@@ -377,6 +377,10 @@ func (c *conn) end() {
 	c.pending.Done()
 }
 
+// serverInitiated is bit 31 of a request ID: set on frames the server originates (its Pings),
+// clear on the client's requests and so on every answer and Delivery.
+const serverInitiated = 0x80000000
+
 // keepalive pings an idle peer and closes the connection when a ping goes unanswered.
 func (c *conn) keepalive() {
 	tick := time.NewTicker(min(c.s.opts.PingInterval, c.s.opts.PongTimeout) / 2)
@@ -396,10 +400,10 @@ func (c *conn) keepalive() {
 			}
 			if now.Sub(time.Unix(0, c.lastRecv.Load())) >= c.s.opts.PingInterval {
 				c.nextPing++
-				if c.nextPing == 0 || c.nextPing >= 0x80000000 {
+				if c.nextPing == 0 || c.nextPing >= serverInitiated {
 					c.nextPing = 1
 				}
-				id := 0x80000000 | c.nextPing
+				id := serverInitiated | c.nextPing
 				c.pingID.Store(id)
 				c.pingSentAt.Store(now.UnixNano())
 				c.send(id, &fibp.Ping{})
