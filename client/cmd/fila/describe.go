@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +19,12 @@ var settingOrder = []string{
 	"on_enqueue_script", "on_failure_script", "dlq_of",
 }
 
+// described is what queue describe prints.
+type described struct {
+	Queue    string    `json:"queue"`
+	Settings []setting `json:"settings"`
+}
+
 // setting is one line of queue describe.
 type setting struct {
 	Name    string `json:"name"`
@@ -32,28 +39,23 @@ func (a *app) queueDescribeCommand() *cobra.Command {
 		Short: "Show every setting of a queue, and which broker defaults it follows",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := a.request(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
-			st, err := c.GetStats(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			defaults, err := c.ListConfig(ctx, "defaults.")
-			if err != nil {
-				return err
-			}
-			settings := describe(st, defaults)
-			if a.json {
-				return a.printJSON(map[string]any{"queue": args[0], "settings": settings})
-			}
-			rows := make([][]string, len(settings))
-			for i, s := range settings {
-				rows[i] = []string{s.Name, s.Value, orDash(s.Follows)}
-			}
-			return a.printTable([]string{"SETTING", "VALUE", "FOLLOWS"}, rows)
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (described, error) {
+				st, err := c.GetStats(ctx, args[0])
+				if err != nil {
+					return described{}, err
+				}
+				defaults, err := c.ListConfig(ctx, "defaults.")
+				if err != nil {
+					return described{}, err
+				}
+				return described{Queue: args[0], Settings: describe(st, defaults)}, nil
+			}, func(d described) error {
+				rows := make([][]string, len(d.Settings))
+				for i, s := range d.Settings {
+					rows[i] = []string{s.Name, s.Value, orDash(s.Follows)}
+				}
+				return a.printTable([]string{"SETTING", "VALUE", "FOLLOWS"}, rows)
+			})
 		},
 	}
 }

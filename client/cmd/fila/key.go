@@ -43,23 +43,15 @@ func (a *app) keyCreateCommand() *cobra.Command {
 			}
 			at = t
 		}
-		c, ctx, cancel, err := a.request(cmd)
-		if err != nil {
+		return ask(a, cmd, func(ctx context.Context, c *fila.Client) (*fila.APIKey, error) {
+			return c.CreateAPIKey(ctx, args[0], at, superadmin)
+		}, func(k *fila.APIKey) error {
+			if err := a.printTable(nil, [][]string{{"key id", k.ID}, {"secret", k.Key}, {"superadmin", fmt.Sprint(k.IsSuperadmin)}, {"expires", timeCell(at)}}); err != nil {
+				return err
+			}
+			_, err := fmt.Fprintln(a.stderr, "fila: the secret is shown once and not stored; give it to the client (--api-key or FILA_API_KEY)")
 			return err
-		}
-		defer cancel()
-		k, err := c.CreateAPIKey(ctx, args[0], at, superadmin)
-		if err != nil {
-			return err
-		}
-		if a.json {
-			return a.printJSON(k)
-		}
-		if err := a.printTable(nil, [][]string{{"key id", k.ID}, {"secret", k.Key}, {"superadmin", fmt.Sprint(k.IsSuperadmin)}, {"expires", timeCell(at)}}); err != nil {
-			return err
-		}
-		_, err = fmt.Fprintln(a.stderr, "fila: the secret is shown once and not stored; give it to the client (--api-key or FILA_API_KEY)")
-		return err
+		})
 	}
 	return cmd
 }

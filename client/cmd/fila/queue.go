@@ -125,20 +125,12 @@ func (a *app) queueCreateCommand() *cobra.Command {
 		if cfg.OnFailureScript, err = readScript(q.onFailure); err != nil {
 			return err
 		}
-		c, ctx, cancel, err := a.request(cmd)
-		if err != nil {
-			return err
-		}
-		defer cancel()
-		id, err := c.CreateQueue(ctx, cfg)
-		if err != nil {
-			return err
-		}
-		if a.json {
-			return a.printJSON(map[string]string{"queue": cfg.Name, "queue_id": id})
-		}
-		_, err = fmt.Fprintf(a.stdout, "queue %q created (id %s)\n", cfg.Name, id)
-		return err
+		return ask(a, cmd, func(ctx context.Context, c *fila.Client) (map[string]string, error) {
+			id, err := c.CreateQueue(ctx, cfg)
+			return map[string]string{"queue": cfg.Name, "queue_id": id}, err
+		}, func(m map[string]string) error {
+			return a.printf("queue %q created (id %s)\n", m["queue"], m["queue_id"])
+		})
 	}
 	return cmd
 }

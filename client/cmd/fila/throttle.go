@@ -39,23 +39,15 @@ func (a *app) throttleCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ctx, cancel, err := a.request(cmd)
-			if err != nil {
-				return err
-			}
-			defer cancel()
 			kind := fibp.BucketKindKeyed
 			if missing {
 				kind = fibp.BucketKindMissingKeyShared
 			}
-			b, err := c.GetThrottleBucket(ctx, args[0], kind, args[1:])
-			if err != nil {
-				return err
-			}
-			if a.json {
-				return a.printJSON(b)
-			}
-			return a.printTable([]string{"BUCKET", "COUNTED", "WAITING", "NEXT ROOM"}, [][]string{bucketRow(b)})
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (*fibp.BucketStats, error) {
+				return c.GetThrottleBucket(ctx, args[0], kind, args[1:])
+			}, func(b *fibp.BucketStats) error {
+				return a.printTable([]string{"BUCKET", "COUNTED", "WAITING", "NEXT ROOM"}, [][]string{bucketRow(b)})
+			})
 		},
 	}
 	bucket.Flags().BoolVar(&missing, "missing", false, "the shared bucket of messages missing the key")
