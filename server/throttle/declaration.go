@@ -70,12 +70,34 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
 
-// Validate checks the declarations of one subscription (throttling.md): every one has a name,
-// used once; at least one limit, none with a zero maximum or window, none implied by another of
-// the same declaration (it could never apply); a key valid for throttles; a known policy.
+// Bounds on declarations, so that a subscription cannot make every delivery (and every bucket)
+// walk thousands of limits. The spec is silent; more than a few limits per throttle has no use.
+const (
+	MaxThrottles      = 16 // declarations per subscription
+	MaxLimits         = 16 // limits per declaration
+	MaxDeclaredLimits = 64 // distinct limits of one throttle across its live subscriptions
+)
+
+// maxSpanMs is the longest window the arithmetic on times uses: a longer window (up to 2^64 - 1
+// ms) acts as this one, which is longer than any server runs (≈ 142,000 years), so that
+// now ± window never leaves int64.
+const maxSpanMs = 1 << 52
+
+// span is l's window in milliseconds for arithmetic on times.
+func (l Limit) span() int64 { return int64(min(l.WindowMs, maxSpanMs)) }
+
+// Validate checks the declarations of one subscription (throttling.md): at most MaxThrottles;
+// every one has a name, used once; one to MaxLimits limits, none with a zero maximum or window,
+// none implied by another of the same declaration (it could never apply); a key valid for
+// throttles; a known policy.
 func Validate(ds []Declaration) error {
+	if len(ds) > MaxThrottles {
+		return invalid("%d throttles declared; at most %d per subscription", len(ds), MaxThrottles)
+	}
 	for i, d := range ds {
 		switch {
+		case len(d.Limits) > MaxLimits:
+			return invalid("throttle %q has %d limits; at most %d", d.Name, len(d.Limits), MaxLimits)
 		case d.Name == "":
 			return invalid("throttle %d has an empty name", i)
 		case slices.ContainsFunc(ds[:i], func(o Declaration) bool { return o.Name == d.Name }):

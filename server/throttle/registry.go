@@ -116,6 +116,17 @@ func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error
 		if t != nil && (!slices.Equal(t.key, d.Key) || t.policy != d.WhenKeyMissing) {
 			return nil, conflict(t, d)
 		}
+		if t != nil {
+			added := 0 // a declaration's limits are distinct (Validate)
+			for _, l := range d.Limits {
+				if t.declared[l] == 0 {
+					added++
+				}
+			}
+			if len(t.declared)+added > MaxDeclaredLimits {
+				return nil, invalid("throttle %q would have more than %d distinct limits across its subscriptions", d.Name, MaxDeclaredLimits)
+			}
+		}
 	}
 	r.sweepDormant()
 	s := &Subscription{reg: r, queue: queue, decls: slices.Clone(ds)}
@@ -199,7 +210,7 @@ func (t *Throttle) refresh(now int64) {
 	t.limits = limits
 	t.maxWindow = 0
 	for _, l := range limits {
-		t.maxWindow = max(t.maxWindow, int64(l.WindowMs))
+		t.maxWindow = max(t.maxWindow, l.span())
 	}
 	for _, b := range t.buckets {
 		old := b.windows
@@ -221,7 +232,7 @@ func (t *Throttle) refresh(now int64) {
 // (the limits it had): a window at least as long counts at least as much. Without one, nothing is
 // known (known false) unless the bucket has been idle for longer than l's window.
 func seedCount(b *bucket, old []window, l Limit, now int64) (n uint64, known bool) {
-	if b.lastAt+int64(l.WindowMs) <= now {
+	if b.lastAt+l.span() <= now {
 		return 0, true
 	}
 	for i := range old {

@@ -46,16 +46,17 @@ func newWindow(l Limit) window {
 		w.times = make([]int64, 0, l.Max)
 		return w
 	}
-	w.width = int64((l.WindowMs + slotCount - 1) / slotCount)
+	span := l.span()
+	w.width = (span + slotCount - 1) / slotCount
 	// Slots that overlap a window: at most ⌈W/width⌉ + 1 ≤ slotCount + 1.
-	w.slots = make([]uint64, (int64(l.WindowMs)+w.width-1)/w.width+1)
+	w.slots = make([]uint64, (span+w.width-1)/w.width+1)
 	return w
 }
 
 func (w *window) exact() bool { return w.slots == nil }
 
 // windowStart is the earliest delivery time still inside the window ending at now.
-func (w *window) windowStart(now int64) int64 { return now - int64(w.lim.WindowMs) + 1 }
+func (w *window) windowStart(now int64) int64 { return now - w.lim.span() + 1 }
 
 // slotOf is the slot number of time t (floor division; t may be negative near the epoch).
 func (w *window) slotOf(t int64) int64 {
@@ -122,7 +123,7 @@ func (w *window) count(now int64) uint64 {
 func (w *window) seed(now int64, n uint64, known bool) {
 	switch {
 	case !known || w.exact() && n >= w.lim.Max:
-		w.blindUntil = now + int64(w.lim.WindowMs)
+		w.blindUntil = now + w.lim.span()
 	case w.exact():
 		for range n {
 			w.add(now)
@@ -194,7 +195,7 @@ func (w *window) nextRoom(now int64) int64 {
 	if now < w.blindUntil {
 		return w.blindUntil // nothing is counted while blind: the window is empty then
 	}
-	W := int64(w.lim.WindowMs)
+	W := w.lim.span()
 	if w.exact() {
 		return w.times[w.next] + W // the oldest of the last Max leaves the window then
 	}
