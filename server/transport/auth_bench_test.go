@@ -50,17 +50,12 @@ func benchServer(b *testing.B, withAuth bool) (addr, key string) {
 		}
 		key = k.Secret
 	}
-	s := New(br, Options{})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	go s.Serve(ln)
+	_, addr, stop := listen(b, br, Options{})
 	b.Cleanup(func() {
-		_ = s.Shutdown(b.Context())
+		stop()
 		br.Close()
 	})
-	return ln.Addr().String(), key
+	return addr, key
 }
 
 func benchHandshake(key string) []byte {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"testing"
 	"time"
 
@@ -34,13 +33,7 @@ func TestDeleteQueueAnswersEveryWaitingRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	s := New(b, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	addr := ln.Addr().String()
+	s, addr, _ := listen(t, b, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}) // shut down below
 	by := startBystander(t, addr)
 
 	admin := dialRaw(t, addr)

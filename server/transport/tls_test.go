@@ -1,7 +1,6 @@
 package transport
 
 import (
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"net"
@@ -26,22 +25,13 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.Open(broker.DefaultOptions(t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	s := New(b, Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Serve(ln)
-	defer s.Shutdown(context.Background())
+	_, _, addr, stop := serveAt(t, broker.DefaultOptions(t.TempDir()),
+		Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
+	defer stop()
 
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(bundle.CA)
-	nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ln.Addr().String(), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+	nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +42,7 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("CreateQueue over TLS: %v", r.ErrorCode)
 	}
 
-	plain := fibptest.Dial(t, ln.Addr().String())
+	plain := fibptest.Dial(t, addr)
 	plain.SendBytes(fibp.AppendFrame(nil, 0, 0, &fibp.Handshake{ProtocolVersion: 1}))
 	plain.NC.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if body, err := plain.FR.Next(); err == nil {
