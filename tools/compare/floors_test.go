@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -11,13 +10,7 @@ import (
 
 // TestMain runs the test binary as the relay process when the relay floor starts it.
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(relayChildEnv); spec != "" {
-		if err := relayChild(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "compare relay:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
+	relayIfChild()
 	os.Exit(m.Run())
 }
 

@@ -105,13 +105,7 @@ func parseFlags() options {
 }
 
 func main() {
-	if spec := os.Getenv(relayChildEnv); spec != "" {
-		if err := relayChild(spec); err != nil {
-			fmt.Fprintln(os.Stderr, "compare relay:", err)
-			os.Exit(1)
-		}
-		return
-	}
+	relayIfChild()
 	o := parseFlags()
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	finished := make(chan struct{})

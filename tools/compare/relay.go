@@ -37,6 +37,19 @@ func floorQUIC() *quic.Config {
 	return &quic.Config{InitialPacketSize: 1452, MaxStreamReceiveWindow: 4 << 20, MaxConnectionReceiveWindow: 16 << 20}
 }
 
+// relayIfChild runs this process as the relay process, and exits, when relayChildEnv is set.
+func relayIfChild() {
+	spec := os.Getenv(relayChildEnv)
+	if spec == "" {
+		return
+	}
+	if err := relayChild(spec); err != nil {
+		fmt.Fprintln(os.Stderr, "compare relay:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
 // relayChild is the relay process: it listens on loopback, prints its address, and copies the
 // stream of the connection that announced itself as the publisher to the one of the subscriber
 // until either ends.
