@@ -664,3 +664,114 @@ func TestSpecConsumeRequestIDOutsideTheClientRange(t *testing.T) {
 		t.Fatalf("%d messages delivered", len(ds))
 	}
 }
+
+// createQueueWith is a CreateQueue of name with max_attempts, backoff and ordering set.
+func createQueueWith(name string, ordering uint8, maxAttempts uint32, backoff uint8) be {
+	b := be(nil).str(name).u8(0).u8(0).u64(0)
+	b = b.u8(ordering).u16(0).u8(0)
+	b = b.u16(0).u64(0)
+	b = b.u8(0).u32(0)
+	b = b.u32(maxAttempts).u8(backoff).u64(0).u64(0)
+	return b.u8(0).u64(0)
+}
+
+func (c *specConn) stats(id uint32, queue string) (depth, inFlight, delayed uint64) {
+	c.t.Helper()
+	c.write(rawFrame(0xF9, 0, id, be(nil).str(queue)))
+	r := c.expect(0xF8, id)
+	if code := r.u8(); code != 0 {
+		c.t.Fatalf("GetStats %q: %#02x", queue, code)
+	}
+	return r.u64(), r.u64(), r.u64()
+}
+
+func TestSpecExtendLeaseIsCappedAt12Hours(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	c.createQueue(1, "q")
+	c.enqueue(2, enqueueBody("q", "x"))
+	c.consume(3, "q", 0)
+	d := c.delivery(3)[0]
+	c.write(rawFrame(0x1B, 0, 4, be(nil).u32(1).str("q").raw(d.id[:]).u64(1<<62)))
+	r := c.expect(0x1C, 4)
+	r.u32()
+	if code, exp := r.u8(), r.u64(); code != 0 || exp < d.leasedAt || exp > uint64(time.Now().UnixMilli())+12*3600*1000 {
+		t.Fatalf("ExtendLease by 2^62 ms: %#02x expiry %d, want at most 12 hours from now", code, exp)
+	}
+}
+
+func TestSpecDelayedMessageIsCountedButNotDelivered(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	c.createQueue(1, "q")
+	msg := be(nil).u32(1).str("q").u16(0).bytes([]byte("later")).u8(0).u8(0).u8(1).u64(3_600_000).u8(0)
+	c.enqueue(2, msg)
+	c.consume(3, "q", 0)
+	c.enqueue(4, enqueueBody("q", "now"))
+	if ds := c.delivery(3); len(ds) != 1 || string(ds[0].payload) != "now" {
+		t.Fatalf("delivered %+v, want only the undelayed message", ds)
+	}
+	if depth, inFlight, delayed := c.stats(5, "q"); depth != 1 || inFlight != 1 || delayed != 1 {
+		t.Fatalf("depth %d in_flight %d delayed %d, want 1 1 1", depth, inFlight, delayed)
+	}
+}
+
+func TestSpecDeadLetterAndRedrive(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	c.write(rawFrame(0xFD, 0, 1, createQueueWith("q", 0, 1, 1))) // max_attempts 1, backoff none
+	if code := c.expect(0xFC, 1).u8(); code != 0 {
+		t.Fatalf("CreateQueue %#02x", code)
+	}
+	res := c.enqueue(2, enqueueBody("q", "x"))
+	c.consume(3, "q", 0)
+	d := c.delivery(3)[0]
+	c.write(rawFrame(0x19, 0, 4, be(nil).u32(1).str("q").raw(d.id[:]).str("failed").u8(0)))
+	c.expect(0x1A, 4)
+	c.consume(5, "q.dlq", 0)
+	dl := c.delivery(5)[0]
+	if dl.id != res[0].id || dl.queue != "q.dlq" || dl.attempts != 2 {
+		t.Fatalf("dead-lettered delivery %+v: same ID, from q.dlq, attempt 2 (one before in q)", dl)
+	}
+	c.write(rawFrame(0x19, 0, 6, be(nil).u32(1).str("q.dlq").raw(dl.id[:]).str("put back").u8(0)))
+	c.expect(0x1A, 6)
+	c.write(rawFrame(0x16, 0, 5, nil)) // stop consuming the DLQ
+	c.ping(7)
+
+	c.write(rawFrame(0xEF, 0, 8, be(nil).str("q.dlq").u64(0).u8(2)))
+	r := c.expect(0xEE, 8)
+	if code, n := r.u8(), r.u64(); code != 0 || n != 1 {
+		t.Fatalf("RedriveResult %#02x redriven %d", code, n)
+	}
+	back := c.delivery(3)[0]
+	if back.id != res[0].id || back.queue != "q" || back.attempts != 1 || back.redrives != 1 {
+		t.Fatalf("redriven delivery %+v: same ID, attempt_count reset (1), redrive_count 1", back)
+	}
+}
+
+func TestSpecOrderedQueueDeliversOneAtATime(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	c.write(rawFrame(0xFD, 0, 1, createQueueWith("q", 1, 0, 0))) // the whole queue is one group
+	if code := c.expect(0xFC, 1).u8(); code != 0 {
+		t.Fatalf("CreateQueue %#02x", code)
+	}
+	c.enqueue(2, enqueueBody("q", "1", "2"))
+	c.consume(3, "q", 0)
+	first := c.delivery(3)
+	if len(first) != 1 || string(first[0].payload) != "1" {
+		t.Fatalf("first delivery %+v", first)
+	}
+	if _, inFlight, _ := c.stats(4, "q"); inFlight != 1 {
+		t.Fatalf("in_flight %d while the group's head is leased", inFlight)
+	}
+	c.write(rawFrame(0x17, 0, 5, be(nil).u32(1).str("q").raw(first[0].id[:])))
+	c.expect(0x18, 5)
+	if second := c.delivery(3); len(second) != 1 || string(second[0].payload) != "2" {
+		t.Fatalf("second delivery %+v", second)
+	}
+}
