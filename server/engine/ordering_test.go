@@ -119,6 +119,25 @@ func TestOrderingOneInFlightPerGroupAndGroupsIndependent(t *testing.T) {
 	}
 }
 
+// Two messages of one group in one batch: only the first is ready; the second waits behind it,
+// in no FIFO, until the first is gone. (The sequence TestPropertyOrderingGroups once shrank a
+// failure to: "slot 1 behind the head is ready".)
+func TestOrderingBatchInOneGroupReadiesOnlyItsHead(t *testing.T) {
+	q := newTestQueue(t, DefaultConfig())
+	must(t, q.Subscribe("c", 0))
+	enqueue(t, q, 1, gmsg(1, "g1", "x"), gmsg(2, "g1", "x"))
+	if err := checkInvariants(q); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := dispatchIDs(t, q, 1, 10), ids(1); !slices.Equal(got, want) {
+		t.Fatalf("dispatch %v, want only the head %v", got, want)
+	}
+	must(t, q.ApplyAck(Ack{ID: mid(1), At: 2}))
+	if got, want := dispatchIDs(t, q, 2, 10), ids(2); !slices.Equal(got, want) {
+		t.Fatalf("after acking the head: %v, want %v", got, want)
+	}
+}
+
 func TestOrderingDelayedHeadHoldsGroup(t *testing.T) {
 	q := newTestQueue(t, DefaultConfig())
 	must(t, q.Subscribe("c", 0))
