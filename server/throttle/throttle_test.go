@@ -221,6 +221,25 @@ func TestWindowNeverExceedsItsLimit(t *testing.T) {
 	})
 }
 
+// A slotted window of 1 ms, the shortest (one-millisecond slots, two of them): fresh, it admits
+// Max deliveries at one millisecond and no more, and has room again the next. (Once a rapid
+// failure of TestWindowNeverExceedsItsLimit: max 65, window 1 ms, one step at 0.)
+func TestSlottedWindowOfOneMillisecond(t *testing.T) {
+	w := newWindow(Limit{Max: 65, WindowMs: 1})
+	for i := range 65 {
+		if !w.room(0) {
+			t.Fatalf("no room at 0 after %d deliveries", i)
+		}
+		w.add(0)
+	}
+	if w.room(0) {
+		t.Fatal("room at 0 after 65 deliveries")
+	}
+	if at := w.nextRoom(0); at != 1 || !w.room(1) || w.count(1) != 0 {
+		t.Fatalf("next room at %d, room at 1: %v, count at 1: %d", at, w.room(1), w.count(1))
+	}
+}
+
 // TestSaturatedWindowAchievesNinetyFivePercent offers a delivery every millisecond for many
 // windows and counts what is admitted.
 func TestSaturatedWindowAchievesNinetyFivePercent(t *testing.T) {
