@@ -201,6 +201,37 @@ func TestReplayOfACommittedPrefixEqualsTheLeadersState(t *testing.T) {
 	})
 }
 
+// States built by the same entries write the same snapshot, whatever the order their maps
+// iterate in: the deduplication identities are written sorted. (A committed rapid failure of
+// TestReplayOfACommittedPrefixEqualsTheLeadersState once held this: keyed enqueues whose replay
+// differed from the leader's state.)
+func TestSnapshotsWriteIdentitiesInAFixedOrder(t *testing.T) {
+	l := newState(t)
+	l.Lead()
+	l.Record(true)
+	var entries [][]byte
+	for i := range byte(8) {
+		c := queuelog.Enqueue{At: 10, Messages: []queuelog.LogMessage{{ID: wire.UUID{15: i + 1}, FairnessKey: "k", Weight: 1,
+			Identity: bytes.Repeat([]byte{i}, 16), DedupUntil: 1000}}}
+		if err := l.Enqueue(&c); err != nil {
+			t.Fatal(err)
+		}
+		entries = append(entries, l.TakeEntry())
+	}
+	want := snapshotBytes(t, l)
+	for range 10 {
+		r := newState(t)
+		for i, e := range entries {
+			if err := r.ApplyEntry(e); err != nil {
+				t.Fatalf("entry %d: %v", i+1, err)
+			}
+		}
+		if got := snapshotBytes(t, r); !bytes.Equal(got, want) {
+			t.Fatal("a replay of the same entries wrote another snapshot")
+		}
+	}
+}
+
 // An entry that does not follow the last applied one changes nothing, and the entries of a new
 // epoch apply after it: a leader whose proposal failed cannot build on it.
 func TestFencedEntriesChangeNothing(t *testing.T) {
