@@ -38,9 +38,13 @@ const recSize = int(unsafe.Sizeof(rec{}))
 func allocMapped[T any](n int) ([]T, bool) {
 	size := int(unsafe.Sizeof(*new(T)))
 	if n*size >= mapMin {
-		if b, ok := mapBytes(n * size); ok {
+		if !takeMapping(false) {
+			fellBack(fallbackMapLimit, errMapLimit)
+		} else if b, ok := mapBytes(n * size); ok {
 			mapped.Add(int64(len(b)))
 			return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n), true
+		} else {
+			releaseMapping()
 		}
 	}
 	return make([]T, n), false

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,11 +31,31 @@ import (
 // system cannot make unnamed files each one is named and unlinked at once, and OpenScratch
 // removes what a crash left between the two.
 //
+// Scratch files are made only on file systems that keep what fallocate reserves (ext4, XFS): on
+// btrfs or ZFS (copy on write), a tmpfs (memory already) or a system without fallocate, a write
+// to a full disk through a shared mapping would be a fault (SIGBUS), so OpenScratch refuses the
+// directory and the records stay in anonymous memory. A region is not made where it would leave
+// less than ScratchOptions.KeepFree of the disk free (the store's reserve and room for its
+// writes: a full disk is then met by the store, which answers StorageError, never by a region),
+// nor past the engine's share of vm.max_map_count (scratch_guard.go).
+//
 // Scratch state is the process's, like MappedBytes: new regions go to the most recently opened
 // Scratch still open, and Sweep covers every region, whichever Scratch made it. A region outlives
 // its Scratch's Close (it is given back when its buffer is); Close only stops new ones.
 type Scratch struct {
-	dir string
+	dir      string
+	keepFree int64
+	spares   *spares // regions made ahead (scratch_spare.go)
+}
+
+// ScratchOptions tunes a Scratch.
+type ScratchOptions struct {
+	// KeepFree is the disk space regions never take: a region is made only if the file system
+	// keeps at least this much free beside it.
+	KeepFree int64
+	// Log receives the first fallback of each kind (a buffer made the next way down); by
+	// default slog.Default().
+	Log *slog.Logger
 }
 
 // scratchPrefix starts the name of every named scratch file (OpenScratch removes them).
@@ -56,14 +77,13 @@ var pager struct {
 }
 
 var (
-	scratchBytes     atomic.Int64 // bytes of file-backed regions
-	scratchFallbacks atomic.Int64 // sweepable buffers mapped anonymous because a file failed
+	scratchBytes atomic.Int64 // bytes of file-backed regions
 )
 
 // OpenScratch makes dir (if needed), removes the scratch files a crashed process left in it,
-// checks that a region can be made there, and from then on makes sweepable buffers regions of
-// files in dir. Close it when the server stops.
-func OpenScratch(dir string) (*Scratch, error) {
+// checks that its file system keeps reserved space and that a region can be made there, and from
+// then on makes sweepable buffers regions of files in dir. Close it when the server stops.
+func OpenScratch(dir string, o ScratchOptions) (*Scratch, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("engine: scratch directory: %w", err)
 	}
@@ -78,47 +98,86 @@ func OpenScratch(dir string) (*Scratch, error) {
 			}
 		}
 	}
+	if err := checkReserves(dir); err != nil {
+		return nil, fmt.Errorf("engine: scratch directory %s: %w", dir, err)
+	}
 	probe, err := mapFile(dir, os.Getpagesize())
 	if err != nil {
 		return nil, fmt.Errorf("engine: scratch directory %s: %w", dir, err)
 	}
 	unmapFile(probe)
-	s := &Scratch{dir: dir}
+	s := &Scratch{dir: dir, keepFree: o.KeepFree}
+	s.spares = startSpares(s.makeRegion)
+	if o.Log != nil {
+		fallbackLog.Store(o.Log)
+	}
 	pager.mu.Lock()
 	pager.open = append(pager.open, s)
 	pager.mu.Unlock()
 	return s, nil
 }
 
+// makeRegion makes a region of n bytes in s's directory, within the mapping share and leaving
+// KeepFree of the disk free.
+func (s *Scratch) makeRegion(n int) ([]byte, error) {
+	if !takeMapping(true) {
+		return nil, errMapLimit
+	}
+	free, err := freeSpace(s.dir)
+	if err == nil && free-int64(n) < s.keepFree {
+		err = fmt.Errorf("%w: %d bytes free, %d kept", errKeepFree, free, s.keepFree)
+	}
+	var b []byte
+	if err == nil {
+		b, err = mapFile(s.dir, n)
+	}
+	if err != nil {
+		releaseMapping()
+		return nil, err
+	}
+	return b, nil
+}
+
 // Close stops making regions in s's directory (sweepable buffers go to the Scratch opened before
-// it, if still open, or become anonymous memory). Regions made there stay valid until given back.
+// it, if still open, or become anonymous memory) and gives back the regions made ahead. Regions
+// in use stay valid until given back.
 func (s *Scratch) Close() error {
 	pager.mu.Lock()
-	defer pager.mu.Unlock()
 	i := slices.Index(pager.open, s)
+	if i >= 0 {
+		pager.open = slices.Delete(pager.open, i, i+1)
+	}
+	pager.mu.Unlock()
 	if i < 0 {
 		return errors.New("engine: scratch closed twice")
 	}
-	pager.open = slices.Delete(pager.open, i, i+1)
+	s.spares.close()
 	return nil
 }
 
-// mapScratch maps n bytes as a region of a new file of the newest open Scratch; false when none
-// is open or the file cannot be made (counted in MappedStats.Fallbacks).
+// mapScratch maps n bytes as a region of a new file of the newest open Scratch, made ahead if one
+// is ready; false when none is open or no region can be made (a fallback, counted).
 func mapScratch(n int) ([]byte, bool) {
 	pager.mu.Lock()
-	var dir string
+	var s *Scratch
 	if len(pager.open) > 0 {
-		dir = pager.open[len(pager.open)-1].dir
+		s = pager.open[len(pager.open)-1]
 	}
 	pager.mu.Unlock()
-	if dir == "" {
+	if s == nil {
 		return nil, false
 	}
-	b, err := mapFile(dir, n) // outside the lock: a sweep need not wait for the disk
-	if err != nil {
-		scratchFallbacks.Add(1)
-		return nil, false
+	b := s.spares.take(n)
+	if b == nil {
+		var err error
+		if b, err = s.makeRegion(n); err != nil { // outside the lock: a sweep need not wait for the disk
+			if errors.Is(err, errMapLimit) {
+				fellBack(fallbackMapLimit, err)
+			} else {
+				fellBack(fallbackNoFile, err)
+			}
+			return nil, false
+		}
 	}
 	pager.mu.Lock()
 	if pager.regions == nil {
@@ -143,6 +202,7 @@ func unmapRegion(b []byte) {
 		return
 	}
 	unmapBytes(b)
+	releaseMapping()
 }
 
 // unmapper unmaps scratch regions on a goroutine of its own. Unmapping a region frees its
@@ -191,6 +251,7 @@ func (u *regionUnmapper) loop() {
 		u.mu.Unlock()
 		for i, b := range batch {
 			unmap(b)
+			releaseMapping()
 			batch[i] = nil
 		}
 	}
@@ -248,13 +309,20 @@ type MappedStats struct {
 	Scratch   int64 // of which scratch regions: file space reserved in the scratch directory
 	Resident  int64 // bytes of scratch regions in the process's memory (RSS) now
 	Cached    int64 // bytes of scratch regions in the page cache, resident or swept
-	Fallbacks int64 // sweepable buffers made anonymous because no scratch file could be reserved
+	Fallbacks int64 // sweepable buffers made anonymous because no scratch region could be made
+	// MapLimitFallbacks counts buffers made the next way down (anonymous memory instead of a
+	// scratch region, the Go heap instead of anonymous memory) because the engine's mappings
+	// reached their share of vm.max_map_count (scratch_guard.go).
+	MapLimitFallbacks int64
+	Mappings          int64 // the engine's mappings now
+	MappingLimit      int64 // vm.max_map_count
 }
 
 // ReadMappedStats returns the engine's mapped memory. Resident and Cached cost a few system
 // calls per region (a scrape, not a hot path); they are zero where the system cannot tell.
 func ReadMappedStats() MappedStats {
-	st := MappedStats{Mapped: mapped.Load(), Scratch: scratchBytes.Load(), Fallbacks: scratchFallbacks.Load()}
+	st := MappedStats{Mapped: mapped.Load(), Scratch: scratchBytes.Load(), Fallbacks: fallbacks[fallbackNoFile].Load(),
+		MapLimitFallbacks: fallbacks[fallbackMapLimit].Load(), Mappings: mappings.Load(), MappingLimit: mapLimit()}
 	pages := openResidency()
 	defer pages.close()
 	eachRegion(func(r []byte) {

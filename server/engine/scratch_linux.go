@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"unsafe"
 
@@ -41,6 +43,65 @@ func mapFile(dir string, n int) ([]byte, error) {
 		return nil, fmt.Errorf("reserving %d bytes: %w", n, err)
 	}
 	return unix.Mmap(fd, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+}
+
+// reservingFileSystems are the file systems (statfs f_type, linux/magic.h) where fallocate gives a
+// file blocks of its own for good, so that a write through a shared mapping of it never meets a
+// full disk. Elsewhere it may not: copy-on-write systems (btrfs, ZFS) allocate anew on every write
+// whatever was reserved, some have no fallocate at all, and a tmpfs holds its pages in memory,
+// which is what the scratch files are there to avoid.
+var reservingFileSystems = map[int64]string{0xEF53: "ext4", 0x58465342: "xfs"}
+
+// otherFileSystems names some file systems where scratch files are not made, for the error.
+var otherFileSystems = map[int64]string{
+	0x9123683E: "btrfs", 0x2FC12FC1: "zfs", 0x01021994: "tmpfs", 0x794C7630: "overlayfs",
+	0x6969: "nfs", 0xFF534D42: "cifs", 0x65735546: "fuse", 0xF2F52010: "f2fs", 0xCA451A4E: "bcachefs",
+}
+
+// statFS returns the type of dir's file system and the bytes free there for an unprivileged
+// writer. A variable so that tests can pretend to be another file system.
+var statFS = func(dir string) (fsType int64, free int64, err error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Type), int64(st.Bavail) * int64(st.Bsize), nil
+}
+
+// checkReserves returns an error unless the file system of dir keeps the space fallocate
+// reserves (reservingFileSystems).
+func checkReserves(dir string) error {
+	fsType, _, err := statFS(dir)
+	if err != nil {
+		return err
+	}
+	if _, ok := reservingFileSystems[fsType]; ok {
+		return nil
+	}
+	name, ok := otherFileSystems[fsType]
+	if !ok {
+		name = fmt.Sprintf("file system type %#x", fsType)
+	}
+	return fmt.Errorf("%w: it is on %s", errNoReserve, name)
+}
+
+// freeSpace returns the bytes free in dir's file system.
+func freeSpace(dir string) (int64, error) {
+	_, free, err := statFS(dir)
+	return free, err
+}
+
+// readMaxMapCount returns vm.max_map_count, the most mappings a process may have.
+func readMaxMapCount() int64 {
+	b, err := os.ReadFile("/proc/sys/vm/max_map_count")
+	if err != nil {
+		return defaultMaxMapCount
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil || n <= 0 {
+		return defaultMaxMapCount
+	}
+	return n
 }
 
 // unmapFile gives back a region from mapFile. It must be x/sys/unix's Munmap, which knows the

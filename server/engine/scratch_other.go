@@ -11,6 +11,14 @@ func mapFile(string, int) ([]byte, error) {
 
 func unmapFile([]byte) {}
 
+func checkReserves(string) error { return nil }
+
+func freeSpace(string) (int64, error) {
+	return 0, errors.New("scratch files are supported on Linux only")
+}
+
+func readMaxMapCount() int64 { return defaultMaxMapCount }
+
 func dropPages([]byte) {}
 
 type residency struct{}

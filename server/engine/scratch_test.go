@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,10 @@ func useScratch(t testing.TB, small bool) *Scratch {
 	if runtime.GOOS != "linux" {
 		t.Skip("scratch regions are made on Linux only")
 	}
-	s, err := OpenScratch(filepath.Join(t.TempDir(), "scratch"))
+	s, err := OpenScratch(filepath.Join(t.TempDir(), "scratch"), ScratchOptions{})
+	if errors.Is(err, errNoReserve) {
+		t.Skip(err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +108,7 @@ func TestScratchRemovesStaleFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := OpenScratch(dir)
+	s, err := OpenScratch(dir, ScratchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,10 +125,8 @@ func TestScratchRemovesStaleFiles(t *testing.T) {
 // touches), and a directory where none can be made is refused at OpenScratch.
 func TestScratchFullDiskFallsBack(t *testing.T) {
 	useScratch(t, false)
-	old := reserve
-	reserve = func(int, int64) error { return errors.New("no space left on device") }
-	t.Cleanup(func() { reserve = old })
-	if _, err := OpenScratch(t.TempDir()); err == nil {
+	setReserve(t, func(int, int64) error { return errors.New("no space left on device") })
+	if _, err := OpenScratch(t.TempDir(), ScratchOptions{}); err == nil {
 		t.Fatal("OpenScratch accepted a directory where no region can be reserved")
 	}
 	ch := allocFallback(t)
@@ -273,14 +275,13 @@ func TestFreedRegionIsUnmapped(t *testing.T) {
 		}
 		chunks = append(chunks, ch)
 	}
-	if n := scratchMappings(t, s.dir); n != len(chunks) {
-		t.Fatalf("%d mappings of the scratch directory, want %d", n, len(chunks))
+	if n := regionsInUse(t, s); n != len(chunks) {
+		t.Fatalf("%d mappings of the scratch directory beside those made ahead, want %d", n, len(chunks))
 	}
 	for _, ch := range chunks {
 		freeMapped(ch, true)
 	}
-	unmapper.wait()
-	if n := scratchMappings(t, s.dir); n != 0 {
+	if n := regionsInUse(t, s); n != 0 {
 		t.Fatalf("%d mappings of the scratch directory after every region was given back, want 0", n)
 	}
 }
@@ -313,12 +314,12 @@ func TestDroppedQueueGivesRegionsBack(t *testing.T) {
 			}
 			enqueue(t, q, 1, msgs...)
 		}
-		if n := scratchMappings(t, s.dir); n == 0 {
+		if n := regionsInUse(t, s); n == 0 {
 			t.Fatalf("a queue of %d messages has no scratch region", q.Len())
 		}
 	}()
 	deadline := time.Now().Add(30 * time.Second)
-	for n := scratchMappings(t, s.dir); n > 0; n = scratchMappings(t, s.dir) {
+	for n := regionsInUse(t, s); n > 0; n = regionsInUse(t, s) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d scratch regions still mapped after the queue was collected", n)
 		}
@@ -341,6 +342,7 @@ func TestScratchDirectoryRemovedFallsBack(t *testing.T) {
 	if err := os.RemoveAll(s.dir); err != nil {
 		t.Fatal(err)
 	}
+	dropSpares(s) // a region made ahead outlives its directory (its file has no name); make anew
 	ch := allocFallback(t)
 	for i := range ch {
 		ch[i].attempts = uint32(i) + 2
@@ -386,8 +388,7 @@ func TestFreeingRegionsDoesNotWaitForTheUnmap(t *testing.T) {
 		t.Errorf("a sweep reached %d bytes of regions given back", swept)
 	}
 	close(release)
-	unmapper.wait()
-	if n := scratchMappings(t, s.dir); n != 0 {
+	if n := regionsInUse(t, s); n != 0 {
 		t.Fatalf("%d mappings of the scratch directory after the unmapper ran, want 0", n)
 	}
 }
@@ -405,4 +406,45 @@ func allocFallback(t *testing.T) []rec {
 		t.Fatalf("%d fallbacks counted, want 1", got)
 	}
 	return ch
+}
+
+// regionsInUse counts the mappings of s's directory that are not regions made ahead, once the
+// maker and the unmapper are done.
+func regionsInUse(t *testing.T, s *Scratch) int {
+	t.Helper()
+	s.spares.wait()
+	unmapper.wait()
+	return scratchMappings(t, s.dir) - s.spares.count()
+}
+
+// dropSpares gives back the regions made ahead, so that the next allocation makes its own.
+func dropSpares(s *Scratch) {
+	p := s.spares
+	p.wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for n, b := range p.ready {
+		delete(p.ready, n)
+		unmapper.give(b)
+	}
+}
+
+// setReserve replaces the reservation of a region's space for the test, while no region is being
+// made ahead (the maker reads it too).
+func setReserve(t *testing.T, fn func(fd int, size int64) error) {
+	t.Helper()
+	waitMakers()
+	old := reserve
+	reserve = fn
+	t.Cleanup(func() { waitMakers(); reserve = old })
+}
+
+// waitMakers waits until every open Scratch's maker is idle.
+func waitMakers() {
+	pager.mu.Lock()
+	open := slices.Clone(pager.open)
+	pager.mu.Unlock()
+	for _, s := range open {
+		s.spares.wait()
+	}
 }

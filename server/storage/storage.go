@@ -23,6 +23,7 @@ package storage
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -118,6 +119,19 @@ type Options struct {
 	ReserveBytes int64
 }
 
+// ReserveSize returns the disk space a store opened with o sets aside (ReserveBytes, or its
+// default from MemTableBytes, whose own default Open applies first). The engine's scratch files
+// keep as much of the disk free, so that a full disk is met by the store.
+func (o Options) ReserveSize() int64 {
+	if o.ReserveBytes != 0 {
+		return o.ReserveBytes
+	}
+	return int64(cmp.Or(o.MemTableBytes, defaultMemTableBytes)) + 16<<20
+}
+
+// defaultMemTableBytes is MemTableBytes's default.
+const defaultMemTableBytes = 32 << 20
+
 // separateValuesFrom is the smallest value stored in a blob file rather than inline.
 const separateValuesFrom = 256
 
@@ -128,7 +142,7 @@ func Open(dir string, o Options) (*DB, error) {
 		o.CacheBytes = 32 << 20
 	}
 	if o.MemTableBytes == 0 {
-		o.MemTableBytes = 32 << 20
+		o.MemTableBytes = defaultMemTableBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -136,9 +150,7 @@ func Open(dir string, o Options) (*DB, error) {
 	if o.RecoverInterval <= 0 {
 		o.RecoverInterval = recoverInterval
 	}
-	if o.ReserveBytes == 0 {
-		o.ReserveBytes = int64(o.MemTableBytes) + 16<<20
-	}
+	o.ReserveBytes = o.ReserveSize()
 	if err := checkDamage(dir, o.Salvage, o.Logger); err != nil {
 		return nil, err
 	}

@@ -334,6 +334,8 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 		`fila_engine_mapped_bytes `,
 		`fila_engine_scratch_bytes `,
 		`fila_engine_scratch_fallbacks_total 0`,
+		`fila_engine_map_limit_fallbacks_total 0`,
+		`fila_engine_mappings `,
 		buildInfoLine(t, bin),
 	} {
 		if !strings.Contains(metrics, want) {

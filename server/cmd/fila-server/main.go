@@ -94,11 +94,11 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
-	defer startScratch(cfg.DataDir, log)()
 	bo, err := brokerOptions(cfg, log, reg)
 	if err != nil {
 		return err
 	}
+	defer startScratch(cfg.DataDir, bo.Storage.ReserveSize(), log)()
 	budget := memoryBudget(cfg, log)
 	rn, err := openRift(cfg, log)
 	if err != nil {

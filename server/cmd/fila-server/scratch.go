@@ -18,10 +18,12 @@ const scratchDirName = "scratch"
 const sweepInterval = time.Second
 
 // startScratch opens the engine's scratch directory in dataDir and sweeps it every sweepInterval
-// until the returned stop is called. If the directory cannot hold scratch files the server
-// runs without (the records stay in anonymous memory) and says so.
-func startScratch(dataDir string, log *slog.Logger) (stop func()) {
-	s, err := engine.OpenScratch(filepath.Join(dataDir, scratchDirName))
+// until the returned stop is called. Its regions leave keepFree of the disk free (the store's
+// reserve: a full disk is the store's to answer). If the directory cannot hold scratch files
+// (a file system where fallocate does not reserve, no space) the server runs without (the
+// records stay in anonymous memory) and says so.
+func startScratch(dataDir string, keepFree int64, log *slog.Logger) (stop func()) {
+	s, err := engine.OpenScratch(filepath.Join(dataDir, scratchDirName), engine.ScratchOptions{KeepFree: keepFree, Log: log})
 	if err != nil {
 		log.Warn("no scratch files: queued messages' records stay in memory", "err", err)
 		return func() {}
@@ -49,7 +51,7 @@ func startScratch(dataDir string, log *slog.Logger) (stop func()) {
 
 // mappedCollector reports the engine's memory outside the Go heap (engine.ReadMappedStats).
 type mappedCollector struct {
-	mapped, scratch, resident, cached, fallbacks *prometheus.Desc
+	mapped, scratch, resident, cached, fallbacks, mapLimitFallbacks, mappings *prometheus.Desc
 }
 
 func newMappedCollector() *mappedCollector {
@@ -57,16 +59,18 @@ func newMappedCollector() *mappedCollector {
 		return prometheus.NewDesc("fila_engine_"+name, help, nil, nil)
 	}
 	return &mappedCollector{
-		mapped:    d("mapped_bytes", "Bytes of the queues' records and ID indexes mapped outside the Go heap (anonymous memory and scratch regions)."),
-		scratch:   d("scratch_bytes", "Bytes of those that are regions of scratch files (disk space reserved in data_dir/scratch)."),
-		resident:  d("scratch_resident_bytes", "Bytes of the scratch regions in the process's memory (RSS) at the scrape."),
-		cached:    d("scratch_cached_bytes", "Bytes of the scratch regions in the kernel's page cache (resident or swept) at the scrape."),
-		fallbacks: d("scratch_fallbacks_total", "Record chunks kept in anonymous memory because no scratch file could be reserved (full disk)."),
+		mapped:            d("mapped_bytes", "Bytes of the queues' records and ID indexes mapped outside the Go heap (anonymous memory and scratch regions)."),
+		scratch:           d("scratch_bytes", "Bytes of those that are regions of scratch files (disk space reserved in data_dir/scratch)."),
+		resident:          d("scratch_resident_bytes", "Bytes of the scratch regions in the process's memory (RSS) at the scrape."),
+		cached:            d("scratch_cached_bytes", "Bytes of the scratch regions in the kernel's page cache (resident or swept) at the scrape."),
+		fallbacks:         d("scratch_fallbacks_total", "Record and index chunks kept in anonymous memory because no scratch region could be made (disk space kept for the store, full disk)."),
+		mapLimitFallbacks: d("map_limit_fallbacks_total", "Buffers kept off a new mapping (anonymous memory instead of a scratch region, the Go heap instead of anonymous memory) because the engine's mappings reached their share of vm.max_map_count."),
+		mappings:          d("mappings", "Mappings the engine holds (scratch regions and anonymous buffers), bounded to a share of vm.max_map_count."),
 	}
 }
 
 func (c *mappedCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.mapped, c.scratch, c.resident, c.cached, c.fallbacks} {
+	for _, d := range []*prometheus.Desc{c.mapped, c.scratch, c.resident, c.cached, c.fallbacks, c.mapLimitFallbacks, c.mappings} {
 		ch <- d
 	}
 }
@@ -78,4 +82,6 @@ func (c *mappedCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.resident, prometheus.GaugeValue, float64(st.Resident))
 	ch <- prometheus.MustNewConstMetric(c.cached, prometheus.GaugeValue, float64(st.Cached))
 	ch <- prometheus.MustNewConstMetric(c.fallbacks, prometheus.CounterValue, float64(st.Fallbacks))
+	ch <- prometheus.MustNewConstMetric(c.mapLimitFallbacks, prometheus.CounterValue, float64(st.MapLimitFallbacks))
+	ch <- prometheus.MustNewConstMetric(c.mappings, prometheus.GaugeValue, float64(st.Mappings))
 }

@@ -1,0 +1,111 @@
+package engine
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+)
+
+// The engine's mappings are bounded by vm.max_map_count, which counts every mapping of the
+// process (the Go runtime's heap, the libraries', ours). Past it an mmap fails with ENOMEM, and
+// so does an munmap that would split a mapping in two, which the Go runtime treats as fatal. Each
+// scratch region is a mapping of its own (a file of its own: it never merges with another, so
+// giving one back never splits a mapping), about 13,700 per 100 M stored messages; an anonymous
+// buffer may merge with its neighbours, and giving one back from the middle of a merged mapping
+// splits it. So the engine counts its mappings (mappings: every mapped buffer, scratch region or
+// not, including regions made ahead and those waiting to be unmapped, each as one) and keeps
+// them to a share of the limit: scratch regions to scratchShare of it, any mapping to mapShare.
+// A buffer past its share is made the next way down: a sweepable buffer anonymous memory, an
+// anonymous buffer Go heap (counted in MappedStats.MapLimitFallbacks, logged once). At the
+// default limit, 65,530, that is 32,765 scratch regions (about 16 GiB of records and index),
+// and at least 16,382 mappings left for everything else.
+const (
+	scratchShare = 2 // scratch regions: up to 1/2 of vm.max_map_count
+	mapShareNum  = 3 // every engine mapping: up to 3/4 of it
+	mapShareDen  = 4
+
+	// defaultMaxMapCount is Linux's default vm.max_map_count, assumed where it cannot be read.
+	defaultMaxMapCount = 65530
+)
+
+var (
+	mappings    atomic.Int64 // the engine's mappings now (see above)
+	maxMapCount atomic.Int64 // vm.max_map_count, read at first use (tests set it)
+)
+
+// mapLimit returns vm.max_map_count.
+func mapLimit() int64 {
+	if n := maxMapCount.Load(); n > 0 {
+		return n
+	}
+	n := readMaxMapCount()
+	maxMapCount.CompareAndSwap(0, n)
+	return maxMapCount.Load()
+}
+
+// takeMapping counts one more mapping of the engine if it stays within bound (a scratch region
+// within the scratch share, any other mapping within the engine's share); false if it would not.
+// Give it back with releaseMapping when the mapping fails or is unmapped.
+func takeMapping(scratch bool) bool {
+	bound := mapLimit() * mapShareNum / mapShareDen
+	if scratch {
+		bound = mapLimit() / scratchShare
+	}
+	for {
+		n := mappings.Load()
+		if n >= bound {
+			return false
+		}
+		if mappings.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func releaseMapping() { mappings.Add(-1) }
+
+// errNoReserve: the scratch directory's file system does not keep what fallocate reserves.
+var errNoReserve = errors.New("fallocate does not guarantee the space of a shared mapping there " +
+	"(a write to a full disk would fault); the records stay in anonymous memory")
+
+// errMapLimit: the engine's mappings reached their share of vm.max_map_count.
+var errMapLimit = errors.New("the engine's mappings reached their share of vm.max_map_count")
+
+// errKeepFree: a region would take disk space kept for the store.
+var errKeepFree = errors.New("the disk space left is kept for the store")
+
+// A fallback is a buffer made the next way down (see above); each kind is counted and logged once.
+type fallback int
+
+const (
+	fallbackNoFile   fallback = iota // no scratch region could be made: anonymous memory
+	fallbackMapLimit                 // past the mapping share: anonymous memory, or the Go heap
+	numFallbacks
+)
+
+var (
+	fallbacks      [numFallbacks]atomic.Int64
+	fallbackLogged [numFallbacks]sync.Once
+	fallbackLog    atomic.Pointer[slog.Logger] // the newest Scratch's; slog.Default() before one
+)
+
+// fellBack counts a fallback of kind f, caused by err, logging the first of each kind.
+func fellBack(f fallback, err error) {
+	fallbacks[f].Add(1)
+	fallbackLogged[f].Do(func() {
+		log := fallbackLog.Load()
+		if log == nil {
+			log = slog.Default()
+		}
+		switch f {
+		case fallbackNoFile:
+			log.Warn("engine: a queue's records go to anonymous memory instead of a scratch file "+
+				"(logged once; counted in fila_engine_scratch_fallbacks_total)", "err", err)
+		case fallbackMapLimit:
+			log.Warn("engine: a queue's records go to anonymous memory or the Go heap instead of a new mapping "+
+				"(logged once; counted in fila_engine_map_limit_fallbacks_total)",
+				"err", err, "vm.max_map_count", mapLimit(), "engine_mappings", mappings.Load())
+		}
+	})
+}

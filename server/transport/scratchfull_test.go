@@ -1,0 +1,121 @@
+//go:build linux
+
+package transport
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/internal/testdisk"
+	"github.com/filamq/fila/server/storage"
+)
+
+// A real disk filled by a growing backlog whose records are in scratch files (as fila-server
+// runs it): the scratch regions stop short of the store's reserve, the store meets the full disk
+// and Enqueues are answered StorageError, nothing faults; once space is freed writes resume.
+func TestFullDiskWithScratchAnswersStorageError(t *testing.T) {
+	disk := testdisk.Ext4(t, 160)
+	dir := filepath.Join(disk, "data")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	o := broker.DefaultOptions(dir)
+	o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	o.Storage = storage.Options{MemTableBytes: 2 << 20, CacheBytes: 2 << 20, ReserveBytes: 8 << 20,
+		RecoverInterval: 20 * time.Millisecond}
+	keep := o.Storage.ReserveSize()
+	s, err := engine.OpenScratch(filepath.Join(dir, "scratch"), engine.ScratchOptions{KeepFree: keep, Log: o.Logger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b, err := broker.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c := dialRaw(t, serveBroker(t, b))
+	c.Handshake()
+	newQueue(t, c, &fibp.CreateQueue{Name: "q"})
+
+	payload := bytes.Repeat([]byte("x"), 128)
+	batch := make([]fibp.EnqueueMessage, 1000)
+	for i := range batch {
+		batch[i] = fibp.EnqueueMessage{Queue: "q", Payload: payload}
+	}
+	// enqueueBatch enqueues batch and reports whether every message was stored; any answer but
+	// Ok and StorageError fails the test.
+	enqueueBatch := func(id uint32) bool {
+		f := c.Call(id, &fibp.Enqueue{Messages: batch})
+		if isStorageError(f) {
+			return false
+		}
+		r, ok := f.(*fibp.EnqueueResult)
+		if !ok {
+			t.Fatalf("Enqueue %d answered %#v", id, f)
+		}
+		stored := true
+		for _, res := range r.Results {
+			switch res.ErrorCode {
+			case fibp.CodeOk:
+			case fibp.CodeStorageError:
+				stored = false
+			default:
+				t.Fatalf("enqueue on a filling disk: %v", res.ErrorCode)
+			}
+		}
+		return stored
+	}
+	for i := range 20 { // 20,000 messages: two full record chunks, which are scratch regions
+		if !enqueueBatch(uint32(1000 + i)) {
+			t.Fatal("StorageError before the disk filled")
+		}
+	}
+	if engine.ReadMappedStats().Scratch == 0 {
+		t.Fatal("the backlog's records are not in scratch regions")
+	}
+	// Leave the disk 2 MiB beyond what the scratch regions keep free, and keep enqueueing.
+	filler := filepath.Join(disk, "filler")
+	testdisk.Fill(t, filler)
+	if err := os.Truncate(filler, max(0, fileSize(t, filler)-keep-2<<20)); err != nil {
+		t.Fatal(err)
+	}
+	before := engine.ReadMappedStats().Fallbacks
+	full := false
+	for i := 0; i < 2000 && !full; i++ {
+		full = !enqueueBatch(uint32(2000 + i))
+	}
+	if !full {
+		t.Fatal("the disk never filled up")
+	}
+	if engine.ReadMappedStats().Fallbacks == before {
+		t.Fatal("scratch regions were made into the space kept for the store")
+	}
+	if b.StorageHealth() == nil {
+		t.Fatal("StorageHealth reports writable on a full disk")
+	}
+	if code := tryEnqueue(t, c, 9000, "q", payload); code != fibp.CodeStorageError {
+		t.Fatalf("enqueue while the disk is full: %v", code)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	untilStored(t, c, "q")
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fi.Size()
+}
