@@ -64,11 +64,27 @@ type Store struct {
 	byHash    map[Hash]*Principal
 	bootstrap *Principal // nil: authentication is off
 	gen       atomic.Uint64
+	changed   chan struct{} // closed (and replaced) when gen moves
 }
 
 // NewStore returns an empty store with authentication off.
 func NewStore() *Store {
-	return &Store{keys: map[string]*Principal{}, byHash: map[Hash]*Principal{}}
+	return &Store{keys: map[string]*Principal{}, byHash: map[Hash]*Principal{}, changed: make(chan struct{})}
+}
+
+// Changed returns a channel that is closed at the next change of a key or ACL, so that holders
+// of a Principal that send no request (a consumer) hear of a revocation at once.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.changed
+}
+
+// moved advances the generation and wakes Changed's waiters; s.mu is held.
+func (s *Store) moved() {
+	s.gen.Add(1)
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // SetBootstrap turns authentication on with the operator's bootstrap superadmin secret.
@@ -76,7 +92,7 @@ func (s *Store) SetBootstrap(secret string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.bootstrap = &Principal{rec: Record{ID: BootstrapID, Name: BootstrapID, Hash: HashOf(secret), Superadmin: true}}
-	s.gen.Add(1)
+	s.moved()
 }
 
 // Enabled reports whether authentication is on.
@@ -152,7 +168,7 @@ func (s *Store) Put(r Record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.putLocked(r)
-	s.gen.Add(1)
+	s.moved()
 }
 
 func (s *Store) putLocked(r Record) {
@@ -174,7 +190,7 @@ func (s *Store) Revoke(id string) bool {
 	}
 	delete(s.keys, id)
 	delete(s.byHash, p.rec.Hash)
-	s.gen.Add(1)
+	s.moved()
 	return true
 }
 
@@ -189,7 +205,7 @@ func (s *Store) SetACL(id string, acl []Permission) bool {
 	r := p.rec
 	r.ACL = slices.Clone(acl)
 	s.putLocked(r)
-	s.gen.Add(1)
+	s.moved()
 	return true
 }
 
@@ -201,5 +217,5 @@ func (s *Store) Replace(recs []Record) {
 	for _, r := range recs {
 		s.putLocked(r)
 	}
-	s.gen.Add(1)
+	s.moved()
 }

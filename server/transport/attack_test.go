@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/filamq/fila/generated/fibp"
 )
@@ -79,4 +80,70 @@ func TestThrottleDeclarationsAreBounded(t *testing.T) {
 	_, f := c.Next()
 	expectError(t, f, fibp.CodeInvalidThrottle)
 	consumeWith(t, c, 21, "q", fibp.ThrottleDeclaration{Name: "shared", Limits: limits(0, 16)}) // limits it already has
+}
+
+// A consumer whose key is revoked, or whose ACL loses the queue, must stop receiving at once: it
+// need not send another request for the change to reach its subscriptions. Before, a subscription
+// lived on with a revoked key as long as the client only answered Pings (server-managed credit
+// refills without acks), reading every new message of the queue.
+func TestRevocationEndsSubscriptionsWithoutARequest(t *testing.T) {
+	a := startAuthServer(t, Options{})
+	admin := a.dial(bootKey)
+	newQueue(t, admin, &fibp.CreateQueue{Name: "orders"})
+	newQueue(t, admin, &fibp.CreateQueue{Name: "invoices"})
+	unread := func(queue string, want uint64) {
+		t.Helper()
+		if s := stats(t, admin, queue); s.Depth != want || s.InFlight != 0 {
+			t.Fatalf("%s: depth %d, in flight %d; want %d unread", queue, s.Depth, s.InFlight, want)
+		}
+	}
+
+	k := createKey(t, admin, "reader", 0, "consume", "orders", "consume", "invoices")
+	w := a.dial(k.Key)
+	w.Subscribe(1, "orders", 0)
+	w.Subscribe(2, "invoices", 0)
+	setACL(t, admin, k.KeyID, "consume", "invoices")
+	h, f := w.Next()
+	if e := expectError(t, f, fibp.CodeForbidden); h.RequestID != 1 {
+		t.Fatalf("losing consume on orders answered request %d: %q", h.RequestID, e.Message)
+	}
+	enqueue(t, admin, fibp.EnqueueMessage{Queue: "orders", Payload: []byte("secret")})
+	unread("orders", 1)
+	if got := w.Call(3, &fibp.Ping{}); got.Opcode() != fibp.OpPong { // invoices goes on
+		t.Fatalf("Ping answered %#v", got)
+	}
+
+	if r := admin.Call(4, &fibp.RevokeAPIKey{KeyID: k.KeyID}).(*fibp.RevokeAPIKeyResult); r.ErrorCode != fibp.CodeOk {
+		t.Fatalf("RevokeApiKey: %v", r.ErrorCode)
+	}
+	h, f = w.Next() // the subscription ends at once...
+	if e := expectError(t, f, fibp.CodeUnauthorized); h.RequestID != 2 {
+		t.Fatalf("the revocation answered request %d: %q", h.RequestID, e.Message)
+	}
+	enqueue(t, admin, fibp.EnqueueMessage{Queue: "invoices", Payload: []byte("secret")})
+	unread("invoices", 1)
+	expectError(t, w.Call(5, &fibp.Ping{}), fibp.CodeUnauthorized) // ...the connection at its next request
+	if !w.Closed() {
+		t.Fatal("a revoked key's connection stayed open")
+	}
+}
+
+// An expiring key's subscriptions end once it expires, also without a request (keepalive's tick
+// checks the key; the clock is the injected one).
+func TestExpiryEndsSubscriptionsWithoutARequest(t *testing.T) {
+	a := startAuthServer(t, Options{PingInterval: 20 * time.Millisecond})
+	admin := a.dial(bootKey)
+	newQueue(t, admin, &fibp.CreateQueue{Name: "orders"})
+	k := createKey(t, admin, "temp", uint64(a.clock.Now().Add(time.Hour).UnixMilli()), "consume", "orders")
+	w := a.dial(k.Key)
+	w.Subscribe(1, "orders", 0)
+	a.clock.Advance(time.Hour)
+	h, f := w.Next()
+	if e := expectError(t, f, fibp.CodeUnauthorized); h.RequestID != 1 {
+		t.Fatalf("the expiry answered request %d: %q", h.RequestID, e.Message)
+	}
+	enqueue(t, admin, fibp.EnqueueMessage{Queue: "orders", Payload: []byte("secret")})
+	if s := stats(t, admin, "orders"); s.Depth != 1 || s.InFlight != 0 {
+		t.Fatalf("depth %d, in flight %d; want 1 unread", s.Depth, s.InFlight)
+	}
 }

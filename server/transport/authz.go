@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/wire"
@@ -47,20 +48,78 @@ func (c *conn) authorized(h fibp.Header) bool {
 	if c.who == nil {
 		return true
 	}
-	if g := c.auth.Gen(); g != c.whoGen {
-		c.whoGen = g
-		p, ok := c.auth.Lookup(c.who.ID())
-		if !ok {
-			c.sendError(h.RequestID, fibp.CodeUnauthorized, fmt.Sprintf("API key %s was revoked", c.who.ID()), nil)
-			return false
-		}
-		c.who = p
-	}
-	if c.who.Expires() && c.who.Expired(c.s.opts.Clock().UnixMilli()) {
-		c.sendError(h.RequestID, fibp.CodeUnauthorized, fmt.Sprintf("API key %s has expired", c.who.ID()), nil)
+	if msg := c.keyProblem(); msg != "" {
+		c.sendError(h.RequestID, fibp.CodeUnauthorized, msg, nil)
 		return false
 	}
 	return true
+}
+
+// keyProblem looks the key up again when the store changed and says why it no longer
+// authenticates ("" when it does). Subscriptions the key may no longer consume from end with
+// Forbidden. A revoked key stays revoked for every later call.
+func (c *conn) keyProblem() string {
+	if g := c.auth.Gen(); g != c.whoGen {
+		p, ok := c.auth.Lookup(c.who.ID())
+		if !ok {
+			return fmt.Sprintf("API key %s was revoked", c.who.ID())
+		}
+		c.who, c.whoGen = p, g
+		for id, ref := range c.subs {
+			if !p.Allowed(auth.Consume, ref.queue) {
+				c.endSubscription(id, ref)
+				c.forbidden(id, auth.Consume, ref.queue)
+			}
+		}
+	}
+	if c.who.Expires() && c.who.Expired(c.s.opts.Clock().UnixMilli()) {
+		return fmt.Sprintf("API key %s has expired", c.who.ID())
+	}
+	return ""
+}
+
+func (c *conn) endSubscription(id uint32, ref subRef) {
+	delete(c.subs, id)
+	c.s.b.Unsubscribe(ref.queue, ref.consumer)
+}
+
+// A connection's key changes (revocation, ACL, expiry) must reach it even when it sends no
+// request, as a consumer need not: keepalive wakes the reader (a read deadline in the past), which
+// then checks the key as before a request.
+
+// keyWatch returns what keepalive waits on: the store's next change (nil without
+// authentication) and whether the key expires (then every tick checks it).
+func (c *conn) keyWatch() (<-chan struct{}, bool) {
+	if c.who == nil {
+		return nil, false
+	}
+	return c.auth.Changed(), c.who.Expires()
+}
+
+// wakeReader makes the reader check the key now.
+func (c *conn) wakeReader() {
+	c.recheck.Store(true)
+	_ = c.nc.SetReadDeadline(time.Now())
+}
+
+// recheckKey runs on the reader after wakeReader. A key that no longer authenticates ends every
+// subscription with Unauthorized; the connection itself hears of it at its next request, as
+// before (security.md: "at their next request").
+func (c *conn) recheckKey() {
+	c.recheck.Store(false) // before the deadline is cleared: a wake meanwhile is not lost
+	_ = c.nc.SetReadDeadline(time.Time{})
+	if c.disconnecting.Load() {
+		_ = c.nc.SetReadDeadline(time.Now()) // a shutdown's wake must not be cleared
+	}
+	if c.who == nil {
+		return
+	}
+	if msg := c.keyProblem(); msg != "" {
+		for id, ref := range c.subs {
+			c.endSubscription(id, ref)
+			c.sendError(id, fibp.CodeUnauthorized, msg, nil)
+		}
+	}
 }
 
 // forbidden answers a request-level ACL denial.

@@ -46,6 +46,8 @@ type conn struct {
 	auth   *auth.Store
 	who    *auth.Principal
 	whoGen uint64
+	// recheck asks the reader to check the key again although no request came (authz.go).
+	recheck atomic.Bool
 
 	lastRecv      atomic.Int64 // Unix nanoseconds of the last frame received
 	pingID        atomic.Uint32
@@ -144,6 +146,10 @@ func (c *conn) serve() {
 	for {
 		body, err := c.fr.Next()
 		if err != nil {
+			if c.recheck.Load() && errors.Is(err, os.ErrDeadlineExceeded) && !c.disconnecting.Load() {
+				c.recheckKey()
+				continue
+			}
 			if !c.readFailed(err) {
 				return
 			}
@@ -385,11 +391,18 @@ const serverInitiated = 0x80000000
 func (c *conn) keepalive() {
 	tick := time.NewTicker(min(c.s.opts.PingInterval, c.s.opts.PongTimeout) / 2)
 	defer tick.Stop()
+	changed, expires := c.keyWatch()
 	for {
 		select {
 		case <-c.done:
 			return
+		case <-changed:
+			changed = c.auth.Changed()
+			c.wakeReader()
 		case now := <-tick.C:
+			if expires {
+				c.wakeReader()
+			}
 			if sent := c.pingSentAt.Load(); sent != 0 {
 				if now.Sub(time.Unix(0, sent)) > c.s.opts.PongTimeout {
 					c.log.Info("no Pong within the timeout; closing")

@@ -46,8 +46,7 @@ func (c *conn) handle(h fibp.Header, body []byte) bool {
 		}
 	case fibp.OpCancelConsume:
 		if ref, ok := c.subs[h.RequestID]; ok {
-			delete(c.subs, h.RequestID)
-			c.s.b.Unsubscribe(ref.queue, ref.consumer)
+			c.endSubscription(h.RequestID, ref)
 		}
 	case fibp.OpHandshake:
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, "the handshake is already done", nil)
