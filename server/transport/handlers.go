@@ -133,77 +133,56 @@ func (c *conn) enqueue(h fibp.Header, body []byte) {
 		}
 		mem += headers
 	}
-	id := h.RequestID
-	msgs, denied := screen(c.who, auth.Produce, session.Messages(&c.enq), func(m *broker.Message) string { return m.Queue })
-	forbidden := broker.EnqueueResult{Code: broker.CodeForbidden}
-	if allDenied(msgs, denied) {
+	screened(c, h.RequestID, mem, auth.Produce, session.Messages(&c.enq), func(m *broker.Message) string { return m.Queue },
+		broker.EnqueueResult{Code: broker.CodeForbidden}, func(r broker.EnqueueResult) broker.Code { return r.Code },
+		session.EnqueueResult, c.s.b.Enqueue)
+}
+
+// screened runs a request whose items each need permission kind: the denied ones (screen)
+// answer forbidden without reaching the broker, the rest go to run, whose per-item results (or
+// error) are sent as frame; mem bytes of the connection's memory are held until it is answered.
+func screened[T, Res any, F fibp.Frame](c *conn, requestID uint32, mem int64, kind auth.Kind, items []T, queue func(*T) string,
+	forbidden Res, code func(Res) broker.Code, frame func([]Res) F, run func([]T, func([]Res, *broker.Error))) {
+	kept, denied := screen(c.who, kind, items, queue)
+	if allDenied(kept, denied) {
 		c.acct.Release(mem)
-		c.send(id, session.EnqueueResult(unscreen(denied, nil, forbidden)))
+		c.send(requestID, frame(unscreen(denied, nil, forbidden)))
 		return
 	}
 	if !c.begin(mem) {
 		return
 	}
-	c.s.b.Enqueue(msgs, func(rs []broker.EnqueueResult, e *broker.Error) {
+	run(kept, func(rs []Res, e *broker.Error) {
 		if e != nil {
-			c.sendBrokerError(id, e)
+			c.sendBrokerError(requestID, e)
 		} else {
 			rs = unscreen(denied, rs, forbidden)
 			for _, r := range rs {
-				c.s.countCode(r.Code)
+				c.s.countCode(code(r))
 			}
-			c.send(id, session.EnqueueResult(rs))
+			c.send(requestID, frame(rs))
 		}
 		c.acct.Release(mem)
 		c.end()
 	})
 }
 
-// codesAnswer returns the callback that sends an Ack's or Nack's result or error and releases
-// the request's mem bytes; denied items (screen) answer Forbidden.
-func codesAnswer[R fibp.Frame](c *conn, requestID uint32, mem int64, denied []bool, frame func([]broker.Code) R) func([]broker.Code, *broker.Error) {
-	return func(codes []broker.Code, e *broker.Error) {
-		if e != nil {
-			c.sendBrokerError(requestID, e)
-		} else {
-			codes = unscreen(denied, codes, broker.CodeForbidden)
-			for _, code := range codes {
-				c.s.countCode(code)
-			}
-			c.send(requestID, frame(codes))
-		}
-		c.acct.Release(mem)
-		c.end()
-	}
-}
-
-// settle screens a settlement's items against the consume permission and hands the rest to run;
-// mem bytes of the connection's memory are held until it is answered.
-func settle[T any, R fibp.Frame](c *conn, h fibp.Header, mem int64, items []T, queue func(*T) string, frame func([]broker.Code) R,
-	run func([]T, func([]broker.Code, *broker.Error))) {
-	kept, denied := screen(c.who, auth.Consume, items, queue)
-	if allDenied(kept, denied) {
-		c.acct.Release(mem)
-		c.send(h.RequestID, frame(unscreen(denied, nil, broker.CodeForbidden)))
-		return
-	}
-	if !c.begin(mem) {
-		return
-	}
-	run(kept, codesAnswer(c, h.RequestID, mem, denied, frame))
-}
+// itself is the code of a settlement item's result, which is its code.
+func itself(code broker.Code) broker.Code { return code }
 
 func (c *conn) settleAck(h fibp.Header, body []byte) {
 	if mem, ok := c.decodeHeld(h, &c.ack, body, session.SettleMemory(body)); ok {
 		c.ackItems = session.AckItems(c.ackItems[:0], &c.ack)
-		settle(c, h, mem, c.ackItems, func(it *broker.AckItem) string { return it.Queue }, session.AckResult, c.s.b.Ack)
+		screened(c, h.RequestID, mem, auth.Consume, c.ackItems, func(it *broker.AckItem) string { return it.Queue },
+			broker.CodeForbidden, itself, session.AckResult, c.s.b.Ack)
 	}
 }
 
 func (c *conn) settleNack(h fibp.Header, body []byte) {
 	if mem, ok := c.decodeHeld(h, &c.nack, body, session.SettleMemory(body)); ok {
 		c.nackItems = session.NackItems(c.nackItems[:0], &c.nack)
-		settle(c, h, mem, c.nackItems, func(it *broker.NackItem) string { return it.Queue }, session.NackResult, c.s.b.Nack)
+		screened(c, h.RequestID, mem, auth.Consume, c.nackItems, func(it *broker.NackItem) string { return it.Queue },
+			broker.CodeForbidden, itself, session.NackResult, c.s.b.Nack)
 	}
 }
 
@@ -213,30 +192,9 @@ func (c *conn) settleExtend(h fibp.Header, body []byte) {
 		return
 	}
 	c.extItems = session.ExtendItems(c.extItems[:0], &c.ext)
-	id := h.RequestID
-	items, denied := screen(c.who, auth.Consume, c.extItems, func(it *broker.ExtendItem) string { return it.Queue })
-	forbidden := broker.ExtendResult{Code: broker.CodeForbidden}
-	if allDenied(items, denied) {
-		c.acct.Release(mem)
-		c.send(id, session.ExtendLeaseResult(unscreen(denied, nil, forbidden)))
-		return
-	}
-	if !c.begin(mem) {
-		return
-	}
-	c.s.b.ExtendLease(items, func(rs []broker.ExtendResult, e *broker.Error) {
-		if e != nil {
-			c.sendBrokerError(id, e)
-		} else {
-			rs = unscreen(denied, rs, forbidden)
-			for _, r := range rs {
-				c.s.countCode(r.Code)
-			}
-			c.send(id, session.ExtendLeaseResult(rs))
-		}
-		c.acct.Release(mem)
-		c.end()
-	})
+	screened(c, h.RequestID, mem, auth.Consume, c.extItems, func(it *broker.ExtendItem) string { return it.Queue },
+		broker.ExtendResult{Code: broker.CodeForbidden}, func(r broker.ExtendResult) broker.Code { return r.Code },
+		session.ExtendLeaseResult, c.s.b.ExtendLease)
 }
 
 func (c *conn) consume(h fibp.Header, body []byte) {
