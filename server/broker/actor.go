@@ -144,6 +144,7 @@ func (q *opQueue) take(dst []op) []op {
 // subscription is one Consume on a lane of this group.
 type subscription struct {
 	id        string
+	session   string // Subscription.Session
 	lane      queuegroup.Lane
 	requestID uint32
 	sink      Sink

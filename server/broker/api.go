@@ -208,7 +208,7 @@ func (b *Broker) Ack(items []AckItem, done func([]Code, *Error)) {
 	queues := make([]string, len(items))
 	its := make([]settleItem, len(items))
 	for i, it := range items {
-		queues[i], its[i] = it.Queue, settleItem{index: i, id: it.ID}
+		queues[i], its[i] = it.Queue, settleItem{index: i, id: it.ID, session: it.Session}
 	}
 	codes := make([]Code, len(items))
 	b.settle(kindAck, queues, its, codes, nil, func(e *Error) {
@@ -226,7 +226,7 @@ func (b *Broker) Nack(items []NackItem, done func([]Code, *Error)) {
 	its := make([]settleItem, len(items))
 	for i, it := range items {
 		queues[i] = it.Queue
-		its[i] = settleItem{index: i, id: it.ID, errText: it.Error}
+		its[i] = settleItem{index: i, id: it.ID, session: it.Session, errText: it.Error}
 		if it.HasRetryAfter {
 			v := it.RetryAfterMs
 			its[i].retryAfter = &v
@@ -248,7 +248,7 @@ func (b *Broker) ExtendLease(items []ExtendItem, done func([]ExtendResult, *Erro
 	its := make([]settleItem, len(items))
 	for i, it := range items {
 		queues[i] = it.Queue
-		its[i] = settleItem{index: i, id: it.ID, extendBy: it.ExtendByMs}
+		its[i] = settleItem{index: i, id: it.ID, session: it.Session, extendBy: it.ExtendByMs}
 	}
 	res := make([]ExtendResult, len(items))
 	b.settle(kindExtend, queues, its, nil, res, func(e *Error) {
@@ -279,7 +279,7 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 	}
 	var failure *Error
 	ok := r.a.call(func(a *actor) {
-		sub := &subscription{id: s.ConsumerID, lane: r.lane, requestID: s.RequestID, sink: sink, auto: s.ManagedCredit || s.Credit == 0, throttles: ts}
+		sub := &subscription{id: s.ConsumerID, session: s.Session, lane: r.lane, requestID: s.RequestID, sink: sink, auto: s.ManagedCredit || s.Credit == 0, throttles: ts}
 		credit := s.Credit
 		if sub.auto {
 			credit = autoCreditWindow

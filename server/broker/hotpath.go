@@ -124,8 +124,9 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 
 // settleItem is the common shape of Ack, Nack and ExtendLease: one item per message of a lane.
 type settleItem struct {
-	index int
-	id    engine.MsgID
+	index   int
+	id      engine.MsgID
+	session string
 	// Nack
 	errText    string
 	retryAfter *uint64
@@ -149,7 +150,7 @@ func (a *actor) ack(l queuegroup.Lane, items []settleItem, res []Code, done func
 	now := a.now()
 	q := a.st.Lane(l)
 	for _, it := range items {
-		err := q.CheckLease(it.id, now)
+		err := a.checkLease(q, it, now)
 		leasedAt, leased := q.LeasedAt(it.id)
 		if err == nil {
 			err = a.st.Ack(l, it.id, now)
@@ -170,6 +171,30 @@ func (a *actor) ack(l queuegroup.Lane, items []settleItem, res []Code, done func
 	})
 }
 
+// checkLease is CheckLease for a settlement of it, with checkHolder.
+func (a *actor) checkLease(q *engine.Queue, it settleItem, now int64) error {
+	if err := a.checkHolder(q, it); err != nil {
+		return err
+	}
+	return q.CheckLease(it.id, now)
+}
+
+// checkHolder refuses a settlement of a message leased to a live subscription of another
+// session (Subscription.Session): the sender's own lease ended when the message was redelivered.
+func (a *actor) checkHolder(q *engine.Queue, it settleItem) error {
+	if it.session == "" {
+		return nil
+	}
+	holder, leased := q.LeaseHolder(it.id)
+	if !leased {
+		return nil
+	}
+	if sub := a.subs[holder]; sub != nil && sub.session != "" && sub.session != it.session {
+		return engine.ErrMessageNotFound
+	}
+	return nil
+}
+
 func storageFailed(items []settleItem, res []Code) {
 	for _, it := range items {
 		if res[it.index] == CodeOk {
@@ -183,7 +208,7 @@ func (a *actor) nack(l queuegroup.Lane, items []settleItem, res []Code, done fun
 	now := a.now()
 	q := a.st.Lane(l)
 	for _, it := range items {
-		err := q.CheckLease(it.id, now)
+		err := a.checkLease(q, it, now)
 		var f engine.Fail
 		if err == nil {
 			f, err = q.DecideFailure(it.id, now, it.errText, it.retryAfter)
@@ -208,7 +233,11 @@ func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []ExtendResult
 	now := a.now()
 	q := a.st.Lane(l)
 	for _, it := range items {
-		e, err := q.DecideExtend(it.id, now, it.extendBy)
+		err := a.checkHolder(q, it)
+		var e engine.Extend
+		if err == nil {
+			e, err = q.DecideExtend(it.id, now, it.extendBy)
+		}
 		if err == nil {
 			err = a.st.Extend(l, e, a.committed(l))
 		}

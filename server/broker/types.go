@@ -81,15 +81,17 @@ type EnqueueResult struct {
 
 // AckItem names one leased message to acknowledge.
 type AckItem struct {
-	Queue string
-	ID    MessageID
+	Queue   string
+	ID      MessageID
+	Session string // who settles; see Subscription.Session
 }
 
 // NackItem names one leased message to fail.
 type NackItem struct {
-	Queue string
-	ID    MessageID
-	Error string // why it failed, kept with the message
+	Queue   string
+	ID      MessageID
+	Session string // who settles; see Subscription.Session
+	Error   string // why it failed, kept with the message
 	// RetryAfterMs, when HasRetryAfter, replaces the retry policy's back-off (milliseconds).
 	RetryAfterMs  uint64
 	HasRetryAfter bool
@@ -100,6 +102,7 @@ type NackItem struct {
 type ExtendItem struct {
 	Queue      string
 	ID         MessageID
+	Session    string // who settles; see Subscription.Session
 	ExtendByMs uint64
 }
 
@@ -114,6 +117,13 @@ type Subscription struct {
 	Queue      string
 	ConsumerID string // unique per broker
 	RequestID  uint32 // the sink's name for this subscription; passed back with every call
+	// Session names the connection the subscription belongs to. A message leased to a live
+	// subscription is settled (Ack, Nack, ExtendLease) only by items of the same Session: a
+	// settlement from another session comes from a consumer whose lease ended when the message
+	// was redelivered, and answers MessageNotFound. A lease whose subscription has ended (its
+	// connection closed) may be settled from any session; items with an empty Session are not
+	// checked.
+	Session string
 	// Credit is the number of deliveries the consumer accepts before it grants more; 0, or
 	// ManagedCredit, has the server manage the window itself (it refills as deliveries are written).
 	Credit        uint32

@@ -23,13 +23,29 @@ func (q *Queue) OldestReady() (enqueuedAt int64, ok bool) {
 
 // LeasedAt returns when the lease of id began (Unix ms); false when id is not leased.
 func (q *Queue) LeasedAt(id MsgID) (int64, bool) {
+	if l, ok := q.leaseOf(id); ok {
+		return l.leasedAt, true
+	}
+	return 0, false
+}
+
+// LeaseHolder returns the consumer a message is leased to, false when it is not leased.
+func (q *Queue) LeaseHolder(id MsgID) (string, bool) {
+	if l, ok := q.leaseOf(id); ok {
+		return l.consumer, true
+	}
+	return "", false
+}
+
+// leaseOf returns the lease of a leased message.
+func (q *Queue) leaseOf(id MsgID) (*leaseRec, bool) {
 	slot, ok := q.index.find(id, q.slab)
 	if !ok {
-		return 0, false
+		return nil, false
 	}
 	r := q.slab.at(slot)
 	if r.state() != stLeased {
-		return 0, false
+		return nil, false
 	}
-	return q.leases[r.next].leasedAt, true
+	return &q.leases[r.next], true
 }

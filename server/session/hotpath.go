@@ -37,10 +37,10 @@ func EnqueueResult(rs []broker.EnqueueResult) *fibp.EnqueueResult {
 	return res
 }
 
-// AckItems appends an Ack's items to dst.
-func AckItems(dst []broker.AckItem, req *fibp.Ack) []broker.AckItem {
+// AckItems appends an Ack's items to dst, settled by session sess (broker.Subscription.Session).
+func AckItems(dst []broker.AckItem, req *fibp.Ack, sess string) []broker.AckItem {
 	for _, it := range req.Items {
-		dst = append(dst, broker.AckItem{Queue: it.Queue, ID: broker.MessageID(it.MessageID)})
+		dst = append(dst, broker.AckItem{Queue: it.Queue, ID: broker.MessageID(it.MessageID), Session: sess})
 	}
 	return dst
 }
@@ -54,11 +54,12 @@ func AckResult(codes []broker.Code) *fibp.AckResult {
 	return res
 }
 
-// NackItems appends a Nack's items to dst.
-func NackItems(dst []broker.NackItem, req *fibp.Nack) []broker.NackItem {
+// NackItems appends a Nack's items to dst, settled by session sess.
+func NackItems(dst []broker.NackItem, req *fibp.Nack, sess string) []broker.NackItem {
 	for _, it := range req.Items {
 		after, has := it.RetryAfterMs.Get()
-		dst = append(dst, broker.NackItem{Queue: it.Queue, ID: broker.MessageID(it.MessageID), Error: it.Error, RetryAfterMs: after, HasRetryAfter: has})
+		dst = append(dst, broker.NackItem{Queue: it.Queue, ID: broker.MessageID(it.MessageID), Session: sess, Error: it.Error,
+			RetryAfterMs: after, HasRetryAfter: has})
 	}
 	return dst
 }
@@ -72,10 +73,10 @@ func NackResult(codes []broker.Code) *fibp.NackResult {
 	return res
 }
 
-// ExtendItems appends an ExtendLease's items to dst.
-func ExtendItems(dst []broker.ExtendItem, req *fibp.ExtendLease) []broker.ExtendItem {
+// ExtendItems appends an ExtendLease's items to dst, settled by session sess.
+func ExtendItems(dst []broker.ExtendItem, req *fibp.ExtendLease, sess string) []broker.ExtendItem {
 	for _, it := range req.Items {
-		dst = append(dst, broker.ExtendItem{Queue: it.Queue, ID: broker.MessageID(it.MessageID), ExtendByMs: it.ExtendByMs})
+		dst = append(dst, broker.ExtendItem{Queue: it.Queue, ID: broker.MessageID(it.MessageID), Session: sess, ExtendByMs: it.ExtendByMs})
 	}
 	return dst
 }
@@ -92,9 +93,10 @@ func ExtendLeaseResult(rs []broker.ExtendResult) *fibp.ExtendLeaseResult {
 	return res
 }
 
-// Subscription converts a Consume into a subscription request. creditFlow reports whether the
-// connection negotiated CREDIT_FLOW_CONTROL; without it the server manages the window.
-func Subscription(req *fibp.Consume, requestID uint32, consumerID string, creditFlow bool) (broker.Subscription, *broker.Error) {
-	return broker.Subscription{Queue: req.Queue, ConsumerID: consumerID, RequestID: requestID, Credit: req.Credit, ManagedCredit: !creditFlow,
+// Subscription converts a Consume of session sess (its connection) into a subscription request.
+// creditFlow reports whether the connection negotiated CREDIT_FLOW_CONTROL; without it the server
+// manages the window.
+func Subscription(req *fibp.Consume, requestID uint32, sess, consumerID string, creditFlow bool) (broker.Subscription, *broker.Error) {
+	return broker.Subscription{Queue: req.Queue, Session: sess, ConsumerID: consumerID, RequestID: requestID, Credit: req.Credit, ManagedCredit: !creditFlow,
 		Throttles: ThrottleDeclarations(req.Throttles)}, nil
 }

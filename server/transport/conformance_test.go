@@ -775,3 +775,59 @@ func TestSpecOrderedQueueDeliversOneAtATime(t *testing.T) {
 		t.Fatalf("second delivery %+v", second)
 	}
 }
+
+// A lease that expired has ended: once its message is redelivered to another consumer, the
+// first consumer's ExtendLease, Ack and Nack answer MessageNotFound ("the lease already expired
+// and the message was redelivered"; concepts.md: "An ack, nack or extend for a message whose
+// lease ended answers MessageNotFound"), and the new holder's settle normally.
+func TestSpecSettlingAnExpiredLeaseAfterRedeliveryIsMessageNotFound(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	a := dialSpec(t, addr)
+	a.handshake()
+	q := be(nil).str("q").u8(0).u8(0).u64(100) // visibility timeout 100 ms
+	q = q.u8(0).u16(0).u8(0).u16(0).u64(0).u8(0).u32(0).u32(0).u8(1).u64(0).u64(0).u8(0).u64(0)
+	a.write(rawFrame(0xFD, 0, 1, q))
+	a.expect(0xFC, 1)
+	a.enqueue(2, enqueueBody("q", "x"))
+	a.consume(3, "q", 1)
+	first := a.delivery(3)[0]
+
+	b := dialSpec(t, addr)
+	b.handshake()
+	b.consume(3, "q", 1)
+	again := b.delivery(3)[0] // after A's lease expired
+	if again.id != first.id || again.attempts != 2 {
+		t.Fatalf("redelivery %+v", again)
+	}
+
+	settled := func(c *specConn, id uint32, op, resOp uint8, item be, extend bool) uint8 {
+		c.write(rawFrame(op, 0, id, be(nil).u32(1).raw(item)))
+		r := c.expect(resOp, id)
+		if n := r.u32(); n != 1 {
+			t.Fatalf("%d results", n)
+		}
+		code := r.u8()
+		if extend {
+			if exp := r.u64(); (code == 0) != (exp != 0) {
+				t.Fatalf("ExtendLease code %#02x with expiry %d", code, exp)
+			}
+		}
+		return code
+	}
+	ref := be(nil).str("q").raw(first.id[:])
+	if code := settled(a, 4, 0x1B, 0x1C, be(nil).raw(ref).u64(60_000), true); code != 0x02 {
+		t.Fatalf("the former holder's ExtendLease: %#02x, want MessageNotFound", code)
+	}
+	if code := settled(a, 5, 0x17, 0x18, ref, false); code != 0x02 {
+		t.Fatalf("the former holder's Ack: %#02x, want MessageNotFound", code)
+	}
+	if code := settled(a, 6, 0x19, 0x1A, be(nil).raw(ref).str("late").u8(0), false); code != 0x02 {
+		t.Fatalf("the former holder's Nack: %#02x, want MessageNotFound", code)
+	}
+	if code := settled(b, 7, 0x1B, 0x1C, be(nil).raw(ref).u64(60_000), true); code != 0 {
+		t.Fatalf("the holder's ExtendLease: %#02x", code)
+	}
+	if code := settled(b, 8, 0x17, 0x18, ref, false); code != 0 {
+		t.Fatalf("the holder's Ack: %#02x", code)
+	}
+}

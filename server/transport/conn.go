@@ -25,10 +25,11 @@ import (
 // them; answers come back from queue actors through the outbound queue, written by a second
 // goroutine; a third sends keepalive pings.
 type conn struct {
-	s   *Server
-	nc  net.Conn
-	id  uint64
-	log *slog.Logger
+	s       *Server
+	nc      net.Conn
+	id      uint64
+	session string // id in decimal: the broker's name for this connection (broker.Subscription.Session)
+	log     *slog.Logger
 
 	acct     *membudget.Account // nil when memory is not accounted
 	out      *outbound
@@ -79,7 +80,7 @@ const connMemory = 64<<10 + 32<<10
 // newConn returns the connection, or nil when the memory budget cannot take one more.
 func newConn(s *Server, nc net.Conn, id uint64) *conn {
 	c := &conn{
-		s: s, nc: nc, id: id,
+		s: s, nc: nc, id: id, session: strconv.FormatUint(id, 10),
 		log:      s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
 		inflight: make(chan struct{}, s.opts.MaxInflight),
 		subs:     map[uint32]subRef{},

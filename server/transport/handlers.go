@@ -172,7 +172,7 @@ func itself(code broker.Code) broker.Code { return code }
 
 func (c *conn) settleAck(h fibp.Header, body []byte) {
 	if mem, ok := c.decodeHeld(h, &c.ack, body, session.SettleMemory(body)); ok {
-		c.ackItems = session.AckItems(c.ackItems[:0], &c.ack)
+		c.ackItems = session.AckItems(c.ackItems[:0], &c.ack, c.session)
 		screened(c, h.RequestID, mem, auth.Consume, c.ackItems, func(it *broker.AckItem) string { return it.Queue },
 			broker.CodeForbidden, itself, session.AckResult, c.s.b.Ack)
 	}
@@ -180,7 +180,7 @@ func (c *conn) settleAck(h fibp.Header, body []byte) {
 
 func (c *conn) settleNack(h fibp.Header, body []byte) {
 	if mem, ok := c.decodeHeld(h, &c.nack, body, session.SettleMemory(body)); ok {
-		c.nackItems = session.NackItems(c.nackItems[:0], &c.nack)
+		c.nackItems = session.NackItems(c.nackItems[:0], &c.nack, c.session)
 		screened(c, h.RequestID, mem, auth.Consume, c.nackItems, func(it *broker.NackItem) string { return it.Queue },
 			broker.CodeForbidden, itself, session.NackResult, c.s.b.Nack)
 	}
@@ -191,7 +191,7 @@ func (c *conn) settleExtend(h fibp.Header, body []byte) {
 	if !ok {
 		return
 	}
-	c.extItems = session.ExtendItems(c.extItems[:0], &c.ext)
+	c.extItems = session.ExtendItems(c.extItems[:0], &c.ext, c.session)
 	screened(c, h.RequestID, mem, auth.Consume, c.extItems, func(it *broker.ExtendItem) string { return it.Queue },
 		broker.ExtendResult{Code: broker.CodeForbidden}, func(r broker.ExtendResult) broker.Code { return r.Code },
 		session.ExtendLeaseResult, c.s.b.ExtendLease)
@@ -219,8 +219,8 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 			map[string]string{fibp.MetaRetryAfterMs: "1000"})
 		return
 	}
-	consumer := strconv.FormatUint(c.id, 10) + "-" + strconv.FormatUint(uint64(h.RequestID), 10)
-	sub, e := session.Subscription(&req, h.RequestID, consumer, c.caps.Has(fibp.CapCreditFlowControl))
+	consumer := c.session + "-" + strconv.FormatUint(uint64(h.RequestID), 10)
+	sub, e := session.Subscription(&req, h.RequestID, c.session, consumer, c.caps.Has(fibp.CapCreditFlowControl))
 	if e == nil {
 		e = c.s.b.Subscribe(sub, session.Sink{Out: c})
 	}
