@@ -147,3 +147,30 @@ func TestExpiryEndsSubscriptionsWithoutARequest(t *testing.T) {
 		t.Fatalf("depth %d, in flight %d; want 1 unread", s.Depth, s.InFlight)
 	}
 }
+
+// Connections that never finish their handshake (a slowloris, all from the client's own address,
+// as every local client shares 127.0.0.1) cannot lock a client out: at the per-client limit the
+// oldest connection still in its handshake gives its slot to the new one.
+func TestIdleHandshakesDoNotLockOutAClient(t *testing.T) {
+	const limit = 8
+	a := startAuthServer(t, Options{MaxPerClient: limit, HandshakeTimeout: time.Hour})
+	idle := make([]*rawClient, 3*limit)
+	for i := range idle {
+		idle[i] = dialRaw(t, a.addr)
+		idle[i].SendBytes([]byte{0, 0, 0}) // part of a length prefix
+	}
+	w := a.dial(bootKey) // a well-behaved client gets in, and works
+	newQueue(t, w, &fibp.CreateQueue{Name: "q"})
+	for i, c := range idle[:2*limit+1] {
+		if !c.Closed() {
+			t.Fatalf("idle connection %d of %d is still open", i+1, len(idle))
+		}
+	}
+	for range limit - 1 { // the slots that handshakes hold are kept
+		a.dial(bootKey)
+	}
+	if !dialRaw(t, a.addr).Closed() {
+		t.Fatal("a connection past the limit was accepted although every slot finished its handshake")
+	}
+	enqueue(t, w, fibp.EnqueueMessage{Queue: "q", Payload: []byte("x")})
+}

@@ -286,7 +286,7 @@ func TestKeysSurviveRestart(t *testing.T) {
 func TestPerClientConnectionLimit(t *testing.T) {
 	a := startAuthServer(t, Options{MaxPerClient: 2})
 	a.dial(bootKey)
-	second := dialRaw(t, a.addr) // holds a slot without a handshake
+	second := a.dial(bootKey)
 	third := dialRaw(t, a.addr)
 	if !third.Closed() {
 		t.Fatal("a third connection from one address was accepted")

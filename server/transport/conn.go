@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,9 @@ type conn struct {
 	id      uint64
 	session string // id in decimal: the broker's name for this connection (broker.Subscription.Session)
 	log     *slog.Logger
+
+	host     string        // client IP address (per-client limit)
+	greeting *list.Element // in s.greeting while the handshake runs; s.mu guards it
 
 	acct     *membudget.Account // nil when memory is not accounted
 	out      *outbound
@@ -312,6 +316,9 @@ func (c *conn) handshake() bool {
 	if !c.authenticate(hs.APIKey) {
 		return false
 	}
+	c.s.mu.Lock()
+	c.s.greeted(c) // from now on the connection keeps its slot
+	c.s.mu.Unlock()
 	const serverCaps = fibp.CapCreditFlowControl
 	c.caps = hs.ClientCapabilities & serverCaps
 	c.send(0, &fibp.HandshakeOk{

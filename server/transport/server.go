@@ -4,6 +4,7 @@
 package transport
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -99,7 +100,8 @@ type Server struct {
 	mu       sync.Mutex
 	ln       net.Listener
 	conns    map[*conn]struct{}
-	perHost  map[string]int // open connections by client IP address
+	perHost  map[string]int        // open connections by client IP address
+	greeting map[string]*list.List // by client IP address: its connections still in their handshake, oldest first
 	closing  bool
 	wg       sync.WaitGroup
 	nextConn atomic.Uint64
@@ -114,7 +116,7 @@ type Server struct {
 // New returns a server for b.
 func New(b *broker.Broker, opts Options) *Server {
 	opts.defaults()
-	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}, perHost: map[string]int{},
+	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}, perHost: map[string]int{}, greeting: map[string]*list.List{},
 		forced: make(chan struct{})}
 	s.connGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "fila", Name: "connections", Help: "Open FIBP connections."})
 	s.errors = newErrorCounter()
@@ -194,7 +196,7 @@ func retryAccept(err error) bool {
 func (s *Server) accept(nc net.Conn) {
 	host := clientHost(nc.RemoteAddr())
 	s.mu.Lock()
-	if s.closing || len(s.conns) >= s.opts.MaxConnections || s.perHost[host] >= s.opts.MaxPerClient {
+	if s.closing || (len(s.conns) >= s.opts.MaxConnections || s.perHost[host] >= s.opts.MaxPerClient) && !s.evictGreeting(host) {
 		open, fromHost := len(s.conns), s.perHost[host]
 		s.mu.Unlock()
 		s.log.Warn("refusing a connection", "remote", nc.RemoteAddr(), "open", open, "open_from_client", fromHost)
@@ -208,8 +210,13 @@ func (s *Server) accept(nc net.Conn) {
 		nc.Close()
 		return
 	}
+	c.host = host
 	s.conns[c] = struct{}{}
 	s.perHost[host]++
+	if s.greeting[host] == nil {
+		s.greeting[host] = list.New()
+	}
+	c.greeting = s.greeting[host].PushBack(c)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.connGauge.Inc()
@@ -219,14 +226,55 @@ func (s *Server) accept(nc net.Conn) {
 		c.log.Info("connection opened")
 		c.serve()
 		s.mu.Lock()
-		delete(s.conns, c)
-		if s.perHost[host]--; s.perHost[host] == 0 {
-			delete(s.perHost, host)
+		s.greeted(c)
+		if _, open := s.conns[c]; open { // not evicted
+			s.forget(c)
 		}
 		s.mu.Unlock()
 		s.connGauge.Dec()
 		c.log.Info("connection closed", "open_for", time.Since(opened))
 	}()
+}
+
+// A client at its connection limit that opens one more makes room by closing its oldest
+// connection that has not finished its handshake: idle or slow handshakes (a slowloris) cannot
+// keep a client's slots from connections that do handshake. Connections past their handshake are
+// never closed for room.
+
+// evictGreeting closes host's oldest connection still in its handshake and forgets it, reporting
+// whether there was one. s.mu is held.
+func (s *Server) evictGreeting(host string) bool {
+	l := s.greeting[host]
+	if l == nil || l.Len() == 0 {
+		return false
+	}
+	c := l.Front().Value.(*conn)
+	s.greeted(c)
+	s.forget(c)
+	c.log.Info("closing a connection still in its handshake: its client opened another at its connection limit")
+	c.nc.Close()
+	return true
+}
+
+// greeted takes c off its host's list of connections in their handshake. s.mu is held.
+func (s *Server) greeted(c *conn) {
+	if c.greeting == nil {
+		return
+	}
+	l := s.greeting[c.host]
+	l.Remove(c.greeting)
+	c.greeting = nil
+	if l.Len() == 0 {
+		delete(s.greeting, c.host)
+	}
+}
+
+// forget stops counting c against the limits. s.mu is held.
+func (s *Server) forget(c *conn) {
+	delete(s.conns, c)
+	if s.perHost[c.host]--; s.perHost[c.host] == 0 {
+		delete(s.perHost, c.host)
+	}
 }
 
 // clientHost is the IP address of a client, the unit of the per-client connection limit.
