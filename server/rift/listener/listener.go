@@ -15,6 +15,7 @@
 package listener
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -110,7 +111,10 @@ type Server struct {
 	wg     sync.WaitGroup
 
 	mu    sync.Mutex
-	conns map[*quic.Conn]struct{}
+	conns map[*quic.Conn]*list.Element // the element is in authing until the connection authenticates
+	// authing holds the connections that have not authenticated yet, oldest first: at the
+	// connection limit the oldest of them gives its slot to a new connection (evictAuthing).
+	authing *list.List
 }
 
 // Listen starts serving svc on o.Addr.
@@ -145,7 +149,7 @@ func Listen(svc *service.Service, o Options) (*Server, error) {
 		return nil, fmt.Errorf("rift listener: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &Server{svc: svc, opts: o, ln: ln, log: o.Logger, ctx: ctx, cancel: cancel, conns: map[*quic.Conn]struct{}{}}
+	s := &Server{svc: svc, opts: o, ln: ln, log: o.Logger, ctx: ctx, cancel: cancel, conns: map[*quic.Conn]*list.Element{}, authing: list.New()}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -190,17 +194,48 @@ func (s *Server) accept() {
 func (s *Server) track(c *quic.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.conns) >= s.opts.MaxConnections || s.ctx.Err() != nil {
+	if s.ctx.Err() != nil || len(s.conns) >= s.opts.MaxConnections && !s.evictAuthing() {
 		return false
 	}
-	s.conns[c] = struct{}{}
+	s.conns[c] = s.authing.PushBack(c)
 	return true
+}
+
+// evictAuthing closes the oldest connection that has not authenticated yet, so that connections
+// that never send AUTH cannot keep clients that do out; false when every connection has
+// authenticated. s.mu is held.
+func (s *Server) evictAuthing() bool {
+	e := s.authing.Front()
+	if e == nil {
+		return false
+	}
+	c := s.authing.Remove(e).(*quic.Conn)
+	delete(s.conns, c)
+	c.CloseWithError(CloseTooMany, "connection limit reached: a newer connection took the slot of this one, which had not authenticated")
+	return true
+}
+
+// authenticated takes c off the list of connections that may be evicted.
+func (s *Server) authenticated(c *quic.Conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.conns[c]; e != nil {
+		s.authing.Remove(e)
+		s.conns[c] = nil
+	}
 }
 
 func (s *Server) untrack(c *quic.Conn) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.conns[c]
+	if !ok { // evicted
+		return
+	}
+	if e != nil {
+		s.authing.Remove(e)
+	}
 	delete(s.conns, c)
-	s.mu.Unlock()
 }
 
 // serveConn authenticates conn and then serves its operation streams until it closes.
@@ -213,6 +248,7 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		conn.CloseWithError(CloseAuthFailed, s.authCloseReason(err))
 		return
 	}
+	s.authenticated(conn)
 	s.svc.ConnectionOpened()
 	s.opts.Events.Opened(remote, id.Name)
 	defer func() {

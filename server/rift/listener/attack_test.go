@@ -1,0 +1,42 @@
+package listener_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/quic-go/quic-go"
+
+	"github.com/filamq/fila/generated/riftproto"
+	rt "github.com/filamq/fila/server/internal/rifttest"
+	"github.com/filamq/fila/server/rift/listener"
+)
+
+// Connections that finish the QUIC handshake but never send AUTH cannot keep clients that do
+// out: at the connection limit the oldest connection that has not authenticated gives its slot to
+// the new one. Authenticated connections keep theirs.
+func TestConnectionsThatNeverAuthenticateDoNotLockOutClients(t *testing.T) {
+	const limit = 4
+	f := start(t, func(o *listener.Options) { o.MaxConnections = limit; o.AuthTimeout = time.Hour })
+	idle := make([]*quic.Conn, 3*limit)
+	for i := range idle {
+		c, err := rt.Dial(t, f.addr, rt.ClientTLS(t), nil)
+		if err != nil {
+			t.Fatalf("idle connection %d: %v", i+1, err)
+		}
+		idle[i] = c
+	}
+	c := rt.Connect(t, f.addr, "admin-token")
+	s := rt.Open(t, c)
+	s.Send(t, &riftproto.Ping{})
+	rt.Expect[*riftproto.Ok](t, s)
+	for _, old := range idle[:2*limit+1] {
+		expectClosed(t, old, listener.CloseTooMany)
+	}
+	for range limit - 1 {
+		rt.Connect(t, f.addr, "admin-token")
+	}
+	last, err := rt.Dial(t, f.addr, rt.ClientTLS(t), nil)
+	if err == nil { // refused right after its handshake: before Dial returns, or after
+		expectClosed(t, last, listener.CloseTooMany)
+	}
+}
