@@ -36,13 +36,11 @@ const recSize = int(unsafe.Sizeof(rec{}))
 // T must hold no pointers: the garbage collector does not scan mapped memory. Mapped memory
 // from here is anonymous and never swept.
 func allocMapped[T any](n int) ([]T, bool) {
-	size := int(unsafe.Sizeof(*new(T)))
-	if n*size >= mapMin {
+	if size := sizeOf[T](n); size >= mapMin {
 		if !takeMapping(false) {
 			fellBack(fallbackMapLimit, errMapLimit)
-		} else if b, ok := mapBytes(n * size); ok {
-			mapped.Add(int64(len(b)))
-			return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n), true
+		} else if b, ok := mapBytes(size); ok {
+			return asMapped[T](b, n), true
 		} else {
 			releaseMapping()
 		}
@@ -57,14 +55,21 @@ func allocMapped[T any](n int) ([]T, bool) {
 // of a file there, which Sweep drops from RSS; otherwise, or when the file cannot be reserved,
 // it is allocMapped. Its contents are never lost by a sweep. Give it back with freeMapped.
 func allocSweepable[T any](n int) ([]T, bool) {
-	size := int(unsafe.Sizeof(*new(T)))
-	if n*size >= mapMin {
-		if b, ok := mapScratch(n * size); ok {
-			mapped.Add(int64(len(b)))
-			return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n), true
+	if size := sizeOf[T](n); size >= mapMin {
+		if b, ok := mapScratch(size); ok {
+			return asMapped[T](b, n), true
 		}
 	}
 	return allocMapped[T](n)
+}
+
+// sizeOf is the size in bytes of n elements of T.
+func sizeOf[T any](n int) int { return n * int(unsafe.Sizeof(*new(T))) }
+
+// asMapped counts b, just mapped, in MappedBytes and returns it as n elements of T.
+func asMapped[T any](b []byte, n int) []T {
+	mapped.Add(int64(len(b)))
+	return unsafe.Slice((*T)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
 // freeMapped gives back a slice from allocMapped or allocSweepable that was mapped; nothing may
