@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -282,8 +283,9 @@ func Sweep() int64 {
 	return swept
 }
 
-// eachRegion calls fn for every scratch region, holding pager.mu for one region at a time, so that
-// a free waits for one call at most; fn must not keep r.
+// eachRegion calls fn for every scratch region, holding pager.mu for one region at a time (a
+// sweep must not advise memory given back), so that a free waits for one call at most; fn must
+// not keep r.
 func eachRegion(fn func(r []byte)) {
 	pager.sweepMu.Lock()
 	defer pager.sweepMu.Unlock()
@@ -320,16 +322,23 @@ type MappedStats struct {
 
 // ReadMappedStats returns the engine's mapped memory. Resident and Cached cost a few system
 // calls per region (a scrape, not a hot path); they are zero where the system cannot tell.
+// Counting passes only a region's addresses to the system (mincore, /proc/self/pagemap), never
+// touches its memory, so it runs without pager.mu: region creation, sweeps and frees do not wait
+// for it, and a region given back meanwhile is counted as whatever its addresses hold then (an
+// error of one scrape, never a fault).
 func ReadMappedStats() MappedStats {
 	st := MappedStats{Mapped: mapped.Load(), Scratch: scratchBytes.Load(), Fallbacks: fallbacks[fallbackNoFile].Load(),
 		MapLimitFallbacks: fallbacks[fallbackMapLimit].Load(), Mappings: mappings.Load(), MappingLimit: mapLimit()}
+	pager.mu.Lock()
+	regions := slices.Collect(maps.Values(pager.regions))
+	pager.mu.Unlock()
 	pages := openResidency()
 	defer pages.close()
-	eachRegion(func(r []byte) {
+	for _, r := range regions {
 		res, cached := pages.count(r)
 		st.Resident += res
 		st.Cached += cached
-	})
+	}
 	return st
 }
 
