@@ -310,3 +310,27 @@ func TestSpecRiftPermissionErrors(t *testing.T) {
 		})
 	}
 }
+
+// REQUEST makes its own private inbox: the requester needs publish access to the subject only,
+// no subscribe grant on any inbox.
+func TestSpecRiftRequestNeedsNoInboxGrant(t *testing.T) {
+	f := start(t, nil)
+	responder := rauth(t, f.addr, "admin-token")
+	sub := ropen(t, responder)
+	sub.write(rframe(6).str("game.svc").str("").bytes())
+	sub.expect(okFrame())
+
+	c := rauth(t, f.addr, "wide-token") // publish game.>, subscribe game.>: no _INBOX grant
+	req := ropen(t, c)
+	req.write(rframe(9).u32(5000).str("game.svc").raw("q").bytes())
+	got, err := sub.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rest := got[4+len(rframe(7).str("game.svc")):]
+	reply := string(rest[2 : 2+binary.BigEndian.Uint16(rest)])
+	answer := ropen(t, responder)
+	answer.write(rframe(5).str(reply).str("").raw("a").bytes())
+	answer.expect(okFrame())
+	req.expect(messageFrame(reply, "", "a"))
+}
