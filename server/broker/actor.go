@@ -145,6 +145,7 @@ func (q *opQueue) take(dst []op) []op {
 type subscription struct {
 	id        string
 	session   string // Subscription.Session
+	since     int64  // Unix ms when it began: a lease older than that is not its own (checkHolder)
 	lane      queuegroup.Lane
 	requestID uint32
 	sink      Sink

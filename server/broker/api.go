@@ -279,7 +279,7 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 	}
 	var failure *Error
 	ok := r.a.call(func(a *actor) {
-		sub := &subscription{id: s.ConsumerID, session: s.Session, lane: r.lane, requestID: s.RequestID, sink: sink, auto: s.ManagedCredit || s.Credit == 0, throttles: ts}
+		sub := &subscription{id: s.ConsumerID, session: s.Session, since: a.now(), lane: r.lane, requestID: s.RequestID, sink: sink, auto: s.ManagedCredit || s.Credit == 0, throttles: ts}
 		credit := s.Credit
 		if sub.auto {
 			credit = autoCreditWindow

@@ -181,6 +181,9 @@ func (a *actor) checkLease(q *engine.Queue, it settleItem, now int64) error {
 
 // checkHolder refuses a settlement of a message leased to a live subscription of another
 // session (Subscription.Session): the sender's own lease ended when the message was redelivered.
+// A lease older than the subscription of its consumer ID is not that subscription's: consumer IDs
+// of connections before a restart come back on new connections, and recovered leases settle from
+// anywhere.
 func (a *actor) checkHolder(q *engine.Queue, it settleItem) error {
 	if it.session == "" {
 		return nil
@@ -189,10 +192,14 @@ func (a *actor) checkHolder(q *engine.Queue, it settleItem) error {
 	if !leased {
 		return nil
 	}
-	if sub := a.subs[holder]; sub != nil && sub.session != "" && sub.session != it.session {
-		return engine.ErrMessageNotFound
+	sub := a.subs[holder]
+	if sub == nil || sub.session == "" || sub.session == it.session {
+		return nil
 	}
-	return nil
+	if leasedAt, _ := q.LeasedAt(it.id); leasedAt < sub.since {
+		return nil
+	}
+	return engine.ErrMessageNotFound
 }
 
 func storageFailed(items []settleItem, res []Code) {

@@ -831,3 +831,30 @@ func TestSpecSettlingAnExpiredLeaseAfterRedeliveryIsMessageNotFound(t *testing.T
 		t.Fatalf("the holder's Ack: %#02x", code)
 	}
 }
+
+// Leases recovered after a restart may be settled from any connection, even when a new
+// connection's subscription has the consumer ID their old holder had (connection IDs start again).
+func TestSpecRecoveredLeaseSettlesFromANewConnection(t *testing.T) {
+	dir := t.TempDir()
+	addr, stop := startAt(t, dir)
+	c := dialSpec(t, addr)
+	c.handshake()
+	c.createQueue(1, "q")
+	c.enqueue(2, enqueueBody("q", "x"))
+	c.consume(1, "q", 1)
+	d := c.delivery(1)[0]
+	stop()
+
+	addr, stop = startAt(t, dir)
+	defer stop()
+	x := dialSpec(t, addr) // the first connection again: its subscription 1 has the old consumer ID
+	x.handshake()
+	x.consume(1, "q", 1)
+	y := dialSpec(t, addr)
+	y.handshake()
+	y.write(rawFrame(0x17, 0, 2, be(nil).u32(1).str("q").raw(d.id[:])))
+	r := y.expect(0x18, 2)
+	if n, code := r.u32(), r.u8(); n != 1 || code != 0 {
+		t.Fatalf("acking a recovered lease from a new connection: %#02x", code)
+	}
+}
