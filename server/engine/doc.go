@@ -68,8 +68,10 @@
 // case, broker IDs being UUIDv7 that increase within a process — is appended to sorted chunks of
 // (8-byte ID prefix, slot) entries, 12 bytes each, found by binary search and touched only near
 // the IDs in use (the front and the tail under FIFO consumption), so the rest can be swept out of
-// memory; any other ID (dead-letter and redrive copies, another leader's IDs, a clock gone back)
-// goes to a side open-addressing table (idIndex) at 8 bytes per bucket. Delayed messages
+// memory; an older ID (dead-letter and redrive copies, another leader's IDs, a clock gone back)
+// goes to a second such index if it is greater than every ID there (a redrive's copies come in
+// the order they died, mostly ID order), and any other to a side open-addressing table (idIndex)
+// at 8 bytes per bucket. Delayed messages
 // and leases sit in indexed binary heaps, so promotion, expiry, Extend and Ack are O(log n) and
 // Expired is O(k log k) for k results; equal times are ordered by message ID, read from the
 // records only on a tie. The DRR active set and the rotation of subscriptions are rings of

@@ -10,27 +10,36 @@ import (
 // common case a new ID sorts after every stored one: such IDs go to ordIndex, sorted chunks of
 // (prefix, slot) appended at the tail, where finding and deleting touch only the chunks near the
 // IDs in use (FIFO consumption touches the front and the tail) and the rest of the index can be
-// swept out of memory (offheap.go). Every other ID — a dead-letter or redrive copy carrying an old
-// ID, IDs replayed from another leader, a clock that went back, a prefix equal to the last one —
-// goes to side, the hash table (idIndex).
+// swept out of memory (offheap.go). An older ID — a dead-letter or redrive copy, IDs replayed
+// from another leader, a clock that went back, a prefix equal to the last one — goes to run, a
+// second ordIndex, if it sorts after every ID there: a redrive moves a dead-letter queue's
+// messages in the order they died, mostly the order of their IDs, so a large redrive stays in
+// sorted, sweepable chunks too. Every other ID goes to side, the hash table (idIndex).
 //
 // Memory: 12 bytes per entry in ordered chunks at least a quarter live on average (see ordIndex;
 // about fully live under FIFO consumption), plus idIndex's 11–21 bytes per message in the side
 // table.
 type msgIndex struct {
 	ord  ordIndex
+	run  ordIndex
 	side idIndex
 }
 
 // newMsgIndex returns an empty index whose ordered chunks hold chunkCap entries.
-func newMsgIndex(chunkCap int) *msgIndex { return &msgIndex{ord: ordIndex{chunkCap: chunkCap}} }
+func newMsgIndex(chunkCap int) *msgIndex {
+	return &msgIndex{ord: ordIndex{chunkCap: chunkCap}, run: ordIndex{chunkCap: chunkCap}}
+}
 
 // idPrefix is the ordering key of id: its first 8 bytes, big-endian, so prefix order is ID order.
 func idPrefix(id MsgID) uint64 { return binary.BigEndian.Uint64(id[0:8]) }
 
 // find returns the slot of id, confirming the whole ID from the slab.
 func (x *msgIndex) find(id MsgID, s *slab) (uint32, bool) {
-	if slot, ok := x.ord.find(idPrefix(id)); ok && s.at(slot).id == id {
+	p := idPrefix(id)
+	if slot, ok := x.ord.find(p); ok && s.at(slot).id == id {
+		return slot, true
+	}
+	if slot, ok := x.run.find(p); ok && s.at(slot).id == id {
 		return slot, true
 	}
 	return x.side.find(id, s)
@@ -38,24 +47,25 @@ func (x *msgIndex) find(id MsgID, s *slab) (uint32, bool) {
 
 // insert adds id → slot; id must not be present.
 func (x *msgIndex) insert(id MsgID, slot uint32) {
-	if !x.ord.add(idPrefix(id), slot) {
+	if p := idPrefix(id); !x.ord.add(p, slot) && !x.run.add(p, slot) {
 		x.side.insert(id, slot)
 	}
 }
 
 // remove deletes id, which must be present at slot.
 func (x *msgIndex) remove(id MsgID, slot uint32) {
-	if !x.ord.remove(idPrefix(id), slot) {
+	if p := idPrefix(id); !x.ord.remove(p, slot) && !x.run.remove(p, slot) {
 		x.side.remove(id, slot)
 	}
 }
 
 // len returns the number of IDs stored.
-func (x *msgIndex) len() int { return x.ord.n + x.side.n }
+func (x *msgIndex) len() int { return x.ord.n + x.run.n + x.side.n }
 
 // unmap gives back the mapped memory; the index must be dropped afterwards.
 func (x *msgIndex) unmap() {
 	x.ord.unmap()
+	x.run.unmap()
 	x.side.unmap()
 }
 

@@ -15,7 +15,7 @@ import (
 // indexMappedBytes returns the bytes x holds outside the Go heap.
 func indexMappedBytes(x *msgIndex) uint64 {
 	var n uint64
-	for _, ch := range x.ord.chunks {
+	for _, ch := range slices.Concat(x.ord.chunks, x.run.chunks) {
 		if ch.mapped {
 			n += uint64(cap(ch.ents)) * uint64(unsafe.Sizeof(ordEnt{}))
 		}
@@ -124,6 +124,13 @@ func TestMsgIndexMatchesMap(t *testing.T) {
 					del(i)
 				}
 			},
+			"old IDs in order (a redrive)": func(t *rapid.T) {
+				p := rapid.Uint64Range(0, next).Draw(t, "from")
+				for range rapid.IntRange(1, 30).Draw(t, "n") {
+					p += rapid.Uint64Range(1, 3).Draw(t, "step")
+					add(t, prefixID(p, 0))
+				}
+			},
 			"out of order": func(t *rapid.T) {
 				add(t, prefixID(rapid.Uint64Range(0, next+1).Draw(t, "p"), rapid.Uint64Range(0, 3).Draw(t, "lo")))
 			},
@@ -166,12 +173,49 @@ func TestMsgIndexMatchesMap(t *testing.T) {
 						t.Fatalf("find(%v) = %d %v, want %d", id, got, ok, slot)
 					}
 				}
-				if err := checkOrdIndex(&x.ord); err != nil {
-					t.Fatal(err)
+				for _, o := range []*ordIndex{&x.ord, &x.run} {
+					if err := checkOrdIndex(o); err != nil {
+						t.Fatal(err)
+					}
 				}
 			},
 		})
 	})
+}
+
+// A redrive's copies, older IDs than the queue's in the order of their IDs, go to the second
+// ordered index, not the hash table: sorted and sweepable, 12 bytes each.
+func TestMsgIndexRedriveStaysOrdered(t *testing.T) {
+	s := newSlab()
+	x := newMsgIndex(ordChunkCap)
+	const n = 3 * ordChunkCap
+	ids := make([]MsgID, 0, 2*n)
+	for i := range uint64(n) { // the queue's own messages
+		ids = append(ids, prefixID(1<<40+i, 0))
+	}
+	for i := range uint64(n) { // then the copies redriven out of its dead-letter queue
+		ids = append(ids, prefixID(1<<20+i, 0))
+	}
+	slots := make([]uint32, len(ids))
+	for i, id := range ids {
+		slots[i] = s.alloc()
+		s.at(slots[i]).id = id
+		x.insert(id, slots[i])
+	}
+	if x.side.n != 0 || x.run.n != n || x.ord.n != n {
+		t.Fatalf("%d in order, %d in the second run, %d in the side table; want %d, %d, 0", x.ord.n, x.run.n, x.side.n, n, n)
+	}
+	for i, id := range ids {
+		if got, ok := x.find(id, s); !ok || got != slots[i] {
+			t.Fatalf("find(%v) = %d %v, want %d", id, got, ok, slots[i])
+		}
+	}
+	for i, id := range ids {
+		x.remove(id, slots[i])
+	}
+	if x.len() != 0 || indexMappedBytes(x) != 0 {
+		t.Fatalf("drained index holds %d entries, %d mapped bytes", x.len(), indexMappedBytes(x))
+	}
 }
 
 // searchEnts against slices.BinarySearch on strictly increasing keys spread evenly, in bursts
