@@ -57,6 +57,9 @@ type Options struct {
 	// MaxQueues bounds the queues of the node, dead-letter queues not counted: CreateQueue
 	// beyond it answers ChannelFull with a message saying so (DefaultMaxQueues).
 	MaxQueues int
+	// ThrottleMemory bounds the state of every throttle bucket together; past it a delivery
+	// that needs a new bucket waits (throttle.DefaultMaxMemory when 0).
+	ThrottleMemory int64
 	// IdleTimeout is how long a queue group goes without requests before it hibernates: its
 	// goroutines and Raft group stop until the next request or due change (hibernate.go).
 	// Zero means DefaultIdleTimeout; negative never hibernates.
@@ -194,7 +197,7 @@ func Open(o Options) (*Broker, error) {
 	b := &Broker{
 		opts: o, db: db, log: o.Logger, clock: o.Clock, ids: newIDGen(), events: o.Events,
 		metrics: newMetrics(o.Registry), queues: map[string]queueRef{}, defaults: DefaultDefaults(), meta: newMetaFSM(),
-		throttles: throttle.NewRegistry(),
+		throttles: throttle.NewRegistry(o.ThrottleMemory),
 		stopWatch: make(chan struct{}), watchDone: make(chan struct{}),
 		started: o.Clock().UnixMilli(), sleepers: newSleepers(o.Clock),
 	}

@@ -13,7 +13,7 @@ func BenchmarkTake(b *testing.B) {
 	never := Limit{Max: 1 << 40, WindowMs: 1000}
 	for _, buckets := range []int{1, 10_000} {
 		b.Run(strconv.Itoa(buckets)+"buckets", func(b *testing.B) {
-			r := NewRegistry()
+			r := NewRegistry(0)
 			d := Declaration{Name: "t", Limits: []Limit{never}}
 			if buckets > 1 {
 				d.Key = keys.Key{{Kind: keys.Header, Name: "k"}}

@@ -8,7 +8,7 @@
 //
 // # Using it
 //
-//	reg := throttle.NewRegistry()                           // one per broker
+//	reg := throttle.NewRegistry(0)                          // one per broker
 //	sub, err := reg.Declare("orders", decls)                // at Consume; ErrInvalid, ErrConflict
 //	t := sub.Throttles()[0]
 //	g, has := t.Key().Group(&subject)                       // a message's bucket: its key's group,

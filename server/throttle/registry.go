@@ -21,21 +21,40 @@ import (
 // under its name again), but its buckets are kept, dormant, until they are idle for longer than
 // their largest window: a consumer that reconnects and declares the same throttle again (same
 // key and policy) finds its buckets as it left them, so reconnecting never resets a limit.
+//
+// The buckets' state is bounded (MaxMemory): a consumer that declares a keyed throttle with a
+// long window and is delivered messages with ever new key values would otherwise make it grow
+// without end. When a new bucket does not fit, dormant buckets are forgotten first (oldest
+// first); if it still does not fit, the delivery waits (no room, retry after bucketRetryMs), so
+// that no limit is ever exceeded.
 type Registry struct {
 	mu        sync.Mutex
 	throttles map[string]*Throttle
 	dormant   map[string]*Throttle // ended throttles whose buckets still count deliveries
 	last      int64
+	held      int64 // bytes of every bucket's state
+	maxMemory int64
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry {
-	return &Registry{throttles: map[string]*Throttle{}, dormant: map[string]*Throttle{}}
+// DefaultMaxMemory bounds the state of every bucket of a registry.
+const DefaultMaxMemory = 64 << 20
+
+// bucketRetryMs is when a delivery refused for want of bucket memory is offered again.
+const bucketRetryMs = 1000
+
+// NewRegistry returns an empty registry whose buckets hold at most maxMemory bytes
+// (DefaultMaxMemory when 0).
+func NewRegistry(maxMemory int64) *Registry {
+	if maxMemory <= 0 {
+		maxMemory = DefaultMaxMemory
+	}
+	return &Registry{throttles: map[string]*Throttle{}, dormant: map[string]*Throttle{}, maxMemory: maxMemory}
 }
 
 // Throttle is one named throttle. Its name, key and policy are fixed while it exists; its
 // effective limits follow the live declarations.
 type Throttle struct {
+	reg    *Registry
 	name   string
 	key    keys.Key
 	policy Policy
@@ -67,6 +86,7 @@ type BucketKey struct {
 type bucket struct {
 	key        BucketKey
 	windows    []window
+	mem        int64 // bytes held, counted in Registry.held
 	lastAt     int64 // last delivery counted
 	prev, next *bucket
 }
@@ -135,8 +155,12 @@ func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error
 		if t == nil {
 			t = r.dormant[d.Name]
 			delete(r.dormant, d.Name)
-			if t == nil || !slices.Equal(t.key, d.Key) || t.policy != d.WhenKeyMissing {
-				t = &Throttle{name: d.Name, key: slices.Clone(d.Key), policy: d.WhenKeyMissing,
+			if t != nil && (!slices.Equal(t.key, d.Key) || t.policy != d.WhenKeyMissing) {
+				t.forget() // another throttle takes the name: its buckets do not apply
+				t = nil
+			}
+			if t == nil {
+				t = &Throttle{reg: r, name: d.Name, key: slices.Clone(d.Key), policy: d.WhenKeyMissing,
 					declared: map[Limit]int{}, queues: map[string]int{}, buckets: map[BucketKey]*bucket{}}
 			}
 			r.throttles[d.Name] = t
@@ -225,6 +249,7 @@ func (t *Throttle) refresh(now int64) {
 				b.windows[i].seed(now, n, known)
 			}
 		}
+		t.recount(b)
 	}
 }
 
@@ -270,14 +295,22 @@ func (r *Registry) Take(now int64, refs []Ref) (ok bool, retryAt int64) {
 	r.last = now
 	retryAt = now
 	ok = true
+	var need int64 // memory of the buckets this delivery creates
 	for _, ref := range refs {
-		if b := ref.T.buckets[ref.B]; b != nil && !b.room(now) {
+		b := ref.T.buckets[ref.B]
+		if b == nil {
+			ref.T.evict(now)
+			need += ref.T.newBucketMemory(ref.B)
+		} else if !b.room(now) {
 			ok = false
 			retryAt = max(retryAt, b.nextRoom(now))
 		}
 	}
 	if !ok {
 		return false, retryAt
+	}
+	if !r.fits(need, now) {
+		return false, now + bucketRetryMs
 	}
 	for _, ref := range refs {
 		t := ref.T
@@ -289,6 +322,7 @@ func (r *Registry) Take(now int64, refs []Ref) (ok bool, retryAt int64) {
 				b.windows[i] = newWindow(l)
 			}
 			t.buckets[ref.B] = b
+			t.recount(b)
 		} else {
 			t.unlink(b)
 		}
@@ -314,9 +348,70 @@ func (r *Registry) sweepDormant() {
 // count of theirs is 0, as is that of a bucket never seen.
 func (t *Throttle) evict(now int64) {
 	for b := t.oldest; b != nil && b.lastAt+t.maxWindow <= now; b = t.oldest {
-		t.unlink(b)
-		delete(t.buckets, b.key)
+		t.drop(b)
 	}
+}
+
+func (t *Throttle) drop(b *bucket) {
+	t.unlink(b)
+	delete(t.buckets, b.key)
+	t.reg.held -= b.mem
+}
+
+// forget drops every bucket of a throttle that is gone.
+func (t *Throttle) forget() {
+	for t.oldest != nil {
+		t.drop(t.oldest)
+	}
+}
+
+// bucketBase is what a bucket costs besides its windows: the struct, its map entry, its key.
+const bucketBase = 200
+
+// memory is what b holds.
+func (b *bucket) memory() int64 {
+	n := int64(bucketBase + len(b.key.Group))
+	for i := range b.windows {
+		n += int64(8 * (cap(b.windows[i].times) + cap(b.windows[i].slots)))
+	}
+	return n
+}
+
+// recount updates the registry's count after b's windows changed.
+func (t *Throttle) recount(b *bucket) {
+	m := b.memory()
+	t.reg.held += m - b.mem
+	b.mem = m
+}
+
+// newBucketMemory is what a new bucket of t would hold.
+func (t *Throttle) newBucketMemory(k BucketKey) int64 {
+	b := bucket{key: k, windows: make([]window, len(t.limits))}
+	for i, l := range t.limits {
+		b.windows[i] = newWindow(l)
+	}
+	return b.memory()
+}
+
+// fits reports whether need more bytes of bucket state fit the bound, forgetting dormant
+// buckets (oldest first in each dormant throttle) to make room.
+func (r *Registry) fits(need int64, now int64) bool {
+	if r.held+need <= r.maxMemory {
+		return true
+	}
+	for name, t := range r.dormant {
+		t.evict(now)
+		for t.oldest != nil && r.held+need > r.maxMemory {
+			t.drop(t.oldest)
+		}
+		if len(t.buckets) == 0 {
+			delete(r.dormant, name)
+		}
+		if r.held+need <= r.maxMemory {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *Throttle) unlink(b *bucket) {

@@ -37,7 +37,7 @@ func TestValidateRefusesEveryMalformedDeclaration(t *testing.T) {
 		if err := Validate(ds); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: Validate = %v, want ErrInvalid", name, err)
 		}
-		if _, err := NewRegistry().Declare("q", ds); !errors.Is(err, ErrInvalid) {
+		if _, err := NewRegistry(0).Declare("q", ds); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: Declare = %v, want ErrInvalid", name, err)
 		}
 	}
@@ -49,7 +49,7 @@ func TestValidateRefusesEveryMalformedDeclaration(t *testing.T) {
 }
 
 func TestEffectiveLimitsAreTheUnionLessNeverApplying(t *testing.T) {
-	r := NewRegistry()
+	r := NewRegistry(0)
 	s1, err := r.Declare("q1", []Declaration{decl("api", Limit{100, 1000})})
 	if err != nil {
 		t.Fatal(err)
@@ -87,7 +87,7 @@ func TestEffectiveLimitsAreTheUnionLessNeverApplying(t *testing.T) {
 }
 
 func TestConflictOnAnotherKeyOrPolicy(t *testing.T) {
-	r := NewRegistry()
+	r := NewRegistry(0)
 	merchant := keys.Key{{Kind: keys.Header, Name: "merchant"}}
 	base := Declaration{Name: "m", Limits: []Limit{{5, 1000}}, Key: merchant}
 	if _, err := r.Declare("q", []Declaration{base}); err != nil {
@@ -118,7 +118,7 @@ func TestConflictOnAnotherKeyOrPolicy(t *testing.T) {
 
 // The shared bucket of messages missing the key and a keyed bucket are separate.
 func TestSharedAndKeyedBucketsAreSeparate(t *testing.T) {
-	r := NewRegistry()
+	r := NewRegistry(0)
 	merchant := keys.Key{{Kind: keys.Header, Name: "merchant"}}
 	s, _ := r.Declare("q", []Declaration{{Name: "shared", Limits: []Limit{{1, 1000}}, Key: merchant}})
 	shared := s.Throttles()[0]
@@ -136,7 +136,7 @@ func TestSharedAndKeyedBucketsAreSeparate(t *testing.T) {
 }
 
 func TestTakeIsAllOrNothing(t *testing.T) {
-	r := NewRegistry()
+	r := NewRegistry(0)
 	s, _ := r.Declare("q", []Declaration{decl("global", Limit{2, 1000}), {Name: "merchant", Limits: []Limit{{1, 1000}},
 		Key: keys.Key{{Kind: keys.Header, Name: "m"}}}})
 	g, m := s.Throttles()[0], s.Throttles()[1]
@@ -157,7 +157,7 @@ func TestTakeIsAllOrNothing(t *testing.T) {
 }
 
 func TestIdleBucketsAreEvictedAndReportZeros(t *testing.T) {
-	r := NewRegistry()
+	r := NewRegistry(0)
 	s, _ := r.Declare("q", []Declaration{{Name: "m", Limits: []Limit{{1, 100}, {5, 1000}}, Key: keys.Key{{Kind: keys.FairnessKey}}}})
 	th := s.Throttles()[0]
 	for i := range 100 {
@@ -271,7 +271,7 @@ func (w *window) clone() *window {
 // A consumer that reconnects and declares its throttle again finds its buckets as it left
 // them; another key under the same name starts afresh.
 func TestRedeclaringAnEndedThrottleKeepsItsBuckets(t *testing.T) {
-	r := NewRegistry()
+	r := NewRegistry(0)
 	d := decl("api", Limit{2, 1000})
 	s, _ := r.Declare("q", []Declaration{d})
 	r.Take(0, []Ref{{s.Throttles()[0], BucketKey{}}})
@@ -302,7 +302,7 @@ func TestRedeclaringAnEndedThrottleKeepsItsBuckets(t *testing.T) {
 // A limit declared later holds for windows that began before it: the bucket's past deliveries
 // are counted conservatively (exactly enough from a window at least as long, else as full).
 func TestALimitDeclaredLaterCountsThePast(t *testing.T) {
-	r := NewRegistry()
+	r := NewRegistry(0)
 	s1, _ := r.Declare("q", []Declaration{decl("api", Limit{10, 1000})})
 	th := s1.Throttles()[0]
 	for i := range 6 {
@@ -336,7 +336,7 @@ func TestALimitDeclaredLaterCountsThePast(t *testing.T) {
 // delivery is counted at its own lease time: by the deliveries' times, a window never holds
 // more than N. (Counting it at the later time instead let a 3-per-1-ms window show 5.)
 func TestATakeBehindTheRegistrysTimeRetriesAtThatTime(t *testing.T) {
-	r := NewRegistry()
+	r := NewRegistry(0)
 	s, _ := r.Declare("q", []Declaration{decl("api", Limit{3, 1})})
 	th := s.Throttles()[0]
 	ref := []Ref{{th, BucketKey{}}}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/broker"
 )
 
 // Attacks through the wire: inputs a hostile client may send, each answered by the spec's error
@@ -173,4 +174,44 @@ func TestIdleHandshakesDoNotLockOutAClient(t *testing.T) {
 		t.Fatal("a connection past the limit was accepted although every slot finished its handshake")
 	}
 	enqueue(t, w, fibp.EnqueueMessage{Queue: "q", Payload: []byte("x")})
+}
+
+// A keyed throttle with a long window keeps a bucket per key value it delivered; a consumer fed
+// messages with ever new values made that state grow without end (and kept it, dormant, after the
+// subscription ended). It is bounded: past the bound a delivery that needs a new bucket waits,
+// dormant buckets giving way first.
+func TestThrottleBucketsAreBounded(t *testing.T) {
+	bo := broker.DefaultOptions(t.TempDir())
+	bo.Sync, bo.ThrottleMemory = false, 8<<10
+	_, _, addr, stop := serveAt(t, bo, Options{})
+	t.Cleanup(stop)
+	c := dialRaw(t, addr)
+	c.Handshake()
+	newQueue(t, c, &fibp.CreateQueue{Name: "q"})
+	const n = 200
+	msgs := make([]fibp.EnqueueMessage, n)
+	for i := range msgs {
+		msgs[i] = merchantMsg("q", fmt.Sprint("m", i))
+	}
+	enqueue(t, c, msgs...)
+	settled := func(want uint64) func() bool {
+		return func() bool { s := stats(t, c, "q"); return s.InFlight+s.Throttled == want }
+	}
+	first := dialRaw(t, addr)
+	first.Handshake()
+	consumeWith(t, first, 10, "q", fibp.ThrottleDeclaration{Name: "m", Limits: perHour(1), Key: merchantKey})
+	eventually(t, "every message delivered or throttled", settled(n))
+	const most = 8 << 10 / 200 // a bucket takes more than 200 bytes
+	if s := stats(t, c, "q"); s.InFlight == 0 || s.InFlight > most {
+		t.Fatalf("%d of %d messages with distinct keys delivered under an 8 KiB bound; want 1..%d", s.InFlight, n, most)
+	}
+	first.Send(10, &fibp.CancelConsume{}) // "m" goes dormant, its buckets kept
+	first.Send(11, &fibp.Ping{})
+	for h, _ := first.Next(); h.RequestID != 11; h, _ = first.Next() {
+	}
+	delivered := stats(t, c, "q").InFlight
+	second := dialRaw(t, addr)
+	second.Handshake()
+	consumeWith(t, second, 12, "q", fibp.ThrottleDeclaration{Name: "other", Limits: perHour(1), Key: merchantKey})
+	eventually(t, "a new throttle finds room: the dormant buckets give way", func() bool { return stats(t, c, "q").InFlight > delivered })
 }
