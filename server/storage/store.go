@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,9 +82,17 @@ func (d *DB) groupLog(prefix []byte, snapDir string) (*raftstore.Store, raft.Sna
 }
 
 // snapshotDir is where a queue group keeps its snapshots: names are hex-encoded, so that any
-// queue name makes one directory.
+// queue name makes one directory; a name too long for that (its hex would pass the 255 bytes of
+// a file name) is named by its SHA-256 instead.
 func (d *DB) snapshotDir(queue string) string {
-	return filepath.Join(d.dir, "snapshots", fmt.Sprintf("q%x", queue))
+	name := fmt.Sprintf("q%x", queue)
+	if len(queue) > maxHexName {
+		name = fmt.Sprintf("h%x", sha256.Sum256([]byte(queue)))
+	}
+	return filepath.Join(d.dir, "snapshots", name)
 }
+
+// maxHexName is the longest queue name whose directory name, "q" and its hex, fits 255 bytes.
+const maxHexName = 127
 
 func removeSnapshots(dir string) error { return os.RemoveAll(dir) }

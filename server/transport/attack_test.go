@@ -3,6 +3,7 @@ package transport
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -214,4 +215,33 @@ func TestThrottleBucketsAreBounded(t *testing.T) {
 	second.Handshake()
 	consumeWith(t, second, 12, "q", fibp.ThrottleDeclaration{Name: "other", Limits: perHour(1), Key: merchantKey})
 	eventually(t, "a new throttle finds room: the dormant buckets give way", func() bool { return stats(t, c, "q").InFlight > delivered })
+}
+
+// Queue names are 1–255 bytes. A name past 127 bytes used to fail CreateQueue with StorageError:
+// its snapshot directory, the name in hex, was longer than a file name may be.
+func TestLongQueueNamesWork(t *testing.T) {
+	bo := broker.DefaultOptions(t.TempDir())
+	bo.Sync = false
+	_, _, addr, stop := serveAt(t, bo, Options{})
+	c := dialRaw(t, addr)
+	c.Handshake()
+	names := []string{strings.Repeat("n", 127), strings.Repeat("o", 128), strings.Repeat("p", 255)}
+	for _, name := range names {
+		newQueue(t, c, &fibp.CreateQueue{Name: name})
+		enqueue(t, c, fibp.EnqueueMessage{Queue: name, Payload: []byte("x")})
+	}
+	stop()
+	_, _, addr, stop = serveAt(t, bo, Options{})
+	t.Cleanup(stop)
+	c = dialRaw(t, addr)
+	c.Handshake()
+	for _, name := range names {
+		if s := stats(t, c, name); s.Depth != 1 {
+			t.Fatalf("queue of %d bytes: depth %d after a restart", len(name), s.Depth)
+		}
+		if r := c.Call(3, &fibp.DeleteQueue{Queue: name}).(*fibp.DeleteQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("DeleteQueue of %d bytes: %v", len(name), r.ErrorCode)
+		}
+		newQueue(t, c, &fibp.CreateQueue{Name: name})
+	}
 }
