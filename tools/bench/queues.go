@@ -13,7 +13,6 @@ import (
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/tools/internal/fibpconn"
-
 	"github.com/filamq/fila/tools/internal/procfs"
 )
 
@@ -37,6 +36,25 @@ func benchQueues(r *runner) error {
 		return err
 	}
 	before := r.srv.rssBytes()
+	if err := createIdleQueues(r, n); err != nil {
+		return err
+	}
+	report(fmt.Sprintf("goroutines_%d_queues_just_created", n), float64(r.srv.goroutines()), "goroutines")
+	awaitHibernation(r)
+	report(fmt.Sprintf("goroutines_%d_idle_queues", n), float64(r.srv.goroutines()), "goroutines")
+	report(fmt.Sprintf("rss_%d_idle_queues", n), float64(r.srv.rssBytes())/(1<<20), "MiB")
+	report("rss_per_idle_queue", float64(r.srv.rssBytes()-before)/float64(n)/1024, "KiB")
+	cpu := r.srv.cpuSeconds()
+	time.Sleep(5 * time.Second)
+	report(fmt.Sprintf("idle_cpu_%d_queues", n), (r.srv.cpuSeconds()-cpu)/5*100, "%")
+	if err := wakeQueues(r, min(n, 1000)); err != nil {
+		return err
+	}
+	return restartIdle(r, n)
+}
+
+// createIdleQueues creates queues idle-0 … idle-(n-1) over 8 connections and reports the rate.
+func createIdleQueues(r *runner, n int) error {
 	start := time.Now()
 	var made atomic.Int64
 	var wg sync.WaitGroup
@@ -75,9 +93,12 @@ func benchQueues(r *runner) error {
 	default:
 	}
 	report("queue_create_rate", float64(n)/time.Since(start).Seconds(), "queues/s")
-	report(fmt.Sprintf("goroutines_%d_queues_just_created", n), float64(r.srv.goroutines()), "goroutines")
-	// Idle queues hibernate after queue_idle_timeout (10 s by default): wait until the
-	// goroutine count stops falling.
+	return nil
+}
+
+// awaitHibernation waits until idle queues have hibernated, after queue_idle_timeout (10 s by
+// default): until the server's goroutine count stops falling (a minute at most).
+func awaitHibernation(r *runner) {
 	for prev, i := -1, 0; i < 60; i++ {
 		time.Sleep(time.Second)
 		g := r.srv.goroutines()
@@ -86,17 +107,12 @@ func benchQueues(r *runner) error {
 		}
 		prev = g
 	}
-	report(fmt.Sprintf("goroutines_%d_idle_queues", n), float64(r.srv.goroutines()), "goroutines")
-	report(fmt.Sprintf("rss_%d_idle_queues", n), float64(r.srv.rssBytes())/(1<<20), "MiB")
-	report("rss_per_idle_queue", float64(r.srv.rssBytes()-before)/float64(n)/1024, "KiB")
-	cpu := r.srv.cpuSeconds()
-	time.Sleep(5 * time.Second)
-	report(fmt.Sprintf("idle_cpu_%d_queues", n), (r.srv.cpuSeconds()-cpu)/5*100, "%")
-	if err := wakeQueues(r, min(n, 1000)); err != nil {
-		return err
-	}
+}
 
-	start = time.Now()
+// restartIdle stops the server holding n idle queues (and their dead-letter queues), starts it
+// again and reports how long until every queue answers, with the new process's CPU and memory.
+func restartIdle(r *runner, n int) error {
+	start := time.Now()
 	r.srv.terminate()
 	report(fmt.Sprintf("shutdown_%d_idle_queues", n), time.Since(start).Seconds(), "s")
 	launched := time.Now()
