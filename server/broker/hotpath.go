@@ -202,6 +202,19 @@ func (a *actor) checkHolder(q *engine.Queue, it settleItem) error {
 	return engine.ErrMessageNotFound
 }
 
+// sessionSub returns the ID of a subscription of session on lane l, "" when it has none.
+func (a *actor) sessionSub(l queuegroup.Lane, session string) string {
+	if session == "" {
+		return ""
+	}
+	for id, sub := range a.subs {
+		if sub.session == session && sub.lane == l {
+			return id
+		}
+	}
+	return ""
+}
+
 func storageFailed(items []settleItem, res []Code) {
 	for _, it := range items {
 		if res[it.index] == CodeOk {
@@ -244,6 +257,9 @@ func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []ExtendResult
 		var e engine.Extend
 		if err == nil {
 			e, err = q.DecideExtend(it.id, now, it.extendBy)
+		}
+		if _, leased := q.LeaseHolder(it.id); err == nil && !leased {
+			e.Consumer = a.sessionSub(l, it.session) // a held message: the lease is re-established for the asker
 		}
 		if err == nil {
 			err = a.st.Extend(l, e, a.committed(l))

@@ -858,3 +858,48 @@ func TestSpecRecoveredLeaseSettlesFromANewConnection(t *testing.T) {
 		t.Fatalf("acking a recovered lease from a new connection: %#02x", code)
 	}
 }
+
+// On a fast queue, an ExtendLease during the reclaim grace after a restart "re-establishes the
+// lease for that consumer": afterwards another consumer's Ack answers MessageNotFound, the
+// reclaimer's succeeds.
+func TestSpecReclaimedLeaseBelongsToTheReclaimer(t *testing.T) {
+	dir := t.TempDir()
+	addr, stop := startAt(t, dir)
+	c := dialSpec(t, addr)
+	c.handshake()
+	q := be(nil).str("f").u8(0).u8(0).u64(60_000)
+	q = q.u8(0).u16(0).u8(0).u16(0).u64(0).u8(0).u32(0).u32(0).u8(0).u64(0).u64(0)
+	q = q.u8(1).u64(3_600_000) // delivery_durability fast, reclaim grace 1 hour
+	c.write(rawFrame(0xFD, 0, 1, q))
+	c.expect(0xFC, 1)
+	c.enqueue(2, enqueueBody("f", "x"))
+	c.consume(3, "f", 1)
+	d := c.delivery(3)[0]
+	stop()
+
+	addr, stop = startAt(t, dir)
+	defer stop()
+	x := dialSpec(t, addr)
+	x.handshake()
+	x.consume(1, "f", 0)
+	y := dialSpec(t, addr)
+	y.handshake()
+	y.consume(1, "f", 0)
+	x.write(rawFrame(0x1B, 0, 2, be(nil).u32(1).str("f").raw(d.id[:]).u64(60_000)))
+	r := x.expect(0x1C, 2)
+	if n, code := r.u32(), r.u8(); n != 1 || code != 0 {
+		t.Fatalf("reclaiming ExtendLease: %#02x", code)
+	}
+	ack := func(c *specConn, id uint32) uint8 {
+		c.write(rawFrame(0x17, 0, id, be(nil).u32(1).str("f").raw(d.id[:])))
+		r := c.expect(0x18, id)
+		r.u32()
+		return r.u8()
+	}
+	if code := ack(y, 3); code != 0x02 {
+		t.Fatalf("another consumer's Ack of the reclaimed lease: %#02x, want MessageNotFound", code)
+	}
+	if code := ack(x, 4); code != 0 {
+		t.Fatalf("the reclaimer's Ack: %#02x", code)
+	}
+}
