@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"slices"
 	"sync/atomic"
 
 	"github.com/filamq/fila/server/engine"
@@ -41,10 +42,11 @@ type bodyCache struct {
 	base      int64        // entries dropped from the front of order so far (positions are base + index)
 	mark      atomic.Int64 // positions below it belong to applied entries
 	unordered bool         // an ID was put below the one before it
+	slack     int          // removed IDs the order may keep beyond twice the bodies held
 }
 
 func newBodyCache(maxBytes int, total *atomic.Int64) *bodyCache {
-	return &bodyCache{max: int64(maxBytes), total: total, m: map[engine.MsgID]*body{}}
+	return &bodyCache{max: int64(maxBytes), total: total, m: map[engine.MsgID]*body{}, slack: sparseSlack}
 }
 
 func (c *bodyCache) put(id engine.MsgID, b *body) {
@@ -104,19 +106,39 @@ func (c *bodyCache) clear() {
 }
 
 // trim drops this queue's oldest bodies already in storage while all caches together are over
-// the budget.
+// the budget, and steps over the IDs at the front of the insertion order whose bodies were
+// removed already (acked), so that the order holds about what the cache holds: a queue whose
+// messages are acked as fast as they come never fills the budget, and its order would otherwise
+// grow by an ID per message for as long as the queue lives. When removed IDs behind an old body
+// that stays (a delayed or unacked message) outnumber the bodies held, that body is dropped too:
+// it is in storage, and a later delivery reads it from there.
 func (c *bodyCache) trim() {
 	mark := c.mark.Load()
-	for c.total.Load() > c.max && c.head < len(c.order) && c.base+int64(c.head) < mark {
-		c.remove(c.order[c.head])
+	for c.head < len(c.order) && c.base+int64(c.head) < mark {
+		id := c.order[c.head]
+		if _, held := c.m[id]; held && c.total.Load() <= c.max && !c.sparse() {
+			break
+		}
+		c.remove(id)
 		c.head++
 	}
-	if c.head > 4096 && c.head*2 > len(c.order) {
-		c.order = append(c.order[:0], c.order[c.head:]...)
+	if c.head > c.slack && c.head*2 > len(c.order) {
+		rest := c.order[c.head:]
+		if cap(c.order) > 4*len(rest)+c.slack {
+			c.order = slices.Clone(rest) // a backing array left from a larger cache goes
+		} else {
+			c.order = append(c.order[:0], rest...)
+		}
 		c.base += int64(c.head)
 		c.head = 0
 	}
 }
+
+// sparse reports whether the order holds many more IDs than the cache holds bodies.
+func (c *bodyCache) sparse() bool { return len(c.order)-c.head > 2*len(c.m)+c.slack }
+
+// sparseSlack is the cache's slack.
+const sparseSlack = 4096
 
 // loadBody returns a message's body from the cache or, copied out, from storage.
 func (a *actor) loadBody(id engine.MsgID) (body, error) {

@@ -206,8 +206,9 @@ func (r *runner) saveHeap(name string) error {
 	return r.reportGC(name)
 }
 
-// reportGC prints the server's garbage-collection count and its share of CPU so far, from the
-// runtime statistics at the end of the text heap profile.
+// reportGC prints the server's garbage-collection count, its share of CPU so far and where the Go
+// runtime's memory is (heap in use, idle, returned to the system; stacks; the runtime's total),
+// from the runtime statistics at the end of the text heap profile.
 func (r *runner) reportGC(name string) error {
 	res, err := http.Get("http://" + r.srv.httpAddr + "/debug/pprof/heap?debug=1")
 	if err != nil {
@@ -217,7 +218,7 @@ func (r *runner) reportGC(name string) error {
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		for _, stat := range []string{"NumGC", "GCCPUFraction"} {
+		for _, stat := range []string{"NumGC", "GCCPUFraction", "HeapInuse", "HeapIdle", "HeapReleased", "NextGC", "StackInuse", "Sys"} {
 			if v, ok := strings.CutPrefix(sc.Text(), "# "+stat+" = "); ok {
 				fmt.Fprintf(os.Stderr, "   %s: %s = %s\n", name, stat, v)
 			}
