@@ -587,7 +587,7 @@ func (a *actor) round(batch []op) {
 	}
 	a.inflight.Add(1)
 	a.commits <- c
-	a.bodies.trim()
+	a.bodies.trim(a.st.Lane(queuegroup.LaneQueue).Len())
 }
 
 // finishUnlogged finishes a round while the store refuses writes, on the actor's goroutine: a

@@ -43,6 +43,7 @@ type bodyCache struct {
 	mark      atomic.Int64 // positions below it belong to applied entries
 	unordered bool         // an ID was put below the one before it
 	slack     int          // removed IDs the order may keep beyond twice the bodies held
+	bytes     int64        // bytes cached by this queue
 }
 
 func newBodyCache(maxBytes int, total *atomic.Int64) *bodyCache {
@@ -54,6 +55,7 @@ func (c *bodyCache) put(id engine.MsgID, b *body) {
 		c.unordered = true
 	}
 	c.m[id] = b
+	c.bytes += int64(b.size())
 	c.total.Add(int64(b.size()))
 	c.order = append(c.order, id)
 }
@@ -76,6 +78,7 @@ func (c *bodyCache) remove(id engine.MsgID) {
 		return
 	}
 	if b, ok := c.m[id]; ok {
+		c.bytes -= int64(b.size())
 		c.total.Add(-int64(b.size()))
 		delete(c.m, id)
 	}
@@ -112,11 +115,19 @@ func (c *bodyCache) clear() {
 // grow by an ID per message for as long as the queue lives. When removed IDs behind an old body
 // that stays (a delayed or unacked message) outnumber the bodies held, that body is dropped too:
 // it is in storage, and a later delivery reads it from there.
-func (c *bodyCache) trim() {
+//
+// stored is how many messages the queue holds (its dead-letter queue aside). When the budget could not hold that many bodies
+// (of the average size of those cached), the queue has a backlog deeper than the cache: a body
+// enqueued now waits behind more bodies than the cache keeps, and would be trimmed before it is
+// delivered. Such a queue keeps only the bodies whose entries are not applied yet (a delivery
+// made meanwhile still finds them), so that a backlog's fill and the enqueues behind it do not
+// keep the budget's worth of enqueue buffers alive for nothing.
+func (c *bodyCache) trim(stored int) {
 	mark := c.mark.Load()
+	deep := len(c.m) > 0 && int64(stored)*c.bytes/int64(len(c.m)) > c.max
 	for c.head < len(c.order) && c.base+int64(c.head) < mark {
 		id := c.order[c.head]
-		if _, held := c.m[id]; held && c.total.Load() <= c.max && !c.sparse() {
+		if _, held := c.m[id]; held && !deep && c.total.Load() <= c.max && !c.sparse() {
 			break
 		}
 		c.remove(id)

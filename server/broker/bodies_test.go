@@ -14,7 +14,8 @@ import (
 // can hold never hides a cached body, also after puts out of ID order and a clear — and trimming
 // keeps it within its budget without dropping a body whose entry was not applied yet; nor does
 // its insertion order keep more than about twice the IDs it holds (acked bodies are stepped
-// over), however many messages go through a queue that never fills the budget.
+// over), however many messages go through a queue that never fills the budget; and a queue
+// holding more messages than the budget could cache keeps only the bodies not yet applied.
 func TestBodyCacheAnswersWhatItHoldsWithinItsBudget(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var total atomic.Int64
@@ -49,7 +50,12 @@ func TestBodyCacheAnswersWhatItHoldsWithinItsBudget(t *testing.T) {
 			case 5, 6: // a round's entry is applied, and the next round trims
 				c.applied(c.base + int64(rapid.IntRange(0, len(c.order)).Draw(t, "applied")))
 				mark := c.mark.Load()
-				c.trim()
+				stored := rapid.IntRange(0, 40).Draw(t, "stored")
+				deep := len(c.m) > 0 && int64(stored)*c.bytes/int64(len(c.m)) > c.max
+				c.trim(stored)
+				if deep && c.head < len(c.order) && c.base+int64(c.head) < mark {
+					t.Fatalf("a queue deeper than the budget kept an applied body")
+				}
 				for pos, m := range c.order[:c.head] {
 					if c.base+int64(pos) >= mark {
 						t.Fatalf("trimmed %v at position %d, not applied (mark %d)", m, c.base+int64(pos), mark)
@@ -85,7 +91,7 @@ func TestBodyCacheAnswersWhatItHoldsWithinItsBudget(t *testing.T) {
 			for _, size := range held {
 				sum += (&body{payload: make([]byte, size)}).size()
 			}
-			if int64(sum) != total.Load() {
+			if int64(sum) != total.Load() || c.bytes != total.Load() {
 				t.Fatalf("counted %d bytes, holds %d", total.Load(), sum)
 			}
 		}
