@@ -125,6 +125,20 @@ func (s *State) record(f queuelog.Frame) {
 	}
 	s.flushAcks()
 	s.begin()
+	s.appendFrame(f)
+}
+
+// appendFrame appends f to the entry, making room for all of it first: its encoding appends
+// field by field, and an enqueue of many bodies grown that way copies the entry so far again and
+// again (append grows a large slice by a quarter at a time). Room is made by at least doubling,
+// so that the several commands of a round copy the entry about once.
+func (s *State) appendFrame(f queuelog.Frame) {
+	need := queuelog.LengthSize + queuelog.HeaderSize + f.Size()
+	if cap(s.entry)-len(s.entry) < need {
+		grown := make([]byte, len(s.entry), max(2*cap(s.entry), len(s.entry)+need))
+		copy(grown, s.entry)
+		s.entry = grown
+	}
 	s.entry = queuelog.AppendFrame(s.entry, f)
 }
 
@@ -133,7 +147,7 @@ func (s *State) flushAcks() {
 		return
 	}
 	s.begin()
-	s.entry = queuelog.AppendFrame(s.entry, &s.acks)
+	s.appendFrame(&s.acks)
 	clear(s.acks.Ids)
 	s.acks.Ids = s.acks.Ids[:0]
 }

@@ -161,11 +161,12 @@ func (s *Store) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l})
 // batch to its memtable (the entries are readable, and durable if the data reached the disk
 // anyway), while the cached bounds here are not advanced. raft writes its next entries over the
 // failed indexes; a restart before that finds them in the log and applies them.
-func (s *Store) StoreLogs(logs []*raft.Log) error { return s.StoreLogsWith(logs, nil) }
+func (s *Store) StoreLogs(logs []*raft.Log) error { return s.StoreLogsWith(logs, 0, nil) }
 
 // StoreLogsWith is StoreLogs with more writes in the same batch: extra adds them, and they are
 // durable exactly when the entries are (the broker stores message bodies beside their entries).
-func (s *Store) StoreLogsWith(logs []*raft.Log, extra func(b *pebble.Batch)) error {
+// extraBytes is about how much room they take in the batch, so that it is allocated once.
+func (s *Store) StoreLogsWith(logs []*raft.Log, extraBytes int, extra func(b *pebble.Batch)) error {
 	if len(logs) == 0 {
 		return nil
 	}
@@ -186,7 +187,7 @@ func (s *Store) StoreLogsWith(logs []*raft.Log, extra func(b *pebble.Batch)) err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	err := s.db.Write(func(p *pebble.DB) error {
-		b := p.NewBatchWithSize(size)
+		b := p.NewBatchWithSize(size + extraBytes)
 		defer b.Close()
 		for i := range recs {
 			op := b.SetDeferred(keyLen, 1+recs[i].Size())

@@ -33,6 +33,7 @@ func (l *bodyLog) StoreLogs(logs []*raft.Log) error {
 		payload []byte
 	}
 	var puts []put
+	extra := 0 // the bodies' room in the batch
 	for i, lg := range logs {
 		split[i] = lg
 		if lg.Type != raft.LogCommand {
@@ -40,6 +41,8 @@ func (l *bodyLog) StoreLogs(logs []*raft.Log) error {
 		}
 		data, err := queuegroup.SplitBodies(lg.Data, func(id engine.MsgID, h map[string]string, p []byte) {
 			puts = append(puts, put{id, h, p})
+			// its key, opcode and record, and a bound on the batch's header for it (as raftstore counts)
+			extra += len(l.queue) + 2 + len(id) + 1 + (&store.MessageRecord{Headers: h, Payload: p}).Size() + 16
 		})
 		if err != nil {
 			return err
@@ -48,7 +51,7 @@ func (l *bodyLog) StoreLogs(logs []*raft.Log) error {
 		c.Data = data
 		split[i] = &c
 	}
-	return l.Store.StoreLogsWith(split, func(b *pebble.Batch) {
+	return l.Store.StoreLogsWith(split, extra, func(b *pebble.Batch) {
 		var key, val []byte
 		for _, p := range puts {
 			rec := store.MessageRecord{Headers: p.headers, Payload: p.payload}
