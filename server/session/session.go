@@ -5,7 +5,9 @@
 package session
 
 import (
+	"math"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/broker"
@@ -61,11 +63,24 @@ func ErrorCode(c broker.Code) fibp.ErrorCode {
 
 // ErrorFrame is the Error frame of a request-level broker failure.
 func ErrorFrame(e *broker.Error) *fibp.Error {
-	f := &fibp.Error{ErrorCode: ErrorCode(e.Code), Message: e.Message}
+	f := &fibp.Error{ErrorCode: ErrorCode(e.Code), Message: ErrorMessage(e.Message)}
 	if e.RetryAfterMs > 0 {
 		f.Metadata = map[string]string{fibp.MetaRetryAfterMs: strconv.Itoa(e.RetryAfterMs)}
 	}
 	return f
+}
+
+// ErrorMessage fits msg into an Error frame's message, a string of at most 65,535 bytes: a longer
+// one (it may quote a client's longest names) is cut at a character boundary.
+func ErrorMessage(msg string) string {
+	if len(msg) <= math.MaxUint16 {
+		return msg
+	}
+	cut := math.MaxUint16
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
 }
 
 // AppendFrame appends f as one frame, or as continuation frames when it exceeds the maximum

@@ -10,8 +10,10 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // be builds a frame body from the spec's primitives (all big-endian).
@@ -160,7 +162,7 @@ type rd struct {
 func (r *rd) take(n int) []byte {
 	r.t.Helper()
 	if len(r.b) < n {
-		r.t.Fatalf("body truncated: need %d bytes, have %x", n, r.b)
+		r.t.Fatalf("body truncated: need %d bytes, have %d: %x", n, len(r.b), r.b[:min(len(r.b), 64)])
 	}
 	p := r.b[:n]
 	r.b = r.b[n:]
@@ -902,4 +904,19 @@ func TestSpecReclaimedLeaseBelongsToTheReclaimer(t *testing.T) {
 	if code := ack(x, 4); code != 0 {
 		t.Fatalf("the reclaimer's Ack: %#02x", code)
 	}
+}
+
+// An Error frame's message is a string (at most 65,535 bytes) even when it quotes a client's
+// longest strings: the frame still decodes field by field.
+func TestSpecErrorMessageFitsItsString(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	long := strings.Repeat("é", 65534/2) + "a"
+	c.write(rawFrame(0x12, 0, 1, be(nil).str(long).u32(0).u16(0)))
+	msg, _ := c.expectError(1, 0x01)
+	if !utf8.ValidString(msg) {
+		t.Fatal("the message is not UTF-8 once cut")
+	}
+	c.ping(2)
 }

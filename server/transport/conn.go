@@ -349,7 +349,7 @@ func (c *conn) sendRaw(frame []byte, onWritten func()) bool {
 func (c *conn) sendError(requestID uint32, code fibp.ErrorCode, msg string, meta map[string]string) {
 	c.s.countError(code)
 	c.logDenied(code, msg)
-	c.send(requestID, &fibp.Error{ErrorCode: code, Message: msg, Metadata: meta})
+	c.send(requestID, &fibp.Error{ErrorCode: code, Message: session.ErrorMessage(msg), Metadata: meta})
 }
 
 func (c *conn) sendBrokerError(requestID uint32, e *broker.Error) {
