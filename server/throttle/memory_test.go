@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -23,8 +24,8 @@ func heldNow(r *Registry) int64 {
 }
 
 // The registry's count of bucket memory stays exact through declarations, deliveries with new
-// keys, limit changes, ends, eviction and redeclaration under another key; it never passes the
-// bound by a new bucket.
+// keys, limit changes, ends, eviction and redeclaration under another key, and never passes the
+// bound: new buckets wait, and declarations that would grow the buckets past it are refused.
 func TestBucketMemoryIsCountedAndBounded(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		const bound = 20_000
@@ -33,11 +34,13 @@ func TestBucketMemoryIsCountedAndBounded(t *testing.T) {
 		now := int64(0)
 		key := keys.Key{{Kind: keys.Header, Name: "k"}}
 		for step := range rapid.IntRange(1, 300).Draw(t, "steps") {
-			now += rapid.Int64Range(0, 300).Draw(t, "dt")
+			now += rapid.Int64Range(0, 50).Draw(t, "dt")
 			switch rapid.IntRange(0, 3).Draw(t, "op") {
 			case 0:
-				d := Declaration{Name: fmt.Sprint("t", rapid.IntRange(0, 2).Draw(t, "name")), Key: key,
-					Limits: []Limit{{Max: rapid.Uint64Range(1, 100).Draw(t, "max"), WindowMs: rapid.Uint64Range(1, 2000).Draw(t, "window")}}}
+				d := Declaration{Name: fmt.Sprint("t", rapid.IntRange(0, 2).Draw(t, "name")), Key: key}
+				for range rapid.IntRange(1, 3).Draw(t, "limits") {
+					d.Limits = append(d.Limits, Limit{Max: rapid.Uint64Range(1, 100).Draw(t, "max"), WindowMs: rapid.Uint64Range(1, 100_000).Draw(t, "window")})
+				}
 				if rapid.Bool().Draw(t, "unkeyed") {
 					d.Key = nil
 				}
@@ -53,16 +56,34 @@ func TestBucketMemoryIsCountedAndBounded(t *testing.T) {
 			default:
 				if len(live) > 0 {
 					s := live[rapid.IntRange(0, len(live)-1).Draw(t, "sub")]
-					before := r.held
-					ok, _ := r.Take(now, []Ref{{s.Throttles()[0], BucketKey{Group: fmt.Sprint(step)}}})
-					if ok && r.held > bound && r.held > before {
-						t.Fatalf("a new bucket took the count to %d, past the bound %d", r.held, bound)
-					}
+					r.Take(now, []Ref{{s.Throttles()[0], BucketKey{Group: fmt.Sprint(step)}}})
 				}
 			}
-			if got := heldNow(r); got != r.held {
-				t.Fatalf("step %d: counted %d bytes, the buckets hold %d", step, r.held, got)
+			if got := heldNow(r); got != r.held || got > bound {
+				t.Fatalf("step %d: counted %d bytes, the buckets hold %d (bound %d)", step, r.held, got, bound)
 			}
 		}
 	})
+}
+
+// A limit declared on a throttle with many buckets gives each a window more: refused when that
+// would pass the bound, accepted when dormant buckets can give way.
+func TestLimitsThatWouldGrowTheBucketsPastTheBoundAreRefused(t *testing.T) {
+	r := NewRegistry(20_000)
+	key := keys.Key{{Kind: keys.Header, Name: "k"}}
+	s, _ := r.Declare("q", []Declaration{{Name: "a", Key: key, Limits: []Limit{{1, 100_000}}}})
+	for i := range 80 {
+		r.Take(int64(i), []Ref{{s.Throttles()[0], BucketKey{Group: fmt.Sprint(i)}}})
+	}
+	more := []Declaration{{Name: "a", Key: key, Limits: []Limit{{70, 200_000}}}}
+	if _, err := r.Declare("q", more); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a limit growing %d buckets past the bound: %v (held %d)", len(s.Throttles()[0].buckets), err, r.held)
+	}
+	if r.held > 20_000 || r.held != heldNow(r) {
+		t.Fatalf("held %d, buckets %d", r.held, heldNow(r))
+	}
+	s.Close() // dormant now: another throttle may take the room
+	if _, err := r.Declare("q", []Declaration{{Name: "b", Key: key, Limits: []Limit{{1, 1000}}}}); err != nil {
+		t.Fatal(err)
+	}
 }

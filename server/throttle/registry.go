@@ -149,6 +149,9 @@ func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error
 		}
 	}
 	r.sweepDormant()
+	if need := r.growth(ds); !r.fits(need, r.last) {
+		return nil, invalid("the throttles' buckets cannot take these limits within the server's bound of %d bytes", r.maxMemory)
+	}
 	s := &Subscription{reg: r, queue: queue, decls: slices.Clone(ds)}
 	for _, d := range ds {
 		t := r.throttles[d.Name]
@@ -382,6 +385,32 @@ func (t *Throttle) recount(b *bucket) {
 	m := b.memory()
 	t.reg.held += m - b.mem
 	b.mem = m
+}
+
+// growth is how much the buckets of existing throttles (live, or dormant and of the same key and
+// policy) would grow if ds were declared: each gets a window for every limit that becomes
+// effective. Windows of limits that stop applying are not subtracted (an over-estimate).
+func (r *Registry) growth(ds []Declaration) int64 {
+	var need int64
+	for _, d := range ds {
+		t := r.throttles[d.Name]
+		if t == nil {
+			t = r.dormant[d.Name]
+			if t == nil || !slices.Equal(t.key, d.Key) || t.policy != d.WhenKeyMissing {
+				continue
+			}
+		}
+		all := slices.AppendSeq(slices.Clone(d.Limits), maps.Keys(t.declared))
+		var per int64
+		for _, l := range effective(all) {
+			if !slices.Contains(t.limits, l) {
+				w := newWindow(l)
+				per += int64(8 * (cap(w.times) + cap(w.slots)))
+			}
+		}
+		need += per * int64(len(t.buckets))
+	}
+	return need
 }
 
 // newBucketMemory is what a new bucket of t would hold.

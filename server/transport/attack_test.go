@@ -206,6 +206,16 @@ func TestThrottleBucketsAreBounded(t *testing.T) {
 	if s := stats(t, c, "q"); s.InFlight == 0 || s.InFlight > most {
 		t.Fatalf("%d of %d messages with distinct keys delivered under an 8 KiB bound; want 1..%d", s.InFlight, n, most)
 	}
+	// More limits on "m" would give each of its buckets more windows: refused past the bound.
+	more := make([]fibp.ThrottleLimit, 16)
+	for i := range more {
+		more[i] = fibp.ThrottleLimit{MaxDeliveries: uint64(i + 2), WindowMs: hourMs + uint64(i+1)}
+	}
+	other := dialRaw(t, addr)
+	other.Handshake()
+	other.Send(13, &fibp.Consume{Queue: "q", Throttles: []fibp.ThrottleDeclaration{{Name: "m", Limits: more, Key: merchantKey}}})
+	_, f := other.Next()
+	expectError(t, f, fibp.CodeInvalidThrottle)
 	first.Send(10, &fibp.CancelConsume{}) // "m" goes dormant, its buckets kept
 	first.Send(11, &fibp.Ping{})
 	for h, _ := first.Next(); h.RequestID != 11; h, _ = first.Next() {
