@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -52,8 +53,8 @@ func (a *AttributeSets) fromTable(t *lua.LTable, share bool) (map[string]string,
 	for k, v := t.Next(lua.LNil); k != lua.LNil; k, v = t.Next(k) {
 		ks, kok := k.(lua.LString)
 		vs, vok := v.(lua.LString)
-		if !kok || !vok || len(ks) > math.MaxUint16 || len(vs) > math.MaxUint16 {
-			return nil, scriptErrorf("on_enqueue: attributes must map strings to strings, got %s = %s", describe(k), describe(v))
+		if !kok || !vok || len(ks) > math.MaxUint16 || len(vs) > math.MaxUint16 || !utf8.ValidString(string(ks)) || !utf8.ValidString(string(vs)) {
+			return nil, scriptErrorf("on_enqueue: attributes must map UTF-8 strings to UTF-8 strings, got %s = %s", describe(k), describe(v))
 		}
 		if len(a.pairs) == math.MaxUint16 {
 			return nil, scriptErrorf("on_enqueue: more than %d attributes", math.MaxUint16)

@@ -2,6 +2,7 @@ package hooks
 
 import (
 	"math"
+	"unicode/utf8"
 
 	lua "github.com/yuin/gopher-lua"
 )
@@ -73,8 +74,8 @@ func readClassification(v lua.LValue, sets *AttributeSets, c *Classification) er
 	}
 	if f := t.RawGetString("fairness_key"); f != lua.LNil {
 		s, ok := f.(lua.LString)
-		if !ok || len(s) == 0 || len(s) > maxFairnessKey {
-			return scriptErrorf("on_enqueue: fairness_key must be a non-empty string of at most %d bytes, got %s", maxFairnessKey, describe(f))
+		if !ok || len(s) == 0 || len(s) > maxFairnessKey || !utf8.ValidString(string(s)) {
+			return scriptErrorf("on_enqueue: fairness_key must be a non-empty UTF-8 string of at most %d bytes, got %s", maxFairnessKey, describe(f))
 		}
 		c.FairnessKey = string(s)
 	}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -919,4 +920,30 @@ func TestSpecErrorMessageFitsItsString(t *testing.T) {
 		t.Fatal("the message is not UTF-8 once cut")
 	}
 	c.ping(2)
+}
+
+// Every string the server writes is UTF-8, including a fairness key or attribute an on_enqueue
+// script made: a script that returns bytes that are not UTF-8 (e.g. a header cut mid-character)
+// fails on that message (ScriptError) instead of producing a Delivery a spec client cannot decode.
+func TestSpecScriptStringsMustBeUTF8(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	for i, script := range []string{
+		`function on_enqueue(m) return { fairness_key = string.sub(m.headers["t"], 1, 1) } end`,
+		`function on_enqueue(m) return { attributes = { a = string.sub(m.headers["t"], 1, 1) } } end`,
+		`function on_enqueue(m) return { attributes = { [string.sub(m.headers["t"], 1, 1)] = "v" } } end`,
+	} {
+		name := fmt.Sprintf("q%d", i)
+		q := be(nil).str(name).u8(1).text(script).u8(0).u64(0)
+		q = q.u8(0).u16(0).u8(0).u16(0).u64(0).u8(0).u32(0).u32(0).u8(0).u64(0).u64(0).u8(0).u64(0)
+		c.write(rawFrame(0xFD, 0, 1, q))
+		if code := c.expect(0xFC, 1).u8(); code != 0 {
+			t.Fatalf("CreateQueue: %#02x", code)
+		}
+		msg := be(nil).u32(1).str(name).u16(1).str("t").str("é").bytes(nil).u8(0).u8(0).u8(0).u8(0)
+		if res := c.enqueue(2, msg); res[0].code != 0x13 {
+			t.Fatalf("script %d: EnqueueResult %#02x, want ScriptError", i, res[0].code)
+		}
+	}
 }
