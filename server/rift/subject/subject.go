@@ -100,18 +100,6 @@ func cut(s string) (tok, rest string) {
 	return s, ""
 }
 
-// IsLiteral reports whether the (valid) pattern p has no wildcard token.
-func IsLiteral(p string) bool {
-	for rest := p; rest != ""; {
-		var tok string
-		tok, rest = cut(rest)
-		if tok == "*" || tok == ">" {
-			return false
-		}
-	}
-	return true
-}
-
 // Match reports whether the literal subject s matches pattern p. Both are assumed valid.
 func Match(p, s string) bool {
 	for {
