@@ -35,9 +35,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 	now := a.now()
 	lk := &a.lanes[l].keys
 	c := queuelog.Enqueue{Lane: l, At: now, Messages: make([]queuelog.LogMessage, 0, len(items))}
-	var dedupUntil int64 // computed once per batch, when a message has an identity
-	var batchIDs map[queuegroup.Identity]engine.MsgID
-	var idents []byte // the batch's identities, one allocation for all
+	var dd batchDedup
 	classes := a.classifyAll(l, items)
 	for i, it := range items {
 		cls, m := &classes[i], it.msg
@@ -61,30 +59,20 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 			res[it.index] = EnqueueResult{Code: CodeOrderingKeyMissing}
 			continue
 		}
-		var ident []byte
 		hash, keyed := lk.identity(&subj)
 		if keyed {
-			orig, dup := a.st.Duplicate(hash, now)
-			if !dup {
-				orig, dup = batchIDs[hash]
-			}
-			if dup {
+			if orig, dup := dd.duplicate(a.st, hash, now); dup {
 				res[it.index] = EnqueueResult{Code: CodeOk, ID: orig, Duplicate: true}
 				continue
 			}
-			if dedupUntil == 0 {
-				dedupUntil = addMs(now, a.dedupWindow(l))
+			if dd.until == 0 {
+				dd.until = addMs(now, a.dedupWindow(l))
 			}
-			if batchIDs == nil {
-				batchIDs = map[queuegroup.Identity]engine.MsgID{}
-				idents = make([]byte, 0, len(hash)*len(items))
-			}
-			idents = append(idents, hash[:]...)
-			ident = idents[len(idents)-len(hash):]
 		}
 		id := a.b.ids.next(now)
+		var ident []byte
 		if keyed {
-			batchIDs[hash] = id
+			ident = dd.keep(hash, id, len(items))
 		}
 		weight := cls.weight
 		if weight == 0 {
@@ -95,7 +83,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 			notBefore = addMs(now, cls.delayMs)
 		}
 		c.Messages = append(c.Messages, queuelog.LogMessage{ID: wire.UUID(id), FairnessKey: fk, Weight: weight, NotBefore: notBefore,
-			Headers: it.body.headers, Payload: it.body.payload, Identity: ident, DedupUntil: dedupUntil,
+			Headers: it.body.headers, Payload: it.body.payload, Identity: ident, DedupUntil: dd.until,
 			Grouped: grouped, Group: []byte(group), Attributes: attrs, Unclassified: cls.parked})
 		a.bodies.put(id, it.body)
 		res[it.index] = EnqueueResult{Code: CodeOk, ID: id}
@@ -120,6 +108,35 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 		}
 		done()
 	})
+}
+
+// batchDedup finds the duplicates in one Enqueue batch: of a message the group remembers, or of
+// one earlier in the batch.
+type batchDedup struct {
+	ids    map[queuegroup.Identity]engine.MsgID // the batch's identities so far
+	idents []byte                               // their bytes, one allocation for the batch
+	until  int64                                // how long they are remembered; set at the first identity
+}
+
+// duplicate returns the message first accepted with identity hash, if there is one.
+func (d *batchDedup) duplicate(st *queuegroup.State, hash queuegroup.Identity, now int64) (engine.MsgID, bool) {
+	if orig, dup := st.Duplicate(hash, now); dup {
+		return orig, true
+	}
+	orig, dup := d.ids[hash]
+	return orig, dup
+}
+
+// keep records that message id of a batch of n has identity hash, and returns the identity's
+// bytes for its log entry.
+func (d *batchDedup) keep(hash queuegroup.Identity, id engine.MsgID, n int) []byte {
+	if d.ids == nil {
+		d.ids = map[queuegroup.Identity]engine.MsgID{}
+		d.idents = make([]byte, 0, len(hash)*n)
+	}
+	d.ids[hash] = id
+	d.idents = append(d.idents, hash[:]...)
+	return d.idents[len(d.idents)-len(hash):]
 }
 
 // settleItem is the common shape of Ack, Nack and ExtendLease: one item per message of a lane.
