@@ -1,6 +1,7 @@
 package listener_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/filamq/fila/generated/riftproto"
 	rt "github.com/filamq/fila/server/internal/rifttest"
 	"github.com/filamq/fila/server/rift/listener"
+	"github.com/filamq/fila/server/rift/stream"
 )
 
 // Connections that finish the QUIC handshake but never send AUTH cannot keep clients that do
@@ -39,4 +41,30 @@ func TestConnectionsThatNeverAuthenticateDoNotLockOutClients(t *testing.T) {
 	if err == nil { // refused right after its handshake: before Dial returns, or after
 		expectClosed(t, last, listener.CloseTooMany)
 	}
+}
+
+// Durable consumers are never deleted; one identity may have at most MaxConsumersPerOwner on a
+// stream (counted again after a restart), so CONSUMER_OPEN with ever new names cannot make the
+// store and the server's memory grow for good. Other identities are not affected.
+func TestDurableConsumersPerIdentityAreBounded(t *testing.T) {
+	f := start(t, nil)
+	open := func(name string) *riftproto.ConsumerOpen {
+		return &riftproto.ConsumerOpen{Stream: "small", Name: name, Filter: "small.>", AckWaitMs: 1000, MaxAckPending: 1}
+	}
+	c := rt.Connect(t, f.addr, "reader-token")
+	for i := range stream.MaxConsumersPerOwner {
+		call(t, c, open(fmt.Sprint("c", i)))
+	}
+	refused := func(c *quic.Conn) {
+		t.Helper()
+		s := rt.Open(t, c)
+		s.Send(t, open("one-more"))
+		rt.ExpectError(t, s, riftproto.CodeOperation)
+	}
+	refused(c)
+	f.restart()
+	c = rt.Connect(t, f.addr, "reader-token")
+	refused(c)
+	call(t, c, open("c7")) // resuming an existing one is fine
+	call(t, rt.Connect(t, f.addr, "admin-token"), open("one-more"))
 }

@@ -20,7 +20,14 @@ const (
 	// scanBudget bounds how many records one fetch examines for a filter, so a consumer whose filter
 	// matches little cannot hold its lock over a whole large stream; the cursor keeps the progress.
 	scanBudget = 65536
+	// MaxConsumersPerOwner bounds the durable consumers one identity has on one stream: they are
+	// never deleted, so without a bound an identity could make the store and the server's memory
+	// grow for good, one CONSUMER_OPEN at a time.
+	MaxConsumersPerOwner = 1024
 )
+
+// ownerKey names an identity's consumers on one stream.
+type ownerKey struct{ stream, owner string }
 
 // ConsumerConfig is what CONSUMER_OPEN carries. Reopening a consumer must repeat it exactly.
 type ConsumerConfig struct {
@@ -98,10 +105,15 @@ func (s *Store) OpenConsumer(owner, name, consumerName string, cfg ConsumerConfi
 		}
 		return nil
 	}
+	if s.owned[ownerKey{name, owner}] >= MaxConsumersPerOwner {
+		s.cmu.Unlock()
+		return fmt.Errorf("%w: %s has %d consumers on stream %s, the most there may be", ErrInvalid, owner, MaxConsumersPerOwner, name)
+	}
 	c := &consumer{st: st, owner: owner, name: consumerName, cfg: cfg, key: key,
 		pprefix: pendingPrefix(name, owner, consumerName), cursor: max(cfg.StartSequence, 1), pending: map[uint64]pending{}}
 	c.mu.Lock()
 	s.consumers[string(key)] = c
+	s.owned[ownerKey{name, owner}]++
 	s.cmu.Unlock()
 	b := st.db.NewBatch()
 	defer b.Close()
@@ -285,6 +297,7 @@ func (s *Store) loadConsumers(st *stream) error {
 			return err
 		}
 		s.consumers[string(c.key)] = c
+		s.owned[ownerKey{st.cfg.Name, c.owner}]++
 	}
 	return nil
 }

@@ -95,6 +95,7 @@ type Store struct {
 
 	cmu       sync.Mutex
 	consumers map[string]*consumer // by consumerKey
+	owned     map[ownerKey]int     // consumers of each owner on each stream (MaxConsumersPerOwner)
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -137,7 +138,7 @@ func Open(o Options, cfgs []Config) (*Store, error) {
 	if err := validate(cfgs); err != nil {
 		return nil, err
 	}
-	s := &Store{opts: o, streams: map[string]*stream{}, consumers: map[string]*consumer{}, quit: make(chan struct{})}
+	s := &Store{opts: o, streams: map[string]*stream{}, consumers: map[string]*consumer{}, owned: map[ownerKey]int{}, quit: make(chan struct{})}
 	var err error
 	if s.mem, err = pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietLogger{}}); err != nil {
 		return nil, err
