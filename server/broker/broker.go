@@ -117,6 +117,7 @@ type Broker struct {
 	metaGroup *raftgroup.Group // nil after a failed write stopped it (storagehealth.go); under adminMu
 
 	stopWatch, watchDone chan struct{} // watchStorage
+	storageStuck         chan struct{} // closed by watchStorage once the store is stuck
 
 	cacheBytes atomic.Int64 // bytes in every queue's body cache
 
@@ -198,7 +199,7 @@ func Open(o Options) (*Broker, error) {
 		opts: o, db: db, log: o.Logger, clock: o.Clock, ids: newIDGen(), events: o.Events,
 		metrics: newMetrics(o.Registry), queues: map[string]queueRef{}, defaults: DefaultDefaults(), meta: newMetaFSM(),
 		throttles: throttle.NewRegistry(o.ThrottleMemory),
-		stopWatch: make(chan struct{}), watchDone: make(chan struct{}),
+		stopWatch: make(chan struct{}), watchDone: make(chan struct{}), storageStuck: make(chan struct{}),
 		started: o.Clock().UnixMilli(), sleepers: newSleepers(o.Clock),
 	}
 	go b.sleepers.run(o.NewTimer)

@@ -22,6 +22,10 @@ import (
 //     a term while writes fail (hashicorp/raft panics when it cannot);
 //   - once the store accepts writes again, reopens each suspended group from its snapshot and
 //     log (watchStorage), and the meta group on the next admin change.
+//
+// A store can also be stuck (storage Health.Stuck): a commit failed inside Pebble in a way no
+// process but a new one gets past, and requests in flight there never return. StorageStuck tells
+// the server, which exits so that its supervisor restarts it.
 
 // StorageHealth returns nil while the store accepts writes, else why it does not (for /healthz).
 func (b *Broker) StorageHealth() error { return b.db.Health().Err }
@@ -37,13 +41,23 @@ func (b *Broker) writable() *Error {
 	return nil
 }
 
-// watchStorage resumes the suspended queue groups each time the store accepts writes again.
+// StorageStuck is closed once the store is stuck: it refuses writes for good and cannot be
+// closed (nor can the broker: Close would wait for the requests blocked in it); only a restart
+// of the process opens the data directory again.
+func (b *Broker) StorageStuck() <-chan struct{} { return b.storageStuck }
+
+// watchStorage resumes the suspended queue groups each time the store accepts writes again, and
+// closes storageStuck once the store is stuck.
 func (b *Broker) watchStorage() {
 	defer close(b.watchDone)
 	for {
 		h := b.db.Health()
 		if h.Err == nil {
 			b.resumeSuspended()
+		}
+		if h.Stuck {
+			close(b.storageStuck)
+			return
 		}
 		select {
 		case <-h.Changed:

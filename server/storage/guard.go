@@ -1,10 +1,12 @@
 package storage
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -25,10 +27,17 @@ import (
 //     write and fsync; once one succeeds it closes the failed database and opens it again
 //     (replaying its WAL), and the store accepts writes.
 //
-// A commit that was already inside Pebble when the WAL failed may still panic there, and then
-// Pebble's commit pipeline stays locked: such a commit never returns, and the reopen, which
-// waits for every use in progress, gives up after reopenWait and says so in the log (restart the
-// server). This needs two commits racing the failure; it is not seen in the tests.
+// One failure cannot be recovered in the process. Commits that were already inside Write when the
+// WAL failed go on into Pebble; once one has left the WAL writer's error set (a commit that
+// fills a block does), the next panics inside Pebble's commit pipeline (db.go commitWrite, under
+// commitPipeline.mu, with its batch queued but never applied), and the pipeline stays locked:
+// every later commit blocks for good, and so does Pebble's Close, which takes the same mutex; a
+// new Pebble in this process would need the directory lock the wedged one holds, and would race
+// its background flushes and compactions. So a panic that unwound through the commit pipeline
+// makes the store stuck (Health.Stuck): it refuses writes for good, serves reads, never closes or
+// reopens that database, and its Close returns at once; the server exits on it so that its
+// supervisor restarts it, and the new process replays the WAL (every acknowledged commit was
+// synced to it). TestCommitPanicInsidePebbleLeavesTheStoreStuckNotHung builds the race.
 
 // recoverInterval is how often a store refusing writes probes its directory (Options.RecoverInterval).
 const recoverInterval = time.Second
@@ -42,6 +51,9 @@ const probeBytes = 1 << 20
 
 // errClosed is what a use of a closed store returns.
 var errClosed = errors.New("storage: closed")
+
+// errStuck is what Close and a reopen of a stuck store return.
+var errStuck = errors.New("storage: Pebble's commit pipeline is locked after a failed commit; restart the server")
 
 // fatalPanic carries a Pebble Fatalf on a committing goroutine up to Write's recover.
 type fatalPanic struct{ msg string }
@@ -109,9 +121,30 @@ func (d *DB) try(fn func(p *pebble.DB) error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("storage: pebble: %v", panicText(r))
+			// The deferred call runs on top of the panicking frames: the stack still shows
+			// whether the panic came out of the commit pipeline.
+			if bytes.Contains(debug.Stack(), commitPipelineFrame) {
+				d.stick(err)
+			}
 		}
 	}()
 	return fn(d.p)
+}
+
+// commitPipelineFrame names the function of Pebble's commit pipeline that a panic leaves locked
+// (pebble commit.go: commitPipeline.Commit, whose prepare holds commitPipeline.mu while it writes
+// the WAL and leaves its batch unpublished).
+var commitPipelineFrame = []byte("pebble/v2.(*commitPipeline).Commit(")
+
+// stick makes the store stuck: a commit panicked inside Pebble's commit pipeline, which no
+// commit, close or reopen in this process gets past any more.
+func (d *DB) stick(cause error) {
+	d.broken.Store(true)
+	if d.h.stick(cause) {
+		d.log.Error("storage: a commit failed inside Pebble and left its commit pipeline locked: no write can complete "+
+			"and the store cannot be reopened in this process; restart the server (what was acknowledged is in the WAL, "+
+			"replayed at the start)", "dir", d.dir, "err", cause)
+	}
 }
 
 func panicText(r any) string {
@@ -157,6 +190,9 @@ func (d *DB) recoverLoop() {
 		if err := probe(d.dir); err != nil {
 			continue
 		}
+		if d.h.isStuck() {
+			return // nothing in this process can reopen the database (stick)
+		}
 		if d.broken.Load() {
 			if err := d.reopen(); err != nil {
 				d.log.Error("storage: the disk accepts writes again but reopening the store failed; retrying", "dir", d.dir, "err", err)
@@ -185,6 +221,9 @@ func (d *DB) reopen() error {
 		}
 	}
 	defer d.mu.Unlock()
+	if d.h.isStuck() {
+		return errStuck // a panic may have come out of the pipeline while this waited
+	}
 	if d.p != nil {
 		if err := closePebble(d.p); err != nil {
 			d.log.Warn("storage: closing the failed store", "err", err)

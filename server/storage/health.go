@@ -32,6 +32,8 @@ type health struct {
 	changed chan struct{} // closed and replaced at every change
 	// failures counts failed writes, refused ones included.
 	failures atomic.Int64
+	// stuck: the store cannot recover in this process (DB.stick); failing stays set for good.
+	stuck bool
 }
 
 func newHealth() *health { return &health{changed: make(chan struct{})} }
@@ -66,11 +68,35 @@ func (h *health) fail(cause error) bool {
 	return true
 }
 
-// recovered makes the store accept writes again.
+// stick records a failure the store cannot recover from in this process; it reports whether it
+// is the first such.
+func (h *health) stick(cause error) bool {
+	h.failures.Add(1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stuck {
+		return false
+	}
+	h.stuck = true
+	if h.failing == nil {
+		h.failing = &WriteError{Cause: cause, Since: time.Now()}
+	}
+	h.notify()
+	return true
+}
+
+// isStuck reports whether stick was called.
+func (h *health) isStuck() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stuck
+}
+
+// recovered makes the store accept writes again, unless it is stuck.
 func (h *health) recovered() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.failing != nil {
+	if h.failing != nil && !h.stuck {
 		h.failing = nil
 		h.notify()
 	}
@@ -89,9 +115,19 @@ type Health struct {
 	Changed <-chan struct{}
 	// Failures counts the writes that failed or were refused so far.
 	Failures int64
+	// Stuck: the store refuses writes for good and cannot be closed or reopened in this process
+	// (a commit failed inside Pebble and left its commit pipeline locked, guard.go). Only a new
+	// process opens the directory again; what was acknowledged is in its WAL. The server should
+	// exit so that its supervisor restarts it.
+	Stuck bool
 }
 
 func (h *health) report() Health {
-	err, ch := h.state()
-	return Health{Err: err, Changed: ch, Failures: h.failures.Load()}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var err error
+	if h.failing != nil {
+		err = h.failing
+	}
+	return Health{Err: err, Changed: h.changed, Failures: h.failures.Load(), Stuck: h.stuck}
 }

@@ -50,6 +50,10 @@ func NewMem() *Mem {
 // wait meanwhile, as DB's do.
 func (m *Mem) FailWrites(cause error) { m.h.fail(cause) }
 
+// Stick makes the store stuck (Health.Stuck), as DB is after a commit panicked inside Pebble's
+// commit pipeline: writes are refused for good.
+func (m *Mem) Stick(cause error) { m.h.stick(cause) }
+
 // ResumeWrites makes the store accept writes again, as DB does once the disk takes writes.
 func (m *Mem) ResumeWrites() { m.h.recovered() }
 

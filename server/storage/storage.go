@@ -117,6 +117,8 @@ type Options struct {
 	// (reserve.go): MemTableBytes + 16 MiB by default (one flush in progress and the commits in
 	// flight).
 	ReserveBytes int64
+	// fs is the file system under the store (vfs.Default); tests wrap it to inject errors.
+	fs vfs.FS
 }
 
 // ReserveSize returns the disk space a store opened with o sets aside (ReserveBytes, or its
@@ -151,6 +153,9 @@ func Open(dir string, o Options) (*DB, error) {
 		o.RecoverInterval = recoverInterval
 	}
 	o.ReserveBytes = o.ReserveSize()
+	if o.fs == nil {
+		o.fs = vfs.Default
+	}
 	if err := checkDamage(dir, o.Salvage, o.Logger); err != nil {
 		return nil, err
 	}
@@ -167,7 +172,7 @@ func Open(dir string, o Options) (*DB, error) {
 		MemTableSize:                o.MemTableBytes,
 		MemTableStopWritesThreshold: 4,
 		Logger:                      pebbleLogger{d},
-		FS:                          reserveFS{FS: vfs.Default, r: d.res, wals: newWALFills(o)},
+		FS:                          reserveFS{FS: o.fs, r: d.res, wals: newWALFills(o)},
 		EventListener:               d.eventListener(),
 		// Message bodies and Raft entries go to blob files, and sstables keep only references to
 		// them: a backlog that outlives its memtable is compacted as small keys rather than
@@ -241,6 +246,11 @@ func (d *DB) Close() error {
 	d.closeOnce.Do(func() { close(d.closing); first = true })
 	if !first {
 		return nil
+	}
+	if d.h.isStuck() {
+		// Closing Pebble would block on its locked commit pipeline, and the store's lock on the
+		// commits blocked there: the process is to exit with the database open.
+		return errStuck
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

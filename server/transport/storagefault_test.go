@@ -121,6 +121,35 @@ func TestStorageFaultAnswersStorageErrorAndRecovers(t *testing.T) {
 	}
 }
 
+// A stuck store (a commit failed inside Pebble where no process but a new one gets past it) is
+// reported on StorageStuck, which the server exits on; meanwhile every write is answered
+// StorageError, also once the disk takes writes again.
+func TestStuckStoreIsReportedAndRefusesWrites(t *testing.T) {
+	mem := storage.NewMem()
+	b, err := broker.Open(broker.Options{Store: mem, Sync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	c := dialRaw(t, serveBroker(t, b))
+	c.Handshake()
+	newQueue(t, c, &fibp.CreateQueue{Name: "q"})
+	select {
+	case <-b.StorageStuck():
+		t.Fatal("a sound store is reported stuck")
+	default:
+	}
+	mem.Stick(syscall.EIO)
+	<-b.StorageStuck()
+	mem.ResumeWrites()
+	if code := tryEnqueue(t, c, 7, "q", []byte("m")); code != fibp.CodeStorageError {
+		t.Fatalf("Enqueue to a stuck store answered %v, want StorageError", code)
+	}
+	if s := stats(t, c, "q"); s.ErrorCode != fibp.CodeOk {
+		t.Fatalf("stats of a stuck store: %+v", s)
+	}
+}
+
 func isStorageError(f fibp.Frame) bool {
 	switch r := f.(type) {
 	case *fibp.Error:

@@ -2,6 +2,7 @@ package faultfs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -247,4 +248,34 @@ func TestFallocate(t *testing.T) {
 	wantContent(t, path, []byte("x\x00\x00\x00\x00\x00\x00\x00"))
 	fsys.Drop()
 	wantContent(t, path, []byte("x"))
+}
+
+// While writes fail, a write and an fsync return the error and change nothing; reads go on, and
+// after ResumeWrites both work again.
+func TestFailWrites(t *testing.T) {
+	fsys, mnt := mount(t)
+	path := filepath.Join(mnt, "f")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Write([]byte("kept"))
+	fsys.FailWrites(syscall.EIO)
+	if _, err := f.Write([]byte(" lost")); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("write on a failing disk: %v, want EIO", err)
+	}
+	if err := f.Sync(); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("fsync on a failing disk: %v, want EIO", err)
+	}
+	wantContent(t, path, []byte("kept"))
+	wantContent(t, filepath.Join(mnt, "..", "backing", "f"), nil) // the failed fsync made nothing durable
+	fsys.ResumeWrites()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	wantContent(t, filepath.Join(mnt, "..", "backing", "f"), []byte("kept"))
+	if st := fsys.Stats(); st.Failed != 2 {
+		t.Fatalf("stats %+v, want 2 failed operations", st)
+	}
 }

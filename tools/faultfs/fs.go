@@ -19,6 +19,9 @@ type FS struct {
 	mu    sync.Mutex
 	files map[uint64]*file // by backing inode number: files that are open or hold unsynced changes
 	stats Stats
+	// failing is the error every write, fsync and allocation of a regular file returns while it
+	// is set (FailWrites), changing nothing: a disk that fails.
+	failing syscall.Errno
 }
 
 // Stats counts what the mount made durable and what Drop threw away.
@@ -28,6 +31,7 @@ type Stats struct {
 	Drops        uint64 // calls of Drop
 	DroppedBytes uint64 // unsynced bytes Drop discarded (a byte overwritten before a sync counts once)
 	DroppedFiles uint64 // files with any unsynced change (data, size) at a Drop
+	Failed       uint64 // writes, fsyncs and allocations failed by FailWrites
 }
 
 // Mount serves a faultfs over the directory backing at mountpoint (both must exist). It mounts
@@ -77,6 +81,27 @@ func (f *FS) Drop() {
 			delete(f.files, ino)
 		}
 	}
+}
+
+// FailWrites makes every write, fsync and allocation of a regular file fail with errno, changing
+// nothing, until ResumeWrites: a disk that fails (EIO) or is full (ENOSPC). Reads, truncation
+// and directory operations go on.
+func (f *FS) FailWrites(errno syscall.Errno) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failing = errno
+}
+
+// ResumeWrites ends FailWrites.
+func (f *FS) ResumeWrites() { f.FailWrites(0) }
+
+// failed returns the error of a write while FailWrites is on, counting it. Called with f.mu
+// held.
+func (f *FS) failed() syscall.Errno {
+	if f.failing != 0 {
+		f.stats.Failed++
+	}
+	return f.failing
 }
 
 // Stats returns the counters so far.

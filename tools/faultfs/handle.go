@@ -40,6 +40,9 @@ func (h *handle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadResul
 func (h *handle) Write(_ context.Context, data []byte, off int64) (uint32, syscall.Errno) {
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
+	if errno := h.fs.failed(); errno != 0 {
+		return 0, errno
+	}
 	h.f.writeAt(data, off)
 	return uint32(len(data)), 0
 }
@@ -47,6 +50,9 @@ func (h *handle) Write(_ context.Context, data []byte, off int64) (uint32, sysca
 func (h *handle) Writev(_ context.Context, data [][]byte, off int64) (uint32, syscall.Errno) {
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
+	if errno := h.fs.failed(); errno != 0 {
+		return 0, errno
+	}
 	n := 0
 	for _, d := range data {
 		h.f.writeAt(d, off+int64(n))
@@ -59,6 +65,9 @@ func (h *handle) Writev(_ context.Context, data [][]byte, off int64) (uint32, sy
 func (h *handle) Fsync(_ context.Context, _ uint32) syscall.Errno {
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
+	if errno := h.fs.failed(); errno != 0 {
+		return errno
+	}
 	n, err := h.f.sync()
 	if err != nil {
 		return fs.ToErrno(err)
@@ -95,6 +104,9 @@ func (h *handle) Getattr(_ context.Context, out *fuse.AttrOut) syscall.Errno {
 func (h *handle) Allocate(_ context.Context, off, size uint64, mode uint32) syscall.Errno {
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
+	if errno := h.fs.failed(); errno != 0 {
+		return errno
+	}
 	switch mode {
 	case unix.FALLOC_FL_KEEP_SIZE:
 	case 0:

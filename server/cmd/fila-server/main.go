@@ -154,7 +154,9 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	awaitStop(sig, hup, served, tlsCerts, rn, log)
+	if err := awaitStop(sig, hup, served, b.StorageStuck(), tlsCerts, rn, log); err != nil {
+		return err // no shutdown: closing would wait for the requests blocked in the store
+	}
 	ready.set(phaseStopping)
 	return shutdown(cfg.ShutdownTimeout, srv, rn, b, log)
 }
@@ -233,9 +235,15 @@ func bound(ln net.Listener, rn *riftNode, httpSrv *http.Server) boundAddrs {
 	return addrs
 }
 
+// errStorageStuck stops the server when its store is stuck (broker.StorageStuck).
+var errStorageStuck = errors.New("the store is stuck after a failed write inside Pebble and cannot recover in this process: " +
+	"exiting so that the server is restarted (acknowledged messages are in the WAL and replayed at the start)")
+
 // awaitStop returns once a stop signal arrives (sig) or the FIBP listener fails (served); a
-// SIGHUP (hup) loads the listeners' certificates again.
-func awaitStop(sig, hup <-chan os.Signal, served <-chan error, tlsCerts *certs.Reloader, rn *riftNode, log *slog.Logger) {
+// SIGHUP (hup) loads the listeners' certificates again. It returns errStorageStuck, at once,
+// when the store is stuck (stuck): the server then exits without its shutdown.
+func awaitStop(sig, hup <-chan os.Signal, served <-chan error, stuck <-chan struct{}, tlsCerts *certs.Reloader,
+	rn *riftNode, log *slog.Logger) error {
 	for {
 		select {
 		case <-hup:
@@ -245,10 +253,12 @@ func awaitStop(sig, hup <-chan os.Signal, served <-chan error, tlsCerts *certs.R
 			}
 		case s := <-sig:
 			log.Info("shutting down", "signal", s.String())
-			return
+			return nil
 		case err := <-served:
 			log.Error("listener failed", "err", err)
-			return
+			return nil
+		case <-stuck:
+			return errStorageStuck
 		}
 	}
 }
