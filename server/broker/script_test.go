@@ -285,14 +285,7 @@ func (s *script) run(d *datadriven.TestData) string {
 		if err != nil {
 			return err.Error()
 		}
-		s.mu.Lock()
-		s.now = s.now.Add(dur)
-		now := s.now
-		for _, t := range s.timers {
-			t.fireBy(now)
-		}
-		s.mu.Unlock()
-		s.settled()
+		s.advanceClock(dur)
 		return "ok"
 	case "stats":
 		res, e := s.b.GetStats(words[0])
@@ -444,6 +437,18 @@ type fakeTimer struct {
 	c  chan time.Time
 	at time.Time
 	on bool
+}
+
+// advanceClock moves the clock by d, fires the timers due by then and waits until the broker
+// has settled.
+func (s *script) advanceClock(d time.Duration) {
+	s.mu.Lock()
+	s.now = s.now.Add(d)
+	for _, t := range s.timers {
+		t.fireBy(s.now)
+	}
+	s.mu.Unlock()
+	s.settled()
 }
 
 func (s *script) newTimer(d time.Duration) Timer {

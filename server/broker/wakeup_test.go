@@ -26,26 +26,8 @@ func TestDueDelayedMessageWithoutConsumersArmsNoImmediateWakeup(t *testing.T) {
 		t.Fatal(e)
 	}
 	s.settled()
-	s.mu.Lock()
-	s.now = s.now.Add(2 * time.Second)
-	for _, tm := range s.timers {
-		tm.fireBy(s.now)
-	}
-	s.mu.Unlock()
-	s.settled()
-	// The clock stands still now, so a settled broker fires no timer. One that re-arms for "now"
-	// after every round shows a fired timer (or one due) at almost every look.
-	for range 200 {
-		s.mu.Lock()
-		for i, tm := range s.timers {
-			if len(tm.c) > 0 || tm.on && !tm.at.After(s.now) {
-				s.mu.Unlock()
-				t.Fatalf("timer %d fires at %v with the clock at %v: the actor wakes at once, again and again", i, tm.at, s.now)
-			}
-		}
-		s.mu.Unlock()
-		time.Sleep(100 * time.Microsecond)
-	}
+	s.advanceClock(2 * time.Second)
+	s.noTimerDue(t, "the actor wakes at once, again and again")
 }
 
 // While the store refuses writes a round skips lease expiry (it would need a write), so a lease
@@ -63,24 +45,8 @@ func TestExpiredLeaseWhileWritesFailArmsNoImmediateWakeup(t *testing.T) {
 	b.Unsubscribe("q", "c1")
 	s.mem.FailWrites(errors.New("disk full"))
 	s.settled()
-	s.mu.Lock()
-	s.now = s.now.Add(2 * time.Second) // the lease has run out
-	for _, tm := range s.timers {
-		tm.fireBy(s.now)
-	}
-	s.mu.Unlock()
-	s.settled()
-	for range 200 {
-		s.mu.Lock()
-		for i, tm := range s.timers {
-			if len(tm.c) > 0 || tm.on && !tm.at.After(s.now) {
-				s.mu.Unlock()
-				t.Fatalf("timer %d fires at %v with the clock at %v while writes fail: the actor spins", i, tm.at, s.now)
-			}
-		}
-		s.mu.Unlock()
-		time.Sleep(100 * time.Microsecond)
-	}
+	s.advanceClock(2 * time.Second) // the lease has run out
+	s.noTimerDue(t, "writes fail, and the actor spins")
 	s.mem.ResumeWrites()
 	if out := s.do("advance 1s"); out != "ok" {
 		t.Fatal(out)
@@ -200,4 +166,22 @@ func (s *script) openIdle(t *testing.T, idle time.Duration) *Broker {
 	s.b = b
 	t.Cleanup(func() { b.Close() })
 	return b
+}
+
+// noTimerDue checks that no timer has fired or is due while the clock stands still, as it does
+// for a settled broker. An actor that re-arms its timer for "now" after every round shows a fired
+// timer (or one due) at almost every one of the 200 looks; why says what that would mean.
+func (s *script) noTimerDue(t *testing.T, why string) {
+	t.Helper()
+	for range 200 {
+		s.mu.Lock()
+		for i, tm := range s.timers {
+			if len(tm.c) > 0 || tm.on && !tm.at.After(s.now) {
+				s.mu.Unlock()
+				t.Fatalf("timer %d fires at %v with the clock at %v: %s", i, tm.at, s.now, why)
+			}
+		}
+		s.mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+	}
 }
