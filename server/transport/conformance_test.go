@@ -947,3 +947,44 @@ func TestSpecScriptStringsMustBeUTF8(t *testing.T) {
 		}
 	}
 }
+
+// A message larger than the maximum frame size travels both ways in continuation frames: split at
+// raw byte boundaries, every frame but the last flagged CONTINUATION, one opcode and request ID.
+func TestSpecContinuationBothWays(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialSpec(t, addr)
+	c.handshake()
+	c.createQueue(1, "big")
+	payload := make([]byte, 17<<20)
+	for i := range payload {
+		payload[i] = byte(i % 251)
+	}
+	body := enqueueBody("big", string(payload))
+	const chunk = 16<<20 - 6 // the largest body a 16 MiB frame holds
+	c.write(rawFrame(0x10, 1, 2, body[:chunk]), rawFrame(0x10, 0, 2, body[chunk:]))
+	if r := c.expect(0x11, 2); r.u32() != 1 || r.u8() != 0 {
+		t.Fatal("the continued Enqueue failed")
+	}
+
+	c.write(rawFrame(0x12, 0, 3, be(nil).str("big").u32(0).u16(0)))
+	c.expect(0x13, 3)
+	var whole []byte
+	for {
+		f := c.next()
+		if f.op != 0x14 || f.id != 3 || f.flags&^1 != 0 || 6+len(f.body) > 16<<20 {
+			t.Fatalf("continued Delivery frame: opcode %#02x request %d flags %#x, %d bytes", f.op, f.id, f.flags, len(f.body))
+		}
+		whole = append(whole, f.body...)
+		if f.flags == 0 {
+			break
+		}
+	}
+	r := &rd{t: t, b: whole}
+	if n := r.u32(); n != 1 {
+		t.Fatalf("%d messages", n)
+	}
+	r.uuid()
+	if r.str() != "big" || len(r.strMap()) != 0 || string(r.bytes()) != string(payload) {
+		t.Fatal("the reassembled Delivery does not carry the message")
+	}
+}
