@@ -334,3 +334,22 @@ func TestSpecRiftRequestNeedsNoInboxGrant(t *testing.T) {
 	answer.expect(okFrame())
 	req.expect(messageFrame(reply, "", "a"))
 }
+
+// STREAM_PUBLISH does not also publish to the live broker.
+func TestSpecRiftStreamPublishIsNotLive(t *testing.T) {
+	f := start(t, nil)
+	c := rauth(t, f.addr, "reader-token")
+	sub := ropen(t, c)
+	sub.write(rframe(6).str("events.>").str("").bytes())
+	sub.expect(okFrame())
+	s := ropen(t, c)
+	s.write(rframe(10).str("events").str("events.stored").str("").raw("durable").bytes())
+	got, err := s.read()
+	if err != nil || len(got) != 4+17 || got[4] != 11 {
+		t.Fatalf("STREAM_PUBLISH answered %x, %v", got, err)
+	}
+	p := ropen(t, c)
+	p.write(rframe(5).str("events.live").str("").raw("live").bytes())
+	p.expect(okFrame())
+	sub.expect(messageFrame("events.live", "", "live"))
+}
