@@ -129,11 +129,20 @@ func (e *Error) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *Error) Is(target error) bool { return target == ErrInvalid }
 
-// Check reports whether k is a valid key for use u: every kind known and allowed for u, a name on
-// every Header and Attribute part and on no other, and no part repeated. An empty key is valid.
+// MaxParts bounds a key's parts: every message evaluates its queue's keys, and a consumer's
+// throttle keys, part by part (the wire allows 65,535, and checking them for repeats was
+// quadratic: seconds of CPU for one Consume).
+const MaxParts = 16
+
+// Check reports whether k is a valid key for use u: at most MaxParts parts, every kind known and
+// allowed for u, a name on every Header and Attribute part and on no other, and no part repeated.
+// An empty key is valid.
 func (k Key) Check(u Use) error {
 	bad := func(i int, format string, args ...any) error {
 		return &Error{Use: u, Part: i, Reason: fmt.Sprintf(format, args...)}
+	}
+	if len(k) > MaxParts {
+		return bad(MaxParts, "a key has at most %d parts (got %d)", MaxParts, len(k))
 	}
 	for i, p := range k {
 		switch {

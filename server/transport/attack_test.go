@@ -255,3 +255,25 @@ func TestLongQueueNamesWork(t *testing.T) {
 		newQueue(t, c, &fibp.CreateQueue{Name: name})
 	}
 }
+
+// Keys have at most keys.MaxParts parts. Checking 20,000 parts for repeats took 0.6 s of CPU
+// (65,535, the wire's most, about 6 s) per throttle of a Consume, or per key of a CreateQueue.
+func TestKeysWithManyPartsAreRefused(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialRaw(t, addr)
+	c.Handshake()
+	newQueue(t, c, &fibp.CreateQueue{Name: "q"})
+	var k fibp.Key
+	for i := range 60_000 {
+		k = append(k, fibp.KeyPart{Kind: fibp.KeyPartKindHeader, Name: fmt.Sprint("h", i)})
+	}
+	c.Send(1, &fibp.Consume{Queue: "q", Throttles: []fibp.ThrottleDeclaration{{Name: "t", Limits: perHour(5), Key: k}}})
+	_, f := c.Next()
+	t.Log(expectError(t, f, fibp.CodeInvalidThrottle).Message)
+	for _, cq := range []*fibp.CreateQueue{{Name: "o", Ordering: 2, OrderingKey: k}, {Name: "d", DedupKey: k}} {
+		if r := c.Call(2, cq).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeInvalidConfigValue {
+			t.Fatalf("CreateQueue %s with a %d-part key: %v", cq.Name, len(k), r.ErrorCode)
+		}
+	}
+	consumeWith(t, c, 3, "q", fibp.ThrottleDeclaration{Name: "t", Limits: perHour(5), Key: k[:16]})
+}
