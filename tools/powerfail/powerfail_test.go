@@ -2,6 +2,7 @@ package powerfail
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -21,6 +22,8 @@ const (
 	defaultRounds     = 5
 	// noFsyncMaxRounds bounds the search for a loss with --fsync=false.
 	noFsyncMaxRounds = 10
+	// startCrashEvery: every so many rounds the plug is pulled a second time, during the restart.
+	startCrashEvery = 3
 )
 
 // TestPowerFailure: with fsync on, nothing the server acknowledged may be lost or undone.
@@ -152,6 +155,17 @@ func (r *run) round(round int) {
 	after := r.fs.Stats()
 
 	r.prev = r.srv
+	startCrash := ""
+	if round%startCrashEvery == 0 {
+		// A second plug pull inside the restart: a start cut anywhere in its Pebble open (WAL
+		// replay, flush, new WAL, deletion of the old) must leave a directory the next start takes.
+		after := time.Duration(rand.IntN(300)) * time.Millisecond
+		if err := crashDuringStart(r.bin, r.dir, r.fsync, after); err != nil {
+			r.t.Fatalf("round %d: %v", round, err)
+		}
+		r.fs.Drop()
+		startCrash = fmt.Sprintf(" (and again %v into the restart)", after)
+	}
 	restartAt := time.Now()
 	r.start()
 	checkAt := time.Now()
@@ -159,9 +173,9 @@ func (r *run) round(round int) {
 	if err != nil {
 		r.t.Fatalf("round %d: the check after the restart failed: %v\nlog of the restarted server:\n%s", round, err, r.srv.logs.tail(40))
 	}
-	r.t.Logf("round %d: plug pulled %v in: enqueues answered Ok %d single + %d batched, %d delivered, %d acks answered Ok; "+
+	r.t.Logf("round %d: plug pulled %v in%s: enqueues answered Ok %d single + %d batched, %d delivered, %d acks answered Ok; "+
 		"dropped %d unsynced bytes in %d files (%d bytes synced so far); restarted in %v; %d stored, drained and acked in %v",
-		round, crashAt, counts.single.Load(), counts.batched.Load(), counts.delivered.Load(), counts.acked.Load(),
+		round, crashAt, startCrash, counts.single.Load(), counts.batched.Load(), counts.delivered.Load(), counts.acked.Load(),
 		after.DroppedBytes-before.DroppedBytes, after.DroppedFiles-before.DroppedFiles, after.SyncedBytes,
 		checkAt.Sub(restartAt).Round(time.Millisecond), stored, time.Since(checkAt).Round(time.Millisecond))
 }

@@ -95,6 +95,26 @@ func startServer(bin, dataDir string, fsync bool) (*server, error) {
 	}
 }
 
+// crashDuringStart starts fila-server on dataDir and kills it with SIGKILL after 'after', most
+// likely inside its start-up (Pebble's Open, the WAL replay and flush, the queues' replay).
+func crashDuringStart(bin, dataDir string, fsync bool, after time.Duration) error {
+	s := &server{logs: &logBuffer{}, exited: make(chan struct{})}
+	s.cmd = exec.Command(bin, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http-listen", "",
+		"--fsync="+strconv.FormatBool(fsync))
+	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	if err := s.cmd.Start(); err != nil {
+		return err
+	}
+	go func() { s.cmd.Wait(); close(s.exited) }()
+	select {
+	case <-time.After(after):
+		s.kill()
+		return nil
+	case <-s.exited:
+		return fmt.Errorf("fila-server exited during start-up (%v); its log:\n%s", s.cmd.ProcessState, s.logs)
+	}
+}
+
 // kill ends the process with SIGKILL and waits until it is gone: once kill returns, no request
 // of the process is still in flight on the file system.
 func (s *server) kill() {
