@@ -25,6 +25,10 @@ const (
 	// stuckLog is what the server logs when it exits because its store is stuck
 	// (server/storage guard.go, cmd/fila-server errStorageStuck).
 	stuckLog = "the store is stuck after a failed write inside Pebble"
+	// sideQueues take 16 KiB enqueues beside the checked queue, so that many commits of the size
+	// of a WAL block are in flight in Pebble when the disk fails (what can leave its commit
+	// pipeline locked, and the server exiting stuck).
+	sideQueues = 8
 )
 
 // TestDiskErrorsUnderLoad: the disk fails (EIO on every write, fsync and allocation) under
@@ -43,24 +47,74 @@ func TestDiskErrorsUnderLoad(t *testing.T) {
 		rounds = n
 	}
 	r := newRun(t, true)
+	for i := range sideQueues {
+		r.createSideQueue(i)
+	}
+	outcomes := map[string]int{}
 	for round := 1; round <= rounds; round++ {
-		r.faultRound(round)
+		outcomes[r.faultRound(round)]++
 		if vs := r.l.found(); len(vs) > 0 {
 			r.report(vs)
 			t.FailNow()
 		}
 	}
+	t.Logf("outcomes of %d disk failures: %v", rounds, outcomes)
+}
+
+// createSideQueue creates side queue i.
+func (r *run) createSideQueue(i int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := fila.Dial(ctx, r.srv.addr, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateQueue(ctx, fila.QueueConfig{Name: sideQueue(i)}); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func sideQueue(i int) string { return fmt.Sprintf("side-%d", i) }
+
+// produceSide enqueues 16 messages of 1 KiB per frame to side queue i until stop is closed or
+// the connection ends; a request left unanswered for hangLimit is a violation. Nothing is
+// checked of what the side queues store.
+func (r *run) produceSide(stop <-chan struct{}, round, i int) {
+	c, err := fila.Dial(context.Background(), r.srv.addr, nil)
+	if err != nil {
+		return
+	}
+	defer c.Close()
+	msgs := make([]fila.Message, 16)
+	for j := range msgs {
+		msgs[j] = fila.Message{Queue: sideQueue(i), Payload: make([]byte, 1<<10)}
+	}
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		if _, err := r.enqueueAnswered(c, round, msgs); err != nil {
+			return
+		}
+	}
 }
 
 // faultRound fails the disk under load, checks that every request is answered, lets the disk
-// work again, then pulls the plug and checks what the restarted server stored.
-func (r *run) faultRound(round int) {
+// work again, then pulls the plug and checks what the restarted server stored. It returns what
+// the server did while the disk failed.
+func (r *run) faultRound(round int) string {
 	var counts loadCounts
 	stop := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var producers, consumer sync.WaitGroup
 	producers.Go(func() { r.produceAnswered(stop, round, "single", 1, &counts.single) })
 	producers.Go(func() { r.produceAnswered(stop, round, "batch", 16, &counts.batched) })
+	for i := range sideQueues {
+		producers.Go(func() { r.produceSide(stop, round, i) })
+	}
 	consumer.Go(func() { consume(ctx, r.srv.addr, round, r.l, &counts) })
 	failAt := time.Duration(30+rand.IntN(370)) * time.Millisecond
 	time.Sleep(failAt)
@@ -99,6 +153,7 @@ func (r *run) faultRound(round int) {
 	r.t.Logf("round %d: disk failed %v in: %s; enqueues answered Ok %d single + %d batched, %d delivered, %d acks answered Ok; "+
 		"%d writes and syncs failed so far; %d stored after the plug pull", round, failAt, outcome,
 		counts.single.Load(), counts.batched.Load(), counts.delivered.Load(), counts.acked.Load(), r.fs.Stats().Failed, stored)
+	return outcome
 }
 
 // produceAnswered enqueues batch messages per frame until stop is closed or the connection
