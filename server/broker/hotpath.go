@@ -205,15 +205,12 @@ func (a *actor) checkHolder(q *engine.Queue, it settleItem) error {
 	if it.session == "" {
 		return nil
 	}
-	holder, leased := q.LeaseHolder(it.id)
+	holder, leasedAt, leased := q.LeaseHolder(it.id)
 	if !leased {
 		return nil
 	}
 	sub := a.subs[holder]
-	if sub == nil || sub.session == "" || sub.session == it.session {
-		return nil
-	}
-	if leasedAt, _ := q.LeasedAt(it.id); leasedAt < sub.since {
+	if sub == nil || sub.session == "" || sub.session == it.session || leasedAt < sub.since {
 		return nil
 	}
 	return engine.ErrMessageNotFound
@@ -275,7 +272,7 @@ func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []ExtendResult
 		if err == nil {
 			e, err = q.DecideExtend(it.id, now, it.extendBy)
 		}
-		if _, leased := q.LeaseHolder(it.id); err == nil && !leased {
+		if _, _, leased := q.LeaseHolder(it.id); err == nil && !leased {
 			e.Consumer = a.sessionSub(l, it.session) // a held message: the lease is re-established for the asker
 		}
 		if err == nil {

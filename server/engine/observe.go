@@ -29,12 +29,13 @@ func (q *Queue) LeasedAt(id MsgID) (int64, bool) {
 	return 0, false
 }
 
-// LeaseHolder returns the consumer a message is leased to, false when it is not leased.
-func (q *Queue) LeaseHolder(id MsgID) (string, bool) {
+// LeaseHolder returns the consumer a message is leased to and when its lease began (Unix ms),
+// false when it is not leased.
+func (q *Queue) LeaseHolder(id MsgID) (consumer string, leasedAt int64, leased bool) {
 	if l, ok := q.leaseOf(id); ok {
-		return l.consumer, true
+		return l.consumer, l.leasedAt, true
 	}
-	return "", false
+	return "", 0, false
 }
 
 // leaseOf returns the lease of a leased message.
