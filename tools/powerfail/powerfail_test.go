@@ -46,6 +46,29 @@ func TestPowerFailure(t *testing.T) {
 	}
 }
 
+// TestKillOnDisk: the same rounds with SIGKILL alone on an ordinary file system (t.TempDir), where
+// the engine's scratch files are memory-mapped (faultfs does not support mmap, so the server falls
+// back to anonymous memory there) and the WAL is zero-filled ahead for real.
+// FILA_POWERFAIL_ROUNDS sets the rounds here too.
+func TestKillOnDisk(t *testing.T) {
+	rounds := defaultRounds
+	if s := os.Getenv("FILA_POWERFAIL_ROUNDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("FILA_POWERFAIL_ROUNDS=%q is not a positive integer", s)
+		}
+		rounds = n
+	}
+	r := startRun(t, true, nil, t.TempDir())
+	for round := 1; round <= rounds; round++ {
+		r.round(round)
+		if vs := r.l.found(); len(vs) > 0 {
+			r.report(vs)
+			t.FailNow()
+		}
+	}
+}
+
 // TestPowerFailureWithoutFsync proves the checker can fail: with --fsync=false the server
 // acknowledges before its data is durable, so some power failure must lose acknowledged
 // messages.
@@ -94,7 +117,6 @@ func newRun(t *testing.T, fsync bool) *run {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skipf("the power-failure test needs FUSE and this machine has no /dev/fuse: %v", err)
 	}
-	bin := serverBinary(t)
 	tmp := t.TempDir()
 	backing, mnt := filepath.Join(tmp, "backing"), filepath.Join(tmp, "mnt")
 	for _, d := range []string{backing, mnt} {
@@ -111,7 +133,13 @@ func newRun(t *testing.T, fsync bool) *run {
 			t.Errorf("unmount: %v", err)
 		}
 	})
-	r := &run{t: t, bin: bin, fsync: fsync, fs: fsys, dir: mnt, l: newLedger()}
+	return startRun(t, fsync, fsys, mnt)
+}
+
+// startRun starts the server on dir (on the faultfs fsys, or an ordinary file system when fsys
+// is nil) and creates the queue.
+func startRun(t *testing.T, fsync bool, fsys *faultfs.FS, dir string) *run {
+	r := &run{t: t, bin: serverBinary(t), fsync: fsync, fs: fsys, dir: dir, l: newLedger()}
 	r.start()
 	t.Cleanup(func() { r.srv.stop() })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -150,9 +178,8 @@ func (r *run) round(round int) {
 	r.srv.kill()
 	cancel()
 	wg.Wait()
-	before := r.fs.Stats()
-	r.fs.Drop()
-	after := r.fs.Stats()
+	before := r.drop()
+	after := r.stats()
 
 	r.prev = r.srv
 	startCrash := ""
@@ -163,7 +190,7 @@ func (r *run) round(round int) {
 		if err := crashDuringStart(r.bin, r.dir, r.fsync, after); err != nil {
 			r.t.Fatalf("round %d: %v", round, err)
 		}
-		r.fs.Drop()
+		r.drop()
 		startCrash = fmt.Sprintf(" (and again %v into the restart)", after)
 	}
 	restartAt := time.Now()
@@ -178,6 +205,25 @@ func (r *run) round(round int) {
 		round, crashAt, startCrash, counts.single.Load(), counts.batched.Load(), counts.delivered.Load(), counts.acked.Load(),
 		after.DroppedBytes-before.DroppedBytes, after.DroppedFiles-before.DroppedFiles, after.SyncedBytes,
 		checkAt.Sub(restartAt).Round(time.Millisecond), stored, time.Since(checkAt).Round(time.Millisecond))
+}
+
+// drop discards what the faultfs holds unsynced (the power cut after a SIGKILL) and returns its
+// counters from before; on an ordinary file system it does nothing.
+func (r *run) drop() faultfs.Stats {
+	if r.fs == nil {
+		return faultfs.Stats{}
+	}
+	st := r.fs.Stats()
+	r.fs.Drop()
+	return st
+}
+
+// stats is the faultfs's counters (zero on an ordinary file system).
+func (r *run) stats() faultfs.Stats {
+	if r.fs == nil {
+		return faultfs.Stats{}
+	}
+	return r.fs.Stats()
 }
 
 // report fails the test with the violations and the logs of the servers around the last one.
