@@ -7,6 +7,7 @@ package session
 import (
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/filamq/fila/generated/fibp"
@@ -70,9 +71,13 @@ func ErrorFrame(e *broker.Error) *fibp.Error {
 	return f
 }
 
-// ErrorMessage fits msg into an Error frame's message, a string of at most 65,535 bytes: a longer
-// one (it may quote a client's longest names) is cut at a character boundary.
+// ErrorMessage fits msg into an Error frame's message, a UTF-8 string of at most 65,535 bytes: a
+// longer one (it may quote a client's longest names) is cut at a character boundary, and bytes
+// that are not UTF-8 (a Lua compiler's message, an OS error naming a path) become U+FFFD.
 func ErrorMessage(msg string) string {
+	if !utf8.ValidString(msg) {
+		msg = strings.ToValidUTF8(msg, "\uFFFD")
+	}
 	if len(msg) <= math.MaxUint16 {
 		return msg
 	}

@@ -3,7 +3,9 @@ package session
 import (
 	"bytes"
 	"encoding/binary"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/broker"
@@ -91,5 +93,27 @@ func TestAppendDeliveryAllocs(t *testing.T) {
 	AppendDelivery(nil, 1, ds) // warm the pool
 	if n := testing.AllocsPerRun(100, func() { AppendDelivery(nil, 1, ds) }); n > 1 {
 		t.Errorf("%v allocations per Delivery frame, want 1 (the frame)", n)
+	}
+}
+
+// An Error frame's message is a FIBP string: UTF-8, at most 65,535 bytes.
+func TestErrorMessageIsAString(t *testing.T) {
+	for _, msg := range []string{
+		"short",
+		strings.Repeat("a", 70_000),
+		strings.Repeat("é", 40_000), // cut inside a two-byte character
+		"bad \xff byte",             // not UTF-8
+		strings.Repeat("€", 21_845) + "\xe2\x82", // valid up to a truncated character at the end
+	} {
+		got := ErrorMessage(msg)
+		if len(got) > 65535 || !utf8.ValidString(got) {
+			t.Errorf("ErrorMessage of %d bytes: %d bytes, UTF-8 %v", len(msg), len(got), utf8.ValidString(got))
+		}
+		if utf8.ValidString(msg) && !strings.HasPrefix(msg, got) {
+			t.Errorf("ErrorMessage of a valid %d-byte message is not a prefix of it", len(msg))
+		}
+		if len(msg) <= 65535 && utf8.ValidString(msg) && got != msg {
+			t.Errorf("a message that fits was changed")
+		}
 	}
 }
