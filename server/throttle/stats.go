@@ -54,17 +54,27 @@ func (t *Throttle) summary(subs int) Summary {
 	return Summary{Name: t.name, Limits: slices.Clone(t.limits), Key: slices.Clone(t.key), WhenKeyMissing: t.policy, Subscribers: subs}
 }
 
+// live returns throttle name with its idle buckets evicted at now, and now clamped (r.clamp);
+// ErrNotFound when no live subscription declares it. r.mu is held.
+func (r *Registry) live(name string, now int64) (*Throttle, int64, error) {
+	t := r.throttles[name]
+	if t == nil {
+		return nil, 0, fmt.Errorf("%w: no live subscription declares throttle %q", ErrNotFound, name)
+	}
+	now = r.clamp(now)
+	t.evict(now)
+	return t, now, nil
+}
+
 // Stats describes the throttle name at now, or fails with ErrNotFound when no live subscription
 // declares it. It walks the throttle's buckets.
 func (r *Registry) Stats(name string, now int64) (Summary, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := r.throttles[name]
-	if t == nil {
-		return Summary{}, fmt.Errorf("%w: no live subscription declares throttle %q", ErrNotFound, name)
+	t, now, err := r.live(name, now)
+	if err != nil {
+		return Summary{}, err
 	}
-	now = r.clamp(now)
-	t.evict(now)
 	s := t.summary(t.subs)
 	for q := range t.queues {
 		s.Queues = append(s.Queues, q)
@@ -111,12 +121,10 @@ type BucketStats struct {
 func (r *Registry) Bucket(name string, key BucketKey, now int64) (BucketStats, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t := r.throttles[name]
-	if t == nil {
-		return BucketStats{}, fmt.Errorf("%w: no live subscription declares throttle %q", ErrNotFound, name)
+	t, now, err := r.live(name, now)
+	if err != nil {
+		return BucketStats{}, err
 	}
-	now = r.clamp(now)
-	t.evict(now)
 	st := BucketStats{Key: key, Counted: make([]uint64, len(t.limits))}
 	b := t.buckets[key]
 	if b == nil {
