@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"math"
 	"strings"
@@ -8,7 +10,10 @@ import (
 	"time"
 
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/internal/fibptest"
+	"github.com/filamq/fila/server/rift/devcert"
 )
 
 // Attacks through the wire: inputs a hostile client may send, each answered by the spec's error
@@ -276,4 +281,60 @@ func TestKeysWithManyPartsAreRefused(t *testing.T) {
 		}
 	}
 	consumeWith(t, c, 3, "q", fibp.ThrottleDeclaration{Name: "t", Limits: perHour(5), Key: k[:16]})
+}
+
+// The wake that brings a key change to a quiet connection (a read deadline in the past) must not
+// break a frame the client is in the middle of sending, over TCP or TLS.
+func TestKeyChangeWakeKeepsAPartialFrame(t *testing.T) {
+	bundle, err := devcert.Generate(devcert.DefaultHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(bundle.Cert, bundle.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(bundle.CA)
+	for name, tc := range map[string]*tls.Config{"tcp": nil, "tls": {Certificates: []tls.Certificate{cert}}} {
+		t.Run(name, func(t *testing.T) {
+			a := startAuthServer(t, Options{TLS: tc})
+			dial := func() *rawClient {
+				if tc == nil {
+					return dialRaw(t, a.addr)
+				}
+				nc, err := tls.Dial("tcp", a.addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { nc.Close() })
+				return &fibptest.Client{T: t, NC: nc, FR: wire.NewFrameReader(nc, fibp.HeaderSize, fibp.MaxFrameSize)}
+			}
+			admin := dial()
+			admin.HandshakeKey(bootKey)
+			newQueue(t, admin, &fibp.CreateQueue{Name: "a"})
+			newQueue(t, admin, &fibp.CreateQueue{Name: "b"})
+			k := createKey(t, admin, "reader", 0, "consume", "a", "consume", "b")
+			w := dial()
+			if f, ok := w.HandshakeKey(k.Key).(*fibp.HandshakeOk); !ok {
+				t.Fatalf("handshake: %#v", f)
+			}
+			w.Subscribe(1, "a", 0)
+			w.Subscribe(2, "b", 0)
+			ping := fibp.AppendFrame(nil, 0, 7, &fibp.Ping{})
+			w.SendBytes(ping[:5])
+			setACL(t, admin, k.KeyID, "consume", "b")
+			if h, f := w.Next(); h.RequestID != 1 {
+				t.Fatalf("the ACL change answered %d: %#v", h.RequestID, f)
+			} else {
+				expectError(t, f, fibp.CodeForbidden)
+			}
+			w.SendBytes(ping[5:])
+			if h, f := w.Next(); h.RequestID != 7 || f.Opcode() != fibp.OpPong {
+				t.Fatalf("the Ping split around the wake answered %d %#v", h.RequestID, f)
+			}
+			enqueue(t, admin, fibp.EnqueueMessage{Queue: "b", Payload: []byte("x")})
+			w.Deliveries(1) // b goes on
+		})
+	}
 }
