@@ -49,18 +49,13 @@ func readFrame(t *testing.T, fr *wire.FrameReader) fibp.Frame {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var f fibp.Frame
 	switch h.Opcode {
-	case fibp.OpHandshakeOk:
-		f = &fibp.HandshakeOk{}
-	case fibp.OpError:
-		f = &fibp.Error{}
-	case fibp.OpPong:
-		f = &fibp.Pong{}
+	case fibp.OpHandshakeOk, fibp.OpError, fibp.OpPong:
 	default:
 		t.Fatalf("unexpected frame %v (request %d)", h.Opcode, h.RequestID)
 	}
-	if err := f.Decode(body); err != nil {
+	f, err := fibp.Decode(h.Opcode, body)
+	if err != nil {
 		t.Fatalf("decoding %v: %v", h.Opcode, err)
 	}
 	if h.RequestID != 0 && h.Opcode != fibp.OpPong {

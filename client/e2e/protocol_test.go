@@ -51,30 +51,14 @@ func (r *rawConn) next() (fibp.Header, fibp.Frame) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	var f fibp.Frame
 	switch h.Opcode {
-	case fibp.OpError:
-		f = &fibp.Error{}
-	case fibp.OpPong:
-		f = &fibp.Pong{}
-	case fibp.OpPing:
-		f = &fibp.Ping{}
-	case fibp.OpConsumeOk:
-		f = &fibp.ConsumeOk{}
-	case fibp.OpDelivery:
-		f = &fibp.Delivery{}
-	case fibp.OpEnqueueResult:
-		f = &fibp.EnqueueResult{}
-	case fibp.OpAckResult:
-		f = &fibp.AckResult{}
-	case fibp.OpGetStatsResult:
-		f = &fibp.GetStatsResult{}
-	case fibp.OpDisconnect:
-		f = &fibp.Disconnect{}
+	case fibp.OpError, fibp.OpPong, fibp.OpPing, fibp.OpConsumeOk, fibp.OpDelivery, fibp.OpEnqueueResult, fibp.OpAckResult,
+		fibp.OpGetStatsResult, fibp.OpDisconnect:
 	default:
 		r.t.Fatalf("unexpected %v", h.Opcode)
 	}
-	if err := f.Decode(body); err != nil {
+	f, err := fibp.Decode(h.Opcode, body)
+	if err != nil {
 		r.t.Fatalf("decoding %v: %v", h.Opcode, err)
 	}
 	return h, f
