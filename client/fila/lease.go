@@ -79,14 +79,9 @@ func (t *leaseTable) signal() {
 
 // finish marks d finished once: it stops tracking d and grants its subscription one credit.
 func (t *leaseTable) finish(d *Delivery, lost bool) {
-	if !d.finished.CompareAndSwap(false, true) {
+	if !t.untrack(d) {
 		return
 	}
-	t.mu.Lock()
-	if t.byID[d.ID] == d {
-		delete(t.byID, d.ID)
-	}
-	t.mu.Unlock()
 	if lost {
 		close(d.lost)
 	}
@@ -105,16 +100,18 @@ func (t *leaseTable) finishID(id MessageID, lost bool) {
 	}
 }
 
-// untrack stops following d without granting credit (its subscription is gone).
-func (t *leaseTable) untrack(d *Delivery) {
+// untrack stops following d without granting credit (its subscription is gone); false when d
+// was finished already.
+func (t *leaseTable) untrack(d *Delivery) bool {
 	if !d.finished.CompareAndSwap(false, true) {
-		return
+		return false
 	}
 	t.mu.Lock()
 	if t.byID[d.ID] == d {
 		delete(t.byID, d.ID)
 	}
 	t.mu.Unlock()
+	return true
 }
 
 // extended records the answer to one ExtendLease item sent at sentAt.
