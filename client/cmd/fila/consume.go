@@ -151,10 +151,10 @@ func (a *app) printDelivery(d *fila.Delivery, acked bool) error {
 		fmt.Fprintf(&b, " redrives=%d", d.RedriveCount)
 	}
 	for _, k := range slices.Sorted(maps.Keys(d.Headers)) {
-		fmt.Fprintf(&b, " %s=%q", k, d.Headers[k])
+		fmt.Fprintf(&b, " %s=%q", shown(k), d.Headers[k])
 	}
 	if utf8.Valid(d.Payload) {
-		fmt.Fprintf(&b, "\n%s\n", d.Payload)
+		fmt.Fprintf(&b, "\n%s\n", shown(string(d.Payload)))
 	} else {
 		fmt.Fprintf(&b, "\n(%d bytes of binary payload; use --json)\n", len(d.Payload))
 	}

@@ -153,10 +153,10 @@ func (a *app) printMessage(subject, reply string, payload []byte) error {
 		return a.printJSON(map[string]any{"subject": subject, "reply": reply, "payload": string(payload)})
 	}
 	if reply != "" {
-		_, err := fmt.Fprintf(a.stdout, "%s (reply %s): %s\n", subject, reply, payload)
+		_, err := fmt.Fprintf(a.stdout, "%s (reply %s): %s\n", shown(subject), shown(reply), shown(string(payload)))
 		return err
 	}
-	_, err := fmt.Fprintf(a.stdout, "%s: %s\n", subject, payload)
+	_, err := fmt.Fprintf(a.stdout, "%s: %s\n", shown(subject), shown(string(payload)))
 	return err
 }
 
@@ -254,7 +254,7 @@ func (a *app) riftFetchCommand(rf *riftFlags) *cobra.Command {
 					err = a.printJSON(map[string]any{"sequence": d.Sequence, "timestamp_millis": d.TimestampMillis,
 						"delivery_count": d.DeliveryCount, "subject": d.Subject, "reply": d.Reply, "payload": string(d.Payload)})
 				} else {
-					_, err = fmt.Fprintf(a.stdout, "#%d (delivery %d) %s: %s\n", d.Sequence, d.DeliveryCount, d.Subject, d.Payload)
+					_, err = fmt.Fprintf(a.stdout, "#%d (delivery %d) %s: %s\n", d.Sequence, d.DeliveryCount, shown(d.Subject), shown(string(d.Payload)))
 				}
 				if err != nil {
 					return err
