@@ -20,6 +20,17 @@ function on_enqueue(msg)
            attributes = { tier = tier } }
 end`
 
+// scriptClient starts a server and returns a client connected to it, past its handshake, with
+// scripts given 5 s (relaxBudget).
+func scriptClient(t *testing.T) *rawClient {
+	t.Helper()
+	_, addr := startServer(t, Options{})
+	c := dialRaw(t, addr)
+	c.Handshake()
+	relaxBudget(t, c)
+	return c
+}
+
 // relaxBudget gives scripts 5 s: tests that are not about the time budget must not fail because
 // a loaded machine paused a script for 10 ms.
 func relaxBudget(t *testing.T, c *rawClient) { setConfig(t, c, "lua.timeout_ms", "5000") }
@@ -34,10 +45,7 @@ func setConfig(t *testing.T, c *rawClient, k, v string) {
 // Tenant fairness by header with weighted tiers: the hook's fairness key and weight replace the
 // client's claim (a security property: the client cannot pick another tenant's share).
 func TestOnEnqueueClassifiesByHeaderWithWeightedTiers(t *testing.T) {
-	_, addr := startServer(t, Options{})
-	c := dialRaw(t, addr)
-	c.Handshake()
-	relaxBudget(t, c)
+	c := scriptClient(t)
 	setConfig(t, c, "tier.acme", "gold")
 	setConfig(t, c, "weight.gold", "3")
 	newQueue(t, c, &fibp.CreateQueue{Name: "jobs", OnEnqueueScript: wire.Some(tenantHook)})
@@ -68,10 +76,7 @@ func TestOnEnqueueClassifiesByHeaderWithWeightedTiers(t *testing.T) {
 // A script that does not compile, or lacks its function, is refused with the compiler's message;
 // one that compiles can be set, replaced and removed with UpdateQueue, for later enqueues.
 func TestScriptsAreCompiledAtCreateAndUpdate(t *testing.T) {
-	_, addr := startServer(t, Options{})
-	c := dialRaw(t, addr)
-	c.Handshake()
-	relaxBudget(t, c)
+	c := scriptClient(t)
 	for src, want := range map[string]string{
 		"function on_enqueue(msg)\n  return {\n": "line:3",
 		"function enqueue(msg) end":              "does not define function on_enqueue",
@@ -201,10 +206,7 @@ end`)})
 // on_failure decides retry (with its delay, unless the Nack gives retry_after_ms) or the DLQ, on
 // a Nack and on lease expiry; a hook that returns nothing or fails leaves it to the retry policy.
 func TestOnFailureDecidesRetryOrDeadLetter(t *testing.T) {
-	_, addr := startServer(t, Options{})
-	c := dialRaw(t, addr)
-	c.Handshake()
-	relaxBudget(t, c)
+	c := scriptClient(t)
 	newQueue(t, c, &fibp.CreateQueue{Name: "q", MaxAttempts: 1, Backoff: fibp.BackoffNone, VisibilityTimeoutMs: 200,
 		OnFailureScript: wire.Some(`
 function on_failure(msg)

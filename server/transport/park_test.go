@@ -38,10 +38,7 @@ var bad = map[string]string{"bad": "1"}
 // A parked message is accepted with an ID, counted as unclassified, never delivered, and
 // classified (then delivered) when the queue's script changes.
 func TestParkedMessagesWaitForAScriptThatClassifiesThem(t *testing.T) {
-	_, addr := startServer(t, Options{})
-	c := dialRaw(t, addr)
-	c.Handshake()
-	relaxBudget(t, c)
+	c := scriptClient(t)
 	newQueue(t, c, &fibp.CreateQueue{Name: "p", ScriptFailure: fibp.ScriptFailurePark, OnEnqueueScript: wire.Some(gatedHook)})
 	ids := enqueue(t, c, fibp.EnqueueMessage{Queue: "p", Headers: bad, Payload: []byte("1")},
 		fibp.EnqueueMessage{Queue: "p", Headers: bad, Payload: []byte("2")})
@@ -64,10 +61,7 @@ func TestParkedMessagesWaitForAScriptThatClassifiesThem(t *testing.T) {
 
 // Parked messages are classified again every lua.reclassify_interval_ms.
 func TestParkedMessagesAreReclassifiedPeriodically(t *testing.T) {
-	_, addr := startServer(t, Options{})
-	c := dialRaw(t, addr)
-	c.Handshake()
-	relaxBudget(t, c)
+	c := scriptClient(t)
 	setConfig(t, c, "lua.reclassify_interval_ms", "20")
 	newQueue(t, c, &fibp.CreateQueue{Name: "p", ScriptFailure: fibp.ScriptFailurePark, OnEnqueueScript: wire.Some(gatedHook)})
 	id := enqueue(t, c, fibp.EnqueueMessage{Queue: "p", Headers: bad, Payload: []byte("x")})[0]
@@ -85,10 +79,7 @@ func TestParkedMessagesAreReclassifiedPeriodically(t *testing.T) {
 // redrive then honours reclassify: none leaves it in the DLQ, unclassified_only runs the script
 // (which parks it again while it fails), all runs it for every message.
 func TestParkToDeadLetterAndRedriveModes(t *testing.T) {
-	_, addr := startServer(t, Options{})
-	c := dialRaw(t, addr)
-	c.Handshake()
-	relaxBudget(t, c)
+	c := scriptClient(t)
 	setConfig(t, c, "lua.reclassify_interval_ms", "20")
 	newQueue(t, c, &fibp.CreateQueue{Name: "p", ScriptFailure: fibp.ScriptFailurePark, ParkDeadLetterAfter: 2, MaxAttempts: 1,
 		OnEnqueueScript: wire.Some(gatedHook)})
@@ -131,10 +122,7 @@ func TestParkToDeadLetterAndRedriveModes(t *testing.T) {
 
 // On a rejecting queue a redriven message whose reclassification fails stays in the DLQ.
 func TestRedriveLeavesMessagesTheScriptRejects(t *testing.T) {
-	_, addr := startServer(t, Options{})
-	c := dialRaw(t, addr)
-	c.Handshake()
-	relaxBudget(t, c)
+	c := scriptClient(t)
 	newQueue(t, c, &fibp.CreateQueue{Name: "r", MaxAttempts: 1, OnEnqueueScript: wire.Some(gatedHook)})
 	id := enqueue(t, c, fibp.EnqueueMessage{Queue: "r", Payload: []byte("x")})[0]
 	c.Subscribe(2, "r", 1)
