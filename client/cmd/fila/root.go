@@ -206,7 +206,14 @@ func (a *app) printTable(header []string, rows [][]string) error {
 	if header != nil {
 		t.Header(header)
 	}
-	if err := t.Bulk(rows); err != nil {
+	shownRows := make([][]string, len(rows)) // cells carry names and keys producers chose
+	for i, row := range rows {
+		shownRows[i] = make([]string, len(row))
+		for j, cell := range row {
+			shownRows[i][j] = shown(cell)
+		}
+	}
+	if err := t.Bulk(shownRows); err != nil {
 		return err
 	}
 	if err := t.Render(); err != nil {
