@@ -79,9 +79,7 @@ const gcHeapFloor = 64 << 20
 
 func serve(cfg config.Config, log *slog.Logger) error {
 	defer gcfloor.Start(gcHeapFloor)()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge(),
-		diskUsageGauge(cfg.DataDir), newMappedCollector())
+	reg := processRegistry(cfg.DataDir)
 	ready, health := &readiness{}, &healthz{}
 	httpSrv, err := startHTTP(cfg, reg, ready, health)
 	if err != nil {
@@ -117,16 +115,16 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	reg.MustRegister(broker.NewCollector(b, broker.CollectorOptions{TopKeys: cfg.MetricsTopKeys}))
 
 	tlsCerts, err := loadTLS(cfg)
+	var ln net.Listener
+	if err == nil {
+		ln, err = net.Listen("tcp", cfg.Listen)
+	}
 	if err != nil {
+		rn.close()
 		b.Close()
 		return err
 	}
 	srv := transport.New(b, transportOptions(cfg, tlsCerts, log, reg, budget))
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		b.Close()
-		return err
-	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 
@@ -159,6 +157,15 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	ready.set(phaseStopping)
 	return shutdown(cfg.ShutdownTimeout, srv, rn, b, log)
+}
+
+// processRegistry is a registry holding the process's own metrics: the Go runtime, the process,
+// the build, the data directory's disk and the engine's mapped memory.
+func processRegistry(dataDir string) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge(),
+		diskUsageGauge(dataDir), newMappedCollector())
+	return reg
 }
 
 // shutdown closes the listeners, giving open connections up to timeout to finish, then the broker.
