@@ -13,6 +13,7 @@ import (
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/internal/fibptest"
+	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/rift/devcert"
 )
 
@@ -336,5 +337,36 @@ func TestKeyChangeWakeKeepsAPartialFrame(t *testing.T) {
 			enqueue(t, admin, fibp.EnqueueMessage{Queue: "b", Payload: []byte("x")})
 			w.Deliveries(1) // b goes on
 		})
+	}
+}
+
+// Before its handshake a client may send one frame of at most 64 KiB: a length prefix of up to
+// MaxFrameSize made the server reserve that much of the shared memory budget for a client with
+// no key, so that a few hundred such connections filled it and others were refused memory.
+func TestUnauthenticatedClientsCannotReserveLargeFrames(t *testing.T) {
+	budget := membudget.New(4 << 30)
+	_, addr := startServer(t, Options{Budget: budget})
+	before := budget.Used()
+	const n = 50
+	head := fibp.AppendFrame(nil, 0, 0, &fibp.Handshake{ProtocolVersion: fibp.Version})[:4+fibp.HeaderSize]
+	head[0], head[1], head[2], head[3] = 0, 0xff, 0, 0 // a 16,711,680-byte Handshake
+	for range n {
+		c := dialRaw(t, addr)
+		c.SendBytes(head)
+		_, f := c.Next() // answered at once, not after its body
+		expectError(t, f, fibp.CodeInvalidFrame)
+		if !c.Closed() {
+			t.Fatal("the connection stayed open")
+		}
+	}
+	held := make([]*rawClient, n) // and connections that send such a prefix and wait hold little
+	for i := range held {
+		held[i] = dialRaw(t, addr)
+		held[i].SendBytes(head[:4])
+	}
+	w := dialRaw(t, addr)
+	w.Handshake()
+	if used := budget.Used() - before; used > (n+1)*(connMemory+maxHandshakeFrame) {
+		t.Fatalf("%d connections without a handshake hold %d bytes of the budget", n, used)
 	}
 }

@@ -282,10 +282,17 @@ func (c *conn) readFailed(err error) bool {
 	}
 }
 
+// maxHandshakeFrame bounds the first frame: a client that has not authenticated must not make
+// the server reserve a large-frame buffer (up to MaxFrameSize) against the memory budget that
+// every client shares. A Handshake is a few dozen bytes plus the API key.
+const maxHandshakeFrame = 64 << 10
+
 // handshake reads and answers the Handshake; false means the connection must close.
 func (c *conn) handshake() bool {
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.opts.HandshakeTimeout))
+	c.fr.SetMax(min(maxHandshakeFrame, c.s.opts.MaxFrameSize))
 	defer func() {
+		c.fr.SetMax(c.s.opts.MaxFrameSize)
 		if !c.disconnecting.Load() {
 			_ = c.nc.SetReadDeadline(time.Time{})
 		}
