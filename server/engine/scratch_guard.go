@@ -15,11 +15,12 @@ import (
 // buffer may merge with its neighbours, and giving one back from the middle of a merged mapping
 // splits it. So the engine counts its mappings (mappings: every mapped buffer, scratch region or
 // not, including regions made ahead and those waiting to be unmapped, each as one) and keeps
-// them to a share of the limit: scratch regions to scratchShare of it, any mapping to mapShare.
-// A buffer past its share is made the next way down: a sweepable buffer anonymous memory, an
+// them to a share of the limit: a scratch region is made only while the engine holds fewer than
+// 1/scratchShare of the limit's mappings, any other mapping while it holds fewer than
+// mapShareNum/mapShareDen. A buffer past its share is made the next way down: a sweepable buffer anonymous memory, an
 // anonymous buffer Go heap (counted in MappedStats.MapLimitFallbacks, logged once). At the
-// default limit, 65,530, that is 32,765 scratch regions (about 16 GiB of records and index),
-// and at least 16,382 mappings left for everything else.
+// default limit, 65,530, that is up to 32,765 scratch regions (about 16 GiB of records and
+// index), and at least 16,383 mappings left for everything else.
 const (
 	scratchShare = 2 // scratch regions: up to 1/2 of vm.max_map_count
 	mapShareNum  = 3 // every engine mapping: up to 3/4 of it

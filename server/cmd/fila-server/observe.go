@@ -89,7 +89,7 @@ func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness, he
 func diskUsageGauge(dir string) prometheus.GaugeFunc {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Namespace: "fila", Name: "storage_disk_bytes",
-		Help: "Bytes of all files under data_dir (store, write-ahead log, snapshots).",
+		Help: "Bytes of all files under data_dir (store, write-ahead log, snapshots; the engine's unnamed scratch files are fila_engine_scratch_bytes).",
 	}, func() float64 {
 		var total int64
 		filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
