@@ -49,6 +49,10 @@ func serverBinary(t *testing.T) string {
 	return builtBin
 }
 
+// orphanKilled makes a server die with the test binary (a test that times out runs no cleanup;
+// its server would go on, on a mount nobody serves any more).
+var orphanKilled = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+
 // server is one running fila-server process.
 type server struct {
 	cmd    *exec.Cmd
@@ -72,6 +76,7 @@ func startServer(bin, dataDir string, fsync bool) (*server, error) {
 	s.cmd = exec.Command(bin, "--data-dir", dataDir, "--listen", addr, "--http-listen", httpAddr,
 		"--fsync="+strconv.FormatBool(fsync))
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	s.cmd.SysProcAttr = orphanKilled
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -102,6 +107,7 @@ func crashDuringStart(bin, dataDir string, fsync bool, after time.Duration) erro
 	s.cmd = exec.Command(bin, "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--http-listen", "",
 		"--fsync="+strconv.FormatBool(fsync))
 	s.cmd.Stdout, s.cmd.Stderr = s.logs, s.logs
+	s.cmd.SysProcAttr = orphanKilled
 	if err := s.cmd.Start(); err != nil {
 		return err
 	}
