@@ -344,6 +344,11 @@ func (b *Batch) Close() { b.keys = nil }
 // DropQueue deletes every body, the applied index, the Raft state and the snapshots of a queue
 // group, durably.
 func (d *DB) DropQueue(queue string) error {
+	// The snapshots go first: a crash between the two leaves a log the next start drops again
+	// (the broker's dropOrphans), never snapshots without a log.
+	if err := removeSnapshots(d.snapshotDir(queue)); err != nil {
+		return fmt.Errorf("storage: drop %q: %w", queue, err)
+	}
 	err := d.Write(func(p *pebble.DB) error {
 		b := p.NewBatch()
 		defer b.Close()
@@ -358,7 +363,7 @@ func (d *DB) DropQueue(queue string) error {
 	if err != nil {
 		return fmt.Errorf("storage: drop %q: %w", queue, err)
 	}
-	return removeSnapshots(d.snapshotDir(queue))
+	return nil
 }
 
 // Body is a message's headers and payload.

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -194,4 +195,58 @@ func TestNewStoreIsMarkedWithItsFormat(t *testing.T) {
 		t.Fatalf("marker %x, %v", v, err)
 	}
 	c.Close()
+}
+
+// createSnapshot stores a snapshot of index 100 in a queue group's snapshot store.
+func createSnapshot(t *testing.T, snaps raft.SnapshotStore) {
+	t.Helper()
+	sink, err := snaps.Create(raft.SnapshotVersionMax, 100, 1, raft.Configuration{}, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sink.Write([]byte("state of the deleted queue")); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Snapshots of a dropped queue that outlived its log (a store whose snapshot removal a power cut
+// undid) are not given to a new queue of the same name: raft would restore the deleted queue
+// from them. Those of a group that has its log stay.
+func TestSnapshotsWithoutALogAreNotRestored(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	for _, q := range []string{"gone", "kept"} {
+		storeEnqueue(t, db, q, 1, []ID{{1}}, q)
+		_, snaps, err := db.QueueLog(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		createSnapshot(t, snaps)
+	}
+	snapDir := db.snapshotDir("gone")
+	saved := filepath.Join(t.TempDir(), "saved")
+	if err := os.CopyFS(saved, os.DirFS(snapDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DropQueue("gone"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(snapDir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("DropQueue left the snapshots: %v", err)
+	}
+	if err := os.CopyFS(snapDir, os.DirFS(saved)); err != nil { // the removal undone
+		t.Fatal(err)
+	}
+	for q, want := range map[string]int{"gone": 0, "kept": 1} {
+		_, snaps, err := db.QueueLog(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if list, err := snaps.List(); err != nil || len(list) != want {
+			t.Fatalf("queue %s: %d snapshots (%v), want %d", q, len(list), err, want)
+		}
+	}
 }

@@ -1,11 +1,14 @@
 package storage
 
 import (
+	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
@@ -62,6 +65,9 @@ func (d *DB) MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error) {
 // QueueLog returns a queue group's log store (in Pebble, each body stored once beside the
 // entries: see bodyLog) and snapshot store (files).
 func (d *DB) QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
+	if err := d.dropStaleSnapshots(queue); err != nil {
+		return nil, nil, err
+	}
 	logs, snaps, err := d.groupLog(queueRaftPrefix(queue), d.snapshotDir(queue))
 	if err != nil {
 		return nil, nil, err
@@ -95,4 +101,44 @@ func (d *DB) snapshotDir(queue string) string {
 // maxHexName is the longest queue name whose directory name, "q" and its hex, fits 255 bytes.
 const maxHexName = 127
 
-func removeSnapshots(dir string) error { return os.RemoveAll(dir) }
+// removeSnapshots removes a group's snapshot directory, durably (its parent is synced).
+func removeSnapshots(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	parent, err := os.Open(filepath.Dir(dir))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	return parent.Sync()
+}
+
+// dropStaleSnapshots removes the snapshots of a queue group that has no key in the store: they
+// are left from a deleted queue of the same name (DropQueue removes the snapshots before the
+// log, but a store written before it did so may hold some), and raft would restore the deleted
+// queue from them. A group with a snapshot always has keys: its term, stored before any entry.
+func (d *DB) dropStaleSnapshots(queue string) error {
+	dir := d.snapshotDir(queue)
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	lo := queueRaftPrefix(queue)
+	hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
+	var empty bool
+	if err := d.Read(func(p *pebble.DB) error {
+		it, err := p.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+		if err != nil {
+			return err
+		}
+		empty = !it.First()
+		return it.Close()
+	}); err != nil || !empty {
+		return err
+	}
+	d.log.Warn("storage: removing the snapshots of a deleted queue left beside no log", "queue", queue, "dir", dir)
+	return removeSnapshots(dir)
+}
