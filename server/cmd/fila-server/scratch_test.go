@@ -1,0 +1,23 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/filamq/fila/server/internal/testdisk"
+)
+
+// On a tmpfs (where fallocate reserves nothing that could leave memory) the server runs without
+// scratch files and says why.
+func TestScratchOffOnTmpfsIsLogged(t *testing.T) {
+	var logs bytes.Buffer
+	stop := startScratch(testdisk.Tmpfs(t, 4), 0, slog.New(slog.NewTextHandler(&logs, nil)))
+	stop()
+	if out := logs.String(); !strings.Contains(out, "no scratch files") || !strings.Contains(out, "tmpfs") {
+		t.Fatalf("log on a tmpfs: %q", out)
+	}
+}
