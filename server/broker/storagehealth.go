@@ -112,8 +112,8 @@ func (b *Broker) metaFailed() {
 	b.metaGroup = nil
 }
 
-// storageMetrics are fila_storage_writable, fila_storage_write_failures_total and
-// fila_queue_groups_awake.
+// storageMetrics are fila_storage_writable, fila_storage_write_failures_total,
+// fila_queue_groups_awake and fila_body_cache_bytes.
 func (b *Broker) storageMetrics() []prometheus.Collector {
 	return []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fila", Name: "storage_writable",
@@ -130,5 +130,8 @@ func (b *Broker) storageMetrics() []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fila", Name: "queue_groups_awake",
 			Help: "Queue groups (a queue and its dead-letter queue) whose actor and Raft group run; the others hibernate (queue_idle_timeout)."},
 			func() float64 { return float64(b.AwakeQueues()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fila", Name: "body_cache_bytes",
+			Help: "Bytes of message bodies held in memory for delivery soon after their enqueue, all queues together (bounded by body_cache_bytes)."},
+			func() float64 { return float64(b.cacheBytes.Load()) }),
 	}
 }
