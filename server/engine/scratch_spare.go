@@ -85,8 +85,12 @@ func (p *spares) loop() {
 			if err != nil {
 				break
 			}
-			if p.closed || p.ready[n] != nil || !slices.Contains(p.sizes, n) {
+			if p.closed {
 				unmapper.give(b)
+				break
+			}
+			if !slices.Contains(p.sizes, n) {
+				unmapper.give(b) // pushed out by other sizes meanwhile
 				continue
 			}
 			p.ready[n] = b
