@@ -42,7 +42,8 @@ func TestMapLimitFallsBack(t *testing.T) {
 	s := useScratch(t, false)
 	logs := logFallbacks(t)
 	dropSpares(s)
-	base := mappings.Load()
+	unmapper.wait()
+	base := mappings.Load() // (earlier tests' queues collected meanwhile only lower it)
 	limit := 2 * (base + 3) // room for three more scratch regions, and a few anonymous buffers
 	setMapLimit(t, limit)
 	before := ReadMappedStats().MapLimitFallbacks
@@ -60,9 +61,6 @@ func TestMapLimitFallsBack(t *testing.T) {
 		switch {
 		case isScratch(ch):
 			scratch++
-			if anon > 0 {
-				t.Fatal("a scratch region after an anonymous fallback, with nothing given back")
-			}
 		case isMapped:
 			anon++
 		default:
