@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 
 	"github.com/filamq/fila/server/internal/testdisk"
@@ -126,6 +127,12 @@ func TestScratchRefusesFileSystemsWithoutReserve(t *testing.T) {
 			t.Fatalf("OpenScratch on ext4: %v", err)
 		}
 		s.Close()
+	})
+	t.Run("no fallocate", func(t *testing.T) {
+		setReserve(t, func(int, int64) error { return syscall.EOPNOTSUPP })
+		if _, err := OpenScratch(t.TempDir(), ScratchOptions{}); !errors.Is(err, syscall.EOPNOTSUPP) {
+			t.Fatalf("OpenScratch without fallocate: %v", err)
+		}
 	})
 	for magic, name := range map[int64]string{0x9123683E: "btrfs", 0x2FC12FC1: "zfs", 0x12345678: "0x12345678"} {
 		t.Run(name, func(t *testing.T) {
