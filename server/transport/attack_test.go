@@ -370,3 +370,22 @@ func TestUnauthenticatedClientsCannotReserveLargeFrames(t *testing.T) {
 		t.Fatalf("%d connections without a handshake hold %d bytes of the budget", n, used)
 	}
 }
+
+// Subscriptions count against the connection's (and the server's) memory bound while they live.
+func TestSubscriptionsCountAgainstTheMemoryBound(t *testing.T) {
+	const room = 8
+	_, addr := startServer(t, Options{MaxConnectionMemory: connMemory + room*subscriptionMemory + subscriptionMemory/2}) // the half: answers queued
+	c := dialRaw(t, addr)
+	c.Handshake()
+	newQueue(t, c, &fibp.CreateQueue{Name: "q"})
+	for i := range room {
+		c.Subscribe(uint32(10+i), "q", 1)
+	}
+	c.Send(30, &fibp.Consume{Queue: "q", Credit: 1})
+	_, f := c.Next()
+	if e := expectError(t, f, fibp.CodeChannelFull); e.Metadata[fibp.MetaRetryAfterMs] == "" {
+		t.Fatalf("no retry_after_ms: %+v", e)
+	}
+	c.Send(10, &fibp.CancelConsume{})
+	c.Subscribe(31, "q", 1) // the cancelled one's room is free again
+}

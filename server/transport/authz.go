@@ -81,6 +81,7 @@ func (c *conn) keyProblem() string {
 func (c *conn) endSubscription(id uint32, ref subRef) {
 	delete(c.subs, id)
 	c.s.b.Unsubscribe(ref.queue, ref.consumer)
+	c.acct.Release(subscriptionMemory)
 }
 
 // A connection's key changes (revocation, ACL, expiry) must reach it even when it sends no

@@ -131,8 +131,8 @@ func (c *conn) serve() {
 		}
 	}()
 	defer func() {
-		for _, ref := range c.subs {
-			c.s.b.Unsubscribe(ref.queue, ref.consumer)
+		for id, ref := range c.subs {
+			c.endSubscription(id, ref)
 		}
 		c.awaitAnswers() // every answer queued before the writer stops
 		if c.disconnecting.Load() {

@@ -197,6 +197,10 @@ func (c *conn) settleExtend(h fibp.Header, body []byte) {
 		session.ExtendLeaseResult, c.s.b.ExtendLease)
 }
 
+// subscriptionMemory is what a subscription is counted for against the memory bounds while it
+// lives: its entries in the connection, the broker and the queue (about 350 bytes), rounded up.
+const subscriptionMemory = 1 << 10
+
 func (c *conn) consume(h fibp.Header, body []byte) {
 	var req fibp.Consume
 	if !c.decode(h, &req, body) {
@@ -219,12 +223,16 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 			map[string]string{fibp.MetaRetryAfterMs: "1000"})
 		return
 	}
+	if !c.reserve(h.RequestID, subscriptionMemory) {
+		return
+	}
 	consumer := c.session + "-" + strconv.FormatUint(uint64(h.RequestID), 10)
 	sub, e := session.Subscription(&req, h.RequestID, c.session, consumer, c.caps.Has(fibp.CapCreditFlowControl))
 	if e == nil {
 		e = c.s.b.Subscribe(sub, session.Sink{Out: c})
 	}
 	if e != nil {
+		c.acct.Release(subscriptionMemory)
 		c.sendBrokerError(h.RequestID, e)
 		return
 	}
