@@ -252,7 +252,7 @@ func (s *Server) evictGreeting(host string) bool {
 	s.greeted(c)
 	s.forget(c)
 	c.log.Info("closing a connection still in its handshake: its client opened another at its connection limit")
-	c.nc.Close()
+	go c.nc.Close() // not under s.mu: closing a TLS connection may write an alert
 	return true
 }
 

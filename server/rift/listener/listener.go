@@ -211,7 +211,7 @@ func (s *Server) evictAuthing() bool {
 	}
 	c := s.authing.Remove(e).(*quic.Conn)
 	delete(s.conns, c)
-	c.CloseWithError(CloseTooMany, "connection limit reached: a newer connection took the slot of this one, which had not authenticated")
+	go c.CloseWithError(CloseTooMany, "connection limit reached: a newer connection took the slot of this one, which had not authenticated") // not under s.mu: it waits for the connection's loop
 	return true
 }
 
