@@ -112,8 +112,8 @@ func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
 			fin.finish()
 		}
 		switch r.a.submit(request{
-			run:  func(a *actor) { a.enqueue(l, items, res, fin.finish) },
-			gone: func() { answer(CodeQueueNotFound) },
+			run:    func(a *actor) { a.enqueue(l, items, res, fin.finish) },
+			refuse: answer,
 		}) {
 		case inboxFull:
 			full = b.channelFull(r.name())
@@ -182,22 +182,22 @@ func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, co
 		default:
 			o = func(a *actor) { a.extend(l, its, ext, fin.finish) }
 		}
-		gone := func() {
+		refuse := func(code Code) {
 			for _, it := range its {
 				if ext != nil {
-					ext[it.index].Code = CodeQueueNotFound
+					ext[it.index].Code = code
 				} else {
-					codes[it.index] = CodeQueueNotFound
+					codes[it.index] = code
 				}
 			}
 			fin.finish()
 		}
-		switch r.a.submit(request{run: o, gone: gone}) {
+		switch r.a.submit(request{run: o, refuse: refuse}) {
 		case inboxFull:
 			full = b.channelFull(r.name())
 			fin.finish()
 		case actorGone:
-			gone()
+			refuse(CodeQueueNotFound)
 		}
 	}
 }

@@ -198,9 +198,12 @@ func (a *actor) wake(settled chan struct{}) {
 
 // reopen opens the group, waiting while the store refuses writes (a Raft group cannot start
 // then) and retrying other failures each second; false when the actor is stopped meanwhile.
+// While the store refuses writes, the requests that reach the inbox are answered StorageError:
+// none waits for the disk.
 func (a *actor) reopen() bool {
 	for {
 		h := a.b.db.Health()
+		var arrived chan struct{} // requests to refuse while the store refuses writes
 		if h.Err == nil {
 			err := a.open()
 			if err == nil {
@@ -208,9 +211,13 @@ func (a *actor) reopen() bool {
 			}
 			a.log.Error("waking the queue failed; retrying", "err", err)
 			h.Changed = nil
+		} else {
+			a.ops.refuseWaiting(CodeStorageError)
+			arrived = a.ops.wake
 		}
 		select {
 		case <-h.Changed:
+		case <-arrived:
 		case <-time.After(time.Second):
 		case <-a.stop:
 			return false

@@ -11,10 +11,12 @@ import "sync"
 type op func(a *actor)
 
 // request is an operation from a connection waiting in the inbox: run on the actor, or answered
-// by gone when the actor stops first (the queue was deleted or the broker is closing).
+// by refuse with a code for every part of it: QueueNotFound when the actor stops first (the queue
+// was deleted or the broker is closing), StorageError when a sleeping actor cannot wake while the
+// store refuses writes.
 type request struct {
-	run  op
-	gone func()
+	run    op
+	refuse func(Code)
 }
 
 // submitted says what became of a request offered to the inbox.
@@ -125,10 +127,17 @@ func (a *actor) closeInbox() {
 	q := &a.ops
 	q.mu.Lock()
 	q.gone = true
+	q.mu.Unlock()
+	q.refuseWaiting(CodeQueueNotFound)
+}
+
+// refuseWaiting answers every request waiting with code.
+func (q *inbox) refuseWaiting(code Code) {
+	q.mu.Lock()
 	waiting := q.reqs
 	q.reqs = nil
 	q.mu.Unlock()
 	for _, r := range waiting {
-		r.gone()
+		r.refuse(code)
 	}
 }

@@ -94,6 +94,47 @@ func TestSleepingQueueWhileWritesFail(t *testing.T) {
 	<-k.wake
 }
 
+// A request that wakes a sleeping queue just as the store starts refusing writes (before the
+// wake looks at the store, or while its Raft group opens) is answered StorageError: the wake
+// does not keep it until the disk recovers.
+func TestWakeAsWritesStartFailingAnswersStorageError(t *testing.T) {
+	s := newScript(t)
+	b := s.openIdle(t, time.Second)
+	for _, line := range []string{"create q", "enqueue q a"} {
+		if out := s.do(line); strings.Contains(out, "err") {
+			t.Fatalf("%s: %s", line, out)
+		}
+	}
+	s.settled()
+	s.mu.Lock()
+	s.now = s.now.Add(2 * time.Second) // idle for longer than IdleTimeout
+	for _, tm := range s.timers {
+		tm.fireBy(s.now)
+	}
+	s.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); b.AwakeQueues() != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle queue does not hibernate")
+		}
+	}
+	s.mem.DelayAppends(100 * time.Millisecond) // the wake's group opening is in flight a while
+	answered := make(chan Code, 1)
+	b.Enqueue([]Message{{Queue: "q", Payload: []byte("b")}}, func(res []EnqueueResult, e *Error) {
+		if e != nil {
+			answered <- e.Code
+			return
+		}
+		answered <- res[0].Code
+	})
+	time.Sleep(20 * time.Millisecond) // lets the request reach the waking queue; either order passes below
+	s.mem.FailWrites(errors.New("disk failed"))
+	s.mem.DelayAppends(0)
+	if code := <-answered; code != CodeStorageError {
+		t.Fatalf("Enqueue that woke the queue as writes started failing: %v, want StorageError", code)
+	}
+	s.mem.ResumeWrites()
+}
+
 // A queue holding more messages than a quick wake can rebuild stays awake when idle: the request
 // that would wake it must not wait seconds for its log to be replayed. A smaller queue sleeps.
 func TestLargeBacklogStaysAwake(t *testing.T) {

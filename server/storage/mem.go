@@ -227,7 +227,12 @@ func (l *memLog) check() error {
 	m.mu.Lock()
 	d := m.delay
 	m.mu.Unlock()
-	time.Sleep(d)
+	if d > 0 {
+		time.Sleep(d)
+		if err := m.refused(); err != nil {
+			return err // the disk failed while the write was in flight
+		}
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
