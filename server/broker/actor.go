@@ -646,7 +646,8 @@ func (a *actor) reload() {
 }
 
 // resume opens the stopped group again, retrying while it fails for another reason than the
-// store refusing writes (then the actor stays suspended).
+// store refusing writes (then the actor stays suspended); the requests waiting meanwhile are
+// answered StorageError after each failed attempt.
 func (a *actor) resume() {
 	defer a.reloads.Add(1)
 	for {
@@ -659,6 +660,7 @@ func (a *actor) resume() {
 			break
 		}
 		a.log.Error("reloading the queue failed; retrying", "err", err)
+		a.ops.refuseWaiting(CodeStorageError) // none waits for a group that may never open
 		select {
 		case <-a.stop:
 			a.suspended = true

@@ -198,8 +198,8 @@ func (a *actor) wake(settled chan struct{}) {
 
 // reopen opens the group, waiting while the store refuses writes (a Raft group cannot start
 // then) and retrying other failures each second; false when the actor is stopped meanwhile.
-// While the store refuses writes, the requests that reach the inbox are answered StorageError:
-// none waits for the disk.
+// While the store refuses writes, the requests that reach the inbox are answered StorageError,
+// and so are those waiting when an attempt fails: none waits for the disk.
 func (a *actor) reopen() bool {
 	for {
 		h := a.b.db.Health()
@@ -212,9 +212,9 @@ func (a *actor) reopen() bool {
 			a.log.Error("waking the queue failed; retrying", "err", err)
 			h.Changed = nil
 		} else {
-			a.ops.refuseWaiting(CodeStorageError)
 			arrived = a.ops.wake
 		}
+		a.ops.refuseWaiting(CodeStorageError) // none waits for the disk, or for a group that may never open
 		select {
 		case <-h.Changed:
 		case <-arrived:
