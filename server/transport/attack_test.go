@@ -299,7 +299,7 @@ func TestKeyChangeWakeKeepsAPartialFrame(t *testing.T) {
 	roots.AppendCertsFromPEM(bundle.CA)
 	for name, tc := range map[string]*tls.Config{"tcp": nil, "tls": {Certificates: []tls.Certificate{cert}}} {
 		t.Run(name, func(t *testing.T) {
-			a := startAuthServer(t, Options{TLS: tc})
+			a := startAuthServer(t, Options{TLS: tc, MaxFrameSize: 64 << 10})
 			dial := func() *rawClient {
 				if tc == nil {
 					return dialRaw(t, a.addr)
@@ -336,6 +336,20 @@ func TestKeyChangeWakeKeepsAPartialFrame(t *testing.T) {
 			}
 			enqueue(t, admin, fibp.EnqueueMessage{Queue: "b", Payload: []byte("x")})
 			w.Deliveries(1) // b goes on
+
+			// A wake while the server discards an oversized frame's body: the frame is still
+			// answered (InvalidFrame, its request ID) and the connection goes on.
+			big := fibp.AppendFrame(nil, 0, 9, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "b", Payload: make([]byte, 100<<10)}}})
+			w.SendBytes(big[:50<<10])
+			setACL(t, admin, k.KeyID, "consume", "b", "produce", "b")
+			w.SendBytes(big[50<<10:])
+			h, f := w.Next()
+			if e := expectError(t, f, fibp.CodeInvalidFrame); h.RequestID != 9 {
+				t.Fatalf("the oversized frame was answered on %d: %q", h.RequestID, e.Message)
+			}
+			if got := w.Call(8, &fibp.Ping{}); got.Opcode() != fibp.OpPong {
+				t.Fatalf("Ping answered %#v", got)
+			}
 		})
 	}
 }

@@ -100,7 +100,32 @@ func (c *conn) keyWatch() (<-chan struct{}, bool) {
 // wakeReader makes the reader check the key now.
 func (c *conn) wakeReader() {
 	c.recheck.Store(true)
-	_ = c.nc.SetReadDeadline(time.Now())
+	c.wakeMu.Lock()
+	defer c.wakeMu.Unlock()
+	if !c.skipping {
+		_ = c.nc.SetReadDeadline(time.Now())
+	}
+}
+
+// skipRefused discards the body of a refused frame (FrameReader.Skip) without a wake in the
+// middle: a failed Skip may lose the header that the answer needs, so the reader checks the key
+// once the body is gone instead.
+func (c *conn) skipRefused() ([]byte, error) {
+	c.wakeMu.Lock()
+	c.skipping = true
+	_ = c.nc.SetReadDeadline(time.Time{}) // a wake that came just before
+	if c.disconnecting.Load() {
+		_ = c.nc.SetReadDeadline(time.Now()) // a shutdown's wake stays
+	}
+	c.wakeMu.Unlock()
+	head, err := c.fr.Skip(fibp.HeaderSize)
+	c.wakeMu.Lock()
+	c.skipping = false
+	c.wakeMu.Unlock()
+	if err == nil && c.recheck.Load() {
+		c.recheckKey()
+	}
+	return head, err
 }
 
 // recheckKey runs on the reader after wakeReader. A key that no longer authenticates ends every

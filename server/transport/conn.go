@@ -52,7 +52,9 @@ type conn struct {
 	who    *auth.Principal
 	whoGen uint64
 	// recheck asks the reader to check the key again although no request came (authz.go).
-	recheck atomic.Bool
+	recheck  atomic.Bool
+	wakeMu   sync.Mutex // orders wakeReader's deadline with skipping
+	skipping bool       // the reader discards a refused body: a wake must not cut it (under wakeMu)
 
 	lastRecv      atomic.Int64 // Unix nanoseconds of the last frame received
 	pingID        atomic.Uint32
@@ -256,7 +258,7 @@ func (c *conn) readFailed(err error) bool {
 	var be *wire.BufferError
 	switch {
 	case errors.As(err, &be):
-		head, serr := c.fr.Skip(fibp.HeaderSize)
+		head, serr := c.skipRefused()
 		if serr != nil {
 			return false
 		}
@@ -264,7 +266,7 @@ func (c *conn) readFailed(err error) bool {
 		c.sendMemoryError(h.RequestID, err)
 		return true
 	case errors.As(err, &fse) && fse.Length >= fibp.HeaderSize:
-		head, serr := c.fr.Skip(fibp.HeaderSize)
+		head, serr := c.skipRefused()
 		if serr != nil {
 			return false
 		}
