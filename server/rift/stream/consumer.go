@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -61,6 +62,19 @@ type consumer struct {
 	mu           sync.Mutex
 	cursor       uint64
 	pending      map[uint64]pending
+	ownerPending *atomic.Int64 // shared by the owner's consumers of the stream
+	maxOwner     int64
+}
+
+// ownerCounter returns the pending counter of owner on stream; s.cmu is held.
+func (s *Store) ownerCounter(stream, owner string) *atomic.Int64 {
+	k := ownerKey{stream, owner}
+	n := s.pendingOf[k]
+	if n == nil {
+		n = new(atomic.Int64)
+		s.pendingOf[k] = n
+	}
+	return n
 }
 
 func (c *ConsumerConfig) validate() error {
@@ -110,7 +124,8 @@ func (s *Store) OpenConsumer(owner, name, consumerName string, cfg ConsumerConfi
 		return fmt.Errorf("%w: %s has %d consumers on stream %s, the most there may be", ErrInvalid, owner, MaxConsumersPerOwner, name)
 	}
 	c := &consumer{st: st, owner: owner, name: consumerName, cfg: cfg, key: key,
-		pprefix: pendingPrefix(name, owner, consumerName), cursor: max(cfg.StartSequence, 1), pending: map[uint64]pending{}}
+		pprefix: pendingPrefix(name, owner, consumerName), cursor: max(cfg.StartSequence, 1), pending: map[uint64]pending{},
+		ownerPending: s.ownerCounter(name, owner), maxOwner: int64(s.opts.MaxOwnerPending)}
 	c.mu.Lock()
 	s.consumers[string(key)] = c
 	s.owned[ownerKey{name, owner}]++
@@ -186,6 +201,7 @@ func (c *consumer) redeliver(b *pebble.Batch, now uint64, limit int) ([]Delivery
 		pk := pendingKey(c.pprefix, seq)
 		if !ok { // retention removed it: nothing left to deliver
 			delete(c.pending, seq)
+			c.ownerPending.Add(-1)
 			b.Delete(pk, nil)
 			continue
 		}
@@ -199,7 +215,7 @@ func (c *consumer) redeliver(b *pebble.Batch, now uint64, limit int) ([]Delivery
 
 // deliverNew appends first deliveries from the cursor on; c.mu is held.
 func (c *consumer) deliverNew(b *pebble.Batch, now uint64, limit int, out []Delivery) ([]Delivery, error) {
-	if len(out) >= limit || len(c.pending) >= c.cfg.MaxAckPending {
+	if len(out) >= limit || c.full() {
 		return out, nil
 	}
 	lo := recordKey(nil, c.st.cfg.Name, c.cursor)
@@ -222,9 +238,10 @@ func (c *consumer) deliverNew(b *pebble.Batch, now uint64, limit int, out []Deli
 		}
 		rec.Payload = append([]byte(nil), rec.Payload...)
 		c.pending[seq] = pending{count: 1, deliveredAt: now}
+		c.ownerPending.Add(1)
 		b.Set(pendingKey(c.pprefix, seq), encode(&riftstore.PendingRecord{DeliveryCount: 1, DeliveredAt: now}), nil)
 		out = append(out, delivery(seq, 1, rec))
-		if len(out) >= limit || len(c.pending) >= c.cfg.MaxAckPending {
+		if len(out) >= limit || c.full() {
 			break
 		}
 	}
@@ -235,6 +252,12 @@ func (c *consumer) deliverNew(b *pebble.Batch, now uint64, limit int, out []Deli
 		b.Set(c.key, encode(c.cfg.record(c.cursor)), nil)
 	}
 	return out, nil
+}
+
+// full reports whether the consumer may take no new delivery: its max_ack_pending, or its
+// owner's bound on the stream (Options.MaxOwnerPending), is reached. c.mu is held.
+func (c *consumer) full() bool {
+	return len(c.pending) >= c.cfg.MaxAckPending || c.ownerPending.Load() >= c.maxOwner
 }
 
 func delivery(seq uint64, count uint32, rec riftstore.StreamRecord) Delivery {
@@ -252,6 +275,7 @@ func (s *Store) Ack(owner, name, consumerName string, seq uint64) error {
 	c.mu.Lock()
 	if _, ok := c.pending[seq]; ok {
 		delete(c.pending, seq)
+		c.ownerPending.Add(-1)
 		b := c.st.db.NewBatch()
 		defer b.Close()
 		b.Delete(pendingKey(c.pprefix, seq), nil)
@@ -291,6 +315,7 @@ func (s *Store) loadConsumers(st *stream) error {
 		}
 		c := &consumer{st: st, owner: parts[0], name: parts[1], key: append([]byte(nil), it.Key()...),
 			pprefix: pendingPrefix(st.cfg.Name, parts[0], parts[1]), cursor: rec.Cursor, pending: map[uint64]pending{},
+			ownerPending: s.ownerCounter(st.cfg.Name, parts[0]), maxOwner: int64(s.opts.MaxOwnerPending),
 			cfg: ConsumerConfig{Filter: rec.Filter, StartSequence: rec.StartSequence,
 				AckWait: time.Duration(rec.AckWaitMs) * time.Millisecond, MaxAckPending: int(rec.MaxAckPending)}}
 		if err := c.loadPending(); err != nil {
@@ -314,6 +339,7 @@ func (c *consumer) loadPending() error {
 			return err
 		}
 		c.pending[seqOf(it.Key())] = pending{count: p.DeliveryCount, deliveredAt: p.DeliveredAt}
+		c.ownerPending.Add(1)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -83,7 +84,13 @@ type Options struct {
 	Clock         func() time.Time // time.Now
 	Logger        *slog.Logger     // slog.Default()
 	SweepInterval time.Duration    // how often max_age is enforced (1 s)
+	// MaxOwnerPending bounds the unacknowledged deliveries of one identity's consumers on one
+	// stream together (DefaultMaxOwnerPending): each is held in memory and on disk.
+	MaxOwnerPending int
 }
+
+// DefaultMaxOwnerPending is four consumers' worth of the largest max_ack_pending.
+const DefaultMaxOwnerPending = 4 * MaxAckPendingCap
 
 // Store holds every configured stream. Its methods are safe for concurrent use.
 type Store struct {
@@ -94,8 +101,9 @@ type Store struct {
 	names   []string
 
 	cmu       sync.Mutex
-	consumers map[string]*consumer // by consumerKey
-	owned     map[ownerKey]int     // consumers of each owner on each stream (MaxConsumersPerOwner)
+	consumers map[string]*consumer       // by consumerKey
+	owned     map[ownerKey]int           // consumers of each owner on each stream (MaxConsumersPerOwner)
+	pendingOf map[ownerKey]*atomic.Int64 // unacknowledged deliveries of each owner on each stream
 
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -135,10 +143,13 @@ func Open(o Options, cfgs []Config) (*Store, error) {
 	if o.SweepInterval <= 0 {
 		o.SweepInterval = time.Second
 	}
+	if o.MaxOwnerPending <= 0 {
+		o.MaxOwnerPending = DefaultMaxOwnerPending
+	}
 	if err := validate(cfgs); err != nil {
 		return nil, err
 	}
-	s := &Store{opts: o, streams: map[string]*stream{}, consumers: map[string]*consumer{}, owned: map[ownerKey]int{}, quit: make(chan struct{})}
+	s := &Store{opts: o, streams: map[string]*stream{}, consumers: map[string]*consumer{}, owned: map[ownerKey]int{}, pendingOf: map[ownerKey]*atomic.Int64{}, quit: make(chan struct{})}
 	var err error
 	if s.mem, err = pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietLogger{}}); err != nil {
 		return nil, err
