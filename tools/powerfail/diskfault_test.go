@@ -128,19 +128,24 @@ func (r *run) faultRound(round int) string {
 	r.fs.ResumeWrites()
 
 	outcome := "answered StorageError"
+	exited := false
 	select {
 	case <-r.srv.exited:
-		outcome = "exited (store stuck)"
-		if code := r.srv.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(r.srv.logs.String(), stuckLog) {
-			r.t.Fatalf("round %d: the server exited with code %d while the disk failed, without saying its store is stuck; its log:\n%s",
-				round, code, r.srv.logs.tail(40))
-		}
+		exited = true
 	default:
 		if !refused {
 			r.t.Fatalf("round %d: the server neither answered StorageError nor exited while the disk failed; its log:\n%s",
 				round, r.srv.logs.tail(40))
 		}
-		r.awaitWritable(round)
+		exited = !r.awaitWritable(round) // it may have found its store stuck after answering StorageError
+	}
+	if exited {
+		outcome = "exited (store stuck)"
+		if code := r.srv.cmd.ProcessState.ExitCode(); code != 1 || !strings.Contains(r.srv.logs.String(), stuckLog) {
+			r.t.Fatalf("round %d: the server exited with code %d while the disk failed, without saying its store is stuck; its log:\n%s",
+				round, code, r.srv.logs.tail(40))
+		}
+	} else {
 		r.srv.kill()
 	}
 	r.fs.Drop()
@@ -231,22 +236,34 @@ func (r *run) awaitRefusal(round int) bool {
 	}
 }
 
-// awaitWritable enqueues until the server stores a message again, within hangLimit.
-func (r *run) awaitWritable(round int) {
+// awaitWritable enqueues until the server stores a message again (true), within hangLimit, or
+// has exited (false).
+func (r *run) awaitWritable(round int) bool {
 	deadline := time.Now().Add(hangLimit)
 	for time.Now().Before(deadline) {
+		select {
+		case <-r.srv.exited:
+			return false
+		default:
+		}
 		c, err := fila.Dial(context.Background(), r.srv.addr, nil)
 		if err != nil {
-			r.t.Fatalf("round %d: after the disk recovered: %v; the server's log:\n%s", round, err, r.srv.logs.tail(40))
+			select {
+			case <-r.srv.exited:
+				return false
+			case <-time.After(hangLimit):
+				r.t.Fatalf("round %d: after the disk recovered: %v; the server's log:\n%s", round, err, r.srv.logs.tail(40))
+			}
 		}
 		payload := fmt.Sprintf("r%d/recovered", round)
 		res, err := r.enqueueAnswered(c, round, []fila.Message{{Queue: queueName, Payload: []byte(payload)}})
 		c.Close()
 		if err == nil && res[0].Err == nil {
 			r.l.enqueueOk(res[0].ID, payload)
-			return
+			return true
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	r.t.Fatalf("round %d: the server did not write again within %v of the disk recovering; its log:\n%s", round, hangLimit, r.srv.logs.tail(40))
+	return false
 }
