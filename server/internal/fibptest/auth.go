@@ -24,10 +24,10 @@ func (c *Client) HandshakeKey(apiKey string) fibp.Frame {
 }
 
 // Closed reports whether the server closes the connection without sending anything more (it
-// waits up to 10 s for either).
+// waits up to ReadWait for either).
 func (c *Client) Closed() bool {
 	c.T.Helper()
-	_ = c.NC.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = c.NC.SetReadDeadline(time.Now().Add(ReadWait))
 	n, err := c.NC.Read(make([]byte, 1))
 	var ne net.Error
 	if errors.As(err, &ne) && ne.Timeout() {

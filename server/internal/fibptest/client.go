@@ -52,6 +52,10 @@ func (c *Client) SendBytes(b []byte) {
 	}
 }
 
+// ReadWait bounds how long the client waits for the server's next frame (or its close): generous,
+// as a loaded machine is slow, but an answer that never comes fails the test instead of hanging it.
+const ReadWait = time.Minute
+
 // Next reads the next frame, answering (and skipping) server Pings.
 func (c *Client) Next() (fibp.Header, fibp.Frame) {
 	c.T.Helper()
@@ -65,7 +69,7 @@ func (c *Client) Next() (fibp.Header, fibp.Frame) {
 
 func (c *Client) read() (fibp.Header, fibp.Frame) {
 	c.T.Helper()
-	_ = c.NC.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_ = c.NC.SetReadDeadline(time.Now().Add(ReadWait))
 	for {
 		body, err := c.FR.Next()
 		if err != nil {

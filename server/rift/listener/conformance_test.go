@@ -148,8 +148,8 @@ func TestSpecRiftFailedAuthClosesTheConnection(t *testing.T) {
 		s.write(first)
 		select {
 		case <-c.Context().Done():
-		case <-time.After(10 * time.Second):
-			t.Fatalf("first frame %x: the connection stays open", first)
+		case <-time.After(closeWait):
+			t.Fatalf("first frame %x: the connection stays open after %v", first, closeWait)
 		}
 	}
 }

@@ -116,10 +116,18 @@ func TestFramesAfterSubscribeEndTheSubscription(t *testing.T) {
 	}
 }
 
+// closeWait bounds how long a test waits for the server to close a connection: generous, as a
+// loaded machine is slow, but a close that never comes fails the test instead of hanging it.
+const closeWait = time.Minute
+
 // expectClosed waits for the connection to be closed by the server with code.
 func expectClosed(t *testing.T, c *quic.Conn, code quic.ApplicationErrorCode) {
 	t.Helper()
-	<-c.Context().Done()
+	select {
+	case <-c.Context().Done():
+	case <-time.After(closeWait):
+		t.Fatalf("connection still open after %v, want it closed by the server with application error %d", closeWait, code)
+	}
 	var ae *quic.ApplicationError
 	if err := contextCause(c); !errors.As(err, &ae) || ae.ErrorCode != code || !ae.Remote {
 		t.Fatalf("connection closed with %v, want application error %d from the server", err, code)
