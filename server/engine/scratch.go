@@ -47,6 +47,10 @@ type Scratch struct {
 	dir      string
 	keepFree int64
 	spares   *spares // regions made ahead (scratch_spare.go)
+	// makeMu makes the free-space check and the file's allocation one step: the maker of
+	// spares and an allocation that found none make regions at the same time, and two checks
+	// before either file took its blocks would both pass, leaving less than keepFree free.
+	makeMu sync.Mutex
 }
 
 // ScratchOptions tunes a Scratch.
@@ -124,6 +128,8 @@ func (s *Scratch) makeRegion(n int) ([]byte, error) {
 	if !takeMapping(true) {
 		return nil, errMapLimit
 	}
+	s.makeMu.Lock()
+	defer s.makeMu.Unlock()
 	free, err := freeSpace(s.dir)
 	if err == nil && free-int64(n) < s.keepFree {
 		err = fmt.Errorf("%w: %d bytes free, %d kept", errKeepFree, free, s.keepFree)
