@@ -24,7 +24,7 @@ import (
 func TestFullDiskWithScratchAnswersStorageError(t *testing.T) {
 	if underRace {
 		// The queue whose round failed reloads its backlog from the log before it answers
-		// again: tens of seconds under the race detector, past the raw client's 10 s deadline.
+		// again: tens of seconds under the race detector, past the raw client's deadline (fibptest.ReadWait).
 		// The scratch code itself is raced in server/engine.
 		t.Skip("too slow under the race detector")
 	}
@@ -109,14 +109,24 @@ func TestFullDiskWithScratchAnswersStorageError(t *testing.T) {
 	if engine.ReadMappedStats().Fallbacks == before {
 		t.Fatal("scratch regions were made into the space kept for the store")
 	}
-	if b.StorageHealth() == nil {
-		t.Fatal("StorageHealth reports writable on a full disk")
+	// The store probes the disk every 20 ms and may have found room meanwhile (Pebble deletes
+	// the files it no longer needs): take what is left, so that the disk stays full until the
+	// fillers go. A store that took writes again meets the full disk at its next write.
+	rest := filepath.Join(disk, "rest")
+	testdisk.Fill(t, rest)
+	for i := 0; b.StorageHealth() == nil; i++ {
+		if i == 100 {
+			t.Fatal("StorageHealth reports writable on a full disk")
+		}
+		enqueueBatch(uint32(7000 + i))
 	}
 	if code := tryEnqueue(t, c, 9000, "q", payload); code != fibp.CodeStorageError {
 		t.Fatalf("enqueue while the disk is full: %v", code)
 	}
-	if err := os.Remove(filler); err != nil {
-		t.Fatal(err)
+	for _, f := range []string{filler, rest} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Another queue writes again at once; q, whose round failed, first reloads its backlog from
 	// the log (seconds under the race detector).
