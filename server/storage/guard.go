@@ -184,14 +184,14 @@ func (d *DB) recoverLoop() {
 			return
 		case <-time.After(d.recoverEvery):
 		}
+		if d.h.isStuck() {
+			return // nothing in this process can reopen the database (stick)
+		}
 		if err := d.res.allocate(); err != nil {
 			continue
 		}
 		if err := probe(d.dir); err != nil {
 			continue
-		}
-		if d.h.isStuck() {
-			return // nothing in this process can reopen the database (stick)
 		}
 		if d.broken.Load() {
 			if err := d.reopen(); err != nil {
