@@ -135,37 +135,6 @@ func TestWakeAsWritesStartFailingAnswersStorageError(t *testing.T) {
 	s.mem.ResumeWrites()
 }
 
-// A queue whose group cannot be opened again after a failed round (every commit fails while the
-// store still reports itself sound) answers the requests that wait for it StorageError after
-// each failed attempt, instead of keeping them while it retries.
-func TestQueueThatCannotReloadAnswersStorageError(t *testing.T) {
-	s := newScript(t)
-	b := s.openIdle(t, 0)
-	if out := s.do("create q"); strings.Contains(out, "err") {
-		t.Fatalf("create q: %s", out)
-	}
-	s.mem.FailCommits(1 << 30)
-	codes := make(chan Code, 1)
-	enqueue := func() Code {
-		b.Enqueue([]Message{{Queue: "q", Payload: []byte("m")}}, func(res []EnqueueResult, e *Error) {
-			if e != nil {
-				codes <- e.Code
-				return
-			}
-			codes <- res[0].Code
-		})
-		return <-codes
-	}
-	if code := enqueue(); code == CodeOk {
-		t.Fatal("an Enqueue whose commit failed was answered Ok")
-	}
-	// The failed round made the queue reload, which fails again and again: this one waits behind it.
-	if code := enqueue(); code != CodeStorageError {
-		t.Fatalf("Enqueue to a queue that cannot reload: %v, want StorageError", code)
-	}
-	s.mem.FailCommits(0)
-}
-
 // A queue holding more messages than a quick wake can rebuild stays awake when idle: the request
 // that would wake it must not wait seconds for its log to be replayed. A smaller queue sleeps.
 func TestLargeBacklogStaysAwake(t *testing.T) {
