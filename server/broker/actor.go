@@ -655,7 +655,7 @@ func (a *actor) resume() {
 			a.suspended = true
 			return
 		}
-		err := a.open()
+		err := a.openRefusing()
 		if err == nil {
 			break
 		}

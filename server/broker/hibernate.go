@@ -205,7 +205,7 @@ func (a *actor) reopen() bool {
 		h := a.b.db.Health()
 		var arrived chan struct{} // requests to refuse while the store refuses writes
 		if h.Err == nil {
-			err := a.open()
+			err := a.openRefusing()
 			if err == nil {
 				return true
 			}
@@ -223,6 +223,35 @@ func (a *actor) reopen() bool {
 			return false
 		}
 	}
+}
+
+// openRefusing is open, during which the requests that wait in the inbox are answered
+// StorageError whenever the store refuses writes: a group opening as the disk fails cannot lead
+// (raft cannot store its term) and open gives up only after leadTimeout.
+func (a *actor) openRefusing() error {
+	done, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		for {
+			h := a.b.db.Health()
+			var arrived chan struct{}
+			if h.Err != nil {
+				a.ops.refuseWaiting(CodeStorageError)
+				arrived = a.ops.wake
+			}
+			select {
+			case <-done:
+				return
+			case <-h.Changed:
+			case <-arrived:
+			}
+		}
+	}()
+	err := a.open()
+	close(done)
+	<-watched
+	signal(a.ops.wake) // a wake-up the watcher took may belong to a request it left waiting
+	return err
 }
 
 // mayHibernate reports, cheaply, whether the group could hibernate once idle long enough (the
