@@ -354,7 +354,7 @@ func TestKeyChangeWakeKeepsAPartialFrame(t *testing.T) {
 	}
 }
 
-// Before its handshake a client may send one frame of at most 64 KiB: a length prefix of up to
+// Before its handshake a client may send one frame no larger than the largest Handshake (about 64 KiB): a length prefix of up to
 // MaxFrameSize made the server reserve that much of the shared memory budget for a client with
 // no key, so that a few hundred such connections filled it and others were refused memory.
 func TestUnauthenticatedClientsCannotReserveLargeFrames(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strings"
 	"testing"
@@ -302,6 +303,16 @@ func TestSpecHandshakeBytes(t *testing.T) {
 	if f.op != 0x02 || f.flags != 0 || f.id != 0 || string(f.body) != string(want) {
 		t.Fatalf("HandshakeOk: opcode %#02x flags %#x id %d body %x, want 02 00 0 %x", f.op, f.flags, f.id, f.body, want)
 	}
+	c.ping(1)
+}
+
+// The api_key is a string, so a Handshake may carry one of 65,535 bytes: the bound on the first
+// frame must take the largest Handshake there is.
+func TestSpecHandshakeWithTheLongestAPIKey(t *testing.T) {
+	_, addr := startServer(t, Options{}) // authentication off: the key is not looked at
+	c := dialSpec(t, addr)
+	c.write(rawFrame(0x01, 0, 0, be(nil).u16(1).u8(1).str(strings.Repeat("k", math.MaxUint16)).u32(0)))
+	c.expect(0x02, 0)
 	c.ping(1)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -286,8 +287,9 @@ func (c *conn) readFailed(err error) bool {
 
 // maxHandshakeFrame bounds the first frame: a client that has not authenticated must not make
 // the server reserve a large-frame buffer (up to MaxFrameSize) against the memory budget that
-// every client shares. A Handshake is a few dozen bytes plus the API key.
-const maxHandshakeFrame = 64 << 10
+// every client shares. It is the largest Handshake there is: the header, protocol_version (u16),
+// api_key (present flag, u16 length and at most 65,535 bytes) and client_capabilities (u32).
+const maxHandshakeFrame = fibp.HeaderSize + 2 + 1 + 2 + math.MaxUint16 + 4
 
 // handshake reads and answers the Handshake; false means the connection must close.
 func (c *conn) handshake() bool {
