@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"pgregory.net/rapid"
 
@@ -85,5 +86,23 @@ func TestLimitsThatWouldGrowTheBucketsPastTheBoundAreRefused(t *testing.T) {
 	s.Close() // dormant now: another throttle may take the room
 	if _, err := r.Declare("q", []Declaration{{Name: "b", Key: key, Limits: []Limit{{1, 1000}}}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A bucket's count covers its windows themselves, not only their times and slots: a bucket of
+// many small limits is mostly windows.
+func TestBucketMemoryCountsItsWindows(t *testing.T) {
+	var ls []Limit
+	for i := range uint64(MaxLimits) {
+		ls = append(ls, Limit{Max: 1 + i, WindowMs: 1 + i})
+	}
+	b := bucket{windows: make([]window, len(ls))}
+	var times int64
+	for i, l := range ls {
+		b.windows[i] = newWindow(l)
+		times += int64(8 * cap(b.windows[i].times))
+	}
+	if want := int64(unsafe.Sizeof(bucket{})) + int64(len(ls))*int64(unsafe.Sizeof(window{})) + times; b.memory() < want {
+		t.Fatalf("a bucket of %d limits counted %d bytes, it holds at least %d", len(ls), b.memory(), want)
 	}
 }

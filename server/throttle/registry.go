@@ -4,6 +4,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"unsafe"
 
 	"github.com/filamq/fila/server/keys"
 )
@@ -375,9 +376,14 @@ const bucketBase = 200
 func (b *bucket) memory() int64 {
 	n := int64(bucketBase + len(b.key.Group))
 	for i := range b.windows {
-		n += int64(8 * (cap(b.windows[i].times) + cap(b.windows[i].slots)))
+		n += b.windows[i].memory()
 	}
 	return n
+}
+
+// memory is what w holds: its place in its bucket's windows and its times or slots.
+func (w *window) memory() int64 {
+	return int64(unsafe.Sizeof(*w)) + int64(8*(cap(w.times)+cap(w.slots)))
 }
 
 // recount updates the registry's count after b's windows changed.
@@ -405,7 +411,7 @@ func (r *Registry) growth(ds []Declaration) int64 {
 		for _, l := range effective(all) {
 			if !slices.Contains(t.limits, l) {
 				w := newWindow(l)
-				per += int64(8 * (cap(w.times) + cap(w.slots)))
+				per += w.memory()
 			}
 		}
 		need += per * int64(len(t.buckets))
