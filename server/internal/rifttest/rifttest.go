@@ -56,10 +56,14 @@ func ClientTLS(t testing.TB) *tls.Config {
 	return &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{ALPN}, MinVersion: tls.VersionTLS13}
 }
 
+// SetupWait bounds how long Dial waits for a handshake and Open for a stream: generous, as a
+// loaded machine is slow, but one that never comes fails the test instead of hanging it.
+const SetupWait = time.Minute
+
 // Dial opens a QUIC connection without authenticating.
 func Dial(t testing.TB, addr string, tc *tls.Config, qc *quic.Config) (*quic.Conn, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), SetupWait)
 	defer cancel()
 	if qc == nil {
 		qc = &quic.Config{InitialPacketSize: 1452} // loopback: quic-go's largest packets at once
@@ -130,7 +134,7 @@ func Open(t testing.TB, c *quic.Conn) *Stream {
 
 func open(t testing.TB, c *quic.Conn, reader func(*quic.Stream) *wire.FrameReader) *Stream {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), SetupWait)
 	defer cancel()
 	s, err := c.OpenStreamSync(ctx)
 	if err != nil {
