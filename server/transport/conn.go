@@ -150,7 +150,8 @@ func (c *conn) serve() {
 	if !c.handshake() {
 		return
 	}
-	go c.keepalive()
+	changed, expires := c.keyWatch() // here: the reader alone uses c.who from now on
+	go c.keepalive(changed, expires)
 	for {
 		body, err := c.fr.Next()
 		if err != nil {
@@ -406,11 +407,12 @@ func (c *conn) end() {
 // clear on the client's requests and so on every answer and Delivery.
 const serverInitiated = 0x80000000
 
-// keepalive pings an idle peer and closes the connection when a ping goes unanswered.
-func (c *conn) keepalive() {
+// keepalive pings an idle peer and closes the connection when a ping goes unanswered; changed
+// and expires are keyWatch's, taken by the reader before it started keepalive (the reader
+// replaces c.who when the key store changes).
+func (c *conn) keepalive(changed <-chan struct{}, expires bool) {
 	tick := time.NewTicker(min(c.s.opts.PingInterval, c.s.opts.PongTimeout) / 2)
 	defer tick.Stop()
-	changed, expires := c.keyWatch()
 	for {
 		select {
 		case <-c.done:
