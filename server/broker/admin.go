@@ -78,6 +78,12 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 	if err := b.proposeMeta(putQueue(&def), putQueue(&dlq)); err != nil {
 		return errorf(CodeStorageError, "%v", err)
 	}
+	if b.undropped[req.Name] { // a deleted queue's data is still there: it would come back
+		if err := b.dropData(req.Name); err != nil {
+			return errorf(CodeStorageError, "removing the data of the deleted queue %q: %v", req.Name, err)
+		}
+		delete(b.undropped, req.Name)
+	}
 	a := newActor(b, def, dlq)
 	if err := a.open(); err != nil { // defined, and opened on the next start
 		return errorf(CodeStorageError, "starting the queue: %v", err)
@@ -118,8 +124,9 @@ func (b *Broker) DeleteQueue(queue string) *Error {
 	b.mu.Unlock()
 	a.call(func(a *actor) { a.deleted = true })
 	<-a.done
-	if err := b.dropData(a.name); err != nil { // dropped on the next start otherwise
+	if err := b.dropData(a.name); err != nil { // dropped on the next start, or by a CreateQueue of the name
 		b.log.Error("removing a deleted queue's data failed", "queue", a.name, "err", err)
+		b.undropped[a.name] = true
 	}
 	b.events.QueueDeleted(queue)
 	return nil

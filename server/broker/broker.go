@@ -127,12 +127,14 @@ type Broker struct {
 
 	throttles *throttle.Registry // every throttle declared by a live subscription, shared by the actors
 
-	adminMu  sync.Mutex // serializes queue creation, deletion and config writes
-	mu       sync.RWMutex
-	queues   map[string]queueRef // every queue and dead-letter queue, by name
-	config   map[string]string   // runtime config, including the known keys below
-	defaults Defaults
-	closed   bool
+	adminMu sync.Mutex // serializes queue creation, deletion and config writes
+	// undropped names the deleted queue groups whose data could not be removed (under adminMu).
+	undropped map[string]bool
+	mu        sync.RWMutex
+	queues    map[string]queueRef // every queue and dead-letter queue, by name
+	config    map[string]string   // runtime config, including the known keys below
+	defaults  Defaults
+	closed    bool
 }
 
 // queueRef is where a queue lives: its group's actor and its lane there.
@@ -200,7 +202,8 @@ func Open(o Options) (*Broker, error) {
 		metrics: newMetrics(o.Registry), queues: map[string]queueRef{}, defaults: DefaultDefaults(), meta: newMetaFSM(),
 		throttles: throttle.NewRegistry(o.ThrottleMemory),
 		stopWatch: make(chan struct{}), watchDone: make(chan struct{}), storageStuck: make(chan struct{}),
-		started: o.Clock().UnixMilli(), sleepers: newSleepers(o.Clock),
+		undropped: map[string]bool{},
+		started:   o.Clock().UnixMilli(), sleepers: newSleepers(o.Clock),
 	}
 	go b.sleepers.run(o.NewTimer)
 	b.hooks = hooks.NewRuntime(b.defaults.luaLimits(), b.configValue)
