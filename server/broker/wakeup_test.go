@@ -68,17 +68,7 @@ func TestSleepingQueueWhileWritesFail(t *testing.T) {
 		}
 	}
 	s.settled()
-	s.mu.Lock()
-	s.now = s.now.Add(2 * time.Second) // idle for longer than IdleTimeout (settled's calls count as requests)
-	for _, tm := range s.timers {
-		tm.fireBy(s.now)
-	}
-	s.mu.Unlock()
-	for deadline := time.Now().Add(10 * time.Second); b.AwakeQueues() != 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle queue does not hibernate")
-		}
-	}
+	s.idleUntilAsleep(t, b)
 	s.mem.FailWrites(errors.New("disk full"))
 	k := &scriptSink{s: s, wake: make(chan struct{}, 1)}
 	if e := b.Subscribe(Subscription{Queue: "q", ConsumerID: "c", RequestID: 1, ManagedCredit: true}, k); e == nil || e.Code != CodeStorageError {
@@ -106,17 +96,7 @@ func TestWakeAsWritesStartFailingAnswersStorageError(t *testing.T) {
 		}
 	}
 	s.settled()
-	s.mu.Lock()
-	s.now = s.now.Add(2 * time.Second) // idle for longer than IdleTimeout
-	for _, tm := range s.timers {
-		tm.fireBy(s.now)
-	}
-	s.mu.Unlock()
-	for deadline := time.Now().Add(10 * time.Second); b.AwakeQueues() != 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("the idle queue does not hibernate")
-		}
-	}
+	s.idleUntilAsleep(t, b)
 	s.mem.DelayAppends(100 * time.Millisecond) // the wake's group opening is in flight a while
 	answered := make(chan Code, 1)
 	b.Enqueue([]Message{{Queue: "q", Payload: []byte("b")}}, func(res []EnqueueResult, e *Error) {
@@ -129,8 +109,13 @@ func TestWakeAsWritesStartFailingAnswersStorageError(t *testing.T) {
 	time.Sleep(20 * time.Millisecond) // lets the request reach the waking queue; either order passes below
 	s.mem.FailWrites(errors.New("disk failed"))
 	s.mem.DelayAppends(0)
-	if code := <-answered; code != CodeStorageError {
-		t.Fatalf("Enqueue that woke the queue as writes started failing: %v, want StorageError", code)
+	select {
+	case code := <-answered:
+		if code != CodeStorageError {
+			t.Fatalf("Enqueue that woke the queue as writes started failing: %v, want StorageError", code)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Enqueue that woke the queue as writes started failing: unanswered after a minute")
 	}
 	s.mem.ResumeWrites()
 }
@@ -224,5 +209,23 @@ func (s *script) noTimerDue(t *testing.T, why string) {
 		}
 		s.mu.Unlock()
 		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// idleUntilAsleep lets the fake clock run past IdleTimeout (a second) until every queue sleeps:
+// each turn moves it on 2 s and fires the due timers, as a queue may arm its idle timer again
+// after a turn (work that finished late, settled's calls); a minute without sleep fails.
+func (s *script) idleUntilAsleep(t *testing.T, b *Broker) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); b.AwakeQueues() != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the idle queue does not hibernate")
+		}
+		s.mu.Lock()
+		s.now = s.now.Add(2 * time.Second)
+		for _, tm := range s.timers {
+			tm.fireBy(s.now)
+		}
+		s.mu.Unlock()
 	}
 }
