@@ -38,10 +38,10 @@ type Config struct {
 	MaxFrameSize     Bytes         `yaml:"max_frame_size" help:"largest accepted frame, advertised in HandshakeOk"`
 	MaxReassembly    Bytes         `yaml:"max_reassembly" help:"largest body reassembled from continuation frames"`
 	MaxConnections   int           `yaml:"max_connections" help:"concurrent client connections"`
-	MaxPerClient     int           `yaml:"max_connections_per_client" help:"concurrent connections from one client IP address"`
+	MaxPerClient     int           `yaml:"max_connections_per_client" help:"concurrent connections from one client IP address; at this limit the address's oldest connection still in its handshake gives its slot to the new one (handshaken connections are never evicted)"`
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout" help:"time a new connection has to complete TLS and the FIBP Handshake"`
 	MaxInflight      int           `yaml:"max_inflight" help:"requests awaiting an answer per connection"`
-	MaxSubscriptions int           `yaml:"max_subscriptions" help:"subscriptions per connection"`
+	MaxSubscriptions int           `yaml:"max_subscriptions" help:"subscriptions per connection; each counts 1 KiB against max_connection_memory and memory_budget while it lives"`
 	QueueInbox       int           `yaml:"queue_inbox" help:"requests waiting per queue before ChannelFull"`
 	MaxQueues        int           `yaml:"max_queues" help:"queues this node holds (each with its dead-letter queue); CreateQueue beyond it is refused"`
 	QueueIdleTimeout time.Duration `yaml:"queue_idle_timeout" help:"time without requests after which an idle queue hibernates (no goroutine, its log closed) until the next request or due change"`

@@ -13,7 +13,7 @@ type Rift struct {
 	Key      string `yaml:"key" help:"PEM private key for rift cert"`
 	DevCerts string `yaml:"dev_certs" help:"development only: directory where a local CA and server certificate are generated (once) and used; without identities, a dev identity's token is written there too"`
 
-	MaxConnections int           `yaml:"max_connections" help:"concurrent Rift connections"`
+	MaxConnections int           `yaml:"max_connections" help:"concurrent Rift connections; at this limit the oldest connection that has not sent AUTH yet gives its slot to the new one"`
 	MaxStreams     int           `yaml:"max_streams" help:"concurrent operation streams per Rift connection"`
 	AuthTimeout    time.Duration `yaml:"auth_timeout" help:"deadline for TLS plus AUTH, and for each stream's first frame"`
 	FrameTimeout   time.Duration `yaml:"frame_timeout" help:"deadline for the rest of a partially received frame"`
