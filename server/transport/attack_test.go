@@ -2,7 +2,6 @@ package transport
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"math"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/internal/fibptest"
 	"github.com/filamq/fila/server/membudget"
-	"github.com/filamq/fila/server/rift/devcert"
 )
 
 // Attacks through the wire: inputs a hostile client may send, each answered by the spec's error
@@ -287,16 +285,7 @@ func TestKeysWithManyPartsAreRefused(t *testing.T) {
 // The wake that brings a key change to a quiet connection (a read deadline in the past) must not
 // break a frame the client is in the middle of sending, over TCP or TLS.
 func TestKeyChangeWakeKeepsAPartialFrame(t *testing.T) {
-	bundle, err := devcert.Generate(devcert.DefaultHosts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := tls.X509KeyPair(bundle.Cert, bundle.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(bundle.CA)
+	cert, roots := devTLS(t)
 	for name, tc := range map[string]*tls.Config{"tcp": nil, "tls": {Certificates: []tls.Certificate{cert}}} {
 		t.Run(name, func(t *testing.T) {
 			a := startAuthServer(t, Options{TLS: tc, MaxFrameSize: 64 << 10})

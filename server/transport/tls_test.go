@@ -14,9 +14,10 @@ import (
 	"github.com/filamq/fila/server/rift/devcert"
 )
 
-// TestTLS serves FIBP over TLS with a generated CA: a client that trusts the CA completes the
-// handshake and works; a plain-TCP client gets nothing it can parse and is closed.
-func TestTLS(t *testing.T) {
+// devTLS returns a server certificate for loopback from a generated CA, and a pool holding that
+// CA for the clients.
+func devTLS(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
 	bundle, err := devcert.Generate(devcert.DefaultHosts)
 	if err != nil {
 		t.Fatal(err)
@@ -25,12 +26,19 @@ func TestTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(bundle.CA)
+	return cert, roots
+}
+
+// TestTLS serves FIBP over TLS with a generated CA: a client that trusts the CA completes the
+// handshake and works; a plain-TCP client gets nothing it can parse and is closed.
+func TestTLS(t *testing.T) {
+	cert, roots := devTLS(t)
 	_, _, addr, stop := serveAt(t, broker.DefaultOptions(t.TempDir()),
 		Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
 	defer stop()
 
-	roots := x509.NewCertPool()
-	roots.AppendCertsFromPEM(bundle.CA)
 	nc, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", addr, &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
