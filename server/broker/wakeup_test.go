@@ -60,15 +60,7 @@ func TestExpiredLeaseWhileWritesFailArmsNoImmediateWakeup(t *testing.T) {
 // StorageError at once instead of waiting for the disk, stats still answer, and once writes
 // succeed again the Subscribe wakes it.
 func TestSleepingQueueWhileWritesFail(t *testing.T) {
-	s := newScript(t)
-	b := s.openIdle(t, time.Second)
-	for _, line := range []string{"create q", "enqueue q a"} {
-		if out := s.do(line); strings.Contains(out, "err") {
-			t.Fatalf("%s: %s", line, out)
-		}
-	}
-	s.settled()
-	s.idleUntilAsleep(t, b)
+	s, b := asleepWithOne(t)
 	s.mem.FailWrites(errors.New("disk full"))
 	k := &scriptSink{s: s, wake: make(chan struct{}, 1)}
 	if e := b.Subscribe(Subscription{Queue: "q", ConsumerID: "c", RequestID: 1, ManagedCredit: true}, k); e == nil || e.Code != CodeStorageError {
@@ -88,15 +80,7 @@ func TestSleepingQueueWhileWritesFail(t *testing.T) {
 // wake looks at the store, or while its Raft group opens) is answered StorageError: the wake
 // does not keep it until the disk recovers.
 func TestWakeAsWritesStartFailingAnswersStorageError(t *testing.T) {
-	s := newScript(t)
-	b := s.openIdle(t, time.Second)
-	for _, line := range []string{"create q", "enqueue q a"} {
-		if out := s.do(line); strings.Contains(out, "err") {
-			t.Fatalf("%s: %s", line, out)
-		}
-	}
-	s.settled()
-	s.idleUntilAsleep(t, b)
+	s, b := asleepWithOne(t)
 	s.mem.DelayAppends(100 * time.Millisecond) // the wake's group opening is in flight a while
 	answered := make(chan Code, 1)
 	b.Enqueue([]Message{{Queue: "q", Payload: []byte("b")}}, func(res []EnqueueResult, e *Error) {
@@ -210,6 +194,22 @@ func (s *script) noTimerDue(t *testing.T, why string) {
 		s.mu.Unlock()
 		time.Sleep(100 * time.Microsecond)
 	}
+}
+
+// asleepWithOne opens a broker whose queues sleep after a second idle, creates q with one
+// message, and returns once q sleeps.
+func asleepWithOne(t *testing.T) (*script, *Broker) {
+	t.Helper()
+	s := newScript(t)
+	b := s.openIdle(t, time.Second)
+	for _, line := range []string{"create q", "enqueue q a"} {
+		if out := s.do(line); strings.Contains(out, "err") {
+			t.Fatalf("%s: %s", line, out)
+		}
+	}
+	s.settled()
+	s.idleUntilAsleep(t, b)
+	return s, b
 }
 
 // idleUntilAsleep lets the fake clock run past IdleTimeout (a second) until every queue sleeps:
