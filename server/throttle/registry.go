@@ -27,7 +27,10 @@ import (
 // long window and is delivered messages with ever new key values would otherwise make it grow
 // without end. When a new bucket does not fit, dormant buckets are forgotten first (oldest
 // first); if it still does not fit, the delivery waits (no room, retry after bucketRetryMs), so
-// that no limit is ever exceeded.
+// that no limit is ever exceeded. A declaration that would grow the buckets past the bound is
+// refused; ending a subscription never is, so when it makes a limit it hid effective (a looser one
+// with more room per window) the buckets may grow past the bound, and then no new bucket is made
+// until they are back under it.
 type Registry struct {
 	mu        sync.Mutex
 	throttles map[string]*Throttle
@@ -321,10 +324,7 @@ func (r *Registry) Take(now int64, refs []Ref) (ok bool, retryAt int64) {
 		t.evict(now)
 		b := t.buckets[ref.B]
 		if b == nil {
-			b = &bucket{key: ref.B, windows: make([]window, len(t.limits))}
-			for i, l := range t.limits {
-				b.windows[i] = newWindow(l)
-			}
+			b = t.newBucket(ref.B)
 			t.buckets[ref.B] = b
 			t.recount(b)
 		} else {
@@ -419,13 +419,23 @@ func (r *Registry) growth(ds []Declaration) int64 {
 	return need
 }
 
-// newBucketMemory is what a new bucket of t would hold.
+// newBucketMemory is what a new bucket of t would hold (bucket.memory of newBucket's), worked out
+// without making it.
 func (t *Throttle) newBucketMemory(k BucketKey) int64 {
-	b := bucket{key: k, windows: make([]window, len(t.limits))}
+	n := int64(bucketBase + len(k.Group))
+	for _, l := range t.limits {
+		n += windowMemory(l)
+	}
+	return n
+}
+
+// newBucket makes an empty bucket of t for k.
+func (t *Throttle) newBucket(k BucketKey) *bucket {
+	b := &bucket{key: k, windows: make([]window, len(t.limits))}
 	for i, l := range t.limits {
 		b.windows[i] = newWindow(l)
 	}
-	return b.memory()
+	return b
 }
 
 // fits reports whether need more bytes of bucket state fit the bound, forgetting dormant

@@ -1,5 +1,7 @@
 package throttle
 
+import "unsafe"
+
 // A window counts one bucket's deliveries for one limit, "at most Max deliveries in any sliding
 // window of WindowMs". Times are Unix milliseconds; a delivery at time t is inside the window
 // ending at now when t > now − W (the window holds the W milliseconds now−W+1 … now).
@@ -46,11 +48,27 @@ func newWindow(l Limit) window {
 		w.times = make([]int64, 0, l.Max)
 		return w
 	}
-	span := l.span()
-	w.width = (span + slotCount - 1) / slotCount
-	// Slots that overlap a window: at most ⌈W/width⌉ + 1 ≤ slotCount + 1.
-	w.slots = make([]uint64, (span+w.width-1)/w.width+1)
+	var n int64
+	w.width, n = slotsOf(l)
+	w.slots = make([]uint64, n)
 	return w
+}
+
+// slotsOf is the slot width and the number of slots of a slotted window of l.
+func slotsOf(l Limit) (width, n int64) {
+	span := l.span()
+	width = (span + slotCount - 1) / slotCount
+	// Slots that overlap a window: at most ⌈W/width⌉ + 1 ≤ slotCount + 1.
+	return width, (span+width-1)/width + 1
+}
+
+// windowMemory is what newWindow(l) holds (window.memory), worked out without making it.
+func windowMemory(l Limit) int64 {
+	n := int64(l.Max)
+	if l.Max > exactMax {
+		_, n = slotsOf(l)
+	}
+	return int64(unsafe.Sizeof(window{})) + 8*n
 }
 
 func (w *window) exact() bool { return w.slots == nil }
