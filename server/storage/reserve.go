@@ -139,21 +139,6 @@ func (r *reserve) allocate() error {
 	return nil
 }
 
-// allocateFile gives f size bytes of real blocks: fallocate, or zeros where it is not supported.
-func allocateFile(f *os.File, size int64) error {
-	err := syscall.Fallocate(int(f.Fd()), 0, 0, size)
-	if err == nil || isNoSpace(err) {
-		return err
-	}
-	zeros := make([]byte, 1<<20)
-	for off := int64(0); off < size; off += int64(len(zeros)) {
-		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // release gives the reserve back to the file system; it reports whether there was one to give.
 func (r *reserve) release() bool {
 	r.mu.Lock()
@@ -169,4 +154,15 @@ func (r *reserve) release() bool {
 			r.bytes>>20, syscall.ENOSPC))
 	}
 	return held
+}
+
+// writeZeros gives f size bytes of real blocks by writing zeros over them.
+func writeZeros(f *os.File, size int64) error {
+	zeros := make([]byte, 1<<20)
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		if _, err := f.WriteAt(zeros[:min(int64(len(zeros)), size-off)], off); err != nil {
+			return err
+		}
+	}
+	return nil
 }
