@@ -410,6 +410,9 @@ func (b *Broker) proposeMeta(cmds ...queuelog.Frame) error {
 }
 
 // Close stops every queue and closes the store. Leases stay in the logs and expire normally.
+// When the store is stuck, or gets stuck meanwhile, Close returns ErrStorageStuck without
+// waiting for the queues whose writes are blocked inside it (they never return): the process
+// must then exit, and its next start replays the log.
 func (b *Broker) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -420,9 +423,34 @@ func (b *Broker) Close() error {
 	b.mu.Unlock()
 	close(b.stopWatch)
 	<-b.watchDone
-	b.shutdownGroups()
+	halted := make(chan struct{})
+	go func() {
+		b.shutdownGroups()
+		close(halted)
+	}()
+	if err := b.awaitUnlessStuck(halted); err != nil {
+		return err
+	}
 	b.sleepers.close()
 	return b.db.Close()
+}
+
+// ErrStorageStuck is what Close returns when the store is stuck (StorageStuck).
+var ErrStorageStuck = errors.New("broker: the store is stuck; the queues whose writes are blocked in it were left running")
+
+// awaitUnlessStuck waits until done is closed, or returns ErrStorageStuck once the store is stuck.
+func (b *Broker) awaitUnlessStuck(done <-chan struct{}) error {
+	for {
+		h := b.db.Health()
+		if h.Stuck {
+			return ErrStorageStuck
+		}
+		select {
+		case <-done:
+			return nil
+		case <-h.Changed:
+		}
+	}
 }
 
 // shutdownGroups stops every actor and the meta group.

@@ -178,11 +178,29 @@ func shutdown(timeout time.Duration, srv *transport.Server, rn *riftNode, b *bro
 	if err := rn.close(); err != nil {
 		log.Warn("rift did not close cleanly", "err", err)
 	}
-	if err := b.Close(); err != nil {
+	if err := closeBroker(b, timeout); err != nil {
 		return err
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// closeBroker closes the broker, giving it up to timeout: a store that is stuck, or a disk that
+// no longer answers, must not keep the process from exiting. Exiting without the close is a crash
+// the next start recovers from: every acknowledged write is in the store's WAL.
+func closeBroker(b *broker.Broker, timeout time.Duration) error {
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case err := <-closed:
+		if errors.Is(err, broker.ErrStorageStuck) {
+			return errStorageStuck
+		}
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("the store did not close within shutdown_timeout (%v): exiting without closing it "+
+			"(acknowledged messages are in the WAL and replayed at the start)", timeout)
+	}
 }
 
 // brokerOptions is the broker's part of the configuration.
