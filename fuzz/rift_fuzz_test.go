@@ -152,14 +152,18 @@ func riftSeeds(f *testing.F) {
 	f.Add([]byte{0, 0, 0, 1, 0xff})
 }
 
-// FuzzRiftStream sends arbitrary bytes as one operation stream of an authenticated connection.
+// FuzzRiftStream sends arbitrary bytes as one operation stream of an authenticated connection;
+// what the stream answers must be frames of the spec with its error codes (answers_test.go).
 func FuzzRiftStream(f *testing.F) {
 	addr := liveRift(f)
 	riftSeeds(f)
 	f.Fuzz(func(t *testing.T, input []byte) {
 		c := authed(t, addr)
-		exchange(c, input, 100*time.Millisecond)
+		got := exchange(c, input, 100*time.Millisecond)
 		c.CloseWithError(0, "")
+		if err := checkRiftAnswers(got); err != nil {
+			t.Fatalf("%v (answers %x)", err, got)
+		}
 		riftAlive(t, addr)
 	})
 }
@@ -177,6 +181,9 @@ func FuzzRiftAuth(f *testing.F) {
 		got := exchange(c, input, 100*time.Millisecond)
 		if isOk(got) && !bytes.HasPrefix(input, validAuth) {
 			t.Fatalf("AUTH stream %x was answered OK without the identity's token", input)
+		}
+		if err := checkRiftAnswers(got); err != nil {
+			t.Fatalf("%v (answers %x)", err, got)
 		}
 		c.CloseWithError(0, "")
 		riftAlive(t, addr)

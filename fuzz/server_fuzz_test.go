@@ -111,16 +111,19 @@ func seeds(f *testing.F) {
 }
 
 // FuzzFrameStream sends arbitrary bytes after a valid handshake, then reads whatever the server
-// answers for a moment. The server must not crash or stop serving other connections.
+// answers for a moment. The server must not crash or stop serving other connections, and every
+// answer must be a frame of the spec with the spec's error codes (answers_test.go).
 func FuzzFrameStream(f *testing.F) {
 	a := liveServer(f)
 	seeds(f)
 	f.Fuzz(func(t *testing.T, input []byte) {
-		nc, _ := handshaken(t, a)
-		nc.Write(input)
-		nc.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-		io.Copy(io.Discard, nc)
+		nc, fr := handshaken(t, a)
+		go nc.Write(input) // the server may stop reading while its answers wait to be read
+		err := readFIBPAnswers(nc, fr, 50*time.Millisecond)
 		nc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 		alive(t, a)
 	})
 }
@@ -136,13 +139,15 @@ func FuzzDecodedFrames(f *testing.F) {
 		if fibp.Opcode(op) == fibp.OpDeleteQueue || fibp.Opcode(op) == fibp.OpDisconnect {
 			return // keep the shared queue, and the connection, for the next input
 		}
-		nc, _ := handshaken(t, a)
+		nc, fr := handshaken(t, a)
 		frame := wire.AppendU32(nil, uint32(fibp.HeaderSize+len(body)))
 		frame = fibp.Header{Opcode: fibp.Opcode(op), RequestID: 5}.AppendTo(frame)
-		nc.Write(append(frame, body...))
-		nc.SetReadDeadline(time.Now().Add(30 * time.Millisecond))
-		io.Copy(io.Discard, nc)
+		go nc.Write(append(frame, body...))
+		err := readFIBPAnswers(nc, fr, 30*time.Millisecond)
 		nc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
 		alive(t, a)
 	})
 }
