@@ -59,43 +59,76 @@ func badCodes(v reflect.Value) []string {
 // connection, wait passes without a frame or a second has passed, answering its Pings, and
 // returns the first way an answer breaks the spec.
 func readFIBPAnswers(nc net.Conn, fr *wire.FrameReader, wait time.Duration) error {
+	_, err := readAnswers(nc, fr, wait, time.Second, nil, nil)
+	return err
+}
+
+// How readAnswers stopped.
+type readEnd uint8
+
+const (
+	endClosed readEnd = iota + 1 // the server closed (or reset) the connection
+	endIdle                      // idle passed without a frame
+	endTime                      // total passed
+	endDone                      // done reported true
+)
+
+// readAnswers reads frames from nc (through fr), answering the server's Pings, checking each
+// against the spec and passing it to on (when set), until the server closes the connection,
+// idle passes without a frame, total passes or done (when set) reports true.
+func readAnswers(nc net.Conn, fr *wire.FrameReader, idle, total time.Duration, on func(fibp.Header, fibp.Frame) error, done func() bool) (readEnd, error) {
 	var ra fibp.Reassembler
 	defer ra.Close()
-	for end := time.Now().Add(time.Second); time.Now().Before(end); {
-		nc.SetReadDeadline(time.Now().Add(wait))
+	for end := time.Now().Add(total); ; {
+		if done != nil && done() {
+			return endDone, nil
+		}
+		if !time.Now().Before(end) {
+			return endTime, nil
+		}
+		nc.SetReadDeadline(time.Now().Add(min(idle, time.Until(end))))
 		body, err := fr.Next()
 		switch {
-		case errors.Is(err, os.ErrDeadlineExceeded), errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), isReset(err):
-			return nil
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			if time.Now().Before(end) {
+				return endIdle, nil
+			}
+			return endTime, nil
+		case errors.Is(err, io.EOF), errors.Is(err, net.ErrClosed), isReset(err):
+			return endClosed, nil
 		case err != nil:
-			return fmt.Errorf("the server sent a frame that does not read: %v", err)
+			return 0, fmt.Errorf("the server sent a frame that does not read: %v", err)
 		}
 		h, rest, err := fibp.ParseHeader(body)
 		if err != nil {
-			return fmt.Errorf("the server sent a frame whose header does not parse: %v", err)
+			return 0, fmt.Errorf("the server sent a frame whose header does not parse: %v", err)
 		}
-		whole, done, err := ra.Add(h, bytes.Clone(rest))
+		whole, complete, err := ra.Add(h, bytes.Clone(rest))
 		if err != nil {
-			return fmt.Errorf("the server's continued %v does not reassemble: %v", h.Opcode, err)
+			return 0, fmt.Errorf("the server's continued %v does not reassemble: %v", h.Opcode, err)
 		}
-		if !done {
+		if !complete {
 			continue
 		}
 		if h.Opcode.Direction() == fibp.ClientToServer {
-			return fmt.Errorf("the server sent %v, a client-to-server frame", h.Opcode)
+			return 0, fmt.Errorf("the server sent %v, a client-to-server frame", h.Opcode)
 		}
 		f, err := fibp.Decode(h.Opcode, whole)
 		if err != nil {
-			return fmt.Errorf("the server sent %v (request %d) that does not decode: %v", h.Opcode, h.RequestID, err)
+			return 0, fmt.Errorf("the server sent %v (request %d) that does not decode: %v", h.Opcode, h.RequestID, err)
 		}
 		if h.Opcode == fibp.OpPing {
 			nc.Write(fibp.AppendFrame(nil, 0, h.RequestID, &fibp.Pong{}))
 		}
 		if bad := badCodes(reflect.ValueOf(f)); len(bad) > 0 {
-			return fmt.Errorf("the server sent %v (request %d) carrying %v", h.Opcode, h.RequestID, bad)
+			return 0, fmt.Errorf("the server sent %v (request %d) carrying %v", h.Opcode, h.RequestID, bad)
+		}
+		if on != nil {
+			if err := on(h, f); err != nil {
+				return 0, err
+			}
 		}
 	}
-	return nil
 }
 
 // checkRiftAnswers checks the bytes a Rift stream answered: whole frames of server-to-client

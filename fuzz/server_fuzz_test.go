@@ -16,8 +16,9 @@ import (
 )
 
 var (
-	once sync.Once
-	addr string
+	once       sync.Once
+	addr       string
+	liveBroker *broker.Broker // the broker behind addr
 )
 
 // liveServer starts one broker for the whole fuzzing process, with a queue the inputs can reach.
@@ -29,9 +30,8 @@ func liveServer(f *testing.F) string {
 		}
 		bo := broker.DefaultOptions(dir)
 		bo.Sync = false
-		var b *broker.Broker
-		b, _, addr = startServer(f, bo, transport.Options{MaxFrameSize: 64 << 10})
-		b.CreateQueue(broker.QueueSpec{Name: "q"})
+		liveBroker, _, addr = startServer(f, bo, transport.Options{MaxFrameSize: 64 << 10})
+		liveBroker.CreateQueue(broker.QueueSpec{Name: "q"})
 	})
 	return addr
 }
