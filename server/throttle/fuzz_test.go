@@ -1,0 +1,123 @@
+package throttle
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
+
+// FuzzRegistry drives a registry with a program read from the input: subscriptions declaring
+// throttles (names, limits and policies from the input, valid or not), subscriptions ending, and
+// Takes of one or two buckets at times moving forward by up to 255 ms (or behind). Declarations
+// fail only with ErrInvalid or ErrConflict; nothing panics; a Take behind the registry's time
+// counts nothing; a Take that counts leaves no bucket with more deliveries than Max in any window
+// of WindowMs of any limit declared at the time (the package's exactness promise), and one that
+// does not gives a retry time after now.
+func FuzzRegistry(f *testing.F) {
+	f.Add([]byte{0, 0, 1, 3, 10, 2, 5, 2, 5, 2, 5, 2, 5, 2, 200, 2, 5})
+	f.Add([]byte{0, 1, 2, 1, 4, 2, 90, 0, 1, 1, 2, 9, 2, 1, 2, 1, 1, 0, 2, 1, 2, 3, 2, 3})
+	f.Add([]byte{0, 0, 3, 1, 1, 1, 1, 2, 50, 2, 0, 2, 0, 3, 9, 2, 0, 1, 0, 0, 0, 1, 5, 2, 1})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 1, 5, 1, 5, 2, 7})
+	f.Fuzz(func(t *testing.T, prog []byte) {
+		r := NewRegistry(0)
+		var subs []*Subscription
+		type taken struct {
+			at     int64
+			bucket string
+		}
+		var takes []taken
+		now := int64(1 << 30)
+		next := func() byte {
+			if len(prog) == 0 {
+				return 0
+			}
+			b := prog[0]
+			prog = prog[1:]
+			return b
+		}
+		for steps := 0; len(prog) > 0 && steps < 400; steps++ {
+			switch next() % 4 {
+			case 0: // declare: name, policy, limits (max, window)
+				d := Declaration{Name: string(rune('a' + next()%3)), WhenKeyMissing: Policy(next() % 3)}
+				for range next() % 5 {
+					d.Limits = append(d.Limits, Limit{Max: uint64(next() % 8), WindowMs: uint64(next()) * 7})
+				}
+				s, err := r.Declare("q", []Declaration{d})
+				if err != nil {
+					if !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrConflict) {
+						t.Fatalf("Declare(%v) failed with %v", d, err)
+					}
+					continue
+				}
+				subs = append(subs, s)
+			case 1: // end a subscription
+				if len(subs) > 0 {
+					i := int(next()) % len(subs)
+					subs[i].Close()
+					subs = append(subs[:i], subs[i+1:]...)
+				}
+			case 2, 3: // take the first or every throttle of a subscription, in bucket g
+				if len(subs) == 0 {
+					continue
+				}
+				dt := int64(next())
+				if dt == 255 {
+					dt = -int64(next()) // behind the registry's time
+				}
+				now += dt
+				s := subs[int(next())%len(subs)]
+				g := string(rune('x' + next()%2))
+				var refs []Ref
+				for _, th := range s.Throttles() {
+					refs = append(refs, Ref{T: th, B: BucketKey{Group: g}})
+				}
+				before := r.last
+				ok, retryAt := r.Take(now, refs)
+				switch {
+				case ok && now < before:
+					t.Fatalf("a Take at %d, behind the registry's %d, counted", now, before)
+				case !ok && retryAt <= now:
+					t.Fatalf("a refused Take at %d says retry at %d", now, retryAt)
+				case !ok:
+					continue
+				}
+				for _, ref := range refs {
+					takes = append(takes, taken{now, ref.T.Name() + "/" + g})
+				}
+				if err := checkWindows(subs, g, now, func(bucket string, from int64) (n uint64) {
+					for _, x := range takes {
+						if x.bucket == bucket && x.at > from && x.at <= now {
+							n++
+						}
+					}
+					return n
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, s := range subs {
+			s.Close()
+		}
+	})
+}
+
+// checkWindows checks every limit the live subscriptions declare on the throttles they name,
+// for bucket g's window ending at now: count(bucket, now-window) deliveries are inside it.
+func checkWindows(subs []*Subscription, g string, now int64, count func(bucket string, from int64) uint64) error {
+	for _, s := range subs {
+		for _, th := range s.Throttles() {
+			for _, d := range s.decls {
+				if d.Name != th.Name() {
+					continue
+				}
+				for _, l := range d.Limits {
+					if n := count(th.Name()+"/"+g, now-l.span()); n > l.Max {
+						return fmt.Errorf("throttle %q bucket %q: %d deliveries in the %d ms up to %d, limit %v", th.Name(), g, n, l.WindowMs, now, l)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
