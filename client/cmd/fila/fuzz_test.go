@@ -40,8 +40,8 @@ func FuzzArgs(f *testing.F) {
 		if len(args) > 32 {
 			args = args[:32]
 		}
-		args = append(args, "--addr", p.Addr(), "--timeout", "1s")
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		args = append(args, "--addr", p.Addr(), "--timeout", "500ms")
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		var out, errOut bytes.Buffer
 		start := time.Now()
