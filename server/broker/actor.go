@@ -599,12 +599,16 @@ func (a *actor) maybeSnapshot() {
 	a.log.Debug("snapshot", "took", time.Since(start), "messages", a.st.Lane(0).Len()+a.st.Lane(1).Len())
 }
 
-// shutdown ends every subscription and stops the group; its state stays in the log.
+// shutdown ends every subscription and stops the group; its state stays in the log. The
+// subscriptions of a deleted group hear that it was deleted (Sink.Ended).
 func (a *actor) shutdown() {
 	a.stopGroup()
 	for _, sub := range a.subs {
 		if sub.throttles != nil {
 			sub.throttles.Close()
+		}
+		if a.deleted {
+			sub.sink.Ended(sub.requestID, errorf(CodeQueueNotFound, "queue %q was deleted", a.lanes[sub.lane].name))
 		}
 	}
 	if a.deleted {

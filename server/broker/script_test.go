@@ -118,6 +118,7 @@ type scriptSink struct {
 }
 
 func (k *scriptSink) Subscribed(uint32, string) {}
+func (k *scriptSink) Ended(uint32, *Error)      {}
 
 func (k *scriptSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
 	k.mu.Lock()

@@ -21,6 +21,7 @@ type countingSink struct {
 }
 
 func (k *countingSink) Subscribed(uint32, string) {}
+func (k *countingSink) Ended(uint32, *Error)      {}
 
 func (k *countingSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
 	if k.n.Add(int64(len(ds))) >= k.want.Load() {
@@ -89,6 +90,7 @@ type stampSink struct {
 }
 
 func (k *stampSink) Subscribed(uint32, string) {}
+func (k *stampSink) Ended(uint32, *Error)      {}
 
 func (k *stampSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
 	k.mu.Lock()

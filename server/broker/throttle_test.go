@@ -22,6 +22,7 @@ type throttleSink struct {
 }
 
 func (k *throttleSink) Subscribed(uint32, string) {}
+func (k *throttleSink) Ended(uint32, *Error)      {}
 
 func (k *throttleSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
 	k.mu.Lock()

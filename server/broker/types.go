@@ -161,4 +161,8 @@ type Sink interface {
 	// changed. onWritten, when not nil, is called once the batch has reached the socket. Deliver
 	// returns false when the connection is gone or too far behind; the subscription then ends.
 	Deliver(requestID uint32, ds []Delivery, onWritten func()) bool
+	// Ended is called once when the broker ends the subscription by itself (its queue was
+	// deleted; e says why), after its last Deliver. It is not called after Unsubscribe, nor
+	// after a Deliver that returned false.
+	Ended(requestID uint32, e *Error)
 }

@@ -15,8 +15,15 @@ type Out interface {
 	Send(frame []byte, onWritten func()) bool
 }
 
-// Sink is the broker.Sink of one connection: it encodes ConsumeOk and Delivery frames onto Out.
-type Sink struct{ Out Out }
+// Sink is the broker.Sink of one subscription: it encodes ConsumeOk, Delivery and Error frames
+// onto its connection's Out.
+type Sink struct {
+	Out Out
+	// OnEnd, when not nil, is called when the broker ends the subscription by itself, before
+	// the Error frame that tells the consumer is queued: the connection forgets the
+	// subscription (and what it counted for it) before the consumer can answer that frame.
+	OnEnd func()
+}
 
 var _ broker.Sink = Sink{}
 
@@ -29,6 +36,15 @@ func (s Sink) Subscribed(requestID uint32, consumerID string) {
 // frame size) and queues it; it keeps nothing of ds.
 func (s Sink) Deliver(requestID uint32, ds []broker.Delivery, onWritten func()) bool {
 	return s.Out.Send(AppendDelivery(nil, requestID, ds), onWritten)
+}
+
+// Ended tells the consumer that the broker ended the subscription: an Error frame with the
+// Consume's request ID.
+func (s Sink) Ended(requestID uint32, e *broker.Error) {
+	if s.OnEnd != nil {
+		s.OnEnd()
+	}
+	s.Out.Send(AppendFrame(nil, requestID, ErrorFrame(e)), nil)
 }
 
 // scratch recycles the frame-typed copies of delivery batches.

@@ -78,7 +78,7 @@ func (c *conn) keyProblem() string {
 	return ""
 }
 
-func (c *conn) endSubscription(id uint32, ref subRef) {
+func (c *conn) endSubscription(id uint32, ref *subRef) {
 	delete(c.subs, id)
 	c.s.b.Unsubscribe(ref.queue, ref.consumer)
 	c.acct.Release(subscriptionMemory)
@@ -97,7 +97,7 @@ func (c *conn) keyWatch() (<-chan struct{}, bool) {
 	return c.auth.Changed(), c.who.Expires()
 }
 
-// wakeReader makes the reader check the key now.
+// wakeReader makes the reader check the key, and forget ended subscriptions, now.
 func (c *conn) wakeReader() {
 	c.recheck.Store(true)
 	c.wakeMu.Lock()
@@ -128,15 +128,17 @@ func (c *conn) skipRefused() ([]byte, error) {
 	return head, err
 }
 
-// recheckKey runs on the reader after wakeReader. A key that no longer authenticates ends every
-// subscription with Unauthorized; the connection itself hears of it at its next request, as
-// before (security.md: "at their next request").
+// recheckKey runs on the reader after wakeReader. It forgets the subscriptions the broker ended
+// (dropEnded), and a key that no longer authenticates ends every subscription with
+// Unauthorized; the connection itself hears of it at its next request, as before (security.md:
+// "at their next request").
 func (c *conn) recheckKey() {
 	c.recheck.Store(false) // before the deadline is cleared: a wake meanwhile is not lost
 	_ = c.nc.SetReadDeadline(time.Time{})
 	if c.disconnecting.Load() {
 		_ = c.nc.SetReadDeadline(time.Now()) // a shutdown's wake must not be cleared
 	}
+	c.dropEnded()
 	if c.who == nil {
 		return
 	}

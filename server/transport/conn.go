@@ -46,13 +46,19 @@ type conn struct {
 	inflight chan struct{} // one token per request awaiting an answer
 	pending  sync.WaitGroup
 
-	subs map[uint32]subRef // by Consume request ID; reader goroutine only
+	subs map[uint32]*subRef // by Consume request ID; reader goroutine only
+	// The subscriptions the broker ended (their queue was deleted), for the reader to forget
+	// (dropEnded); hasEnded tells it there are some.
+	endedMu  sync.Mutex
+	ended    []*subRef
+	hasEnded atomic.Bool
 
 	// The connection's API key (authz.go); nil when authentication is off. Reader goroutine only.
 	auth   *auth.Store
 	who    *auth.Principal
 	whoGen uint64
-	// recheck asks the reader to check the key again although no request came (authz.go).
+	// recheck asks the reader to check the key again, and to forget the subscriptions the broker
+	// ended, although no request came (authz.go).
 	recheck  atomic.Bool
 	wakeMu   sync.Mutex // orders wakeReader's deadline with skipping
 	skipping bool       // the reader discards a refused body: a wake must not cut it (under wakeMu)
@@ -90,7 +96,7 @@ func newConn(s *Server, nc net.Conn, id uint64) *conn {
 		s: s, nc: nc, id: id, session: strconv.FormatUint(id, 10),
 		log:      s.log.With("conn", id, "remote", nc.RemoteAddr().String()),
 		inflight: make(chan struct{}, s.opts.MaxInflight),
-		subs:     map[uint32]subRef{},
+		subs:     map[uint32]*subRef{},
 		done:     make(chan struct{}),
 	}
 	c.acct = s.opts.Budget.Open(s.opts.MaxConnectionMemory, c.cut)

@@ -99,3 +99,37 @@ func TestDeleteQueueAnswersEveryWaitingRequest(t *testing.T) {
 		t.Fatal("Shutdown did not return")
 	}
 }
+
+// A subscription the broker ends (its queue is deleted) is ended on its connection too: the
+// consumer hears QueueNotFound with its Consume's request ID, and the subscription's place and
+// its 1 KiB of memory are free again at once. Before, both stayed taken until the connection
+// closed, so a consumer whose queues were deleted could not subscribe anywhere else.
+func TestSubscriptionsOfADeletedQueueEndOnTheirConnection(t *testing.T) {
+	const room = 2
+	_, addr := startServer(t, Options{MaxSubscriptions: room,
+		MaxConnectionMemory: connMemory + room*subscriptionMemory + subscriptionMemory/2}) // the half: answers queued
+	admin := dialRaw(t, addr)
+	admin.Handshake()
+	for _, q := range []string{"a", "b", "c"} {
+		newQueue(t, admin, &fibp.CreateQueue{Name: q})
+	}
+	c := dialRaw(t, addr)
+	c.Handshake()
+	c.Subscribe(10, "a", 1)
+	c.Subscribe(11, "b", 1)
+	for i, q := range []string{"a", "b"} {
+		if r := admin.Call(uint32(200+i), &fibp.DeleteQueue{Queue: q}).(*fibp.DeleteQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("DeleteQueue %s: %+v", q, r)
+		}
+	}
+	ended := map[uint32]bool{}
+	for len(ended) < room {
+		h, f := c.Next()
+		expectError(t, f, fibp.CodeQueueNotFound)
+		ended[h.RequestID] = true
+	}
+	if !ended[10] || !ended[11] {
+		t.Fatalf("the Error frames name request IDs %v, want the subscriptions' 10 and 11", ended)
+	}
+	c.Subscribe(12, "c", 1) // room for it again, on the same connection
+}

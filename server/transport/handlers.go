@@ -15,6 +15,7 @@ import (
 // handle dispatches one complete request; it reports whether the connection stays open.
 func (c *conn) handle(h fibp.Header, body []byte) bool {
 	c.logRequest(h, body)
+	c.dropEnded() // the consumer may answer an ended subscription's Error before the wake lands
 	if h.Opcode != fibp.OpPong && h.Opcode != fibp.OpDisconnect && !c.authorized(h) {
 		return false
 	}
@@ -227,16 +228,48 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 		return
 	}
 	consumer := c.session + "-" + strconv.FormatUint(uint64(h.RequestID), 10)
+	ref := &subRef{queue: req.Queue, consumer: consumer}
 	sub, e := session.Subscription(&req, h.RequestID, c.session, consumer, c.caps.Has(fibp.CapCreditFlowControl))
 	if e == nil {
-		e = c.s.b.Subscribe(sub, session.Sink{Out: c})
+		e = c.s.b.Subscribe(sub, session.Sink{Out: c, OnEnd: func() { c.subscriptionEnded(ref) }})
 	}
 	if e != nil {
 		c.acct.Release(subscriptionMemory)
 		c.sendBrokerError(h.RequestID, e)
 		return
 	}
-	c.subs[h.RequestID] = subRef{queue: req.Queue, consumer: consumer}
+	c.subs[h.RequestID] = ref
+}
+
+// subscriptionEnded hands a subscription the broker ended to the reader, and wakes it.
+func (c *conn) subscriptionEnded(ref *subRef) {
+	c.endedMu.Lock()
+	c.ended = append(c.ended, ref)
+	c.endedMu.Unlock()
+	c.hasEnded.Store(true)
+	c.wakeReader()
+}
+
+// dropEnded forgets the subscriptions the broker ended, giving back their memory. A request ID
+// that names a newer subscription meanwhile (cancelled and consumed again) keeps it.
+func (c *conn) dropEnded() {
+	if !c.hasEnded.Load() {
+		return
+	}
+	c.endedMu.Lock()
+	ended := c.ended
+	c.ended = nil
+	c.hasEnded.Store(false)
+	c.endedMu.Unlock()
+	for _, ref := range ended {
+		for id, r := range c.subs {
+			if r == ref {
+				delete(c.subs, id)
+				c.acct.Release(subscriptionMemory)
+				break
+			}
+		}
+	}
 }
 
 func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
