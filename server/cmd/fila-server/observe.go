@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/net/netutil"
 
 	"github.com/filamq/fila/server/config"
 )
@@ -70,18 +69,31 @@ func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness, he
 	mux.Handle("/readyz", ready)
 	if cfg.PProf {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.Handle("/debug/pprof/profile", untimed(pprof.Profile))
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		mux.Handle("/debug/pprof/trace", untimed(pprof.Trace))
 	}
 	ln, err := net.Listen("tcp", cfg.HTTPListen)
 	if err != nil {
 		return nil, err
 	}
-	srv := &http.Server{Addr: ln.Addr().String(), Handler: mux, // Addr: the bound address, for --addr-file
-		ReadHeaderTimeout: httpIdleTimeout, IdleTimeout: httpIdleTimeout}
-	go srv.Serve(netutil.LimitListener(ln, maxHTTPConnections))
+	srv := &http.Server{Addr: ln.Addr().String(), Handler: markBusy(mux), // Addr: the bound address, for --addr-file
+		ReadHeaderTimeout: httpTimeout, ReadTimeout: httpTimeout, WriteTimeout: httpTimeout, IdleTimeout: httpTimeout,
+		ConnContext: withConn}
+	go srv.Serve(newEvictingListener(ln, maxHTTPConnections))
 	return srv, nil
+}
+
+// untimed lifts the read and write timeouts for a handler that runs as long as it is asked to
+// (a profile or trace of ?seconds=N): ReadTimeout would cancel its request, WriteTimeout cut
+// its answer. These are served only with --pprof.
+func untimed(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		_ = rc.SetReadDeadline(time.Time{})
+		_ = rc.SetWriteDeadline(time.Time{})
+		h(w, r)
+	})
 }
 
 // diskUsageGauge is fila_storage_disk_bytes: the size of every file under the data directory
@@ -123,10 +135,11 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 }
 
 // maxHTTPConnections bounds the connections the HTTP listener serves at once: it needs no key,
-// so without a bound idle keep-alive connections could take every file the process may open.
+// so without a bound idle keep-alive connections could take every file the process may open. At
+// the bound a new connection closes the oldest one outside a handler (httplimit.go).
 const maxHTTPConnections = 64
 
-// httpIdleTimeout bounds the time to read a request's headers and a keep-alive connection's
-// idle time, so that slow or idle clients give their connection back. (No ReadTimeout: it would
-// cancel a 30-second /debug/pprof/profile; no endpoint reads a request body.)
-const httpIdleTimeout = 10 * time.Second
+// httpTimeout bounds the time to read a request (headers and body), to write its answer, and a
+// keep-alive connection's idle time, so that slow or idle clients give their connection back.
+// The --pprof profile and trace lift the first two (untimed).
+const httpTimeout = 10 * time.Second

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"container/list"
+	"context"
+	"net"
+	"net/http"
+	"sync"
+)
+
+// The HTTP listener needs no key, so anyone who can reach it can open connections and send
+// nothing, or headers a byte at a time. Its connections are bounded (maxHTTPConnections), and at
+// the bound a new connection closes the oldest one that is not being answered — one still
+// waiting for its request, reading it, or idle between keep-alive requests — rather than wait
+// for one of them to time out: a health probe, which sends its request at once and is answered
+// in microseconds, is served however many slow clients there are. Only when every connection is
+// inside a handler (each bounded by httpWriteTimeout, except a --pprof profile) does a new one
+// wait for a slot.
+
+// evictingListener bounds the connections served at once, closing the oldest idle one at the
+// bound.
+type evictingListener struct {
+	net.Listener
+	max int
+
+	mu    sync.Mutex
+	freed *sync.Cond // signalled when a connection closes or leaves a handler
+	conns *list.List // of *trackedConn, oldest first
+}
+
+func newEvictingListener(ln net.Listener, max int) *evictingListener {
+	l := &evictingListener{Listener: ln, max: max, conns: list.New()}
+	l.freed = sync.NewCond(&l.mu)
+	return l
+}
+
+// Accept accepts a connection, first making room for it: the oldest connection outside a
+// handler is closed, or Accept waits until one leaves its handler or closes.
+func (l *evictingListener) Accept() (net.Conn, error) {
+	nc, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for l.conns.Len() >= l.max {
+		if victim := l.oldestIdle(); victim != nil {
+			l.forget(victim)
+			go victim.Conn.Close() // its server goroutine sees the close and ends
+			continue
+		}
+		l.freed.Wait()
+	}
+	c := &trackedConn{Conn: nc, l: l}
+	c.elem = l.conns.PushBack(c)
+	return c, nil
+}
+
+// oldestIdle is the oldest connection outside a handler; nil when every one is in a handler.
+// The caller holds mu.
+func (l *evictingListener) oldestIdle() *trackedConn {
+	for e := l.conns.Front(); e != nil; e = e.Next() {
+		if c := e.Value.(*trackedConn); !c.busy {
+			return c
+		}
+	}
+	return nil
+}
+
+// forget takes c out of the count. The caller holds mu.
+func (l *evictingListener) forget(c *trackedConn) {
+	if c.elem != nil {
+		l.conns.Remove(c.elem)
+		c.elem = nil
+		l.freed.Signal()
+	}
+}
+
+// trackedConn is a connection of an evictingListener.
+type trackedConn struct {
+	net.Conn
+	l    *evictingListener
+	elem *list.Element // nil once forgotten (closed or evicted); under l.mu
+	busy bool          // inside a handler; under l.mu
+}
+
+func (c *trackedConn) Close() error {
+	c.l.mu.Lock()
+	c.l.forget(c)
+	c.l.mu.Unlock()
+	return c.Conn.Close()
+}
+
+func (c *trackedConn) setBusy(busy bool) {
+	c.l.mu.Lock()
+	c.busy = busy
+	if !busy {
+		c.l.freed.Signal()
+	}
+	c.l.mu.Unlock()
+}
+
+// connKey is the context key of a request's *trackedConn (http.Server.ConnContext).
+type connKey struct{}
+
+func withConn(ctx context.Context, nc net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, nc)
+}
+
+// markBusy marks the request's connection as inside a handler while h runs, so that it is not
+// evicted meanwhile.
+func markBusy(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if c, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
+			c.setBusy(true)
+			defer c.setBusy(false)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
