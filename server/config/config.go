@@ -37,7 +37,7 @@ type Config struct {
 
 	MaxFrameSize     Bytes         `yaml:"max_frame_size" help:"largest accepted frame, advertised in HandshakeOk"`
 	MaxReassembly    Bytes         `yaml:"max_reassembly" help:"largest body reassembled from continuation frames"`
-	MaxConnections   int           `yaml:"max_connections" help:"concurrent client connections"`
+	MaxConnections   int           `yaml:"max_connections" help:"concurrent client connections; at this limit the oldest connection of all still in its handshake gives its slot to the new one, and is closed unserved (handshaken connections are never evicted)"`
 	MaxPerClient     int           `yaml:"max_connections_per_client" help:"concurrent connections from one client IP address; at this limit the address's oldest connection still in its handshake gives its slot to the new one (handshaken connections are never evicted)"`
 	HandshakeTimeout time.Duration `yaml:"handshake_timeout" help:"time a new connection has to complete TLS and the FIBP Handshake"`
 	MaxInflight      int           `yaml:"max_inflight" help:"requests awaiting an answer per connection"`

@@ -35,6 +35,8 @@ type conn struct {
 
 	host     string        // client IP address (per-client limit)
 	greeting *list.Element // in s.greeting while the handshake runs; s.mu guards it
+	greeter  *list.Element // in s.greeters while the handshake runs; s.mu guards it
+	evicted  bool          // closed for room during its handshake (makeRoom); s.mu guards it
 
 	acct     *membudget.Account // nil when memory is not accounted
 	out      *outbound
@@ -334,9 +336,9 @@ func (c *conn) handshake() bool {
 	if !c.authenticate(hs.APIKey) {
 		return false
 	}
-	c.s.mu.Lock()
-	c.s.greeted(c) // from now on the connection keeps its slot
-	c.s.mu.Unlock()
+	if !c.s.greet(c) {
+		return false // closed for room meanwhile: never served
+	}
 	const serverCaps = fibp.CapCreditFlowControl
 	c.caps = hs.ClientCapabilities & serverCaps
 	c.send(0, &fibp.HandshakeOk{

@@ -102,6 +102,7 @@ type Server struct {
 	conns    map[*conn]struct{}
 	perHost  map[string]int        // open connections by client IP address
 	greeting map[string]*list.List // by client IP address: its connections still in their handshake, oldest first
+	greeters *list.List            // every connection still in its handshake, oldest first
 	closing  bool
 	wg       sync.WaitGroup
 	nextConn atomic.Uint64
@@ -117,7 +118,7 @@ type Server struct {
 func New(b *broker.Broker, opts Options) *Server {
 	opts.defaults()
 	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}, perHost: map[string]int{}, greeting: map[string]*list.List{},
-		forced: make(chan struct{})}
+		greeters: list.New(), forced: make(chan struct{})}
 	s.connGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "fila", Name: "connections", Help: "Open FIBP connections."})
 	s.errors = newErrorCounter()
 	if opts.Registry != nil {
@@ -196,7 +197,7 @@ func retryAccept(err error) bool {
 func (s *Server) accept(nc net.Conn) {
 	host := clientHost(nc.RemoteAddr())
 	s.mu.Lock()
-	if s.closing || (len(s.conns) >= s.opts.MaxConnections || s.perHost[host] >= s.opts.MaxPerClient) && !s.evictGreeting(host) {
+	if s.closing || !s.makeRoom(host) {
 		open, fromHost := len(s.conns), s.perHost[host]
 		s.mu.Unlock()
 		s.log.Warn("refusing a connection", "remote", nc.RemoteAddr(), "open", open, "open_from_client", fromHost)
@@ -217,6 +218,7 @@ func (s *Server) accept(nc net.Conn) {
 		s.greeting[host] = list.New()
 	}
 	c.greeting = s.greeting[host].PushBack(c)
+	c.greeter = s.greeters.PushBack(c)
 	s.wg.Add(1)
 	s.mu.Unlock()
 	s.connGauge.Inc()
@@ -236,27 +238,54 @@ func (s *Server) accept(nc net.Conn) {
 	}()
 }
 
-// A client at its connection limit that opens one more makes room by closing its oldest
-// connection that has not finished its handshake: idle or slow handshakes (a slowloris) cannot
-// keep a client's slots from connections that do handshake. Connections past their handshake are
-// never closed for room.
+// A connection at a limit makes room by closing the oldest connection that has not finished its
+// handshake: at the client's own limit, that client's oldest; at the server's limit, the oldest
+// of all. Idle or slow handshakes (a slowloris, from one address or many) cannot keep the slots
+// from connections that do handshake. Connections past their handshake are never closed for
+// room. A closed connection stops counting at once and is never served: its handshake, if it
+// was being read, ends there (greet).
 
-// evictGreeting closes host's oldest connection still in its handshake and forgets it, reporting
-// whether there was one. s.mu is held.
-func (s *Server) evictGreeting(host string) bool {
-	l := s.greeting[host]
-	if l == nil || l.Len() == 0 {
-		return false
+// makeRoom makes room under both limits for a new connection from host, evicting handshaking
+// connections as needed; false means there is none to evict. s.mu is held.
+func (s *Server) makeRoom(host string) bool {
+	if s.perHost[host] >= s.opts.MaxPerClient {
+		l := s.greeting[host]
+		if l == nil || l.Len() == 0 {
+			return false
+		}
+		s.evict(l.Front().Value.(*conn), "its client opened another at its connection limit")
 	}
-	c := l.Front().Value.(*conn)
-	s.greeted(c)
-	s.forget(c)
-	c.log.Info("closing a connection still in its handshake: its client opened another at its connection limit")
-	go c.nc.Close() // not under s.mu: closing a TLS connection may write an alert
+	if len(s.conns) >= s.opts.MaxConnections {
+		if s.greeters.Len() == 0 {
+			return false
+		}
+		s.evict(s.greeters.Front().Value.(*conn), "another connection came at the server's connection limit")
+	}
 	return true
 }
 
-// greeted takes c off its host's list of connections in their handshake. s.mu is held.
+// evict closes c, which is still in its handshake, and stops counting it. s.mu is held.
+func (s *Server) evict(c *conn, why string) {
+	s.greeted(c)
+	s.forget(c)
+	c.evicted = true
+	c.log.Info("closing a connection still in its handshake: " + why)
+	go c.nc.Close() // not under s.mu: closing a TLS connection may write an alert
+}
+
+// greet ends c's handshake: from now on it keeps its slot. false means it was evicted meanwhile
+// and must close without being served.
+func (s *Server) greet(c *conn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c.evicted {
+		return false
+	}
+	s.greeted(c)
+	return true
+}
+
+// greeted takes c off the lists of connections in their handshake. s.mu is held.
 func (s *Server) greeted(c *conn) {
 	if c.greeting == nil {
 		return
@@ -267,6 +296,8 @@ func (s *Server) greeted(c *conn) {
 	if l.Len() == 0 {
 		delete(s.greeting, c.host)
 	}
+	s.greeters.Remove(c.greeter)
+	c.greeter = nil
 }
 
 // forget stops counting c against the limits. s.mu is held.
