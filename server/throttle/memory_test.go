@@ -129,3 +129,46 @@ func TestNewBucketMemoryIsWhatANewBucketHolds(t *testing.T) {
 		}
 	})
 }
+
+// A throttle declared again after its last subscription ended finds its dormant buckets as it
+// left them, so reconnecting never resets a limit — also when the declaration needs more room
+// than the bound has: it is refused rather than making room by forgetting the very buckets it
+// revives. Before, it forgot them and was accepted, and each key could take its hour's one
+// delivery again at once.
+func TestRedeclaringADormantThrottleKeepsItsBuckets(t *testing.T) {
+	hour, day := Limit{Max: 1, WindowMs: 3_600_000}, Limit{Max: 10, WindowMs: 86_400_000}
+	key := keys.Key{{Kind: keys.Header, Name: "k"}}
+	x := Declaration{Name: "x", Key: key, Limits: []Limit{hour}}
+	const buckets = 20
+	per := (&Throttle{limits: []Limit{hour}}).newBucketMemory(BucketKey{Group: "g00"})
+	r := NewRegistry(buckets*per + per/2) // the buckets fit, a window more for each does not
+	s, err := r.Declare("q", []Declaration{x})
+	if err != nil {
+		t.Fatal(err)
+	}
+	take := func(s *Subscription, now int64, group string) bool {
+		ok, _ := r.Take(now, []Ref{{T: s.Throttles()[0], B: BucketKey{Group: group}}})
+		return ok
+	}
+	for i := range buckets {
+		if !take(s, 1000, fmt.Sprintf("g%02d", i)) {
+			t.Fatalf("bucket %d of %d refused", i+1, buckets)
+		}
+	}
+	s.Close() // x is dormant, its buckets count on
+	if s2, err := r.Declare("q", []Declaration{{Name: "x", Key: key, Limits: []Limit{hour, day}}}); err == nil {
+		if take(s2, 2000, "g00") {
+			t.Fatal("declared again with a limit more, the throttle forgot its buckets: g00 took a second delivery within the hour")
+		}
+		s2.Close()
+	} else if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a declaration that does not fit the bound: %v, want ErrInvalid", err)
+	}
+	s3, err := r.Declare("q", []Declaration{x}) // as it was: no growth
+	if err != nil {
+		t.Fatal(err)
+	}
+	if take(s3, 2000, "g00") {
+		t.Fatal("declared again as it was, the throttle forgot its buckets: g00 took a second delivery within the hour")
+	}
+}

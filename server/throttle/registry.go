@@ -26,9 +26,11 @@ import (
 // The buckets' state is bounded (MaxMemory): a consumer that declares a keyed throttle with a
 // long window and is delivered messages with ever new key values would otherwise make it grow
 // without end. When a new bucket does not fit, dormant buckets are forgotten first (oldest
-// first); if it still does not fit, the delivery waits (no room, retry after bucketRetryMs), so
-// that no limit is ever exceeded. A declaration that would grow the buckets past the bound is
-// refused; ending a subscription never is, so when it makes a limit it hid effective (a looser one
+// first within each dormant throttle, the throttles in no set order); if it still does not fit,
+// the delivery waits (no room, retry after bucketRetryMs), so that no limit is ever exceeded.
+// (A throttle declared again after its dormant buckets were forgotten so starts them afresh.) A
+// declaration that would grow the buckets past the bound is refused (it never makes room by
+// forgetting the buckets of a throttle it declares again); ending a subscription never is, so when it makes a limit it hid effective (a looser one
 // with more room per window) the buckets may grow past the bound, and then no new bucket is made
 // until they are back under it.
 type Registry struct {
@@ -153,7 +155,11 @@ func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error
 		}
 	}
 	r.sweepDormant()
-	if need := r.growth(ds); !r.fits(need, r.last) {
+	reviving := map[string]bool{} // dormant throttles ds declares again: their buckets are kept
+	for _, d := range ds {
+		reviving[d.Name] = true
+	}
+	if need := r.growth(ds); !r.fits(need, r.last, reviving) {
 		return nil, invalid("the throttles' buckets cannot take these limits within the server's bound of %d bytes", r.maxMemory)
 	}
 	s := &Subscription{reg: r, queue: queue, decls: slices.Clone(ds)}
@@ -316,7 +322,7 @@ func (r *Registry) Take(now int64, refs []Ref) (ok bool, retryAt int64) {
 	if !ok {
 		return false, retryAt
 	}
-	if !r.fits(need, now) {
+	if !r.fits(need, now, nil) {
 		return false, now + bucketRetryMs
 	}
 	for _, ref := range refs {
@@ -439,12 +445,17 @@ func (t *Throttle) newBucket(k BucketKey) *bucket {
 }
 
 // fits reports whether need more bytes of bucket state fit the bound, forgetting dormant
-// buckets (oldest first in each dormant throttle) to make room.
-func (r *Registry) fits(need int64, now int64) bool {
+// buckets to make room: oldest first within each dormant throttle, the throttles in no set
+// order, and never those of the dormant throttles in keep (a declaration reviving them: were
+// their buckets forgotten, its limits would start afresh).
+func (r *Registry) fits(need int64, now int64, keep map[string]bool) bool {
 	if r.held+need <= r.maxMemory {
 		return true
 	}
 	for name, t := range r.dormant {
+		if keep[name] {
+			continue
+		}
 		t.evict(now)
 		for t.oldest != nil && r.held+need > r.maxMemory {
 			t.drop(t.oldest)
