@@ -30,6 +30,7 @@ type Mem struct {
 	failNext int
 	delay    time.Duration
 	crashed  bool
+	hanging  chan struct{} // non-nil after HangAppends
 	h        *health
 }
 
@@ -53,6 +54,18 @@ func (m *Mem) FailWrites(cause error) { m.h.fail(cause) }
 // Stick makes the store stuck (Health.Stuck), as DB is after a commit panicked inside Pebble's
 // commit pipeline: writes are refused for good.
 func (m *Mem) Stick(cause error) { m.h.stick(cause) }
+
+// HangAppends makes every later append to a log never return, as on a disk that no longer
+// answers, or (with Stick) behind a commit pipeline a panic left locked. hanging receives one
+// value for each append that hangs (it is not waited on when full: it holds 16).
+func (m *Mem) HangAppends() (hanging <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.hanging == nil {
+		m.hanging = make(chan struct{}, 16)
+	}
+	return m.hanging
+}
 
 // ResumeWrites makes the store accept writes again, as DB does once the disk takes writes.
 func (m *Mem) ResumeWrites() { m.h.recovered() }
@@ -249,6 +262,16 @@ func (l *memLog) check() error {
 func (l *memLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
 
 func (l *memLog) StoreLogs(logs []*raft.Log) error {
+	l.m.mu.Lock()
+	hanging := l.m.hanging
+	l.m.mu.Unlock()
+	if hanging != nil {
+		select {
+		case hanging <- struct{}{}:
+		default:
+		}
+		select {} // HangAppends
+	}
 	if err := l.check(); err != nil {
 		return err
 	}
