@@ -72,8 +72,8 @@ func EntryFence(entry []byte) (queuelog.Fence, error) {
 		return f, fmt.Errorf("queuegroup: entry does not open with a Fence")
 	}
 	n := int(binary.BigEndian.Uint32(entry))
-	if n > len(entry)-queuelog.LengthSize {
-		return f, fmt.Errorf("queuegroup: entry's Fence is truncated")
+	if n < queuelog.HeaderSize || n > len(entry)-queuelog.LengthSize {
+		return f, fmt.Errorf("queuegroup: entry's Fence has length %d in an entry of %d bytes", n, len(entry))
 	}
 	if err := f.Decode(entry[queuelog.LengthSize+1 : queuelog.LengthSize+n]); err != nil {
 		return f, fmt.Errorf("queuegroup: entry's Fence: %w", err)
