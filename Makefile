@@ -5,7 +5,9 @@ MODULES   := ./... ./generated/... ./lua/... ./server/... ./client/... ./tools/.
 DARWIN_MODULES := ./... ./generated/... ./lua/... ./server/... ./client/... ./fuzz/... ./examples/...
 RACE_PKGS := ./lua/... ./server/... ./client/...
 FUZZTIME  ?= 60s
-FUZZ_PKGS := ./generated/fibp ./generated/riftproto ./generated/store ./generated/riftstore ./generated/queuelog ./fuzz
+FUZZ_PKGS := ./generated/fibp ./generated/riftproto ./generated/store ./generated/riftstore ./generated/queuelog ./generated/wire \
+             ./fuzz ./server/queuegroup ./server/broker ./server/throttle ./server/auth ./server/rift/subject \
+             ./server/config ./client/cmd/fila ./lua/hooks
 
 .PHONY: all generate check-generated fmt vet test test-race race-if-cgo fuzz fuzz-short bench run build clean
 
