@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/filamq/fila/server/raftgroup"
+	"github.com/filamq/fila/server/storage"
 )
 
 // When a write to the store fails (a full disk, an I/O error, a read-only file system), the
@@ -113,9 +114,14 @@ func (b *Broker) metaFailed() {
 }
 
 // storageMetrics are fila_storage_writable, fila_storage_write_failures_total,
-// fila_queue_groups_awake and fila_body_cache_bytes.
+// fila_queue_groups_awake, fila_body_cache_bytes and, when the store has an LSM tree,
+// fila_storage_lsm_*.
 func (b *Broker) storageMetrics() []prometheus.Collector {
-	return []prometheus.Collector{
+	var lsm []prometheus.Collector
+	if l, ok := b.db.(storage.LSM); ok {
+		lsm = append(lsm, newLSMCollector(l))
+	}
+	return append(lsm,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fila", Name: "storage_writable",
 			Help: "1 while the store accepts writes; 0 after a write failed (full disk, I/O error), until writes succeed again."},
 			func() float64 {
@@ -133,5 +139,5 @@ func (b *Broker) storageMetrics() []prometheus.Collector {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fila", Name: "body_cache_bytes",
 			Help: "Bytes of message bodies held in memory for delivery soon after their enqueue, all queues together (bounded by body_cache_bytes)."},
 			func() float64 { return float64(b.cacheBytes.Load()) }),
-	}
+	)
 }

@@ -335,7 +335,9 @@ func (d *DB) eventListener() *pebble.EventListener {
 			d.log.Error("storage: corrupt data", "file", info.Path, "err", info.Details.Error())
 		},
 		WriteStallBegin: func(info pebble.WriteStallBeginInfo) {
+			d.stalls.begin()
 			d.log.Warn("storage: write stall", "reason", info.Reason)
 		},
+		WriteStallEnd: d.stalls.end,
 	}
 }

@@ -91,6 +91,7 @@ type DB struct {
 	// broken is set when Pebble itself saw a failure (its WAL keeps the error): the recovery
 	// reopens the database. Under mu, or set while holding it shared (atomic).
 	broken atomic.Bool
+	stalls stalls // Pebble's write stalls (lsm.go)
 
 	recoverEvery time.Duration
 	closing      chan struct{}
@@ -184,6 +185,7 @@ func Open(dir string, o Options) (*DB, error) {
 		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: separateValuesFrom, MaxBlobReferenceDepth: 10,
 			RewriteMinimumAge: 5 * time.Minute, TargetGarbageRatio: 0.2}
 	}
+	po.Experimental.SpanPolicyFunc = splitOutputs
 	d.po = po
 	p, err := openPebble(dir, po, false)
 	if err != nil {

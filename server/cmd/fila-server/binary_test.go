@@ -336,6 +336,11 @@ func TestMetricsHealthAndGracefulShutdown(t *testing.T) {
 		`fila_engine_scratch_fallbacks_total 0`,
 		`fila_engine_map_limit_fallbacks_total 0`,
 		`fila_engine_mappings `,
+		`fila_storage_lsm_l0_sublevels `,
+		`fila_storage_lsm_tables `,
+		`fila_storage_lsm_compaction_debt_bytes `,
+		`fila_storage_lsm_write_stalls_total `,
+		`fila_storage_lsm_memtables 1`,
 		buildInfoLine(t, bin),
 	} {
 		if !strings.Contains(metrics, want) {
