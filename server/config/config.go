@@ -48,7 +48,7 @@ type Config struct {
 	BodyCacheBytes   Bytes         `yaml:"body_cache_bytes" help:"memory for recent message bodies, all queues together; older bodies stay on disk"`
 	PingInterval     time.Duration `yaml:"ping_interval" help:"idle time before the server pings a client"`
 	PongTimeout      time.Duration `yaml:"pong_timeout" help:"time a client has to answer a Ping"`
-	ShutdownTimeout  time.Duration `yaml:"shutdown_timeout" help:"time to finish in-flight requests on SIGINT/SIGTERM, and then to close the store (past that, the server exits 1 without closing it)"`
+	ShutdownTimeout  time.Duration `yaml:"shutdown_timeout" help:"time to finish in-flight requests on SIGINT/SIGTERM, and then to close the stores (past that, the server exits 1 without closing them)"`
 
 	MemoryBudget        Bytes         `yaml:"memory_budget" help:"memory all clients together may make the server hold (frame buffers, partial bodies, unanswered requests, queued answers and deliveries, Rift subscriber queues); 0 = half of GOMEMLIMIT, or of the machine's or cgroup's memory"`
 	MaxConnectionMemory Bytes         `yaml:"max_connection_memory" help:"memory one client connection may make the server hold"`

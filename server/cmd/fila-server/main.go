@@ -175,22 +175,25 @@ func shutdown(timeout time.Duration, srv *transport.Server, rn *riftNode, b *bro
 	if err := srv.Shutdown(ctx); err != nil {
 		log.Warn("connections did not finish in time", "err", err)
 	}
-	if err := rn.close(); err != nil {
-		log.Warn("rift did not close cleanly", "err", err)
-	}
-	if err := closeBroker(b, timeout); err != nil {
+	if err := closeStores(rn, b, timeout, log); err != nil {
 		return err
 	}
 	log.Info("stopped")
 	return nil
 }
 
-// closeBroker closes the broker, giving it up to timeout: a store that is stuck, or a disk that
-// no longer answers, must not keep the process from exiting. Exiting without the close is a crash
-// the next start recovers from: every acknowledged write is in the store's WAL.
-func closeBroker(b *broker.Broker, timeout time.Duration) error {
+// closeStores closes Rift (its listener, plugins and streams) and then the broker, giving them
+// up to timeout together: a store that is stuck, or a disk that no longer answers, must not keep
+// the process from exiting. Exiting without the close is a crash the next start recovers from:
+// every acknowledged write is in a store's WAL.
+func closeStores(rn *riftNode, b *broker.Broker, timeout time.Duration, log *slog.Logger) error {
 	closed := make(chan error, 1)
-	go func() { closed <- b.Close() }()
+	go func() {
+		if err := rn.close(); err != nil {
+			log.Warn("rift did not close cleanly", "err", err)
+		}
+		closed <- b.Close()
+	}()
 	select {
 	case err := <-closed:
 		if errors.Is(err, broker.ErrStorageStuck) {
@@ -198,8 +201,8 @@ func closeBroker(b *broker.Broker, timeout time.Duration) error {
 		}
 		return err
 	case <-time.After(timeout):
-		return fmt.Errorf("the store did not close within shutdown_timeout (%v): exiting without closing it "+
-			"(acknowledged messages are in the WAL and replayed at the start)", timeout)
+		return fmt.Errorf("the stores did not close within shutdown_timeout (%v): exiting without closing them "+
+			"(acknowledged messages are in their WALs and replayed at the start)", timeout)
 	}
 }
 

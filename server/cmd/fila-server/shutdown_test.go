@@ -14,7 +14,7 @@ import (
 )
 
 // brokerWithAWriteHanging opens a broker on the storage twin and leaves one Enqueue's append
-// hanging inside it (storage.Mem.HangAppends).
+// hanging inside it (storage.Mem.HangAppends). The server's shutdown closes it with closeStores.
 func brokerWithAWriteHanging(t *testing.T) (*broker.Broker, *storage.Mem) {
 	t.Helper()
 	st := storage.NewMem()
@@ -38,13 +38,13 @@ func TestShutdownEndsWhenTheStoreDoesNot(t *testing.T) {
 	t.Run("stuck", func(t *testing.T) {
 		b, st := brokerWithAWriteHanging(t)
 		st.Stick(syscall.EIO)
-		if err := closeBroker(b, time.Hour); !errors.Is(err, errStorageStuck) {
+		if err := closeStores(nil, b, time.Hour, slog.New(slog.NewTextHandler(io.Discard, nil))); !errors.Is(err, errStorageStuck) {
 			t.Fatalf("closing a stuck store: %v, want errStorageStuck", err)
 		}
 	})
 	t.Run("not answering", func(t *testing.T) {
 		b, _ := brokerWithAWriteHanging(t)
-		err := closeBroker(b, time.Millisecond)
+		err := closeStores(nil, b, time.Millisecond, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err == nil || !strings.Contains(err.Error(), "shutdown_timeout") {
 			t.Fatalf("closing a store that does not answer: %v, want the shutdown_timeout error", err)
 		}
