@@ -270,7 +270,11 @@ func (s *Server) evict(c *conn, why string) {
 	s.forget(c)
 	c.evicted = true
 	c.log.Info("closing a connection still in its handshake: " + why)
-	go c.nc.Close() // not under s.mu: closing a TLS connection may write an alert
+	raw := c.nc
+	if tc, ok := raw.(*tls.Conn); ok {
+		raw = tc.NetConn() // a TLS close may wait to write its alert; the socket's does not
+	}
+	_ = raw.Close() // at once, so that its file is given back before the new connection takes one
 }
 
 // greet ends c's handshake: from now on it keeps its slot. false means it was evicted meanwhile
