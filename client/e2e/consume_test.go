@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -158,4 +160,25 @@ func TestTwoConsumersShareAQueue(t *testing.T) {
 			t.Errorf("message %v was not received by either consumer", id)
 		}
 	}
+}
+
+// A consumer whose queue is deleted is told so: Next ends with QueueNotFound instead of waiting
+// for ever, and the client keeps working.
+func TestConsumerOfADeletedQueueEnds(t *testing.T) {
+	t.Parallel()
+	c := dial(t, "")
+	q := createQueue(t, c, fila.QueueConfig{})
+	cons := consume(t, c, q, fila.ConsumeOptions{MaxUnacked: 5})
+	waitStats(t, c, q, "1 consumer", func(s *fila.QueueStats) bool { return s.ActiveConsumers == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.DeleteQueue(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := cons.Next(ctx); !errors.Is(err, fila.ErrQueueNotFound) {
+		t.Fatalf("Next on a deleted queue: %v, %v; want ErrQueueNotFound", d, err)
+	}
+	other := createQueue(t, c, fila.QueueConfig{})
+	enqueue(t, c, fila.Message{Queue: other, Payload: []byte("after")})
+	next(t, consume(t, c, other, fila.ConsumeOptions{MaxUnacked: 5}))
 }
