@@ -173,19 +173,34 @@ func drive(s *State, now int64) {
 // also to a state restored from a snapshot taken after the first cut of them. Entries may fail
 // (the replica logs it and goes on); nothing may panic, the two replays must agree on every
 // entry's outcome and end in the same state, and that state must snapshot and restore to itself.
+//
+// With cut's high bit clear, each entry of the input is an entry's commands only and is given
+// the Fence that follows the last (so that mutations reach the commands); with it set, entries
+// are taken as they are, Fence included.
 func FuzzReplay(f *testing.F) {
 	entries, _ := seedLog(f)
-	f.Add(uint8(0), joinEntries(entries))
-	f.Add(uint8(3), joinEntries(entries))
-	for i := range entries {
-		f.Add(uint8(i), joinEntries(entries[:i+1]))
+	commands := make([][]byte, len(entries))
+	for i, e := range entries {
+		commands[i] = e[queuelog.LengthSize+int(binary.BigEndian.Uint32(e)):]
 	}
-	f.Add(uint8(1), joinEntries([][]byte{entries[0], entries[0], entries[2]}))
+	f.Add(uint8(0x80), joinEntries(entries))
+	f.Add(uint8(0x83), joinEntries(entries))
+	f.Add(uint8(0), joinEntries(commands))
+	for i := range entries {
+		f.Add(uint8(i), joinEntries(commands[:i+1]))
+	}
+	f.Add(uint8(1), joinEntries([][]byte{commands[0], commands[0], commands[2]}))
 	f.Fuzz(func(t *testing.T, cut uint8, log []byte) {
 		es := splitEntries(log)
 		if len(es) > 64 {
 			es = es[:64]
 		}
+		if cut&0x80 == 0 {
+			for i, e := range es {
+				es[i] = append(queuelog.AppendFrame(nil, &queuelog.Fence{Epoch: 1, Seq: uint64(i + 1)}), e...)
+			}
+		}
+		cut &= 0x7f
 		k := int(cut) % (len(es) + 1)
 		a, b := newState(t), newState(t)
 		failed := make([]bool, len(es))
