@@ -3,6 +3,8 @@ package throttle
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -11,8 +13,9 @@ import (
 // Takes of one or two buckets at times moving forward by up to 255 ms (or behind). Declarations
 // fail only with ErrInvalid or ErrConflict; nothing panics; a Take behind the registry's time
 // counts nothing; a Take that counts leaves no bucket with more deliveries than Max in any window
-// of WindowMs of any limit declared at the time (the package's exactness promise), and one that
-// does not gives a retry time after now.
+// of WindowMs of any limit declared at the time (the package's exactness promise, across ends
+// and declarations again: only buckets a gone throttle may have forgotten start afresh), and one
+// that does not gives a retry time after now.
 func FuzzRegistry(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 3, 10, 2, 5, 2, 5, 2, 5, 2, 5, 2, 200, 2, 5})
 	f.Add([]byte{0, 1, 2, 1, 4, 2, 90, 0, 1, 1, 2, 9, 2, 1, 2, 1, 1, 0, 2, 1, 2, 3, 2, 3})
@@ -26,6 +29,27 @@ func FuzzRegistry(f *testing.F) {
 			bucket string
 		}
 		var takes []taken
+		// A throttle no live subscription declares is gone; its buckets stay dormant only until
+		// idle for its largest window, and only a declaration with the same policy finds them
+		// again (Registry's doc). gone holds what the model needs to know then.
+		type goneThrottle struct {
+			policy    Policy
+			maxWindow int64
+		}
+		gone := map[string]goneThrottle{}
+		forget := func(name string, now int64, idle int64) { // drops the takes of buckets evicted by now
+			last := map[string]int64{}
+			for _, x := range takes {
+				last[x.bucket] = max(last[x.bucket], x.at)
+			}
+			kept := takes[:0]
+			for _, x := range takes {
+				if !strings.HasPrefix(x.bucket, name+"/") || now-last[x.bucket] < idle {
+					kept = append(kept, x)
+				}
+			}
+			takes = kept
+		}
 		now := int64(1 << 30)
 		next := func() byte {
 			if len(prog) == 0 {
@@ -49,12 +73,30 @@ func FuzzRegistry(f *testing.F) {
 					}
 					continue
 				}
+				if g, ok := gone[d.Name]; ok {
+					idle := g.maxWindow
+					if g.policy != d.WhenKeyMissing {
+						idle = 0 // another throttle under the same name: its buckets are new
+					}
+					forget(d.Name, max(now, r.last), idle)
+					delete(gone, d.Name)
+				}
 				subs = append(subs, s)
 			case 1: // end a subscription
 				if len(subs) > 0 {
 					i := int(next()) % len(subs)
-					subs[i].Close()
+					closing := subs[i]
+					closing.Close()
 					subs = append(subs[:i], subs[i+1:]...)
+					for _, d := range closing.decls {
+						if !slices.ContainsFunc(subs, func(o *Subscription) bool { return o.decls[0].Name == d.Name }) {
+							g := goneThrottle{policy: d.WhenKeyMissing}
+							for _, l := range d.Limits {
+								g.maxWindow = max(g.maxWindow, l.span())
+							}
+							gone[d.Name] = g
+						}
+					}
 				}
 			case 2, 3: // take the first or every throttle of a subscription, in bucket g
 				if len(subs) == 0 {
