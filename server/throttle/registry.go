@@ -73,6 +73,12 @@ type Throttle struct {
 
 	buckets        map[BucketKey]*bucket
 	oldest, newest *bucket // buckets by last delivery, oldest first
+
+	// evictedLast is the last delivery of the buckets evict forgot (when evicted is set): a
+	// limit declared afterwards with a longer window than they were idle for may still hold it,
+	// so no new bucket is made until it has left every window (newRoom).
+	evictedLast int64
+	evicted     bool
 }
 
 // Name, Key and Policy describe the throttle; Key must not be modified.
@@ -314,6 +320,10 @@ func (r *Registry) Take(now int64, refs []Ref) (ok bool, retryAt int64) {
 		if b == nil {
 			ref.T.evict(now)
 			need += ref.T.newBucketMemory(ref.B)
+			if at := ref.T.newRoom(); at > now {
+				ok = false
+				retryAt = max(retryAt, at)
+			}
 		} else if !b.room(now) {
 			ok = false
 			retryAt = max(retryAt, b.nextRoom(now))
@@ -358,8 +368,19 @@ func (r *Registry) sweepDormant() {
 // count of theirs is 0, as is that of a bucket never seen.
 func (t *Throttle) evict(now int64) {
 	for b := t.oldest; b != nil && b.lastAt+t.maxWindow <= now; b = t.oldest {
+		t.evictedLast, t.evicted = max(t.evictedLast, b.lastAt), true
 		t.drop(b)
 	}
+}
+
+// newRoom is when a new bucket has room: the bucket may be one evict forgot, whose deliveries
+// count in every window they are still inside (the current limits may be longer than those it
+// was evicted under: TestAWindowDeclaredLaterCountsEvictedBuckets).
+func (t *Throttle) newRoom() int64 {
+	if !t.evicted {
+		return 0
+	}
+	return t.evictedLast + t.maxWindow
 }
 
 func (t *Throttle) drop(b *bucket) {

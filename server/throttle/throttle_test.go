@@ -331,6 +331,34 @@ func TestALimitDeclaredLaterCountsThePast(t *testing.T) {
 	s1.Close()
 }
 
+// A bucket evicted under short limits still counts for a longer limit declared afterwards: its
+// deliveries are inside the new window, so no new bucket (it may be the evicted one) has room
+// until they have left it. (FuzzRegistry found a bucket of 3 deliveries in 48 ms, evicted under
+// 1 per 14 ms while another bucket delivered, then a 1 per 336 ms limit admitting a fourth.)
+func TestAWindowDeclaredLaterCountsEvictedBuckets(t *testing.T) {
+	r := NewRegistry(0)
+	s1, _ := r.Declare("q", []Declaration{decl("api", Limit{1, 14})})
+	th := s1.Throttles()[0]
+	x, y := BucketKey{Group: "x"}, BucketKey{Group: "y"}
+	for _, at := range []int64{0, 48, 96} {
+		if ok, _ := r.Take(at, []Ref{{th, x}}); !ok {
+			t.Fatalf("refused at %d under 1 per 14 ms", at)
+		}
+	}
+	if ok, _ := r.Take(144, []Ref{{th, y}}); !ok { // evicts x: idle for longer than 14 ms
+		t.Fatal("bucket y refused")
+	}
+	s2, _ := r.Declare("q", []Declaration{decl("api", Limit{1, 336})})
+	if ok, at := r.Take(144, []Ref{{th, x}}); ok || at != 96+336 {
+		t.Fatalf("bucket x took a delivery at 144 (retry %d) with 3 in the 336 ms before", at)
+	}
+	if ok, _ := r.Take(96+336, []Ref{{th, x}}); !ok {
+		t.Fatal("bucket x refused once its deliveries left the window")
+	}
+	s2.Close()
+	s1.Close()
+}
+
 // Queues share the registry but read their clocks apart. A Take whose now is behind a time the
 // registry already counted at counts nothing and asks for a retry at that time, so that every
 // delivery is counted at its own lease time: by the deliveries' times, a window never holds
