@@ -69,7 +69,7 @@ func startRift() (string, *tls.Config, error) {
 		return "", nil, err
 	}
 	srv, err := listener.Listen(svc, listener.Options{Addr: "127.0.0.1:0", TLS: &tls.Config{Certificates: []tls.Certificate{cert}},
-		AuthTimeout: time.Second, FrameTimeout: 200 * time.Millisecond, Logger: quiet})
+		AuthTimeout: safetyNet, FrameTimeout: 200 * time.Millisecond, Logger: quiet})
 	if err != nil {
 		return "", nil, err
 	}
@@ -80,7 +80,7 @@ func startRift() (string, *tls.Config, error) {
 }
 
 func dialRift(t *testing.T, addr string) *quic.Conn {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), safetyNet)
 	defer cancel()
 	c, err := quic.DialAddr(ctx, addr, riftTLS, &quic.Config{InitialPacketSize: 1452})
 	if err != nil {
@@ -92,7 +92,7 @@ func dialRift(t *testing.T, addr string) *quic.Conn {
 // authed opens a connection and authenticates it.
 func authed(t *testing.T, addr string) *quic.Conn {
 	c := dialRift(t, addr)
-	if got := exchange(c, riftproto.AppendFrame(nil, &riftproto.Auth{Token: riftToken}), time.Second); !isOk(got) {
+	if got := exchange(c, riftproto.AppendFrame(nil, &riftproto.Auth{Token: riftToken}), safetyNet); !isOk(got) {
 		t.Fatalf("AUTH answered %x", got)
 	}
 	return c
@@ -122,7 +122,7 @@ func isOk(b []byte) bool {
 func riftAlive(t *testing.T, addr string) {
 	c := authed(t, addr)
 	defer c.CloseWithError(0, "")
-	if got := exchange(c, riftproto.AppendFrame(nil, &riftproto.Ping{}), 2*time.Second); !isOk(got) {
+	if got := exchange(c, riftproto.AppendFrame(nil, &riftproto.Ping{}), safetyNet); !isOk(got) {
 		t.Fatalf("PING after the input answered %x", got)
 	}
 }

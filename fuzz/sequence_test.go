@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/wire"
@@ -137,7 +136,7 @@ func FuzzFrameSequence(f *testing.F) {
 		}
 		go nc.Write(out)
 		answered := map[uint32]bool{}
-		ended, err := readAnswers(nc, fr, 10*time.Second, time.Minute, func(h fibp.Header, f fibp.Frame) error {
+		ended, err := readAnswers(nc, fr, safetyNet, safetyNet, func(h fibp.Header, f fibp.Frame) error {
 			id := h.RequestID
 			switch {
 			case id&(1<<31) != 0:

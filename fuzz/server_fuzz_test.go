@@ -15,6 +15,11 @@ import (
 	"github.com/filamq/fila/server/transport"
 )
 
+// safetyNet bounds each wait for an answer the server owes (a handshake, a Pong, an AUTH's OK,
+// every answer of FuzzFrameSequence): a server that answers ends the wait at once, so the bound
+// is reached only by a hang, never by a machine so loaded that the answer comes late.
+const safetyNet = time.Minute
+
 var (
 	once       sync.Once
 	addr       string
@@ -57,13 +62,13 @@ func startServer(tb testing.TB, bo broker.Options, to transport.Options) (*broke
 }
 
 func handshaken(t testing.TB, addr string) (net.Conn, *wire.FrameReader) {
-	nc, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	nc, err := net.DialTimeout("tcp", addr, safetyNet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	nc.Write(fibp.AppendFrame(nil, 0, 0, &fibp.Handshake{ProtocolVersion: 1, ClientCapabilities: fibp.CapCreditFlowControl}))
 	fr := wire.NewFrameReader(nc, fibp.HeaderSize, fibp.MaxFrameSize)
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	nc.SetReadDeadline(time.Now().Add(safetyNet))
 	if _, err := fr.Next(); err != nil {
 		t.Fatalf("handshake: %v", err)
 	}
@@ -75,7 +80,7 @@ func alive(t *testing.T, addr string) {
 	nc, fr := handshaken(t, addr)
 	defer nc.Close()
 	nc.Write(fibp.AppendFrame(nil, 0, 77, &fibp.Ping{}))
-	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	nc.SetReadDeadline(time.Now().Add(safetyNet))
 	for {
 		body, err := fr.Next()
 		if err != nil {

@@ -46,7 +46,7 @@ func FuzzArgs(f *testing.F) {
 		var out, errOut bytes.Buffer
 		start := time.Now()
 		code := runWith(ctx, args, strings.NewReader(""), &out, &errOut)
-		if time.Since(start) > 10*time.Second {
+		if time.Since(start) > time.Minute { // a net against a hang, never reached by a CLI that heeds its context, however loaded the machine
 			t.Fatalf("%q took %v, past its context", args, time.Since(start))
 		}
 		switch code {
