@@ -126,7 +126,7 @@ func FuzzRegistry(f *testing.F) {
 				for _, ref := range refs {
 					takes = append(takes, taken{now, ref.T.Name() + "/" + g})
 				}
-				if err := checkWindows(subs, g, now, func(bucket string, from int64) (n uint64) {
+				if err := checkWindows(subs, refs, g, now, func(bucket string, from int64) (n uint64) {
 					for _, x := range takes {
 						if x.bucket == bucket && x.at > from && x.at <= now {
 							n++
@@ -144,18 +144,22 @@ func FuzzRegistry(f *testing.F) {
 	})
 }
 
-// checkWindows checks every limit the live subscriptions declare on the throttles they name,
-// for bucket g's window ending at now: count(bucket, now-window) deliveries are inside it.
-func checkWindows(subs []*Subscription, g string, now int64, count func(bucket string, from int64) uint64) error {
-	for _, s := range subs {
-		for _, th := range s.Throttles() {
+// checkWindows checks, for the throttles that just counted a delivery (taken) in bucket g,
+// every limit the live subscriptions declare on them, over the window ending at now:
+// count(bucket, now-window) deliveries are inside it. (A throttle that counted nothing is not
+// checked: a limit declared later does not make earlier deliveries wrong, it keeps the next ones
+// out of its windows.)
+func checkWindows(subs []*Subscription, taken []Ref, g string, now int64, count func(bucket string, from int64) uint64) error {
+	for _, ref := range taken {
+		name := ref.T.Name()
+		for _, s := range subs {
 			for _, d := range s.decls {
-				if d.Name != th.Name() {
+				if d.Name != name {
 					continue
 				}
 				for _, l := range d.Limits {
-					if n := count(th.Name()+"/"+g, now-l.span()); n > l.Max {
-						return fmt.Errorf("throttle %q bucket %q: %d deliveries in the %d ms up to %d, limit %v", th.Name(), g, n, l.WindowMs, now, l)
+					if n := count(name+"/"+g, now-l.span()); n > l.Max {
+						return fmt.Errorf("throttle %q bucket %q: %d deliveries in the %d ms up to %d, limit %v", name, g, n, l.WindowMs, now, l)
 					}
 				}
 			}
