@@ -20,7 +20,7 @@ import (
 // and just after (their mean, so that a drift of the machine's load cancels). Per size it prints
 // the figures and one summary line:
 //
-//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=… scratch_mib=… scratch_cached_mib=… cpu_us=… empty_cpu_us=…
+//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=… scratch_mib=… scratch_cached_mib=… cpu_us=… empty_cpu_us=… empty_server_cpu_us=… compaction=… empty_compaction=… empty_server_compaction=…
 //
 // bytes_per_msg is (RSS − RSS before the fill) / messages, read 2 s after the fill; rss_settled_mib
 // is read -backlog-settle later, idle; empty_server is the lifecycle rate
@@ -28,7 +28,9 @@ import (
 // swept records live there, in the page cache rather than RSS) and scratch_cached_mib the part of
 // them in the page cache, read from the server's /metrics. cpu_us and
 // empty_cpu_us are the server's CPU time per acked message on the backlog and on the empty queues
-// beside it (their mean). The empty queues keep what their run left unconsumed. With -heap-profile
+// beside it (their mean), empty_server_cpu_us the same on the fresh server; compaction,
+// empty_compaction and empty_server_compaction are the seconds per second the server's store
+// spent compacting in those phases. The empty queues keep what their run left unconsumed. With -heap-profile
 // DIR the server serves pprof and a heap profile is saved at each size.
 func benchBacklog(r *runner) error {
 	if r.srv.cmd == nil {
@@ -48,11 +50,13 @@ func benchBacklog(r *runner) error {
 	if err := r.srv.restart(); err != nil {
 		return err
 	}
-	emptyServer, err := r.lifecycleRate("empty-server", backlogLifecycle(r.o))
+	fresh, err := r.backlogPhase("", "empty-server")
 	if err != nil {
 		return err
 	}
+	emptyServer := fresh.rate
 	report("lifecycle_empty_server", emptyServer, "msg/s")
+	report("server_cpu_per_msg_empty_server", fresh.cpuPerMsg, "us")
 	q, err := r.newQueue("backlog")
 	if err != nil {
 		return err
@@ -94,23 +98,28 @@ func benchBacklog(r *runner) error {
 		}
 		rate, empty := standing.rate, (before.rate+after.rate)/2
 		cpu, emptyCPU := standing.cpuPerMsg, (before.cpuPerMsg+after.cpuPerMsg)/2
+		compaction, emptyCompaction := standing.compaction, (before.compaction+after.compaction)/2
 		report("lifecycle_backlog_"+tag, rate, "msg/s")
 		report("lifecycle_empty_beside_"+tag, empty, "msg/s")
 		report("lifecycle_backlog_vs_empty_"+tag, 100*rate/empty, "%")
 		report("server_cpu_per_msg_backlog_"+tag, cpu, "us")
 		report("server_cpu_per_msg_empty_beside_"+tag, emptyCPU, "us")
-		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f scratch_mib=%.1f scratch_cached_mib=%.1f cpu_us=%.2f empty_cpu_us=%.2f\n",
+		report("server_compaction_backlog_"+tag, compaction, "s/s")
+		report("server_compaction_empty_beside_"+tag, emptyCompaction, "s/s")
+		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f scratch_mib=%.1f scratch_cached_mib=%.1f cpu_us=%.2f empty_cpu_us=%.2f empty_server_cpu_us=%.2f compaction=%.2f empty_compaction=%.2f empty_server_compaction=%.2f\n",
 			measured, r.o.backlogPayload, r.o.backlogKeys, mib(rss), perMsg, rate, empty, rate/empty, emptyServer,
-			mib(settled), mib(mem.scratch), mib(mem.scratchCached), cpu, emptyCPU)
+			mib(settled), mib(mem.scratch), mib(mem.scratchCached), cpu, emptyCPU, fresh.cpuPerMsg,
+			compaction, emptyCompaction, fresh.compaction)
 	}
 	return nil
 }
 
 // phaseResult is one lifecycle run of the backlog figure.
 type phaseResult struct {
-	rate      float64 // messages acked per second
-	cpuPerMsg float64 // the server's CPU time (user + system) per acked message, µs
-	added     int64   // messages enqueued but not acked meanwhile
+	rate       float64 // messages acked per second
+	cpuPerMsg  float64 // the server's CPU time (user + system) per acked message, µs
+	compaction float64 // seconds the store spent compacting per second (fila_storage_lsm_compaction_seconds_total)
+	added      int64   // messages enqueued but not acked meanwhile
 }
 
 // backlogPhase measures the lifecycle load on q (a fresh empty queue when ""), with the server's
@@ -130,12 +139,17 @@ func (r *runner) backlogPhase(q, label string) (phaseResult, error) {
 	if err != nil {
 		return phaseResult{}, err
 	}
-	cpu, acked := r.srv.cpuSeconds(), ct.acked.Load()
+	cpu, acked, comp, start := r.srv.cpuSeconds(), ct.acked.Load(), r.srv.scrape()[compactionSeconds], time.Now()
 	rate := measure(label, r.o.duration, ct.acked.Load)
 	cpu, acked = r.srv.cpuSeconds()-cpu, ct.acked.Load()-acked
+	comp = (r.srv.scrape()[compactionSeconds] - comp) / time.Since(start).Seconds()
 	stop()
-	return phaseResult{rate: rate, cpuPerMsg: cpu / float64(max(acked, 1)) * 1e6, added: ct.enqueued.Load() - ct.acked.Load()}, nil
+	return phaseResult{rate: rate, cpuPerMsg: cpu / float64(max(acked, 1)) * 1e6, compaction: comp,
+		added: ct.enqueued.Load() - ct.acked.Load()}, nil
 }
+
+// compactionSeconds is the store's compaction time series (absent, so 0, in a server without it).
+const compactionSeconds = "fila_storage_lsm_compaction_seconds_total"
 
 // backlogIdleTimeout keeps the backlog's queue awake for the whole figure.
 const backlogIdleTimeout = 24 * time.Hour

@@ -143,6 +143,28 @@ type memory struct {
 	scratchResident, mapped int64
 }
 
+// scrape reads the server's unlabelled /metrics series (none when it does not answer).
+func (s *server) scrape() map[string]float64 {
+	series := map[string]float64{}
+	res, err := http.Get("http://" + s.httpAddr + "/metrics")
+	if err != nil {
+		return series
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			series[name] = f
+		}
+	}
+	return series
+}
+
 func (s *server) memory() memory {
 	var m memory
 	if s.cmd == nil {
@@ -163,29 +185,8 @@ func (s *server) memory() memory {
 		f.Close()
 		m.rssFile -= m.rssAnon
 	}
-	res, err := http.Get("http://" + s.httpAddr + "/metrics")
-	if err != nil {
-		return m
-	}
-	defer res.Body.Close()
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		name, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok {
-			continue
-		}
-		f, _ := strconv.ParseFloat(v, 64)
-		switch name {
-		case "fila_engine_scratch_bytes":
-			m.scratch = int64(f)
-		case "fila_engine_scratch_cached_bytes":
-			m.scratchCached = int64(f)
-		case "fila_engine_scratch_resident_bytes":
-			m.scratchResident = int64(f)
-		case "fila_engine_mapped_bytes":
-			m.mapped = int64(f)
-		}
-	}
+	series := s.scrape()
+	m.scratch, m.scratchCached = int64(series["fila_engine_scratch_bytes"]), int64(series["fila_engine_scratch_cached_bytes"])
+	m.scratchResident, m.mapped = int64(series["fila_engine_scratch_resident_bytes"]), int64(series["fila_engine_mapped_bytes"])
 	return m
 }
