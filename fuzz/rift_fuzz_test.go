@@ -47,7 +47,7 @@ func liveRift(f *testing.F) string {
 }
 
 func startRift() (string, *tls.Config, error) {
-	dir, err := os.MkdirTemp("", "fila-fuzz-rift-")
+	dir, err := os.MkdirTemp(scratch, "rift-")
 	if err != nil {
 		return "", nil, err
 	}

@@ -29,7 +29,7 @@ var (
 // liveServer starts one broker for the whole fuzzing process, with a queue the inputs can reach.
 func liveServer(f *testing.F) string {
 	once.Do(func() {
-		dir, err := os.MkdirTemp("", "fila-fuzz-")
+		dir, err := os.MkdirTemp(scratch, "broker-")
 		if err != nil {
 			f.Fatal(err)
 		}
