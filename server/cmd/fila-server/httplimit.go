@@ -23,9 +23,10 @@ type evictingListener struct {
 	net.Listener
 	max int
 
-	mu    sync.Mutex
-	freed *sync.Cond // signalled when a connection closes or leaves a handler
-	conns *list.List // of *trackedConn, oldest first
+	mu     sync.Mutex
+	freed  *sync.Cond // signalled when a connection closes or leaves a handler, and on Close
+	conns  *list.List // of *trackedConn, oldest first
+	closed bool
 }
 
 func newEvictingListener(ln net.Listener, max int) *evictingListener {
@@ -44,6 +45,10 @@ func (l *evictingListener) Accept() (net.Conn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.conns.Len() >= l.max {
+		if l.closed {
+			_ = nc.Close()
+			return nil, net.ErrClosed
+		}
 		if victim := l.oldestIdle(); victim != nil {
 			l.forget(victim)
 			_ = victim.Conn.Close() // at once (a TCP close does not block): the files stay within max; its server goroutine sees it and ends
@@ -54,6 +59,16 @@ func (l *evictingListener) Accept() (net.Conn, error) {
 	c := &trackedConn{Conn: nc, l: l}
 	c.elem = l.conns.PushBack(c)
 	return c, nil
+}
+
+// Close closes the listener, and ends an Accept waiting for room (http.Server.Close waits for
+// Serve to return).
+func (l *evictingListener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.freed.Broadcast()
+	l.mu.Unlock()
+	return l.Listener.Close()
 }
 
 // oldestIdle is the oldest connection outside a handler; nil when every one is in a handler.
