@@ -64,7 +64,7 @@ func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness, he
 		return nil, nil
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: maxScrapes}))
 	mux.Handle("/healthz", health)
 	mux.Handle("/readyz", ready)
 	if cfg.PProf {
@@ -138,6 +138,11 @@ func durationsAsText(_ []string, a slog.Attr) slog.Attr {
 // so without a bound idle keep-alive connections could take every file the process may open. At
 // the bound a new connection closes the oldest one outside a handler (httplimit.go).
 const maxHTTPConnections = 64
+
+// maxScrapes bounds the /metrics requests answered at once (more are answered 503 at once): a
+// scrape walks every queue and the data directory, and one whose client does not read its answer
+// holds its connection inside the handler, where it cannot be closed for room (httplimit.go).
+const maxScrapes = 4
 
 // httpTimeout bounds the time to read a request (headers and body), to write its answer, and a
 // keep-alive connection's idle time, so that slow or idle clients give their connection back.
