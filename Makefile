@@ -5,6 +5,9 @@ MODULES   := ./... ./generated/... ./lua/... ./server/... ./client/... ./tools/.
 DARWIN_MODULES := ./... ./generated/... ./lua/... ./server/... ./client/... ./fuzz/... ./examples/...
 RACE_PKGS := ./lua/... ./server/... ./client/...
 FUZZTIME  ?= 60s
+# the targets that drive a live server (each input a connection or more): FUZZTIME_LIVE each
+FUZZ_LIVE_PKGS := ./fuzz
+FUZZTIME_LIVE  ?= $(FUZZTIME)
 FUZZ_PKGS := ./generated/fibp ./generated/riftproto ./generated/store ./generated/riftstore ./generated/queuelog ./generated/wire \
              ./fuzz ./server/queuegroup ./server/broker ./server/throttle ./server/auth ./server/rift/subject \
              ./server/config ./client/cmd/fila ./lua/hooks
@@ -54,20 +57,22 @@ race-if-cgo:
 ## timing out on a loaded machine) is retried once.
 fuzz:
 	@log=$$(mktemp); for pkg in $(FUZZ_PKGS); do \
+	  ft=$(FUZZTIME); case " $(FUZZ_LIVE_PKGS) " in *" $$pkg "*) ft=$(FUZZTIME_LIVE);; esac; \
 	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "fuzz $$pkg $$target ($(FUZZTIME))"; \
+	    echo "fuzz $$pkg $$target ($$ft)"; \
 	    for try in 1 2; do \
-	      if $(GO) test $$pkg -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) >$$log 2>&1; then break; fi; \
+	      if $(GO) test $$pkg -run '^$$' -fuzz "^$$target$$" -fuzztime $$ft >$$log 2>&1; then break; fi; \
 	      if grep -q 'Failing input written' $$log || [ $$try = 2 ]; then cat $$log; rm -f $$log; exit 1; fi; \
 	      echo "  the fuzzing engine failed without a failing input; retrying:"; tail -5 $$log; \
 	    done; \
 	  done; \
 	done; rm -f $$log
 
-## fuzz-short: every fuzz target briefly (CI): 500 inputs each, a count rather than a time so that
+## fuzz-short: every fuzz target briefly (CI): 500 inputs each (100 for the live-server targets,
+## whose inputs cost a connection and its answers' wait each), a count rather than a time so that
 ## a loaded machine cannot make the fuzzing engine miss its own deadline
 fuzz-short:
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=500x
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=500x FUZZTIME_LIVE=100x
 
 ## bench: codec, engine and broker benchmarks
 bench:
