@@ -22,6 +22,9 @@ type FS struct {
 	// failing is the error every write, fsync and allocation of a regular file returns while it
 	// is set (FailWrites), changing nothing: a disk that fails.
 	failing syscall.Errno
+
+	holdMu sync.Mutex
+	hold   chan struct{} // while HoldWrites: closed by ReleaseWrites
 }
 
 // Stats counts what the mount made durable and what Drop threw away.
@@ -94,6 +97,36 @@ func (f *FS) FailWrites(errno syscall.Errno) {
 
 // ResumeWrites ends FailWrites.
 func (f *FS) ResumeWrites() { f.FailWrites(0) }
+
+// HoldWrites makes every write, fsync and allocation of a regular file wait until ReleaseWrites:
+// a disk that no longer answers. Reads and directory operations go on.
+func (f *FS) HoldWrites() {
+	f.holdMu.Lock()
+	defer f.holdMu.Unlock()
+	if f.hold == nil {
+		f.hold = make(chan struct{})
+	}
+}
+
+// ReleaseWrites ends HoldWrites: the writes waiting go on.
+func (f *FS) ReleaseWrites() {
+	f.holdMu.Lock()
+	defer f.holdMu.Unlock()
+	if f.hold != nil {
+		close(f.hold)
+		f.hold = nil
+	}
+}
+
+// held waits while HoldWrites is on. Called without f.mu, so reads go on meanwhile.
+func (f *FS) held() {
+	f.holdMu.Lock()
+	hold := f.hold
+	f.holdMu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+}
 
 // failed returns the error of a write while FailWrites is on, counting it. Called with f.mu
 // held.

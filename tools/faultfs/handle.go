@@ -38,6 +38,7 @@ func (h *handle) Read(_ context.Context, dest []byte, off int64) (fuse.ReadResul
 }
 
 func (h *handle) Write(_ context.Context, data []byte, off int64) (uint32, syscall.Errno) {
+	h.fs.held()
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
 	if errno := h.fs.failed(); errno != 0 {
@@ -48,6 +49,7 @@ func (h *handle) Write(_ context.Context, data []byte, off int64) (uint32, sysca
 }
 
 func (h *handle) Writev(_ context.Context, data [][]byte, off int64) (uint32, syscall.Errno) {
+	h.fs.held()
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
 	if errno := h.fs.failed(); errno != 0 {
@@ -63,6 +65,7 @@ func (h *handle) Writev(_ context.Context, data [][]byte, off int64) (uint32, sy
 
 // Fsync makes the file's unsynced changes durable (fsync and fdatasync alike).
 func (h *handle) Fsync(_ context.Context, _ uint32) syscall.Errno {
+	h.fs.held()
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
 	if errno := h.fs.failed(); errno != 0 {
@@ -102,6 +105,7 @@ func (h *handle) Getattr(_ context.Context, out *fuse.AttrOut) syscall.Errno {
 // Allocate supports what preallocation needs: with FALLOC_FL_KEEP_SIZE nothing changes (space
 // is not modelled); without flags the file grows to cover the range, as an unsynced change.
 func (h *handle) Allocate(_ context.Context, off, size uint64, mode uint32) syscall.Errno {
+	h.fs.held()
 	h.fs.mu.Lock()
 	defer h.fs.mu.Unlock()
 	if errno := h.fs.failed(); errno != 0 {

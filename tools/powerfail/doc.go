@@ -13,6 +13,9 @@
 // engine's scratch files are memory-mapped (faultfs has no mmap). TestDiskErrorsUnderLoad
 // (FILA_DISKFAULT_ROUNDS, default 3) makes the disk fail (faultfs.FS.FailWrites, EIO) under load:
 // every request must be answered, or the server exit because its store is stuck; writes must
-// resume once the disk works, and a plug pull after it must lose nothing acknowledged. The faultfs
+// resume once the disk works, and a plug pull after it must lose nothing acknowledged.
+// TestShutdownWithAHungDiskEnds sends SIGTERM while the disk answers no write
+// (faultfs.FS.HoldWrites): the server must give its shutdown up after shutdown_timeout and exit 1,
+// and its next start must have what it acknowledged. The faultfs
 // tests need /dev/fuse and skip without it (CI checks for it before running the tests).
 package powerfail
