@@ -54,6 +54,8 @@ func TestShutdownWithAHungDiskEnds(t *testing.T) {
 		t.Fatalf("exit code %d, want 1; its log:\n%s", code, r.srv.logs.tail(20))
 	}
 	r.start()
+	ctx, cancel = context.WithTimeout(context.Background(), time.Minute) // the restart's own minute: the first one has paid for the shutdown
+	defer cancel()
 	c2, err := fila.Dial(ctx, r.srv.addr, nil)
 	if err != nil {
 		t.Fatal(err)
