@@ -58,7 +58,9 @@ race-if-cgo:
 fuzz:
 	@log=$$(mktemp); for pkg in $(FUZZ_PKGS); do \
 	  ft=$(FUZZTIME); case " $(FUZZ_LIVE_PKGS) " in *" $$pkg "*) ft=$(FUZZTIME_LIVE);; esac; \
-	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	  targets=$$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); \
+	  if [ -z "$$targets" ]; then echo "fuzz: no fuzz target listed in $$pkg (see above)"; rm -f $$log; exit 1; fi; \
+	  for target in $$targets; do \
 	    echo "fuzz $$pkg $$target ($$ft)"; \
 	    for try in 1 2; do \
 	      if $(GO) test $$pkg -run '^$$' -fuzz "^$$target$$" -fuzztime $$ft >$$log 2>&1; then break; fi; \
