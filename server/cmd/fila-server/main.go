@@ -168,12 +168,27 @@ func processRegistry(dataDir string) *prometheus.Registry {
 	return reg
 }
 
-// shutdown closes the listeners, giving open connections up to timeout to finish, then the broker.
+// shutdown closes the listeners, giving open connections up to timeout to finish, then the
+// stores (closeStores). A connection closed at the timeout ends at once unless its reader waits
+// inside the broker on a store that does not answer (a Consume waking a hibernated queue): the
+// connections get one more timeout to end, then the stores are closed without them.
 func shutdown(timeout time.Duration, srv *transport.Server, rn *riftNode, b *broker.Broker, log *slog.Logger) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
-		log.Warn("connections did not finish in time", "err", err)
+	ended := make(chan error, 1)
+	go func() { ended <- srv.Shutdown(ctx) }()
+	select {
+	case err := <-ended:
+		if err != nil {
+			log.Warn("connections did not finish in time", "err", err)
+		}
+	case <-ctx.Done(): // srv.Shutdown is closing them now
+		select {
+		case err := <-ended:
+			log.Warn("connections did not finish in time", "err", err)
+		case <-time.After(timeout):
+			log.Warn("connections did not end once closed (a request waits on a store that does not answer): closing the stores without them")
+		}
 	}
 	if err := closeStores(rn, b, timeout, log); err != nil {
 		return err

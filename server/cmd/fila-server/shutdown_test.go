@@ -4,13 +4,16 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/storage"
+	"github.com/filamq/fila/server/transport"
 )
 
 // brokerWithAWriteHanging opens a broker on the storage twin and leaves one Enqueue's append
@@ -49,4 +52,53 @@ func TestShutdownEndsWhenTheStoreDoesNot(t *testing.T) {
 			t.Fatalf("closing a store that does not answer: %v, want the shutdown_timeout error", err)
 		}
 	})
+}
+
+// A connection whose reader waits inside the broker — a Consume that wakes a hibernated queue,
+// whose Raft group must write to reopen, while the store answers no write — does not end when
+// the shutdown closes it. The shutdown still ends, with the stores' error, instead of waiting
+// for that connection for ever before closing the stores.
+func TestShutdownEndsWhenAConnectionWaitsOnTheStore(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	st := storage.NewMem()
+	o := broker.Options{Store: st, Sync: true, Logger: log}
+	b, err := broker.Open(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := b.CreateQueue(broker.QueueSpec{Name: "q"}); e != nil {
+		t.Fatal(e)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = broker.Open(o); err != nil { // the queue is registered asleep
+		t.Fatal(err)
+	}
+	srv := transport.New(b, transport.Options{Logger: log})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(ln)
+	nc, _, err := rawConn(ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	hanging := st.HangAppends()
+	if _, err := nc.Write(fibp.AppendFrame(nil, 0, 1, &fibp.Consume{Queue: "q"})); err != nil {
+		t.Fatal(err)
+	}
+	<-hanging // the queue's reopening writes; the Consume waits for it
+	ended := make(chan error, 1)
+	go func() { ended <- shutdown(time.Millisecond, srv, nil, b, log) }()
+	select {
+	case err := <-ended:
+		if err == nil || !strings.Contains(err.Error(), "shutdown_timeout") {
+			t.Fatalf("shutdown with a store that does not answer: %v, want the shutdown_timeout error", err)
+		}
+	case <-time.After(time.Minute): // a net against the hang; the shutdown ends in milliseconds
+		t.Fatal("the shutdown did not end within a minute")
+	}
 }
