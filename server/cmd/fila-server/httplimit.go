@@ -14,8 +14,11 @@ import (
 // waiting for its request, reading it, or idle between keep-alive requests — rather than wait
 // for one of them to time out: a health probe, which sends its request at once and is answered
 // in microseconds, is served however many slow clients there are. Only when every connection is
-// inside a handler (each bounded by httpWriteTimeout, except a --pprof profile) does a new one
-// wait for a slot.
+// inside a handler does a new one wait for a slot (the server's handlers answer without waiting
+// on their client, and one that does not read its answer is cut off by httpTimeout, except a
+// --pprof profile or trace). A connection counts as inside its handler from the handler's start
+// until its answer has been written out (http.StateIdle), not only until the handler returns:
+// net/http flushes a small answer after the handler returns, and evicting it then would lose it.
 
 // evictingListener bounds the connections served at once, closing the oldest idle one at the
 // bound.
@@ -122,14 +125,21 @@ func withConn(ctx context.Context, nc net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, nc)
 }
 
-// markBusy marks the request's connection as inside a handler while h runs, so that it is not
-// evicted meanwhile.
+// markBusy marks the request's connection as inside a handler when h starts, so that it is not
+// evicted until its answer is written out (answered).
 func markBusy(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if c, ok := r.Context().Value(connKey{}).(*trackedConn); ok {
 			c.setBusy(true)
-			defer c.setBusy(false)
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// answered is the http.Server's ConnState hook: a connection whose answer has been written out
+// (idle again), or which closed or was taken over, may be evicted again.
+func answered(nc net.Conn, st http.ConnState) {
+	if c, ok := nc.(*trackedConn); ok && (st == http.StateIdle || st == http.StateClosed || st == http.StateHijacked) {
+		c.setBusy(false)
+	}
 }

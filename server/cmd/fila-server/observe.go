@@ -79,7 +79,7 @@ func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness, he
 	}
 	srv := &http.Server{Addr: ln.Addr().String(), Handler: markBusy(mux), // Addr: the bound address, for --addr-file
 		ReadHeaderTimeout: httpTimeout, ReadTimeout: httpTimeout, WriteTimeout: httpTimeout, IdleTimeout: httpTimeout,
-		ConnContext: withConn}
+		ConnContext: withConn, ConnState: answered}
 	go srv.Serve(newEvictingListener(ln, maxHTTPConnections))
 	return srv, nil
 }
