@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -139,16 +140,21 @@ func (r *runner) backlogPhase(q, label string) (phaseResult, error) {
 	if err != nil {
 		return phaseResult{}, err
 	}
-	cpu, acked, comp, start := r.srv.cpuSeconds(), ct.acked.Load(), r.srv.scrape()[compactionSeconds], time.Now()
+	cpu, acked, start := r.srv.cpuSeconds(), ct.acked.Load(), time.Now()
+	comp0, read0 := r.srv.scrape()[compactionSeconds]
 	rate := measure(label, r.o.duration, ct.acked.Load)
 	cpu, acked = r.srv.cpuSeconds()-cpu, ct.acked.Load()-acked
-	comp = (r.srv.scrape()[compactionSeconds] - comp) / time.Since(start).Seconds()
+	comp1, read1 := r.srv.scrape()[compactionSeconds]
+	comp := math.NaN() // a scrape that read no series leaves the figure unknown, not 0
+	if read0 && read1 {
+		comp = (comp1 - comp0) / time.Since(start).Seconds()
+	}
 	stop()
 	return phaseResult{rate: rate, cpuPerMsg: cpu / float64(max(acked, 1)) * 1e6, compaction: comp,
 		added: ct.enqueued.Load() - ct.acked.Load()}, nil
 }
 
-// compactionSeconds is the store's compaction time series (absent, so 0, in a server without it).
+// compactionSeconds is the store's compaction time series (absent, so NaN, in a server without it).
 const compactionSeconds = "fila_storage_lsm_compaction_seconds_total"
 
 // backlogIdleTimeout keeps the backlog's queue awake for the whole figure.

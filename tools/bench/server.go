@@ -143,7 +143,8 @@ type memory struct {
 	scratchResident, mapped int64
 }
 
-// scrape reads the server's unlabelled /metrics series (none when it does not answer).
+// scrape reads the server's unlabelled /metrics series (none when it does not answer, or
+// answers anything but 200: a busy server's 503 carries no series).
 func (s *server) scrape() map[string]float64 {
 	series := map[string]float64{}
 	res, err := http.Get("http://" + s.httpAddr + "/metrics")
@@ -151,6 +152,9 @@ func (s *server) scrape() map[string]float64 {
 		return series
 	}
 	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		return series
+	}
 	sc := bufio.NewScanner(res.Body)
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
