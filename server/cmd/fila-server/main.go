@@ -96,7 +96,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer startScratch(cfg.DataDir, bo.Storage.ReserveSize(), log)()
+	defer startScratch(cfg.DataDir, bo.Storage.ReserveSize(), cfg.ShutdownTimeout, log)()
 	budget := memoryBudget(cfg, log)
 	rn, err := openRift(cfg, log)
 	if err != nil {

@@ -21,8 +21,10 @@ const sweepInterval = time.Second
 // until the returned stop is called. Its regions leave keepFree of the disk free (the store's
 // reserve: a full disk is the store's to answer). If the directory cannot hold scratch files
 // (a file system where fallocate does not reserve, no space) the server runs without (the
-// records stay in anonymous memory) and says so.
-func startScratch(dataDir string, keepFree int64, log *slog.Logger) (stop func()) {
+// records stay in anonymous memory) and says so. The stop waits at most timeout (shutdown_timeout)
+// for the sweep and the region maker to end: on a disk that no longer answers either may wait in
+// the kernel for ever, and the files hold nothing the next start needs.
+func startScratch(dataDir string, keepFree int64, timeout time.Duration, log *slog.Logger) (stop func()) {
 	s, err := engine.OpenScratch(filepath.Join(dataDir, scratchDirName), engine.ScratchOptions{KeepFree: keepFree, Log: log})
 	if err != nil {
 		log.Warn("no scratch files: queued messages' records stay in memory", "err", err)
@@ -44,8 +46,17 @@ func startScratch(dataDir string, keepFree int64, log *slog.Logger) (stop func()
 	}()
 	return func() {
 		close(quit)
-		<-done
-		s.Close()
+		closed := make(chan struct{})
+		go func() {
+			<-done
+			s.Close()
+			close(closed)
+		}()
+		select {
+		case <-closed:
+		case <-time.After(timeout):
+			log.Warn("the scratch files did not close within shutdown_timeout (a disk that does not answer?): exiting without closing them", "timeout", timeout)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/filamq/fila/server/internal/testdisk"
 )
@@ -15,7 +16,7 @@ import (
 // scratch files and says why.
 func TestScratchOffOnTmpfsIsLogged(t *testing.T) {
 	var logs bytes.Buffer
-	stop := startScratch(testdisk.Tmpfs(t, 4), 0, slog.New(slog.NewTextHandler(&logs, nil)))
+	stop := startScratch(testdisk.Tmpfs(t, 4), 0, time.Minute, slog.New(slog.NewTextHandler(&logs, nil)))
 	stop()
 	if out := logs.String(); !strings.Contains(out, "no scratch files") || !strings.Contains(out, "tmpfs") {
 		t.Fatalf("log on a tmpfs: %q", out)
