@@ -244,6 +244,8 @@ func (b *Broker) declareThrottles(queue string, ds []ThrottleDeclaration) (*thro
 		return nil, errorf(CodeInvalidThrottle, "%v", err)
 	case errors.Is(err, throttle.ErrConflict):
 		return nil, errorf(CodeThrottleConflict, "%v", err)
+	case errors.Is(err, throttle.ErrFull):
+		return nil, &Error{Code: CodeChannelFull, Message: err.Error(), RetryAfterMs: b.opts.RetryAfterMs}
 	case err != nil:
 		return nil, errorf(CodeInternalError, "%v", err)
 	}

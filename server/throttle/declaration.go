@@ -58,16 +58,22 @@ type Declaration struct {
 	WhenKeyMissing Policy
 }
 
-// Errors, matched with errors.Is. Their protocol codes are InvalidThrottle, ThrottleConflict and
-// ThrottleNotFound.
+// Errors, matched with errors.Is. Their protocol codes are InvalidThrottle, ThrottleConflict,
+// ChannelFull and ThrottleNotFound. ErrFull refuses a well-formed declaration for now: the
+// buckets' state is at its bound, and a retry may find room once dormant buckets are forgotten.
 var (
 	ErrInvalid  = errors.New("throttle: invalid declaration")
 	ErrConflict = errors.New("throttle: conflicting declaration")
+	ErrFull     = errors.New("throttle: the buckets' state is at its bound")
 	ErrNotFound = errors.New("throttle: not found")
 )
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+func full(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrFull, fmt.Sprintf(format, args...))
 }
 
 // Bounds on declarations, so that a subscription cannot make every delivery (and every bucket)

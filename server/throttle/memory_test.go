@@ -81,7 +81,7 @@ func TestLimitsThatWouldGrowTheBucketsPastTheBoundAreRefused(t *testing.T) {
 		r.Take(int64(i), []Ref{{s.Throttles()[0], BucketKey{Group: fmt.Sprint(i)}}})
 	}
 	more := []Declaration{{Name: "a", Key: key, Limits: []Limit{{70, 200_000}}}}
-	if _, err := r.Declare("q", more); !errors.Is(err, ErrInvalid) {
+	if _, err := r.Declare("q", more); !errors.Is(err, ErrFull) {
 		t.Fatalf("a limit growing %d buckets past the bound: %v (held %d)", len(s.Throttles()[0].buckets), err, r.held)
 	}
 	if r.held > 20_000 || r.held != heldNow(r) {
@@ -161,8 +161,8 @@ func TestRedeclaringADormantThrottleKeepsItsBuckets(t *testing.T) {
 			t.Fatal("declared again with a limit more, the throttle forgot its buckets: g00 took a second delivery within the hour")
 		}
 		s2.Close()
-	} else if !errors.Is(err, ErrInvalid) {
-		t.Fatalf("a declaration that does not fit the bound: %v, want ErrInvalid", err)
+	} else if !errors.Is(err, ErrFull) {
+		t.Fatalf("a declaration that does not fit the bound: %v, want ErrFull", err)
 	}
 	s3, err := r.Declare("q", []Declaration{x}) // as it was: no growth
 	if err != nil {

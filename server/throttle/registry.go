@@ -166,7 +166,7 @@ func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error
 		reviving[d.Name] = true
 	}
 	if need := r.growth(ds); !r.fits(need, r.last, reviving) {
-		return nil, invalid("the throttles' buckets cannot take these limits within the server's bound of %d bytes", r.maxMemory)
+		return nil, full("the throttles' buckets cannot take these limits within the server's bound of %d bytes; back off and retry", r.maxMemory)
 	}
 	s := &Subscription{reg: r, queue: queue, decls: slices.Clone(ds)}
 	for _, d := range ds {
