@@ -162,7 +162,8 @@ type Sink interface {
 	// returns false when the connection is gone or too far behind; the subscription then ends.
 	Deliver(requestID uint32, ds []Delivery, onWritten func()) bool
 	// Ended is called once when the broker ends the subscription by itself (its queue was
-	// deleted; e says why), after its last Deliver. It is not called after Unsubscribe, nor
-	// after a Deliver that returned false.
+	// deleted; e says why), after its last Deliver. It is not called after Unsubscribe. It may
+	// be called after a Deliver that returned false (the queue can be deleted before that
+	// subscription is dropped), so a sink must take Ended for a subscription it has given up on.
 	Ended(requestID uint32, e *Error)
 }
