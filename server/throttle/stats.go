@@ -116,8 +116,9 @@ type BucketStats struct {
 }
 
 // Bucket describes bucket key of throttle name at now. A bucket without deliveries inside its
-// windows (evicted or never used) reports every count 0 and NextRoomAt 0. It fails with
-// ErrNotFound when no live subscription declares the throttle.
+// windows (evicted or never used) reports every count 0, and NextRoomAt when a new bucket has
+// room (newRoom: 0 unless deliveries of buckets evict forgot are still inside a window), as Take
+// would answer. It fails with ErrNotFound when no live subscription declares the throttle.
 func (r *Registry) Bucket(name string, key BucketKey, now int64) (BucketStats, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -128,6 +129,9 @@ func (r *Registry) Bucket(name string, key BucketKey, now int64) (BucketStats, e
 	st := BucketStats{Key: key, Counted: make([]uint64, len(t.limits))}
 	b := t.buckets[key]
 	if b == nil {
+		if at := t.newRoom(); at > now {
+			st.NextRoomAt = at
+		}
 		return st, nil
 	}
 	for i := range b.windows {

@@ -349,6 +349,11 @@ func TestAWindowDeclaredLaterCountsEvictedBuckets(t *testing.T) {
 		t.Fatal("bucket y refused")
 	}
 	s2, _ := r.Declare("q", []Declaration{decl("api", Limit{1, 336})})
+	for _, k := range []BucketKey{x, {Group: "never used"}} {
+		if st, err := r.Bucket("api", k, 144); err != nil || st.NextRoomAt != 96+336 {
+			t.Fatalf("bucket %v's stats at 144: %+v %v; want next room at %d, as Take answers", k, st, err, 96+336)
+		}
+	}
 	if ok, at := r.Take(144, []Ref{{th, x}}); ok || at != 96+336 {
 		t.Fatalf("bucket x took a delivery at 144 (retry %d) with 3 in the 336 ms before", at)
 	}
