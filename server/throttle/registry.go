@@ -29,10 +29,10 @@ import (
 // first within each dormant throttle, the throttles in no set order); if it still does not fit,
 // the delivery waits (no room, retry after bucketRetryMs), so that no limit is ever exceeded.
 // (A throttle declared again after its dormant buckets were forgotten so starts them afresh.) A
-// declaration that would grow the buckets past the bound is refused (it never makes room by
-// forgetting the buckets of a throttle it declares again); ending a subscription never is, so when it makes a limit it hid effective (a looser one
-// with more room per window) the buckets may grow past the bound, and then no new bucket is made
-// until they are back under it.
+// declaration that would grow the buckets past the bound is refused (ErrFull; it never makes
+// room by forgetting the buckets of a throttle it declares again); ending a subscription never
+// is, so when it makes a limit it hid effective (a looser one with more room per window) the
+// buckets may grow past the bound, and then no new bucket is made until they are back under it.
 type Registry struct {
 	mu        sync.Mutex
 	throttles map[string]*Throttle
@@ -437,8 +437,7 @@ func (r *Registry) growth(ds []Declaration) int64 {
 		var per int64
 		for _, l := range effective(all) {
 			if !slices.Contains(t.limits, l) {
-				w := newWindow(l)
-				per += w.memory()
+				per += windowMemory(l)
 			}
 		}
 		need += per * int64(len(t.buckets))
