@@ -85,6 +85,7 @@ type conn struct {
 }
 
 type subRef struct {
+	id              uint32 // the Consume's request ID, its key in conn.subs
 	queue, consumer string
 }
 

@@ -228,7 +228,7 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 		return
 	}
 	consumer := c.session + "-" + strconv.FormatUint(uint64(h.RequestID), 10)
-	ref := &subRef{queue: req.Queue, consumer: consumer}
+	ref := &subRef{id: h.RequestID, queue: req.Queue, consumer: consumer}
 	sub, e := session.Subscription(&req, h.RequestID, c.session, consumer, c.caps.Has(fibp.CapCreditFlowControl))
 	if e == nil {
 		e = c.s.b.Subscribe(sub, session.Sink{Out: c, OnEnd: func() { c.subscriptionEnded(ref) }})
@@ -262,12 +262,9 @@ func (c *conn) dropEnded() {
 	c.hasEnded.Store(false)
 	c.endedMu.Unlock()
 	for _, ref := range ended {
-		for id, r := range c.subs {
-			if r == ref {
-				delete(c.subs, id)
-				c.acct.Release(subscriptionMemory)
-				break
-			}
+		if c.subs[ref.id] == ref {
+			delete(c.subs, ref.id)
+			c.acct.Release(subscriptionMemory)
 		}
 	}
 }
