@@ -339,5 +339,7 @@ func (d *DB) eventListener() *pebble.EventListener {
 			d.log.Warn("storage: write stall", "reason", info.Reason)
 		},
 		WriteStallEnd: d.stalls.end,
+		// Each memtable comes with a WAL: its creation dates the memtable (spans.go).
+		WALCreated: func(pebble.WALCreateInfo) { d.spans.memtables.add(time.Now()) },
 	}
 }

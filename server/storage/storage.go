@@ -91,7 +91,8 @@ type DB struct {
 	// broken is set when Pebble itself saw a failure (its WAL keeps the error): the recovery
 	// reopens the database. Under mu, or set while holding it shared (atomic).
 	broken atomic.Bool
-	stalls stalls // Pebble's write stalls (lsm.go)
+	stalls stalls   // Pebble's write stalls (lsm.go)
+	spans  splitter // where flushes and compactions end their sstables (spans.go)
 
 	recoverEvery time.Duration
 	closing      chan struct{}
@@ -120,6 +121,9 @@ type Options struct {
 	ReserveBytes int64
 	// fs is the file system under the store (vfs.Default); tests wrap it to inject errors.
 	fs vfs.FS
+	// backlogBytes is the body sstables' size that makes a standing backlog (spans.go; defaultBacklogBytes
+	// when 0); tests lower it.
+	backlogBytes uint64
 }
 
 // ReserveSize returns the disk space a store opened with o sets aside (ReserveBytes, or its
@@ -157,11 +161,15 @@ func Open(dir string, o Options) (*DB, error) {
 	if o.fs == nil {
 		o.fs = vfs.Default
 	}
+	if o.backlogBytes == 0 {
+		o.backlogBytes = defaultBacklogBytes
+	}
 	if err := checkDamage(dir, o.Salvage, o.Logger); err != nil {
 		return nil, err
 	}
 	d := &DB{dir: dir, noSync: o.NoSync, h: newHealth(), log: o.Logger, recoverEvery: o.RecoverInterval,
 		closing: make(chan struct{})}
+	d.spans.backlogBytes = o.backlogBytes
 	d.res = &reserve{path: filepath.Join(dir, reserveName), bytes: o.ReserveBytes, full: d.diskFull}
 	if err := d.res.allocate(); err != nil {
 		return nil, err
@@ -171,7 +179,7 @@ func Open(dir string, o Options) (*DB, error) {
 	po := &pebble.Options{
 		Cache:                       cache,
 		MemTableSize:                o.MemTableBytes,
-		MemTableStopWritesThreshold: 4,
+		MemTableStopWritesThreshold: memTableStopWrites,
 		Logger:                      pebbleLogger{d},
 		FS:                          reserveFS{FS: o.fs, r: d.res, wals: newWALFills(o)},
 		EventListener:               d.eventListener(),
@@ -185,7 +193,7 @@ func Open(dir string, o Options) (*DB, error) {
 		return pebble.ValueSeparationPolicy{Enabled: true, MinimumSize: separateValuesFrom, MaxBlobReferenceDepth: 10,
 			RewriteMinimumAge: 5 * time.Minute, TargetGarbageRatio: 0.2}
 	}
-	po.Experimental.SpanPolicyFunc = splitOutputs
+	po.Experimental.SpanPolicyFunc = d.spans.split
 	d.po = po
 	p, err := openPebble(dir, po, false)
 	if err != nil {
@@ -197,6 +205,11 @@ func Open(dir string, o Options) (*DB, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := d.findBacklogs(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	go d.findBacklogsEvery(findBacklogsInterval)
 	return d, nil
 }
 
