@@ -144,10 +144,15 @@ func TestHoldReleaseOrderAndSnapshot(t *testing.T) {
 	q.Hold(0, 100)
 	must(t, q.ApplyAck(Ack{ID: mid(1)})) // b now has the oldest held message
 	enqueue(t, q, 10, msg(8, "c", 1))    // c is in the round with 8; 4 follows it
-	wantKeys := []KeySnapshot{{Name: "c", Weight: 1, InRound: true}, {Name: "b", Weight: 1, InRound: true},
-		{Name: "a", Weight: 1, InRound: true}, {Name: "d", Weight: 1, InRound: true}}
+	wantKeys := []KeySnapshot{{Name: "c", Weight: 1, InRound: true, Ready: 2}, {Name: "b", Weight: 1, InRound: true, Ready: 1},
+		{Name: "a", Weight: 1, InRound: true, Ready: 1}, {Name: "d", Weight: 1, InRound: true, Ready: 1}}
 	if got := slices.Collect(q.SnapshotKeys()); !cmp.Equal(got, wantKeys) {
 		t.Fatalf("SnapshotKeys during the hold = %+v, want %+v", got, wantKeys)
+	}
+	for _, k := range wantKeys {
+		if got := len(slices.Collect(q.ReadyOrder(k.Name))); got != k.Ready {
+			t.Errorf("ReadyOrder(%q) yields %d IDs during the hold, its snapshot counts %d", k.Name, got, k.Ready)
+		}
 	}
 	if got := slices.Collect(q.ReadyOrder("c")); !cmp.Equal(got, []MsgID{mid(8), mid(4)}) {
 		t.Fatalf("ReadyOrder(c) during the hold = %v", got)

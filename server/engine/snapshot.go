@@ -23,6 +23,7 @@ type KeySnapshot struct {
 	Weight  uint32 // the key's weight (weight of its most recently enqueued message)
 	Deficit uint64 // remaining DRR deficit of the current turn; 0 when not in the round
 	InRound bool   // the key has ready messages and is in the DRR round
+	Ready   int    // the IDs ReadyOrder yields for the key (its ready and held messages); AddKey ignores it
 }
 
 // SnapshotKeys iterates over every key that has stored messages: first the keys of the DRR round
@@ -34,7 +35,8 @@ func (q *Queue) SnapshotKeys() iter.Seq[KeySnapshot] {
 	return func(yield func(KeySnapshot) bool) {
 		snap := func(k uint32, inRound bool) KeySnapshot {
 			ks := &q.keys[k]
-			return KeySnapshot{Name: ks.name, Weight: ks.weight, Deficit: ks.deficit, InRound: inRound}
+			return KeySnapshot{Name: ks.name, Weight: ks.weight, Deficit: ks.deficit, InRound: inRound,
+				Ready: int(ks.pending) + int(ks.held)}
 		}
 		k := q.active.head
 		for range q.active.n {

@@ -127,7 +127,7 @@ func TestRestoreKeepsEverything(t *testing.T) {
 	if got := slices.Collect(q.ReadyOrder("a")); !cmp.Equal(got, []MsgID{mid(4), mid(1)}) {
 		t.Fatalf("FIFO of a = %v", got)
 	}
-	if got := slices.Collect(q.SnapshotKeys()); got[0] != (KeySnapshot{Name: "a", Weight: 2, Deficit: 2, InRound: true}) ||
+	if got := slices.Collect(q.SnapshotKeys()); got[0] != (KeySnapshot{Name: "a", Weight: 2, Deficit: 2, InRound: true, Ready: 2}) ||
 		got[len(got)-1] != (KeySnapshot{Name: "c", Weight: 1}) {
 		t.Fatalf("SnapshotKeys = %+v", got)
 	}

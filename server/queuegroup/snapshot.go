@@ -83,23 +83,33 @@ func (s *State) writeLane(sw *snapshotWriter, l Lane) {
 		keys = append(keys, k)
 	}
 	sw.put(&queuelog.SnapshotLane{Lane: l, Config: ConfigRecord(q.Config()), Messages: uint64(q.Len()), Keys: uint32(len(keys))})
+	var sm queuelog.SnapshotMessage // one frame reused: the writer keeps nothing of it
 	for m := range q.Messages() {
-		sw.put(&queuelog.SnapshotMessage{ID: wire.UUID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
+		sm = queuelog.SnapshotMessage{ID: wire.UUID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
 			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
 			LastError: m.LastError, State: queuelog.MessageState(m.State), LeasedAt: m.LeasedAt,
 			LeaseExpiresAt: m.LeaseExpiresAt, Consumer: m.Consumer, Attributes: m.Attributes,
-			Grouped: m.Grouped, Group: []byte(m.Group), Unclassified: m.Unclassified, ClassifyTries: m.ClassifyTries})
+			Grouped: m.Grouped, Group: []byte(m.Group), Unclassified: m.Unclassified, ClassifyTries: m.ClassifyTries}
+		sw.put(&sm)
 	}
+	chunk := queuelog.SnapshotReady{Ids: make([]wire.UUID, 0, readyChunk)}
 	for _, k := range keys {
-		var ready []wire.UUID
+		sw.put(&queuelog.SnapshotKey{Name: k.Name, Weight: k.Weight, Deficit: k.Deficit, InRound: k.InRound, Ready: uint64(k.Ready)})
+		written := 0
 		for id := range q.ReadyOrder(k.Name) {
-			ready = append(ready, wire.UUID(id))
+			if chunk.Ids = append(chunk.Ids, wire.UUID(id)); len(chunk.Ids) == readyChunk {
+				sw.put(&chunk)
+				written += len(chunk.Ids)
+				chunk.Ids = chunk.Ids[:0]
+			}
 		}
-		sw.put(&queuelog.SnapshotKey{Name: k.Name, Weight: k.Weight, Deficit: k.Deficit, InRound: k.InRound, Ready: uint64(len(ready))})
-		for len(ready) > 0 {
-			n := min(len(ready), readyChunk)
-			sw.put(&queuelog.SnapshotReady{Ids: ready[:n]})
-			ready = ready[n:]
+		if len(chunk.Ids) > 0 {
+			sw.put(&chunk)
+			written += len(chunk.Ids)
+			chunk.Ids = chunk.Ids[:0]
+		}
+		if written != k.Ready && sw.err == nil {
+			sw.err = fmt.Errorf("queuegroup: key %q of lane %d listed %d ready messages, its count says %d", k.Name, l, written, k.Ready)
 		}
 	}
 }
