@@ -348,6 +348,7 @@ func (a *actor) run() {
 		}
 		if !a.suspended {
 			a.maybeSnapshot()
+			a.noteStored()
 		}
 		if now := a.b.clock().UnixMilli(); busy {
 			a.lastBusy = now
@@ -596,7 +597,17 @@ func (a *actor) maybeSnapshot() {
 		return
 	}
 	a.sinceSnap = 0
-	a.log.Debug("snapshot", "took", time.Since(start), "messages", a.st.Lane(0).Len()+a.st.Lane(1).Len())
+	took := time.Since(start)
+	a.b.metrics.snapshotSeconds.WithLabelValues(a.lanes[0].name).Observe(took.Seconds())
+	a.log.Debug("snapshot", "took", took, "messages", a.st.Lane(0).Len()+a.st.Lane(1).Len())
+}
+
+// noteStored tells the store how many messages the group holds, which decides how it lays out
+// the group's bodies (storage.Layout).
+func (a *actor) noteStored() {
+	if a.b.layout != nil {
+		a.b.layout.Stored(a.lanes[0].name, a.st.Lane(0).Len()+a.st.Lane(1).Len())
+	}
 }
 
 // shutdown ends every subscription and stops the group; its state stays in the log. The

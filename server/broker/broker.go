@@ -106,6 +106,7 @@ func DefaultOptions(dataDir string) Options {
 type Broker struct {
 	opts    Options
 	db      storage.Store
+	layout  storage.Layout // db's, when it has one: told each group's stored messages after a round
 	log     *slog.Logger
 	clock   func() time.Time
 	ids     *idGen
@@ -205,6 +206,7 @@ func Open(o Options) (*Broker, error) {
 		undropped: map[string]bool{},
 		started:   o.Clock().UnixMilli(), sleepers: newSleepers(o.Clock),
 	}
+	b.layout, _ = db.(storage.Layout)
 	go b.sleepers.run(o.NewTimer)
 	b.hooks = hooks.NewRuntime(b.defaults.luaLimits(), b.configValue)
 	if o.BootstrapAPIKey != "" {

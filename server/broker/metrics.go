@@ -7,6 +7,7 @@ import "github.com/prometheus/client_golang/prometheus"
 type metrics struct {
 	enqueued, delivered, acked, nacked, deadLettered, expired, redriven *prometheus.CounterVec
 	waitSeconds, processSeconds                                         *prometheus.HistogramVec
+	snapshotSeconds                                                     *prometheus.HistogramVec
 	commitSeconds                                                       prometheus.Histogram
 }
 
@@ -32,6 +33,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		waitSeconds: histogram("delivery_wait_seconds",
 			"Enqueue to first delivery: time a message waited in the queue before its first lease (includes any enqueue delay)."),
 		processSeconds: histogram("ack_latency_seconds", "Delivery to Ack: time a consumer held a message it acknowledged."),
+		snapshotSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "fila", Name: "snapshot_seconds",
+			Help:    "Snapshots of a queue's state (its log behind them is truncated): how long the queue paused for each.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10)}, []string{"queue"}),
 		commitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "fila", Name: "storage_commit_seconds", Help: "Latency of storage commits (one per queue round).",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16),
@@ -39,7 +43,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.enqueued, m.delivered, m.acked, m.nacked, m.deadLettered, m.expired, m.redriven,
-			m.waitSeconds, m.processSeconds, m.commitSeconds} {
+			m.waitSeconds, m.processSeconds, m.snapshotSeconds, m.commitSeconds} {
 			reg.MustRegister(c)
 		}
 	}
@@ -69,6 +73,7 @@ func (m *metrics) drop(name string) {
 	}
 	m.waitSeconds.DeleteLabelValues(name)
 	m.processSeconds.DeleteLabelValues(name)
+	m.snapshotSeconds.DeleteLabelValues(name)
 }
 
 // msSeconds converts a span in Unix milliseconds to seconds (0 if the clock went back).

@@ -30,7 +30,6 @@ func BenchmarkWriteSnapshot(b *testing.B) {
 		}
 	}
 	path := filepath.Join(b.TempDir(), "snapshot")
-	b.ResetTimer()
 	for b.Loop() {
 		f, err := os.Create(path)
 		if err != nil {

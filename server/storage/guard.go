@@ -340,6 +340,10 @@ func (d *DB) eventListener() *pebble.EventListener {
 		},
 		WriteStallEnd: d.stalls.end,
 		// Each memtable comes with a WAL: its creation dates the memtable (spans.go).
-		WALCreated: func(pebble.WALCreateInfo) { d.spans.memtables.add(time.Now()) },
+		WALCreated: func(info pebble.WALCreateInfo) {
+			if info.Err == nil {
+				d.spans.memtables.add(time.Now())
+			}
+		},
 	}
 }

@@ -3,6 +3,8 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
+	"maps"
+	"math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -21,8 +23,8 @@ import (
 //     rewrote every key of a standing backlog there: after a fill of 1 M messages a server spent
 //     about 40% of its CPU in compactions under a lifecycle load on any queue
 //     (docs/benchmarks.md, branch lsm).
-//  2. Around the bodies of each queue with a standing backlog (backlogs below), so that a flush
-//     of the queues on either side of it does not span its bodies.
+//  2. Around the bodies of each queue with a standing backlog (Stored), so that a flush of the
+//     queues on either side of it does not span its bodies.
 //  3. Inside a standing backlog, where its bodies older than every unflushed memtable end: a
 //     flush of the queue holds deletions at its head (acked bodies) and insertions at its tail
 //     (enqueued ones), and as one file it spanned the whole backlog between, which each
@@ -33,21 +35,81 @@ import (
 //
 // The cuts change only which sstables hold the keys: nothing written, synced or read differs.
 type splitter struct {
-	// backlogs are the queues whose bodies' sstables hold at least backlogBytes, sorted; set by
-	// DB.findBacklogs.
-	backlogs     atomic.Pointer[[]string]
-	backlogBytes uint64 // from the store's options; set before the store opens
+	// backlogs are the queues with a standing backlog, sorted; replaced whole under mu.
+	backlogs atomic.Pointer[[]string]
+	mu       sync.Mutex
+	standing map[string]bool // the queues in backlogs
+	// enter and leave are the stored messages from which a queue has a standing backlog, and
+	// below which it no longer has one (apart, so that a queue near the bound does not flap).
+	enter, leave int
 	memtables    memtableAges
 }
 
-// defaultBacklogBytes is the size of a queue's body sstables (keys and references to the values, not the
-// values) from which its bodies get sstables of their own: about 250,000 messages. A compaction
-// through a smaller queue rewrites at most this much of it.
-const defaultBacklogBytes = 4 << 20
+// Layout is an optional ability of a Store: told how many messages each queue group stores, it
+// keeps the bodies of a standing backlog in sstables of their own. The Pebble DB has it; the
+// in-memory twin does not.
+type Layout interface {
+	Stored(queue string, messages int)
+}
+
+var _ Layout = (*DB)(nil)
+
+// defaultBacklogMessages is the stored messages from which a queue's bodies get sstables of their
+// own: about 4 MiB of sstables (keys and references to the values, not the values). A compaction
+// through a smaller queue rewrites at most about that much of it.
+const defaultBacklogMessages = 250_000
 
 // idSkew is how long before its body is written a message's ID may have been made (its enqueue's
-// proposal and commit; another node's clock).
+// proposal and commit; another node's clock). A body written later than that, as a replica
+// catching up writes them, lands on the older side of cut 3: its flush spans the backlog again,
+// as before the cuts, and nothing is wrong but the cost.
 const idSkew = time.Second
+
+func newSplitter(backlogMessages int, memTableBytes uint64) *splitter {
+	s := &splitter{standing: map[string]bool{}, enter: backlogMessages, leave: backlogMessages / 2}
+	s.backlogs.Store(new([]string))
+	// Pebble stops writes once its memtables waiting for a flush hold 4 × MemTableSize bytes,
+	// and after an open its memtables start at 256 KiB and double up to MemTableSize: a flush
+	// writes none made before the last memtablesKept.
+	s.memtables.made = make([]time.Time, memTableStopWrites+bits.Len64(memTableBytes>>18)+1)
+	return s
+}
+
+// Stored tells the store how many messages a queue group holds: a queue at defaultBacklogMessages
+// or more has a standing backlog (cuts 2 and 3), until it falls below half of that. The broker
+// calls it after each round; it is cheap unless the queue crosses a bound.
+func (d *DB) Stored(queue string, messages int) { d.spans.stored(queue, messages) }
+
+func (s *splitter) stored(queue string, messages int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	was := s.standing[queue]
+	switch {
+	case !was && messages >= s.enter:
+		s.standing[queue] = true
+	case was && messages < s.leave:
+		delete(s.standing, queue)
+	default:
+		return
+	}
+	s.publish()
+}
+
+// forget drops a deleted queue from the standing backlogs.
+func (s *splitter) forget(queue string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.standing[queue] {
+		delete(s.standing, queue)
+		s.publish()
+	}
+}
+
+// publish replaces backlogs with the standing queues. Under mu.
+func (s *splitter) publish() {
+	backlogs := slices.Sorted(maps.Keys(s.standing))
+	s.backlogs.Store(&backlogs)
+}
 
 // split is the SpanPolicyFunc. Its end key is always past start, or nil (no end).
 func (s *splitter) split(start []byte) (pebble.SpanPolicy, []byte, error) {
@@ -72,10 +134,7 @@ func (s *splitter) splitBodies(start []byte) []byte {
 		return nil
 	}
 	queue, id := string(start[1:1+sep]), start[2+sep:]
-	var backlogs []string
-	if p := s.backlogs.Load(); p != nil {
-		backlogs = *p
-	}
+	backlogs := *s.backlogs.Load()
 	i, found := slices.BinarySearch(backlogs, queue)
 	if !found {
 		if i == len(backlogs) {
@@ -107,22 +166,19 @@ func groupEnd(kind byte, queue string) []byte {
 }
 
 // memtableAges remembers when the latest memtables were made: each comes with a WAL, whose
-// creation Pebble reports. Pebble stops writes while it holds memTableStopWrites memtables, so a
-// flush writes none made before the memtablesKept-th latest.
+// creation Pebble reports.
 type memtableAges struct {
 	mu   sync.Mutex
-	made [memtablesKept]time.Time // a ring: made[n%memtablesKept] is the next to be replaced
-	n    int                      // memtables made since the open
+	made []time.Time // a ring: made[n%len(made)] is the next to be replaced
+	n    int         // memtables made since the open
 }
 
 // memTableStopWrites is Pebble's MemTableStopWritesThreshold in this store.
 const memTableStopWrites = 4
 
-const memtablesKept = memTableStopWrites + 1
-
 func (m *memtableAges) add(t time.Time) {
 	m.mu.Lock()
-	m.made[m.n%memtablesKept] = t
+	m.made[m.n%len(m.made)] = t
 	m.n++
 	m.mu.Unlock()
 }
@@ -132,71 +188,8 @@ func (m *memtableAges) add(t time.Time) {
 func (m *memtableAges) oldest() (time.Time, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.n < memtablesKept {
+	if m.n < len(m.made) {
 		return m.made[0], m.n > 0
 	}
-	return m.made[m.n%memtablesKept], true
-}
-
-// findBacklogs sets the queues with a standing backlog from the sstables' metadata. A table whose
-// bodies start and end in different queues counts for both.
-func (d *DB) findBacklogs() error {
-	var levels [][]pebble.SSTableInfo
-	err := d.Read(func(p *pebble.DB) (err error) {
-		levels, err = p.SSTables()
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	sizes := map[string]uint64{}
-	for _, level := range levels {
-		for _, t := range level {
-			lo, hi := bodyQueue(t.Smallest.UserKey), bodyQueue(t.Largest.UserKey)
-			if lo != "" {
-				sizes[lo] += t.Size
-			}
-			if hi != "" && hi != lo {
-				sizes[hi] += t.Size
-			}
-		}
-	}
-	var backlogs []string
-	for q, n := range sizes {
-		if n >= d.spans.backlogBytes {
-			backlogs = append(backlogs, q)
-		}
-	}
-	slices.Sort(backlogs)
-	d.spans.backlogs.Store(&backlogs)
-	return nil
-}
-
-// bodyQueue is the queue of a body key; "" for another key.
-func bodyQueue(key []byte) string {
-	if len(key) == 0 || key[0] != kindBody {
-		return ""
-	}
-	sep := bytes.IndexByte(key[1:], 0)
-	if sep < 0 {
-		return ""
-	}
-	return string(key[1 : 1+sep])
-}
-
-// findBacklogsInterval is how often the store looks for standing backlogs again.
-const findBacklogsInterval = time.Second
-
-// findBacklogsEvery keeps the backlogs current until the store closes.
-func (d *DB) findBacklogsEvery(every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-d.closing:
-			return
-		case <-t.C:
-			_ = d.findBacklogs() // a failing store is reported by its writes; the old set stays
-		}
-	}
+	return m.made[m.n%len(m.made)], true
 }

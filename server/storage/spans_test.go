@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,7 +24,7 @@ func testID(ms time.Time, n uint64) (id ID) {
 // untouched bodies in between: a compaction of such a table would rewrite every one of them. A
 // queue without a standing backlog shares its sstables with its neighbours, as before.
 func TestAFlushDoesNotSpanAStandingBacklog(t *testing.T) {
-	db, err := Open(t.TempDir(), Options{backlogBytes: 8 << 10})
+	db, err := Open(t.TempDir(), Options{backlogMessages: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,12 +38,9 @@ func TestAFlushDoesNotSpanAStandingBacklog(t *testing.T) {
 	}
 	storeEnqueue(t, db, "m", 1, backlog, payloads...)
 	compactAll(t, db)
-	if err := db.findBacklogs(); err != nil {
-		t.Fatal(err)
-	}
-	if got := *db.spans.backlogs.Load(); len(got) != 1 || got[0] != "m" {
-		t.Fatalf("backlogs %q after storing %d bodies in m; want [m]", got, stored)
-	}
+	db.Stored("a", 1)
+	db.Stored("m", stored)
+	db.Stored("z", 999)
 
 	now := time.Now()
 	storeEnqueue(t, db, "a", 1, []ID{testID(now, 1)}, "a1")
@@ -116,10 +114,40 @@ func TestQueuesWithoutABacklogShareSSTables(t *testing.T) {
 	}
 }
 
+// A queue has a standing backlog from backlogMessages stored messages until it holds fewer than
+// half of that, or is dropped.
+func TestStandingBacklogs(t *testing.T) {
+	db, err := Open(t.TempDir(), Options{backlogMessages: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, step := range []struct {
+		queue    string
+		messages int
+		want     []string
+	}{
+		{"q", 99, []string{}}, {"q", 100, []string{"q"}}, {"a", 500, []string{"a", "q"}}, {"q", 50, []string{"a", "q"}},
+		{"q", 49, []string{"a"}}, {"q", 99, []string{"a"}}, {"q", 1000, []string{"a", "q"}},
+	} {
+		db.Stored(step.queue, step.messages)
+		if got := *db.spans.backlogs.Load(); !slices.Equal(got, step.want) {
+			t.Fatalf("after %s holds %d: backlogs %q, want %q", step.queue, step.messages, got, step.want)
+		}
+	}
+	if err := db.DropQueue("q"); err != nil {
+		t.Fatal(err)
+	}
+	if got := *db.spans.backlogs.Load(); !slices.Equal(got, []string{"a"}) {
+		t.Fatalf("after q was dropped: backlogs %q, want [a]", got)
+	}
+}
+
 // The split's end is past its start for any key, and nil only where the kind's end is meant.
 func TestSplitEndsPastItsStart(t *testing.T) {
-	s := &splitter{}
-	s.backlogs.Store(&[]string{"m", "q"})
+	s := newSplitter(1, 32<<20)
+	s.stored("m", 1)
+	s.stored("q", 1)
 	s.memtables.add(time.Now())
 	for _, start := range [][]byte{
 		{kindBody}, []byte("bm"), []byte("bm\x00"), []byte("bm\x00\x01"), bodyKey(nil, "m", testID(time.Now(), 1)),

@@ -91,8 +91,8 @@ type DB struct {
 	// broken is set when Pebble itself saw a failure (its WAL keeps the error): the recovery
 	// reopens the database. Under mu, or set while holding it shared (atomic).
 	broken atomic.Bool
-	stalls stalls   // Pebble's write stalls (lsm.go)
-	spans  splitter // where flushes and compactions end their sstables (spans.go)
+	stalls stalls    // Pebble's write stalls (lsm.go)
+	spans  *splitter // where flushes and compactions end their sstables (spans.go)
 
 	recoverEvery time.Duration
 	closing      chan struct{}
@@ -121,9 +121,9 @@ type Options struct {
 	ReserveBytes int64
 	// fs is the file system under the store (vfs.Default); tests wrap it to inject errors.
 	fs vfs.FS
-	// backlogBytes is the body sstables' size that makes a standing backlog (spans.go; defaultBacklogBytes
-	// when 0); tests lower it.
-	backlogBytes uint64
+	// backlogMessages is the stored messages that make a standing backlog (spans.go;
+	// defaultBacklogMessages when 0); tests lower it.
+	backlogMessages int
 }
 
 // ReserveSize returns the disk space a store opened with o sets aside (ReserveBytes, or its
@@ -161,15 +161,15 @@ func Open(dir string, o Options) (*DB, error) {
 	if o.fs == nil {
 		o.fs = vfs.Default
 	}
-	if o.backlogBytes == 0 {
-		o.backlogBytes = defaultBacklogBytes
+	if o.backlogMessages == 0 {
+		o.backlogMessages = defaultBacklogMessages
 	}
 	if err := checkDamage(dir, o.Salvage, o.Logger); err != nil {
 		return nil, err
 	}
 	d := &DB{dir: dir, noSync: o.NoSync, h: newHealth(), log: o.Logger, recoverEvery: o.RecoverInterval,
 		closing: make(chan struct{})}
-	d.spans.backlogBytes = o.backlogBytes
+	d.spans = newSplitter(o.backlogMessages, o.MemTableBytes)
 	d.res = &reserve{path: filepath.Join(dir, reserveName), bytes: o.ReserveBytes, full: d.diskFull}
 	if err := d.res.allocate(); err != nil {
 		return nil, err
@@ -205,11 +205,6 @@ func Open(dir string, o Options) (*DB, error) {
 		d.Close()
 		return nil, err
 	}
-	if err := d.findBacklogs(); err != nil {
-		d.Close()
-		return nil, err
-	}
-	go d.findBacklogsEvery(findBacklogsInterval)
 	return d, nil
 }
 
@@ -368,9 +363,7 @@ func (d *DB) DropQueue(queue string) error {
 		b := p.NewBatch()
 		defer b.Close()
 		for _, kind := range []byte{kindBody, kindRaft} {
-			lo := groupPrefix(kind, queue)
-			hi := append(bytes.Clone(lo[:len(lo)-1]), 1)
-			_ = b.DeleteRange(lo, hi, nil)
+			_ = b.DeleteRange(groupPrefix(kind, queue), groupEnd(kind, queue), nil)
 		}
 		_ = b.Delete(appliedKey(queue), nil)
 		return b.Commit(pebble.Sync)
@@ -378,6 +371,7 @@ func (d *DB) DropQueue(queue string) error {
 	if err != nil {
 		return fmt.Errorf("storage: drop %q: %w", queue, err)
 	}
+	d.spans.forget(queue)
 	return nil
 }
 

@@ -16,11 +16,10 @@ var _ Usage = (*DB)(nil)
 // GroupBytes implements Usage.
 func (d *DB) GroupBytes(queue string) (uint64, error) {
 	var total uint64
-	for _, prefix := range [][]byte{queueRaftPrefix(queue), groupPrefix(kindBody, queue)} {
-		end := append(append([]byte(nil), prefix[:len(prefix)-1]...), 1) // "<kind><queue>\x01": past every key of the group
+	for _, kind := range []byte{kindRaft, kindBody} {
 		var n uint64
 		err := d.Read(func(p *pebble.DB) (err error) {
-			n, err = p.EstimateDiskUsage(prefix, end)
+			n, err = p.EstimateDiskUsage(groupPrefix(kind, queue), groupEnd(kind, queue))
 			return err
 		})
 		if err != nil {

@@ -21,7 +21,7 @@ import (
 // and just after (their mean, so that a drift of the machine's load cancels). Per size it prints
 // the figures and one summary line:
 //
-//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=… scratch_mib=… scratch_cached_mib=… cpu_us=… empty_cpu_us=… empty_server_cpu_us=… compaction=… empty_compaction=… empty_server_compaction=…
+//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=… scratch_mib=… scratch_cached_mib=… cpu_us=… empty_cpu_us=… empty_server_cpu_us=… compaction=… empty_compaction=… empty_server_compaction=… snapshot=…
 //
 // bytes_per_msg is (RSS − RSS before the fill) / messages, read 2 s after the fill; rss_settled_mib
 // is read -backlog-settle later, idle; empty_server is the lifecycle rate
@@ -31,8 +31,10 @@ import (
 // empty_cpu_us are the server's CPU time per acked message on the backlog and on the empty queues
 // beside it (their mean), empty_server_cpu_us the same on the fresh server; compaction,
 // empty_compaction and empty_server_compaction are the seconds per second the server's store
-// spent compacting in those phases. The empty queues keep what their run left unconsumed. With -heap-profile
-// DIR the server serves pprof and a heap profile is saved at each size.
+// spent compacting in those phases; snapshot is the seconds per second the backlog's queue paused
+// while its snapshots were written (fila_snapshot_seconds). The empty queues keep what their run
+// left unconsumed. With -heap-profile DIR the server serves pprof and a heap profile is saved at
+// each size.
 func benchBacklog(r *runner) error {
 	if r.srv.cmd == nil {
 		fmt.Fprintln(os.Stderr, "   skipped: the server was not started by this tool")
@@ -107,10 +109,11 @@ func benchBacklog(r *runner) error {
 		report("server_cpu_per_msg_empty_beside_"+tag, emptyCPU, "us")
 		report("server_compaction_backlog_"+tag, compaction, "s/s")
 		report("server_compaction_empty_beside_"+tag, emptyCompaction, "s/s")
-		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f scratch_mib=%.1f scratch_cached_mib=%.1f cpu_us=%.2f empty_cpu_us=%.2f empty_server_cpu_us=%.2f compaction=%.2f empty_compaction=%.2f empty_server_compaction=%.2f\n",
+		report("snapshot_pause_backlog_"+tag, standing.snapshot, "s/s")
+		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f scratch_mib=%.1f scratch_cached_mib=%.1f cpu_us=%.2f empty_cpu_us=%.2f empty_server_cpu_us=%.2f compaction=%.2f empty_compaction=%.2f empty_server_compaction=%.2f snapshot=%.3f\n",
 			measured, r.o.backlogPayload, r.o.backlogKeys, mib(rss), perMsg, rate, empty, rate/empty, emptyServer,
 			mib(settled), mib(mem.scratch), mib(mem.scratchCached), cpu, emptyCPU, fresh.cpuPerMsg,
-			compaction, emptyCompaction, fresh.compaction)
+			compaction, emptyCompaction, fresh.compaction, standing.snapshot)
 	}
 	return nil
 }
@@ -120,6 +123,7 @@ type phaseResult struct {
 	rate       float64 // messages acked per second
 	cpuPerMsg  float64 // the server's CPU time (user + system) per acked message, µs
 	compaction float64 // seconds the store spent compacting per second (fila_storage_lsm_compaction_seconds_total)
+	snapshot   float64 // seconds the measured queue paused for snapshots per second (fila_snapshot_seconds)
 	added      int64   // messages enqueued but not acked meanwhile
 }
 
@@ -141,21 +145,38 @@ func (r *runner) backlogPhase(q, label string) (phaseResult, error) {
 		return phaseResult{}, err
 	}
 	cpu, acked, start := r.srv.cpuSeconds(), ct.acked.Load(), time.Now()
-	comp0, read0 := r.srv.scrape()[compactionSeconds]
+	before := r.srv.scrape()
 	rate := measure(label, r.o.duration, ct.acked.Load)
 	cpu, acked = r.srv.cpuSeconds()-cpu, ct.acked.Load()-acked
-	comp1, read1 := r.srv.scrape()[compactionSeconds]
-	comp := math.NaN() // a scrape that read no series leaves the figure unknown, not 0
-	if read0 && read1 {
-		comp = (comp1 - comp0) / time.Since(start).Seconds()
-	}
+	after, elapsed := r.srv.scrape(), time.Since(start).Seconds()
 	stop()
-	return phaseResult{rate: rate, cpuPerMsg: cpu / float64(max(acked, 1)) * 1e6, compaction: comp,
-		added: ct.enqueued.Load() - ct.acked.Load()}, nil
+	snapshots := fmt.Sprintf("%s{queue=%q}", snapshotSeconds, q)
+	return phaseResult{rate: rate, cpuPerMsg: cpu / float64(max(acked, 1)) * 1e6,
+		compaction: perSecond(before, after, compactionSeconds, elapsed),
+		snapshot:   perSecond(before, after, snapshots, elapsed),
+		added:      ct.enqueued.Load() - ct.acked.Load()}, nil
+}
+
+// perSecond is how much a counter series grew per second between two scrapes: NaN when either
+// scrape lacks it (unknown, not 0). A queue's snapshot series appears with its first snapshot, so
+// it counts from 0 when only the second scrape has it.
+func perSecond(before, after map[string]float64, series string, elapsed float64) float64 {
+	v1, ok1 := after[series]
+	v0, ok0 := before[series]
+	if !ok0 && ok1 && len(before) > 0 && strings.Contains(series, "{") {
+		v0, ok0 = 0, true
+	}
+	if !ok0 || !ok1 {
+		return math.NaN()
+	}
+	return (v1 - v0) / elapsed
 }
 
 // compactionSeconds is the store's compaction time series (absent, so NaN, in a server without it).
 const compactionSeconds = "fila_storage_lsm_compaction_seconds_total"
+
+// snapshotSeconds is the seconds queues paused for their snapshots, a histogram's sum per queue.
+const snapshotSeconds = "fila_snapshot_seconds_sum"
 
 // backlogIdleTimeout keeps the backlog's queue awake for the whole figure.
 const backlogIdleTimeout = 24 * time.Hour

@@ -143,8 +143,9 @@ type memory struct {
 	scratchResident, mapped int64
 }
 
-// scrape reads the server's unlabelled /metrics series (none when it does not answer, or
-// answers anything but 200: a busy server's 503 carries no series).
+// scrape reads the server's /metrics series, a labelled one under its name with its labels as
+// written (`fila_snapshot_seconds_sum{queue="q"}`); none when it does not answer, or answers
+// anything but 200 (a busy server's 503 carries no series).
 func (s *server) scrape() map[string]float64 {
 	series := map[string]float64{}
 	res, err := http.Get("http://" + s.httpAddr + "/metrics")
@@ -159,7 +160,10 @@ func (s *server) scrape() map[string]float64 {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		name, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
+		if i := strings.LastIndexByte(sc.Text(), '}'); i >= 0 { // labels may hold spaces
+			name, v, ok = sc.Text()[:i+1], strings.TrimSpace(sc.Text()[i+1:]), true
+		}
+		if !ok || strings.HasPrefix(name, "#") {
 			continue
 		}
 		if f, err := strconv.ParseFloat(v, 64); err == nil {
