@@ -31,8 +31,9 @@ import (
 // empty_cpu_us are the server's CPU time per acked message on the backlog and on the empty queues
 // beside it (their mean), empty_server_cpu_us the same on the fresh server; compaction,
 // empty_compaction and empty_server_compaction are the seconds per second the server's store
-// spent compacting in those phases; snapshot is the seconds per second the backlog's queue paused
-// while its snapshots were written (fila_snapshot_seconds). The empty queues keep what their run
+// spent compacting in those phases; snapshot is the seconds the backlog's queue paused while the
+// snapshots begun in its phase were written (fila_snapshot_seconds; one begun late in the phase
+// may go on past it), per second of the phase. The empty queues keep what their run
 // left unconsumed. With -heap-profile DIR the server serves pprof and a heap profile is saved at
 // each size.
 func benchBacklog(r *runner) error {
@@ -90,6 +91,7 @@ func benchBacklog(r *runner) error {
 		if err != nil {
 			return err
 		}
+		snapshots, snap0 := fmt.Sprintf("%s{queue=%q}", snapshotSeconds, q), r.srv.scrape()
 		standing, err := r.backlogPhase(q, "backlog-"+tag)
 		if err != nil {
 			return err
@@ -99,6 +101,9 @@ func benchBacklog(r *runner) error {
 		if err != nil {
 			return err
 		}
+		// A snapshot is counted when it ends: one begun late in the backlog's phase has ended by
+		// now (the queue was idle since), and its whole pause counts for the phase.
+		snapshot := perSecond(snap0, r.srv.scrape(), snapshots, r.o.duration.Seconds())
 		rate, empty := standing.rate, (before.rate+after.rate)/2
 		cpu, emptyCPU := standing.cpuPerMsg, (before.cpuPerMsg+after.cpuPerMsg)/2
 		compaction, emptyCompaction := standing.compaction, (before.compaction+after.compaction)/2
@@ -109,11 +114,11 @@ func benchBacklog(r *runner) error {
 		report("server_cpu_per_msg_empty_beside_"+tag, emptyCPU, "us")
 		report("server_compaction_backlog_"+tag, compaction, "s/s")
 		report("server_compaction_empty_beside_"+tag, emptyCompaction, "s/s")
-		report("snapshot_pause_backlog_"+tag, standing.snapshot, "s/s")
+		report("snapshot_pause_backlog_"+tag, snapshot, "s/s")
 		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f scratch_mib=%.1f scratch_cached_mib=%.1f cpu_us=%.2f empty_cpu_us=%.2f empty_server_cpu_us=%.2f compaction=%.2f empty_compaction=%.2f empty_server_compaction=%.2f snapshot=%.3f\n",
 			measured, r.o.backlogPayload, r.o.backlogKeys, mib(rss), perMsg, rate, empty, rate/empty, emptyServer,
 			mib(settled), mib(mem.scratch), mib(mem.scratchCached), cpu, emptyCPU, fresh.cpuPerMsg,
-			compaction, emptyCompaction, fresh.compaction, standing.snapshot)
+			compaction, emptyCompaction, fresh.compaction, snapshot)
 	}
 	return nil
 }
@@ -123,7 +128,6 @@ type phaseResult struct {
 	rate       float64 // messages acked per second
 	cpuPerMsg  float64 // the server's CPU time (user + system) per acked message, µs
 	compaction float64 // seconds the store spent compacting per second (fila_storage_lsm_compaction_seconds_total)
-	snapshot   float64 // seconds the measured queue paused for snapshots per second (fila_snapshot_seconds)
 	added      int64   // messages enqueued but not acked meanwhile
 }
 
@@ -150,10 +154,8 @@ func (r *runner) backlogPhase(q, label string) (phaseResult, error) {
 	cpu, acked = r.srv.cpuSeconds()-cpu, ct.acked.Load()-acked
 	after, elapsed := r.srv.scrape(), time.Since(start).Seconds()
 	stop()
-	snapshots := fmt.Sprintf("%s{queue=%q}", snapshotSeconds, q)
 	return phaseResult{rate: rate, cpuPerMsg: cpu / float64(max(acked, 1)) * 1e6,
 		compaction: perSecond(before, after, compactionSeconds, elapsed),
-		snapshot:   perSecond(before, after, snapshots, elapsed),
 		added:      ct.enqueued.Load() - ct.acked.Load()}, nil
 }
 
