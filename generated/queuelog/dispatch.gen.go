@@ -42,6 +42,7 @@ var (
 	_ Frame = (*SnapshotReady)(nil)
 	_ Frame = (*SnapshotIdentity)(nil)
 	_ Frame = (*SnapshotEnd)(nil)
+	_ Frame = (*SnapshotRun)(nil)
 	_ Frame = (*SnapshotQueue)(nil)
 	_ Frame = (*SnapshotConfig)(nil)
 	_ Frame = (*SnapshotAPIKey)(nil)
@@ -96,6 +97,8 @@ func New(op Opcode) Frame {
 		return new(SnapshotIdentity)
 	case OpSnapshotEnd:
 		return new(SnapshotEnd)
+	case OpSnapshotRun:
+		return new(SnapshotRun)
 	case OpSnapshotQueue:
 		return new(SnapshotQueue)
 	case OpSnapshotConfig:

@@ -575,6 +575,128 @@ func (x *SnapshotEnd) Decode(body []byte) error {
 	return nil
 }
 
+// SnapshotRun is opcode 0x46, a stored record.
+// Stored messages next to each other in enqueue order that differ only in their IDs and acceptance
+// times: ready, with no delay, never delivered, failed, redriven or parked, in no ordering group
+// and without attributes. Each stands for the SnapshotMessage with these fields, state ready,
+// not_before equal to its enqueued_at and every other field zero, and counts as one of the lane's
+// messages.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field         encoding
+//	0       fairness_key  u16 length, then UTF-8
+//	+       weight        u32
+//	+       ids           u32 count, then each 16 bytes (UUID)
+//	+       enqueued_at   u32 count, then each i64
+type SnapshotRun struct {
+	// Their fairness key.
+	FairnessKey string
+
+	// Their weight.
+	Weight uint32
+
+	// Their IDs, in enqueue order.
+	Ids []wire.UUID
+
+	// Unix ms of each one's acceptance, as many as ids.
+	EnqueuedAt []int64
+}
+
+// Opcode returns OpSnapshotRun.
+func (*SnapshotRun) Opcode() Opcode {
+	return OpSnapshotRun
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotRun) Size() int {
+	n := 14
+	n += len(x.FairnessKey)
+	n += 16 * len(x.Ids)
+	n += 8 * len(x.EnqueuedAt)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotRun) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.FairnessKey)
+	b = wire.AppendU32(b, x.Weight)
+	b = wire.AppendCount(b, wire.Count32, len(x.Ids))
+	for i0 := range x.Ids {
+		b = wire.AppendUUID(b, x.Ids[i0])
+	}
+	b = wire.AppendCount(b, wire.Count32, len(x.EnqueuedAt))
+	for i0 := range x.EnqueuedAt {
+		b = wire.AppendI64(b, x.EnqueuedAt[i0])
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotRun) DecodeFrom(r *wire.Reader) {
+	x.FairnessKey = r.String(r.Len16(65535), false)
+	x.Weight = r.U32()
+	{
+		n0 := r.Count(wire.Count32, 16)
+		if cap(x.Ids) >= n0 {
+			x.Ids = x.Ids[:n0]
+		} else {
+			x.Ids = make([]wire.UUID, n0)
+		}
+		for i0 := range x.Ids {
+			x.Ids[i0] = r.UUID()
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+	{
+		n0 := r.Count(wire.Count32, 8)
+		if cap(x.EnqueuedAt) >= n0 {
+			x.EnqueuedAt = x.EnqueuedAt[:n0]
+		} else {
+			x.EnqueuedAt = make([]int64, n0)
+		}
+		for i0 := range x.EnqueuedAt {
+			x.EnqueuedAt[i0] = r.I64()
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotRun) Check() error {
+	if err := wire.CheckString(x.FairnessKey, 65535, false); err != nil {
+		return wire.AtField("fairness_key", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Ids), math.MaxUint32); err != nil {
+		return wire.AtField("ids", -1, err)
+	}
+	if err := wire.CheckCount(len(x.EnqueuedAt), math.MaxUint32); err != nil {
+		return wire.AtField("enqueued_at", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotRun) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotRun,
+		}
+	}
+	return nil
+}
+
 // SnapshotQueue is opcode 0x50, a stored record.
 // A queue definition in a meta group snapshot.
 //

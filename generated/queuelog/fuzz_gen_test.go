@@ -151,6 +151,11 @@ func FuzzSnapshotEnd(f *testing.F) {
 		return new(SnapshotEnd)
 	}, sampleSnapshotEnd(1), sampleSnapshotEnd(2), new(SnapshotEnd))
 }
+func FuzzSnapshotRun(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotRun)
+	}, sampleSnapshotRun(1), sampleSnapshotRun(2), new(SnapshotRun))
+}
 func FuzzSnapshotQueue(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(SnapshotQueue)

@@ -93,6 +93,8 @@ const (
 	OpSnapshotIdentity Opcode = 0x44
 	// OpSnapshotEnd is SnapshotEnd (a stored record).
 	OpSnapshotEnd Opcode = 0x45
+	// OpSnapshotRun is SnapshotRun (a stored record).
+	OpSnapshotRun Opcode = 0x46
 	// OpSnapshotQueue is SnapshotQueue (a stored record).
 	OpSnapshotQueue Opcode = 0x50
 	// OpSnapshotConfig is SnapshotConfig (a stored record).
@@ -131,6 +133,7 @@ var opcodeTable = [256]opcodeInfo{
 	OpSnapshotReady:     {"SnapshotReady"},
 	OpSnapshotIdentity:  {"SnapshotIdentity"},
 	OpSnapshotEnd:       {"SnapshotEnd"},
+	OpSnapshotRun:       {"SnapshotRun"},
 	OpSnapshotQueue:     {"SnapshotQueue"},
 	OpSnapshotConfig:    {"SnapshotConfig"},
 	OpSnapshotAPIKey:    {"SnapshotAPIKey"},

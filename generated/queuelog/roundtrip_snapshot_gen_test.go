@@ -67,6 +67,26 @@ func sampleSnapshotIdentity(seed int) *SnapshotIdentity {
 func sampleSnapshotEnd(seed int) *SnapshotEnd {
 	return &SnapshotEnd{Frames: uint64(seed*37 + 6)}
 }
+func sampleSnapshotRun(seed int) *SnapshotRun {
+	return &SnapshotRun{
+		EnqueuedAt: func() []int64 {
+			var out []int64
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, int64(seed*37+11))
+			}
+			return out
+		}(),
+		FairnessKey: fmt.Sprintf("fairness_key-%d-é", seed),
+		Ids: func() []wire.UUID {
+			var out []wire.UUID
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+			}
+			return out
+		}(),
+		Weight: uint32(seed*37 + 6),
+	}
+}
 func sampleSnapshotQueue(seed int) *SnapshotQueue {
 	return &SnapshotQueue{Definition: []byte(fmt.Sprintf("definition-%d\x00\xff", seed))}
 }
@@ -135,6 +155,12 @@ func roundTripCasesSnapshot() []roundTripCase {
 			return new(SnapshotEnd)
 		},
 		full: sampleSnapshotEnd(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotRun)
+		},
+		full: sampleSnapshotRun(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {

@@ -17,7 +17,8 @@ import (
 //
 //	for each lane (queue, then dead-letter):
 //	  SnapshotLane      configuration, message and key counts
-//	  SnapshotMessage × messages, in enqueue order (state, attempts, lease; no body)
+//	  SnapshotMessage × messages, in enqueue order (state, attempts, lease; no body); runs of
+//	                    plain ready messages as SnapshotRun frames, each counting its messages
 //	  for each key (keys of the DRR round first, in round order):
 //	    SnapshotKey     weight, deficit, in_round, ready count
 //	    SnapshotReady … the key's ready FIFO, head first, in chunks of readyChunk IDs
@@ -83,15 +84,7 @@ func (s *State) writeLane(sw *snapshotWriter, l Lane) {
 		keys = append(keys, k)
 	}
 	sw.put(&queuelog.SnapshotLane{Lane: l, Config: ConfigRecord(q.Config()), Messages: uint64(q.Len()), Keys: uint32(len(keys))})
-	var sm queuelog.SnapshotMessage // one frame reused: the writer keeps nothing of it
-	for m := range q.Messages() {
-		sm = queuelog.SnapshotMessage{ID: wire.UUID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
-			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
-			LastError: m.LastError, State: queuelog.MessageState(m.State), LeasedAt: m.LeasedAt,
-			LeaseExpiresAt: m.LeaseExpiresAt, Consumer: m.Consumer, Attributes: m.Attributes,
-			Grouped: m.Grouped, Group: []byte(m.Group), Unclassified: m.Unclassified, ClassifyTries: m.ClassifyTries}
-		sw.put(&sm)
-	}
+	s.writeMessages(sw, q)
 	chunk := queuelog.SnapshotReady{Ids: make([]wire.UUID, 0, readyChunk)}
 	for _, k := range keys {
 		sw.put(&queuelog.SnapshotKey{Name: k.Name, Weight: k.Weight, Deficit: k.Deficit, InRound: k.InRound, Ready: uint64(k.Ready)})
@@ -112,6 +105,54 @@ func (s *State) writeLane(sw *snapshotWriter, l Lane) {
 			sw.err = fmt.Errorf("queuegroup: key %q of lane %d listed %d ready messages, its count says %d", k.Name, l, written, k.Ready)
 		}
 	}
+}
+
+// writeMessages writes a lane's messages in enqueue order: runs of plain ones (see plain) as
+// SnapshotRun frames of up to readyChunk, each other one as a SnapshotMessage. A backlog is mostly
+// plain messages, and a run costs 24 bytes a message where a SnapshotMessage costs 87: the queue
+// pauses while its snapshot is written (docs/queue-log.md).
+func (s *State) writeMessages(sw *snapshotWriter, q *engine.Queue) {
+	var sm queuelog.SnapshotMessage // the frames are reused: the writer keeps nothing of them
+	run := queuelog.SnapshotRun{Ids: make([]wire.UUID, 0, readyChunk), EnqueuedAt: make([]int64, 0, readyChunk)}
+	flush := func() {
+		if len(run.Ids) > 0 {
+			sw.put(&run)
+			run.Ids, run.EnqueuedAt = run.Ids[:0], run.EnqueuedAt[:0]
+		}
+	}
+	for m := range q.Messages() {
+		sm = queuelog.SnapshotMessage{ID: wire.UUID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
+			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
+			LastError: m.LastError, State: queuelog.MessageState(m.State), LeasedAt: m.LeasedAt,
+			LeaseExpiresAt: m.LeaseExpiresAt, Consumer: m.Consumer, Attributes: m.Attributes,
+			Grouped: m.Grouped, Group: []byte(m.Group), Unclassified: m.Unclassified, ClassifyTries: m.ClassifyTries}
+		if !plain(&sm) {
+			flush()
+			sw.put(&sm)
+			continue
+		}
+		if len(run.Ids) == readyChunk || len(run.Ids) > 0 && (run.FairnessKey != sm.FairnessKey || run.Weight != sm.Weight) {
+			flush()
+		}
+		run.FairnessKey, run.Weight = sm.FairnessKey, sm.Weight
+		run.Ids, run.EnqueuedAt = append(run.Ids, sm.ID), append(run.EnqueuedAt, sm.EnqueuedAt)
+	}
+	flush()
+}
+
+// plain reports whether m is all a SnapshotRun keeps of a message: ready, deliverable from its
+// acceptance on (NotBefore = EnqueuedAt), and every field but its ID, fairness key, weight and
+// those times zero.
+func plain(m *queuelog.SnapshotMessage) bool {
+	return m.State == queuelog.StateReady && m.NotBefore == m.EnqueuedAt && m.Attempts == 0 && m.RedriveCount == 0 &&
+		m.LastError == "" && m.LeasedAt == 0 && m.LeaseExpiresAt == 0 && m.Consumer == "" &&
+		len(m.Attributes) == 0 && !m.Grouped && len(m.Group) == 0 && !m.Unclassified && m.ClassifyTries == 0
+}
+
+// runMessage is the SnapshotMessage that message i of a SnapshotRun stands for.
+func runMessage(r *queuelog.SnapshotRun, i int) queuelog.SnapshotMessage {
+	return queuelog.SnapshotMessage{ID: r.Ids[i], FairnessKey: r.FairnessKey, Weight: r.Weight,
+		EnqueuedAt: r.EnqueuedAt[i], NotBefore: r.EnqueuedAt[i], State: queuelog.StateReady}
 }
 
 // ErrBadSnapshot reports a snapshot that does not decode or is inconsistent.
@@ -194,6 +235,49 @@ func expect[T queuelog.Frame](sr *snapshotReader) (T, error) {
 	return c, nil
 }
 
+// messages reads a lane's n messages, each a SnapshotMessage or one of a SnapshotRun's.
+func (sr *snapshotReader) messages(rs *engine.Restorer, n uint64) error {
+	add := func(m *queuelog.SnapshotMessage) error {
+		err := rs.AddMessage(engine.Message{ID: engine.MsgID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
+			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
+			LastError: m.LastError, State: engine.State(m.State), LeasedAt: m.LeasedAt, LeaseExpiresAt: m.LeaseExpiresAt,
+			Consumer: m.Consumer, Attributes: attributes(m.Attributes), Grouped: m.Grouped, Group: string(m.Group),
+			Unclassified: m.Unclassified, ClassifyTries: m.ClassifyTries})
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrBadSnapshot, err)
+		}
+		return nil
+	}
+	for added := uint64(0); added < n; {
+		f, err := sr.next()
+		if err != nil {
+			return err
+		}
+		switch f := f.(type) {
+		case *queuelog.SnapshotMessage:
+			if err := add(f); err != nil {
+				return err
+			}
+			added++
+		case *queuelog.SnapshotRun:
+			if len(f.EnqueuedAt) != len(f.Ids) || uint64(len(f.Ids)) > n-added {
+				return fmt.Errorf("%w: frame %d: a run of %d IDs and %d times where %d messages are left",
+					ErrBadSnapshot, sr.frames, len(f.Ids), len(f.EnqueuedAt), n-added)
+			}
+			for i := range f.Ids {
+				m := runMessage(f, i)
+				if err := add(&m); err != nil {
+					return err
+				}
+			}
+			added += uint64(len(f.Ids))
+		default:
+			return fmt.Errorf("%w: frame %d is %v, want a message", ErrBadSnapshot, sr.frames, f.Opcode())
+		}
+	}
+	return nil
+}
+
 func (sr *snapshotReader) lane(l Lane, name string) (*engine.Queue, error) {
 	hdr, err := expect[*queuelog.SnapshotLane](sr)
 	if err != nil {
@@ -210,18 +294,8 @@ func (sr *snapshotReader) lane(l Lane, name string) (*engine.Queue, error) {
 		rs.DisableOrdering() // as fromLanes does
 		rs.DeliverUnclassified()
 	}
-	for i := uint64(0); i < hdr.Messages; i++ {
-		m, err := expect[*queuelog.SnapshotMessage](sr)
-		if err != nil {
-			return nil, err
-		}
-		if err := rs.AddMessage(engine.Message{ID: engine.MsgID(m.ID), FairnessKey: m.FairnessKey, Weight: m.Weight,
-			EnqueuedAt: m.EnqueuedAt, NotBefore: m.NotBefore, Attempts: m.Attempts, RedriveCount: m.RedriveCount,
-			LastError: m.LastError, State: engine.State(m.State), LeasedAt: m.LeasedAt, LeaseExpiresAt: m.LeaseExpiresAt,
-			Consumer: m.Consumer, Attributes: attributes(m.Attributes), Grouped: m.Grouped, Group: string(m.Group),
-			Unclassified: m.Unclassified, ClassifyTries: m.ClassifyTries}); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
-		}
+	if err := sr.messages(rs, hdr.Messages); err != nil {
+		return nil, err
 	}
 	for i := uint32(0); i < hdr.Keys; i++ {
 		k, err := expect[*queuelog.SnapshotKey](sr)

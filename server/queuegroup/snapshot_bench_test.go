@@ -21,7 +21,7 @@ func BenchmarkWriteSnapshot(b *testing.B) {
 	for i := range stored {
 		var id wire.UUID
 		binary.BigEndian.PutUint64(id[:8], uint64(i+1))
-		c.Messages = append(c.Messages, queuelog.LogMessage{ID: id, FairnessKey: "k", Weight: 1})
+		c.Messages = append(c.Messages, queuelog.LogMessage{ID: id, FairnessKey: "k", Weight: 1, NotBefore: 1}) // as the broker enqueues: deliverable from acceptance
 		if len(c.Messages) == 4096 || i == stored-1 {
 			if err := s.Enqueue(&c); err != nil {
 				b.Fatal(err)
