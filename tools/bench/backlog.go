@@ -160,13 +160,13 @@ func (r *runner) backlogPhase(q, label string) (phaseResult, error) {
 }
 
 // perSecond is how much a counter series grew per second between two scrapes: NaN when either
-// scrape lacks it (unknown, not 0). A queue's snapshot series appears with its first snapshot, so
-// it counts from 0 when only the second scrape has it.
+// scrape lacks it (unknown, not 0). A labelled series (a queue's snapshots) appears with its first
+// sample, so a scrape that read other series counts it as 0.
 func perSecond(before, after map[string]float64, series string, elapsed float64) float64 {
 	v1, ok1 := after[series]
 	v0, ok0 := before[series]
-	if !ok0 && ok1 && len(before) > 0 && strings.Contains(series, "{") {
-		v0, ok0 = 0, true
+	if strings.Contains(series, "{") { // a labelled series is absent until its first sample
+		ok0, ok1 = ok0 || len(before) > 0, ok1 || len(after) > 0
 	}
 	if !ok0 || !ok1 {
 		return math.NaN()
