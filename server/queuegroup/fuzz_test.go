@@ -46,6 +46,9 @@ func seedLog(t fataler) (entries, snaps [][]byte) {
 		{ID: id(3), FairnessKey: "a", Weight: 1, NotBefore: now + 5, Grouped: true, Group: []byte("g")},
 		{ID: id(4), FairnessKey: "c", Weight: 1, Identity: bytes.Repeat([]byte{7}, 16), DedupUntil: now + 50},
 		{ID: id(5), Unclassified: true},
+		{ID: id(6), FairnessKey: "a", Weight: 1, NotBefore: now}, // plain, as the broker enqueues: snapshots write runs
+		{ID: id(7), FairnessKey: "a", Weight: 1, NotBefore: now},
+		{ID: id(8), FairnessKey: "b", Weight: 1, NotBefore: now},
 	}}))
 	take()
 	q := s.Lane(LaneQueue)
@@ -96,7 +99,8 @@ func seedLog(t fataler) (entries, snaps [][]byte) {
 		Class: queuelog.Classification{FairnessKey: "d", Weight: 2, NotBefore: now, Attributes: map[string]string{"x": "y"}}}})
 	must(err)
 	take()
-	must(s.Enqueue(&queuelog.Enqueue{Lane: LaneDeadLetter, At: now, Messages: []queuelog.LogMessage{{ID: id(9), FairnessKey: "z", Weight: 1}}}))
+	must(s.Enqueue(&queuelog.Enqueue{Lane: LaneDeadLetter, At: now, Messages: []queuelog.LogMessage{{ID: id(9), FairnessKey: "z", Weight: 1},
+		{ID: id(10), FairnessKey: "z", Weight: 1, NotBefore: now}}}))
 	take()
 	_, err = s.RedriveClassified(now, []queuelog.Redriven{{ID: id(9), Outcome: queuelog.OutcomePark}})
 	must(err)

@@ -33,8 +33,8 @@ import (
 
 const readyChunk = 4096
 
-// maxSnapshotFrame bounds one snapshot frame: the largest is a SnapshotReady chunk or a message
-// with a long last error.
+// maxSnapshotFrame bounds one snapshot frame: the largest is a SnapshotReady chunk, a SnapshotRun
+// of readyChunk messages (about 100 KB and a key) or a message with a long last error.
 const maxSnapshotFrame = 64 << 20
 
 // WriteSnapshot writes the state to w in the format above.
@@ -260,7 +260,7 @@ func (sr *snapshotReader) messages(rs *engine.Restorer, n uint64) error {
 			}
 			added++
 		case *queuelog.SnapshotRun:
-			if len(f.EnqueuedAt) != len(f.Ids) || uint64(len(f.Ids)) > n-added {
+			if len(f.Ids) == 0 || len(f.EnqueuedAt) != len(f.Ids) || uint64(len(f.Ids)) > n-added {
 				return fmt.Errorf("%w: frame %d: a run of %d IDs and %d times where %d messages are left",
 					ErrBadSnapshot, sr.frames, len(f.Ids), len(f.EnqueuedAt), n-added)
 			}
