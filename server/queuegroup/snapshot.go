@@ -84,23 +84,25 @@ func (s *State) writeLane(sw *snapshotWriter, l Lane) {
 		keys = append(keys, k)
 	}
 	sw.put(&queuelog.SnapshotLane{Lane: l, Config: ConfigRecord(q.Config()), Messages: uint64(q.Len()), Keys: uint32(len(keys))})
-	s.writeMessages(sw, q)
+	writeMessages(sw, q)
 	chunk := queuelog.SnapshotReady{Ids: make([]wire.UUID, 0, readyChunk)}
-	for _, k := range keys {
-		sw.put(&queuelog.SnapshotKey{Name: k.Name, Weight: k.Weight, Deficit: k.Deficit, InRound: k.InRound, Ready: uint64(k.Ready)})
-		written := 0
-		for id := range q.ReadyOrder(k.Name) {
-			if chunk.Ids = append(chunk.Ids, wire.UUID(id)); len(chunk.Ids) == readyChunk {
-				sw.put(&chunk)
-				written += len(chunk.Ids)
-				chunk.Ids = chunk.Ids[:0]
-			}
-		}
+	written := 0
+	flush := func() {
 		if len(chunk.Ids) > 0 {
 			sw.put(&chunk)
 			written += len(chunk.Ids)
 			chunk.Ids = chunk.Ids[:0]
 		}
+	}
+	for _, k := range keys {
+		sw.put(&queuelog.SnapshotKey{Name: k.Name, Weight: k.Weight, Deficit: k.Deficit, InRound: k.InRound, Ready: uint64(k.Ready)})
+		written = 0
+		for id := range q.ReadyOrder(k.Name) {
+			if chunk.Ids = append(chunk.Ids, wire.UUID(id)); len(chunk.Ids) == readyChunk {
+				flush()
+			}
+		}
+		flush()
 		if written != k.Ready && sw.err == nil {
 			sw.err = fmt.Errorf("queuegroup: key %q of lane %d listed %d ready messages, its count says %d", k.Name, l, written, k.Ready)
 		}
@@ -111,7 +113,7 @@ func (s *State) writeLane(sw *snapshotWriter, l Lane) {
 // SnapshotRun frames of up to readyChunk, each other one as a SnapshotMessage. A backlog is mostly
 // plain messages, and a run costs 24 bytes a message where a SnapshotMessage costs 87: the queue
 // pauses while its snapshot is written (docs/queue-log.md).
-func (s *State) writeMessages(sw *snapshotWriter, q *engine.Queue) {
+func writeMessages(sw *snapshotWriter, q *engine.Queue) {
 	var sm queuelog.SnapshotMessage // the frames are reused: the writer keeps nothing of them
 	run := queuelog.SnapshotRun{Ids: make([]wire.UUID, 0, readyChunk), EnqueuedAt: make([]int64, 0, readyChunk)}
 	flush := func() {

@@ -3,7 +3,6 @@ package storage
 import (
 	"bytes"
 	"encoding/binary"
-	"maps"
 	"math/bits"
 	"slices"
 	"sync"
@@ -38,7 +37,6 @@ type splitter struct {
 	// backlogs are the queues with a standing backlog, sorted; replaced whole under mu.
 	backlogs atomic.Pointer[[]string]
 	mu       sync.Mutex
-	standing map[string]bool // the queues in backlogs
 	// enter and leave are the stored messages from which a queue has a standing backlog, and
 	// below which it no longer has one (apart, so that a queue near the bound does not flap).
 	enter, leave int
@@ -66,11 +64,11 @@ const defaultBacklogMessages = 250_000
 const idSkew = time.Second
 
 func newSplitter(backlogMessages int, memTableBytes uint64) *splitter {
-	s := &splitter{standing: map[string]bool{}, enter: backlogMessages, leave: backlogMessages / 2}
+	s := &splitter{enter: backlogMessages, leave: backlogMessages / 2}
 	s.backlogs.Store(new([]string))
 	// Pebble stops writes once its memtables waiting for a flush hold 4 × MemTableSize bytes,
 	// and after an open its memtables start at 256 KiB and double up to MemTableSize: a flush
-	// writes none made before the last memtablesKept.
+	// writes none made before the last this many.
 	s.memtables.made = make([]time.Time, memTableStopWrites+bits.Len64(memTableBytes>>18)+1)
 	return s
 }
@@ -81,34 +79,39 @@ func newSplitter(backlogMessages int, memTableBytes uint64) *splitter {
 func (d *DB) Stored(queue string, messages int) { d.spans.stored(queue, messages) }
 
 func (s *splitter) stored(queue string, messages int) {
+	if _, changed := s.crossed(queue, messages); !changed {
+		return // the common case, without the lock
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	was := s.standing[queue]
+	if backlogs, changed := s.crossed(queue, messages); changed {
+		s.backlogs.Store(&backlogs)
+	}
+}
+
+// crossed returns the backlogs with queue in or out as its stored messages say, and whether that
+// changes them (a new slice then: the published one is never changed).
+func (s *splitter) crossed(queue string, messages int) ([]string, bool) {
+	backlogs := *s.backlogs.Load()
+	i, was := slices.BinarySearch(backlogs, queue)
 	switch {
 	case !was && messages >= s.enter:
-		s.standing[queue] = true
+		return slices.Insert(slices.Clone(backlogs), i, queue), true
 	case was && messages < s.leave:
-		delete(s.standing, queue)
-	default:
-		return
+		return slices.Delete(slices.Clone(backlogs), i, i+1), true
 	}
-	s.publish()
+	return backlogs, false
 }
 
 // forget drops a deleted queue from the standing backlogs.
 func (s *splitter) forget(queue string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.standing[queue] {
-		delete(s.standing, queue)
-		s.publish()
+	backlogs := *s.backlogs.Load()
+	if i, was := slices.BinarySearch(backlogs, queue); was {
+		backlogs = slices.Delete(slices.Clone(backlogs), i, i+1)
+		s.backlogs.Store(&backlogs)
 	}
-}
-
-// publish replaces backlogs with the standing queues. Under mu.
-func (s *splitter) publish() {
-	backlogs := slices.Sorted(maps.Keys(s.standing))
-	s.backlogs.Store(&backlogs)
 }
 
 // split is the SpanPolicyFunc. Its end key is always past start, or nil (no end).

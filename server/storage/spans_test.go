@@ -54,32 +54,16 @@ func TestAFlushDoesNotSpanAStandingBacklog(t *testing.T) {
 		t.Fatal(err)
 	}
 	untouched := bodyKey(nil, "m", backlog[stored/2])
-	var l0 []pebble.SSTableInfo
-	err = db.Read(func(p *pebble.DB) error {
-		if err := p.Flush(); err != nil {
-			return err
-		}
-		levels, err := p.SSTables()
-		l0 = levels[0]
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bodies int
+	l0 := flushedBodies(t, db)
 	for _, tbl := range l0 {
 		lo, hi := tbl.Smallest.UserKey, tbl.Largest.UserKey
-		if lo[0] != kindBody {
-			continue
-		}
-		bodies++
 		if bytes.Compare(lo, untouched) <= 0 && bytes.Compare(untouched, hi) <= 0 {
 			t.Errorf("flushed table %v holds bodies from %q to %q, over m's untouched backlog", tbl.FileNum, lo, hi)
 		}
 	}
 	// a; m's acked head; m's new tail; z.
-	if bodies != 4 {
-		t.Errorf("the flush wrote %d body tables, want 4 (a, m's head, m's tail, z): %v", bodies, l0)
+	if len(l0) != 4 {
+		t.Errorf("the flush wrote %d body tables, want 4 (a, m's head, m's tail, z): %v", len(l0), l0)
 	}
 }
 
@@ -91,26 +75,8 @@ func TestQueuesWithoutABacklogShareSSTables(t *testing.T) {
 	for i, q := range []string{"a", "m", "z"} {
 		storeEnqueue(t, db, q, 1, []ID{testID(now, uint64(i))}, q)
 	}
-	var l0 []pebble.SSTableInfo
-	err := db.Read(func(p *pebble.DB) error {
-		if err := p.Flush(); err != nil {
-			return err
-		}
-		levels, err := p.SSTables()
-		l0 = levels[0]
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bodies := 0
-	for _, tbl := range l0 {
-		if tbl.Smallest.UserKey[0] == kindBody {
-			bodies++
-		}
-	}
-	if bodies != 1 {
-		t.Errorf("the flush wrote %d body tables, want 1: %v", bodies, l0)
+	if l0 := flushedBodies(t, db); len(l0) != 1 {
+		t.Errorf("the flush wrote %d body tables, want 1: %v", len(l0), l0)
 	}
 }
 
@@ -162,6 +128,31 @@ func TestSplitEndsPastItsStart(t *testing.T) {
 			t.Errorf("split(%q) ended at %q, not past it", start, end)
 		}
 	}
+}
+
+// flushedBodies flushes the memtable and returns the level-0 tables that hold bodies.
+func flushedBodies(t *testing.T, db *DB) []pebble.SSTableInfo {
+	t.Helper()
+	var bodies []pebble.SSTableInfo
+	err := db.Read(func(p *pebble.DB) error {
+		if err := p.Flush(); err != nil {
+			return err
+		}
+		levels, err := p.SSTables()
+		if err != nil {
+			return err
+		}
+		for _, tbl := range levels[0] {
+			if tbl.Smallest.UserKey[0] == kindBody {
+				bodies = append(bodies, tbl)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bodies
 }
 
 func compactAll(t *testing.T, db *DB) {
