@@ -7,16 +7,23 @@ import (
 	"unicode/utf8"
 )
 
-// Kind is what a permission allows on the queues its pattern matches.
+// Kind is what a permission allows on the names its pattern matches: queue names for produce,
+// consume and admin, throttle names for throttle.
 type Kind uint8
 
 const (
 	Produce Kind = iota + 1 // Enqueue
 	Consume                 // Consume, Ack, Nack, ExtendLease
 	Admin                   // CreateQueue, UpdateQueue, DeleteQueue, GetStats, Redrive
+	// Throttle: declaring the throttle in a Consume, GetThrottleStats, GetThrottleBucket. Its
+	// pattern matches throttle names, not queues (Fila's extension of the FIBP kinds).
+	Throttle
 )
 
-var kindNames = map[Kind]string{Produce: "produce", Consume: "consume", Admin: "admin"}
+var kindNames = map[Kind]string{Produce: "produce", Consume: "consume", Admin: "admin", Throttle: "throttle"}
+
+// OnQueues reports whether the kind's patterns match queue names (all but Throttle).
+func (k Kind) OnQueues() bool { return k != Throttle }
 
 func (k Kind) String() string {
 	if s, ok := kindNames[k]; ok {
@@ -25,14 +32,14 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// ParseKind reads a kind's name ("produce", "consume", "admin").
+// ParseKind reads a kind's name ("produce", "consume", "admin", "throttle").
 func ParseKind(s string) (Kind, error) {
 	for k, name := range kindNames {
 		if s == name {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown permission kind %q (want produce, consume or admin)", s)
+	return 0, fmt.Errorf("unknown permission kind %q (want produce, consume, admin or throttle)", s)
 }
 
 // Permission allows Kind on the queues Pattern matches.

@@ -61,7 +61,7 @@ func TestMatchProperty(t *testing.T) {
 }
 
 func TestParseKind(t *testing.T) {
-	for _, k := range []Kind{Produce, Consume, Admin} {
+	for _, k := range []Kind{Produce, Consume, Admin, Throttle} {
 		got, err := ParseKind(k.String())
 		if err != nil || got != k {
 			t.Errorf("ParseKind(%q) = %v, %v", k.String(), got, err)
@@ -84,5 +84,26 @@ func TestCheckPattern(t *testing.T) {
 		if CheckPattern(bad) == nil {
 			t.Errorf("CheckPattern(%q) accepted", bad)
 		}
+	}
+}
+
+// A throttle permission names throttles: it allows declaring the throttle, and says nothing of
+// a queue of the same name (ListQueues does not show it; no queue kind matches it).
+func TestThrottlePermissionNamesThrottlesOnly(t *testing.T) {
+	p := &Principal{rec: Record{ID: "k", ACL: []Permission{{Kind: Throttle, Pattern: "tenant-a.*"}}}}
+	if !p.Allowed(Throttle, "tenant-a.stripe") || p.Allowed(Throttle, "tenant-b.stripe") {
+		t.Fatal("the throttle pattern does not decide which throttles the key may declare")
+	}
+	for _, k := range []Kind{Produce, Consume, Admin} {
+		if p.Allowed(k, "tenant-a.stripe") {
+			t.Fatalf("a throttle permission allowed %s on a queue of a matching name", k)
+		}
+	}
+	if p.Any("tenant-a.stripe") {
+		t.Fatal("a throttle permission made a queue of a matching name visible")
+	}
+	q := &Principal{rec: Record{ID: "k", ACL: []Permission{{Kind: Consume, Pattern: "*"}}}}
+	if q.Allowed(Throttle, "anything") {
+		t.Fatal("a consume permission on every queue allowed a throttle")
 	}
 }

@@ -29,7 +29,7 @@ func (p *Principal) Expired(nowMs int64) bool { return p != nil && p.rec.Expired
 // Expires reports whether the key has an expiry at all.
 func (p *Principal) Expires() bool { return p != nil && p.rec.ExpiresAt != 0 }
 
-// Allowed reports whether the key may do kind on queue.
+// Allowed reports whether the key may do kind on queue (on the throttle of that name, for Throttle).
 func (p *Principal) Allowed(kind Kind, queue string) bool {
 	if p.Superadmin() {
 		return true
@@ -42,13 +42,14 @@ func (p *Principal) Allowed(kind Kind, queue string) bool {
 	return false
 }
 
-// Any reports whether the key has some permission on queue (what ListQueues shows).
+// Any reports whether the key has some permission on queue (what ListQueues shows); a throttle
+// permission names throttles, not queues.
 func (p *Principal) Any(queue string) bool {
 	if p.Superadmin() {
 		return true
 	}
 	for _, perm := range p.rec.ACL {
-		if Match(perm.Pattern, queue) {
+		if perm.Kind.OnQueues() && Match(perm.Pattern, queue) {
 			return true
 		}
 	}

@@ -12,7 +12,7 @@ type Need struct {
 	Superadmin bool
 	// Filtered: any key may ask; the answer lists only the queues the key has a permission on.
 	Filtered bool
-	// Otherwise the request needs Kind on Queue.
+	// Otherwise the request needs Kind on Queue (a throttle's name, for auth.Throttle).
 	Kind  auth.Kind
 	Queue string
 }
@@ -52,9 +52,34 @@ var queueAdmin = map[fibp.Opcode]func([]byte) (Need, error){
 	fibp.OpRedrive:     onQueue(func(r *fibp.Redrive) string { return r.DLQQueue }),
 }
 
+// onThrottle decodes a throttle request and names the throttle: the request needs the throttle
+// permission on it, as declaring it does (a tenant inspects its own throttles; the answer's
+// queues are filtered, see Filter).
+func onThrottle[T any, P interface {
+	*T
+	fibp.Frame
+}](name func(P) string) func([]byte) (Need, error) {
+	return func(body []byte) (Need, error) {
+		req := P(new(T))
+		if err := req.Decode(body); err != nil {
+			return Need{}, err
+		}
+		return Need{Kind: auth.Throttle, Queue: name(req)}, nil
+	}
+}
+
+// throttleAdmin lists the admin requests that read one throttle.
+var throttleAdmin = map[fibp.Opcode]func([]byte) (Need, error){
+	fibp.OpGetThrottleStats:  onThrottle(func(r *fibp.GetThrottleStats) string { return r.Name }),
+	fibp.OpGetThrottleBucket: onThrottle(func(r *fibp.GetThrottleBucket) string { return r.Name }),
+}
+
 // AdminNeed says what an admin request needs; a malformed body is the decoding error.
 func AdminNeed(op fibp.Opcode, body []byte) (Need, error) {
 	if need, ok := queueAdmin[op]; ok {
+		return need(body)
+	}
+	if need, ok := throttleAdmin[op]; ok {
 		return need(body)
 	}
 	switch op {
@@ -64,7 +89,8 @@ func AdminNeed(op fibp.Opcode, body []byte) (Need, error) {
 	return Need{Superadmin: true}, nil
 }
 
-// Filter removes from a Filtered request's answer the queues p has no permission on.
+// Filter removes from an admin answer the queues p has no permission on (ListQueues, GetRoutes,
+// and the queues where a throttle is active in GetThrottleStats).
 func Filter(p *auth.Principal, res fibp.Frame) {
 	if p.Superadmin() {
 		return
@@ -74,7 +100,20 @@ func Filter(p *auth.Principal, res fibp.Frame) {
 		r.Queues = keep(r.Queues, func(q *fibp.QueueInfo) bool { return p.Any(q.Name) })
 	case *fibp.GetRoutesResult:
 		r.Entries = keep(r.Entries, func(e *fibp.RouteEntry) bool { return p.Any(e.Queue) })
+	case *fibp.GetThrottleStatsResult: // a throttle may be shared with queues of other tenants
+		r.Queues = keep(r.Queues, func(q *fibp.QueueRef) bool { return p.Any(q.Queue) })
 	}
+}
+
+// DeniedThrottle names the first throttle of ds that p may not declare (auth.Throttle on its
+// name); ok when p may declare them all.
+func DeniedThrottle(p *auth.Principal, ds []fibp.ThrottleDeclaration) (name string, ok bool) {
+	for i := range ds {
+		if !p.Allowed(auth.Throttle, ds[i].Name) {
+			return ds[i].Name, false
+		}
+	}
+	return "", true
 }
 
 func keep[T any](s []T, ok func(*T) bool) []T {

@@ -150,9 +150,13 @@ func (c *conn) recheckKey() {
 	}
 }
 
-// forbidden answers a request-level ACL denial.
-func (c *conn) forbidden(requestID uint32, kind auth.Kind, queue string) {
-	c.sendError(requestID, fibp.CodeForbidden, fmt.Sprintf("API key %s has no %s permission on queue %q", c.who.ID(), kind, queue), nil)
+// forbidden answers a request-level ACL denial of kind on name (a queue, or a throttle).
+func (c *conn) forbidden(requestID uint32, kind auth.Kind, name string) {
+	what := "queue"
+	if !kind.OnQueues() {
+		what = "throttle"
+	}
+	c.sendError(requestID, fibp.CodeForbidden, fmt.Sprintf("API key %s has no %s permission on %s %q", c.who.ID(), kind, what, name), nil)
 }
 
 // permitAdmin checks an admin request against the key; false means it was answered.

@@ -211,6 +211,10 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 		c.forbidden(h.RequestID, auth.Consume, req.Queue)
 		return
 	}
+	if name, ok := session.DeniedThrottle(c.who, req.Throttles); !ok {
+		c.forbidden(h.RequestID, auth.Throttle, name)
+		return
+	}
 	if h.RequestID == 0 || h.RequestID&serverInitiated != 0 {
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, fmt.Sprintf("request ID %#x is not client-initiated (1 to 0x7FFFFFFF): Delivery frames carry the Consume's request ID", h.RequestID), nil)
 		return

@@ -27,7 +27,7 @@ func parsePermission(s string) (fila.Permission, error) {
 func (a *app) aclSetCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "set KEY_ID [KIND:PATTERN...]",
-		Short: "Replace a key's permissions (kinds produce, consume, admin; * in a pattern matches any run of characters)",
+		Short: "Replace a key's permissions (kinds produce, consume, admin on queues, throttle on throttle names; * in a pattern matches any run of characters)",
 		Long: "Replace a key's permissions with the ones given (none: the key may do nothing). Kinds: produce\n" +
 			"(Enqueue), consume (Consume, Ack, Nack, ExtendLease), admin (create, update, delete, stats,\n" +
 			"redrive). A pattern is a queue name where * matches any run of characters: orders does not\n" +
