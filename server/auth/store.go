@@ -164,6 +164,13 @@ func (s *Store) List() []Record {
 	return out
 }
 
+// Len counts the stored keys (the bootstrap key is not one).
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.keys)
+}
+
 // Put adds or replaces a key (a replaced key keeps the ACL given in r).
 func (s *Store) Put(r Record) {
 	s.mu.Lock()

@@ -111,6 +111,11 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		rn.close()
 		return err
 	}
+	if err := requireAuth(cfg, b, log); err != nil {
+		rn.close()
+		b.Close()
+		return err
+	}
 	health.b.Store(b)
 	reg.MustRegister(broker.NewCollector(b, broker.CollectorOptions{TopKeys: cfg.MetricsTopKeys}))
 
@@ -257,13 +262,30 @@ func transportOptions(cfg config.Config, tlsCerts *certs.Reloader, log *slog.Log
 	}
 }
 
-// logReady reports the server ready, and warns of stored keys left unused.
+// logReady reports the server ready.
 func logReady(log *slog.Logger, cfg config.Config, ln net.Listener, tls bool, b *broker.Broker) {
 	log.Info("fila-server ready", "fibp", ln.Addr().String(), "http", cfg.HTTPListen, "data", cfg.DataDir, "tls", tls,
 		"fsync", cfg.Fsync, "auth", b.Auth().Enabled())
-	if !b.Auth().Enabled() && len(b.ListAPIKeys()) > 0 {
-		log.Warn("API keys are stored but authentication is off: set FILA_BOOTSTRAP_API_KEY or bootstrap_api_key_file")
+}
+
+// requireAuth fails closed: a data directory that holds API keys was meant to be served with
+// authentication, so without a bootstrap key it is not served at all, unless insecure_no_auth
+// says so; then the start is logged as an error, so that it is seen.
+func requireAuth(cfg config.Config, b *broker.Broker, log *slog.Logger) error {
+	st := b.Auth()
+	n := st.Len()
+	switch {
+	case st.Enabled() || n == 0:
+		return nil
+	case cfg.InsecureNoAuth:
+		log.Error("AUTHENTICATION IS OFF on a data directory that holds API keys (--insecure-no-auth): "+
+			"every client may read and change every queue and create keys that stay valid once authentication is back",
+			"stored_keys", n)
+		return nil
 	}
+	return fmt.Errorf("the data directory holds %d API keys but no bootstrap key is configured, so authentication would be off: "+
+		"give the bootstrap key in FILA_BOOTSTRAP_API_KEY or in a file named by --bootstrap-api-key-file (bootstrap_api_key_file), "+
+		"or start with --insecure-no-auth to run without authentication", n)
 }
 
 // bound lists the addresses the listeners are bound to, for the addr_file.
