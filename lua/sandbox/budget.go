@@ -24,7 +24,9 @@ type budget struct {
 	credit  time.Duration
 	calls   uint32
 	expired bool
-	own     Thread // the thread a Start outside a Hold holds for its run
+	// bytes is what the run's library calls have allocated (charge), against maxBytes.
+	bytes, maxBytes int
+	own             Thread // the thread a Start outside a Hold holds for its run
 }
 
 // checkEvery is how many instructions run between two clock reads. It is small because one
@@ -47,7 +49,7 @@ func (b *budget) start(t *Thread, timeout time.Duration) {
 	}
 	now := time.Now()
 	t.refresh(now, timeout/maxCreditShare)
-	b.thread, b.limit, b.deadline, b.calls, b.expired = t, timeout, now.Add(timeout), 0, false
+	b.thread, b.limit, b.deadline, b.calls, b.expired, b.bytes = t, timeout, now.Add(timeout), 0, false, 0
 	b.credit = now.Sub(t.at)
 }
 
@@ -74,6 +76,31 @@ func (b *budget) Done() <-chan struct{} {
 		return allDone
 	}
 	return neverDone
+}
+
+// over reports whether the run has used its budget, reading the clock now: the library
+// functions that loop in Go ask it every few thousand steps. Outside a run it is false.
+func (b *budget) over() bool {
+	if b.expired || b.thread == nil {
+		return b.expired
+	}
+	if now := time.Now(); now.After(b.deadline) {
+		b.check(now)
+	}
+	return b.expired
+}
+
+// charge counts n bytes that a library call is about to allocate; false if that would exceed
+// the run's byte budget (nothing is then counted). Outside a run nothing is counted.
+func (b *budget) charge(n int) bool {
+	if b.thread == nil {
+		return true
+	}
+	if n < 0 || n > b.maxBytes-b.bytes {
+		return false
+	}
+	b.bytes += n
+	return true
 }
 
 // check runs when the wall deadline has passed: the run has expired if its CPU time has too.

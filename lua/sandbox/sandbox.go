@@ -1,19 +1,31 @@
 // Package sandbox is the one Lua sandbox of the server (gopher-lua), shared by the queue hooks
-// (server/hooks) and Rift's plugins (server/rift/plugin).
+// (lua/hooks) and Rift's plugins (server/rift/plugin).
 //
 // A sandboxed state has the base functions without the ones that reach outside it or change what
 // other code sees (dofile, loadfile, load, loadstring, require, module, getfenv, setfenv, rawset,
-// collectgarbage, print, newproxy, _G), and the string (without dump; rep bounded by
-// Limits.MaxStringBytes), table and math libraries; no io, os, debug, package or coroutine.
-// The libraries are read-only: a script cannot change string.upper for the next one, and
-// getmetatable of a library or of a string answers false.
+// collectgarbage, print, newproxy, _G), and the string (without dump), table and math libraries;
+// no io, os, debug, package or coroutine. The libraries are read-only: a script cannot change
+// string.upper for the next one, and getmetatable of a library or of a string answers false.
 //
 // Every run of script code has a time budget of CPU time (Run), enforced between any two
-// instructions, so `while true do end` ends with ErrTimeout (after at most 1 1/8 times the budget
-// when runs share a Thread's clock reading); the call stack and the value stack ("registry") are
-// bounded (Limits), so deep recursion or unpack of a huge range ends with a script error. A
-// script that fills a table until memory runs out is stopped by the time budget, and a single
-// allocation by the string library is bounded by MaxStringBytes.
+// instructions and inside the library functions that loop in Go, so `while true do end` and
+// string.find(("a"):rep(300), "a*a*a*a*a*b") both end with ErrTimeout (after at most 1 1/8 times
+// the budget when runs share a Thread's clock reading, plus a few microseconds). The pattern
+// functions (find, match, gmatch, gsub) use a matcher of this package (Lua 5.1's patterns, with
+// recursion bounded at 200 nested items: "pattern too complex") that asks the budget every
+// few thousand steps; gopher-lua's own cannot be interrupted.
+//
+// The library functions that make strings or grow tables (string.rep, format, gsub, upper, lower,
+// reverse, table.concat, insert, sort) charge what they are about to allocate to the run: one
+// string may not exceed Limits.MaxStringBytes and a run's charges together Limits.MaxCallBytes;
+// either ends the run with a script error before the allocation. (string.sub and the captures
+// of a match share the subject's bytes and allocate none.) What the VM allocates itself — the
+// .. operator, table constructors and stores — is bounded by the time budget only: at most what
+// the budget's CPU time can copy. The call stack and the value stack ("registry") are bounded
+// (Limits), so deep recursion or unpack of a huge range ends with a script error.
+//
+// Compile refuses a source longer than MaxSourceBytes (64 KiB), so compiling, which no budget
+// interrupts, costs a bounded time.
 package sandbox
 
 import (
@@ -36,15 +48,23 @@ type Limits struct {
 	CallStackSize int
 	// RegistrySize is the initial size of the value stack; RegistryMaxSize bounds its growth.
 	RegistrySize, RegistryMaxSize int
-	// MaxStringBytes bounds the result of string.rep.
+	// MaxStringBytes bounds one string a library function makes (string.rep, string.format,
+	// string.gsub, table.concat, ...).
 	MaxStringBytes int
+	// MaxCallBytes bounds what the library functions allocate in one run, all together
+	// (strings they make, table slots table.insert adds).
+	MaxCallBytes int
 }
 
 // DefaultLimits returns the limits of the runtime config's defaults (lua.timeout_ms 10).
 func DefaultLimits() Limits {
 	return Limits{Timeout: 10 * time.Millisecond, CallStackSize: 200, RegistrySize: 1024, RegistryMaxSize: 64 * 1024,
-		MaxStringBytes: 1 << 20}
+		MaxStringBytes: 1 << 20, MaxCallBytes: 8 << 20}
 }
+
+// MaxSourceBytes is the longest script Compile accepts: compiling costs time that grows faster
+// than the source (gopher-lua's compiler is quadratic in places), and no budget interrupts it.
+const MaxSourceBytes = 64 << 10
 
 // registryGrowStep is how many slots the value stack grows by at a time: growth copies the stack,
 // so a small step makes a run to RegistryMaxSize cost quadratic time.
@@ -63,10 +83,11 @@ var removed = []string{"dofile", "loadfile", "load", "loadstring", "require", "m
 // State is a sandboxed Lua state. It is not safe for concurrent use.
 type State struct {
 	// L is the gopher-lua state; run its code with Run only.
-	L       *lua.LState
-	budget  budget
-	timeout time.Duration
-	out     []lua.LValue // Call's results, reused
+	L         *lua.LState
+	budget    budget
+	timeout   time.Duration
+	maxString int
+	out       []lua.LValue // Call's results, reused
 }
 
 // NewState returns a sandboxed state with the given limits. modules are added as read-only
@@ -85,9 +106,11 @@ func NewState(lim Limits, modules map[string]func(L *lua.LState) *lua.LTable) *S
 	for _, f := range removed {
 		L.SetGlobal(f, lua.LNil)
 	}
+	s := &State{L: L, maxString: lim.MaxStringBytes}
+	s.budget.maxBytes = lim.MaxCallBytes
 	str := L.GetGlobal(lua.StringLibName).(*lua.LTable)
 	str.RawSetString("dump", lua.LNil)
-	str.RawSetString("rep", L.NewFunction(boundedRep(lim.MaxStringBytes)))
+	s.installLibs(L, str, L.GetGlobal(lua.TabLibName).(*lua.LTable))
 	if mt, ok := L.GetMetatable(lua.LString("")).(*lua.LTable); ok {
 		mt.RawSetString("__metatable", lua.LFalse)
 	}
@@ -97,7 +120,7 @@ func NewState(lim Limits, modules map[string]func(L *lua.LState) *lua.LTable) *S
 	for name, build := range modules {
 		L.SetGlobal(name, ReadOnly(L, build(L)))
 	}
-	return &State{L: L}
+	return s
 }
 
 // Close releases the state.
@@ -117,25 +140,17 @@ func ReadOnly(L *lua.LState, t *lua.LTable) *lua.LTable {
 	return p
 }
 
-func boundedRep(limit int) lua.LGFunction {
-	return func(L *lua.LState) int {
-		s, n := L.CheckString(1), L.CheckInt(2)
-		if n <= 0 || s == "" {
-			L.Push(lua.LString(""))
-			return 1
-		}
-		if n > limit/len(s) {
-			L.RaiseError("string.rep: the result would exceed %d bytes", limit)
-		}
-		L.Push(lua.LString(strings.Repeat(s, n)))
-		return 1
-	}
-}
-
-// Compile parses and compiles a chunk; a syntax error names chunk and the line.
+// Compile parses and compiles a chunk; a syntax error names chunk and the line. A source longer
+// than MaxSourceBytes is refused.
 func Compile(chunk, src string) (*lua.FunctionProto, error) {
+	if len(src) > MaxSourceBytes {
+		return nil, fmt.Errorf("%s: the script is %d bytes long, more than the %d a script may have", chunk, len(src), MaxSourceBytes)
+	}
 	stmts, err := parseChunk(chunk, src)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkComplexity(chunk, stmts); err != nil {
 		return nil, err
 	}
 	proto, err := lua.Compile(stmts, chunk)
