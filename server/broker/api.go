@@ -273,7 +273,7 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 			return e
 		}
 	}
-	ts, e := b.declareThrottles(s.Queue, s.Throttles)
+	ts, e := b.declareThrottles(s.Queue, s.Holder, s.Throttles)
 	if e != nil {
 		return e
 	}

@@ -233,12 +233,13 @@ func (lt *laneThrottles) waiting(q *engine.Queue, t *throttle.Throttle, w map[th
 	}
 }
 
-// declareThrottles registers a subscription's declarations (nil when it declares none).
-func (b *Broker) declareThrottles(queue string, ds []ThrottleDeclaration) (*throttle.Subscription, *Error) {
+// declareThrottles registers the declarations of holder's subscription (nil when it declares
+// none).
+func (b *Broker) declareThrottles(queue, holder string, ds []ThrottleDeclaration) (*throttle.Subscription, *Error) {
 	if len(ds) == 0 {
 		return nil, nil
 	}
-	ts, err := b.throttles.Declare(queue, ds)
+	ts, err := b.throttles.DeclareAs(holder, queue, ds)
 	switch {
 	case errors.Is(err, throttle.ErrInvalid):
 		return nil, errorf(CodeInvalidThrottle, "%v", err)

@@ -131,6 +131,9 @@ type Subscription struct {
 	// Throttles are the subscription's throttle declarations (throttling.md); Subscribe
 	// validates them (CodeInvalidThrottle) and refuses conflicting ones (CodeThrottleConflict).
 	Throttles []ThrottleDeclaration
+	// Holder is the API key that made the subscription ("" without authentication): the
+	// throttles' bucket memory is shared fairly between holders (docs/throttles.md).
+	Holder string
 }
 
 // Delivery is one leased message on its way to a consumer.

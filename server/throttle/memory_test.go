@@ -11,14 +11,20 @@ import (
 	"github.com/filamq/fila/server/keys"
 )
 
-// heldNow is what every bucket of r holds, counted afresh.
+// heldNow is what every bucket of r holds, counted afresh; -1 when a throttle's own count
+// (Throttle.held) is not what its buckets hold.
 func heldNow(r *Registry) int64 {
 	var n int64
 	for _, m := range []map[string]*Throttle{r.throttles, r.dormant} {
 		for _, t := range m {
+			var held int64
 			for _, b := range t.buckets {
-				n += b.memory()
+				held += b.memory()
 			}
+			if held != t.held {
+				return -1
+			}
+			n += held
 		}
 	}
 	return n

@@ -25,9 +25,14 @@ import (
 //
 // The buckets' state is bounded (MaxMemory): a consumer that declares a keyed throttle with a
 // long window and is delivered messages with ever new key values would otherwise make it grow
-// without end. When a new bucket does not fit, dormant buckets are forgotten first (oldest
-// first within each dormant throttle, the throttles in no set order); if it still does not fit,
-// the delivery waits (no room, retry after bucketRetryMs), so that no limit is ever exceeded.
+// without end. The bound is shared fairly (share.go): each live throttle may always hold its
+// share — the bound split evenly between the holders (API keys) of live throttles, and a
+// holder's part evenly between its throttles — and may hold more only while the bound has room.
+// When a new bucket does not fit, dormant buckets are forgotten first (oldest first within each
+// dormant throttle, the throttles in no set order); then, if the throttles that need the new
+// buckets stay within their shares, the oldest buckets of the live throttles furthest over their
+// shares (reclaim, which keeps their limits exact); if it still does not fit, the delivery waits
+// (no room, retry after bucketRetryMs), so that no limit is ever exceeded.
 // (A throttle declared again after its dormant buckets were forgotten so starts them afresh.) A
 // declaration that would grow the buckets past the bound is refused (ErrFull; it never makes
 // room by forgetting the buckets of a throttle it declares again); ending a subscription never
@@ -73,6 +78,8 @@ type Throttle struct {
 
 	buckets        map[BucketKey]*bucket
 	oldest, newest *bucket // buckets by last delivery, oldest first
+	held           int64   // bytes of its buckets, counted in Registry.held
+	holder         string  // who declared it (DeclareAs), for its fair share of the bound
 
 	// evictedLast is the last delivery of the buckets evict forgot (when evicted is set): a
 	// limit declared afterwards with a longer window than they were idle for may still hold it,
@@ -134,10 +141,16 @@ type Subscription struct {
 // Throttles are the subscription's throttles, in declaration order.
 func (s *Subscription) Throttles() []*Throttle { return s.throttles }
 
-// Declare registers the declarations of a subscription of queue. It fails with ErrInvalid
-// (see Validate) or ErrConflict when a throttle of that name exists with another key or policy,
-// registering nothing.
+// Declare is DeclareAs for the anonymous holder "".
 func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error) {
+	return r.DeclareAs("", queue, ds)
+}
+
+// DeclareAs registers the declarations of a subscription of queue made by holder (the API key
+// ID; "" without authentication). A throttle it creates (or revives) is holder's for its share of
+// the bound. It fails with ErrInvalid (see Validate), ErrConflict when a throttle of that name
+// exists with another key or policy, or ErrFull, registering nothing.
+func (r *Registry) DeclareAs(holder, queue string, ds []Declaration) (*Subscription, error) {
 	if err := Validate(ds); err != nil {
 		return nil, err
 	}
@@ -165,7 +178,7 @@ func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error
 	for _, d := range ds {
 		reviving[d.Name] = true
 	}
-	if need := r.growth(ds); !r.fits(need, r.last, reviving) {
+	if need, want := r.growth(ds); !r.fits(need, r.last, reviving) && !r.reclaim(need, want) {
 		return nil, full("the throttles' buckets cannot take these limits within the server's bound of %d bytes; back off and retry", r.maxMemory)
 	}
 	s := &Subscription{reg: r, queue: queue, decls: slices.Clone(ds)}
@@ -182,6 +195,7 @@ func (r *Registry) Declare(queue string, ds []Declaration) (*Subscription, error
 				t = &Throttle{reg: r, name: d.Name, key: slices.Clone(d.Key), policy: d.WhenKeyMissing,
 					declared: map[Limit]int{}, queues: map[string]int{}, buckets: map[BucketKey]*bucket{}}
 			}
+			t.holder = holder
 			r.throttles[d.Name] = t
 		}
 		t.subs++
@@ -332,7 +346,7 @@ func (r *Registry) Take(now int64, refs []Ref) (ok bool, retryAt int64) {
 	if !ok {
 		return false, retryAt
 	}
-	if !r.fits(need, now, nil) {
+	if !r.fits(need, now, nil) && !r.reclaimFor(need, refs) {
 		return false, now + bucketRetryMs
 	}
 	for _, ref := range refs {
@@ -387,6 +401,7 @@ func (t *Throttle) drop(b *bucket) {
 	t.unlink(b)
 	delete(t.buckets, b.key)
 	t.reg.held -= b.mem
+	t.held -= b.mem
 }
 
 // forget drops every bucket of a throttle that is gone.
@@ -417,14 +432,16 @@ func (w *window) memory() int64 {
 func (t *Throttle) recount(b *bucket) {
 	m := b.memory()
 	t.reg.held += m - b.mem
+	t.held += m - b.mem
 	b.mem = m
 }
 
 // growth is how much the buckets of existing throttles (live, or dormant and of the same key and
 // policy) would grow if ds were declared: each gets a window for every limit that becomes
-// effective. Windows of limits that stop applying are not subtracted (an over-estimate).
-func (r *Registry) growth(ds []Declaration) int64 {
-	var need int64
+// effective. Windows of limits that stop applying are not subtracted (an over-estimate). want
+// has each such throttle's growth.
+func (r *Registry) growth(ds []Declaration) (need int64, want map[*Throttle]int64) {
+	want = map[*Throttle]int64{}
 	for _, d := range ds {
 		t := r.throttles[d.Name]
 		if t == nil {
@@ -441,8 +458,9 @@ func (r *Registry) growth(ds []Declaration) int64 {
 			}
 		}
 		need += per * int64(len(t.buckets))
+		want[t] += per * int64(len(t.buckets))
 	}
-	return need
+	return need, want
 }
 
 // newBucketMemory is what a new bucket of t would hold (bucket.memory of newBucket's), worked out

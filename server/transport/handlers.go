@@ -234,6 +234,9 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 	consumer := c.session + "-" + strconv.FormatUint(uint64(h.RequestID), 10)
 	ref := &subRef{id: h.RequestID, queue: req.Queue, consumer: consumer}
 	sub, e := session.Subscription(&req, h.RequestID, c.session, consumer, c.caps.Has(fibp.CapCreditFlowControl))
+	if c.who != nil {
+		sub.Holder = c.who.ID() // the throttles' fair share of bucket memory
+	}
 	if e == nil {
 		e = c.s.b.Subscribe(sub, session.Sink{Out: c, OnEnd: func() { c.subscriptionEnded(ref) }})
 	}

@@ -1,11 +1,13 @@
 package transport
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/broker"
 )
 
 // Throttles between tenants: names are protected by the throttle permission (security.md), so
@@ -132,4 +134,54 @@ func keyOf(t *testing.T, admin *rawClient, name string) string {
 	}
 	t.Fatalf("no key named %q", name)
 	return ""
+}
+
+// One tenant's throttle keyed per message fills the bucket memory with distinct keys; another
+// tenant's throttled subscription still delivers, from its fair share. Before, the second
+// throttle's first bucket waited for the first tenant's keys to leave their hour.
+func TestOneTenantsKeysDoNotStarveAnothersThrottle(t *testing.T) {
+	bo := broker.DefaultOptions(t.TempDir())
+	bo.Sync, bo.BootstrapAPIKey, bo.ThrottleMemory = false, bootKey, 128<<10
+	_, _, addr, stop := serveAt(t, bo, Options{})
+	t.Cleanup(stop)
+	dial := func(key string) *rawClient {
+		c := dialRaw(t, addr)
+		if f, ok := c.HandshakeKey(key).(*fibp.HandshakeOk); !ok {
+			t.Fatalf("handshake answered %#v", f)
+		}
+		return c
+	}
+	admin := dial(bootKey)
+	newQueue(t, admin, &fibp.CreateQueue{Name: "a.q"})
+	newQueue(t, admin, &fibp.CreateQueue{Name: "b.q"})
+	a := dial(createKey(t, admin, "tenant-a", 0, "consume", "a.*", "throttle", "a.*").Key)
+	b := dial(createKey(t, admin, "tenant-b", 0, "consume", "b.*", "throttle", "b.*").Key)
+
+	a.Send(1, &fibp.Consume{Queue: "a.q", Throttles: []fibp.ThrottleDeclaration{{Name: "a.t", Limits: perHour(1), Key: merchantKey}}})
+	if _, f := a.Next(); f.Opcode() != fibp.OpConsumeOk {
+		t.Fatalf("Consume answered %#v", f)
+	}
+	const sent = 2000 // far more keys than 128 KiB of buckets hold
+	for batch := range sent / 500 {
+		var ms []fibp.EnqueueMessage
+		for i := range 500 {
+			ms = append(ms, merchantMsg("a.q", fmt.Sprintf("m%05d", batch*500+i)))
+		}
+		enqueue(t, admin, ms...)
+	}
+	// At the bound: every message is delivered or held by the throttle, and some are held.
+	var delivered uint64
+	waitFor(t, func() bool {
+		s := stats(t, admin, "a.q")
+		delivered = s.InFlight
+		return s.InFlight+s.Throttled == sent && s.Throttled > 0
+	})
+
+	consumeWith(t, b, 2, "b.q", fibp.ThrottleDeclaration{Name: "b.t", Limits: perHour(10)})
+	enqueue(t, admin, merchantMsg("b.q", ""), merchantMsg("b.q", ""), merchantMsg("b.q", ""))
+	waitFor(t, func() bool { return stats(t, admin, "b.q").InFlight == 3 })
+	if got := b.Deliveries(3); len(got) != 3 {
+		t.Fatalf("tenant b received %d messages", len(got))
+	}
+	t.Logf("tenant a's throttle took %d buckets of 128 KiB before tenant b came", delivered)
 }
