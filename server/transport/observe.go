@@ -3,11 +3,13 @@ package transport
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/internal/lograte"
 	"github.com/filamq/fila/server/session"
 )
 
@@ -61,13 +63,33 @@ func (c *conn) logRequest(h fibp.Header, body []byte) {
 	}
 }
 
+// deniedLogInterval is the least time between two log lines of authentication failures, and
+// between two of refused permissions: clients cause both at will.
+const deniedLogInterval = time.Second
+
+// deniedLogs bounds the log lines of logDenied, one limiter per kind.
+type deniedLogs struct{ unauthorized, forbidden *lograte.Limiter }
+
+func newDeniedLogs(now func() time.Time) deniedLogs {
+	return deniedLogs{lograte.New(deniedLogInterval, now), lograte.New(deniedLogInterval, now)}
+}
+
 // logDenied records an authentication failure (Unauthorized) or a refused permission
-// (Forbidden) at info, with the connection's remote address and key, and why.
+// (Forbidden) at info, with the connection's remote address and key, and why: at most one line
+// of each kind per deniedLogInterval, with the count of those left out since the previous one
+// (fila_errors_total counts every one).
 func (c *conn) logDenied(code fibp.ErrorCode, msg string) {
+	var l *lograte.Limiter
+	var what string
 	switch code {
 	case fibp.CodeUnauthorized:
-		c.log.Info("authentication failed", "why", msg)
+		l, what = c.s.denied.unauthorized, "authentication failed"
 	case fibp.CodeForbidden:
-		c.log.Info("permission denied", "why", msg)
+		l, what = c.s.denied.forbidden, "permission denied"
+	default:
+		return
+	}
+	if ok, held := l.Allow(); ok {
+		c.log.Info(what, "why", msg, "not_logged_before", held)
 	}
 }

@@ -112,13 +112,14 @@ type Server struct {
 
 	connGauge prometheus.Gauge
 	errors    *prometheus.CounterVec
+	denied    deniedLogs
 }
 
 // New returns a server for b.
 func New(b *broker.Broker, opts Options) *Server {
 	opts.defaults()
 	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}, perHost: map[string]int{}, greeting: map[string]*list.List{},
-		greeters: list.New(), forced: make(chan struct{})}
+		greeters: list.New(), forced: make(chan struct{}), denied: newDeniedLogs(opts.Clock)}
 	s.connGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "fila", Name: "connections", Help: "Open FIBP connections."})
 	s.errors = newErrorCounter()
 	if opts.Registry != nil {
