@@ -3,8 +3,8 @@ package throttle
 import (
 	"maps"
 	"slices"
+	"strings"
 	"sync"
-	"unsafe"
 
 	"github.com/filamq/fila/server/keys"
 )
@@ -354,8 +354,10 @@ func (r *Registry) Take(now int64, refs []Ref) (ok bool, retryAt int64) {
 		t.evict(now)
 		b := t.buckets[ref.B]
 		if b == nil {
-			b = t.newBucket(ref.B)
-			t.buckets[ref.B] = b
+			k := ref.B
+			k.Group = strings.Clone(k.Group) // not the caller's string, which may hold more
+			b = t.newBucket(k)
+			t.buckets[k] = b
 			t.recount(b)
 		} else {
 			t.unlink(b)
@@ -409,68 +411,6 @@ func (t *Throttle) forget() {
 	for t.oldest != nil {
 		t.drop(t.oldest)
 	}
-}
-
-// bucketBase is what a bucket costs besides its windows: the struct, its map entry, its key.
-const bucketBase = 200
-
-// memory is what b holds.
-func (b *bucket) memory() int64 {
-	n := int64(bucketBase + len(b.key.Group))
-	for i := range b.windows {
-		n += b.windows[i].memory()
-	}
-	return n
-}
-
-// memory is what w holds: its place in its bucket's windows and its times or slots.
-func (w *window) memory() int64 {
-	return int64(unsafe.Sizeof(*w)) + int64(8*(cap(w.times)+cap(w.slots)))
-}
-
-// recount updates the registry's count after b's windows changed.
-func (t *Throttle) recount(b *bucket) {
-	m := b.memory()
-	t.reg.held += m - b.mem
-	t.held += m - b.mem
-	b.mem = m
-}
-
-// growth is how much the buckets of existing throttles (live, or dormant and of the same key and
-// policy) would grow if ds were declared: each gets a window for every limit that becomes
-// effective. Windows of limits that stop applying are not subtracted (an over-estimate). want
-// has each such throttle's growth.
-func (r *Registry) growth(ds []Declaration) (need int64, want map[*Throttle]int64) {
-	want = map[*Throttle]int64{}
-	for _, d := range ds {
-		t := r.throttles[d.Name]
-		if t == nil {
-			t = r.dormant[d.Name]
-			if t == nil || !slices.Equal(t.key, d.Key) || t.policy != d.WhenKeyMissing {
-				continue
-			}
-		}
-		all := slices.AppendSeq(slices.Clone(d.Limits), maps.Keys(t.declared))
-		var per int64
-		for _, l := range effective(all) {
-			if !slices.Contains(t.limits, l) {
-				per += windowMemory(l)
-			}
-		}
-		need += per * int64(len(t.buckets))
-		want[t] += per * int64(len(t.buckets))
-	}
-	return need, want
-}
-
-// newBucketMemory is what a new bucket of t would hold (bucket.memory of newBucket's), worked out
-// without making it.
-func (t *Throttle) newBucketMemory(k BucketKey) int64 {
-	n := int64(bucketBase + len(k.Group))
-	for _, l := range t.limits {
-		n += windowMemory(l)
-	}
-	return n
 }
 
 // newBucket makes an empty bucket of t for k.

@@ -47,7 +47,8 @@ func TestAThrottleAtTheBoundDoesNotStarveAnother(t *testing.T) {
 	if want := int(bound/2/per) - 1; got < want {
 		t.Fatalf("with the first throttle at the bound (%d buckets), the second got %d buckets, want at least %d (half the bound)", filled, got, want)
 	}
-	if share, held := r.Share("a"); held < share-per || held > share {
+	// Each holds its share, give or take a bucket (the second stops one short of passing its own).
+	if share, held := r.Share("a"); held < share-per || held > share+per {
 		t.Fatalf("the first throttle kept %d bytes, its share is %d", held, share)
 	}
 	if r.held > bound {

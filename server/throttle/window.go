@@ -1,7 +1,5 @@
 package throttle
 
-import "unsafe"
-
 // A window counts one bucket's deliveries for one limit, "at most Max deliveries in any sliding
 // window of WindowMs". Times are Unix milliseconds; a delivery at time t is inside the window
 // ending at now when t > now − W (the window holds the W milliseconds now−W+1 … now).
@@ -60,15 +58,6 @@ func slotsOf(l Limit) (width, n int64) {
 	width = (span + slotCount - 1) / slotCount
 	// Slots that overlap a window: at most ⌈W/width⌉ + 1 ≤ slotCount + 1.
 	return width, (span+width-1)/width + 1
-}
-
-// windowMemory is what newWindow(l) holds (window.memory), worked out without making it.
-func windowMemory(l Limit) int64 {
-	n := int64(l.Max)
-	if l.Max > exactMax {
-		_, n = slotsOf(l)
-	}
-	return int64(unsafe.Sizeof(window{})) + 8*n
 }
 
 func (w *window) exact() bool { return w.slots == nil }
