@@ -22,7 +22,7 @@ type QueueConfig struct {
 	DedupKey               Key
 	DedupWindow            time.Duration
 	ScriptFailure          fibp.ScriptFailure
-	ParkDeadLetterAfter    uint32 // 0 = never
+	ParkDeadLetterAfter    uint32 // 0 = the server's defaults.park_dead_letter_after
 	MaxAttempts            uint32
 	Backoff                fibp.Backoff
 	BackoffInitial         time.Duration

@@ -69,11 +69,12 @@ type actor struct {
 	hooks    queueHooks          // the queue lane's compiled Lua hooks
 	attrs    hooks.AttributeSets // attribute maps shared among the queue's messages
 	classBuf []classified        // classifyAll's result, reused
-	// nextReclassify is when parked messages are classified again (Unix ms; 0: none is parked).
-	nextReclassify int64
-	subs           map[string]*subscription
-	bodies         *bodyCache
-	batches        batchPool
+	// enqBudget bounds the on_enqueue calls of a round's Enqueue requests (scriptbudget.go).
+	enqBudget scriptBudget
+	reclass   reclassState // the reclassification passes over parked messages (park.go)
+	subs      map[string]*subscription
+	bodies    *bodyCache
+	batches   batchPool
 
 	// Per-round state.
 	replies   []func(err error)
@@ -227,8 +228,8 @@ func (a *actor) open() error {
 		a.syncConfig(queuegroup.Lane(l))
 	}
 	a.loadHooks()
+	a.reclass = reclassState{}
 	if a.st.Lane(queuegroup.LaneQueue).Unclassified() > 0 {
-		a.nextReclassify = 0
 		a.parked(now)
 	}
 	if until := addMs(a.b.started, a.reclaimGrace()); !a.committed(queuegroup.LaneQueue) && until > now {
@@ -377,8 +378,8 @@ func (a *actor) nextWakeup() (int64, bool) {
 			next, ok = at, true
 		}
 	}
-	if a.nextReclassify != 0 && (!ok || a.nextReclassify < next) {
-		next, ok = a.nextReclassify, true
+	if a.reclass.next != 0 && (!ok || a.reclass.next < next) {
+		next, ok = a.reclass.next, true
 	}
 	return next, ok
 }
@@ -426,6 +427,7 @@ func (a *actor) round(batch []op) {
 	for _, o := range batch {
 		o(a)
 	}
+	a.enqBudget.end()
 	failing := a.suspended || a.b.db.Health().Err != nil
 	if !a.deleted {
 		now := a.now()

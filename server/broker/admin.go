@@ -195,7 +195,7 @@ func (b *Broker) UpdateQueue(req QueueUpdate) *Error {
 		a.syncConfig(r.lane)
 		a.loadHooks()
 		if req.OnEnqueueChange != ScriptUnchanged {
-			a.reclassify(a.now()) // parked messages get the new script's verdict
+			a.reclassifyAll(a.now()) // parked messages get the new script's verdict
 		}
 		return nil
 	})

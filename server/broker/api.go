@@ -54,7 +54,8 @@ func (f *fanIn) finish() {
 // every message is durable (or failed). Enqueue owns msgs from the call on; it copies every
 // payload into one buffer of its own, so the memory the payloads point into may be reused by the
 // caller as soon as Enqueue returns. Headers and strings are kept. A non-nil *Error means the
-// whole request failed (every queue's inbox was full).
+// whole request failed (every message was refused ChannelFull: a full inbox, a spent script
+// budget, a full deduplication memory), with the back-off to suggest.
 func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
 	if e := b.writable(); e != nil {
 		done(nil, e)
@@ -97,7 +98,10 @@ func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
 	// the queue's sync waiter, before it sends that round's deliveries: a client sees the answer
 	// to its request before deliveries that the same round made.
 	fin := newFanIn(len(order), func() {
-		if full != nil && allCode(res, CodeChannelFull) {
+		if allCode(res, CodeChannelFull) { // every message was refused for a bound: the whole request is
+			if full == nil {
+				full = b.channelFull(order[0].name())
+			}
 			done(nil, full)
 			return
 		}

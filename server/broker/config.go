@@ -27,6 +27,15 @@ type Defaults struct {
 	LuaRegistryMaxSize  uint64
 	LuaMaxStringBytes   uint64
 	ReclassifyMs        uint64
+	// ReclassifyMaxMs caps the backoff between a parked message's tries.
+	ReclassifyMaxMs uint64
+	// LuaRequestBudgetMs bounds the on_enqueue time of the Enqueue requests a queue runs
+	// together; LuaReclassifyBudgetMs the time of one reclassification pass (scriptbudget.go).
+	LuaRequestBudgetMs    uint64
+	LuaReclassifyBudgetMs uint64
+	// ParkDeadLetterAfter is the failed tries after which a parked message is dead-lettered, for
+	// queues created with 0 (0 here: never).
+	ParkDeadLetterAfter uint32
 }
 
 // DefaultDefaults returns concepts.md's server defaults.
@@ -34,19 +43,23 @@ func DefaultDefaults() Defaults {
 	e := engine.DefaultConfig()
 	lua := sandbox.DefaultLimits()
 	return Defaults{
-		VisibilityTimeoutMs: e.VisibilityTimeoutMs,
-		MaxAttempts:         e.MaxAttempts,
-		Backoff:             e.Backoff,
-		BackoffInitialMs:    e.BackoffInitialMs,
-		BackoffMaxMs:        e.BackoffMaxMs,
-		DedupWindowMs:       5 * 60 * 1000,
-		ReclaimGraceMs:      10 * 1000,
-		Quantum:             e.Quantum,
-		LuaTimeoutMs:        10,
-		LuaCallStackSize:    uint64(lua.CallStackSize),
-		LuaRegistryMaxSize:  uint64(lua.RegistryMaxSize),
-		LuaMaxStringBytes:   uint64(lua.MaxStringBytes),
-		ReclassifyMs:        60 * 1000,
+		VisibilityTimeoutMs:   e.VisibilityTimeoutMs,
+		MaxAttempts:           e.MaxAttempts,
+		Backoff:               e.Backoff,
+		BackoffInitialMs:      e.BackoffInitialMs,
+		BackoffMaxMs:          e.BackoffMaxMs,
+		DedupWindowMs:         5 * 60 * 1000,
+		ReclaimGraceMs:        10 * 1000,
+		Quantum:               e.Quantum,
+		LuaTimeoutMs:          10,
+		LuaCallStackSize:      uint64(lua.CallStackSize),
+		LuaRegistryMaxSize:    uint64(lua.RegistryMaxSize),
+		LuaMaxStringBytes:     uint64(lua.MaxStringBytes),
+		ReclassifyMs:          60 * 1000,
+		ReclassifyMaxMs:       60 * 60 * 1000,
+		LuaRequestBudgetMs:    100,
+		LuaReclassifyBudgetMs: 50,
+		ParkDeadLetterAfter:   10,
 	}
 }
 
@@ -108,16 +121,23 @@ var knownConfig = map[string]configKey{
 			return nil
 		},
 	},
-	"defaults.backoff_initial_ms": uintKey("first retry delay", 1, day, func(d *Defaults) *uint64 { return &d.BackoffInitialMs }),
-	"defaults.backoff_max_ms":     uintKey("largest exponential retry delay", 1, 7*day, func(d *Defaults) *uint64 { return &d.BackoffMaxMs }),
-	"defaults.dedup_window_ms":    uintKey("how long deduplication identities are remembered", 1, 30*day, func(d *Defaults) *uint64 { return &d.DedupWindowMs }),
-	"defaults.reclaim_grace_ms":   uintKey("fast queues' reclaim grace after a restart", 1, day, func(d *Defaults) *uint64 { return &d.ReclaimGraceMs }),
-	"scheduler.quantum":           uint32Key("DRR quantum: deficit per weight unit per round", 1, func(d *Defaults) *uint32 { return &d.Quantum }),
-	"lua.timeout_ms":              uintKey("time budget of one script call", 1, 10_000, func(d *Defaults) *uint64 { return &d.LuaTimeoutMs }),
-	"lua.call_stack_size":         uintKey("nested calls a script may make", 16, 100_000, func(d *Defaults) *uint64 { return &d.LuaCallStackSize }),
-	"lua.registry_max_size":       uintKey("values a script's stack may hold", 1024, 16<<20, func(d *Defaults) *uint64 { return &d.LuaRegistryMaxSize }),
-	"lua.max_string_bytes":        uintKey("longest string string.rep may make", 1024, 1<<30, func(d *Defaults) *uint64 { return &d.LuaMaxStringBytes }),
-	"lua.reclassify_interval_ms":  uintKey("how often parked messages are reclassified", 1, day, func(d *Defaults) *uint64 { return &d.ReclassifyMs }),
+	"defaults.backoff_initial_ms":     uintKey("first retry delay", 1, day, func(d *Defaults) *uint64 { return &d.BackoffInitialMs }),
+	"defaults.backoff_max_ms":         uintKey("largest exponential retry delay", 1, 7*day, func(d *Defaults) *uint64 { return &d.BackoffMaxMs }),
+	"defaults.dedup_window_ms":        uintKey("how long deduplication identities are remembered", 1, 30*day, func(d *Defaults) *uint64 { return &d.DedupWindowMs }),
+	"defaults.park_dead_letter_after": uint32Key("failed reclassification tries before a parked message is dead-lettered (0: never)", 0, func(d *Defaults) *uint32 { return &d.ParkDeadLetterAfter }),
+	"defaults.reclaim_grace_ms":       uintKey("fast queues' reclaim grace after a restart", 1, day, func(d *Defaults) *uint64 { return &d.ReclaimGraceMs }),
+	"scheduler.quantum":               uint32Key("DRR quantum: deficit per weight unit per round", 1, func(d *Defaults) *uint32 { return &d.Quantum }),
+	"lua.timeout_ms":                  uintKey("time budget of one script call", 1, 10_000, func(d *Defaults) *uint64 { return &d.LuaTimeoutMs }),
+	"lua.call_stack_size":             uintKey("nested calls a script may make", 16, 100_000, func(d *Defaults) *uint64 { return &d.LuaCallStackSize }),
+	"lua.registry_max_size":           uintKey("values a script's stack may hold", 1024, 16<<20, func(d *Defaults) *uint64 { return &d.LuaRegistryMaxSize }),
+	"lua.max_string_bytes":            uintKey("longest string string.rep may make", 1024, 1<<30, func(d *Defaults) *uint64 { return &d.LuaMaxStringBytes }),
+	"lua.reclassify_interval_ms":      uintKey("how often parked messages are reclassified; a message's first retry waits this long", 1, day, func(d *Defaults) *uint64 { return &d.ReclassifyMs }),
+	"lua.reclassify_max_interval_ms": uintKey("longest wait between two tries of one parked message (the wait doubles from lua.reclassify_interval_ms)", 1, 7*day,
+		func(d *Defaults) *uint64 { return &d.ReclassifyMaxMs }),
+	"lua.request_budget_ms": uintKey("on_enqueue time a queue spends on the Enqueue requests it runs together; later messages are refused ChannelFull (parked on a parking queue)", 1, 60_000,
+		func(d *Defaults) *uint64 { return &d.LuaRequestBudgetMs }),
+	"lua.reclassify_budget_ms": uintKey("time one reclassification pass may spend; the next pass goes on where it stopped", 1, 60_000,
+		func(d *Defaults) *uint64 { return &d.LuaReclassifyBudgetMs }),
 }
 
 // knownKeys returns the known keys, sorted.

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"time"
+
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/generated/wire"
@@ -11,51 +13,96 @@ import (
 )
 
 // Parking (concepts.md, "When on_enqueue fails"): on a queue whose script_failure is park, a
-// message whose on_enqueue failed is stored unclassified (the Enqueue command says so) and never
-// delivered. The actor tries to classify parked messages again when the queue's on_enqueue
-// changes and every lua.reclassify_interval_ms; each failed try counts, and after
-// park_dead_letter_after of them (0 = never) the message is dead-lettered unclassified. The
-// outcome of every pass is one Reclassify command.
+// message whose on_enqueue failed, or that the round's script budget left no time for, is stored
+// unclassified (the Enqueue command says so) and never delivered. The actor tries to classify
+// parked messages again in passes: every lua.reclassify_interval_ms, and at once when the queue's
+// on_enqueue changes. A message is tried when its backoff has passed: its first retry
+// comes an interval after it was parked, and each failed try doubles the wait, up to
+// lua.reclassify_max_interval_ms (retryAt); after park_dead_letter_after failed tries (0 on the
+// queue: defaults.park_dead_letter_after, whose 0 is never) it is dead-lettered unclassified. A
+// script change tries every parked message, due or not.
+//
+// A pass spends at most lua.reclassify_budget_ms (a scriptBudget). A sweep is the passes over
+// one list of the parked messages, taken at its first pass: a pass that ran out of budget leaves
+// the rest of the list to the next pass, due one budget later, so a parked backlog takes at most
+// about half of its queue's time and the requests between passes are answered. The outcome of
+// every pass is one Reclassify command.
+
+// reclassState is where the passes are.
+type reclassState struct {
+	next  int64          // when the next pass is due (Unix ms; 0: nothing is parked)
+	ids   []engine.MsgID // the sweep's list of parked messages
+	pos   int            // the next of them to look at
+	force bool           // the sweep tries every message, due or not (the script changed)
+}
 
 // parks reports whether the queue stores messages whose on_enqueue failed (rather than reject them).
 func (a *actor) parks() bool {
 	return a.lanes[queuegroup.LaneQueue].def.ScriptFailure == store.ScriptFailurePark
 }
 
-// reclassifyEvery is the interval between reclassification passes (Unix ms).
-func (a *actor) reclassifyEvery() uint64 { return a.b.currentDefaults().ReclassifyMs }
-
 // parked notes that a message was parked at now: a pass is due an interval later.
 func (a *actor) parked(now int64) {
-	if a.nextReclassify == 0 {
-		a.nextReclassify = addMs(now, a.reclassifyEvery())
+	if a.reclass.next == 0 {
+		a.reclass.next = addMs(now, a.b.currentDefaults().ReclassifyMs)
 	}
 }
 
 // reclassifyIfDue runs the pass when its time has come.
 func (a *actor) reclassifyIfDue(now int64) {
-	if a.nextReclassify != 0 && now >= a.nextReclassify {
+	if a.reclass.next != 0 && now >= a.reclass.next {
 		a.reclassify(now)
 	}
 }
 
-// reclassify runs on_enqueue again on every parked message and records the outcomes.
+// reclassifyAll begins a sweep that tries every parked message (the queue's on_enqueue changed),
+// with its first pass now.
+func (a *actor) reclassifyAll(now int64) {
+	a.reclass.ids, a.reclass.pos, a.reclass.force = a.reclass.ids[:0], 0, true
+	a.reclassify(now)
+}
+
+// reclassify runs one pass: on_enqueue again on the parked messages of the sweep that are due,
+// until the pass's budget is spent, and records the outcomes.
 func (a *actor) reclassify(now int64) {
 	q := a.st.Lane(queuegroup.LaneQueue)
-	a.nextReclassify = 0
-	if q.Unclassified() == 0 {
+	r := &a.reclass
+	r.next = 0
+	if r.pos >= len(r.ids) { // a new sweep
+		r.ids, r.pos = q.AppendUnclassified(r.ids[:0]), 0
+	}
+	d := a.b.currentDefaults()
+	var budget scriptBudget
+	budget.begin(time.Duration(d.LuaReclassifyBudgetMs) * time.Millisecond)
+	batch := a.b.hooks.Batch()
+	var items []queuelog.Reclassified
+	for r.pos < len(r.ids) && budget.left() {
+		m, ok := q.Get(r.ids[r.pos])
+		r.pos++
+		if !ok || m.State != engine.StateUnclassified || (!r.force && now < retryAt(&m, &d)) {
+			continue
+		}
+		start := time.Now()
+		items = append(items, a.reclassifyOne(batch, &m, &d))
+		budget.add(time.Since(start))
+	}
+	batch.Close()
+	budget.end()
+	if len(items) > 0 {
+		a.recordReclassified(now, items)
+	}
+	if r.pos < len(r.ids) { // the budget ran out: the sweep goes on after a pause as long
+		r.next = addMs(now, max(d.LuaReclassifyBudgetMs, 1))
 		return
 	}
-	var parked []engine.Message
-	for m := range q.Messages() {
-		if m.State == engine.StateUnclassified {
-			parked = append(parked, m)
-		}
+	r.ids, r.pos, r.force = nil, 0, false
+	if q.Unclassified() > 0 {
+		a.parked(now)
 	}
-	items := make([]queuelog.Reclassified, len(parked))
-	for i := range parked {
-		items[i] = a.reclassifyOne(&parked[i])
-	}
+}
+
+// recordReclassified records a pass's outcomes.
+func (a *actor) recordReclassified(now int64, items []queuelog.Reclassified) {
 	dead, err := a.st.Reclassify(now, items)
 	if err != nil {
 		a.log.Error("reclassifying parked messages failed", "err", err)
@@ -68,29 +115,55 @@ func (a *actor) reclassify(now int64) {
 			}
 		})
 	}
-	if q.Unclassified() > 0 {
-		a.parked(now)
+}
+
+// retryAt is when parked message m is due for its next try: its k-th retry (k = failed tries so
+// far, from 0) comes the sum of the first k+1 waits after its acceptance, the first wait being
+// lua.reclassify_interval_ms and each one twice the one before, up to
+// lua.reclassify_max_interval_ms. It needs no state beyond the count of failed tries the queue
+// keeps, and survives restarts.
+func retryAt(m *engine.Message, d *Defaults) int64 {
+	var total uint64
+	step, most := max(d.ReclassifyMs, 1), max(d.ReclassifyMaxMs, 1)
+	for k := uint64(0); k <= uint64(m.ClassifyTries); k++ {
+		if step >= most {
+			total += (uint64(m.ClassifyTries) - k + 1) * most // at most 2^32 × 7 days: no overflow
+			break
+		}
+		total += step
+		step *= 2
 	}
+	return addMs(m.EnqueuedAt, total)
+}
+
+// parkDeadLetterAfter is the failed tries after which a parked message is dead-lettered (0:
+// never): the queue's own setting, or the default for a queue created with 0.
+func (a *actor) parkDeadLetterAfter(d *Defaults) uint32 {
+	if n := a.lanes[queuegroup.LaneQueue].def.ParkDeadLetterAfter; n > 0 {
+		return n
+	}
+	return d.ParkDeadLetterAfter
 }
 
 // reclassifyOne decides the outcome of one parked message's try.
-func (a *actor) reclassifyOne(m *engine.Message) queuelog.Reclassified {
+func (a *actor) reclassifyOne(batch *hooks.Batch, m *engine.Message, d *Defaults) queuelog.Reclassified {
 	it := queuelog.Reclassified{ID: wire.UUID(m.ID)}
-	class, err := a.classifyStored(m)
+	class, err := a.classifyStored(batch, m)
 	if err == nil {
 		it.Outcome, it.Class = queuelog.OutcomeClassified, class
 		return it
 	}
 	it.Outcome, it.Error = queuelog.OutcomeFailed, err.Error()
-	if n := a.lanes[queuegroup.LaneQueue].def.ParkDeadLetterAfter; n > 0 && m.ClassifyTries+1 >= n {
+	if n := a.parkDeadLetterAfter(d); n > 0 && m.ClassifyTries+1 >= n {
 		it.Outcome, it.Error = queuelog.OutcomeDeadLetter, "unclassified: "+err.Error()
 	}
 	return it
 }
 
-// classifyStored runs on_enqueue on a stored message, with the values it was stored with as the
-// producer's, and returns its classification; without a hook the stored values are kept.
-func (a *actor) classifyStored(m *engine.Message) (queuelog.Classification, error) {
+// classifyStored runs on_enqueue on a stored message (in batch), with the values it was stored
+// with as the producer's, and returns its classification; without a hook the stored values are
+// kept.
+func (a *actor) classifyStored(batch *hooks.Batch, m *engine.Message) (queuelog.Classification, error) {
 	delay := uint64(0)
 	if m.NotBefore > m.EnqueuedAt {
 		delay = uint64(m.NotBefore - m.EnqueuedAt)
@@ -103,7 +176,7 @@ func (a *actor) classifyStored(m *engine.Message) (queuelog.Classification, erro
 	c := hooks.Classification{FairnessKey: in.FairnessKey, Weight: in.Weight, DelayMs: delay, Attributes: m.Attributes}
 	if s := a.hooks.onEnqueue; s != nil {
 		var err error
-		if c, err = a.b.hooks.OnEnqueue(s, in); err != nil {
+		if c, err = batch.OnEnqueue(s, in); err != nil {
 			return queuelog.Classification{}, err
 		}
 	}
@@ -127,10 +200,17 @@ type RedriveResult struct {
 }
 
 // redrive moves up to count dead-lettered messages (0 = all), oldest first, back to the queue,
-// reclassifying them as mode says (concepts.md, "Dead-letter queues and redrive").
+// reclassifying them as mode says (concepts.md, "Dead-letter queues and redrive"). The scripts it
+// runs share one budget of lua.request_budget_ms: once it is spent the rest stay in the
+// dead-letter queue for the next Redrive.
 func (a *actor) redrive(count uint64, mode uint8) (RedriveResult, error) {
 	var res RedriveResult
 	var items []queuelog.Redriven
+	var budget scriptBudget
+	budget.begin(time.Duration(a.b.currentDefaults().LuaRequestBudgetMs) * time.Millisecond)
+	defer budget.end()
+	batch := a.b.hooks.Batch()
+	defer batch.Close()
 	for m := range a.st.Lane(queuegroup.LaneDeadLetter).Messages() {
 		if count > 0 && uint64(len(items)) == count {
 			break
@@ -148,7 +228,12 @@ func (a *actor) redrive(count uint64, mode uint8) (RedriveResult, error) {
 			res.LeftUnclassified++
 			continue
 		case run:
-			class, err := a.classifyStored(&m)
+			if !budget.left() { // the rest wait for the next Redrive
+				return a.redriven(res, items)
+			}
+			start := time.Now()
+			class, err := a.classifyStored(batch, &m)
+			budget.add(time.Since(start))
 			switch {
 			case err == nil:
 				it.Outcome, it.Class = queuelog.OutcomeClassified, class
@@ -161,6 +246,11 @@ func (a *actor) redrive(count uint64, mode uint8) (RedriveResult, error) {
 		}
 		items = append(items, it)
 	}
+	return a.redriven(res, items)
+}
+
+// redriven records a redrive's outcomes.
+func (a *actor) redriven(res RedriveResult, items []queuelog.Redriven) (RedriveResult, error) {
 	n, err := a.st.RedriveClassified(a.now(), items)
 	res.Redriven = uint64(n)
 	a.lanes[queuegroup.LaneQueue].m.redriven.Add(float64(n))

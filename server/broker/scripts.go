@@ -101,12 +101,41 @@ func (a *actor) classifyAll(l queuegroup.Lane, items []enqueueItem) []classified
 		}
 		return out
 	}
+	budget := a.enqueueBudget()
 	batch := a.b.hooks.Batch()
 	defer batch.Close()
 	for i, it := range items {
+		if !budget.left() {
+			out[i] = a.overBudget(it.msg)
+			continue
+		}
+		start := time.Now()
 		out[i] = a.classify(batch, s, it.msg, len(it.body.payload))
+		budget.add(time.Since(start))
 	}
 	return out
+}
+
+// enqueueBudget returns the round's on_enqueue budget (lua.request_budget_ms), begun at the
+// first Enqueue of the round that runs a script; the round ends it.
+func (a *actor) enqueueBudget() *scriptBudget {
+	if !a.enqBudget.on {
+		a.enqBudget.begin(time.Duration(a.b.currentDefaults().LuaRequestBudgetMs) * time.Millisecond)
+	}
+	return &a.enqBudget
+}
+
+// overBudget is the classification of a message whose on_enqueue the round's budget left no
+// time for: refused ChannelFull (the producer retries it later), or parked unclassified on a
+// parking queue (a reclassification pass runs the script later).
+func (a *actor) overBudget(m *Message) classified {
+	c := classified{fairnessKey: m.FairnessKey, weight: m.Weight, delayMs: m.DelayMs}
+	if a.parks() {
+		c.parked = true
+		return c
+	}
+	c.code = CodeChannelFull
+	return c
 }
 
 // classify runs on_enqueue s for a message of the queue lane.

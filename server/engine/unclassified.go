@@ -68,6 +68,17 @@ func (q *Queue) unclassifiedTries(slot uint32) (uint32, bool) {
 // Unclassified returns the number of parked unclassified messages.
 func (q *Queue) Unclassified() int { return q.uncl.parked }
 
+// AppendUnclassified appends the IDs of the parked messages to dst, in no particular order. It
+// costs O(parked).
+func (q *Queue) AppendUnclassified(dst []MsgID) []MsgID {
+	for slot := range q.uncl.tries {
+		if r := q.slab.at(slot); r.state() == stUnclassified {
+			dst = append(dst, r.id)
+		}
+	}
+	return dst
+}
+
 // OldestUnclassified returns the acceptance time of the oldest parked message (ok false when none is).
 // It costs O(parked).
 func (q *Queue) OldestUnclassified() (at int64, ok bool) {
