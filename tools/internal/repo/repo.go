@@ -38,7 +38,10 @@ func BuildServer(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "fila-server")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./server/cmd/fila-server")
+	// Built as the image builds it (CGO_ENABLED=0 -trimpath, deploy/Dockerfile), the configuration
+	// make test compiles in, so that the build reuses its cache.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", bin, "./server/cmd/fila-server")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	cmd.Dir = root
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
