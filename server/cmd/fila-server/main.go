@@ -8,11 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -98,6 +100,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	defer startScratch(cfg.DataDir, bo.Storage.ReserveSize(), cfg.ShutdownTimeout, log)()
 	budget := memoryBudget(cfg, log)
+	limitGoHeap(log)
 	rn, err := openRift(cfg, log)
 	if err != nil {
 		return err
@@ -379,10 +382,33 @@ func memoryBudget(cfg config.Config, log *slog.Logger) *membudget.Budget {
 		log.Warn("memory accounting is off: clients can make the server hold unbounded memory")
 		return nil
 	}
-	limit := int64(cfg.MemoryBudget)
+	limit, from := int64(cfg.MemoryBudget), "memory_budget"
 	if limit == 0 {
-		limit = membudget.DefaultLimit()
+		def := membudget.Default()
+		limit, from = def.Bytes, "half of "+def.Source
 	}
-	log.Info("client memory budget", "bytes", limit, "per_connection", int64(cfg.MaxConnectionMemory))
+	log.Info("client memory budget", "bytes", limit, "from", from, "per_connection", int64(cfg.MaxConnectionMemory))
 	return membudget.New(limit)
+}
+
+// goLimitShare is the part of a cgroup's memory limit given to the Go runtime as its soft limit
+// when GOMEMLIMIT is not set; the rest is for memory outside it (the engine's mapped memory,
+// the kernel's per-process share).
+const goLimitShare = 0.9
+
+// limitGoHeap gives the Go runtime a soft memory limit of goLimitShare of the process's cgroup
+// limit, unless GOMEMLIMIT is set: without one the garbage collector lets the heap reach twice
+// what is live, so a heap whose live part fits the cgroup (clients held to memory_budget, half of
+// it) could still be OOM-killed by the garbage beside it.
+func limitGoHeap(log *slog.Logger) {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return
+	}
+	m := membudget.ProcessMemory(os.DirFS("/"), math.MaxInt64)
+	if !m.Cgroup() {
+		return
+	}
+	limit := int64(float64(m.Bytes) * goLimitShare)
+	debug.SetMemoryLimit(limit)
+	log.Info("Go memory limit", "bytes", limit, "from", fmt.Sprintf("%.0f%% of %s", goLimitShare*100, m.Source))
 }
