@@ -90,8 +90,9 @@ func AdminNeed(op fibp.Opcode, body []byte) (Need, error) {
 }
 
 // Filter removes from an admin answer the queues p has no permission on (ListQueues, GetRoutes,
-// and the queues where a throttle is active in GetThrottleStats).
+// and the queues where a throttle is active in GetThrottleStats), then bounds its lists (Bound).
 func Filter(p *auth.Principal, res fibp.Frame) {
+	defer Bound(res)
 	if p.Superadmin() {
 		return
 	}

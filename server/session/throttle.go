@@ -81,7 +81,7 @@ func ThrottleStatsResult(st *broker.ThrottleStats) *fibp.GetThrottleStatsResult 
 
 var (
 	getThrottleStats = adminOp(func(b *broker.Broker, _ Node, r *fibp.GetThrottleStats) (fibp.Frame, *broker.Error) {
-		st, e := b.GetThrottleStats(r.Name, r.TopBuckets)
+		st, e := b.GetThrottleStats(r.Name, min(r.TopBuckets, MaxTopBuckets))
 		if e != nil {
 			return &fibp.GetThrottleStatsResult{ErrorCode: code(e)}, e
 		}
