@@ -126,7 +126,8 @@ type Broker struct {
 	sleepers *sleepers    // wakes hibernating groups when something comes due
 	awake    atomic.Int64 // actors whose goroutine runs
 
-	throttles *throttle.Registry // every throttle declared by a live subscription, shared by the actors
+	throttles    *throttle.Registry // every throttle declared by a live subscription, shared by the actors
+	throttleMark throttleMarker     // throttles were declared in this data directory (throttle_restart.go)
 
 	adminMu sync.Mutex // serializes queue creation, deletion and config writes
 	// undropped names the deleted queue groups whose data could not be removed (under adminMu).
@@ -207,6 +208,7 @@ func Open(o Options) (*Broker, error) {
 		started:   o.Clock().UnixMilli(), sleepers: newSleepers(o.Clock),
 	}
 	b.layout, _ = db.(storage.Layout)
+	b.openThrottles()
 	go b.sleepers.run(o.NewTimer)
 	b.hooks = hooks.NewRuntime(b.defaults.luaLimits(), b.configValue)
 	if o.BootstrapAPIKey != "" {

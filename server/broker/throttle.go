@@ -239,6 +239,9 @@ func (b *Broker) declareThrottles(queue, holder string, ds []ThrottleDeclaration
 	if len(ds) == 0 {
 		return nil, nil
 	}
+	if e := b.markThrottles(); e != nil {
+		return nil, e
+	}
 	ts, err := b.throttles.DeclareAs(holder, queue, ds)
 	switch {
 	case errors.Is(err, throttle.ErrInvalid):

@@ -4,12 +4,15 @@
 //
 // It is deterministic and reads no clock: every time is an argument (Unix milliseconds). Its
 // state is the leader's memory, never the queue log: a delivery is counted at the moment it is
-// made (Take), and nacks, expiries and acks give nothing back.
+// made (Take), and nacks, expiries and acks give nothing back. A registry told that a previous
+// process may have counted deliveries it does not know of (Restarted) starts every bucket full
+// for its throttle's largest window. The buckets' memory is bounded and shared fairly between
+// holders and their throttles (share.go); memory.go counts it as the heap holds it.
 //
 // # Using it
 //
 //	reg := throttle.NewRegistry(0)                          // one per broker
-//	sub, err := reg.Declare("orders", decls)                // at Consume; ErrInvalid, ErrConflict
+//	sub, err := reg.DeclareAs(keyID, "orders", decls)       // at Consume; ErrInvalid, ErrConflict, ErrFull
 //	t := sub.Throttles()[0]
 //	g, has := t.Key().Group(&subject)                       // a message's bucket: its key's group,
 //	b := throttle.BucketKey{Group: g, Missing: !has}        // or (t.Policy()) shared or unthrottled

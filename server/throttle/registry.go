@@ -45,6 +45,9 @@ type Registry struct {
 	last      int64
 	held      int64 // bytes of every bucket's state
 	maxMemory int64
+
+	restarted   bool // deliveries before restartedAt may be unknown (Restarted)
+	restartedAt int64
 }
 
 // DefaultMaxMemory bounds the state of every bucket of a registry.
@@ -391,12 +394,28 @@ func (t *Throttle) evict(now int64) {
 
 // newRoom is when a new bucket has room: the bucket may be one evict forgot, whose deliveries
 // count in every window they are still inside (the current limits may be longer than those it
-// was evicted under: TestAWindowDeclaredLaterCountsEvictedBuckets).
+// was evicted under: TestAWindowDeclaredLaterCountsEvictedBuckets), or one whose deliveries
+// before a restart this registry never saw (Restarted).
 func (t *Throttle) newRoom() int64 {
-	if !t.evicted {
-		return 0
+	var at int64
+	if t.evicted {
+		at = t.evictedLast + t.maxWindow
 	}
-	return t.evictedLast + t.maxWindow
+	if r := t.reg; r.restarted {
+		at = max(at, r.restartedAt+t.maxWindow)
+	}
+	return at
+}
+
+// Restarted tells the registry that deliveries it does not know of may have been counted before
+// at (Unix ms): a previous process's, ended by a crash or a restart, whose buckets are lost. Every
+// bucket of every throttle then starts full until at plus the throttle's largest window, so that
+// no window holds more than N across the restart (windows that end later hold only deliveries
+// counted here). Call it before the first declaration.
+func (r *Registry) Restarted(at int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.restarted, r.restartedAt = true, at
 }
 
 func (t *Throttle) drop(b *bucket) {
