@@ -46,18 +46,30 @@ func (a *AttributeSets) Intern(m map[string]string) map[string]string {
 	return m
 }
 
+// MaxAttributes is the most attributes on_enqueue may return for one message, and
+// MaxAttributeBytes the most bytes their keys and values may hold together: they are stored
+// with the message, whatever its size.
+const (
+	MaxAttributes     = 64
+	MaxAttributeBytes = 64 << 10
+)
+
 // fromTable reads an attributes table (string keys to string values), making a map only for a
 // set it has not seen; unless share, it makes a map of its own.
 func (a *AttributeSets) fromTable(t *lua.LTable, share bool) (map[string]string, error) {
 	a.pairs = a.pairs[:0]
+	size := 0
 	for k, v := t.Next(lua.LNil); k != lua.LNil; k, v = t.Next(k) {
 		ks, kok := k.(lua.LString)
 		vs, vok := v.(lua.LString)
 		if !kok || !vok || len(ks) > math.MaxUint16 || len(vs) > math.MaxUint16 || !utf8.ValidString(string(ks)) || !utf8.ValidString(string(vs)) {
 			return nil, scriptErrorf("on_enqueue: attributes must map UTF-8 strings to UTF-8 strings, got %s = %s", describe(k), describe(v))
 		}
-		if len(a.pairs) == math.MaxUint16 {
-			return nil, scriptErrorf("on_enqueue: more than %d attributes", math.MaxUint16)
+		if len(a.pairs) == MaxAttributes {
+			return nil, scriptErrorf("on_enqueue: more than %d attributes", MaxAttributes)
+		}
+		if size += len(ks) + len(vs); size > MaxAttributeBytes {
+			return nil, scriptErrorf("on_enqueue: attributes of more than %d bytes (keys and values together)", MaxAttributeBytes)
 		}
 		a.pairs = append(a.pairs, attrPair{ks, vs})
 	}

@@ -28,7 +28,7 @@ func strictRuntime(t *testing.T) *hooks.Runtime {
 }
 
 func config(k string) (string, bool) {
-	if k == "tier.acme" {
+	if k == "lua.env.tier.acme" {
 		return "gold", true
 	}
 	return "", false

@@ -12,7 +12,13 @@ import (
 )
 
 // ConfigReader reads the runtime config store for fila.get: the value, and whether the key is set.
+// It is asked only for keys under EnvPrefix.
 type ConfigReader func(key string) (string, bool)
+
+// EnvPrefix is the namespace of the runtime config that scripts read: fila.get(k) returns the
+// value of the key EnvPrefix+k ("lua.env.k"), the values an operator publishes to scripts, and
+// nothing else of the config (no setting, no secret).
+const EnvPrefix = "lua.env."
 
 // envSize is the room a call's global environment starts with: a script defines a few
 // functions (NewTable would make room for 32 entries and 32 array slots at every call).
@@ -38,8 +44,9 @@ type Runtime struct {
 type state struct {
 	*sandbox.State
 	gen     uint64
-	envMeta *lua.LTable // {__index = the sandbox's globals}
-	loaded  map[*Script]*loaded
+	envMeta *lua.LTable                     // {__index = the sandbox's globals}
+	chunks  map[*Script]*lua.LFunction      // each script's top level, in its own environment
+	keys    []lua.LValue                    // unload's, reused
 	msgs    [len(hookFunctions)]reusedTable // the msg argument of each hook (see msgTable)
 	headers [len(hookFunctions)]reusedTable // its headers field (see headersTable)
 	values  valueCache
@@ -261,11 +268,12 @@ func (r *Runtime) newState(lim sandbox.Limits, gen uint64) *state {
 	return &state{State: sb, gen: gen, envMeta: meta}
 }
 
-// filaModule is the fila table: fila.get(key) returns the runtime config value or nil.
+// filaModule is the fila table: fila.get(key) returns the value of runtime config key
+// EnvPrefix+key, or nil.
 func (r *Runtime) filaModule(L *lua.LState) *lua.LTable {
 	m := L.NewTable()
 	m.RawSetString("get", L.NewFunction(func(L *lua.LState) int {
-		if v, ok := r.config(L.CheckString(1)); ok {
+		if v, ok := r.config(EnvPrefix + L.CheckString(1)); ok {
 			L.Push(lua.LString(v))
 		} else {
 			L.Push(lua.LNil)
@@ -327,76 +335,67 @@ func (b *Batch) call(s *Script, arg argFunc, read func(v lua.LValue) error) erro
 func (st *state) run(lim sandbox.Limits, t *sandbox.Thread, s *Script, arg argFunc, read func(v lua.LValue) error) error {
 	st.StartOn(t, lim.Timeout)
 	defer st.Stop()
-	ld, err := st.load(s)
+	fn, err := st.load(s)
 	if err != nil {
 		return err
 	}
-	out, err := st.Call(ld.fn, 1, arg(st, st.msgTable(s.hook)))
+	out, err := st.Call(fn, 1, arg(st, st.msgTable(s.hook)))
 	if err != nil {
 		return err
 	}
-	ld.restore()
-	return read(out[0])
+	err = read(out[0])
+	st.unload(s)
+	return err
 }
 
-// loaded is a script whose top level has run on a state: its global environment, the hook
-// function, and the globals as the top level left them, put back after every call.
-type loaded struct {
-	env     *lua.LTable
-	fn      *lua.LFunction
-	globals map[lua.LString]lua.LValue
-}
+// maxChunks bounds the scripts a state keeps a chunk of; beyond it the state forgets them all.
+const maxChunks = 64
 
-// maxLoaded bounds the scripts a state keeps loaded; beyond it the state forgets them all.
-const maxLoaded = 64
-
-// load returns script s loaded on the state, running its top level in a new environment the
-// first time (within the budget already started).
-func (st *state) load(s *Script) (*loaded, error) {
-	if ld, ok := st.loaded[s]; ok {
-		return ld, nil
-	}
+// load runs script s's top level in an empty global environment (within the budget already
+// started) and returns the hook function it defined. Every call loads the script anew, so that
+// nothing a call makes or changes — a global, a table or a local variable of the top level —
+// is seen by the next call, on this state or another, for this queue or another with the same
+// script. The chunk (the function of the top level, which has no upvalues) and its environment
+// table are kept for the next call, the environment emptied (see unload): making them costs a
+// few allocations, and the maps gopher-lua keeps for a table's string keys.
+func (st *state) load(s *Script) (*lua.LFunction, error) {
 	L := st.L
-	env := L.CreateTable(0, envSize)
-	L.SetMetatable(env, st.envMeta)
-	chunk := L.NewFunctionFromProto(s.proto)
-	chunk.Env = env
+	chunk := st.chunks[s]
+	if chunk == nil {
+		if st.chunks == nil || len(st.chunks) >= maxChunks {
+			st.chunks = map[*Script]*lua.LFunction{}
+		}
+		env := L.CreateTable(0, envSize)
+		L.SetMetatable(env, st.envMeta)
+		chunk = L.NewFunctionFromProto(s.proto)
+		chunk.Env = env
+		st.chunks[s] = chunk
+	}
 	if _, err := st.Call(chunk, 0); err != nil {
 		return nil, err
 	}
-	fn, ok := env.RawGetString(s.hook.function()).(*lua.LFunction)
+	fn, ok := chunk.Env.RawGetString(s.hook.function()).(*lua.LFunction)
 	if !ok {
 		return nil, fmt.Errorf("%w %s", errNoFunction, s.hook.function())
 	}
-	ld := &loaded{env: env, fn: fn, globals: map[lua.LString]lua.LValue{}}
-	env.ForEach(func(k, v lua.LValue) {
-		if ks, ok := k.(lua.LString); ok {
-			ld.globals[ks] = v
-		}
-	})
-	if st.loaded == nil || len(st.loaded) >= maxLoaded {
-		st.loaded = map[*Script]*loaded{}
-	}
-	st.loaded[s] = ld
-	return ld, nil
+	return fn, nil
 }
 
-// restore puts the globals back as the top level left them: what a call wrote to a global does
-// not survive it. (Global names are the script's own identifiers: without rawset, _G and setfenv
-// a script cannot make them up, so the environment never grows beyond them.)
-func (ld *loaded) restore() {
-	var extra []lua.LValue
-	for k, _ := ld.env.Next(lua.LNil); k != lua.LNil; k, _ = ld.env.Next(k) {
-		if ks, ok := k.(lua.LString); !ok || ld.globals[ks] == nil {
-			extra = append(extra, k)
-		}
+// unload empties the environment a call of s left. (Global names are the script's own
+// identifiers: without rawset, _G and setfenv a script cannot make them up, so the keys
+// gopher-lua's table remembers never grow beyond them.)
+func (st *state) unload(s *Script) {
+	chunk := st.chunks[s]
+	if chunk == nil {
+		return
 	}
-	for _, k := range extra {
-		ld.env.RawSet(k, lua.LNil)
+	env := chunk.Env
+	for k, _ := env.Next(lua.LNil); k != lua.LNil; k, _ = env.Next(k) {
+		st.keys = append(st.keys, k)
 	}
-	for k, v := range ld.globals {
-		if ld.env.RawGetString(string(k)) != v {
-			ld.env.RawSetString(string(k), v)
-		}
+	for _, k := range st.keys {
+		env.RawSet(k, lua.LNil)
 	}
+	clear(st.keys)
+	st.keys = st.keys[:0]
 }

@@ -128,6 +128,7 @@ func (r *Runtime) checkDefines(st *state, lim sandbox.Limits, s *Script) error {
 	st.Start(lim.Timeout)
 	_, err := st.load(s)
 	st.Stop()
+	st.unload(s)
 	switch {
 	case errors.Is(err, errNoFunction):
 		return &CompileError{Msg: fmt.Sprintf("%s: the script does not define function %s(msg)", s.hook, s.hook.function())}

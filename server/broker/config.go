@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/filamq/fila/lua/hooks"
 	"github.com/filamq/fila/lua/sandbox"
 	"github.com/filamq/fila/server/engine"
 )
@@ -26,6 +27,7 @@ type Defaults struct {
 	LuaCallStackSize    uint64
 	LuaRegistryMaxSize  uint64
 	LuaMaxStringBytes   uint64
+	LuaMaxCallBytes     uint64
 	ReclassifyMs        uint64
 	// ReclassifyMaxMs caps the backoff between a parked message's tries.
 	ReclassifyMaxMs uint64
@@ -36,6 +38,10 @@ type Defaults struct {
 	// ParkDeadLetterAfter is the failed tries after which a parked message is dead-lettered, for
 	// queues created with 0 (0 here: never).
 	ParkDeadLetterAfter uint32
+	// DedupMaxIdentities and DedupMaxPerQueue bound the deduplication identities remembered by
+	// the node and by one queue (dedupbudget.go).
+	DedupMaxIdentities uint64
+	DedupMaxPerQueue   uint64
 }
 
 // DefaultDefaults returns concepts.md's server defaults.
@@ -55,11 +61,14 @@ func DefaultDefaults() Defaults {
 		LuaCallStackSize:      uint64(lua.CallStackSize),
 		LuaRegistryMaxSize:    uint64(lua.RegistryMaxSize),
 		LuaMaxStringBytes:     uint64(lua.MaxStringBytes),
+		LuaMaxCallBytes:       uint64(lua.MaxCallBytes),
 		ReclassifyMs:          60 * 1000,
 		ReclassifyMaxMs:       60 * 60 * 1000,
 		LuaRequestBudgetMs:    100,
 		LuaReclassifyBudgetMs: 50,
 		ParkDeadLetterAfter:   10,
+		DedupMaxIdentities:    8_000_000,
+		DedupMaxPerQueue:      2_000_000,
 	}
 }
 
@@ -104,8 +113,9 @@ const day = 24 * 60 * 60 * 1000
 
 // knownConfig lists the keys the broker validates and applies: the one registry of them (a
 // feature that adds a key adds it here; SetConfig's refusal, ListConfig and the docs follow).
-// Under the broker's own namespaces (brokerNamespaces) only these keys are accepted; any other
-// key is stored as given, for scripts to read (fila.get).
+// Under the broker's own namespaces (brokerNamespaces) only these keys are accepted, and keys
+// under lua.env. (hooks.EnvPrefix), which scripts read with fila.get; any other key outside
+// them is stored as given.
 var knownConfig = map[string]configKey{
 	"defaults.visibility_timeout_ms": uintKey("lease duration of queues created with 0", 1, 12*60*60*1000, func(d *Defaults) *uint64 { return &d.VisibilityTimeoutMs }),
 	"defaults.max_attempts":          uint32Key("deliveries before dead-lettering", 1, func(d *Defaults) *uint32 { return &d.MaxAttempts }),
@@ -123,14 +133,15 @@ var knownConfig = map[string]configKey{
 	},
 	"defaults.backoff_initial_ms":     uintKey("first retry delay", 1, day, func(d *Defaults) *uint64 { return &d.BackoffInitialMs }),
 	"defaults.backoff_max_ms":         uintKey("largest exponential retry delay", 1, 7*day, func(d *Defaults) *uint64 { return &d.BackoffMaxMs }),
-	"defaults.dedup_window_ms":        uintKey("how long deduplication identities are remembered", 1, 30*day, func(d *Defaults) *uint64 { return &d.DedupWindowMs }),
+	"defaults.dedup_window_ms":        uintKey("how long deduplication identities are remembered", 1, MaxDedupWindowMs, func(d *Defaults) *uint64 { return &d.DedupWindowMs }),
 	"defaults.park_dead_letter_after": uint32Key("failed reclassification tries before a parked message is dead-lettered (0: never)", 0, func(d *Defaults) *uint32 { return &d.ParkDeadLetterAfter }),
 	"defaults.reclaim_grace_ms":       uintKey("fast queues' reclaim grace after a restart", 1, day, func(d *Defaults) *uint64 { return &d.ReclaimGraceMs }),
 	"scheduler.quantum":               uint32Key("DRR quantum: deficit per weight unit per round", 1, func(d *Defaults) *uint32 { return &d.Quantum }),
 	"lua.timeout_ms":                  uintKey("time budget of one script call", 1, 10_000, func(d *Defaults) *uint64 { return &d.LuaTimeoutMs }),
 	"lua.call_stack_size":             uintKey("nested calls a script may make", 16, 100_000, func(d *Defaults) *uint64 { return &d.LuaCallStackSize }),
 	"lua.registry_max_size":           uintKey("values a script's stack may hold", 1024, 16<<20, func(d *Defaults) *uint64 { return &d.LuaRegistryMaxSize }),
-	"lua.max_string_bytes":            uintKey("longest string string.rep may make", 1024, 1<<30, func(d *Defaults) *uint64 { return &d.LuaMaxStringBytes }),
+	"lua.max_string_bytes":            uintKey("longest string a library function (string.rep, format, gsub, table.concat, ...) may make", 1024, 1<<30, func(d *Defaults) *uint64 { return &d.LuaMaxStringBytes }),
+	"lua.max_call_bytes":              uintKey("bytes the library functions may allocate in one script call, together", 64<<10, 1<<30, func(d *Defaults) *uint64 { return &d.LuaMaxCallBytes }),
 	"lua.reclassify_interval_ms":      uintKey("how often parked messages are reclassified; a message's first retry waits this long", 1, day, func(d *Defaults) *uint64 { return &d.ReclassifyMs }),
 	"lua.reclassify_max_interval_ms": uintKey("longest wait between two tries of one parked message (the wait doubles from lua.reclassify_interval_ms)", 1, 7*day,
 		func(d *Defaults) *uint64 { return &d.ReclassifyMaxMs }),
@@ -138,7 +149,15 @@ var knownConfig = map[string]configKey{
 		func(d *Defaults) *uint64 { return &d.LuaRequestBudgetMs }),
 	"lua.reclassify_budget_ms": uintKey("time one reclassification pass may spend; the next pass goes on where it stopped", 1, 60_000,
 		func(d *Defaults) *uint64 { return &d.LuaReclassifyBudgetMs }),
+	"dedup.max_identities": uintKey("deduplication identities the node remembers; past it a message with an identity is refused ChannelFull", 1, 1<<40,
+		func(d *Defaults) *uint64 { return &d.DedupMaxIdentities }),
+	"dedup.max_identities_per_queue": uintKey("deduplication identities one queue remembers; past it a message with an identity is refused ChannelFull", 1, 1<<40,
+		func(d *Defaults) *uint64 { return &d.DedupMaxPerQueue }),
 }
+
+// MaxDedupWindowMs is the longest deduplication window (7 days): CreateQueue, UpdateQueue and
+// defaults.dedup_window_ms refuse a longer one.
+const MaxDedupWindowMs = 7 * day
 
 // knownKeys returns the known keys, sorted.
 func knownKeys() []string {
@@ -158,13 +177,14 @@ func (b *Broker) currentDefaults() Defaults {
 }
 
 // brokerNamespaces are the key prefixes the broker reserves: SetConfig refuses a key under them
-// that is not in knownConfig, so a typo does not pass for a setting.
-var brokerNamespaces = []string{"defaults.", "scheduler.", "lua."}
+// that is not in knownConfig, so a typo does not pass for a setting, except under
+// hooks.EnvPrefix (lua.env.): the values an operator publishes to scripts (fila.get).
+var brokerNamespaces = []string{"defaults.", "scheduler.", "lua.", "dedup."}
 
 // unknownKeyError reports a key under a broker namespace that the broker does not know, with
 // the valid keys of that namespace; nil for a known key or a key outside the namespaces.
 func unknownKeyError(k string) *Error {
-	if _, known := knownConfig[k]; known {
+	if _, known := knownConfig[k]; known || strings.HasPrefix(k, hooks.EnvPrefix) {
 		return nil
 	}
 	for _, ns := range brokerNamespaces {

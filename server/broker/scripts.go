@@ -194,11 +194,12 @@ func (d *Defaults) luaLimits() sandbox.Limits {
 	lim.CallStackSize = int(d.LuaCallStackSize)
 	lim.RegistryMaxSize = int(d.LuaRegistryMaxSize)
 	lim.MaxStringBytes = int(d.LuaMaxStringBytes)
+	lim.MaxCallBytes = int(d.LuaMaxCallBytes)
 	return lim
 }
 
-// configValue reads the runtime config for fila.get: a known key's current value, or the stored
-// entry.
+// configValue reads the runtime config for fila.get (which asks only for keys under
+// hooks.EnvPrefix, lua.env.): the stored entry.
 func (b *Broker) configValue(k string) (string, bool) {
 	v, e := b.GetConfig(k)
 	return v, e == nil

@@ -46,8 +46,8 @@ func setConfig(t *testing.T, c *rawClient, k, v string) {
 // client's claim (a security property: the client cannot pick another tenant's share).
 func TestOnEnqueueClassifiesByHeaderWithWeightedTiers(t *testing.T) {
 	c := scriptClient(t)
-	setConfig(t, c, "tier.acme", "gold")
-	setConfig(t, c, "weight.gold", "3")
+	setConfig(t, c, "lua.env.tier.acme", "gold")
+	setConfig(t, c, "lua.env.weight.gold", "3")
 	newQueue(t, c, &fibp.CreateQueue{Name: "jobs", OnEnqueueScript: wire.Some(tenantHook)})
 	var msgs []fibp.EnqueueMessage
 	for range 40 {

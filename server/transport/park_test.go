@@ -69,7 +69,7 @@ func TestParkedMessagesAreReclassifiedPeriodically(t *testing.T) {
 	if s := stats(t, c, "p"); s.Unclassified != 1 || s.InFlight != 0 {
 		t.Fatalf("after parking: %+v", s)
 	}
-	setConfig(t, c, "fixed", "yes")
+	setConfig(t, c, "lua.env.fixed", "yes")
 	if d := c.Deliveries(1)[0]; d.MessageID != id || d.FairnessKey != "classified" {
 		t.Fatalf("delivery %+v", d)
 	}
@@ -111,7 +111,7 @@ func TestParkToDeadLetterAndRedriveModes(t *testing.T) {
 	}
 	waitFor(t, func() bool { return stats(t, c, "p.dlq").Depth == 1 })
 
-	setConfig(t, c, "fixed", "yes")
+	setConfig(t, c, "lua.env.fixed", "yes")
 	if r := redrive(t, c, "p.dlq", fibp.ReclassifyAll); r.Redriven != 1 {
 		t.Fatalf("reclassify all: %+v", r)
 	}
@@ -170,7 +170,7 @@ func TestRestartKeepsParkedStateAndAttributes(t *testing.T) {
 	c.Call(3, &fibp.Nack{Items: []fibp.NackItem{{Queue: "a", MessageID: gold, Error: "boom"}}})
 	waitFor(t, func() bool { return stats(t, c, "a.dlq").Depth == 1 }) // on_failure read the attribute
 
-	setConfig(t, c, "fixed", "yes")
+	setConfig(t, c, "lua.env.fixed", "yes")
 	update(t, c, &fibp.UpdateQueue{Queue: "p", OnEnqueueChange: fibp.ScriptChangeSet, OnEnqueueScript: gatedHook})
 	c.Subscribe(4, "p", 1)
 	if d := c.Deliveries(1)[0]; d.MessageID != parked {

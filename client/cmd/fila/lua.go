@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -43,18 +45,18 @@ func (a *app) luaTestCommand() *cobra.Command {
 		Use:   "test FILE",
 		Short: "Run a hook script once on a sample message and print what it returns",
 		Long: "Runs on_enqueue (or on_failure) of FILE in the same sandbox and with the same limits as the broker, " +
-			"on a message built from the flags, and prints its answer; fila.get reads the --config entries. " +
-			"The hook is the one the script defines (on_enqueue first), or --hook.",
-		Example: "  fila lua test tenant.lua --headers tenant=acme --config tier.acme=gold\n" +
+			"on a message built from the flags, and prints its answer; fila.get(k) reads the --config entry lua.env.k. " +
+			"The hook is the one the script defines (on_enqueue first), or --hook. SIGINT or SIGTERM stops it.",
+		Example: "  fila lua test tenant.lua --headers tenant=acme --config lua.env.tier.acme=gold\n" +
 			"  fila lua test retry.lua --hook on_failure --error timeout --attempts 3",
 		Args: exactArgs("FILE"),
-		RunE: func(_ *cobra.Command, args []string) error { return a.runLuaTest(args[0], &t) },
+		RunE: func(cmd *cobra.Command, args []string) error { return a.runLuaTest(cmd.Context(), args[0], &t) },
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&t.hook, "hook", "", "on_enqueue or on_failure (default: the one the script defines)")
 	fs.StringArrayVar(&t.headers, "headers", nil, "message header k=v (repeatable)")
 	fs.StringArrayVarP(&t.headers, "header", "H", nil, "same as --headers")
-	fs.StringArrayVar(&t.config, "config", nil, "runtime config entry k=v that fila.get reads (repeatable)")
+	fs.StringArrayVar(&t.config, "config", nil, "runtime config entry k=v (repeatable); fila.get(x) reads lua.env.x")
 	fs.StringArrayVar(&t.attributes, "attribute", nil, "on_failure: message attribute k=v (repeatable)")
 	fs.IntVar(&t.payloadSize, "payload-size", 0, "on_enqueue: msg.payload_size")
 	fs.StringVar(&t.fairnessKey, "fairness-key", "default", "the producer's fairness key")
@@ -67,49 +69,76 @@ func (a *app) luaTestCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) runLuaTest(file string, t *luaTest) error {
+// maxBudgetMs is the largest budget the broker's lua.timeout_ms takes.
+const maxBudgetMs = 10_000
+
+// runLuaTest runs the hook until it answers or ctx ends (SIGINT, SIGTERM): the hook runs on a
+// goroutine of its own, left to its budget when ctx ends first (the process exits).
+func (a *app) runLuaTest(ctx context.Context, file string, t *luaTest) error {
+	type answer struct {
+		print func() error
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		print, err := a.runLuaHook(file, t)
+		done <- answer{print, err}
+	}()
+	select {
+	case ans := <-done:
+		if ans.err != nil {
+			return ans.err
+		}
+		return ans.print()
+	case <-ctx.Done():
+		return errors.New("interrupted while the script ran")
+	}
+}
+
+// runLuaHook runs the hook and returns the printing of its answer.
+func (a *app) runLuaHook(file string, t *luaTest) (func() error, error) {
 	src, err := os.ReadFile(file)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	headers, err := parsePairs("--headers", t.headers)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	config, err := parsePairs("--config", t.config)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	attrs, err := parsePairs("--attribute", t.attributes)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if t.timeoutMs == 0 {
-		return usagef("--budget-ms must be at least 1")
+	if t.timeoutMs == 0 || t.timeoutMs > maxBudgetMs {
+		return nil, usagef("--budget-ms must be from 1 to %d, as lua.timeout_ms", maxBudgetMs)
 	}
 	lim := sandbox.DefaultLimits()
 	lim.Timeout = time.Duration(t.timeoutMs) * time.Millisecond
 	rt := hooks.NewRuntime(lim, func(k string) (string, bool) { v, ok := config[k]; return v, ok })
 	script, err := compileHook(rt, t.hook, string(src))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if script.Hook() == hooks.OnEnqueue {
 		in := hooks.EnqueueInput{Queue: "test", Headers: headers, PayloadSize: t.payloadSize, FairnessKey: t.fairnessKey,
 			Weight: max(t.weight, 1), DelayMs: t.delayMs, IdempotencyKey: t.idempotencyKey, HasIdempotencyKey: t.idempotencyKey != ""}
 		c, err := rt.OnEnqueue(script, in)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return a.printClassification(c)
+		return func() error { return a.printClassification(c) }, nil
 	}
 	in := hooks.FailureInput{ID: "00000000-0000-7000-8000-000000000000", Queue: "test", Headers: headers, Attempts: t.attempts,
 		Error: t.errText, FairnessKey: t.fairnessKey, Attributes: attrs}
 	d, decided, err := rt.OnFailure(script, in)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return a.printFailureDecision(d, decided)
+	return func() error { return a.printFailureDecision(d, decided) }, nil
 }
 
 // compileHook compiles src as the hook named (or, for "", as the first hook it defines).

@@ -31,7 +31,7 @@ func TestLuaTestRunsAHookLocally(t *testing.T) {
   local tier = fila.get("tier." .. msg.headers.tenant) or "free"
   return { fairness_key = msg.headers.tenant, weight = tier == "gold" and 3 or 1, attributes = { tier = tier } }
 end`)
-	out, errOut, code := runLua(t, tenant, "--headers", "tenant=acme", "--config", "tier.acme=gold", "--json")
+	out, errOut, code := runLua(t, tenant, "--headers", "tenant=acme", "--config", "lua.env.tier.acme=gold", "--json")
 	var got map[string]any
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
 		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
