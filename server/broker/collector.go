@@ -2,7 +2,11 @@ package broker
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -110,7 +114,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			g(c.blockedGroups, float64(s.BlockedGroups))
 		}
 		for _, k := range topKeys(s.Keys, c.topKeys) {
-			g(c.keyReady, float64(k.Pending), k.Key)
+			g(c.keyReady, float64(k.Pending), keyLabel(k.Key))
 		}
 		if usage != nil && r.lane == queuegroup.LaneQueue {
 			if n, err := usage.GroupBytes(name); err == nil {
@@ -118,6 +122,26 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+// maxKeyLabel bounds the key label of fila_queue_fairness_key_ready, in bytes: fairness keys may
+// be 64 KiB long, and a scrape carries up to metrics_top_keys of them for every queue.
+const maxKeyLabel = 128
+
+// keyLabel is a fairness key as a label value: the key itself when it is valid UTF-8 of at most
+// maxKeyLabel bytes; else its first bytes (cut at a character, invalid bytes replaced) followed by
+// "…" and 12 hex digits of its SHA-256, so that two long keys with the same beginning still get
+// two series.
+func keyLabel(k string) string {
+	if len(k) <= maxKeyLabel && utf8.ValidString(k) {
+		return k
+	}
+	cut := min(len(k), maxKeyLabel-len("…")-12)
+	for cut > 0 && cut < len(k) && !utf8.RuneStart(k[cut]) {
+		cut--
+	}
+	h := sha256.Sum256([]byte(k))
+	return strings.ToValidUTF8(k[:cut], "\uFFFD") + "…" + hex.EncodeToString(h[:6])
 }
 
 // topKeys returns the n keys with the most ready messages, ties by key; keys with none are left
