@@ -72,6 +72,7 @@ type actor struct {
 	// enqBudget bounds the on_enqueue calls of a round's Enqueue requests (scriptbudget.go).
 	enqBudget scriptBudget
 	reclass   reclassState // the reclassification passes over parked messages (park.go)
+	dedupHeld int          // identities the group is counted for in the node's dedup budget (dedupbudget.go)
 	subs      map[string]*subscription
 	bodies    *bodyCache
 	batches   batchPool
@@ -218,6 +219,7 @@ func (a *actor) open() error {
 	}
 	a.g, a.fsm = g, fsm
 	a.st = fsm.take()
+	a.countDedup(a.st.Remembered())
 	a.st.Lead()
 	a.st.Record(true)
 	a.commits = make(chan *commit, 64)
@@ -366,6 +368,7 @@ func (a *actor) run() {
 // stopped ends an actor that stops for good.
 func (a *actor) stopped() {
 	a.shutdown()
+	a.countDedup(0)
 	a.b.awake.Add(-1)
 	a.end()
 }
@@ -447,6 +450,9 @@ func (a *actor) round(batch []op) {
 				a.dispatch(queuegroup.Lane(l), now)
 			}
 		}
+	}
+	if !a.deleted {
+		a.countDedup(a.st.Remembered())
 	}
 	entry := a.st.TakeEntry()
 	if entry == nil && len(a.replies) == 0 && len(a.outbox) == 0 {

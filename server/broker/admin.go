@@ -31,6 +31,8 @@ func checkDefinition(req *QueueSpec) *Error {
 		return errorf(CodeInvalidConfigValue, "when_ordering_key_missing %d is not 0 or 1", req.WhenOrderingKeyMissing)
 	case req.VisibilityTimeoutMs > engine.MaxLeaseExtensionMs:
 		return errorf(CodeInvalidConfigValue, "visibility_timeout_ms %d exceeds 12 hours", req.VisibilityTimeoutMs)
+	case req.DedupWindowMs > MaxDedupWindowMs:
+		return dedupWindowTooLong(req.DedupWindowMs)
 	case req.Backoff == engine.BackoffExponential && req.BackoffMaxMs != 0 && req.BackoffInitialMs > req.BackoffMaxMs:
 		return errorf(CodeInvalidConfigValue, "backoff_max_ms %d is below backoff_initial_ms %d", req.BackoffMaxMs, req.BackoffInitialMs)
 	}
@@ -177,6 +179,9 @@ func (b *Broker) UpdateQueue(req QueueUpdate) *Error {
 	}
 	if v := req.VisibilityTimeoutMs; v != nil && *v > engine.MaxLeaseExtensionMs {
 		return errorf(CodeInvalidConfigValue, "visibility_timeout_ms %d exceeds 12 hours", *v)
+	}
+	if v := req.DedupWindowMs; v != nil && *v > MaxDedupWindowMs {
+		return dedupWindowTooLong(*v)
 	}
 	b.adminMu.Lock() // definitions commit in the order they are applied
 	defer b.adminMu.Unlock()

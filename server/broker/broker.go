@@ -25,6 +25,7 @@ import (
 	"github.com/filamq/fila/lua/hooks"
 	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/membudget"
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftgroup"
 	"github.com/filamq/fila/server/storage"
@@ -78,6 +79,9 @@ type Options struct {
 	Storage  storage.Options
 	// Store replaces the Pebble store in DataDir (tests: storage.Mem, whose DataDir is unused).
 	Store storage.Store
+	// MemoryBudget is the server's memory budget (memory_budget), which the deduplication
+	// identities the queues remember are counted in (dedupbudget.go); nil counts nothing.
+	MemoryBudget *membudget.Budget
 	// BootstrapAPIKey, when set, turns API-key authentication on with this superadmin secret
 	// (at least 32 characters; see keys.go). It lives in configuration, never in the log.
 	BootstrapAPIKey string
@@ -121,6 +125,7 @@ type Broker struct {
 	storageStuck         chan struct{} // closed by watchStorage once the store is stuck
 
 	cacheBytes atomic.Int64 // bytes in every queue's body cache
+	dedup      dedupBudget  // the identities every queue remembers (dedupbudget.go)
 
 	started  int64        // Unix ms of the start
 	sleepers *sleepers    // wakes hibernating groups when something comes due
@@ -208,6 +213,7 @@ func Open(o Options) (*Broker, error) {
 		started:   o.Clock().UnixMilli(), sleepers: newSleepers(o.Clock),
 	}
 	b.layout, _ = db.(storage.Layout)
+	b.dedup.open(o.MemoryBudget)
 	b.openThrottles()
 	go b.sleepers.run(o.NewTimer)
 	b.hooks = hooks.NewRuntime(b.defaults.luaLimits(), b.configValue)
@@ -226,6 +232,7 @@ func Open(o Options) (*Broker, error) {
 	}
 	if o.Registry != nil {
 		o.Registry.MustRegister(b.storageMetrics()...)
+		o.Registry.MustRegister(b.dedupGauge())
 	}
 	go b.watchStorage()
 	return b, nil
@@ -436,6 +443,7 @@ func (b *Broker) Close() error {
 		return err
 	}
 	b.sleepers.close()
+	b.dedup.close()
 	return b.db.Close()
 }
 

@@ -313,6 +313,7 @@ func (a *actor) hibernate() bool {
 
 	a.stopAndStoreSummary(sum)
 	a.st, a.fsm = nil, nil
+	a.countDedup(0)
 	a.attrs, a.classBuf = hooks.AttributeSets{}, nil
 	close(settled)
 	return true

@@ -19,23 +19,26 @@ type enqueueItem struct {
 	body  *body
 }
 
-// dedupWindow is the queue's deduplication window in milliseconds.
-func (a *actor) dedupWindow(l queuegroup.Lane) uint64 {
+// dedupWindow is the queue's deduplication window in milliseconds (a window stored before
+// windows had a maximum is cut to it).
+func (a *actor) dedupWindow(l queuegroup.Lane, d *Defaults) uint64 {
 	if w := a.lanes[l].def.DedupWindowMs; w > 0 {
-		return w
+		return min(w, MaxDedupWindowMs)
 	}
-	return a.b.currentDefaults().DedupWindowMs
+	return d.DedupWindowMs
 }
 
 // enqueue stores messages in lane l and reports each one's ID through res. A message whose
 // deduplication identity the group remembers is answered with the original's ID and not stored
-// (deduplication.md); one missing the ordering key of a queue that rejects those is answered
+// (deduplication.md), and one with a new identity is refused ChannelFull when the dedup memory is
+// full (dedupbudget.go); one missing the ordering key of a queue that rejects those is answered
 // OrderingKeyMissing (ordering.md). The ordering group is decided here and carried in the log.
 func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueResult, done func()) {
 	now := a.now()
 	lk := &a.lanes[l].keys
 	c := queuelog.Enqueue{Lane: l, At: now, Messages: make([]queuelog.LogMessage, 0, len(items))}
 	var dd batchDedup
+	var d *Defaults // read at the first identity
 	classes := a.classifyAll(l, items)
 	for i, it := range items {
 		cls, m := &classes[i], it.msg
@@ -65,8 +68,14 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 				res[it.index] = EnqueueResult{Code: CodeOk, ID: orig, Duplicate: true}
 				continue
 			}
-			if dd.until == 0 {
-				dd.until = addMs(now, a.dedupWindow(l))
+			if d == nil {
+				defaults := a.b.currentDefaults()
+				d = &defaults
+				dd.until = addMs(now, a.dedupWindow(l, d))
+			}
+			if !a.reserveIdentity(d, len(dd.ids)) { // the dedup memory is full (dedupbudget.go)
+				res[it.index] = EnqueueResult{Code: CodeChannelFull}
+				continue
 			}
 		}
 		id := a.b.ids.next(now)

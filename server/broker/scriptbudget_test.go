@@ -142,3 +142,18 @@ func TestParkDeadLetterAfterDefaultZeroIsNever(t *testing.T) {
 		t.Fatalf("after 30 failed tries: %d parked, want 1", st.Unclassified)
 	}
 }
+
+// The budget's cost per script call: what classifyAll adds to each on_enqueue (two reads of the
+// wall clock and a comparison; the CPU clock only once the calls' sum reaches the limit).
+func BenchmarkScriptBudgetPerCall(b *testing.B) {
+	var s scriptBudget
+	s.begin(time.Hour)
+	defer s.end()
+	for b.Loop() {
+		if !s.left() {
+			b.Fatal("budget spent")
+		}
+		start := time.Now()
+		s.add(time.Since(start))
+	}
+}

@@ -80,7 +80,8 @@ func (b *Budget) Used() int64 {
 
 // Open returns a new Account bounded by limit bytes and by the budget. cut is called (once, at
 // most) when the budget is full and this Account holds the most: the holder must then let go of
-// what it holds, normally by closing its connection. A nil Budget returns a nil Account.
+// what it holds, normally by closing its connection. An Account opened with a nil cut is never
+// picked. A nil Budget returns a nil Account.
 func (b *Budget) Open(limit int64, cut func()) *Account {
 	if b == nil {
 		return nil
@@ -111,6 +112,9 @@ func (b *Budget) pickCut() *Account {
 	defer b.mu.Unlock()
 	var top *Account
 	for a := range b.accounts {
+		if a.cut == nil { // a holder that cannot be cut lets go on its own (see TryReserve)
+			continue
+		}
 		if a.wasCut {
 			if a.used.Load() > 0 {
 				return nil
@@ -158,6 +162,26 @@ func (a *Account) Reserve(n int64) error {
 		if !a.b.overfull(a) && u <= a.b.limit+a.b.limit/headroomShare {
 			return nil
 		}
+		a.b.used.Add(-n)
+		a.used.Add(-n)
+		return &FullError{Scope: ScopeServer, Need: n, Used: u - n, Limit: a.b.limit}
+	}
+	return nil
+}
+
+// TryReserve takes n bytes from both bounds only if both have room for them: it cuts no one and
+// takes no headroom. It suits a holder opened without a cut (Open with nil), which the budget
+// never picks to cut: one that refuses its own growth when memory is short (deduplication
+// identities, say) rather than make connections pay for it.
+func (a *Account) TryReserve(n int64) error {
+	if a == nil || n <= 0 {
+		return nil
+	}
+	if u := a.used.Add(n); u > a.limit {
+		a.used.Add(-n)
+		return &FullError{Scope: ScopeConnection, Need: n, Used: u - n, Limit: a.limit}
+	}
+	if u := a.b.used.Add(n); u > a.b.limit {
 		a.b.used.Add(-n)
 		a.used.Add(-n)
 		return &FullError{Scope: ScopeServer, Need: n, Used: u - n, Limit: a.b.limit}

@@ -331,6 +331,10 @@ func (s *State) Duplicate(id Identity, now int64) (engine.MsgID, bool) {
 	return s.dedup.lookup(id, now)
 }
 
+// Remembered returns how many deduplication identities the group remembers (an identity
+// remembered again after its window ended counts twice until the round's Forget).
+func (s *State) Remembered() int { return len(s.dedup.order) }
+
 // NextForget is when the oldest remembered identity expires.
 func (s *State) NextForget() (int64, bool) { return s.dedup.next() }
 

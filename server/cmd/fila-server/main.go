@@ -100,6 +100,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	defer startScratch(cfg.DataDir, bo.Storage.ReserveSize(), cfg.ShutdownTimeout, log)()
 	budget := memoryBudget(cfg, log)
+	bo.MemoryBudget = budget // the queues' deduplication identities are counted in it too
 	limitGoHeap(log)
 	rn, err := openRift(cfg, log)
 	if err != nil {
