@@ -76,6 +76,8 @@ func TestEscapes(t *testing.T) {
 		{"string.lower, many times", big + `for i = 1, 100 do s:lower() end`, sandbox.ErrScript, "budget of", true},
 		{"string.reverse, many times", big + `for i = 1, 100 do s:reverse() end`, sandbox.ErrScript, "budget of", true},
 		{"string.rep, many times", `for i = 1, 100 do local s = ("x"):rep(2^20) end`, sandbox.ErrScript, "budget of", true},
+		{"a doubling ..", `local s = "x" while true do s = s .. s end`, sandbox.ErrScript, "..: the result would exceed", false},
+		{"a .. of a large string, many times", `local s = ("x"):rep(2^20 - 1) for i = 1, 100 do local t = s .. "y" end`, sandbox.ErrScript, "budget of", true},
 		{"table.insert", `local t = {} for i = 1, 1e7 do table.insert(t, i) end`, sandbox.ErrScript, "table.insert", true},
 		{"pattern too complex", `return string.find(("a"):rep(300), ("a?"):rep(300) .. "b")`, sandbox.ErrScript, "pattern too complex", false},
 		{"malformed pattern", `return string.find("a", "[a")`, sandbox.ErrScript, "missing ']'", false},
@@ -120,6 +122,12 @@ func TestLibrariesStillWork(t *testing.T) {
 		{`return string.match("f(a(b)c)d", "%b()")`, "(a(b)c)"},
 		{`return string.match("hello hello", "(h%a+) %1")`, "hello"},
 		{`return string.match("abc", "()b()")`, "2"},
+		{`local n = 3 return "a" .. n .. 1.5 .. ("b"):upper()`, "a31.5B"},
+		{`local mt = { __concat = function(a, b) return "T" end } local t = setmetatable({}, mt) return "x" .. t .. "y"`, "xT"},
+		{`local mt = { __concat = function(a, b) return type(a) .. "+" .. type(b) end } local t = setmetatable({}, mt) return t .. "y" .. "z"`, "table+string"},
+		{`local ok, err = pcall(function() return "x" .. nil end) return tostring(ok) .. " " .. err`, "false test:1: cannot perform concat operation between string and nil"},
+		{`local s = "" for i = 1, 3 do s = s .. i .. "," end return s`, "1,2,3,"},
+		{`local t = {} t[#t + 1] = "a" .. "b" return (function(...) return select('#', ...) end)("a" .. "b") .. t[1]`, "1ab"},
 	} {
 		v, err := runGuarded(t, sandbox.DefaultLimits(), tc.src)
 		if err != nil || v.String() != tc.want {

@@ -16,16 +16,17 @@
 // few thousand steps; gopher-lua's own cannot be interrupted.
 //
 // The library functions that make strings or grow tables (string.rep, format, gsub, upper, lower,
-// reverse, table.concat, insert, sort) charge what they are about to allocate to the run: one
-// string may not exceed Limits.MaxStringBytes and a run's charges together Limits.MaxCallBytes;
-// either ends the run with a script error before the allocation. (string.sub and the captures
-// of a match share the subject's bytes and allocate none.) What the VM allocates itself — the
-// .. operator, table constructors and stores — is bounded by the time budget only: at most what
-// the budget's CPU time can copy. The call stack and the value stack ("registry") are bounded
+// reverse, table.concat, insert, sort) and the .. operator (Compile rewrites each chain of .. into
+// a call of a function of this package: concat.go) charge what they are about to allocate to the
+// run: one string may not exceed Limits.MaxStringBytes and a run's charges together
+// Limits.MaxCallBytes; either ends the run with a script error before the allocation.
+// (string.sub and the captures of a match share the subject's bytes and allocate none.) What the
+// VM allocates itself — table constructors and stores into tables, about 1 MiB per millisecond —
+// is bounded by the time budget. The call stack and the value stack ("registry") are bounded
 // (Limits), so deep recursion or unpack of a huge range ends with a script error.
 //
-// Compile refuses a source longer than MaxSourceBytes (64 KiB), so compiling, which no budget
-// interrupts, costs a bounded time.
+// Compile refuses a source longer than MaxSourceBytes (64 KiB) and a chain of more than 200 ..
+// operands, so compiling, which no budget interrupts, costs a bounded time.
 package sandbox
 
 import (
@@ -111,6 +112,7 @@ func NewState(lim Limits, modules map[string]func(L *lua.LState) *lua.LTable) *S
 	str := L.GetGlobal(lua.StringLibName).(*lua.LTable)
 	str.RawSetString("dump", lua.LNil)
 	s.installLibs(L, str, L.GetGlobal(lua.TabLibName).(*lua.LTable))
+	L.SetGlobal(concatFunction, L.NewFunction(s.concat))
 	if mt, ok := L.GetMetatable(lua.LString("")).(*lua.LTable); ok {
 		mt.RawSetString("__metatable", lua.LFalse)
 	}
@@ -150,7 +152,7 @@ func Compile(chunk, src string) (*lua.FunctionProto, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkComplexity(chunk, stmts); err != nil {
+	if err := rewriteConcat(chunk, stmts); err != nil {
 		return nil, err
 	}
 	proto, err := lua.Compile(stmts, chunk)
