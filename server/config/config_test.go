@@ -137,3 +137,31 @@ func TestCommandLineMistakesAreOneLine(t *testing.T) {
 		}
 	}
 }
+
+// A bootstrap key of white space only is refused, not taken for no key; an empty variable is
+// unset like every FILA_* variable. insecure_no_auth and a bootstrap key contradict each other.
+func TestBootstrapKeySettings(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string // "" = loads
+	}{
+		{"white space", nil, map[string]string{"FILA_BOOTSTRAP_API_KEY": " \t\n"}, "FILA_BOOTSTRAP_API_KEY: holds only white space"},
+		{"empty is unset", nil, map[string]string{"FILA_BOOTSTRAP_API_KEY": ""}, ""},
+		{"insecure alone", []string{"--insecure-no-auth"}, nil, ""},
+		{"insecure with a key", []string{"--insecure-no-auth"}, map[string]string{"FILA_BOOTSTRAP_API_KEY": strings.Repeat("k", 40)}, "insecure_no_auth"},
+		{"insecure with a key file", []string{"--insecure-no-auth", "--bootstrap-api-key-file", "/k"}, nil, "insecure_no_auth"},
+		{"insecure from the environment", nil, map[string]string{"FILA_INSECURE_NO_AUTH": "true", "FILA_BOOTSTRAP_API_KEY": strings.Repeat("k", 40)}, "insecure_no_auth"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Load(tc.args, env(tc.env), &bytes.Buffer{})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Load: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Load = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
