@@ -69,13 +69,14 @@ type actor struct {
 	hooks    queueHooks          // the queue lane's compiled Lua hooks
 	attrs    hooks.AttributeSets // attribute maps shared among the queue's messages
 	classBuf []classified        // classifyAll's result, reused
-	// enqBudget bounds the on_enqueue calls of a round's Enqueue requests (scriptbudget.go).
-	enqBudget scriptBudget
-	reclass   reclassState // the reclassification passes over parked messages (park.go)
-	dedupHeld int          // identities the group is counted for in the node's dedup budget (dedupbudget.go)
-	subs      map[string]*subscription
-	bodies    *bodyCache
-	batches   batchPool
+	// enqBudget bounds the on_enqueue calls of a round's Enqueue requests, failBudget the
+	// on_failure calls of its Nacks and lease expiries (scriptbudget.go).
+	enqBudget, failBudget scriptBudget
+	reclass               reclassState // the reclassification passes over parked messages (park.go)
+	dedupHeld             int          // identities the group is counted for in the node's dedup budget (dedupbudget.go)
+	subs                  map[string]*subscription
+	bodies                *bodyCache
+	batches               batchPool
 
 	// Per-round state.
 	replies   []func(err error)
@@ -451,6 +452,7 @@ func (a *actor) round(batch []op) {
 			}
 		}
 	}
+	a.failBudget.end()
 	if !a.deleted {
 		a.countDedup(a.st.Remembered())
 	}

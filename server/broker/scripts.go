@@ -125,6 +125,15 @@ func (a *actor) enqueueBudget() *scriptBudget {
 	return &a.enqBudget
 }
 
+// failureBudget returns the round's on_failure budget (lua.request_budget_ms, beside the one of
+// on_enqueue), shared by the Nacks and lease expiries of the round; the round ends it.
+func (a *actor) failureBudget() *scriptBudget {
+	if !a.failBudget.on {
+		a.failBudget.begin(time.Duration(a.b.currentDefaults().LuaRequestBudgetMs) * time.Millisecond)
+	}
+	return &a.failBudget
+}
+
 // overBudget is the classification of a message whose on_enqueue the round's budget left no
 // time for: refused ChannelFull (the producer retries it later), or parked unclassified on a
 // parking queue (a reclassification pass runs the script later).
@@ -169,8 +178,14 @@ func scriptCode(err error) Code {
 }
 
 // onFailure is the queue lane's failure policy: on_failure decides, or (ok false: it returned
-// nothing, raised or timed out) the retry policy does.
+// nothing, raised, timed out, or the round's on_failure budget was spent) the retry policy does.
 func (a *actor) onFailure(m *engine.Message, errText string) (engine.FailureDecision, bool) {
+	budget := a.failureBudget()
+	if !budget.left() { // the round's budget is spent: as when the hook times out
+		return engine.FailureDecision{}, false
+	}
+	start := time.Now()
+	defer func() { budget.add(time.Since(start)) }()
 	in := hooks.FailureInput{ID: m.ID.String(), Queue: a.lanes[queuegroup.LaneQueue].name, Attempts: m.Attempts,
 		Error: errText, FairnessKey: m.FairnessKey, Attributes: m.Attributes}
 	if b, err := a.loadBody(m.ID); err == nil {

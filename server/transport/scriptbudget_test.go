@@ -162,3 +162,36 @@ func TestAParkedBacklogIsTriedInPassesWhileRequestsAreAnswered(t *testing.T) {
 		t.Fatalf("the other queue holds %d of the probe's %d messages", s.Depth, probes+1)
 	}
 }
+
+// slowRetry asks for a retry after a loop that takes milliseconds (well within a 1 s call).
+const slowRetry = `function on_failure(msg) for i = 1, 1000000 do end return { action = "retry" } end`
+
+// The on_failure calls of one Nack frame share lua.request_budget_ms too: past it the retry
+// policy decides, as when the hook times out — here (max_attempts 1) the dead-letter queue. Of
+// 200 nacked messages at most half can have run a hook that takes over a millisecond in a 50 ms
+// budget; before, every one ran it (a Nack frame held its queue for as long as its hooks took).
+func TestANackFrameSpendsAtMostTheRequestBudgetOnOnFailure(t *testing.T) {
+	c, _ := budgetClient(t)
+	setConfig(t, c, "lua.timeout_ms", "1000")
+	newQueue(t, c, &fibp.CreateQueue{Name: "q", MaxAttempts: 1, Backoff: fibp.BackoffNone, OnFailureScript: wire.Some(slowRetry)})
+	msgs := make([]fibp.EnqueueMessage, 200)
+	for i := range msgs {
+		msgs[i] = fibp.EnqueueMessage{Queue: "q", Payload: []byte("x")}
+	}
+	enqueue(t, c, msgs...)
+	c.Subscribe(2, "q", 200)
+	var nacks []fibp.NackItem
+	for _, d := range c.Deliveries(200) {
+		nacks = append(nacks, fibp.NackItem{Queue: "q", MessageID: d.MessageID, Error: "boom"})
+	}
+	r := c.Call(4, &fibp.Nack{Items: nacks}).(*fibp.NackResult)
+	for i, res := range r.Results {
+		if res.ErrorCode != fibp.CodeOk {
+			t.Fatalf("nack %d: %v", i, res.ErrorCode)
+		}
+	}
+	dead := stats(t, c, "q.dlq").Depth
+	if dead < 100 || dead == 200 {
+		t.Fatalf("%d of 200 nacked messages went by the retry policy (dead-lettered): want at least 100, and the hook run first", dead)
+	}
+}
