@@ -60,7 +60,18 @@ func limitedCgroup(t *testing.T, limit int64) string {
 	if err := os.WriteFile(filepath.Join(child, file), []byte(strconv.FormatInt(limit, 10)), 0o644); err != nil {
 		t.Skipf("cannot limit the child cgroup's memory (%v): no memory controller there", err)
 	}
-	return filepath.Join(child, "cgroup.procs")
+	procs := filepath.Join(child, "cgroup.procs")
+	probe := exec.Command("sleep", "60") // can a process be moved in? (cgroup v2 refuses some moves)
+	if err := probe.Start(); err != nil {
+		t.Fatal(err)
+	}
+	moved := os.WriteFile(procs, []byte(strconv.Itoa(probe.Process.Pid)), 0o644)
+	probe.Process.Kill()
+	probe.Wait()
+	if moved != nil {
+		t.Skipf("cannot move a process into the child cgroup (%v)", moved)
+	}
+	return procs
 }
 
 // holdPartialBodies connects to addr and sends size bytes of one continued Enqueue body that it
