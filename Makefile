@@ -13,7 +13,7 @@ FUZZ_LIVE_PKGS := ./fuzz
 FUZZTIME_LIVE  ?= $(FUZZTIME)
 FUZZ_PKGS := ./generated/fibp ./generated/riftproto ./generated/store ./generated/riftstore ./generated/queuelog ./generated/wire \
              ./fuzz ./server/queuegroup ./server/broker ./server/throttle ./server/auth ./server/rift/subject \
-             ./server/config ./client/cmd/fila ./lua/hooks
+             ./server/config ./client/cmd/fila ./lua/hooks ./lua/sandbox
 
 .PHONY: all generate check-generated fmt vet test test-race race-if-cgo fuzz fuzz-short bench run build clean
 

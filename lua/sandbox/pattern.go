@@ -34,16 +34,24 @@ type matcher struct {
 	level    int
 	capture  [maxCaptures]capture
 	depth    int
-	steps    int
+	steps    int // work done, in steps of a few nanoseconds
+	check    int // the step count at which to ask the budget next
 	over     func() bool
 }
 
 func (m *matcher) fail(msg string) { panic(&patternError{msg: msg}) }
 
 // step counts one unit of work and ends the match when the budget has run out.
-func (m *matcher) step() {
-	if m.steps++; m.steps%checkSteps == 0 && m.over != nil && m.over() {
-		panic(&patternError{msg: "script timed out", timeout: true})
+func (m *matcher) step() { m.work(1) }
+
+// work counts n units of work (a set of n characters read, n bytes compared), asking the budget
+// every checkSteps of them.
+func (m *matcher) work(n int) {
+	if m.steps += n; m.steps >= m.check {
+		m.check = m.steps + checkSteps
+		if m.over != nil && m.over() {
+			panic(&patternError{msg: "script timed out", timeout: true})
+		}
 	}
 }
 
@@ -68,6 +76,7 @@ func (m *matcher) classEnd(p int) int {
 		if m.at(p) == '^' {
 			p++
 		}
+		start := p
 		for { // look for a ']'; the first character of the set may be one
 			if p >= len(m.pat) {
 				m.fail("malformed pattern (missing ']')")
@@ -78,6 +87,7 @@ func (m *matcher) classEnd(p int) int {
 				p++ // skip escapes (e.g. '%]')
 			}
 			if m.at(p) == ']' {
+				m.work((p - start) / 8) // reading a long set is work too
 				return p + 1
 			}
 		}
@@ -131,6 +141,7 @@ func matchClass(c, cl byte) bool {
 
 // matchBracketClass reports whether c is in the set pat[p:ec+1] (p at '[', ec at ']').
 func (m *matcher) matchBracketClass(c byte, p, ec int) bool {
+	m.work((ec - p) / 8)
 	sig := true
 	if m.at(p+1) == '^' {
 		sig = false
@@ -352,7 +363,7 @@ func (m *matcher) matchCapture(s int, c byte) int {
 	}
 	init := m.capture[l].init
 	if len(m.src)-s >= n && m.src[init:init+n] == m.src[s:s+n] {
-		m.steps += n / 8
+		m.work(n / 8)
 		return s + n
 	}
 	return -1
