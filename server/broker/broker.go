@@ -132,7 +132,7 @@ type Broker struct {
 	awake    atomic.Int64 // actors whose goroutine runs
 
 	throttles    *throttle.Registry // every throttle declared by a live subscription, shared by the actors
-	throttleMark throttleMarker     // throttles were declared in this data directory (throttle_restart.go)
+	throttleFile throttleState      // what the data directory's throttles file says (throttle_restart.go)
 
 	adminMu sync.Mutex // serializes queue creation, deletion and config writes
 	// undropped names the deleted queue groups whose data could not be removed (under adminMu).
@@ -442,6 +442,7 @@ func (b *Broker) Close() error {
 	if err := b.awaitUnlessStuck(halted); err != nil {
 		return err
 	}
+	b.saveThrottles() // the queues have stopped: no delivery is counted any more
 	b.sleepers.close()
 	b.dedup.close()
 	return b.db.Close()

@@ -4,9 +4,10 @@
 //
 // It is deterministic and reads no clock: every time is an argument (Unix milliseconds). Its
 // state is the leader's memory, never the queue log: a delivery is counted at the moment it is
-// made (Take), and nacks, expiries and acks give nothing back. A registry told that a previous
-// process may have counted deliveries it does not know of (Restarted) starts every bucket full
-// for its throttle's largest window. The buckets' memory is bounded and shared fairly between
+// made (Take), and nacks, expiries and acks give nothing back. A server that stops cleanly saves
+// its registry (Save) and the next loads it (Load, persist.go); a registry told that a previous
+// process may have counted deliveries it does not know of (Restarted, after a crash) starts every
+// bucket full for its throttle's largest window. The buckets' memory is bounded and shared fairly between
 // holders and their throttles (share.go); memory.go counts it as the heap holds it.
 //
 // # Using it
