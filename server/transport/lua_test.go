@@ -130,7 +130,7 @@ func TestFailingScriptsRejectTheItem(t *testing.T) {
 function on_enqueue(msg)
   local what = msg.headers.do_
   if what == "loop" then while true do end end
-  if what == "memory" then local t = {} local i = 0 while true do i = i + 1 t[i] = string.rep("x", 100) end end
+  if what == "memory" then local t = {} local i = 0 while true do i = i + 1 t[i] = { i } end end
   if what == "rep" then return { fairness_key = string.rep("x", 1e9) } end
   if what == "io" then io.open("/etc/passwd") end
   if what == "os" then os.exit(1) end
