@@ -70,6 +70,13 @@ func TestBucketMemoryIsCountedAndBounded(t *testing.T) {
 					r.Take(now, []Ref{{s.Throttles()[0], BucketKey{Group: fmt.Sprint(step)}}})
 				}
 			}
+			var live int64
+			for _, n := range r.holders {
+				live += n
+			}
+			if live != int64(len(r.throttles)) {
+				t.Fatalf("step %d: the holders count %d live throttles, there are %d", step, live, len(r.throttles))
+			}
 			if got := heldNow(r); got != r.held || got > ceiling {
 				t.Fatalf("step %d: counted %d bytes, the buckets hold %d (bound %d, grown by ends to %d)", step, r.held, got, bound, ceiling)
 			}

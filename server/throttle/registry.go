@@ -42,6 +42,7 @@ type Registry struct {
 	mu        sync.Mutex
 	throttles map[string]*Throttle
 	dormant   map[string]*Throttle // ended throttles whose buckets still count deliveries
+	holders   map[string]int64     // live throttles of each holder (share.go)
 	last      int64
 	held      int64 // bytes of every bucket's state
 	maxMemory int64
@@ -62,7 +63,7 @@ func NewRegistry(maxMemory int64) *Registry {
 	if maxMemory <= 0 {
 		maxMemory = DefaultMaxMemory
 	}
-	return &Registry{throttles: map[string]*Throttle{}, dormant: map[string]*Throttle{}, maxMemory: maxMemory}
+	return &Registry{throttles: map[string]*Throttle{}, dormant: map[string]*Throttle{}, holders: map[string]int64{}, maxMemory: maxMemory}
 }
 
 // Throttle is one named throttle. Its name, key and policy are fixed while it exists; its
@@ -200,6 +201,7 @@ func (r *Registry) DeclareAs(holder, queue string, ds []Declaration) (*Subscript
 			}
 			t.holder = holder
 			r.throttles[d.Name] = t
+			r.holders[holder]++
 		}
 		t.subs++
 		t.queues[queue]++
@@ -241,6 +243,9 @@ func (s *Subscription) Close() (affected []string) {
 		}
 		if t.subs == 0 {
 			delete(r.throttles, t.name)
+			if r.holders[t.holder]--; r.holders[t.holder] == 0 {
+				delete(r.holders, t.holder)
+			}
 			if t.evict(r.last); len(t.buckets) > 0 {
 				r.dormant[t.name] = t
 			}

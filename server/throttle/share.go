@@ -14,19 +14,13 @@ package throttle
 // window (evictedLast, newRoom), as after idle eviction. The cost falls on the throttle over its
 // share, never on the one that asked for room.
 
-// shares returns the share of each live throttle at this moment. r.mu is held.
-func (r *Registry) shares() func(*Throttle) int64 {
-	perHolder := map[string]int64{}
-	for _, t := range r.throttles {
-		perHolder[t.holder]++
+// share is what throttle t may always hold now (0 when it is dormant). r.mu is held.
+func (r *Registry) share(t *Throttle) int64 {
+	n := r.holders[t.holder]
+	if n == 0 || r.throttles[t.name] != t {
+		return 0
 	}
-	return func(t *Throttle) int64 {
-		n := perHolder[t.holder]
-		if n == 0 || r.throttles[t.name] != t {
-			return 0 // dormant
-		}
-		return r.maxMemory / int64(len(perHolder)) / n
-	}
+	return r.maxMemory / int64(len(r.holders)) / n
 }
 
 // Share is the bytes of bucket state throttle name may always hold now (0 when no live
@@ -38,7 +32,7 @@ func (r *Registry) Share(name string) (share, held int64) {
 	if t == nil {
 		return 0, 0
 	}
-	return r.shares()(t), t.held
+	return r.share(t), t.held
 }
 
 // reclaimFor is reclaim for the new buckets of a delivery (Take): want holds every throttle of
@@ -61,7 +55,7 @@ func (r *Registry) reclaimFor(need int64, refs []Ref) bool {
 // The throttles of want never give way (their buckets are about to be counted in or grown).
 // r.mu is held.
 func (r *Registry) reclaim(need int64, want map[*Throttle]int64) bool {
-	share := r.shares()
+	share := r.share
 	for t, n := range want {
 		if t.held+n > share(t) {
 			return false
