@@ -1,6 +1,9 @@
 package broker
 
 import (
+	"cmp"
+	"encoding/binary"
+	"slices"
 	"time"
 
 	"github.com/filamq/fila/generated/queuelog"
@@ -23,7 +26,8 @@ import (
 // script change tries every parked message, due or not.
 //
 // A pass spends at most lua.reclassify_budget_ms (a scriptBudget). A sweep is the passes over
-// one list of the parked messages, taken at its first pass: a pass that ran out of budget leaves
+// one list of the parked messages, oldest first (classified messages join their fairness key in
+// that order), taken at its first pass: a pass that ran out of budget leaves
 // the rest of the list to the next pass, due one budget later, so a parked backlog takes at most
 // about half of its queue's time and the requests between passes are answered. The outcome of
 // every pass is one Reclassify command.
@@ -68,8 +72,9 @@ func (a *actor) reclassify(now int64) {
 	q := a.st.Lane(queuegroup.LaneQueue)
 	r := &a.reclass
 	r.next = 0
-	if r.pos >= len(r.ids) { // a new sweep
+	if r.pos >= len(r.ids) { // a new sweep, oldest first (UUIDv7 IDs sort in acceptance order; about 160 ms a million)
 		r.ids, r.pos = q.AppendUnclassified(r.ids[:0]), 0
+		slices.SortFunc(r.ids, compareIDs)
 	}
 	d := a.b.currentDefaults()
 	var budget scriptBudget
@@ -99,6 +104,14 @@ func (a *actor) reclassify(now int64) {
 	if q.Unclassified() > 0 {
 		a.parked(now)
 	}
+}
+
+// compareIDs orders message IDs as their bytes do.
+func compareIDs(x, y engine.MsgID) int {
+	if c := cmp.Compare(binary.BigEndian.Uint64(x[:8]), binary.BigEndian.Uint64(y[:8])); c != 0 {
+		return c
+	}
+	return cmp.Compare(binary.BigEndian.Uint64(x[8:]), binary.BigEndian.Uint64(y[8:]))
 }
 
 // recordReclassified records a pass's outcomes.
