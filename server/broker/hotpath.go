@@ -38,7 +38,6 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 	lk := &a.lanes[l].keys
 	c := queuelog.Enqueue{Lane: l, At: now, Messages: make([]queuelog.LogMessage, 0, len(items))}
 	var dd batchDedup
-	var d *Defaults // read at the first identity
 	classes := a.classifyAll(l, items)
 	for i, it := range items {
 		cls, m := &classes[i], it.msg
@@ -64,17 +63,8 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 		}
 		hash, keyed := lk.identity(&subj)
 		if keyed {
-			if orig, dup := dd.duplicate(a.st, hash, now); dup {
-				res[it.index] = EnqueueResult{Code: CodeOk, ID: orig, Duplicate: true}
-				continue
-			}
-			if d == nil {
-				defaults := a.b.currentDefaults()
-				d = &defaults
-				dd.until = addMs(now, a.dedupWindow(l, d))
-			}
-			if !a.reserveIdentity(d, len(dd.ids)) { // the dedup memory is full (dedupbudget.go)
-				res[it.index] = EnqueueResult{Code: CodeChannelFull}
+			if r, answered := a.admitIdentity(l, &dd, hash, now); answered {
+				res[it.index] = r
 				continue
 			}
 		}
@@ -125,6 +115,25 @@ type batchDedup struct {
 	ids    map[queuegroup.Identity]engine.MsgID // the batch's identities so far
 	idents []byte                               // their bytes, one allocation for the batch
 	until  int64                                // how long they are remembered; set at the first identity
+	// defaults are the runtime config's, read at the first identity (window and bounds).
+	defaults *Defaults
+}
+
+// admitIdentity decides about a message with identity hash: answered with a duplicate's result
+// when the group or the batch remembers it, or with ChannelFull when the dedup memory has no room
+// for a new one (dedupbudget.go); else it may be stored.
+func (a *actor) admitIdentity(l queuegroup.Lane, dd *batchDedup, hash queuegroup.Identity, now int64) (EnqueueResult, bool) {
+	if orig, dup := dd.duplicate(a.st, hash, now); dup {
+		return EnqueueResult{Code: CodeOk, ID: orig, Duplicate: true}, true
+	}
+	if dd.defaults == nil {
+		d := a.b.currentDefaults()
+		dd.defaults, dd.until = &d, addMs(now, a.dedupWindow(l, &d))
+	}
+	if !a.reserveIdentity(dd.defaults, len(dd.ids)) {
+		return EnqueueResult{Code: CodeChannelFull}, true
+	}
+	return EnqueueResult{}, false
 }
 
 // duplicate returns the message first accepted with identity hash, if there is one.
