@@ -1,6 +1,8 @@
 // Package membudget accounts the memory that clients make the server hold. Every connection has
 // an Account with a bound of its own, and every Account draws from one server-wide Budget, so
 // that neither one client nor many together can make the server hold more than it was given.
+// Memory clients leave behind them has an Account too: the broker's, for the deduplication
+// identities its queues remember, is opened without a cut and never cut (TryReserve).
 //
 // Holders reserve bytes before they allocate and release them when they let go; every
 // reservation is released by whoever made it. A nil *Budget and a nil *Account count nothing and
