@@ -26,7 +26,11 @@ const harness = `return function(op, s, p, r, init)
     if op == "find" then return describe(string.find(s, p, init))
     elseif op == "match" then -- gopher-lua's match returns nothing, not nil, when nothing matches
       return describe((function(...) if select('#', ...) == 0 then return nil end return ... end)(string.match(s, p, init)))
-    elseif op == "gsub" then return describe(string.gsub(s, p, r))
+    elseif op == "gsub" then
+      if r == "table" then r = { a = "T", b = false, ["1"] = 1 }
+      elseif r == "function" then r = function(c, ...) if c == "b" then return nil end return "<" .. tostring(c) .. ">" end
+      end
+      return describe(string.gsub(s, p, r))
     else
       local out = {}
       for a, b in string.gmatch(s, p) do out[#out + 1] = tostring(a) .. "," .. tostring(b) end
@@ -177,10 +181,10 @@ func TestMatcherAgreesWithGopherLua(t *testing.T) {
 	for range n {
 		subject, pattern := randomSubject(rng), randomPattern(rng)
 		op := []string{"find", "match", "gsub", "gmatch"}[rng.IntN(4)]
-		repl := []string{"<%0>", "%1", "x", "%%", "[%1%1]"}[rng.IntN(5)]
+		repl := []string{"<%0>", "%1", "x", "%%", "[%1%1]", "table", "function"}[rng.IntN(7)]
 		init := lua.LValue(lua.LNil)
 		if (op == "find" || op == "match") && rng.IntN(3) == 0 {
-			init = lua.LNumber(1 + rng.IntN(len(subject)+1))
+			init = lua.LNumber(rng.IntN(2*len(subject)+3) - len(subject) - 1) // from -len-1 to len+1
 		}
 		args := []lua.LValue{lua.LString(op), lua.LString(subject), lua.LString(pattern), lua.LString(repl), init}
 		want, got := ref.call(t, args...), sb.call(t, args...)
