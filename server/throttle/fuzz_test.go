@@ -1,6 +1,7 @@
 package throttle
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -9,7 +10,8 @@ import (
 )
 
 // FuzzRegistry drives a registry with a program read from the input: subscriptions declaring
-// throttles (names, limits and policies from the input, valid or not), subscriptions ending, and
+// throttles (names, limits and policies from the input, valid or not), subscriptions ending, clean
+// restarts (Save, Load into a new registry, every subscription declared again), and
 // Takes of one or two buckets at times moving forward by up to 255 ms (or behind). Declarations
 // fail only with ErrInvalid, ErrConflict or ErrFull; nothing panics; a Take behind the registry's time
 // counts nothing; a Take that counts leaves no bucket with more deliveries than Max in any window
@@ -21,6 +23,7 @@ func FuzzRegistry(f *testing.F) {
 	f.Add([]byte{0, 1, 2, 1, 4, 2, 90, 0, 1, 1, 2, 9, 2, 1, 2, 1, 1, 0, 2, 1, 2, 3, 2, 3})
 	f.Add([]byte{0, 0, 3, 1, 1, 1, 1, 2, 50, 2, 0, 2, 0, 3, 9, 2, 0, 1, 0, 0, 0, 1, 5, 2, 1})
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 1, 5, 1, 5, 2, 7})
+	f.Add([]byte{0, 0, 0, 1, 1, 200, 2, 5, 0, 0, 1, 255, 2, 5, 0, 0, 2, 5, 0, 0}) // a clean restart between takes
 	f.Fuzz(func(t *testing.T, prog []byte) {
 		r := NewRegistry(0)
 		var subs []*Subscription
@@ -32,10 +35,6 @@ func FuzzRegistry(f *testing.F) {
 		// A throttle no live subscription declares is gone; its buckets stay dormant only until
 		// idle for its largest window, and only a declaration with the same policy finds them
 		// again (Registry's doc). gone holds what the model needs to know then.
-		type goneThrottle struct {
-			policy    Policy
-			maxWindow int64
-		}
 		gone := map[string]goneThrottle{}
 		forget := func(name string, now int64, idle int64) { // drops the takes of buckets evicted by now
 			last := map[string]int64{}
@@ -82,9 +81,20 @@ func FuzzRegistry(f *testing.F) {
 					delete(gone, d.Name)
 				}
 				subs = append(subs, s)
-			case 1: // end a subscription
+			case 1: // end a subscription, or (255) restart cleanly
 				if len(subs) > 0 {
-					i := int(next()) % len(subs)
+					sel := next()
+					if sel == 255 {
+						r, subs = restartCleanly(t, r, subs, max(now, r.last), func(name string, g goneThrottle) { gone[name] = g },
+							func(name string, at int64) {
+								if g, ok := gone[name]; ok {
+									forget(name, at, g.maxWindow)
+									delete(gone, name)
+								}
+							})
+						continue
+					}
+					i := int(sel) % len(subs)
 					closing := subs[i]
 					closing.Close()
 					subs = append(subs[:i], subs[i+1:]...)
@@ -142,6 +152,58 @@ func FuzzRegistry(f *testing.F) {
 			s.Close()
 		}
 	})
+}
+
+// goneThrottle is what the fuzz model knows of a throttle no live subscription declares.
+type goneThrottle struct {
+	policy    Policy
+	maxWindow int64
+}
+
+// restartCleanly saves r at now and loads it into a new registry, as a clean stop and start do,
+// and declares every subscription's throttles again there, in order (consumers reconnecting).
+// Every throttle is gone between the two (markGone, with its largest window across the live
+// subscriptions: the saved limits); a declaration that finds it again calls found, as a
+// declaration after an end does in the model. It returns the new registry and the subscriptions
+// declared again.
+func restartCleanly(t *testing.T, r *Registry, subs []*Subscription, now int64, markGone func(string, goneThrottle), found func(string, int64)) (*Registry, []*Subscription) {
+	var buf bytes.Buffer
+	if err := r.Save(&buf); err != nil {
+		t.Fatalf("Save: %v", err)
+	}
+	r2 := NewRegistry(r.maxMemory)
+	if err := r2.Load(&buf, now); err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	windows := map[string]goneThrottle{}
+	for _, s := range subs {
+		for _, d := range s.decls {
+			g := windows[d.Name]
+			g.policy = d.WhenKeyMissing
+			for _, l := range d.Limits {
+				g.maxWindow = max(g.maxWindow, l.span())
+			}
+			windows[d.Name] = g
+		}
+	}
+	for name, g := range windows {
+		markGone(name, g)
+	}
+	var again []*Subscription
+	for _, s := range subs {
+		s2, err := r2.Declare("q", s.decls)
+		if err != nil {
+			if !errors.Is(err, ErrFull) {
+				t.Fatalf("declaring %v again after a restart: %v", s.decls, err)
+			}
+			continue
+		}
+		for _, d := range s.decls {
+			found(d.Name, max(now, r2.last))
+		}
+		again = append(again, s2)
+	}
+	return r2, again
 }
 
 // checkWindows checks, for the throttles that just counted a delivery (taken) in bucket g,
