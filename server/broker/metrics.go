@@ -6,6 +6,7 @@ import "github.com/prometheus/client_golang/prometheus"
 // the actors on scrape by the collector in collector.go.
 type metrics struct {
 	enqueued, delivered, acked, nacked, deadLettered, expired, redriven *prometheus.CounterVec
+	overBudget                                                          *prometheus.CounterVec
 	waitSeconds, processSeconds                                         *prometheus.HistogramVec
 	snapshotSeconds                                                     *prometheus.HistogramVec
 	commitSeconds                                                       prometheus.Histogram
@@ -30,6 +31,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		deadLettered: counter("dead_lettered_total", "Messages moved to the dead-letter queue."),
 		expired:      counter("lease_expired_total", "Leases that ran out."),
 		redriven:     counter("redriven_total", "Messages moved back from the dead-letter queue by Redrive (labelled with the parent queue)."),
+		overBudget: counter("script_over_budget_total",
+			"Hook calls lua.request_budget_ms left no time for: messages refused ChannelFull or parked without on_enqueue, failures left to the retry policy."),
 		waitSeconds: histogram("delivery_wait_seconds",
 			"Enqueue to first delivery: time a message waited in the queue before its first lease (includes any enqueue delay)."),
 		processSeconds: histogram("ack_latency_seconds", "Delivery to Ack: time a consumer held a message it acknowledged."),
@@ -43,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.enqueued, m.delivered, m.acked, m.nacked, m.deadLettered, m.expired, m.redriven,
-			m.waitSeconds, m.processSeconds, m.snapshotSeconds, m.commitSeconds} {
+			m.overBudget, m.waitSeconds, m.processSeconds, m.snapshotSeconds, m.commitSeconds} {
 			reg.MustRegister(c)
 		}
 	}
@@ -53,6 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // queueMetrics are one queue's series, resolved once so the hot path does no label lookups.
 type queueMetrics struct {
 	enqueued, delivered, acked, nacked, deadLettered, expired, redriven prometheus.Counter
+	overBudget                                                          prometheus.Counter
 	waitSeconds, processSeconds                                         prometheus.Observer
 }
 
@@ -61,14 +65,14 @@ func (m *metrics) forQueue(name string) queueMetrics {
 		enqueued: m.enqueued.WithLabelValues(name), delivered: m.delivered.WithLabelValues(name),
 		acked: m.acked.WithLabelValues(name), nacked: m.nacked.WithLabelValues(name),
 		deadLettered: m.deadLettered.WithLabelValues(name), expired: m.expired.WithLabelValues(name),
-		redriven:    m.redriven.WithLabelValues(name),
+		redriven: m.redriven.WithLabelValues(name), overBudget: m.overBudget.WithLabelValues(name),
 		waitSeconds: m.waitSeconds.WithLabelValues(name), processSeconds: m.processSeconds.WithLabelValues(name),
 	}
 }
 
 // drop removes a deleted queue's series.
 func (m *metrics) drop(name string) {
-	for _, v := range []*prometheus.CounterVec{m.enqueued, m.delivered, m.acked, m.nacked, m.deadLettered, m.expired, m.redriven} {
+	for _, v := range []*prometheus.CounterVec{m.enqueued, m.delivered, m.acked, m.nacked, m.deadLettered, m.expired, m.redriven, m.overBudget} {
 		v.DeleteLabelValues(name)
 	}
 	m.waitSeconds.DeleteLabelValues(name)

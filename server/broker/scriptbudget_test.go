@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/filamq/fila/generated/store"
 )
 
@@ -155,5 +158,37 @@ func BenchmarkScriptBudgetPerCall(b *testing.B) {
 		}
 		start := time.Now()
 		s.add(time.Since(start))
+	}
+}
+
+// Every message the request budget left no time for is counted in
+// fila_script_over_budget_total.
+func TestOverBudgetMessagesAreCounted(t *testing.T) {
+	s := newScript(t)
+	t.Cleanup(s.close)
+	reg := prometheus.NewRegistry()
+	b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, IdleTimeout: -1, Registry: reg,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.b = b
+	for k, v := range map[string]string{"lua.timeout_ms": "10", "lua.request_budget_ms": "30"} {
+		if e := b.SetConfig(k, v); e != nil {
+			t.Fatal(e)
+		}
+	}
+	s.create(QueueSpec{Name: "q", OnEnqueueScript: spinHook, HasOnEnqueue: true})
+	refused := 0
+	for _, r := range s.enqueueN("q", 50, map[string]string{"spin": "1"}) {
+		if r.Code == CodeChannelFull {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no message was refused for the budget")
+	}
+	if got := testutil.ToFloat64(b.metrics.overBudget.WithLabelValues("q")); got != float64(refused) {
+		t.Fatalf("fila_script_over_budget_total{queue=q} = %v, want the %d refused", got, refused)
 	}
 }

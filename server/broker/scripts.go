@@ -138,6 +138,7 @@ func (a *actor) failureBudget() *scriptBudget {
 // time for: refused ChannelFull (the producer retries it later), or parked unclassified on a
 // parking queue (a reclassification pass runs the script later).
 func (a *actor) overBudget(m *Message) classified {
+	a.lanes[queuegroup.LaneQueue].m.overBudget.Inc()
 	c := classified{fairnessKey: m.FairnessKey, weight: m.Weight, delayMs: m.DelayMs}
 	if a.parks() {
 		c.parked = true
@@ -182,6 +183,7 @@ func scriptCode(err error) Code {
 func (a *actor) onFailure(m *engine.Message, errText string) (engine.FailureDecision, bool) {
 	budget := a.failureBudget()
 	if !budget.left() { // the round's budget is spent: as when the hook times out
+		a.lanes[queuegroup.LaneQueue].m.overBudget.Inc()
 		return engine.FailureDecision{}, false
 	}
 	start := time.Now()
