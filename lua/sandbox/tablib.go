@@ -59,11 +59,13 @@ func skipDigits(L *lua.LState, f string, i int) int {
 }
 
 // formattedSize bounds the length of v formatted by conversion c, its width and precision
-// aside: a string's length (four times it quoted), 64 bytes for anything else (a number, or a
-// value's type and address).
+// aside: a string's length (four times it quoted), 320 bytes for a number in %f (1e308 has 309
+// digits), 64 for anything else (a number, or a value's type and address).
 func formattedSize(v lua.LValue, c byte) int {
 	str, ok := v.(lua.LString)
 	switch {
+	case c == 'f' || c == 'F':
+		return max(len(str), 320)
 	case !ok:
 		return 64
 	case c == 'q':
