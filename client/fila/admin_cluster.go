@@ -69,7 +69,8 @@ func (c *Client) ListAPIKeys(ctx context.Context) ([]APIKeyInfo, error) {
 }
 
 // Permission grants Kind ("produce", "consume" or "admin"; fibp.AclKind*) on the queues
-// matching the glob Pattern.
+// matching the glob Pattern, or Kind "throttle" (Fila's addition: declaring and reading a
+// throttle) on the throttles whose names match it.
 type Permission struct {
 	Kind    string `json:"kind"`
 	Pattern string `json:"pattern"`

@@ -30,8 +30,9 @@ func (a *app) aclSetCommand() *cobra.Command {
 		Short: "Replace a key's permissions (kinds produce, consume, admin on queues, throttle on throttle names; * in a pattern matches any run of characters)",
 		Long: "Replace a key's permissions with the ones given (none: the key may do nothing). Kinds: produce\n" +
 			"(Enqueue), consume (Consume, Ack, Nack, ExtendLease), admin (create, update, delete, stats,\n" +
-			"redrive). A pattern is a queue name where * matches any run of characters: orders does not\n" +
-			"match orders.dlq, orders* matches both.",
+			"redrive), and throttle (declaring and reading the throttles whose names match; Fila's\n" +
+			"addition to the FIBP kinds). A pattern is a queue name, or for throttle a throttle name, where *\n" +
+			"matches any run of characters: orders does not match orders.dlq, orders* matches both.",
 		Args: rangeArgs(1, 1<<16, "KEY_ID [KIND:PATTERN...]"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			perms := make([]fila.Permission, 0, len(args)-1)
