@@ -58,8 +58,9 @@ type Options struct {
 	// MaxQueues bounds the queues of the node, dead-letter queues not counted: CreateQueue
 	// beyond it answers ChannelFull with a message saying so (DefaultMaxQueues).
 	MaxQueues int
-	// ThrottleMemory bounds the state of every throttle bucket together; past it a delivery
-	// that needs a new bucket waits (throttle.DefaultMaxMemory when 0).
+	// ThrottleMemory bounds the state of every throttle bucket together, shared fairly between
+	// the holders of throttles and their throttles; past it the throttles over their shares give
+	// way, or a delivery that needs a new bucket waits (throttle.DefaultMaxMemory when 0).
 	ThrottleMemory int64
 	// IdleTimeout is how long a queue group goes without requests before it hibernates: its
 	// goroutines and Raft group stop until the next request or due change (hibernate.go).
