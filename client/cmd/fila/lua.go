@@ -37,6 +37,8 @@ type luaTest struct {
 	errText        string
 	attempts       uint32
 	timeoutMs      uint64
+	maxString      int
+	maxCall        int
 }
 
 func (a *app) luaTestCommand() *cobra.Command {
@@ -65,7 +67,10 @@ func (a *app) luaTestCommand() *cobra.Command {
 	fs.StringVar(&t.idempotencyKey, "idempotency-key", "", "on_enqueue: the producer's idempotency key (absent when empty)")
 	fs.StringVar(&t.errText, "error", "boom", "on_failure: msg.error")
 	fs.Uint32Var(&t.attempts, "attempts", 1, "on_failure: msg.attempts")
-	fs.Uint64Var(&t.timeoutMs, "budget-ms", uint64(sandbox.DefaultLimits().Timeout/time.Millisecond), "the script's time budget (lua.timeout_ms)")
+	def := sandbox.DefaultLimits()
+	fs.Uint64Var(&t.timeoutMs, "budget-ms", uint64(def.Timeout/time.Millisecond), "the script's time budget (lua.timeout_ms)")
+	fs.IntVar(&t.maxString, "max-string-bytes", def.MaxStringBytes, "longest string a library function or .. may make (lua.max_string_bytes)")
+	fs.IntVar(&t.maxCall, "max-call-bytes", def.MaxCallBytes, "bytes the library functions and .. may allocate in one call (lua.max_call_bytes)")
 	return cmd
 }
 
@@ -116,8 +121,12 @@ func (a *app) runLuaHook(file string, t *luaTest) (func() error, error) {
 	if t.timeoutMs == 0 || t.timeoutMs > maxBudgetMs {
 		return nil, usagef("--budget-ms must be from 1 to %d, as lua.timeout_ms", maxBudgetMs)
 	}
+	if t.maxString < 1 || t.maxCall < 1 {
+		return nil, usagef("--max-string-bytes and --max-call-bytes must be at least 1")
+	}
 	lim := sandbox.DefaultLimits()
 	lim.Timeout = time.Duration(t.timeoutMs) * time.Millisecond
+	lim.MaxStringBytes, lim.MaxCallBytes = t.maxString, t.maxCall
 	rt := hooks.NewRuntime(lim, func(k string) (string, bool) { v, ok := config[k]; return v, ok })
 	script, err := compileHook(rt, t.hook, string(src))
 	if err != nil {

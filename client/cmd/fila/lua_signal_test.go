@@ -42,4 +42,15 @@ func TestLuaTestRunsUnderTheBrokersBudgets(t *testing.T) {
 	if _, _, code := runLua(t, luaFile(t, "function on_enqueue(m) end"), "--budget-ms", "10001"); code != 2 {
 		t.Errorf("--budget-ms 10001: exit %d, want 2", code)
 	}
+	// the broker's lua.max_string_bytes and lua.max_call_bytes, as an operator set them
+	rep := luaFile(t, `function on_enqueue(m) return { fairness_key = ("x"):rep(3000) } end`)
+	if _, errOut, code := runLua(t, rep, "--max-string-bytes", "2048"); code != 1 || !strings.Contains(errOut, "string.rep") {
+		t.Errorf("--max-string-bytes 2048: exit %d, stderr %q", code, errOut)
+	}
+	if _, errOut, code := runLua(t, rep, "--max-call-bytes", "2048"); code != 1 || !strings.Contains(errOut, "budget of 2048 bytes") {
+		t.Errorf("--max-call-bytes 2048: exit %d, stderr %q", code, errOut)
+	}
+	if _, _, code := runLua(t, rep); code != 0 {
+		t.Errorf("the defaults: exit %d", code)
+	}
 }
