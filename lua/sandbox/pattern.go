@@ -17,11 +17,9 @@ const (
 	capPosition   = -2
 )
 
-// patternError is a malformed pattern, or a matcher that ran out of its budget (timeout true).
-type patternError struct {
-	msg     string
-	timeout bool
-}
+// patternError is a malformed pattern, or a matcher that ran out of its budget (the run's budget
+// then says so: State.Call reports ErrTimeout).
+type patternError struct{ msg string }
 
 type capture struct {
 	init, len int
@@ -50,7 +48,7 @@ func (m *matcher) work(n int) {
 	if m.steps += n; m.steps >= m.check {
 		m.check = m.steps + checkSteps
 		if m.over != nil && m.over() {
-			panic(&patternError{msg: "script timed out", timeout: true})
+			panic(&patternError{msg: "script timed out"})
 		}
 	}
 }
