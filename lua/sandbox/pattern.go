@@ -208,36 +208,11 @@ func (m *matcher) match(s, p int) int {
 				return -1
 			}
 		case '%':
-			switch c := m.at(p + 1); {
-			case c == 'b':
-				if s = m.matchBalance(s, p+2); s < 0 {
+			if s2, p2, ok := m.escape(s, p); ok {
+				if s2 < 0 {
 					return -1
 				}
-				p += 4
-				continue
-			case c == 'f':
-				p += 2
-				if m.at(p) != '[' {
-					m.fail("missing '[' after '%f' in pattern")
-				}
-				ep := m.classEnd(p)
-				var prev, cur byte
-				if s > 0 {
-					prev = m.src[s-1]
-				}
-				if s < len(m.src) {
-					cur = m.src[s]
-				}
-				if m.matchBracketClass(prev, p, ep-1) || !m.matchBracketClass(cur, p, ep-1) {
-					return -1
-				}
-				p = ep
-				continue
-			case isDigit(c):
-				if s = m.matchCapture(s, c); s < 0 {
-					return -1
-				}
-				p += 2
+				s, p = s2, p2
 				continue
 			}
 		}
@@ -268,6 +243,35 @@ func (m *matcher) match(s, p int) int {
 		}
 		s, p = s+1, ep
 	}
+}
+
+// escape matches the items %b, %f and %1-%9 at pat[p:] against src[s:], returning where
+// the match goes on (s -1 when it fails); ok is false for another escape (a class such as %a).
+func (m *matcher) escape(s, p int) (int, int, bool) {
+	switch c := m.at(p + 1); {
+	case c == 'b':
+		return m.matchBalance(s, p+2), p + 4, true
+	case c == 'f':
+		p += 2
+		if m.at(p) != '[' {
+			m.fail("missing '[' after '%f' in pattern")
+		}
+		ep := m.classEnd(p)
+		var prev, cur byte // the subject's ends read as '\0'
+		if s > 0 {
+			prev = m.src[s-1]
+		}
+		if s < len(m.src) {
+			cur = m.src[s]
+		}
+		if m.matchBracketClass(prev, p, ep-1) || !m.matchBracketClass(cur, p, ep-1) {
+			return -1, ep, true
+		}
+		return s, ep, true
+	case isDigit(c):
+		return m.matchCapture(s, c), p + 2, true
+	}
+	return s, p, false
 }
 
 func (m *matcher) maxExpand(s, p, ep int) int {
