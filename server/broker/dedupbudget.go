@@ -12,7 +12,8 @@ import (
 // Deduplication memory (deduplication.md): every identity a queue remembers costs memory for
 // its whole window, however soon its message is acked. It is bounded per queue
 // (dedup.max_identities_per_queue) and per node (dedup.max_identities), and counted in the
-// server's memory budget (Options.MemoryBudget, memory_budget) at identityBytes each. A message
+// server's memory budget (Options.MemoryBudget, memory_budget) at identityBytes each, of which
+// they may take half. A message
 // with a new identity that would pass a bound is refused ChannelFull (the producer retries it
 // once identities have expired) rather than accepted with an identity forgotten early: that
 // would let a retry in as a second message, which deduplication promises never happens.
@@ -27,12 +28,19 @@ const identityBytes = 128
 // dedupBudget is the node's count of remembered identities and their memory.
 type dedupBudget struct {
 	acct  *membudget.Account // nil: memory is not accounted
+	share int64              // the bytes of the budget the identities may take
 	count atomic.Int64       // identities remembered by every awake group
 }
 
+// dedupShare: the identities may take at most this part of the memory budget (a half), so that
+// connections always have the rest: a budget the identities had filled would cut the next
+// connection that reads a frame.
+const dedupShare = 2
+
 // open draws the identities' memory from budget (nil: not accounted).
 func (d *dedupBudget) open(budget *membudget.Budget) {
-	d.acct = budget.Open(math.MaxInt64/4, nil) // bounded by the budget and dedup.max_identities
+	d.acct = budget.Open(math.MaxInt64/4, nil) // its own bound is share, checked before a reservation
+	d.share = budget.Limit() / dedupShare
 }
 
 // close gives the account back to the budget.
@@ -59,6 +67,10 @@ func (a *actor) reserveIdentity(d *Defaults, pending int) bool {
 		b.count.Add(-1)
 		return false
 	}
+	if b.acct != nil && b.acct.Used()+identityBytes > b.share {
+		b.count.Add(-1)
+		return false
+	}
 	if err := b.acct.TryReserve(identityBytes); err != nil {
 		b.count.Add(-1)
 		return false
@@ -78,7 +90,7 @@ func (a *actor) countDedup(n int) {
 	}
 	a.b.dedup.count.Add(int64(delta))
 	if delta > 0 {
-		_ = a.b.dedup.acct.Hold(int64(delta) * identityBytes) // the account's own bound is never reached
+		_ = a.b.dedup.acct.Hold(int64(delta) * identityBytes) // owed: counted past the share; the account's own bound is never reached
 	} else {
 		a.b.dedup.acct.Release(int64(-delta) * identityBytes)
 	}

@@ -101,11 +101,13 @@ func TestDedupMemoryIsBoundedAndCounted(t *testing.T) {
 	}
 }
 
-// A full memory budget refuses new identities too, without cutting anyone.
-func TestDedupRefusesNewIdentitiesWhenTheMemoryBudgetIsFull(t *testing.T) {
+// The identities take at most half the memory budget: past it new ones are refused, and the
+// connections still have the other half (a budget the identities had filled would cut the next
+// connection to read a frame).
+func TestDedupTakesAtMostHalfTheMemoryBudget(t *testing.T) {
 	s := newScript(t)
 	t.Cleanup(s.close)
-	budget := membudget.New(3 * identityBytes)
+	budget := membudget.New(6 * identityBytes)
 	b, err := Open(Options{Store: s.mem, Sync: true, Clock: s.clock, NewTimer: s.newTimer, IdleTimeout: -1, MemoryBudget: budget,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
@@ -114,7 +116,12 @@ func TestDedupRefusesNewIdentitiesWhenTheMemoryBudgetIsFull(t *testing.T) {
 	s.b = b
 	s.create(QueueSpec{Name: "a"})
 	if c := codes(s.keyed("a", keysFrom("k", 5)...)); c[CodeOk] != 3 || c[CodeChannelFull] != 2 {
-		t.Fatalf("5 identities in a budget of 3: %v", c)
+		t.Fatalf("5 identities in half a budget of 6: %v", c)
+	}
+	cut := false
+	conn := budget.Open(1<<20, func() { cut = true })
+	if err := conn.Reserve(3 * identityBytes); err != nil || cut {
+		t.Fatalf("a connection's reservation of the other half: %v (cut %v)", err, cut)
 	}
 }
 
