@@ -9,13 +9,14 @@ import (
 
 // atLimit are scripts of MaxSourceBytes in shapes that make gopher-lua's compiler work hardest.
 var atLimit = map[string]string{
-	"concat chain":   fill("return a", " .. a"),
-	"sum":            fill("return 1", " + 1"),
-	"table of items": fill("return {1", ",1") + "}",
-	"statements":     fill("", "x = 1\n"),
-	"constants":      fillN("return {", func(i int) string { return "'" + strings.Repeat("k", 1+i%7) + itoa(i) + "'," }) + "}",
-	"functions":      fill("", "function f() return 1 end\n"),
-	"nested calls":   fill("return ", "f(") + strings.Repeat(")", 0),
+	"concat chain":     fill("return a", " .. a"),
+	"sum":              fill("return 1", " + 1"),
+	"table of items":   fill("return {1", ",1") + "}",
+	"statements":       fill("", "x = 1\n"),
+	"constants":        fillN("return {", func(i int) string { return "'" + strings.Repeat("k", 1+i%7) + itoa(i) + "'," }) + "}",
+	"functions":        fill("", "function f() return 1 end\n"),
+	"constants reused": fillN("return {", func(i int) string { return itoa(min(i, 3999)) + "," }) + "}",
+	"nested calls":     fill("return ", "f(") + strings.Repeat(")", 0),
 }
 
 func itoa(i int) string {
