@@ -41,16 +41,20 @@ func TestRuntimeConfig(t *testing.T) {
 func checkConfigDefaults(t *testing.T, c *fila.Client) {
 	ctx := testCtx(t)
 	want := map[string]string{
-		"defaults.visibility_timeout_ms": "30000",
-		"defaults.max_attempts":          "10",
-		"defaults.backoff":               "exponential",
-		"defaults.backoff_initial_ms":    "1000",
-		"defaults.backoff_max_ms":        "300000",
-		"defaults.dedup_window_ms":       "300000",
-		"defaults.reclaim_grace_ms":      "10000",
-		"scheduler.quantum":              "1",
-		"lua.timeout_ms":                 "10",
-		"lua.reclassify_interval_ms":     "60000",
+		"defaults.visibility_timeout_ms":  "30000",
+		"defaults.max_attempts":           "10",
+		"defaults.backoff":                "exponential",
+		"defaults.backoff_initial_ms":     "1000",
+		"defaults.backoff_max_ms":         "300000",
+		"defaults.dedup_window_ms":        "300000",
+		"defaults.reclaim_grace_ms":       "10000",
+		"defaults.park_dead_letter_after": "10",
+		"scheduler.quantum":               "1",
+		"lua.timeout_ms":                  "10",
+		"lua.reclassify_interval_ms":      "60000",
+		"lua.request_budget_ms":           "100",
+		"lua.reclassify_budget_ms":        "50",
+		"dedup.max_identities_per_queue":  "2000000",
 	}
 	all := configMap(t, c, "")
 	for k, v := range want {
@@ -61,8 +65,8 @@ func checkConfigDefaults(t *testing.T, c *fila.Client) {
 			t.Errorf("GetConfig %s = %q, %v; want %q", k, got, err, v)
 		}
 	}
-	if got := configMap(t, c, "defaults."); len(got) != 7 {
-		t.Errorf("ListConfig(defaults.) = %v, want the 7 defaults.* keys", got)
+	if got := configMap(t, c, "defaults."); len(got) != 8 {
+		t.Errorf("ListConfig(defaults.) = %v, want the 8 defaults.* keys", got)
 	}
 }
 
