@@ -15,14 +15,12 @@ import (
 	"crypto/rand"
 	"encoding/base32"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/filamq/fila/server/rift/subject"
-	"unsafe"
 
 	"github.com/filamq/fila/server/membudget"
 )
@@ -98,9 +96,9 @@ func New(o Options) *Bus {
 // SubOptions overrides the bus's queue bounds for one subscription.
 type SubOptions struct {
 	QueueMsgs, QueueBytes int
-	// Account, when set, holds the subscription's queue in memory (its slots while it lives, and
-	// every queued message with its overhead) beside the other subscriptions of one connection:
-	// a message the account refuses ends the subscription as a slow consumer.
+	// Account, when set, holds the subscription's queue in memory (the slots of its ring as it
+	// grows, and every queued message with its overhead) beside the other subscriptions of one
+	// connection: a message the account refuses ends the subscription as a slow consumer.
 	Account *membudget.Account
 }
 
@@ -121,18 +119,13 @@ func (b *Bus) SubscribeWith(pattern, queue string, o SubOptions) (*Subscription,
 	if o.QueueBytes <= 0 {
 		o.QueueBytes = b.opts.QueueBytes
 	}
-	slots := int64(o.QueueMsgs) * int64(unsafe.Sizeof(Message{}))
-	if err := o.Account.Reserve(slots); err != nil {
-		return nil, fmt.Errorf("bus: no memory for the subscription's queue: %w", err)
-	}
 	s := &Subscription{
-		bus: b, Pattern: pattern, Queue: queue, acct: o.Account, slots: slots,
-		ch: make(chan Message, o.QueueMsgs), maxBytes: int64(o.QueueBytes), done: make(chan struct{}),
+		bus: b, Pattern: pattern, Queue: queue, acct: o.Account,
+		q: newQueue(o.QueueMsgs, o.Account), maxBytes: int64(o.QueueBytes), done: make(chan struct{}),
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed {
-		o.Account.Release(slots)
 		return nil, ErrClosed
 	}
 	b.index.Insert(pattern, s)

@@ -16,11 +16,10 @@ type Subscription struct {
 	Queue   string
 	group   *group
 
-	ch       chan Message
+	q        *queue
 	bytes    atomic.Int64
 	maxBytes int64
 	acct     *membudget.Account // nil: only the subscription's own bounds
-	slots    int64              // memory of ch's slots, held in acct while s lives
 
 	once sync.Once
 	done chan struct{}
@@ -44,15 +43,13 @@ func (s *Subscription) offer(m Message) bool {
 		s.fail(ErrSlowConsumer)
 		return false
 	}
-	select {
-	case s.ch <- m:
-		return true
-	default:
+	if !s.q.push(m) {
 		s.bytes.Add(-int64(len(m.Payload)))
 		s.acct.Release(messageMemory(m))
 		s.fail(ErrSlowConsumer)
 		return false
 	}
+	return true
 }
 
 // queuedMessageOverhead is what a queued message costs beyond its bytes, in an Account: its
@@ -60,7 +57,7 @@ func (s *Subscription) offer(m Message) bool {
 const queuedMessageOverhead = 64
 
 // messageMemory is what m costs while it waits in a subscription's queue (its slot is counted
-// with the queue).
+// with the queue's ring).
 func messageMemory(m Message) int64 {
 	return int64(len(m.Payload) + len(m.Subject) + len(m.Reply) + queuedMessageOverhead)
 }
@@ -81,7 +78,7 @@ func (s *Subscription) end(err error) bool {
 	s.once.Do(func() {
 		s.err = err
 		close(s.done)
-		s.acct.Release(s.slots)
+		s.q.close()
 		ended = true
 	})
 	return ended
@@ -103,12 +100,17 @@ func (s *Subscription) Err() error {
 	}
 }
 
-// C returns the channel messages arrive on. A receiver must call Received(m) for every message it
-// takes from C, so that the byte bound is released.
-func (s *Subscription) C() <-chan Message { return s.ch }
+// Ready returns a channel that holds a token whenever a message has been queued since the last
+// token was taken: a receiver waits on it, then takes messages with TryNext until there are none
+// (a token may come when the message it announced was already taken).
+func (s *Subscription) Ready() <-chan struct{} { return s.q.ready }
 
-// Received releases m's bytes from the queue bound (see C).
-func (s *Subscription) Received(m Message) {
+// Rearm puts Ready's token back when messages are still queued: a receiver that stops taking
+// them before TryNext says none are left calls it, so that its next wait wakes at once.
+func (s *Subscription) Rearm() { s.q.rearm() }
+
+// received releases m's bytes from the queue bound.
+func (s *Subscription) received(m Message) {
 	s.bytes.Add(-int64(len(m.Payload)))
 	s.acct.Release(messageMemory(m))
 }
@@ -117,10 +119,7 @@ func (s *Subscription) Received(m Message) {
 // subscription that will not read them calls it.
 func (s *Subscription) Drain() {
 	for {
-		select {
-		case m := <-s.ch:
-			s.Received(m)
-		default:
+		if _, ok := s.TryNext(); !ok {
 			return
 		}
 	}
@@ -128,31 +127,29 @@ func (s *Subscription) Drain() {
 
 // TryNext returns a queued message without waiting.
 func (s *Subscription) TryNext() (Message, bool) {
-	select {
-	case m := <-s.ch:
-		s.Received(m)
-		return m, true
-	default:
-		return Message{}, false
+	m, ok := s.q.pop()
+	if ok {
+		s.received(m)
 	}
+	return m, ok
 }
 
 // Next waits for the next message. Messages queued before the subscription ended are still
 // returned; after them Next returns the reason it ended, or ctx's error.
 func (s *Subscription) Next(ctx context.Context) (Message, error) {
-	if m, ok := s.TryNext(); ok {
-		return m, nil
-	}
-	select {
-	case m := <-s.ch:
-		s.Received(m)
-		return m, nil
-	case <-s.done:
+	for {
 		if m, ok := s.TryNext(); ok {
 			return m, nil
 		}
-		return Message{}, s.err
-	case <-ctx.Done():
-		return Message{}, ctx.Err()
+		select {
+		case <-s.q.ready:
+		case <-s.done:
+			if m, ok := s.TryNext(); ok {
+				return m, nil
+			}
+			return Message{}, s.err
+		case <-ctx.Done():
+			return Message{}, ctx.Err()
+		}
 	}
 }

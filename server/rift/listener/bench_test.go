@@ -223,3 +223,26 @@ func startBench(b *testing.B, tune func(*listener.Options)) *fixture {
 }
 
 var benchStream = "events"
+
+// BenchmarkIdleSubscriptions: the heap that idle subscriptions over real QUIC cost, server and
+// client sides together (one process), with the default queue bound of 8,192 messages each. A
+// subscription's queue used to be a channel of its bound (448 KiB each); it is a ring that grows
+// with the messages waiting.
+func BenchmarkIdleSubscriptions(b *testing.B) {
+	const conns, perConn = 10, 50
+	for range b.N {
+		f := startBench(b, nil)
+		before := heapAfterGC()
+		var subs []*rt.Stream
+		for range conns {
+			c := rt.Connect(b, f.addr, "admin-token")
+			for j := range perConn {
+				subs = append(subs, rt.Subscribe(b, c, fmt.Sprintf("idle.%d", j), ""))
+			}
+		}
+		per := float64(heapAfterGC()-before) / float64(len(subs))
+		b.ReportMetric(per, "heap-B/sub")
+		benchReport("rift_idle_subscription_heap", per, "B")
+		f.stop()
+	}
+}

@@ -56,8 +56,11 @@ func (o *op) subscribe(body []byte) {
 	}()
 	for {
 		select {
-		case m := <-sub.C():
-			sub.Received(m)
+		case <-sub.Ready():
+			m, ok := sub.TryNext()
+			if !ok {
+				continue
+			}
 			if err := o.deliver(sub, m); err != nil {
 				// A failed write may have left half a frame: no ERROR can follow it.
 				code := ResetWriteDeadline
@@ -91,6 +94,7 @@ func (o *op) deliver(sub *bus.Subscription, m bus.Message) error {
 		msg.Subject, msg.Reply, msg.Payload = m.Subject, m.Reply, m.Payload
 		o.out.buf = riftproto.AppendFrame(o.out.buf, &msg)
 		if len(o.out.buf) >= maxBatch {
+			sub.Rearm() // the rest waits for the next turn of the delivery loop
 			break
 		}
 		var ok bool
