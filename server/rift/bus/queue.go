@@ -12,13 +12,13 @@ import (
 // no slots: a buffered channel of the bound (8,192 slots of 56 bytes) cost each one 448 KiB,
 // most of it resident.
 type queue struct {
-	mu         sync.Mutex
-	buf        []Message // len(buf) is the ring's size: 0 or a power of two
-	head, n    int
-	max        int                // the bound on n
-	acct       *membudget.Account // holds len(buf)'s slots (nil: no account)
-	ready      chan struct{}      // holds a token once a message is pushed (see Subscription.Ready)
-	closed     bool               // set by close: no more pushes
+	mu      sync.Mutex
+	buf     []Message // len(buf) is the ring's size: 0 or a power of two
+	head, n int
+	max     int                // the bound on n
+	acct    *membudget.Account // holds len(buf)'s slots (nil: no account)
+	ready   chan struct{}      // holds a token once a message is pushed (see Subscription.Ready)
+	closed  bool               // set by close: no more pushes
 }
 
 // slotBytes is what one slot of a queue's ring costs.
