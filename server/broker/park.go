@@ -19,18 +19,18 @@ import (
 // message whose on_enqueue failed, or that the round's script budget left no time for, is stored
 // unclassified (the Enqueue command says so) and never delivered. The actor tries to classify
 // parked messages again in passes: every lua.reclassify_interval_ms, and at once when the queue's
-// on_enqueue changes. A message is tried when its backoff has passed: its first retry
-// comes an interval after it was parked, and each failed try doubles the wait, up to
+// on_enqueue changes. A message is tried when its backoff has passed: its first retry comes an
+// interval after it was parked, and each failed try doubles the wait, up to
 // lua.reclassify_max_interval_ms (retryAt); after park_dead_letter_after failed tries (0 on the
 // queue: defaults.park_dead_letter_after, whose 0 is never) it is dead-lettered unclassified. A
 // script change tries every parked message, due or not.
 //
-// A pass spends at most lua.reclassify_budget_ms (a scriptBudget). A sweep is the passes over
-// one list of the parked messages, oldest first (classified messages join their fairness key in
-// that order), taken at its first pass: a pass that ran out of budget leaves
-// the rest of the list to the next pass, due one budget later, so a parked backlog takes at most
-// about half of its queue's time and the requests between passes are answered. The outcome of
-// every pass is one Reclassify command.
+// A pass spends at most lua.reclassify_budget_ms (a scriptBudget). A sweep is the passes over one
+// list of the parked messages, taken at its first pass, oldest first (messages classified
+// together join their fairness key in that order): a pass that ran out of budget leaves the rest
+// of the list to the next pass, due one budget later, so a parked backlog takes at most about
+// half of its queue's time and the requests between passes are answered. The outcome of every
+// pass is one Reclassify command.
 
 // reclassState is where the passes are.
 type reclassState struct {
