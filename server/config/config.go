@@ -53,7 +53,7 @@ type Config struct {
 	PongTimeout      time.Duration `yaml:"pong_timeout" help:"time a client has to answer a Ping"`
 	ShutdownTimeout  time.Duration `yaml:"shutdown_timeout" help:"time to finish in-flight requests on SIGINT/SIGTERM, and then to close the stores (past that, the server exits 1 without closing them)"`
 
-	MemoryBudget        Bytes         `yaml:"memory_budget" help:"memory all clients together may make the server hold (frame buffers, partial bodies, unanswered requests, queued answers and deliveries, Rift subscriber queues); 0 = half the smallest of the process's own cgroup memory limit, GOMEMLIMIT and the machine's memory"`
+	MemoryBudget        Bytes         `yaml:"memory_budget" help:"memory all clients together may make the server hold (frame buffers, partial bodies, unanswered requests, queued answers and deliveries, Rift subscriber queues, deduplication identities: at most half); 0 = half the smallest of the process's own cgroup memory limit, GOMEMLIMIT and the machine's memory"`
 	MaxConnectionMemory Bytes         `yaml:"max_connection_memory" help:"memory one client connection may make the server hold"`
 	ReassemblyTimeout   time.Duration `yaml:"reassembly_timeout" help:"a body sent in continuation frames is dropped when no frame of it arrives for this long"`
 	MemoryAccounting    bool          `yaml:"memory_accounting" help:"count client-held memory against memory_budget and max_connection_memory; false only to measure what the accounting costs"`
