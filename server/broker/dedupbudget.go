@@ -13,12 +13,11 @@ import (
 // its whole window, however soon its message is acked. It is bounded per queue
 // (dedup.max_identities_per_queue) and per node (dedup.max_identities), and counted in the
 // server's memory budget (Options.MemoryBudget, memory_budget) at identityBytes each, of which
-// they may take half. A message
-// with a new identity that would pass a bound is refused ChannelFull (the producer retries it
-// once identities have expired) rather than accepted with an identity forgotten early: that
-// would let a retry in as a second message, which deduplication promises never happens.
-// Duplicates are still answered, and messages without an identity are not affected. Windows are
-// at most MaxDedupWindowMs.
+// the identities may take half. A message with a new identity that would pass a bound is refused
+// ChannelFull (the producer retries it once identities have expired) rather than accepted with an
+// identity forgotten early: that would let a retry in as a second message, which deduplication
+// promises never happens. Duplicates are still answered, and messages without an identity are
+// not affected. Windows are at most MaxDedupWindowMs.
 
 // identityBytes is the memory one remembered identity is counted for: its map entry and heap
 // item, measured at 85 to 128 bytes of live heap depending on where the map is in its growth
