@@ -73,8 +73,9 @@ func Dial(ctx context.Context, addr string, opts *Options) (*Client, error) {
 }
 
 // DialSeeds connects to the first of addrs that answers, trying them in turn once each; the
-// error is the last address's failure. Reconnection (Options.MaxReconnects) tries them in turn
-// too, starting with the one that was last connected.
+// error is the last address's failure. With Options.DialRetry it tries them again, round after
+// round, until one answers (see DialRetry). Reconnection (Options.MaxReconnects) tries them in
+// turn too, starting with the one that was last connected.
 func DialSeeds(ctx context.Context, addrs []string, opts *Options) (*Client, error) {
 	return dialSeeds(ctx, addrs, opts.withDefaults(), dialTCP)
 }
@@ -95,23 +96,19 @@ func dialSeeds(ctx context.Context, addrs []string, o Options, dial dialFunc) (*
 	}
 	c.life, c.lifeStop = context.WithCancel(context.Background())
 	c.sleep = c.sleepTimer
-	var err error
-	for _, addr := range c.seeds {
-		var l *link
-		if l, err = connect(ctx, addr, &c.opts, dial); err == nil {
-			c.leases = newLeaseTable(c)
-			c.acks = newAckCoalescer(c)
-			c.nacks = newNackCoalescer(c)
-			c.mu.Lock()
-			c.installLocked(l)
-			c.mu.Unlock()
-			c.startLink(l)
-			return c, nil
-		}
-		c.log.Debug("fila: dial failed", "addr", addr, "err", err)
+	l, err := c.firstDial(ctx)
+	if err != nil {
+		c.lifeStop()
+		return nil, err
 	}
-	c.lifeStop()
-	return nil, err
+	c.leases = newLeaseTable(c)
+	c.acks = newAckCoalescer(c)
+	c.nacks = newNackCoalescer(c)
+	c.mu.Lock()
+	c.installLocked(l)
+	c.mu.Unlock()
+	c.startLink(l)
+	return c, nil
 }
 
 // installLocked makes l the live connection and wakes the calls waiting for one. c.mu is held.

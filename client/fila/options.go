@@ -45,6 +45,16 @@ type Options struct {
 	// Consumers resubscribe by themselves. When the attempts run out the client stops with a
 	// *ReconnectError as Err.
 	MaxReconnects int
+	// DialRetry makes Dial and DialSeeds wait for a broker that is not up yet. When no address
+	// answers, they try again after the reconnection backoff (ReconnectWait doubling up to
+	// MaxReconnectWait, jittered), each attempt trying every address in turn within DialTimeout,
+	// until one answers; until the Dial context ends (a *ReconnectError whose Cause is the
+	// context's error and Last the last dial failure); or, when MaxReconnects N is positive, until
+	// N attempts failed (a *ReconnectError). A broker that answers and refuses (Unauthorized,
+	// UnsupportedVersion, ...) and the connection mistakes (ErrTLSRequired, ErrTLSNotServed,
+	// ErrHTTPServer) end Dial at once with that error; NodeNotReady is tried again. false, the
+	// default, fails fast: one attempt, and the last address's failure.
+	DialRetry bool
 	// ReconnectWait is the backoff before the first attempt of an outage (default 100ms); it
 	// doubles per attempt up to MaxReconnectWait, and each wait is drawn uniformly from
 	// [w/2, w) (jitter).
