@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/filamq/fila/generated/fibp"
 )
@@ -19,8 +20,16 @@ type ConsumeOptions struct {
 	Throttles []Throttle
 	// DisableLeaseKeepAlive turns off the automatic ExtendLease heartbeats. By default every
 	// unsettled delivery's lease is extended, by its original duration, at half its remaining
-	// time, until it is acked or nacked or the server answers MessageNotFound.
+	// time, until it is acked or nacked, the server answers MessageNotFound, or MaxLeaseExtension
+	// has passed.
 	DisableLeaseKeepAlive bool
+	// MaxLeaseExtension bounds keep-alive: a delivery's lease is extended for at most this long
+	// after the delivery arrived (the last extension is shortened to end then), after which the
+	// SDK stops extending it, the lease runs out on the server and the message is delivered
+	// again, as a failed attempt; LeaseLost is closed once it has run out. It guards against a
+	// handler that hangs holding a message forever. Default DefaultMaxLeaseExtension (one hour);
+	// negative = no limit. Delivery.Extend is not bounded by it.
+	MaxLeaseExtension time.Duration
 	// MaxDeliveries, when positive, is the most deliveries the subscription asks for in total
 	// (redeliveries included): the initial credit is at most MaxDeliveries, and finished
 	// deliveries stop granting credit once that many have been allowed. A consumer that will
@@ -32,6 +41,11 @@ type ConsumeOptions struct {
 
 // DefaultMaxUnacked is the credit window when ConsumeOptions.MaxUnacked is 0.
 const DefaultMaxUnacked = 256
+
+// DefaultMaxLeaseExtension is ConsumeOptions.MaxLeaseExtension when it is 0: one hour, as the
+// Google Cloud Pub/Sub clients' MaxExtension. A handler that needs longer sets more; SQS's own
+// limit on a message's visibility is 12 hours.
+const DefaultMaxLeaseExtension = time.Hour
 
 // Consumer is one subscription. Next and C are safe for concurrent use; use one or the other.
 //
@@ -51,6 +65,7 @@ type Consumer struct {
 	throttles  []fibp.ThrottleDeclaration
 	maxUnacked uint32
 	keepAlive  bool
+	maxExtend  time.Duration // ConsumeOptions.MaxLeaseExtension with its default; negative = none
 	flow       atomic.Bool   // CREDIT_FLOW_CONTROL is active: grant credit as deliveries finish
 	gen        atomic.Uint32 // subscription generation: one more per (re)subscription
 	owed       atomic.Uint32
@@ -80,6 +95,9 @@ func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions)
 	if opts.MaxUnacked == 0 {
 		opts.MaxUnacked = DefaultMaxUnacked
 	}
+	if opts.MaxLeaseExtension == 0 {
+		opts.MaxLeaseExtension = DefaultMaxLeaseExtension
+	}
 	credit := opts.MaxUnacked
 	if opts.MaxDeliveries > 0 && opts.MaxDeliveries < uint64(credit) {
 		credit = uint32(opts.MaxDeliveries)
@@ -94,6 +112,7 @@ func (c *Client) Consume(ctx context.Context, queue string, opts ConsumeOptions)
 		throttles:  req.Throttles,
 		maxUnacked: opts.MaxUnacked,
 		keepAlive:  !opts.DisableLeaseKeepAlive,
+		maxExtend:  opts.MaxLeaseExtension,
 		limit:      opts.MaxDeliveries,
 		notify:     make(chan struct{}, 1),
 	}

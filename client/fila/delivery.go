@@ -39,6 +39,7 @@ type Delivery struct {
 	extendBy  time.Duration
 	expires   time.Time
 	due       time.Time
+	keepUntil time.Time // keep-alive ends here (ConsumeOptions.MaxLeaseExtension); zero = never
 }
 
 func newDelivery(c *Client, sub *Consumer, m *fibp.DeliveryMessage) *Delivery {

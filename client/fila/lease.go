@@ -46,6 +46,9 @@ func (t *leaseTable) track(d *Delivery, now time.Time) {
 	t.mu.Lock()
 	d.expires = now.Add(dur)
 	d.due = now.Add(dur / 2)
+	if d.keepAlive && d.sub.maxExtend > 0 {
+		d.keepUntil = now.Add(d.sub.maxExtend)
+	}
 	old := t.byID[d.ID]
 	t.byID[d.ID] = d
 	if !t.running {
@@ -210,16 +213,23 @@ func (t *leaseTable) scan(now time.Time) (batch, expired []*Delivery, next time.
 // extend sends one ExtendLease frame for batch and waits for it, at most until the first of the
 // leases would run out.
 func (t *leaseTable) extend(batch []*Delivery, now time.Time) {
-	items := make([]ExtendLeaseItem, len(batch))
+	items := make([]ExtendLeaseItem, 0, len(batch))
 	deadline := now.Add(time.Hour)
 	t.mu.Lock()
-	for i, d := range batch {
-		items[i] = ExtendLeaseItem{Queue: d.Queue, ID: d.ID, By: d.extendBy}
+	for _, d := range batch {
+		by, ok := d.extensionLocked(now)
+		if !ok {
+			continue
+		}
+		items = append(items, ExtendLeaseItem{Queue: d.Queue, ID: d.ID, By: by})
 		if d.expires.Before(deadline) {
 			deadline = d.expires
 		}
 	}
 	t.mu.Unlock()
+	if len(items) == 0 {
+		return
+	}
 	ctx, cancel := t.clock.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	if _, err := t.c.ExtendLease(ctx, items...); err != nil {
@@ -227,4 +237,24 @@ func (t *leaseTable) extend(batch []*Delivery, now time.Time) {
 			t.retryLater(d, t.clock.Now())
 		}
 	}
+}
+
+// extensionLocked is how far keep-alive extends d's lease at now: by its duration, shortened to
+// end at keepUntil. Keep-alive ends with the extension that reaches keepUntil (ok true), or
+// without one when the lease already lasts that long (ok false); the lease then runs out as a
+// lease without keep-alive does. t.mu is held.
+func (d *Delivery) extensionLocked(now time.Time) (by time.Duration, ok bool) {
+	if d.keepUntil.IsZero() {
+		return d.extendBy, true
+	}
+	if !d.keepUntil.After(d.expires) {
+		d.keepAlive = false
+		return 0, false
+	}
+	by = d.keepUntil.Sub(now)
+	if by > d.extendBy {
+		return d.extendBy, true
+	}
+	d.keepAlive = false
+	return by, true
 }
