@@ -23,6 +23,7 @@ var (
 	_ Frame = (*StreamRecord)(nil)
 	_ Frame = (*ConsumerRecord)(nil)
 	_ Frame = (*PendingRecord)(nil)
+	_ Frame = (*StreamDefinition)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -36,6 +37,8 @@ func New(op Opcode) Frame {
 		return new(ConsumerRecord)
 	case OpPendingRecord:
 		return new(PendingRecord)
+	case OpStreamDefinition:
+		return new(StreamDefinition)
 	}
 	return nil
 }

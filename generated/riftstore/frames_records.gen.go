@@ -2,7 +2,10 @@
 
 package riftstore
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // StreamMeta is opcode 0x01, a stored record.
 // A stream's counters, under m<stream>; written with every append and every retention pass.
@@ -297,6 +300,122 @@ func (x *PendingRecord) Decode(body []byte) error {
 		return &FrameError{
 			Err:    err,
 			Opcode: OpPendingRecord,
+		}
+	}
+	return nil
+}
+
+// StreamDefinition is opcode 0x05, a stored record.
+// A stream created at run time, under d<stream> in the durable database (a memory stream's
+// definition too, so that it comes back, empty, after a restart). Streams of the configuration
+// have none.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       subjects     u16 count, then each string
+//	+       durability   u8
+//	+       max_msgs     u64
+//	+       max_bytes    u64
+//	+       max_age_ms   u64
+//	+       max_payload  u32
+type StreamDefinition struct {
+	// Subject patterns a published subject must match.
+	Subjects []string
+
+	// When STORED is sent: 0 fsync, 1 os, 2 memory.
+	Durability uint8
+
+	// Most records retained; 0 = unlimited.
+	MaxMsgs uint64
+
+	// Most bytes (subject + reply + payload) retained; 0 = unlimited.
+	MaxBytes uint64
+
+	// Oldest record retained, in ms; 0 = unlimited.
+	MaxAgeMs uint64
+
+	// Largest payload accepted; 0 = the protocol's 1 MiB.
+	MaxPayload uint32
+}
+
+// Opcode returns OpStreamDefinition.
+func (*StreamDefinition) Opcode() Opcode {
+	return OpStreamDefinition
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *StreamDefinition) Size() int {
+	n := 31
+	n += 2 * len(x.Subjects)
+	for i0 := range x.Subjects {
+		n += len(x.Subjects[i0])
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *StreamDefinition) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, wire.Count16, len(x.Subjects))
+	for i0 := range x.Subjects {
+		b = wire.AppendString16(b, x.Subjects[i0])
+	}
+	b = wire.AppendU8(b, x.Durability)
+	b = wire.AppendU64(b, x.MaxMsgs)
+	b = wire.AppendU64(b, x.MaxBytes)
+	b = wire.AppendU64(b, x.MaxAgeMs)
+	b = wire.AppendU32(b, x.MaxPayload)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *StreamDefinition) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(wire.Count16, 2)
+		if cap(x.Subjects) >= n0 {
+			x.Subjects = x.Subjects[:n0]
+		} else {
+			x.Subjects = make([]string, n0)
+		}
+		for i0 := range x.Subjects {
+			x.Subjects[i0] = r.String(r.Len16(65535), true)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+	x.Durability = r.U8()
+	x.MaxMsgs = r.U64()
+	x.MaxBytes = r.U64()
+	x.MaxAgeMs = r.U64()
+	x.MaxPayload = r.U32()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *StreamDefinition) Check() error {
+	if err := wire.CheckCount(len(x.Subjects), math.MaxUint16); err != nil {
+		return wire.AtField("subjects", -1, err)
+	}
+	for i0 := range x.Subjects {
+		if err := wire.CheckString(x.Subjects[i0], 65535, true); err != nil {
+			return wire.AtField("subjects", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *StreamDefinition) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpStreamDefinition,
 		}
 	}
 	return nil

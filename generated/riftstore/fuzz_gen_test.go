@@ -56,6 +56,11 @@ func FuzzPendingRecord(f *testing.F) {
 		return new(PendingRecord)
 	}, samplePendingRecord(1), samplePendingRecord(2), new(PendingRecord))
 }
+func FuzzStreamDefinition(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(StreamDefinition)
+	}, sampleStreamDefinition(1), sampleStreamDefinition(2), new(StreamDefinition))
+}
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.
 func FuzzDecode(f *testing.F) {

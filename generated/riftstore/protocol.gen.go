@@ -12,6 +12,8 @@ contain NUL):
 	r<stream>\x00<seq:u64 BE>              StreamRecord    one stored message
 	c<stream>\x00<owner>\x00<name>         ConsumerRecord  a durable consumer's config and cursor
 	p<stream>\x00<owner>\x00<name>\x00<seq:u64 BE>  PendingRecord  an unacknowledged delivery
+	d<stream>                              StreamDefinition  a stream created at run time (not in the
+	                                       configuration); always in the durable database
 */
 package riftstore
 
@@ -54,6 +56,8 @@ const (
 	OpConsumerRecord Opcode = 0x03
 	// OpPendingRecord is PendingRecord (a stored record).
 	OpPendingRecord Opcode = 0x04
+	// OpStreamDefinition is StreamDefinition (a stored record).
+	OpStreamDefinition Opcode = 0x05
 )
 
 // opcodeInfo is what the spec says about one opcode.
@@ -63,10 +67,11 @@ type opcodeInfo struct {
 
 // opcodeTable describes every opcode of the spec; the others have the zero opcodeInfo.
 var opcodeTable = [256]opcodeInfo{
-	OpStreamMeta:     {"StreamMeta"},
-	OpStreamRecord:   {"StreamRecord"},
-	OpConsumerRecord: {"ConsumerRecord"},
-	OpPendingRecord:  {"PendingRecord"},
+	OpStreamMeta:       {"StreamMeta"},
+	OpStreamRecord:     {"StreamRecord"},
+	OpConsumerRecord:   {"ConsumerRecord"},
+	OpPendingRecord:    {"PendingRecord"},
+	OpStreamDefinition: {"StreamDefinition"},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

@@ -34,6 +34,22 @@ func samplePendingRecord(seed int) *PendingRecord {
 		DeliveryCount: uint32(seed*37 + 14),
 	}
 }
+func sampleStreamDefinition(seed int) *StreamDefinition {
+	return &StreamDefinition{
+		Durability: uint8(seed*37 + 10),
+		MaxAgeMs:   uint64(seed*37 + 10),
+		MaxBytes:   uint64(seed*37 + 9),
+		MaxMsgs:    uint64(seed*37 + 8),
+		MaxPayload: uint32(seed*37 + 11),
+		Subjects: func() []string {
+			var out []string
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, fmt.Sprintf("subjects-%d-é", seed))
+			}
+			return out
+		}(),
+	}
+}
 func roundTripCasesRecords() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -58,6 +74,12 @@ func roundTripCasesRecords() []roundTripCase {
 			return new(PendingRecord)
 		},
 		full: samplePendingRecord(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(StreamDefinition)
+		},
+		full: sampleStreamDefinition(1),
 		tail: 0,
 	}}
 }

@@ -119,6 +119,10 @@ func (s *Store) OpenConsumer(owner, name, consumerName string, cfg ConsumerConfi
 		}
 		return nil
 	}
+	if st.gone.Load() {
+		s.cmu.Unlock()
+		return fmt.Errorf("%w %q", ErrUnknownStream, name)
+	}
 	if s.owned[ownerKey{name, owner}] >= MaxConsumersPerOwner {
 		s.cmu.Unlock()
 		return fmt.Errorf("%w: %s has %d consumers on stream %s, the most there may be", ErrInvalid, owner, MaxConsumersPerOwner, name)
@@ -164,6 +168,10 @@ func (s *Store) Fetch(owner, name, consumerName string, limit int) ([]Delivery, 
 	b := c.st.db.NewBatch()
 	defer b.Close()
 	c.mu.Lock()
+	if c.st.gone.Load() {
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w %q", ErrUnknownStream, name)
+	}
 	out, err := c.redeliver(b, now, limit)
 	if err == nil {
 		out, err = c.deliverNew(b, now, limit, out)
@@ -273,6 +281,10 @@ func (s *Store) Ack(owner, name, consumerName string, seq uint64) error {
 		return err
 	}
 	c.mu.Lock()
+	if c.st.gone.Load() {
+		c.mu.Unlock()
+		return fmt.Errorf("%w %q", ErrUnknownStream, name)
+	}
 	if _, ok := c.pending[seq]; ok {
 		delete(c.pending, seq)
 		c.ownerPending.Add(-1)

@@ -10,13 +10,26 @@ import (
 // Key layout: see the package doc of generated/riftstore. Names never contain NUL, so
 // "<name>\x00" is an unambiguous prefix.
 const (
-	kindMeta     = 'm'
-	kindRecord   = 'r'
-	kindConsumer = 'c'
-	kindPending  = 'p'
+	kindMeta       = 'm'
+	kindRecord     = 'r'
+	kindConsumer   = 'c'
+	kindPending    = 'p'
+	kindDefinition = 'd'
 )
 
 func metaKey(stream string) []byte { return append([]byte{kindMeta}, stream...) }
+
+func definitionKey(stream string) []byte { return append([]byte{kindDefinition}, stream...) }
+
+// streamPrefixes returns the prefixes of every key holding a stream's records, consumers and
+// pending deliveries ("<kind><name>\x00").
+func streamPrefixes(stream string) [][]byte {
+	var out [][]byte
+	for _, k := range []byte{kindRecord, kindConsumer, kindPending} {
+		out = append(out, append(append([]byte{k}, stream...), 0))
+	}
+	return out
+}
 
 func recordKey(dst []byte, stream string, seq uint64) []byte {
 	dst = append(append(dst, kindRecord), stream...)

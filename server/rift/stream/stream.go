@@ -1,8 +1,8 @@
 // Package stream keeps Rift's durable streams and their consumers in Pebble.
 //
-// A stream is configured server-side: a name, the subject patterns it accepts, retention (most
-// messages, most bytes, oldest age; the oldest records go first), a payload limit and a
-// durability:
+// A stream is defined server-side, in the configuration (given to Open) or at run time (Create,
+// Delete: see admin.go): a name, the subject patterns it accepts, retention (most messages, most
+// bytes, oldest age; the oldest records go first), a payload limit and a durability:
 //
 //   - Fsync: Publish returns after the record is fsynced. Concurrent publishers share fsyncs:
 //     each append enters Pebble's commit pipeline in sequence order and then waits for the WAL
@@ -11,6 +11,9 @@
 //     it survives a process crash once the log writer has flushed (microseconds), not a power
 //     loss.
 //   - Memory: records live in an in-memory Pebble and vanish with the process.
+//
+// A stream created at run time keeps its definition in the durable database, so it is there again
+// after a restart; deleting it drops its records and consumers.
 //
 // Sequences start at 1 and never repeat (the last one is persisted with every append). Durable
 // consumers are identified by (owner, stream, name): their cursor and unacknowledged deliveries
@@ -70,11 +73,13 @@ type Config struct {
 	MaxPayload int           // 0 = the protocol limit, 1 MiB
 }
 
-// Errors. Every error a client may cause wraps ErrInvalid, ErrUnknownStream or ErrNotFound.
+// Errors. Every error a client may cause wraps ErrInvalid, ErrUnknownStream, ErrNotFound or
+// ErrExists.
 var (
 	ErrUnknownStream = errors.New("unknown stream")
 	ErrInvalid       = errors.New("invalid stream operation")
 	ErrNotFound      = errors.New("unknown consumer")
+	ErrExists        = errors.New("stream exists")
 	ErrClosed        = errors.New("stream: store closed")
 )
 
@@ -87,18 +92,25 @@ type Options struct {
 	// MaxOwnerPending bounds the unacknowledged deliveries of one identity's consumers on one
 	// stream together (DefaultMaxOwnerPending): each is held in memory and on disk.
 	MaxOwnerPending int
+	// MaxStreams bounds how many streams there may be; Create refuses one more (DefaultMaxStreams).
+	// Streams of the configuration count but are never refused.
+	MaxStreams int
 }
+
+// DefaultMaxStreams is how many streams Create allows by default.
+const DefaultMaxStreams = 1024
 
 // DefaultMaxOwnerPending is four consumers' worth of the largest max_ack_pending.
 const DefaultMaxOwnerPending = 4 * MaxAckPendingCap
 
-// Store holds every configured stream. Its methods are safe for concurrent use.
+// Store holds every stream. Its methods are safe for concurrent use.
 type Store struct {
-	opts    Options
-	disk    *pebble.DB // nil when every stream is Memory
-	mem     *pebble.DB
-	streams map[string]*stream
-	names   []string
+	opts Options
+	disk *pebble.DB // nil without Options.Dir
+	mem  *pebble.DB
+
+	admin sync.Mutex              // orders Create and Delete
+	cat   atomic.Pointer[catalog] // replaced whole by Create and Delete; read without a lock
 
 	cmu       sync.Mutex
 	consumers map[string]*consumer       // by consumerKey
@@ -109,10 +121,18 @@ type Store struct {
 	wg   sync.WaitGroup
 }
 
+// catalog is the set of streams at one moment. It is never changed once published.
+type catalog struct {
+	streams map[string]*stream
+	names   []string // configuration order, then creation order
+}
+
 // stream is one stream's state; mu orders appends and retention.
 type stream struct {
-	cfg Config
-	db  *pebble.DB
+	cfg     Config
+	db      *pebble.DB
+	runtime bool        // created at run time (it has a definition record), not configured
+	gone    atomic.Bool // deleted: set before the records go, under mu and every consumer's mu
 
 	mu     sync.Mutex
 	first  uint64 // lowest retained sequence; first == last+1 when empty
@@ -120,10 +140,17 @@ type stream struct {
 	keyBuf []byte
 }
 
-// Info is a snapshot of a stream's counters.
+// Info describes a stream: its definition and a snapshot of its counters.
 type Info struct {
-	Name          string `json:"name"`
-	Durability    string `json:"durability"`
+	Name       string   `json:"name"`
+	Subjects   []string `json:"subjects"`
+	Durability string   `json:"durability"`
+	MaxMsgs    int64    `json:"max_msgs"`
+	MaxBytes   int64    `json:"max_bytes"`
+	MaxAgeMs   int64    `json:"max_age_ms"`
+	MaxPayload int      `json:"max_payload"`
+	// Source is "config" for a stream of the configuration, "runtime" for one made by Create.
+	Source        string `json:"source"`
 	Messages      uint64 `json:"messages"`
 	Bytes         uint64 `json:"bytes"`
 	FirstSequence uint64 `json:"first_sequence"`
@@ -131,8 +158,10 @@ type Info struct {
 	Consumers     int    `json:"consumers"`
 }
 
-// Open opens (creating if needed) the stores, validates cfgs, loads each stream's counters and
-// consumers, and enforces retention once.
+// Open opens (creating if needed) the stores, validates cfgs, loads the streams created at run
+// time, each stream's counters and consumers, and enforces retention once. A stream created at
+// run time whose name cfgs now defines becomes the configured one (its definition is dropped, its
+// records and consumers stay).
 func Open(o Options, cfgs []Config) (*Store, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -146,41 +175,17 @@ func Open(o Options, cfgs []Config) (*Store, error) {
 	if o.MaxOwnerPending <= 0 {
 		o.MaxOwnerPending = DefaultMaxOwnerPending
 	}
+	if o.MaxStreams <= 0 {
+		o.MaxStreams = DefaultMaxStreams
+	}
 	if err := validate(cfgs); err != nil {
 		return nil, err
 	}
-	s := &Store{opts: o, streams: map[string]*stream{}, consumers: map[string]*consumer{}, owned: map[ownerKey]int{}, pendingOf: map[ownerKey]*atomic.Int64{}, quit: make(chan struct{})}
-	var err error
-	if s.mem, err = pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietLogger{}}); err != nil {
+	s := &Store{opts: o, consumers: map[string]*consumer{}, owned: map[ownerKey]int{}, pendingOf: map[ownerKey]*atomic.Int64{}, quit: make(chan struct{})}
+	s.cat.Store(&catalog{streams: map[string]*stream{}})
+	if err := s.open(cfgs); err != nil {
+		s.Close()
 		return nil, err
-	}
-	for _, c := range cfgs {
-		if c.Durability != Memory && s.disk == nil {
-			if o.Dir == "" {
-				s.Close()
-				return nil, errors.New("stream: durable streams need a directory")
-			}
-			if s.disk, err = pebble.Open(o.Dir, &pebble.Options{Logger: quietLogger{}}); err != nil {
-				s.Close()
-				return nil, fmt.Errorf("stream: open %s: %w", o.Dir, err)
-			}
-		}
-	}
-	for _, c := range cfgs {
-		st := &stream{cfg: c, db: s.mem}
-		if c.Durability != Memory {
-			st.db = s.disk
-		}
-		if err := st.load(); err != nil {
-			s.Close()
-			return nil, err
-		}
-		s.streams[c.Name] = st
-		s.names = append(s.names, c.Name)
-		if err := s.loadConsumers(st); err != nil {
-			s.Close()
-			return nil, err
-		}
 	}
 	s.Sweep()
 	s.wg.Add(1)
@@ -192,29 +197,104 @@ func validate(cfgs []Config) error {
 	var errs []error
 	seen := map[string]bool{}
 	for _, c := range cfgs {
-		if err := subject.ValidName(c.Name); err != nil {
-			errs = append(errs, fmt.Errorf("stream %q: %w", c.Name, err))
-		}
+		errs = append(errs, c.check()...)
 		if seen[c.Name] {
 			errs = append(errs, fmt.Errorf("stream %s: defined twice", c.Name))
 		}
 		seen[c.Name] = true
-		if len(c.Subjects) == 0 {
-			errs = append(errs, fmt.Errorf("stream %s: needs at least one subject pattern", c.Name))
-		}
-		for _, p := range c.Subjects {
-			if err := subject.ValidPattern(p); err != nil {
-				errs = append(errs, fmt.Errorf("stream %s: subject %q: %w", c.Name, p, err))
-			}
-		}
-		if c.MaxMsgs < 0 || c.MaxBytes < 0 || c.MaxAge < 0 || c.MaxPayload < 0 {
-			errs = append(errs, fmt.Errorf("stream %s: limits must not be negative", c.Name))
-		}
-		if c.Durability > Memory {
-			errs = append(errs, fmt.Errorf("stream %s: unknown durability", c.Name))
-		}
 	}
 	return errors.Join(errs...)
+}
+
+// MaxPayloadLimit is the protocol's payload limit, the largest MaxPayload.
+const MaxPayloadLimit = 1 << 20
+
+// check returns what is wrong with c.
+func (c *Config) check() []error {
+	var errs []error
+	if err := subject.ValidName(c.Name); err != nil {
+		errs = append(errs, fmt.Errorf("stream %q: %w", c.Name, err))
+	}
+	if len(c.Subjects) == 0 {
+		errs = append(errs, fmt.Errorf("stream %s: needs at least one subject pattern", c.Name))
+	}
+	for _, p := range c.Subjects {
+		if err := subject.ValidPattern(p); err != nil {
+			errs = append(errs, fmt.Errorf("stream %s: subject %q: %w", c.Name, p, err))
+		}
+	}
+	if c.MaxMsgs < 0 || c.MaxBytes < 0 || c.MaxAge < 0 || c.MaxPayload < 0 {
+		errs = append(errs, fmt.Errorf("stream %s: limits must not be negative", c.Name))
+	}
+	if c.MaxPayload > MaxPayloadLimit {
+		errs = append(errs, fmt.Errorf("stream %s: max payload %d exceeds the protocol's %d", c.Name, c.MaxPayload, MaxPayloadLimit))
+	}
+	if c.Durability > Memory {
+		errs = append(errs, fmt.Errorf("stream %s: unknown durability", c.Name))
+	}
+	return errs
+}
+
+// open opens the databases and loads the configured streams, then those created at run time.
+func (s *Store) open(cfgs []Config) error {
+	var err error
+	if s.mem, err = pebble.Open("", &pebble.Options{FS: vfs.NewMem(), Logger: quietLogger{}}); err != nil {
+		return err
+	}
+	if s.opts.Dir != "" {
+		if s.disk, err = pebble.Open(s.opts.Dir, &pebble.Options{Logger: quietLogger{}}); err != nil {
+			return fmt.Errorf("stream: open %s: %w", s.opts.Dir, err)
+		}
+	}
+	defs, err := s.definitions()
+	if err != nil {
+		return err
+	}
+	cat := s.cat.Load()
+	for _, c := range cfgs {
+		if _, ok := defs[c.Name]; ok {
+			s.opts.Logger.Warn("rift stream created at run time is now defined in the configuration, which wins", "stream", c.Name)
+			if err := s.disk.Delete(definitionKey(c.Name), pebble.Sync); err != nil {
+				return err
+			}
+			delete(defs, c.Name)
+		}
+		if err := s.add(cat, c, false); err != nil {
+			return err
+		}
+	}
+	for _, c := range sortedDefinitions(defs) {
+		if err := s.add(cat, c, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// add loads stream c and its consumers into cat (during Open, before cat is shared).
+func (s *Store) add(cat *catalog, c Config, runtime bool) error {
+	st, err := s.newStream(c, runtime)
+	if err != nil {
+		return err
+	}
+	if err := st.load(); err != nil {
+		return err
+	}
+	cat.streams[c.Name] = st
+	cat.names = append(cat.names, c.Name)
+	return s.loadConsumers(st)
+}
+
+// newStream returns the stream of c in the database its durability says.
+func (s *Store) newStream(c Config, runtime bool) (*stream, error) {
+	st := &stream{cfg: c, db: s.mem, runtime: runtime}
+	if c.Durability != Memory {
+		if s.disk == nil {
+			return nil, fmt.Errorf("stream %s: durable streams need a directory", c.Name)
+		}
+		st.db = s.disk
+	}
+	return st, nil
 }
 
 // load reads the stream's counters and its first retained sequence.
@@ -262,18 +342,25 @@ func (s *Store) Close() error {
 	return errors.Join(errs...)
 }
 
-// Names returns the configured stream names in configuration order.
-func (s *Store) Names() []string { return s.names }
+// Names returns the stream names: the configured ones in configuration order, then those created
+// at run time. The caller must not change the slice.
+func (s *Store) Names() []string { return s.cat.Load().names }
 
-// Info returns a stream's counters.
+// Info describes a stream.
 func (s *Store) Info(name string) (Info, error) {
-	st, ok := s.streams[name]
-	if !ok {
-		return Info{}, fmt.Errorf("%w %q", ErrUnknownStream, name)
+	st, err := s.stream(name)
+	if err != nil {
+		return Info{}, err
+	}
+	c := st.cfg
+	in := Info{Name: name, Subjects: c.Subjects, Durability: c.Durability.String(), MaxMsgs: c.MaxMsgs, MaxBytes: c.MaxBytes,
+		MaxAgeMs: c.MaxAge.Milliseconds(), MaxPayload: c.MaxPayload, Source: "config"}
+	if st.runtime {
+		in.Source = "runtime"
 	}
 	st.mu.Lock()
-	in := Info{Name: name, Durability: st.cfg.Durability.String(), Messages: st.meta.LastSequence + 1 - st.first,
-		Bytes: st.meta.Bytes, FirstSequence: st.first, LastSequence: st.meta.LastSequence}
+	in.Messages, in.Bytes = st.meta.LastSequence+1-st.first, st.meta.Bytes
+	in.FirstSequence, in.LastSequence = st.first, st.meta.LastSequence
 	st.mu.Unlock()
 	s.cmu.Lock()
 	for _, c := range s.consumers {
@@ -286,7 +373,7 @@ func (s *Store) Info(name string) (Info, error) {
 }
 
 func (s *Store) stream(name string) (*stream, error) {
-	st, ok := s.streams[name]
+	st, ok := s.cat.Load().streams[name]
 	if !ok {
 		return nil, fmt.Errorf("%w %q", ErrUnknownStream, name)
 	}
@@ -328,6 +415,10 @@ func (s *Store) Publish(name, subj, reply string, payload []byte) (seq uint64, t
 	b := st.db.NewBatch()
 	defer b.Close()
 	st.mu.Lock()
+	if st.gone.Load() {
+		st.mu.Unlock()
+		return 0, 0, fmt.Errorf("%w %q", ErrUnknownStream, name)
+	}
 	seq, tsMillis = st.append(b, s.now(), subj, reply, payload)
 	if err := st.trim(b, s.now(), seq, recordSize(subj, reply, payload)); err != nil {
 		st.mu.Unlock()
@@ -414,10 +505,16 @@ func (st *stream) trim(b *pebble.Batch, now time.Time, newSeq, newSize uint64) e
 
 // Sweep enforces every stream's retention now (max_age also runs every SweepInterval).
 func (s *Store) Sweep() {
-	for _, name := range s.names {
-		st := s.streams[name]
+	cat := s.cat.Load()
+	for _, name := range cat.names {
+		st := cat.streams[name]
 		b := st.db.NewBatch()
 		st.mu.Lock()
+		if st.gone.Load() {
+			st.mu.Unlock()
+			b.Close()
+			continue
+		}
 		if err := st.trim(b, s.now(), 0, 0); err != nil {
 			s.opts.Logger.Warn("rift stream retention failed", "stream", name, "err", err)
 		}
