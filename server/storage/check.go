@@ -22,13 +22,17 @@ type CheckReport struct {
 }
 
 // Check verifies a data directory offline, changing nothing: the manifest marker, every WAL that
-// a start replays, chunk by chunk (as a start does), then every key and value through a read-only Pebble, which
-// verifies each block's checksum, and the store format marker. An error means the check could
-// not run; damage is reported in Problems.
+// a start replays, chunk by chunk (as a start does), then every key and value through a read-only
+// Pebble, which verifies each block's checksum, and the store format marker. An error means the
+// check could not run (an *InUseError when a server has the directory open); damage is reported
+// in Problems.
 func Check(dir string) (CheckReport, error) {
 	rep := CheckReport{Dir: dir}
 	if _, err := os.Stat(dir); err != nil {
 		return rep, err
+	}
+	if err := CheckNotInUse(dir); err != nil {
+		return rep, err // its WAL is being written: what a check reads there would be no verdict
 	}
 	if err := checkManifest(dir); err != nil {
 		rep.Problems = append(rep.Problems, err.Error())

@@ -138,47 +138,89 @@ func scanWAL(path string) (walScan, error) {
 // scanBlock parses one block's chunks into s, up to the first chunk that does not parse.
 func scanBlock(b []byte, logNum uint32, base int64, s *walScan) {
 	for off := 0; off+legacyHeader <= len(b); {
-		enc := b[off+6]
-		hdr := legacyHeader
-		switch {
-		case enc >= 9 && enc <= 12:
-			hdr = walSyncHeader
-		case enc >= 5 && enc <= 8:
-			hdr = recyclableHeader
-		case enc >= 1 && enc <= 4:
-		default:
-			if enc == 0 && allZero(b[off:]) {
-				return // the zeroed rest of a block: padding, or never written
-			}
+		c := chunkAt(b, off, logNum)
+		switch c.kind {
+		case chunkZeros:
+			return // the zeroed rest of a block: padding, or never written
+		case chunkTrailer:
+			s.closed = true
+			return
+		case chunkInvalid:
 			markInvalid(s, base+int64(off))
 			return
 		}
-		length := int(binary.LittleEndian.Uint16(b[off+4:]))
-		end := off + hdr + length
-		valid := off+hdr <= len(b) && end <= len(b) &&
-			(hdr == legacyHeader || binary.LittleEndian.Uint32(b[off+7:]) == logNum) &&
-			binary.LittleEndian.Uint32(b[off:]) == maskedCRC(b[off+6:end])
-		if !valid {
-			if enc == 5 && length == 0 && off+hdr <= len(b) && binary.LittleEndian.Uint32(b[off:]) == 0 &&
-				binary.LittleEndian.Uint32(b[off+7:]) == logNum+1 {
-				s.closed = true // the EOF trailer (record.LogWriter.emitEOFTrailer)
-				return
-			}
-			markInvalid(s, base+int64(off))
-			return
-		}
-		starts := enc == 1 || enc == 2 || enc == 5 || enc == 6 || enc == 9 || enc == 10
 		if s.damaged {
 			s.validAfter++
-			s.bytesAfter += int64(length)
-			if starts {
+			s.bytesAfter += int64(c.length)
+			if c.starts() {
 				s.recordsAfter++
 			}
-		} else if enc == 1 || enc == 4 || enc == 5 || enc == 8 || enc == 9 || enc == 12 {
-			s.records++ // a full or last chunk completes a record
+		} else if c.completes() {
+			s.records++
 		}
-		off = end
+		off = c.end
 	}
+}
+
+// chunk is one chunk of a WAL block, as chunkAt parsed it.
+type chunk struct {
+	kind   chunkKind
+	enc    byte // the encoding byte (a valid chunk's type)
+	header int  // header bytes: 7, 11 or 19 by the chunk format
+	length int  // payload bytes
+	end    int  // offset in the block just past the chunk (a valid chunk)
+}
+
+type chunkKind uint8
+
+const (
+	chunkValid   chunkKind = iota
+	chunkZeros             // the rest of the block is zeros
+	chunkTrailer           // the EOF trailer Pebble writes when it closes a WAL
+	chunkInvalid           // anything else: damage, or a tear
+)
+
+// starts reports whether the chunk begins a record (full or first).
+func (c chunk) starts() bool {
+	e := c.enc
+	return e == 1 || e == 2 || e == 5 || e == 6 || e == 9 || e == 10
+}
+
+// completes reports whether the chunk ends a record (full or last).
+func (c chunk) completes() bool {
+	e := c.enc
+	return e == 1 || e == 4 || e == 5 || e == 8 || e == 9 || e == 12
+}
+
+// chunkAt parses the chunk at off of block b of WAL logNum; off+legacyHeader <= len(b).
+func chunkAt(b []byte, off int, logNum uint32) chunk {
+	enc := b[off+6]
+	hdr := legacyHeader
+	switch {
+	case enc >= 9 && enc <= 12:
+		hdr = walSyncHeader
+	case enc >= 5 && enc <= 8:
+		hdr = recyclableHeader
+	case enc >= 1 && enc <= 4:
+	default:
+		if enc == 0 && allZero(b[off:]) {
+			return chunk{kind: chunkZeros}
+		}
+		return chunk{kind: chunkInvalid}
+	}
+	length := int(binary.LittleEndian.Uint16(b[off+4:]))
+	end := off + hdr + length
+	valid := off+hdr <= len(b) && end <= len(b) &&
+		(hdr == legacyHeader || binary.LittleEndian.Uint32(b[off+7:]) == logNum) &&
+		binary.LittleEndian.Uint32(b[off:]) == maskedCRC(b[off+6:end])
+	switch {
+	case valid:
+		return chunk{kind: chunkValid, enc: enc, header: hdr, length: length, end: end}
+	case enc == 5 && length == 0 && off+hdr <= len(b) && binary.LittleEndian.Uint32(b[off:]) == 0 &&
+		binary.LittleEndian.Uint32(b[off+7:]) == logNum+1:
+		return chunk{kind: chunkTrailer} // record.LogWriter.emitEOFTrailer
+	}
+	return chunk{kind: chunkInvalid}
 }
 
 func markInvalid(s *walScan, at int64) {

@@ -28,7 +28,11 @@ const reserveName = "space-reserve"
 // when a write finds the disk full.
 type reserveFS struct {
 	vfs.FS
-	r *reserve
+	// dir is the store's directory: only its files are the store's. Pebble creates others
+	// through this file system too (a checkpoint's), which neither spend the reserve nor are
+	// filled.
+	dir string
+	r   *reserve
 	// wals zero-fills the WALs ahead of Pebble's writes (walfill.go); nil when the WAL is
 	// never synced (NoSync).
 	wals *walFills
@@ -36,12 +40,23 @@ type reserveFS struct {
 
 func (fs reserveFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := fs.FS.Create(name, c)
+	if !fs.owns(name) {
+		return f, err
+	}
 	return fs.wrapWAL(name, f, err, false)
 }
 
 func (fs reserveFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
 	f, err := fs.FS.OpenReadWrite(name, c, opts...)
+	if !fs.owns(name) {
+		return f, err
+	}
 	return fs.wrap(f, err)
+}
+
+// owns reports whether the file name is in the store's directory (or no directory was given).
+func (fs reserveFS) owns(name string) bool {
+	return fs.dir == "" || filepath.Dir(name) == fs.dir
 }
 
 func (fs reserveFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {

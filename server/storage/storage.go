@@ -91,8 +91,11 @@ type DB struct {
 	// broken is set when Pebble itself saw a failure (its WAL keeps the error): the recovery
 	// reopens the database. Under mu, or set while holding it shared (atomic).
 	broken atomic.Bool
-	stalls stalls    // Pebble's write stalls (lsm.go)
-	spans  *splitter // where flushes and compactions end their sstables (spans.go)
+	// snapGate is held exclusively while Checkpoint copies the store, and shared by whatever
+	// changes which snapshots and log entries a group has (backup.go).
+	snapGate sync.RWMutex
+	stalls   stalls    // Pebble's write stalls (lsm.go)
+	spans    *splitter // where flushes and compactions end their sstables (spans.go)
 
 	recoverEvery time.Duration
 	closing      chan struct{}
@@ -164,6 +167,9 @@ func Open(dir string, o Options) (*DB, error) {
 	if o.backlogMessages == 0 {
 		o.backlogMessages = defaultBacklogMessages
 	}
+	if err := CheckNotInUse(dir); err != nil {
+		return nil, err // before the WAL is read: another process is writing it
+	}
 	if err := checkDamage(dir, o.Salvage, o.Logger); err != nil {
 		return nil, err
 	}
@@ -181,7 +187,7 @@ func Open(dir string, o Options) (*DB, error) {
 		MemTableSize:                o.MemTableBytes,
 		MemTableStopWritesThreshold: memTableStopWrites,
 		Logger:                      pebbleLogger{d},
-		FS:                          reserveFS{FS: o.fs, r: d.res, wals: newWALFills(o)},
+		FS:                          reserveFS{FS: o.fs, dir: filepath.Clean(dir), r: d.res, wals: newWALFills(o)},
 		EventListener:               d.eventListener(),
 		// Message bodies and Raft entries go to blob files, and sstables keep only references to
 		// them: a backlog that outlives its memtable is compacted as small keys rather than
@@ -198,6 +204,9 @@ func Open(dir string, o Options) (*DB, error) {
 	p, err := openPebble(dir, po, false)
 	if err != nil {
 		cache.Unref()
+		if iu := inUse(dir, err); iu != err {
+			return nil, iu // another process took the lock since CheckNotInUse
+		}
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
 	d.p = p
@@ -354,6 +363,8 @@ func (b *Batch) Close() { b.keys = nil }
 // DropQueue deletes every body, the applied index, the Raft state and the snapshots of a queue
 // group, durably.
 func (d *DB) DropQueue(queue string) error {
+	d.snapGate.RLock()
+	defer d.snapGate.RUnlock()
 	// The snapshots go first: a crash between the two leaves a log the next start drops again
 	// (the broker's dropOrphans), never snapshots without a log.
 	if err := removeSnapshots(d.snapshotDir(queue)); err != nil {

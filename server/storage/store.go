@@ -59,7 +59,11 @@ var (
 
 // MetaLog returns the meta group's log store (in Pebble) and snapshot store (files).
 func (d *DB) MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error) {
-	return d.groupLog(metaRaftPrefix(), filepath.Join(d.dir, "snapshots", "meta"))
+	logs, snaps, err := d.groupLog(metaRaftPrefix(), filepath.Join(d.dir, snapshotsDir, "meta"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return gatedLog{Store: logs, gate: &d.snapGate}, snaps, nil
 }
 
 // QueueLog returns a queue group's log store (in Pebble, each body stored once beside the
@@ -84,7 +88,7 @@ func (d *DB) groupLog(prefix []byte, snapDir string) (*raftstore.Store, raft.Sna
 	if err != nil {
 		return nil, nil, fmt.Errorf("storage: snapshots in %s: %w", snapDir, err)
 	}
-	return logs, snaps, nil
+	return logs, gatedSnapshots{SnapshotStore: snaps, gate: &d.snapGate}, nil
 }
 
 // snapshotDir is where a queue group keeps its snapshots: names are hex-encoded, so that any
@@ -95,7 +99,7 @@ func (d *DB) snapshotDir(queue string) string {
 	if len(queue) > maxHexName {
 		name = fmt.Sprintf("h%x", sha256.Sum256([]byte(queue)))
 	}
-	return filepath.Join(d.dir, "snapshots", name)
+	return filepath.Join(d.dir, snapshotsDir, name)
 }
 
 // maxHexName is the longest queue name whose directory name, "q" and its hex, fits 255 bytes.
@@ -140,5 +144,7 @@ func (d *DB) dropStaleSnapshots(queue string) error {
 		return err
 	}
 	d.log.Warn("storage: removing the snapshots of a deleted queue left beside no log", "queue", queue, "dir", dir)
+	d.snapGate.RLock()
+	defer d.snapGate.RUnlock()
 	return removeSnapshots(dir)
 }

@@ -11,8 +11,8 @@ import (
 )
 
 // check is `fila-server check --data-dir DIR`: it verifies a data directory offline (the server
-// must not be running on it) and changes nothing. Exit status: 0 sound, 1 damaged, 2 unusable
-// arguments or a directory that cannot be read.
+// must not be running on it: a directory in use is refused, saying so) and changes nothing. Exit
+// status: 0 sound, 1 damaged, 2 unusable arguments, a directory in use or one that cannot be read.
 func check(args []string, stdout, stderr io.Writer) int {
 	fs := pflag.NewFlagSet("fila-server check", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -33,6 +33,11 @@ func check(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	rep, err := storage.Check(*dir)
+	if errors.Is(err, storage.ErrInUse) {
+		fmt.Fprintf(stderr, "fila-server check: %v.\n  check reads a stopped server's directory; to verify a running one's data, "+
+			"take a backup (fila backup create) and check the backup's directory\n", err)
+		return 2
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "fila-server check:", err)
 		return 2

@@ -28,6 +28,7 @@ import (
 	"github.com/filamq/fila/server/internal/buildinfo"
 	"github.com/filamq/fila/server/internal/gcfloor"
 	"github.com/filamq/fila/server/membudget"
+	"github.com/filamq/fila/server/storage"
 	"github.com/filamq/fila/server/transport"
 )
 
@@ -81,6 +82,11 @@ const gcHeapFloor = 64 << 20
 
 func serve(cfg config.Config, log *slog.Logger) error {
 	defer gcfloor.Start(gcHeapFloor)()
+	// Before anything touches the directory (the HTTP listener, the scratch files, Rift's store):
+	// a second server on it says so and leaves the first alone.
+	if err := storage.CheckNotInUse(cfg.DataDir); err != nil {
+		return err
+	}
 	reg := processRegistry(cfg.DataDir)
 	ready, health := &readiness{}, &healthz{}
 	httpSrv, err := startHTTP(cfg, reg, ready, health)
