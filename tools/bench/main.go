@@ -22,6 +22,8 @@ type options struct {
 	fsync    bool
 	queues   int
 
+	restartKeys int // the restart_keys figure's messages, each under a fairness key of its own
+
 	backlogSizes   string // the backlog figure's sizes, ascending
 	backlogPayload int
 	backlogKeys    int
@@ -40,6 +42,7 @@ func main() {
 	flag.StringVar(&o.only, "only", "", "comma-separated workload names to run (default: all)")
 	flag.BoolVar(&o.fsync, "fsync", true, "run the server with fsync on (its default)")
 	flag.IntVar(&o.queues, "queues", 10_000, "idle queues for the queues figure")
+	flag.IntVar(&o.restartKeys, "restart-keys", 1_000_000, "messages, each under a fairness key of its own, for the restart_keys figure")
 	flag.StringVar(&o.backlogSizes, "backlog-sizes", "1000000", "comma-separated, ascending backlog sizes for the backlog figure")
 	flag.IntVar(&o.backlogPayload, "backlog-payload", 1024, "payload bytes of the backlog figure's messages")
 	flag.IntVar(&o.backlogKeys, "backlog-keys", 0, "fairness keys of the backlog figure's messages (0 = none given)")
@@ -58,6 +61,7 @@ func main() {
 	}
 	if *quick {
 		o.duration, o.backlog, o.queues, o.backlogSizes, o.settle = 500*time.Millisecond, 20_000, 200, "20000", time.Second
+		o.restartKeys = 20_000
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -30,6 +30,7 @@ var workloads = []workload{
 	{"memory", "server RSS idle and with a backlog of 1 KB messages", benchMemory},
 	{"backlog", "RSS, bytes per message and lifecycle throughput with a standing backlog (-backlog-sizes) vs an empty queue", benchBacklog},
 	{"queues", "idle queues: creation rate, RSS and idle CPU, restart time", benchQueues},
+	{"restart_keys", "restart (SIGTERM, then SIGKILL) of a queue holding -restart-keys messages under as many fairness keys: time until GetStats and a delivery", benchRestartKeys},
 }
 
 func benchEnqueue(r *runner) error {
