@@ -33,6 +33,25 @@ func JoinBodies(entry []byte, get func(id engine.MsgID) (headers map[string]stri
 	})
 }
 
+// EnqueuedIDs appends to ids the IDs of the messages of entry's Enqueue commands, in the entry's
+// order: what JoinBodies will ask for, so that a store can read their bodies at once.
+func EnqueuedIDs(entry []byte, ids []engine.MsgID) ([]engine.MsgID, error) {
+	err := rawFrames(entry, func(frame []byte) error {
+		if queuelog.Opcode(frame[queuelog.LengthSize]) != queuelog.OpEnqueue {
+			return nil
+		}
+		var c queuelog.Enqueue
+		if err := c.Decode(frame[queuelog.LengthSize+1:]); err != nil {
+			return err
+		}
+		for i := range c.Messages {
+			ids = append(ids, engine.MsgID(c.Messages[i].ID))
+		}
+		return nil
+	})
+	return ids, err
+}
+
 // rewriteEnqueues returns a copy of entry in which every message of every Enqueue went through
 // fn; the other commands are copied as they are.
 func rewriteEnqueues(entry []byte, sizeHint int, fn func(m *queuelog.LogMessage)) ([]byte, error) {
