@@ -16,18 +16,18 @@ type QueueConfig struct {
 	OnEnqueueScript        string
 	OnFailureScript        string
 	VisibilityTimeout      time.Duration
-	Ordering               fibp.Ordering
+	Ordering               Ordering
 	OrderingKey            Key // ordering = grouped only
-	WhenOrderingKeyMissing fibp.WhenOrderingKeyMissing
+	WhenOrderingKeyMissing WhenOrderingKeyMissing
 	DedupKey               Key
 	DedupWindow            time.Duration
-	ScriptFailure          fibp.ScriptFailure
+	ScriptFailure          ScriptFailure
 	ParkDeadLetterAfter    uint32 // 0 = the server's defaults.park_dead_letter_after
 	MaxAttempts            uint32
-	Backoff                fibp.Backoff
+	Backoff                Backoff
 	BackoffInitial         time.Duration
 	BackoffMax             time.Duration
-	DeliveryDurability     fibp.DeliveryDurability
+	DeliveryDurability     DeliveryDurability
 	ReclaimGrace           time.Duration
 }
 
@@ -73,10 +73,10 @@ type QueueUpdate struct {
 	VisibilityTimeout   *time.Duration
 	DedupWindow         *time.Duration
 	MaxAttempts         *uint32
-	Backoff             *fibp.Backoff
+	Backoff             *Backoff
 	BackoffInitial      *time.Duration
 	BackoffMax          *time.Duration
-	DeliveryDurability  *fibp.DeliveryDurability
+	DeliveryDurability  *DeliveryDurability
 	ReclaimGrace        *time.Duration
 	ParkDeadLetterAfter *uint32
 }
@@ -171,11 +171,11 @@ type FairnessKeyStat struct {
 
 // ThrottleSummary describes a throttle active on a queue, or the throttle of GetThrottleStats.
 type ThrottleSummary struct {
-	Name                 string              `json:"name"`
-	Limits               []ThrottleLimit     `json:"limits"`
-	Key                  Key                 `json:"key"`
-	WhenKeyMissing       fibp.WhenKeyMissing `json:"when_key_missing"`
-	DeclaringSubscribers uint32              `json:"declaring_subscribers"`
+	Name                 string          `json:"name"`
+	Limits               []ThrottleLimit `json:"limits"`
+	Key                  Key             `json:"key"`
+	WhenKeyMissing       WhenKeyMissing  `json:"when_key_missing"`
+	DeclaringSubscribers uint32          `json:"declaring_subscribers"`
 }
 
 func throttleSummary(t *fibp.ThrottleSummary) ThrottleSummary {
@@ -309,7 +309,7 @@ type RedriveResult struct {
 }
 
 // Redrive moves up to count (0 = all) messages of a dead-letter queue back to its parent.
-func (c *Client) Redrive(ctx context.Context, dlq string, count uint64, reclassify fibp.Reclassify) (*RedriveResult, error) {
+func (c *Client) Redrive(ctx context.Context, dlq string, count uint64, reclassify Reclassify) (*RedriveResult, error) {
 	res, err := roundTrip[fibp.RedriveResult](ctx, c, &fibp.Redrive{DLQQueue: dlq, Count: count, Reclassify: reclassify})
 	if err != nil {
 		return nil, err

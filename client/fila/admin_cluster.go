@@ -68,8 +68,8 @@ func (c *Client) ListAPIKeys(ctx context.Context) ([]APIKeyInfo, error) {
 	return out, nil
 }
 
-// Permission grants Kind ("produce", "consume" or "admin"; fibp.AclKind*) on the queues
-// matching the glob Pattern, or Kind "throttle" (Fila's addition: declaring and reading a
+// Permission grants Kind (PermissionProduce, PermissionConsume or PermissionAdmin) on the queues
+// matching the glob Pattern, or Kind PermissionThrottle (Fila's addition: declaring and reading a
 // throttle) on the throttles whose names match it.
 type Permission struct {
 	Kind    string `json:"kind"`
@@ -116,7 +116,7 @@ func throttleSubject(name string) string { return "throttle " + strconv.Quote(na
 
 // GetThrottleStats returns a throttle's statistics with its topBuckets most-waiting buckets.
 // The result is the decoded frame; its Summary, Buckets and times are as on the wire.
-func (c *Client) GetThrottleStats(ctx context.Context, name string, topBuckets uint32) (*fibp.GetThrottleStatsResult, error) {
+func (c *Client) GetThrottleStats(ctx context.Context, name string, topBuckets uint32) (*ThrottleStats, error) {
 	res, err := roundTrip[fibp.GetThrottleStatsResult](ctx, c, &fibp.GetThrottleStats{Name: name, TopBuckets: topBuckets})
 	if err != nil {
 		return nil, err
@@ -125,7 +125,7 @@ func (c *Client) GetThrottleStats(ctx context.Context, name string, topBuckets u
 }
 
 // GetThrottleBucket returns one bucket of a throttle, named by its kind and key values.
-func (c *Client) GetThrottleBucket(ctx context.Context, name string, kind fibp.BucketKind, values []string) (*fibp.BucketStats, error) {
+func (c *Client) GetThrottleBucket(ctx context.Context, name string, kind BucketKind, values []string) (*BucketStats, error) {
 	res, err := roundTrip[fibp.GetThrottleBucketResult](ctx, c, &fibp.GetThrottleBucket{Name: name, BucketKind: kind, Values: values})
 	if err != nil {
 		return nil, err
@@ -138,7 +138,7 @@ func (c *Client) GetThrottleBucket(ctx context.Context, name string, kind fibp.B
 
 // GetRoutes returns which node leads each of queues (none = every queue), and each shard when
 // sharded. The answer may be slightly stale.
-func (c *Client) GetRoutes(ctx context.Context, queues ...string) ([]fibp.RouteEntry, error) {
+func (c *Client) GetRoutes(ctx context.Context, queues ...string) ([]RouteEntry, error) {
 	req := &fibp.GetRoutes{Queues: make([]fibp.QueueRef, len(queues))}
 	for i, q := range queues {
 		req.Queues[i] = fibp.QueueRef{Queue: q}
@@ -178,7 +178,7 @@ func (c *Client) MoveQueueLeader(ctx context.Context, queue string, targetNodeID
 }
 
 // SetRebalancing enables, pauses (for pause) or disables automatic leadership rebalancing.
-func (c *Client) SetRebalancing(ctx context.Context, mode fibp.RebalancingMode, pause time.Duration) error {
+func (c *Client) SetRebalancing(ctx context.Context, mode RebalancingMode, pause time.Duration) error {
 	res, err := roundTrip[fibp.SetRebalancingResult](ctx, c, &fibp.SetRebalancing{Mode: mode, PauseMs: durationMs(pause)})
 	if err != nil {
 		return err
@@ -188,18 +188,18 @@ func (c *Client) SetRebalancing(ctx context.Context, mode fibp.RebalancingMode, 
 
 // ClusterStatus is the answer to GetClusterStatus.
 type ClusterStatus struct {
-	MetaLeaderNodeID       uint64               `json:"meta_leader_node_id"`
-	Rebalancing            fibp.RebalancingMode `json:"rebalancing"`
-	RebalancingPauseEndsAt time.Time            `json:"rebalancing_pause_ends_at,omitzero"` // zero unless paused
-	Nodes                  []NodeStatus         `json:"nodes"`
+	MetaLeaderNodeID       uint64          `json:"meta_leader_node_id"`
+	Rebalancing            RebalancingMode `json:"rebalancing"`
+	RebalancingPauseEndsAt time.Time       `json:"rebalancing_pause_ends_at,omitzero"` // zero unless paused
+	Nodes                  []NodeStatus    `json:"nodes"`
 }
 
 // NodeStatus describes one cluster node.
 type NodeStatus struct {
-	NodeID           uint64         `json:"node_id"`
-	Addr             string         `json:"addr"`
-	State            fibp.NodeState `json:"state"`
-	QueueLeaderships uint32         `json:"queue_leaderships"`
+	NodeID           uint64    `json:"node_id"`
+	Addr             string    `json:"addr"`
+	State            NodeState `json:"state"`
+	QueueLeaderships uint32    `json:"queue_leaderships"`
 }
 
 // GetClusterStatus returns the nodes, the meta leader and the rebalancing state.

@@ -158,7 +158,7 @@ func (c *Client) MaxFrameSize() int { return c.last.Load().maxFrame }
 
 // Capabilities is the active capability set of the most recent connection: those both peers
 // advertised.
-func (c *Client) Capabilities() fibp.Capabilities { return c.last.Load().caps }
+func (c *Client) Capabilities() Capabilities { return c.last.Load().caps }
 
 // Connected reports whether the client has a live connection now.
 func (c *Client) Connected() bool { return c.cur.Load() != nil }

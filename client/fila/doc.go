@@ -24,8 +24,14 @@
 // With Options.MaxReconnects set, a Client reconnects by itself when its connection drops
 // (exponential backoff with jitter, over the seed addresses of DialSeeds): Producers resend
 // unanswered frames, Consumers resubscribe, and calls made while disconnected wait within their
-// context and then fail with a *ReconnectError (errors.Is ErrDisconnected).
+// context and then fail with a *ReconnectError (errors.Is ErrDisconnected). With
+// Options.DialRetry, Dial itself waits the same way for a broker that is not up yet.
+//
+// Consumers keep the leases of unsettled deliveries alive, for at most
+// ConsumeOptions.MaxLeaseExtension (one hour by default) after each delivery arrived.
 //
 // Frames are encoded and decoded only by the generated codecs in
-// github.com/filamq/fila/generated/fibp.
+// github.com/filamq/fila/generated/fibp. An application needs no import of them: the
+// protocol's enumerations have names here (Ordering, Backoff, Reclassify, Code, ...), aliases
+// of the generated types.
 package fila

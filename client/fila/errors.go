@@ -14,7 +14,7 @@ import (
 // error_code in an admin result, or one item of a batch result. Metadata holds every entry of the
 // Error frame's metadata map, including keys this SDK does not know.
 type Error struct {
-	Code     fibp.ErrorCode
+	Code     Code
 	Message  string
 	Metadata map[string]string
 }
@@ -96,7 +96,7 @@ var (
 )
 
 // ErrorCode returns the broker error code carried by err, if any.
-func ErrorCode(err error) (fibp.ErrorCode, bool) {
+func ErrorCode(err error) (Code, bool) {
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code, true

@@ -99,8 +99,8 @@ func FormatKey(k Key) string {
 type Throttle struct {
 	Name           string
 	Limits         []ThrottleLimit
-	Key            Key                 // empty = one bucket for every message
-	WhenKeyMissing fibp.WhenKeyMissing // shared bucket (default) or unthrottled
+	Key            Key            // empty = one bucket for every message
+	WhenKeyMissing WhenKeyMissing // shared bucket (default) or unthrottled
 }
 
 // ThrottleLimit is "at most Max deliveries in any window of Window".

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/filamq/fila/client/fila"
-	"github.com/filamq/fila/generated/fibp"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -36,15 +35,15 @@ func choice[T any](flag, value string, names map[string]T) (T, error) {
 }
 
 var (
-	backoffNames = map[string]fibp.Backoff{"default": fibp.BackoffServerDefault, "none": fibp.BackoffNone,
-		"fixed": fibp.BackoffFixed, "exponential": fibp.BackoffExponential}
-	orderingNames = map[string]fibp.Ordering{"none": fibp.OrderingNone, "queue": fibp.OrderingQueue,
-		"grouped": fibp.OrderingGrouped}
-	missingKeyNames = map[string]fibp.WhenOrderingKeyMissing{"reject": fibp.WhenOrderingKeyMissingReject,
-		"unordered": fibp.WhenOrderingKeyMissingUnordered}
-	scriptFailureNames = map[string]fibp.ScriptFailure{"reject": fibp.ScriptFailureReject, "park": fibp.ScriptFailurePark}
-	durabilityNames    = map[string]fibp.DeliveryDurability{"committed": fibp.DeliveryDurabilityCommitted,
-		"fast": fibp.DeliveryDurabilityFast}
+	backoffNames = map[string]fila.Backoff{"default": fila.BackoffServerDefault, "none": fila.BackoffNone,
+		"fixed": fila.BackoffFixed, "exponential": fila.BackoffExponential}
+	orderingNames = map[string]fila.Ordering{"none": fila.OrderingNone, "queue": fila.OrderingQueue,
+		"grouped": fila.OrderingGrouped}
+	missingKeyNames = map[string]fila.WhenOrderingKeyMissing{"reject": fila.WhenOrderingKeyMissingReject,
+		"unordered": fila.WhenOrderingKeyMissingUnordered}
+	scriptFailureNames = map[string]fila.ScriptFailure{"reject": fila.ScriptFailureReject, "park": fila.ScriptFailurePark}
+	durabilityNames    = map[string]fila.DeliveryDurability{"committed": fila.DeliveryDurabilityCommitted,
+		"fast": fila.DeliveryDurabilityFast}
 )
 
 // queueFlags are the settings shared by queue create and queue update.

@@ -9,13 +9,12 @@ import (
 	"time"
 
 	"github.com/filamq/fila/client/fila"
-	"github.com/filamq/fila/generated/fibp"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
 
-var reclassifyNames = map[string]fibp.Reclassify{
-	"all": fibp.ReclassifyAll, "unclassified": fibp.ReclassifyUnclassifiedOnly, "none": fibp.ReclassifyNone,
+var reclassifyNames = map[string]fila.Reclassify{
+	"all": fila.ReclassifyAll, "unclassified": fila.ReclassifyUnclassifiedOnly, "none": fila.ReclassifyNone,
 }
 
 // defaultRedriveBatch is how many messages one Redrive request moves: small enough that the
@@ -59,7 +58,7 @@ type redrive struct {
 	dlq        string
 	count      uint64 // 0 = all
 	batch      uint64
-	reclassify fibp.Reclassify
+	reclassify fila.Reclassify
 	total      fila.RedriveResult
 }
 

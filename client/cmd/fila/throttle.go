@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/filamq/fila/client/fila"
-	"github.com/filamq/fila/generated/fibp"
 	"github.com/spf13/cobra"
 )
 
@@ -19,7 +18,7 @@ func (a *app) throttleCommand() *cobra.Command {
 		Short: "Show a throttle: its effective limits, where it is active and its most-waiting buckets",
 		Args:  exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (*fibp.GetThrottleStatsResult, error) {
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (*fila.ThrottleStats, error) {
 				return c.GetThrottleStats(ctx, args[0], top)
 			}, a.printThrottleStats)
 		},
@@ -39,13 +38,13 @@ func (a *app) throttleCommand() *cobra.Command {
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			kind := fibp.BucketKindKeyed
+			kind := fila.BucketKindKeyed
 			if missing {
-				kind = fibp.BucketKindMissingKeyShared
+				kind = fila.BucketKindMissingKeyShared
 			}
-			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (*fibp.BucketStats, error) {
+			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (*fila.BucketStats, error) {
 				return c.GetThrottleBucket(ctx, args[0], kind, args[1:])
-			}, func(b *fibp.BucketStats) error {
+			}, func(b *fila.BucketStats) error {
 				return a.printTable([]string{"BUCKET", "COUNTED", "WAITING", "NEXT ROOM"}, [][]string{bucketRow(b)})
 			})
 		},
@@ -55,7 +54,7 @@ func (a *app) throttleCommand() *cobra.Command {
 	return cmd
 }
 
-func (a *app) printThrottleStats(st *fibp.GetThrottleStatsResult) error {
+func (a *app) printThrottleStats(st *fila.ThrottleStats) error {
 	s := &st.Summary
 	queues := make([]string, len(st.Queues))
 	for i, q := range st.Queues {
@@ -91,10 +90,10 @@ func (a *app) printThrottleStats(st *fibp.GetThrottleStatsResult) error {
 
 // bucketRow formats a bucket: its values (or "(missing key)", "(all)"), its count under each
 // limit, what waits in it and when it next has room.
-func bucketRow(b *fibp.BucketStats) []string {
+func bucketRow(b *fila.BucketStats) []string {
 	name := strings.Join(b.Values, ",")
 	switch {
-	case b.BucketKind == fibp.BucketKindMissingKeyShared:
+	case b.BucketKind == fila.BucketKindMissingKeyShared:
 		name = "(missing key)"
 	case len(b.Values) == 0:
 		name = "(all)"
