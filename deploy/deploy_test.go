@@ -1,6 +1,7 @@
 // Package deploy checks deploy/Dockerfile and deploy/fila-server.service without a container
-// runtime or systemd: the Dockerfile's exact go build command line, the static binaries it makes,
-// the image's entrypoint and health check run against each other, and systemd-analyze verify.
+// runtime or systemd: the Dockerfile's exact go build command line, the static binaries it makes
+// and the version they print, the image's entrypoint and health check run against each other
+// (with authentication off and on), and systemd-analyze verify.
 package deploy
 
 import (
@@ -81,6 +82,9 @@ func execForm(t *testing.T, in instruction, args string) []string {
 	return argv
 }
 
+// imageVersion is the version the tests build the image's binaries with (its VERSION argument).
+const imageVersion = "v0.0.0-deploy-test"
+
 var (
 	buildOnce sync.Once
 	binDir    string
@@ -107,6 +111,7 @@ func buildLikeTheImage(t *testing.T) string {
 		cmdline := strings.Replace(run.args, " -o /out/ ", " -o "+binDir+"/ ", 1)
 		cmd := exec.Command("sh", "-c", cmdline)
 		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "VERSION="+imageVersion) // as docker build --build-arg VERSION=… sets it
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("Dockerfile:%d: %s: %v\n%s", run.line, cmdline, err, out)
 		}
@@ -148,17 +153,21 @@ func TestDockerfileBuildsStaticBinaries(t *testing.T) {
 			t.Errorf("Dockerfile:%d: %q does not copy %s into the image", copyBins.line, copyBins.args, name)
 		}
 	}
-	line := regexp.MustCompile(`^fila-server (devel|v\S+) \(commit \S+, go\S+\)\n$`)
+	// the Dockerfile's VERSION argument is the version both print
+	line := regexp.MustCompile(`^fila-server ` + regexp.QuoteMeta(imageVersion) + ` \(commit \S+, go\S+\)\n$`)
 	if out, err := exec.Command(filepath.Join(dir, "fila-server"), "--version").CombinedOutput(); err != nil || !line.Match(out) {
 		t.Errorf("fila-server --version: %v\n%s", err, out)
 	}
-	if out, err := exec.Command(filepath.Join(dir, "fila"), "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "fila ") {
+	if out, err := exec.Command(filepath.Join(dir, "fila"), "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "fila "+imageVersion+" ") {
 		t.Errorf("fila version: %v\n%s", err, out)
 	}
 }
 
 // TestEntrypointAndHealthcheck runs the image's ENTRYPOINT and HEALTHCHECK command lines with the
-// binaries built as the image builds them: the ports and /data are swapped for free ones.
+// binaries built as the image builds them: the ports and /data are swapped for free ones. The
+// server runs as docker run starts it, and with authentication on (FILA_BOOTSTRAP_API_KEY in the
+// container's environment, which the health check shares): the check passes in both while the
+// server serves, and fails once it has stopped.
 func TestEntrypointAndHealthcheck(t *testing.T) {
 	dir := buildLikeTheImage(t)
 	ins := dockerfile(t)
@@ -177,10 +186,23 @@ func TestEntrypointAndHealthcheck(t *testing.T) {
 	if user := only(t, ins, "USER", ""); strings.HasPrefix(user.args, "0") || strings.HasPrefix(user.args, "root") {
 		t.Errorf("Dockerfile:%d: USER %s runs as root", user.line, user.args)
 	}
+	const key = "deploy-test-bootstrap-key-0123456789abcdef"
+	t.Run("authentication off", func(t *testing.T) {
+		runImage(t, dir, entry, health, healthArgs, nil, "")
+	})
+	t.Run("authentication on", func(t *testing.T) {
+		runImage(t, dir, entry, health, healthArgs, []string{"FILA_BOOTSTRAP_API_KEY=" + key}, key)
+	})
+}
 
+// runImage starts the ENTRYPOINT with env added to the environment (the container's, which the
+// HEALTHCHECK shares), waits for the health check to pass, checks /healthz and that a FIBP
+// request needs apiKey (when not empty), stops the server with SIGTERM and checks the health
+// check then fails.
+func runImage(t *testing.T, dir string, entry, health instruction, healthArgs string, env []string, apiKey string) {
 	addr, httpAddr, data := freeAddr(t), freeAddr(t), t.TempDir()
 	swap := strings.NewReplacer("0.0.0.0:5555", addr, "127.0.0.1:5555", addr, "0.0.0.0:9555", httpAddr,
-		"/usr/local/bin/", dir+"/")
+		"127.0.0.1:9555", httpAddr, "/usr/local/bin/", dir+"/")
 	argv := execForm(t, entry, swap.Replace(entry.args))
 	for i := range argv {
 		if argv[i] == "/data" {
@@ -188,12 +210,16 @@ func TestEntrypointAndHealthcheck(t *testing.T) {
 		}
 	}
 	check := execForm(t, health, swap.Replace(healthArgs))
+	containerEnv := append(os.Environ(), env...)
 	healthy := func() (string, bool) {
-		out, err := exec.Command(check[0], check[1:]...).CombinedOutput()
+		cmd := exec.Command(check[0], check[1:]...)
+		cmd.Env = containerEnv
+		out, err := cmd.CombinedOutput()
 		return string(out), err == nil
 	}
 
 	srv := exec.Command(argv[0], argv[1:]...)
+	srv.Env = containerEnv
 	srv.Stderr = os.Stderr
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -218,6 +244,21 @@ func TestEntrypointAndHealthcheck(t *testing.T) {
 	res.Body.Close()
 	if string(body) != "ok\n" {
 		t.Errorf("/healthz said %q", body)
+	}
+	// The server is the one the health check asked, with authentication as configured.
+	status := func(key string) (string, error) {
+		cmd := exec.Command(filepath.Join(dir, "fila"), "--addr", addr, "--timeout", "3s", "cluster", "status")
+		cmd.Env = append(os.Environ(), "FILA_API_KEY="+key)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := status(apiKey); err != nil {
+		t.Errorf("fila cluster status with the API key %q: %v\n%s", apiKey, err, out)
+	}
+	if apiKey != "" {
+		if out, err := status(""); err == nil || !strings.Contains(out, "requires an API key") {
+			t.Errorf("fila cluster status without an API key, authentication on: %v\n%s", err, out)
+		}
 	}
 	srv.Process.Signal(syscall.SIGTERM)
 	if err := srv.Wait(); err != nil {

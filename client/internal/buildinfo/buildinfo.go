@@ -1,6 +1,6 @@
 // Package buildinfo reports the version, commit and Go version the binary was built with, read
-// from runtime/debug.ReadBuildInfo. (The server module has its own copy: the client never
-// imports the server.)
+// from runtime/debug.ReadBuildInfo; a release build stamps its version with the linker. (The
+// server module has its own copy: the client never imports the server.)
 package buildinfo
 
 import (
@@ -12,11 +12,16 @@ import (
 
 // Info is what the Go toolchain stamped into the binary.
 type Info struct {
-	Version   string `json:"version"`    // the module version when built from a tagged module, else "devel"
+	Version   string `json:"version"`    // the release's (tools/release), else the module version of a tagged build, else "devel"
 	Commit    string `json:"commit"`     // vcs.revision, "unknown" when the build had no VCS information
 	Modified  bool   `json:"modified"`   // vcs.modified: the working tree had uncommitted changes
 	GoVersion string `json:"go_version"` // the toolchain, such as go1.26.0
 }
+
+// version, when set, is the release's version, stamped by the release build (tools/release) with
+// -ldflags "-X github.com/filamq/fila/client/internal/buildinfo.version=v1.2.3". It takes
+// precedence over the module version, which a build inside the workspace never has.
+var version string
 
 // pseudo matches a pseudo-version (v0.0.0-20261201115950-8a8d658abcde, with a +dirty suffix
 // or not), which the go command stamps on untagged builds: those are "devel".
@@ -30,6 +35,9 @@ func Read() Info {
 		return info
 	}
 	info.Version = moduleVersion(bi.Main.Version)
+	if version != "" {
+		info.Version = version
+	}
 	if bi.GoVersion != "" {
 		info.GoVersion = bi.GoVersion
 	}

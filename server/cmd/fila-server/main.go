@@ -43,6 +43,9 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == "check" {
 		return check(args[1:], os.Stdout, os.Stderr)
 	}
+	if len(args) > 0 && args[0] == "healthcheck" {
+		return healthcheck(args[1:], os.Stdout, os.Stderr)
+	}
 	cfg, err := config.Load(args, os.Getenv, os.Stderr)
 	if errors.Is(err, config.ErrHelp) {
 		return 0
