@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/filamq/fila/server/rift/stream"
 )
 
 // Rift configures the Rift messaging listener (QUIC). It is off unless Listen is set.
@@ -13,15 +15,16 @@ type Rift struct {
 	Key      string `yaml:"key" help:"PEM private key for rift cert"`
 	DevCerts string `yaml:"dev_certs" help:"development only: directory where a local CA and server certificate are generated (once) and used; without identities, a dev identity's token is written there too"`
 
-	MaxConnections int           `yaml:"max_connections" help:"concurrent Rift connections; at this limit the oldest connection that has not sent AUTH yet gives its slot to the new one"`
-	MaxStreams     int           `yaml:"max_streams" help:"concurrent operation streams per Rift connection"`
-	AuthTimeout    time.Duration `yaml:"auth_timeout" help:"deadline for TLS plus AUTH, and for each stream's first frame"`
-	FrameTimeout   time.Duration `yaml:"frame_timeout" help:"deadline for the rest of a partially received frame"`
-	WriteTimeout   time.Duration `yaml:"write_timeout" help:"deadline for a blocked outgoing write"`
-	KeepAlive      time.Duration `yaml:"keep_alive" help:"QUIC keepalive period"`
-	IdleTimeout    time.Duration `yaml:"idle_timeout" help:"QUIC idle timeout"`
-	QueueMsgs      int           `yaml:"subscriber_queue_msgs" help:"messages waiting per subscription before it is cut off as a slow consumer"`
-	QueueBytes     Bytes         `yaml:"subscriber_queue_bytes" help:"payload bytes waiting per subscription before it is cut off as a slow consumer"`
+	MaxConnections    int           `yaml:"max_connections" help:"concurrent Rift connections; at this limit the oldest connection that has not sent AUTH yet gives its slot to the new one"`
+	MaxStreams        int           `yaml:"max_streams" help:"concurrent operation streams per Rift connection"`
+	AuthTimeout       time.Duration `yaml:"auth_timeout" help:"deadline for TLS plus AUTH, and for each stream's first frame"`
+	FrameTimeout      time.Duration `yaml:"frame_timeout" help:"deadline for the rest of a partially received frame"`
+	WriteTimeout      time.Duration `yaml:"write_timeout" help:"deadline for a blocked outgoing write"`
+	KeepAlive         time.Duration `yaml:"keep_alive" help:"QUIC keepalive period"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout" help:"QUIC idle timeout"`
+	QueueMsgs         int           `yaml:"subscriber_queue_msgs" help:"messages waiting per subscription before it is cut off as a slow consumer"`
+	QueueBytes        Bytes         `yaml:"subscriber_queue_bytes" help:"payload bytes waiting per subscription before it is cut off as a slow consumer"`
+	MaxDurableStreams int           `yaml:"max_durable_streams" help:"most durable streams (configured and created at run time); creating one more is refused"`
 
 	PluginsDir       string        `yaml:"plugins_dir" help:"folder of Lua plugins (*.lua) loaded at start; empty = none"`
 	PluginIdentity   string        `yaml:"plugin_identity" help:"identity whose permissions plugins without their own entry in rift.plugins use"`
@@ -43,7 +46,9 @@ type RiftIdentity struct {
 	Control     bool     `yaml:"control"`
 }
 
-// RiftStream is one durable stream.
+// RiftStream is one durable stream of the configuration. Streams can also be created and deleted
+// at run time (`fila rift stream create`, docs/rift.md); those keep their definitions in the
+// Rift store.
 type RiftStream struct {
 	Name       string        `yaml:"name"`
 	Subjects   []string      `yaml:"subjects"`
@@ -66,7 +71,7 @@ func DefaultRift() Rift {
 		MaxConnections: 1024, MaxStreams: 128,
 		AuthTimeout: 5 * time.Second, FrameTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second,
 		KeepAlive: 10 * time.Second, IdleTimeout: 60 * time.Second,
-		QueueMsgs: 8192, QueueBytes: 64 << 20, PluginTimeBudget: 100 * time.Millisecond,
+		QueueMsgs: 8192, QueueBytes: 64 << 20, PluginTimeBudget: 100 * time.Millisecond, MaxDurableStreams: stream.DefaultMaxStreams,
 	}
 }
 
@@ -82,7 +87,7 @@ func (r *Rift) validate() []error {
 		errs = append(errs, errors.New("rift.cert and rift.key: give both or neither"))
 	}
 	for name, v := range map[string]int{"rift.max_connections": r.MaxConnections, "rift.max_streams": r.MaxStreams,
-		"rift.subscriber_queue_msgs": r.QueueMsgs, "rift.subscriber_queue_bytes": int(r.QueueBytes)} {
+		"rift.subscriber_queue_msgs": r.QueueMsgs, "rift.subscriber_queue_bytes": int(r.QueueBytes), "rift.max_durable_streams": r.MaxDurableStreams} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}

@@ -1,5 +1,6 @@
 // Package service ties Rift's parts together: the identities, the subject bus, the durable streams,
-// the server events and the control subjects. A Session is one identity's view of it: every
+// the server events and the control subjects (rift.control.status, and the stream administration
+// of streams.go). A Session is one identity's view of it: every
 // operation checks that identity's permissions, so the QUIC listener and Lua plugins share one set
 // of rules.
 package service
@@ -37,6 +38,7 @@ type Options struct {
 	Identities []auth.Config
 	Streams    []stream.Config
 	StreamDir  string // the streams' Pebble directory (<data_dir>/rift)
+	MaxStreams int    // most streams there may be (stream.DefaultMaxStreams)
 	Bus        bus.Options
 	Clock      func() time.Time // time.Now
 	Logger     *slog.Logger     // slog.Default()
@@ -51,11 +53,11 @@ type Service struct {
 	log         *slog.Logger
 	started     time.Time
 	connections atomic.Int64
-	control     *bus.Subscription
 	wg          sync.WaitGroup
 }
 
-// Open validates the options, opens the streams and starts answering rift.control.status.
+// Open validates the options, opens the streams and starts answering rift.control.status and the
+// stream administration subjects.
 func Open(o Options) (*Service, error) {
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -67,17 +69,25 @@ func Open(o Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rift identities: %w", err)
 	}
-	st, err := stream.Open(stream.Options{Dir: o.StreamDir, Clock: o.Clock, Logger: o.Logger}, o.Streams)
+	st, err := stream.Open(stream.Options{Dir: o.StreamDir, Clock: o.Clock, Logger: o.Logger, MaxStreams: o.MaxStreams}, o.Streams)
 	if err != nil {
 		return nil, fmt.Errorf("rift streams: %w", err)
 	}
 	s := &Service{Auth: reg, Bus: bus.New(o.Bus), Streams: st, log: o.Logger, started: o.Clock()}
-	if s.control, err = s.Bus.Subscribe(StatusSubject, ""); err != nil {
+	status, err := s.Bus.Subscribe(StatusSubject, "")
+	if err != nil {
 		st.Close()
 		return nil, err
 	}
-	s.wg.Add(1)
-	go s.answerStatus()
+	streams, err := s.Bus.Subscribe(streamSubjects, "")
+	if err != nil {
+		s.Bus.Close()
+		st.Close()
+		return nil, err
+	}
+	s.wg.Add(2)
+	go s.answerStatus(status)
+	go s.answerStreams(streams)
 	return s, nil
 }
 
@@ -106,22 +116,25 @@ type Status struct {
 
 // Status returns the current status.
 func (s *Service) Status() Status {
-	st := Status{Version: riftproto.Version, UptimeMs: time.Since(s.started).Milliseconds(), Connections: s.connections.Load(),
-		Subscriptions: s.Bus.Subscriptions(), Identities: s.Auth.Len(), Streams: []stream.Info{}}
-	for _, name := range s.Streams.Names() {
-		if in, err := s.Streams.Info(name); err == nil {
-			st.Streams = append(st.Streams, in)
-		}
-	}
-	return st
+	return Status{Version: riftproto.Version, UptimeMs: time.Since(s.started).Milliseconds(), Connections: s.connections.Load(),
+		Subscriptions: s.Bus.Subscriptions(), Identities: s.Auth.Len(), Streams: s.streamInfos()}
 }
 
-func (s *Service) answerStatus() {
+func (s *Service) answerStatus(sub *bus.Subscription) {
 	defer s.wg.Done()
+	s.answer(sub, StatusSubject, func(bus.Message) []byte {
+		body, _ := json.Marshal(s.Status())
+		return body
+	})
+}
+
+// answer replies to every request on sub (subscribed to pattern) with reply's answer until the
+// bus closes. Messages without a reply subject are ignored.
+func (s *Service) answer(sub *bus.Subscription, pattern string, reply func(bus.Message) []byte) {
 	for {
-		m, err := s.control.Next(context.Background())
+		m, err := sub.Next(context.Background())
 		if errors.Is(err, bus.ErrSlowConsumer) { // flooded: carry on with a fresh subscription
-			if s.control, err = s.Bus.Subscribe(StatusSubject, ""); err != nil {
+			if sub, err = s.Bus.Subscribe(pattern, ""); err != nil {
 				return
 			}
 			continue
@@ -129,11 +142,9 @@ func (s *Service) answerStatus() {
 		if err != nil {
 			return
 		}
-		if m.Reply == "" {
-			continue
+		if m.Reply != "" {
+			s.Bus.Publish(m.Reply, "", reply(m))
 		}
-		body, _ := json.Marshal(s.Status())
-		s.Bus.Publish(m.Reply, "", body)
 	}
 }
 
