@@ -172,3 +172,17 @@ const (
 	// ALPN: Rift messaging, version 1; nothing else is accepted.
 	ALPN = "rift-messaging/1"
 )
+const (
+	// ControlStatus: REQUEST: the server's status, answered in JSON (docs/rift.md).
+	ControlStatus = "rift.control.status"
+	// ControlStreamCreate: REQUEST with a JSON stream definition: create a durable stream at run time
+	// (docs/rift.md).
+	ControlStreamCreate = "rift.control.stream.create"
+	// ControlStreamDelete: REQUEST {"name"}: delete a stream created at run time, its records and
+	// consumers.
+	ControlStreamDelete = "rift.control.stream.delete"
+	// ControlStreamInfo: REQUEST {"name"}: a stream's definition and counters.
+	ControlStreamInfo = "rift.control.stream.info"
+	// ControlStreamList: REQUEST: every stream's definition and counters.
+	ControlStreamList = "rift.control.stream.list"
+)

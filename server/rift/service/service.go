@@ -26,7 +26,7 @@ import (
 const (
 	MaxRequestTimeout = 120 * time.Second
 	MaxPayload        = 1 << 20
-	StatusSubject     = "rift.control.status"
+	StatusSubject     = riftproto.ControlStatus
 )
 
 // ErrOperation is wrapped by every non-permission failure a client causes (answered with ERROR

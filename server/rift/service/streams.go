@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/server/rift/bus"
 	"github.com/filamq/fila/server/rift/stream"
 )
@@ -16,10 +17,10 @@ import (
 // true like any rift.control subject, so the right to create streams is the right to publish to
 // rift.control.stream.create. A message without a reply subject is ignored.
 const (
-	StreamCreateSubject = "rift.control.stream.create" // {"name", "subjects", …} -> {"stream", "created"}
-	StreamDeleteSubject = "rift.control.stream.delete" // {"name"} -> {"deleted"}
-	StreamInfoSubject   = "rift.control.stream.info"   // {"name"} -> {"stream"}
-	StreamListSubject   = "rift.control.stream.list"   // {} or empty -> {"streams"}
+	StreamCreateSubject = riftproto.ControlStreamCreate // {"name", "subjects", …} -> {"stream", "created"}
+	StreamDeleteSubject = riftproto.ControlStreamDelete // {"name"} -> {"deleted"}
+	StreamInfoSubject   = riftproto.ControlStreamInfo   // {"name"} -> {"stream"}
+	StreamListSubject   = riftproto.ControlStreamList   // {} or empty -> {"streams"}
 	streamSubjects      = "rift.control.stream.*"
 )
 
