@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,12 +19,15 @@ type Config struct {
 	Listen     string `yaml:"listen" help:"FIBP listen address"`
 	DataDir    string `yaml:"data_dir" help:"directory holding the broker's data"`
 	HTTPListen string `yaml:"http_listen" help:"metrics and health address (/metrics, /healthz); empty disables"`
-	AddrFile   string `yaml:"addr_file" help:"once the server is ready, write the addresses it listens on to this file (JSON: fibp, rift, http), replacing it atomically; for tests and scripts that listen on port 0"`
-	LogLevel   string `yaml:"log_level" help:"debug, info, warn or error"`
-	LogFormat  string `yaml:"log_format" help:"text or json"`
-	Fsync      bool   `yaml:"fsync" help:"fsync every acknowledged change (group-committed); false trades durability for speed"`
-	PProf      bool   `yaml:"pprof" help:"serve Go profiles under /debug/pprof/ on http_listen"`
-	Salvage    bool   `yaml:"salvage" help:"start on a data directory whose WAL is damaged by dropping what follows the damage (the original file is kept, the loss logged); without it such a start stops with an error naming the file"`
+	// BackupDir is where POST /api/v1/backup writes backups (cmd/fila-server backup.go).
+	BackupDir         string `yaml:"backup_dir" help:"directory under which POST /api/v1/backup (fila backup create) writes each backup, in a directory of its own; empty refuses backups. On data_dir's file system a backup hard-links the store's immutable files instead of copying them"`
+	BackupAllowRemote bool   `yaml:"backup_allow_remote" help:"with authentication off, accept POST /api/v1/backup from addresses other than loopback (with authentication on it needs a superadmin API key from any address)"`
+	AddrFile          string `yaml:"addr_file" help:"once the server is ready, write the addresses it listens on to this file (JSON: fibp, rift, http), replacing it atomically; for tests and scripts that listen on port 0"`
+	LogLevel          string `yaml:"log_level" help:"debug, info, warn or error"`
+	LogFormat         string `yaml:"log_format" help:"text or json"`
+	Fsync             bool   `yaml:"fsync" help:"fsync every acknowledged change (group-committed); false trades durability for speed"`
+	PProf             bool   `yaml:"pprof" help:"serve Go profiles under /debug/pprof/ on http_listen"`
+	Salvage           bool   `yaml:"salvage" help:"start on a data directory whose WAL is damaged by dropping what follows the damage (the original file is kept, the loss logged); without it such a start stops with an error naming the file"`
 
 	MetricsTopKeys int `yaml:"metrics_top_keys" help:"fairness keys per queue with their own fila_queue_fairness_key_ready series (the largest backlogs); bounds the label cardinality"`
 
@@ -145,8 +149,28 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}
 	}
+	if err := c.validateBackupDir(); err != nil {
+		errs = append(errs, err)
+	}
 	errs = append(errs, c.Rift.validate()...)
 	return errors.Join(errs...)
+}
+
+// validateBackupDir refuses a backup_dir inside data_dir (or data_dir itself): a backup is to
+// outlive the directory it copies.
+func (c *Config) validateBackupDir() error {
+	if c.BackupDir == "" || c.DataDir == "" {
+		return nil
+	}
+	data, err1 := filepath.Abs(c.DataDir)
+	backups, err2 := filepath.Abs(c.BackupDir)
+	if err1 != nil || err2 != nil {
+		return nil // the server reports the directory it cannot use
+	}
+	if rel, err := filepath.Rel(data, backups); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		return fmt.Errorf("backup_dir: %s is inside data_dir %s; give a directory outside it (on the same file system, backups are hard links and cost little space)", c.BackupDir, c.DataDir)
+	}
+	return nil
 }
 
 // BootstrapKey returns the bootstrap superadmin API key, from FILA_BOOTSTRAP_API_KEY or the

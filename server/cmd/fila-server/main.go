@@ -43,6 +43,9 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == "check" {
 		return check(args[1:], os.Stdout, os.Stderr)
 	}
+	if len(args) > 0 && args[0] == "restore" {
+		return restore(args[1:], os.Stdout, os.Stderr)
+	}
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return healthcheck(args[1:], os.Stdout, os.Stderr)
 	}
@@ -91,8 +94,8 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	reg := processRegistry(cfg.DataDir)
-	ready, health := &readiness{}, &healthz{}
-	httpSrv, err := startHTTP(cfg, reg, ready, health)
+	ready, health, bk := &readiness{}, &healthz{}, newBackups(cfg, log)
+	httpSrv, err := startHTTP(cfg, reg, ready, health, route{backupPath, bk})
 	if err != nil {
 		return err
 	}
@@ -162,6 +165,10 @@ func serve(cfg config.Config, log *slog.Logger) error {
 			return abort(fmt.Errorf("addr_file: %w", err))
 		}
 	}
+	bk.b.Store(b)
+	if rn != nil {
+		bk.streams.Store(rn.svc.Streams)
+	}
 	ready.set(phaseServing)
 	logReady(log, cfg, ln, tlsCerts != nil, b)
 
@@ -174,6 +181,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		return err // no shutdown: closing would wait for the requests blocked in the store
 	}
 	ready.set(phaseStopping)
+	bk.close() // a backup being written completes first: the stores close next
 	return shutdown(cfg.ShutdownTimeout, srv, rn, b, log)
 }
 

@@ -56,10 +56,16 @@ func (r *readiness) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	fmt.Fprintln(w, p)
 }
 
-// startHTTP serves /metrics, /healthz, /readyz (and /debug/pprof/ with --pprof) on
+// route is one more path the HTTP listener serves (the API's).
+type route struct {
+	path string
+	h    http.Handler
+}
+
+// startHTTP serves /metrics, /healthz, /readyz (and /debug/pprof/ with --pprof) and routes on
 // cfg.HTTPListen; it returns nil when that is empty. It starts before the broker opens, so
 // /readyz can tell that recovery is under way.
-func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness, health *healthz) (*http.Server, error) {
+func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness, health *healthz, routes ...route) (*http.Server, error) {
 	if cfg.HTTPListen == "" {
 		return nil, nil
 	}
@@ -67,6 +73,9 @@ func startHTTP(cfg config.Config, reg *prometheus.Registry, ready *readiness, he
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{MaxRequestsInFlight: maxScrapes}))
 	mux.Handle("/healthz", health)
 	mux.Handle("/readyz", ready)
+	for _, r := range routes {
+		mux.Handle(r.path, r.h)
+	}
 	if cfg.PProf {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.Handle("/debug/pprof/profile", untimed(pprof.Profile))
