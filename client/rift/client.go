@@ -12,6 +12,10 @@
 // Every operation has a deadline: the context's, capped by the client's operation timeout (30 s
 // by default); Request waits for its own timeout plus five seconds for transport.
 //
+// Durable streams: StreamPublish stores a record, Consumer fetches and acknowledges them;
+// CreateStream, DeleteStream, StreamInfo and Streams administer streams at run time (a control
+// identity's requests to rift.control.stream.*).
+//
 // Delivery is at most once. A Publisher batches: Publish queues the frame for a writer goroutine
 // that hands everything queued to QUIC in one write, so a publisher never waits for the network
 // unless 512 KiB are already waiting. A Publisher becomes unusable after any failed or cancelled
