@@ -507,7 +507,9 @@ func TestDialTLS(t *testing.T) {
 
 func TestKeepAlivePing(t *testing.T) {
 	p := fibptest.Start(t, fibptest.Options{})
-	c, sc := dialPeer(t, p, &Options{PingInterval: 20 * time.Millisecond, PongTimeout: 50 * time.Millisecond})
+	// PongTimeout leaves the answered Ping's Pong ample time on a loaded machine (with 50 ms,
+	// a late Pong under -race closed the connection before the second Ping).
+	c, sc := dialPeer(t, p, &Options{PingInterval: 20 * time.Millisecond, PongTimeout: time.Second})
 	sc.Reply(sc.Expect(t, fibp.OpPing), &fibp.Pong{})
 	sc.Expect(t, fibp.OpPing) // unanswered: the client gives up on the connection
 	select {

@@ -240,9 +240,8 @@ func (t *leaseTable) extend(batch []*Delivery, now time.Time) {
 }
 
 // extensionLocked is how far keep-alive extends d's lease at now: by its duration, shortened to
-// end at keepUntil. Keep-alive ends with the extension that reaches keepUntil (ok true), or
-// without one when the lease already lasts that long (ok false); the lease then runs out as a
-// lease without keep-alive does. t.mu is held.
+// end at keepUntil. Once the lease lasts until keepUntil, keep-alive ends (ok false) and the
+// lease runs out as a lease without keep-alive does. t.mu is held.
 func (d *Delivery) extensionLocked(now time.Time) (by time.Duration, ok bool) {
 	if d.keepUntil.IsZero() {
 		return d.extendBy, true
@@ -251,10 +250,5 @@ func (d *Delivery) extensionLocked(now time.Time) (by time.Duration, ok bool) {
 		d.keepAlive = false
 		return 0, false
 	}
-	by = d.keepUntil.Sub(now)
-	if by > d.extendBy {
-		return d.extendBy, true
-	}
-	d.keepAlive = false
-	return by, true
+	return min(d.extendBy, d.keepUntil.Sub(now)), true
 }

@@ -20,9 +20,7 @@ func TestMaxLeaseExtensionLetsTheLeaseRunOut(t *testing.T) {
 	}
 	defer c.Close()
 	const queue = "lease-cap"
-	if _, err := c.CreateQueue(ctx, fila.QueueConfig{Name: queue, VisibilityTimeout: 200 * time.Millisecond}); err != nil {
-		t.Fatal(err)
-	}
+	createQueue(ctx, c, fila.QueueConfig{Name: queue, VisibilityTimeout: 200 * time.Millisecond})
 	if _, err := c.NewProducer(fila.ProducerOptions{}).Send(ctx, fila.Message{Queue: queue, Payload: []byte("slow")}); err != nil {
 		t.Fatal(err)
 	}
