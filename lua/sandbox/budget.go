@@ -111,7 +111,7 @@ func (b *budget) check(now time.Time) {
 		b.expired = true
 		return
 	}
-	cpu, ok := threadCPU()
+	cpu, ok := ThreadCPU()
 	used := cpu - t.cpu - b.credit
 	if !ok || used >= b.limit {
 		b.expired = true
@@ -166,7 +166,7 @@ func (t *Thread) Release() {
 
 func (t *Thread) read(now time.Time) {
 	t.at = now
-	t.cpu, t.hasCPU = threadCPU()
+	t.cpu, t.hasCPU = ThreadCPU()
 }
 
 // refresh reads the CPU clock again when the last reading is more than maxCredit old.

@@ -4,5 +4,5 @@ package sandbox
 
 import "time"
 
-// threadCPU is unavailable here: the budget is then wall-clock time.
-func threadCPU() (time.Duration, bool) { return 0, false }
+// ThreadCPU is unavailable here: budgets are then wall-clock time.
+func ThreadCPU() (time.Duration, bool) { return 0, false }

@@ -48,9 +48,9 @@ func FuzzScripts(f *testing.F) {
 		fn := s.L.NewFunctionFromProto(proto)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		cpu0 := threadCPU(t)
+		cpu0 := ThreadCPU(t)
 		_, err = s.Run(lim.Timeout, fn, 0)
-		cpu := threadCPU(t) - cpu0
+		cpu := ThreadCPU(t) - cpu0
 		runtime.ReadMemStats(&after)
 		if err != nil && !errors.Is(err, sandbox.ErrTimeout) && !errors.Is(err, sandbox.ErrScript) {
 			t.Fatalf("%s\nan error of neither kind: %v", src, err)
@@ -67,8 +67,8 @@ func FuzzScripts(f *testing.F) {
 	})
 }
 
-// threadCPU is the calling thread's CPU time (the test holds its thread for the run).
-func threadCPU(t *testing.T) time.Duration {
+// ThreadCPU is the calling thread's CPU time (the test holds its thread for the run).
+func ThreadCPU(t *testing.T) time.Duration {
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
 		t.Skip("no thread CPU clock")

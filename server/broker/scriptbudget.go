@@ -3,6 +3,8 @@ package broker
 import (
 	"runtime"
 	"time"
+
+	"github.com/filamq/fila/lua/sandbox"
 )
 
 // Script budgets: lua.timeout_ms bounds one call of a hook; a scriptBudget bounds the calls a
@@ -31,7 +33,7 @@ type scriptBudget struct {
 func (s *scriptBudget) begin(limit time.Duration) {
 	runtime.LockOSThread()
 	s.limit, s.spent, s.on, s.over = limit, 0, true, false
-	s.cpu0, s.hasCPU = threadCPU()
+	s.cpu0, s.hasCPU = sandbox.ThreadCPU()
 }
 
 // end releases the thread; the budget is off until the next begin.
@@ -51,7 +53,7 @@ func (s *scriptBudget) left() bool {
 		return true
 	}
 	if s.hasCPU {
-		if cpu, ok := threadCPU(); ok && cpu-s.cpu0 < s.limit {
+		if cpu, ok := sandbox.ThreadCPU(); ok && cpu-s.cpu0 < s.limit {
 			s.spent = cpu - s.cpu0 // the calls used no more than that: look again once the sum passes the limit
 			return true
 		}
