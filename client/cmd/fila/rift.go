@@ -18,17 +18,17 @@ type riftFlags struct {
 	addr, ca, serverName, token, tokenFile string
 }
 
-// riftCommand is `fila rift pub|sub|req|stream …`.
+// riftCommand is `fila rift pub|sub|req|reply|stream …`.
 func (a *app) riftCommand() *cobra.Command {
 	rf := &riftFlags{}
-	cmd := group(&cobra.Command{Use: "rift", Short: "Publish, subscribe, request and use durable streams on the Rift listener (QUIC)"})
+	cmd := group(&cobra.Command{Use: "rift", Short: "Publish, subscribe, request, reply and use durable streams on the Rift listener (QUIC)"})
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&rf.addr, "rift-addr", envOr("FILA_RIFT_ADDR", "127.0.0.1:7443"), "Rift listener host:port (env FILA_RIFT_ADDR)")
 	pf.StringVar(&rf.ca, "rift-ca", os.Getenv("FILA_RIFT_CA"), "PEM CA that signed the Rift server certificate, required (env FILA_RIFT_CA)")
 	pf.StringVar(&rf.serverName, "server-name", "localhost", "name the Rift server certificate must carry")
 	pf.StringVar(&rf.token, "token", os.Getenv("FILA_RIFT_TOKEN"), "identity token (env FILA_RIFT_TOKEN)")
 	pf.StringVar(&rf.tokenFile, "token-file", "", "read the identity token from this file")
-	cmd.AddCommand(a.riftPubCommand(rf), a.riftSubCommand(rf), a.riftReqCommand(rf), a.riftStreamCommand(rf))
+	cmd.AddCommand(a.riftPubCommand(rf), a.riftSubCommand(rf), a.riftReqCommand(rf), a.riftReplyCommand(rf), a.riftStreamCommand(rf))
 	return cmd
 }
 
@@ -188,7 +188,7 @@ func (a *app) riftReqCommand(rf *riftFlags) *cobra.Command {
 }
 
 func (a *app) riftStreamCommand(rf *riftFlags) *cobra.Command {
-	cmd := group(&cobra.Command{Use: "stream", Short: "Durable streams: publish, fetch and acknowledge"})
+	cmd := group(&cobra.Command{Use: "stream", Short: "Durable streams: create, list, describe and delete them; publish, fetch and acknowledge"})
 	var reply, file string
 	pub := &cobra.Command{
 		Use:   "pub STREAM SUBJECT [PAYLOAD]",
@@ -216,7 +216,8 @@ func (a *app) riftStreamCommand(rf *riftFlags) *cobra.Command {
 		_, err = fmt.Fprintf(a.stdout, "stored %s #%d\n", args[0], st.Sequence)
 		return err
 	}
-	cmd.AddCommand(pub, a.riftFetchCommand(rf))
+	cmd.AddCommand(a.riftStreamCreateCommand(rf), a.riftStreamListCommand(rf), a.riftStreamDescribeCommand(rf),
+		a.riftStreamDeleteCommand(rf), pub, a.riftFetchCommand(rf))
 	return cmd
 }
 
