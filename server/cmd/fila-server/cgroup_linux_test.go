@@ -74,6 +74,39 @@ func limitedCgroup(t *testing.T, limit int64) string {
 	return procs
 }
 
+// startInCgroup runs the server binary with args (and its own data directory, loopback FIBP, no
+// HTTP, fsync off) inside the cgroup whose cgroup.procs file is procs, and returns it, its FIBP
+// address and its log; it is killed at the end of the test.
+func startInCgroup(t *testing.T, procs string, args ...string) (*serverProc, string, *lockedBuffer) {
+	t.Helper()
+	bin := buildServer(t)
+	dir := t.TempDir()
+	addrFile := filepath.Join(dir, "addrs.json")
+	logs := &lockedBuffer{}
+	// sh moves itself into the cgroup, then becomes the server: the server starts inside it.
+	argv := append([]string{"-c", `echo $$ > "$0" && exec "$@"`, procs, bin, "--data-dir", filepath.Join(dir, "data"),
+		"--listen", "127.0.0.1:0", "--http-listen", "", "--addr-file", addrFile, "--fsync=false"}, args...)
+	cmd := exec.Command("sh", argv...)
+	cmd.Env, cmd.Stderr = serverEnv(), logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &serverProc{cmd: cmd, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() { cmd.Process.Kill(); p.wait() })
+	return p, waitAddrFile(t, addrFile, p).FIBP, logs
+}
+
+// cgroupPeak reads the most memory the cgroup of procs has held ("?" where it cannot say).
+func cgroupPeak(procs string) string {
+	for _, f := range []string{"memory.max_usage_in_bytes", "memory.peak"} {
+		if b, err := os.ReadFile(filepath.Join(filepath.Dir(procs), f)); err == nil {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	return "?"
+}
+
 // holdPartialBodies connects to addr and sends size bytes of one continued Enqueue body that it
 // never finishes, then a Ping, and returns once the server answered it (every chunk taken or
 // refused) or closed the connection. It reports whether the connection was closed.
@@ -123,21 +156,7 @@ func TestClientsCannotOOMTheServerInAMemoryLimitedCgroup(t *testing.T) {
 	}
 	const limit = 512 << 20
 	procs := limitedCgroup(t, limit)
-	bin := buildServer(t)
-	dir := t.TempDir()
-	addrFile := filepath.Join(dir, "addrs.json")
-	var logs lockedBuffer
-	// sh moves itself into the cgroup, then becomes the server: the server starts inside it.
-	cmd := exec.Command("sh", "-c", `echo $$ > "$0" && exec "$@"`, procs, bin, "--data-dir", filepath.Join(dir, "data"),
-		"--listen", "127.0.0.1:0", "--http-listen", "", "--max-connection-memory", "64MiB", "--addr-file", addrFile, "--fsync=false")
-	cmd.Env, cmd.Stderr = serverEnv(), &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &serverProc{cmd: cmd, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); p.wait() })
-	addr := waitAddrFile(t, addrFile, p).FIBP
+	p, addr, logs := startInCgroup(t, procs, "--max-connection-memory", "64MiB")
 
 	budget := regexp.MustCompile(`msg="client memory budget" bytes=(\d+) from="([^"]*)"`).FindStringSubmatch(logs.String())
 	if budget == nil || budget[1] != strconv.Itoa(limit/2) {
@@ -170,12 +189,7 @@ func TestClientsCannotOOMTheServerInAMemoryLimitedCgroup(t *testing.T) {
 			p.err, conns, each>>20, limit>>20, logs.String())
 	default:
 	}
-	peak := "?"
-	for _, f := range []string{"memory.max_usage_in_bytes", "memory.peak"} {
-		if b, err := os.ReadFile(filepath.Join(filepath.Dir(procs), f)); err == nil {
-			peak = strings.TrimSpace(string(b))
-		}
-	}
+	peak := cgroupPeak(procs)
 	t.Logf("%d of %d connections were cut or refused; budget %s bytes (%s); the cgroup's peak %s bytes of %d",
 		cut, conns, budget[1], budget[2], peak, limit)
 }

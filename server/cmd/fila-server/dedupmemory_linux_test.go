@@ -1,11 +1,7 @@
 package main
 
 import (
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/filamq/fila/generated/fibp"
@@ -24,20 +20,8 @@ func TestNewIdentitiesCannotOOMTheServer(t *testing.T) {
 	}
 	const limit = 512 << 20
 	procs := limitedCgroup(t, limit)
-	bin := buildServer(t)
-	dir := t.TempDir()
-	addrFile := filepath.Join(dir, "addrs.json")
-	var logs lockedBuffer
-	cmd := exec.Command("sh", "-c", `echo $$ > "$0" && exec "$@"`, procs, bin, "--data-dir", filepath.Join(dir, "data"),
-		"--listen", "127.0.0.1:0", "--http-listen", "", "--memory-budget", "64MiB", "--addr-file", addrFile, "--fsync=false")
-	cmd.Env, cmd.Stderr = serverEnv(), &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &serverProc{cmd: cmd, done: make(chan struct{})}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() { cmd.Process.Kill(); p.wait() })
-	c := fibptest.Dial(t, waitAddrFile(t, addrFile, p).FIBP)
+	p, addr, logs := startInCgroup(t, procs, "--memory-budget", "64MiB")
+	c := fibptest.Dial(t, addr)
 	c.Handshake()
 	for _, kv := range [][2]string{{"dedup.max_identities", "100000000"}, {"dedup.max_identities_per_queue", "100000000"}} {
 		c.Call(1, &fibp.SetConfig{Key: kv[0], Value: kv[1]}) // the memory budget is the bound here
@@ -85,12 +69,7 @@ func TestNewIdentitiesCannotOOMTheServer(t *testing.T) {
 	if res, ok := c.Call(4, &fibp.GetStats{Queue: "once"}).(*fibp.GetStatsResult); !ok || res.ErrorCode != fibp.CodeOk || res.Depth != uint64(accepted) {
 		t.Fatalf("after the refusals, GetStats answered %#v (accepted %d)", res, accepted)
 	}
-	peak := "?"
-	for _, f := range []string{"memory.max_usage_in_bytes", "memory.peak"} {
-		if b, err := os.ReadFile(filepath.Join(filepath.Dir(procs), f)); err == nil {
-			peak = strings.TrimSpace(string(b))
-		}
-	}
+	peak := cgroupPeak(procs)
 	t.Logf("%d identities accepted before the first refusal (%d bytes at 128 each, of a 64 MiB budget); the cgroup's peak %s bytes of %d",
 		accepted, accepted*128, peak, limit)
 }
