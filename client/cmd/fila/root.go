@@ -58,7 +58,7 @@ func (a *app) rootCommand() *cobra.Command {
 	pf.DurationVar(&a.timeout.Duration, "timeout", a.timeout.Duration, "time limit for connecting and for each request")
 	root.AddCommand(a.queueCommand(), a.enqueueCommand(), a.consumeCommand(), a.redriveCommand(),
 		a.configCommand(), a.clusterCommand(), a.keyCommand(), a.aclCommand(), a.riftCommand(), a.versionCommand(), a.ackCommand(), a.nackCommand(),
-		a.throttleCommand(), a.luaCommand())
+		a.throttleCommand(), a.luaCommand(), a.backupCommand())
 	a.completeQueueArgs(root)
 	return root
 }
