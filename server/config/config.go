@@ -38,6 +38,7 @@ type Config struct {
 	// BootstrapAPIKeyFile or BootstrapAPIKey (environment only) turns API-key authentication on.
 	BootstrapAPIKeyFile string `yaml:"bootstrap_api_key_file" help:"file holding the bootstrap superadmin API key (or env FILA_BOOTSTRAP_API_KEY); either turns authentication on"`
 	BootstrapAPIKey     string `yaml:"-"` // from FILA_BOOTSTRAP_API_KEY only: a secret never goes in a flag or a file of settings
+	BootstrapAPIKeySet  bool   `yaml:"-"` // FILA_BOOTSTRAP_API_KEY is set, even to nothing
 	// InsecureNoAuth lets a data directory that holds API keys start without a bootstrap key,
 	// with authentication off; without it such a start is refused (cmd/fila-server).
 	InsecureNoAuth bool `yaml:"insecure_no_auth" help:"start with authentication off on a data directory that holds API keys (without it, such a start without a bootstrap key is refused): every client may then do everything; for recovery only"`
@@ -130,8 +131,8 @@ func (c *Config) Validate() error {
 	if c.BootstrapAPIKey != "" && c.BootstrapAPIKeyFile != "" {
 		errs = append(errs, errors.New("bootstrap_api_key_file: FILA_BOOTSTRAP_API_KEY is set too; give one"))
 	}
-	if c.BootstrapAPIKey != "" && strings.TrimSpace(c.BootstrapAPIKey) == "" {
-		errs = append(errs, errors.New("FILA_BOOTSTRAP_API_KEY: holds only white space; give a key of at least 32 characters, or unset it"))
+	if c.BootstrapAPIKeySet && strings.TrimSpace(c.BootstrapAPIKey) == "" {
+		errs = append(errs, errors.New("FILA_BOOTSTRAP_API_KEY: is set but empty or white space only; give a key of at least 32 characters, or unset it"))
 	}
 	if c.InsecureNoAuth && (c.BootstrapAPIKey != "" || c.BootstrapAPIKeyFile != "") {
 		errs = append(errs, errors.New("insecure_no_auth: a bootstrap key is configured too; give one or the other"))
@@ -174,9 +175,8 @@ func (c *Config) validateBackupDir() error {
 }
 
 // BootstrapKey returns the bootstrap superadmin API key, from FILA_BOOTSTRAP_API_KEY or the
-// bootstrap_api_key_file, without surrounding white space; empty means none is configured (an
-// empty FILA_BOOTSTRAP_API_KEY counts as unset, like every FILA_* variable; one of white space
-// only, or an empty file, is an error).
+// bootstrap_api_key_file, without surrounding white space; empty means none is configured (a
+// FILA_BOOTSTRAP_API_KEY set empty or to white space only, or an empty file, is an error).
 func (c *Config) BootstrapKey() (string, error) {
 	if c.BootstrapAPIKeyFile == "" {
 		return strings.TrimSpace(c.BootstrapAPIKey), nil

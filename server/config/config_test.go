@@ -10,7 +10,9 @@ import (
 	"time"
 )
 
-func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
 
 func TestDefaults(t *testing.T) {
 	cfg, err := Load(nil, env(nil), &bytes.Buffer{})
@@ -147,8 +149,9 @@ func TestBootstrapKeySettings(t *testing.T) {
 		env  map[string]string
 		want string // "" = loads
 	}{
-		{"white space", nil, map[string]string{"FILA_BOOTSTRAP_API_KEY": " \t\n"}, "FILA_BOOTSTRAP_API_KEY: holds only white space"},
-		{"empty is unset", nil, map[string]string{"FILA_BOOTSTRAP_API_KEY": ""}, ""},
+		{"white space", nil, map[string]string{"FILA_BOOTSTRAP_API_KEY": " \t\n"}, "FILA_BOOTSTRAP_API_KEY: is set but empty or white space only"},
+		{"empty", nil, map[string]string{"FILA_BOOTSTRAP_API_KEY": ""}, "FILA_BOOTSTRAP_API_KEY: is set but empty or white space only"},
+		{"another variable empty is unset", nil, map[string]string{"FILA_DATA_DIR": ""}, ""},
 		{"insecure alone", []string{"--insecure-no-auth"}, nil, ""},
 		{"insecure with a key", []string{"--insecure-no-auth"}, map[string]string{"FILA_BOOTSTRAP_API_KEY": strings.Repeat("k", 40)}, "insecure_no_auth"},
 		{"insecure with a key file", []string{"--insecure-no-auth", "--bootstrap-api-key-file", "/k"}, nil, "insecure_no_auth"},

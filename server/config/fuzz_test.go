@@ -37,7 +37,7 @@ func FuzzLoad(f *testing.F) {
 			}
 		}
 		args = append(args, "--config", path)
-		noEnv := func(string) string { return "" }
+		noEnv := func(string) (string, bool) { return "", false }
 		cfg, err := Load(args, noEnv, &bytes.Buffer{})
 		if err != nil {
 			if errors.Is(err, ErrHelp) || errors.Is(err, ErrVersion) {

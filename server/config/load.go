@@ -49,11 +49,14 @@ func appendFields(out []field, t reflect.Type, prefix string, index []int) []fie
 }
 
 // Load builds the configuration from defaults, the file named by --config (or FILA_CONFIG), the
-// environment and args (without the program name). Flags are GNU style (--name value,
+// environment (lookupEnv, as os.LookupEnv) and args (without the program name). An empty FILA_*
+// variable counts as unset, except FILA_BOOTSTRAP_API_KEY: set empty, it is refused (a secret
+// that failed to reach the environment must not start a server without authentication). Flags are GNU style (--name value,
 // --name=value; booleans may be bare), parsed by spf13/pflag like the fila CLI's. --help writes
 // the usage to usage and returns ErrHelp; a mistake in the command line is one line of error that
 // points to --help.
-func Load(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+func Load(args []string, lookupEnv func(string) (string, bool), usage io.Writer) (Config, error) {
+	getenv := func(k string) string { v, _ := lookupEnv(k); return v }
 	cfg := Default()
 	v := reflect.ValueOf(&cfg).Elem()
 	fs, flagVals := newFlagSet(v, getenv)
@@ -75,7 +78,7 @@ func Load(args []string, getenv func(string) string, usage io.Writer) (Config, e
 			return cfg, err
 		}
 	}
-	cfg.BootstrapAPIKey = getenv("FILA_BOOTSTRAP_API_KEY")
+	cfg.BootstrapAPIKey, cfg.BootstrapAPIKeySet = lookupEnv("FILA_BOOTSTRAP_API_KEY")
 	for _, f := range fields() {
 		if val := getenv(f.env); val != "" {
 			if err := set(v.FieldByIndex(f.index), val); err != nil {

@@ -121,7 +121,7 @@ func TestADataDirectoryWithKeysNeverStartsWithoutTheBootstrapKey(t *testing.T) {
 		want []string
 	}{
 		{"no bootstrap key", serverEnv(), 1, []string{"holds 1 API keys", "FILA_BOOTSTRAP_API_KEY", "--bootstrap-api-key-file", "--insecure-no-auth"}},
-		{"an empty variable is no key", serverEnv("FILA_BOOTSTRAP_API_KEY="), 1, []string{"FILA_BOOTSTRAP_API_KEY", "--bootstrap-api-key-file"}},
+		{"an empty variable", serverEnv("FILA_BOOTSTRAP_API_KEY="), 2, []string{"FILA_BOOTSTRAP_API_KEY", "set but empty"}},
 		{"white space only", serverEnv("FILA_BOOTSTRAP_API_KEY= \t "), 2, []string{"FILA_BOOTSTRAP_API_KEY", "white space"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,6 +179,21 @@ func TestInsecureNoAuthWithABootstrapKeyIsRefused(t *testing.T) {
 	code, stderr := refusedStart(t, bin, serverEnv("FILA_BOOTSTRAP_API_KEY="+testBootstrapKey),
 		"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http-listen", "", "--insecure-no-auth")
 	if code != 2 || !strings.Contains(stderr, "insecure_no_auth") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// A bootstrap key that was meant to be given but is empty (a secret that did not reach the
+// environment: FILA_BOOTSTRAP_API_KEY=$(cat missing-file)) refuses the start on a new data
+// directory too, where no stored key would: before, it started with authentication off.
+func TestAnEmptyBootstrapKeyIsRefusedOnANewDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	code, stderr := refusedStart(t, bin, serverEnv("FILA_BOOTSTRAP_API_KEY="),
+		"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http-listen", "")
+	if code != 2 || !strings.Contains(stderr, "FILA_BOOTSTRAP_API_KEY: is set but empty") {
 		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 }

@@ -49,7 +49,7 @@ func run(args []string) int {
 	if len(args) > 0 && args[0] == "healthcheck" {
 		return healthcheck(args[1:], os.Stdout, os.Stderr)
 	}
-	cfg, err := config.Load(args, os.Getenv, os.Stderr)
+	cfg, err := config.Load(args, os.LookupEnv, os.Stderr)
 	if errors.Is(err, config.ErrHelp) {
 		return 0
 	}
