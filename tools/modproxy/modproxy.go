@@ -45,7 +45,12 @@ func Publish(out, version string, t time.Time, mods []Module) error {
 }
 
 func publish(out, version string, t time.Time, m Module, published map[string]bool) error {
-	goMod, err := releaseGoMod(filepath.Join(m.Dir, "go.mod"), version, published)
+	path := filepath.Join(m.Dir, "go.mod")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	goMod, err := ReleaseGoMod(path, data, version, published)
 	if err != nil {
 		return err
 	}
@@ -84,14 +89,12 @@ func publish(out, version string, t time.Time, m Module, published map[string]bo
 	return nil
 }
 
-// releaseGoMod returns the go.mod at path as published: requirements on published modules at
-// version, replace directives of published modules dropped. Other replace directives would
-// mislead (a dependency's replaces are ignored by the go command), so they are an error.
-func releaseGoMod(path, version string, published map[string]bool) ([]byte, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
+// ReleaseGoMod returns data, the go.mod file at path, as published: requirements on published
+// modules (the keys of published) at version, replace directives of published modules dropped.
+// Other replace directives would mislead (a dependency's replaces are ignored by the go command,
+// and go install pkg@version refuses a module that has any), so they are an error. tools/release
+// commits the go.mod files of a release in this form.
+func ReleaseGoMod(path string, data []byte, version string, published map[string]bool) ([]byte, error) {
 	f, err := modfile.Parse(path, data, nil)
 	if err != nil {
 		return nil, err
