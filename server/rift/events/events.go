@@ -1,12 +1,15 @@
 // Package events publishes Rift's server events on rift.events.…: connections opened and closed,
-// authentication failures, and the Fila queue broker's queue created/deleted and message
-// dead-lettered (Events implements broker.Events). Each payload is a small JSON object.
+// authentication failures, durable streams created and deleted at run time, and the Fila queue
+// broker's queue created/deleted and message dead-lettered (Events implements broker.Events).
+// Each payload is a small JSON object.
 //
 // Subjects:
 //
 //	rift.events.connection.opened   {"time","remote","identity"}
 //	rift.events.connection.closed   {"time","remote","identity"}
 //	rift.events.auth.failed         {"time","remote","reason"}
+//	rift.events.stream.created      {"time","stream"}
+//	rift.events.stream.deleted      {"time","stream"}
 //	rift.events.queue.created       {"time","queue"}
 //	rift.events.queue.deleted       {"time","queue"}
 //	rift.events.queue.dead_lettered {"time","queue","message_id"}
@@ -27,6 +30,8 @@ const (
 	ConnectionOpened = "rift.events.connection.opened"
 	ConnectionClosed = "rift.events.connection.closed"
 	AuthFailed       = "rift.events.auth.failed"
+	StreamCreated    = "rift.events.stream.created"
+	StreamDeleted    = "rift.events.stream.deleted"
 	QueueCreated     = "rift.events.queue.created"
 	QueueDeleted     = "rift.events.queue.deleted"
 	DeadLettered     = "rift.events.queue.dead_lettered"
@@ -49,6 +54,7 @@ type Event struct {
 	Identity  string    `json:"identity,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	Queue     string    `json:"queue,omitempty"`
+	Stream    string    `json:"stream,omitempty"`
 	MessageID string    `json:"message_id,omitempty"`
 }
 
@@ -75,6 +81,12 @@ func (e *Events) Closed(remote, identity string) {
 func (e *Events) AuthFailure(remote, reason string) {
 	e.publish(AuthFailed, Event{Remote: remote, Reason: reason})
 }
+
+// StreamCreated reports a durable stream created at run time.
+func (e *Events) StreamCreated(stream string) { e.publish(StreamCreated, Event{Stream: stream}) }
+
+// StreamDeleted reports a durable stream deleted at run time.
+func (e *Events) StreamDeleted(stream string) { e.publish(StreamDeleted, Event{Stream: stream}) }
 
 // QueueCreated implements broker.Events.
 func (e *Events) QueueCreated(queue string) { e.publish(QueueCreated, Event{Queue: queue}) }

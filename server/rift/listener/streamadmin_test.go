@@ -2,6 +2,7 @@ package listener_test
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/filamq/fila/generated/riftproto"
@@ -30,12 +31,16 @@ func admin(t *testing.T, c *quic.Conn, subj, body string) service.StreamReply {
 func TestStreamsCreatedAndDeletedOverRift(t *testing.T) {
 	f := start(t, nil)
 	c := rt.Connect(t, f.addr, "admin-token")
+	evs := rt.Subscribe(t, c, "rift.events.stream.>", "")
 	r := admin(t, c, service.StreamCreateSubject, `{"name":"orders","subjects":["orders.>"],"durability":"os","max_msgs":1000,"max_age_ms":60000}`)
 	if r.Error != "" || !r.Created || r.Stream == nil || r.Stream.Name != "orders" || r.Stream.Source != "runtime" || r.Stream.MaxAgeMs != 60000 {
 		t.Fatalf("create: %+v", r)
 	}
 	if again := admin(t, c, service.StreamCreateSubject, `{"name":"orders","subjects":["orders.>"],"durability":"os","max_msgs":1000,"max_age_ms":60000}`); again.Error != "" || again.Created {
 		t.Errorf("the same create again: %+v", again)
+	}
+	if m := rt.Expect[*riftproto.Message](t, evs); m.Subject != "rift.events.stream.created" || !strings.Contains(string(m.Payload), `"stream":"orders"`) {
+		t.Errorf("event %s %s", m.Subject, m.Payload)
 	}
 	publish(t, c, "orders", "orders.new", "one")
 	publish(t, c, "orders", "orders.new", "two")
@@ -56,8 +61,12 @@ func TestStreamsCreatedAndDeletedOverRift(t *testing.T) {
 		t.Errorf("fetch after the restart: %+v", ds)
 	}
 
+	evs = rt.Subscribe(t, c, "rift.events.stream.>", "")
 	if r = admin(t, c, service.StreamDeleteSubject, `{"name":"orders"}`); r.Error != "" || r.Deleted != "orders" {
 		t.Fatalf("delete: %+v", r)
+	}
+	if m := rt.Expect[*riftproto.Message](t, evs); m.Subject != "rift.events.stream.deleted" {
+		t.Errorf("event %s %s", m.Subject, m.Payload)
 	}
 	s := rt.Open(t, c)
 	s.Send(t, &riftproto.StreamPublish{Stream: "orders", Subject: "orders.new", Payload: []byte("three")})
@@ -77,7 +86,7 @@ func TestStreamAdminRefusals(t *testing.T) {
 	f := start(t, nil)
 	c := rt.Connect(t, f.addr, "admin-token")
 	for _, tc := range []struct{ subj, body, code string }{
-		{service.StreamCreateSubject, `{"name":"x"}`, "invalid"},                                  // no subjects
+		{service.StreamCreateSubject, `{"name":"x"}`, "invalid"},                                 // no subjects
 		{service.StreamCreateSubject, `{"name":"x","subjects":["x"],"max_age":"1h"}`, "invalid"}, // unknown field
 		{service.StreamCreateSubject, `{"name":"x","subjects":["x"],"durability":"disk"}`, "invalid"},
 		{service.StreamCreateSubject, `{"name":"x","subjects":["x"],"max_msgs":-1}`, "invalid"},

@@ -18,6 +18,7 @@ import (
 	"github.com/filamq/fila/generated/riftproto"
 	"github.com/filamq/fila/server/rift/auth"
 	"github.com/filamq/fila/server/rift/bus"
+	"github.com/filamq/fila/server/rift/events"
 	"github.com/filamq/fila/server/rift/stream"
 	"github.com/filamq/fila/server/rift/subject"
 )
@@ -50,6 +51,7 @@ type Service struct {
 	Bus     *bus.Bus
 	Streams *stream.Store
 
+	events      *events.Events // rift.events.stream.…
 	log         *slog.Logger
 	started     time.Time
 	connections atomic.Int64
@@ -74,6 +76,7 @@ func Open(o Options) (*Service, error) {
 		return nil, fmt.Errorf("rift streams: %w", err)
 	}
 	s := &Service{Auth: reg, Bus: bus.New(o.Bus), Streams: st, log: o.Logger, started: o.Clock()}
+	s.events = events.New(s.Bus)
 	status, err := s.Bus.Subscribe(StatusSubject, "")
 	if err != nil {
 		st.Close()

@@ -88,14 +88,14 @@ func (s *Service) streamRequest(subj string, body []byte) StreamReply {
 		var in stream.Info
 		if err = decodeStrict(body, &d); err == nil {
 			if cfg, err = d.Config(); err == nil {
-				in, r.Created, err = s.Streams.Create(cfg)
+				in, r.Created, err = s.createStream(cfg)
 				r.Stream = &in
 			}
 		}
 	case StreamDeleteSubject:
 		var n streamName
 		if err = decodeStrict(body, &n); err == nil {
-			if err = s.Streams.Delete(n.Name); err == nil {
+			if err = s.deleteStream(n.Name); err == nil {
 				r.Deleted = n.Name
 			}
 		}
@@ -133,6 +133,26 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
+// createStream creates a stream and reports it on rift.events.stream.created.
+func (s *Service) createStream(cfg stream.Config) (stream.Info, bool, error) {
+	in, created, err := s.Streams.Create(cfg)
+	if created {
+		s.log.Info("rift stream created", "stream", cfg.Name)
+		s.events.StreamCreated(cfg.Name)
+	}
+	return in, created, err
+}
+
+// deleteStream deletes a stream and reports it on rift.events.stream.deleted.
+func (s *Service) deleteStream(name string) error {
+	err := s.Streams.Delete(name)
+	if err == nil {
+		s.log.Info("rift stream deleted", "stream", name)
+		s.events.StreamDeleted(name)
+	}
+	return err
+}
+
 func streamCode(err error) string {
 	switch {
 	case errors.Is(err, stream.ErrUnknownStream):
@@ -161,7 +181,7 @@ func (ss *Session) CreateStream(cfg stream.Config) (stream.Info, bool, error) {
 	if err := ss.ID.CheckPublish(StreamCreateSubject); err != nil {
 		return stream.Info{}, false, err
 	}
-	in, created, err := ss.svc.Streams.Create(cfg)
+	in, created, err := ss.svc.createStream(cfg)
 	return in, created, streamErr(err)
 }
 
@@ -171,7 +191,7 @@ func (ss *Session) DeleteStream(name string) error {
 	if err := ss.ID.CheckPublish(StreamDeleteSubject); err != nil {
 		return err
 	}
-	return streamErr(ss.svc.Streams.Delete(name))
+	return streamErr(ss.svc.deleteStream(name))
 }
 
 // StreamInfo describes a stream when the identity may publish to rift.control.stream.info.
