@@ -72,7 +72,7 @@ func sameConfig(a, b Config) bool {
 }
 
 // writeDefinition clears whatever an earlier stream of st's name left and writes st's definition
-// (to the durable database, when there is one).
+// (to the durable database, when there is one): in one fsynced batch when both are there.
 func (s *Store) writeDefinition(st *stream) error {
 	name := st.cfg.Name
 	b := st.db.NewBatch()
@@ -80,16 +80,23 @@ func (s *Store) writeDefinition(st *stream) error {
 	if err := clearStream(b, name); err != nil {
 		return err
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
-		return err
-	}
 	if s.disk == nil {
-		return nil
+		return b.Commit(pebble.Sync)
+	}
+	if st.db != s.disk {
+		if err := b.Commit(pebble.Sync); err != nil {
+			return err
+		}
+		b = s.disk.NewBatch()
+		defer b.Close()
 	}
 	c := st.cfg
 	def := riftstore.StreamDefinition{Subjects: c.Subjects, Durability: uint8(c.Durability), MaxMsgs: uint64(c.MaxMsgs),
 		MaxBytes: uint64(c.MaxBytes), MaxAgeMs: uint64(c.MaxAge.Milliseconds()), MaxPayload: uint32(c.MaxPayload)}
-	return s.disk.Set(definitionKey(name), encode(&def), pebble.Sync)
+	if err := b.Set(definitionKey(name), encode(&def), nil); err != nil {
+		return err
+	}
+	return b.Commit(pebble.Sync)
 }
 
 // clearStream adds to b the deletion of every key of stream name but its definition.
@@ -131,13 +138,17 @@ func (s *Store) Delete(name string) error {
 		c.pending = nil
 		c.mu.Unlock()
 	}
+	b := st.db.NewBatch()
+	defer b.Close()
 	if s.disk != nil {
-		if err := s.disk.Delete(definitionKey(name), pebble.Sync); err != nil {
+		if st.db != s.disk { // a memory stream: its definition goes first, durably
+			if err := s.disk.Delete(definitionKey(name), pebble.Sync); err != nil {
+				return err
+			}
+		} else if err := b.Delete(definitionKey(name), nil); err != nil {
 			return err
 		}
 	}
-	b := st.db.NewBatch()
-	defer b.Close()
 	if err := clearStream(b, name); err != nil {
 		return err
 	}

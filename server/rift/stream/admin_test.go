@@ -292,3 +292,33 @@ func TestDeleteWhileInUse(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCreateDelete creates a stream, stores 1,000 small records in it (durability os) and
+// deletes it: the administration's cost next to the records'.
+func BenchmarkCreateDelete(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir()}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	var create, del time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, _, err := s.Create(Config{Name: "b", Subjects: []string{"b.>"}, Durability: OS}); err != nil {
+			b.Fatal(err)
+		}
+		create += time.Since(t0)
+		for range 1000 {
+			if _, _, err := s.Publish("b", "b.x", "", []byte("payload")); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t0 = time.Now()
+		if err := s.Delete("b"); err != nil {
+			b.Fatal(err)
+		}
+		del += time.Since(t0)
+	}
+	b.ReportMetric(float64(create.Microseconds())/float64(b.N), "create-µs/op")
+	b.ReportMetric(float64(del.Microseconds())/float64(b.N), "delete-µs/op")
+}
