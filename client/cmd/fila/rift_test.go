@@ -198,6 +198,19 @@ func TestRiftCommandsAgainstAServer(t *testing.T) {
 		}
 	})
 
+	t.Run("reply with a failing command", func(t *testing.T) {
+		done := s.responder(t, "svc.fail", "--command", "cat >/dev/null; echo partial; exit 3", "--count", "1")
+		if out := s.fila(t, "req", "svc.fail", "x"); !strings.HasSuffix(out, ": partial\n\n") { // echo's newline, then the CLI's
+			t.Errorf("req printed %q", out)
+		}
+		if r := <-done; r.code != 0 || !strings.Contains(r.errOut, "exit status 3") {
+			t.Errorf("reply exited %d, stderr %q", r.code, r.errOut)
+		}
+		if msg := s.filaFails(t, "reply", "svc.x", "--count", "-1"); !strings.Contains(msg, "--count") {
+			t.Errorf("--count -1: %q", msg)
+		}
+	})
+
 	t.Run("reply in a queue group", func(t *testing.T) {
 		a := s.responder(t, "svc.who", "one", "--queue", "workers", "--count", "1")
 		b := s.responder(t, "svc.who", "two", "--queue", "workers", "--count", "1")

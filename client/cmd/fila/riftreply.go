@@ -42,6 +42,9 @@ subscription is in place.`,
 	fs.DurationVar(&f.commandTimeout.Duration, "command-timeout", f.commandTimeout.Duration, "longest --command may run for one request")
 	fs.IntVar(&f.count, "count", 0, "exit after answering this many requests (0 = never)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if f.count < 0 || f.commandTimeout.Duration <= 0 {
+			return usagef("--count must be 0 or more and --command-timeout positive")
+		}
 		answer, err := a.replyAnswer(f, args[1:])
 		if err != nil {
 			return err
@@ -82,10 +85,11 @@ func runReplyCommand(ctx context.Context, f *replyFlags, m rift.Message) ([]byte
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("--command ran longer than %v: no answer sent", f.commandTimeout.Duration)
 	}
+	body := append([]byte{}, out.Bytes()...) // not nil: an empty output is still an answer
 	if err != nil {
-		return out.Bytes(), fmt.Errorf("--command: %w (answered with its output)", err)
+		return body, fmt.Errorf("--command: %w (answered with its output)", err)
 	}
-	return out.Bytes(), nil
+	return body, nil
 }
 
 // respond subscribes and answers requests until the context ends or f.count are answered.
