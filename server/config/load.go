@@ -126,6 +126,12 @@ func writeUsage(w io.Writer, fs *pflag.FlagSet) {
 	fmt.Fprintln(w, "flag names with _ for -, nested under rift: for --rift-*), then FILA_* environment variables,")
 	fmt.Fprintln(w, "then flags. Sizes take a unit (64MiB, 1GiB, 500KB), durations one too (30s, 5m).")
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "Other commands (each with its own --help):")
+	fmt.Fprintln(w, "  fila-server check --data-dir DIR                  verify a stopped server's data directory (or a backup)")
+	fmt.Fprintln(w, "  fila-server restore --from BACKUP --data-dir DIR  copy a backup (fila backup create) into a new data directory")
+	fmt.Fprintln(w, "  fila-server healthcheck [--http-addr HOST:PORT]   ask a running server's /readyz and /healthz")
+	fmt.Fprintln(w, "  fila-server dev-certs DIR                         write a development CA and certificates")
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Flags:")
 	fmt.Fprint(w, fs.FlagUsagesWrapped(100))
 }
