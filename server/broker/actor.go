@@ -608,7 +608,7 @@ func (a *actor) maybeSnapshot() {
 	}
 	a.sinceSnap = 0
 	took := time.Since(start)
-	a.b.metrics.snapshotSeconds.WithLabelValues(a.lanes[0].name).Observe(took.Seconds())
+	a.lanes[0].m.snapshotSeconds.Observe(took.Seconds())
 	a.log.Debug("snapshot", "took", took, "messages", a.st.Lane(0).Len()+a.st.Lane(1).Len())
 }
 

@@ -19,37 +19,57 @@ import (
 // DefaultTopKeys is how many fairness keys per queue the collector reports by default.
 const DefaultTopKeys = 10
 
+// DefaultMetricsQueues is how many queues the collector gives series of their own by default.
+const DefaultMetricsQueues = 100
+
+// OtherQueues is the queue label of the series that sum the queues without series of their own.
+// A queue name cannot hold "*", so no queue has this label.
+const OtherQueues = "*others"
+
 // CollectorOptions configures NewCollector. Zero fields take the defaults shown.
 type CollectorOptions struct {
 	// TopKeys bounds fila_queue_fairness_key_ready: per queue, only the TopKeys keys with the
 	// most ready messages get a series (ties by key), so a queue with a million tenants still
 	// makes at most TopKeys series (DefaultTopKeys).
 	TopKeys int
+	// MaxQueues bounds the queues with series of their own (DefaultMetricsQueues): at each scrape
+	// the MaxQueues queues with the most stored messages (ready, delayed and in flight), ties by
+	// messages enqueued since the start, then by name; every other queue is summed into the
+	// series labelled OtherQueues (the age of the oldest ready message is their largest). A
+	// dead-letter queue ranks as a queue of its own.
+	MaxQueues int
 }
 
-// collector reports per-queue gauges from the actors' live state at scrape time.
+// collector reports the per-queue series: gauges from the actors' live state at scrape time,
+// the counters and histograms the actors keep (metrics.go).
 type collector struct {
-	b       *Broker
-	topKeys int
+	b                  *Broker
+	topKeys, maxQueues int
 
 	depth, inFlight, delayed, keys, consumers, oldestAge, keyReady, storedBytes *prometheus.Desc
 	groups, blockedGroups                                                       *prometheus.Desc
+	counters, histograms                                                        []*prometheus.Desc // in the order of queueMetrics' counters and histograms
 }
 
-// NewCollector returns a Prometheus collector of per-queue gauges: depth, in-flight, delayed,
-// active fairness keys and consumers, the age of the oldest ready message, the ready backlog of
-// the top fairness keys, the bytes a queue group stores, and for ordered queues the ordering
-// groups with messages and those blocked by an in-flight head.
+// NewCollector returns a Prometheus collector of the per-queue series: gauges (depth, in-flight,
+// delayed, active fairness keys and consumers, the age of the oldest ready message, the ready
+// backlog of the top fairness keys, the bytes a queue group stores, and for ordered queues the
+// ordering groups with messages and those blocked by an in-flight head), and the counters and
+// histograms of each queue's traffic. At most MaxQueues queues get series of their own.
 func NewCollector(b *Broker, o CollectorOptions) prometheus.Collector {
 	if o.TopKeys <= 0 {
 		o.TopKeys = DefaultTopKeys
 	}
+	if o.MaxQueues <= 0 {
+		o.MaxQueues = DefaultMetricsQueues
+	}
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("fila_queue_"+name, help, append([]string{"queue"}, labels...), nil)
 	}
-	return &collector{
+	c := &collector{
 		b:         b,
 		topKeys:   o.TopKeys,
+		maxQueues: o.MaxQueues,
 		depth:     d("depth", "Stored messages not leased."),
 		inFlight:  d("in_flight", "Leased messages."),
 		delayed:   d("delayed", "Messages not yet eligible (delay or retry backoff)."),
@@ -63,6 +83,20 @@ func NewCollector(b *Broker, o CollectorOptions) prometheus.Collector {
 		storedBytes: d("stored_bytes",
 			"Estimated on-disk bytes of the queue's group: its log and message bodies, its dead-letter queue included (flushed data only)."),
 	}
+	for _, v := range b.metrics.counterVecs() {
+		c.counters = append(c.counters, descOf(v))
+	}
+	for _, h := range histogramSpecs {
+		c.histograms = append(c.histograms, prometheus.NewDesc(h.name, h.help, []string{"queue"}, nil))
+	}
+	return c
+}
+
+// descOf returns the one description of a metric vector.
+func descOf(v prometheus.Collector) *prometheus.Desc {
+	ch := make(chan *prometheus.Desc, 1)
+	v.Describe(ch)
+	return <-ch
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -70,55 +104,123 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 		c.groups, c.blockedGroups} {
 		ch <- d
 	}
+	for _, d := range append(slices.Clip(c.counters), c.histograms...) {
+		ch <- d
+	}
+}
+
+// queueRow is what a scrape reads of one queue.
+type queueRow struct {
+	name            string
+	s               engine.Stats // counters only; Keys are the top keys
+	oldest          int64
+	hasOldest       bool
+	ordered         bool
+	bytes           float64 // fila_queue_stored_bytes, when hasBytes
+	hasBytes        bool
+	m               queueMetrics // when hasMetrics (its actor has run)
+	hasMetrics      bool
+	stored, traffic float64 // the ranking: stored messages, then messages enqueued
 }
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	rows := c.read()
+	slices.SortFunc(rows, func(a, b queueRow) int {
+		if x := cmp.Compare(b.stored, a.stored); x != 0 {
+			return x
+		}
+		if x := cmp.Compare(b.traffic, a.traffic); x != 0 {
+			return x
+		}
+		return cmp.Compare(a.name, b.name)
+	})
 	now := c.b.clock().UnixMilli()
+	own := rows[:min(len(rows), c.maxQueues)]
+	for i := range own {
+		c.emit(ch, &own[i], now)
+	}
+	if len(rows) > len(own) {
+		c.emitOthers(ch, rows[len(own):], now)
+	}
+}
+
+// read reads every queue's counters, top keys and series.
+func (c *collector) read() []queueRow {
 	usage, _ := c.b.db.(storage.Usage)
-	for _, name := range c.b.queueNames() {
+	names := c.b.queueNames()
+	rows := make([]queueRow, 0, len(names))
+	for _, name := range names {
 		r := c.b.lookup(name)
 		if r.a == nil {
 			continue
 		}
-		var s engine.Stats
-		var oldest int64
-		var hasOldest, ordered bool
+		row := queueRow{name: name}
 		slept := r.a.asleep(func(sum *summary) {
-			ordered = r.a.lanes[r.lane].keys.ordering != store.OrderingNone
+			row.ordered = r.a.lanes[r.lane].keys.ordering != store.OrderingNone
 			l := sum.Lanes[r.lane]
-			s, oldest, hasOldest = cloneStats(l.Stats), l.Oldest, l.HasOldest
+			row.s, row.oldest, row.hasOldest = l.Stats, l.Oldest, l.HasOldest
+			row.s.Keys = engine.TopKeys(slices.Values(l.Stats.Keys), c.topKeys)
 		})
 		if !slept && !r.a.call(func(a *actor) {
-			ordered = a.lanes[r.lane].keys.ordering != store.OrderingNone
+			row.ordered = a.lanes[r.lane].keys.ordering != store.OrderingNone
 			q := a.st.Lane(r.lane)
-			s = q.Stats()
-			oldest, hasOldest = q.OldestReady()
+			row.s = q.Counts()
+			row.s.Keys = q.TopKeys(c.topKeys)
+			row.oldest, row.hasOldest = q.OldestReady()
 		}) {
 			continue
 		}
-		g := func(d *prometheus.Desc, v float64, labels ...string) {
-			ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{name}, labels...)...)
-		}
-		g(c.depth, float64(s.Depth))
-		g(c.inFlight, float64(s.InFlight))
-		g(c.delayed, float64(s.Delayed))
-		g(c.keys, float64(s.ActiveFairnessKeys))
-		g(c.consumers, float64(s.ActiveConsumers))
-		age := 0.0
-		if hasOldest {
-			age = msSeconds(oldest, now)
-		}
-		g(c.oldestAge, age)
-		if ordered {
-			g(c.groups, float64(s.OrderingGroups))
-			g(c.blockedGroups, float64(s.BlockedGroups))
-		}
-		for _, k := range topKeys(s.Keys, c.topKeys) {
-			g(c.keyReady, float64(k.Pending), keyLabel(k.Key))
-		}
 		if usage != nil && r.lane == queuegroup.LaneQueue {
 			if n, err := usage.GroupBytes(name); err == nil {
-				g(c.storedBytes, float64(n))
+				row.bytes, row.hasBytes = float64(n), true
+			}
+		}
+		row.m, row.hasMetrics = c.b.metrics.series(name)
+		row.stored = float64(row.s.Depth + row.s.InFlight)
+		if row.hasMetrics {
+			row.traffic = counterValue(row.m.enqueued)
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// emit sends the series of a queue that has series of its own.
+func (c *collector) emit(ch chan<- prometheus.Metric, row *queueRow, now int64) {
+	g := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, append([]string{row.name}, labels...)...)
+	}
+	s := &row.s
+	g(c.depth, float64(s.Depth))
+	g(c.inFlight, float64(s.InFlight))
+	g(c.delayed, float64(s.Delayed))
+	g(c.keys, float64(s.ActiveFairnessKeys))
+	g(c.consumers, float64(s.ActiveConsumers))
+	age := 0.0
+	if row.hasOldest {
+		age = msSeconds(row.oldest, now)
+	}
+	g(c.oldestAge, age)
+	if row.ordered {
+		g(c.groups, float64(s.OrderingGroups))
+		g(c.blockedGroups, float64(s.BlockedGroups))
+	}
+	for _, k := range s.Keys {
+		g(c.keyReady, float64(k.Pending), keyLabel(k.Key))
+	}
+	if row.hasBytes {
+		g(c.storedBytes, row.bytes)
+	}
+	if row.hasMetrics {
+		for _, m := range row.m.counters() {
+			ch <- m
+		}
+		for i, h := range row.m.histograms() {
+			if h != nil {
+				var one histogramSum
+				one.add(h)
+				count, buckets := one.cumulative()
+				ch <- prometheus.MustNewConstHistogram(c.histograms[i], count, one.sum, buckets, row.name)
 			}
 		}
 	}
@@ -142,20 +244,4 @@ func keyLabel(k string) string {
 	}
 	h := sha256.Sum256([]byte(k))
 	return strings.ToValidUTF8(k[:cut], "\uFFFD") + "…" + hex.EncodeToString(h[:6])
-}
-
-// topKeys returns the n keys with the most ready messages, ties by key; keys with none are left
-// out. It reorders keys.
-func topKeys(keys []engine.KeyStats, n int) []engine.KeyStats {
-	slices.SortFunc(keys, func(a, b engine.KeyStats) int {
-		if c := cmp.Compare(b.Pending, a.Pending); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Key, b.Key)
-	})
-	i := 0
-	for i < len(keys) && i < n && keys[i].Pending > 0 {
-		i++
-	}
-	return keys[:i]
 }

@@ -19,6 +19,7 @@ func TestSnapshotsAreMeasured(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	reg.MustRegister(NewCollector(b, CollectorOptions{})) // the per-queue series
 	if e := b.CreateQueue(QueueSpec{Name: "q"}); e != nil {
 		t.Fatal(e)
 	}

@@ -29,7 +29,8 @@ type Config struct {
 	PProf             bool   `yaml:"pprof" help:"serve Go profiles under /debug/pprof/ on http_listen"`
 	Salvage           bool   `yaml:"salvage" help:"start on a data directory whose WAL is damaged by dropping what follows the damage (the original file is kept, the loss logged); without it such a start stops with an error naming the file"`
 
-	MetricsTopKeys int `yaml:"metrics_top_keys" help:"fairness keys per queue with their own fila_queue_fairness_key_ready series (the largest backlogs); bounds the label cardinality"`
+	MetricsTopKeys   int `yaml:"metrics_top_keys" help:"fairness keys per queue with their own fila_queue_fairness_key_ready series (the largest backlogs); bounds the label cardinality"`
+	MetricsMaxQueues int `yaml:"metrics_max_queues" help:"queues (a dead-letter queue counts as one) with per-queue series of their own, chosen at every scrape: those holding the most messages, then the most enqueued since the start; the others are summed into series labelled queue *others"`
 
 	TLSCert     string `yaml:"tls_cert" help:"PEM certificate: serve FIBP over TLS"`
 	TLSKey      string `yaml:"tls_key" help:"PEM private key for tls_cert"`
@@ -76,6 +77,7 @@ func Default() Config {
 		LogFormat:        "text",
 		Fsync:            true,
 		MetricsTopKeys:   broker.DefaultTopKeys,
+		MetricsMaxQueues: broker.DefaultMetricsQueues,
 		MaxFrameSize:     16 << 20,
 		MaxReassembly:    64 << 20,
 		MaxConnections:   10_000,
@@ -138,7 +140,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, errors.New("insecure_no_auth: a bootstrap key is configured too; give one or the other"))
 	}
 	for name, v := range map[string]int{"max_reassembly": int(c.MaxReassembly), "max_connections": c.MaxConnections, "max_connections_per_client": c.MaxPerClient,
-		"max_inflight": c.MaxInflight, "metrics_top_keys": c.MetricsTopKeys, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "max_queues": c.MaxQueues, "body_cache_bytes": int(c.BodyCacheBytes),
+		"max_inflight": c.MaxInflight, "metrics_top_keys": c.MetricsTopKeys, "metrics_max_queues": c.MetricsMaxQueues, "max_subscriptions": c.MaxSubscriptions, "queue_inbox": c.QueueInbox, "max_queues": c.MaxQueues, "body_cache_bytes": int(c.BodyCacheBytes),
 		"max_connection_memory": int(c.MaxConnectionMemory)} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))

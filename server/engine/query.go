@@ -171,22 +171,8 @@ type KeyStats struct {
 // Stats returns the queue's counters. Keys is a new slice owned by the caller. It costs
 // O(k log k) for k stored fairness keys.
 func (q *Queue) Stats() Stats {
-	s := Stats{
-		Depth:              uint64(int(q.slab.live) - q.inFlight),
-		InFlight:           uint64(q.inFlight),
-		Delayed:            uint64(q.nDelayed),
-		Held:               uint64(q.nHeld),
-		Throttled:          uint64(q.park.n),
-		ActiveFairnessKeys: uint64(q.active.n),
-		ActiveConsumers:    uint32(len(q.subIdx)),
-		Quantum:            q.cfg.Quantum,
-		Keys:               make([]KeyStats, 0, len(q.keyIdx)),
-	}
-	s.Unclassified = uint64(q.uncl.parked)
-	s.OldestUnclassifiedAt, _ = q.OldestUnclassified()
-	if !q.groups.off {
-		s.OrderingGroups, s.BlockedGroups = uint64(len(q.groups.idx)), uint64(q.groups.leased)
-	}
+	s := q.Counts()
+	s.Keys = make([]KeyStats, 0, len(q.keyIdx))
 	for i := range q.keys {
 		ks := &q.keys[i]
 		if ks.refs == 0 {

@@ -133,7 +133,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	health.b.Store(b)
-	reg.MustRegister(broker.NewCollector(b, broker.CollectorOptions{TopKeys: cfg.MetricsTopKeys}))
+	reg.MustRegister(broker.NewCollector(b, broker.CollectorOptions{TopKeys: cfg.MetricsTopKeys, MaxQueues: cfg.MetricsMaxQueues}))
 
 	tlsCerts, err := loadTLS(cfg)
 	var ln net.Listener
