@@ -75,7 +75,7 @@ type Options struct {
 	// ending): time.NewTimer by default; tests give timers that follow their fake Clock.
 	NewTimer func(d time.Duration) Timer
 	Logger   *slog.Logger          // slog.Default()
-	Registry prometheus.Registerer // metrics are registered here when not nil
+	Registry prometheus.Registerer // the server-wide metrics are registered here when not nil; the per-queue ones are NewCollector's
 	Events   Events
 	Storage  storage.Options
 	// Store replaces the Pebble store in DataDir (tests: storage.Mem, whose DataDir is unused).
