@@ -145,13 +145,22 @@ func (bk *backups) allowed(r *http.Request) *httpError {
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 		return refuse(http.StatusUnsupportedMediaType, "send Content-Type: application/json")
 	}
-	if bk.dir == "" {
-		return refuse(http.StatusConflict, "backups are off: set backup_dir (--backup-dir, FILA_BACKUP_DIR) to the directory that is to hold them")
-	}
 	b := bk.b.Load()
 	if b == nil {
 		return refuse(http.StatusServiceUnavailable, "the server is still opening its store; ask again once /readyz says ready")
 	}
+	if herr := bk.authorized(r, b); herr != nil {
+		return herr
+	}
+	if bk.dir == "" {
+		return refuse(http.StatusConflict, "backups are off: set backup_dir (--backup-dir, FILA_BACKUP_DIR) to the directory that is to hold them")
+	}
+	return nil
+}
+
+// authorized checks the caller: a superadmin key with authentication on, else an address on
+// loopback unless backup_allow_remote.
+func (bk *backups) authorized(r *http.Request, b *broker.Broker) *httpError {
 	st := b.Auth()
 	if !st.Enabled() {
 		if !bk.allowRemote && !fromLoopback(r) {
@@ -160,11 +169,12 @@ func (bk *backups) allowed(r *http.Request) *httpError {
 		}
 		return nil
 	}
-	secret, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || strings.TrimSpace(secret) == "" {
+	scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	secret = strings.TrimSpace(secret)
+	if !strings.EqualFold(scheme, "Bearer") || secret == "" {
 		return refuse(http.StatusUnauthorized, "this server requires a superadmin API key: send Authorization: Bearer <key>")
 	}
-	p, ok := st.Authenticate(strings.TrimSpace(secret))
+	p, ok := st.Authenticate(secret)
 	switch {
 	case !ok:
 		return refuse(http.StatusUnauthorized, "unknown or revoked API key")
