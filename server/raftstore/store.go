@@ -20,6 +20,10 @@
 // Durability: StoreLogs, DeleteRange, Set and SetUint64 return after their writes are fsynced
 // (unless Options.NoSync). Pebble merges the WAL syncs of concurrent committers, so groups that
 // commit at the same moment share one fsync; no lock is shared between groups.
+//
+// A copy of a group's state (a backup) is its database's owner's to take, not this package's: the
+// log agrees with the group's snapshots, which raft keeps elsewhere, only if the copy holds off
+// log truncation while it copies both (server/storage's Checkpoint).
 package raftstore
 
 import (

@@ -19,6 +19,9 @@
 // included. Acked bodies are deleted by the group's state machine without an fsync of its own,
 // with the applied index in the same batch: Pebble's WAL is written in order, so a crash loses at
 // most the latest deletions, and a restart re-applies the entries after the applied index.
+//
+// Backups: Checkpoint copies the database and the groups' snapshots as of one moment, a directory
+// a server starts on as after a crash at that moment (backup.go).
 package storage
 
 import (
