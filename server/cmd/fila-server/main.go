@@ -95,7 +95,8 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	reg := processRegistry(cfg.DataDir)
 	ready, health, bk := &readiness{}, &healthz{}, newBackups(cfg, log)
-	httpSrv, err := startHTTP(cfg, reg, ready, health, route{backupPath, bk})
+	msgs := newMessagesAPI()
+	httpSrv, err := startHTTP(cfg, reg, ready, health, route{backupPath, bk}, route{queuesPath, msgs})
 	if err != nil {
 		return err
 	}
@@ -166,6 +167,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		}
 	}
 	bk.b.Store(b)
+	msgs.b.Store(b)
 	if rn != nil {
 		bk.streams.Store(rn.svc.Streams)
 	}

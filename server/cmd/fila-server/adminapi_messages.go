@@ -1,0 +1,272 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/auth"
+	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/engine"
+)
+
+// The messages of a queue over HTTP (docs/admin-api.md). FIBP has no frame to read a message
+// without leasing it, to delete one or to purge a queue, and frames are not added outside its
+// specification, so these are served by the HTTP listener:
+//
+//	GET    /api/v1/queues/{queue}/messages?count=N&after=ID  peek: up to N stored messages, oldest first
+//	GET    /api/v1/queues/{queue}/messages/{id}              one message
+//	DELETE /api/v1/queues/{queue}/messages/{id}              delete one message
+//	POST   /api/v1/queues/{queue}/purge                      delete every message
+//
+// Reading needs the admin or consume permission on the queue (a dead-letter queue is named
+// <queue>.dlq, as in the ACL), deleting and purging admin; see caller for who may ask at all.
+
+// queuesPath is the prefix of the API's queue paths.
+const queuesPath = "/api/v1/queues/"
+
+// previewBytes bounds a message's text preview.
+const previewBytes = 256
+
+// messagesAPI serves queuesPath. The broker is set once it is open.
+type messagesAPI struct {
+	b   atomic.Pointer[broker.Broker]
+	mux *http.ServeMux
+}
+
+func newMessagesAPI() *messagesAPI {
+	api := &messagesAPI{mux: http.NewServeMux()}
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages", api.handle(api.peek))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages/{id}", api.handle(api.get))
+	api.mux.HandleFunc("DELETE "+queuesPath+"{queue}/messages/{id}", api.handle(api.delete))
+	api.mux.HandleFunc("POST "+queuesPath+"{queue}/purge", untimedFunc(api.handle(api.purge)))
+	return api
+}
+
+func (api *messagesAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := api.mux.Handler(r); pattern == "" {
+		writeJSONError(w, refuse(http.StatusNotFound, "no such admin API path: %s %s", r.Method, r.URL.Path))
+		return
+	}
+	api.mux.ServeHTTP(w, r)
+}
+
+// untimedFunc lifts the listener's write timeout, which is for clients that stall, from h: a
+// purge of a long queue takes as long as its removal takes.
+func untimedFunc(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		h(w, r)
+	}
+}
+
+// handler is one endpoint: it answers a value to encode as JSON, or a refusal.
+type handler func(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError)
+
+// handle authenticates the caller and answers what h does as JSON.
+func (api *messagesAPI) handle(h handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		b := api.b.Load()
+		if b == nil {
+			writeJSONError(w, refuse(http.StatusServiceUnavailable, "the server is still opening its store; ask again once /readyz says ready"))
+			return
+		}
+		p, herr := caller(b, r)
+		if herr == nil {
+			var res any
+			if res, herr = h(b, p, r); herr == nil {
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(res)
+				return
+			}
+		}
+		writeJSONError(w, herr)
+	}
+}
+
+// messageJSON is a stored message as the API shows it.
+type messageJSON struct {
+	ID          string            `json:"id"`
+	Queue       string            `json:"queue"`
+	State       string            `json:"state"` // ready, delayed, leased or unclassified
+	FairnessKey string            `json:"fairness_key"`
+	Weight      uint32            `json:"weight"`
+	Group       *string           `json:"ordering_group,omitempty"`
+	Attempts    uint32            `json:"attempts"`
+	Redrives    uint32            `json:"redrive_count"`
+	LastError   string            `json:"last_error,omitempty"`
+	EnqueuedAt  time.Time         `json:"enqueued_at"`
+	NotBefore   *time.Time        `json:"not_before,omitempty"` // when later than enqueued_at
+	Lease       *leaseJSON        `json:"lease,omitempty"`
+	Tries       uint32            `json:"classify_tries,omitempty"`
+	Headers     map[string]string `json:"headers"`
+	Payload     string            `json:"payload"` // base64 (standard, padded)
+	Size        int               `json:"payload_bytes"`
+	Preview     string            `json:"preview"`           // the payload's first previewBytes as text
+	Truncated   bool              `json:"preview_truncated"` // the preview is not the whole payload
+	BodyMissing bool              `json:"body_missing,omitempty"`
+}
+
+type leaseJSON struct {
+	Consumer  string    `json:"consumer"`
+	LeasedAt  time.Time `json:"leased_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// pageJSON is a peek's answer.
+type pageJSON struct {
+	Queue    string        `json:"queue"`
+	Messages []messageJSON `json:"messages"`
+	// Next, when more messages follow, is the after= of the next page.
+	Next string `json:"next,omitempty"`
+}
+
+func (api *messagesAPI) peek(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+		return nil, herr
+	}
+	count := broker.DefaultPeekCount
+	if s := r.URL.Query().Get("count"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 || n > broker.MaxPeekCount {
+			return nil, refuse(http.StatusBadRequest, "count=%q: want a number from 1 to %d", s, broker.MaxPeekCount)
+		}
+		count = n
+	}
+	var after *engine.MsgID
+	if s := r.URL.Query().Get("after"); s != "" {
+		id, herr := messageID(s)
+		if herr != nil {
+			return nil, herr
+		}
+		after = &id
+	}
+	page, e := b.Peek(queue, after, count)
+	if e != nil {
+		return nil, brokerRefusal(e)
+	}
+	res := pageJSON{Queue: queue, Messages: make([]messageJSON, len(page.Messages))}
+	for i, m := range page.Messages {
+		res.Messages[i] = toJSON(m)
+	}
+	if page.More && len(page.Messages) > 0 {
+		res.Next = wire.UUID(page.Messages[len(page.Messages)-1].ID).String()
+	}
+	return res, nil
+}
+
+func (api *messagesAPI) get(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+		return nil, herr
+	}
+	id, herr := messageID(r.PathValue("id"))
+	if herr != nil {
+		return nil, herr
+	}
+	m, e := b.Message(queue, id)
+	if e != nil {
+		return nil, brokerRefusal(e)
+	}
+	return toJSON(m), nil
+}
+
+func (api *messagesAPI) delete(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin); herr != nil {
+		return nil, herr
+	}
+	id, herr := messageID(r.PathValue("id"))
+	if herr != nil {
+		return nil, herr
+	}
+	if e := b.DeleteMessage(queue, id); e != nil {
+		return nil, brokerRefusal(e)
+	}
+	return map[string]string{"queue": queue, "deleted": wire.UUID(id).String()}, nil
+}
+
+func (api *messagesAPI) purge(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin); herr != nil {
+		return nil, herr
+	}
+	// A form a page may post cross-site without asking has another content type.
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
+		return nil, refuse(http.StatusUnsupportedMediaType, "send Content-Type: application/json")
+	}
+	n, e := b.Purge(queue)
+	if e != nil {
+		return nil, brokerRefusal(e)
+	}
+	return map[string]any{"queue": queue, "purged": n}, nil
+}
+
+// messageID parses a message ID from a path or query.
+func messageID(s string) (engine.MsgID, *httpError) {
+	u, err := wire.ParseUUID(s)
+	if err != nil {
+		return engine.MsgID{}, refuse(http.StatusBadRequest, "%q is not a message ID (8-4-4-4-12 hexadecimal)", s)
+	}
+	return engine.MsgID(u), nil
+}
+
+// brokerRefusal is the HTTP refusal for a broker's error.
+func brokerRefusal(e *broker.Error) *httpError {
+	status := http.StatusInternalServerError
+	switch e.Code {
+	case broker.CodeQueueNotFound, broker.CodeMessageNotFound:
+		status = http.StatusNotFound
+	case broker.CodeInvalidConfigValue:
+		status = http.StatusBadRequest
+	case broker.CodeStorageError, broker.CodeChannelFull:
+		status = http.StatusServiceUnavailable
+	}
+	return refuse(status, "%s: %s", e.Code, e.Message)
+}
+
+// toJSON shows m.
+func toJSON(m broker.StoredMessage) messageJSON {
+	j := messageJSON{ID: wire.UUID(m.ID).String(), Queue: m.Queue, State: m.State, FairnessKey: m.FairnessKey,
+		Weight: m.Weight, Attempts: m.Attempts, Redrives: m.RedriveCount, LastError: m.LastError,
+		EnqueuedAt: time.UnixMilli(m.EnqueuedAt).UTC(), Tries: m.ClassifyTries, Headers: m.Headers,
+		Size: len(m.Payload), BodyMissing: m.BodyMissing}
+	if j.Headers == nil {
+		j.Headers = map[string]string{}
+	}
+	if m.Grouped {
+		j.Group = &m.Group
+	}
+	if m.NotBefore > m.EnqueuedAt {
+		t := time.UnixMilli(m.NotBefore).UTC()
+		j.NotBefore = &t
+	}
+	if m.State == engine.StateLeased.String() {
+		j.Lease = &leaseJSON{Consumer: m.Consumer, LeasedAt: time.UnixMilli(m.LeasedAt).UTC(),
+			ExpiresAt: time.UnixMilli(m.LeaseExpiresAt).UTC()}
+	}
+	j.Payload = base64.StdEncoding.EncodeToString(m.Payload)
+	j.Preview, j.Truncated = preview(m.Payload)
+	return j
+}
+
+// preview is the text of payload's first previewBytes (invalid UTF-8 shown as U+FFFD), and
+// whether that is not all of it.
+func preview(payload []byte) (string, bool) {
+	p := payload
+	if len(p) > previewBytes {
+		p = p[:previewBytes]
+		for i := 0; i < utf8.UTFMax-1 && !utf8.RuneStart(payload[len(p)]); i++ {
+			p = p[:len(p)-1] // do not cut a character in two
+		}
+	}
+	return strings.ToValidUTF8(string(p), "\uFFFD"), len(p) < len(payload)
+}
