@@ -275,7 +275,7 @@ func (b *Broker) ListQueues() []QueueSummary {
 		}
 		var s engine.Stats
 		if r.a.asleep(func(sum *summary) { s = sum.Lanes[r.lane].Stats }) ||
-			r.a.call(func(a *actor) { s = a.st.Lane(r.lane).Stats() }) {
+			r.a.call(func(a *actor) { s = a.st.Lane(r.lane).Counts() }) {
 			res = append(res, QueueSummary{Name: name, Depth: s.Depth, InFlight: s.InFlight, ActiveConsumers: s.ActiveConsumers})
 		}
 	}
