@@ -129,3 +129,19 @@ bench-compare:
 ## bench-compare-quick: the same for a few seconds per workload (CI proves the tool works; no thresholds)
 bench-compare-quick:
 	$(GO) run ./tools/compare -quick $(COMPARE_FLAGS)
+
+.PHONY: release release-snapshot
+
+## release: make release VERSION=vX.Y.Z (docs/releasing.md): on the current branch, with a clean
+## tree, commits the go.mod files as published and tags every module at VERSION, then the replace
+## lines back; into dist/: fila and fila-server for linux and darwin on amd64 and arm64 (one
+## tar.gz each), checksums.txt, the modules as a file-based proxy; the image where docker answers.
+## It pushes nothing: it prints the git push command.
+release:
+	@if [ -z "$(VERSION)" ]; then echo "make release needs VERSION=vX.Y.Z (docs/releasing.md)" >&2; exit 2; fi
+	$(GO) run ./tools/release -version $(VERSION) $(RELEASE_FLAGS)
+
+## release-snapshot: the same into dist/, committing and tagging nothing (VERSION optional; the
+## default is v0.0.0-snapshot-<commit>); RELEASE_FLAGS=-help lists the tool's flags
+release-snapshot:
+	$(GO) run ./tools/release -snapshot $(if $(VERSION),-version $(VERSION)) $(RELEASE_FLAGS)

@@ -29,6 +29,10 @@ func run(o options) error {
 	start := time.Now()
 	g := git{dir: o.root}
 	haveGit := g.works()
+	if _, err := os.Stat(filepath.Join(o.root, ".git")); !haveGit && err == nil {
+		_, err := g.output("rev-parse", "--is-inside-work-tree")
+		return fmt.Errorf("%s is a git repository but git does not answer there (%v): the modules and the commit in fila version need it", o.root, err)
+	}
 	if o.version == "" {
 		if !o.snapshot {
 			return errors.New("a release needs -version vX.Y.Z (or -snapshot)")
