@@ -385,6 +385,9 @@ func (a *actor) nextWakeup() (int64, bool) {
 	if a.reclass.next != 0 && (!ok || a.reclass.next < next) {
 		next, ok = a.reclass.next, true
 	}
+	if at, has := a.retentionWakeup(); has && (!ok || at < next) {
+		next, ok = at, true
+	}
 	return next, ok
 }
 

@@ -362,6 +362,9 @@ func (b *Broker) SetConfig(k, value string) *Error {
 	if e := unknownKeyError(k); e != nil {
 		return e
 	}
+	if e := queueKeyError(k, value); e != nil {
+		return e
+	}
 	key, known := knownConfig[k]
 	if known {
 		d := b.currentDefaults()
@@ -384,7 +387,13 @@ func (b *Broker) SetConfig(k, value string) *Error {
 	for _, r := range b.queues {
 		actors[r.a] = true
 	}
+	var limited *actor
+	if name, _, ok := parseQueueKey(k); ok {
+		setQueueKey(b.limits, k, value)
+		limited = b.queues[name].a
+	}
 	b.mu.Unlock()
+	b.wakeForLimits(k, limited, actors)
 	if known {
 		for a := range actors {
 			a.postAwake(func(a *actor) { // a sleeping group reads the defaults when it wakes

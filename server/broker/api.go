@@ -100,6 +100,9 @@ func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
 	fin := newFanIn(len(order), func() {
 		if allCode(res, CodeChannelFull) { // every message was refused for a bound: the whole request is
 			if full == nil {
+				full = refusalOf(res)
+			}
+			if full == nil {
 				full = b.channelFull(order[0].name())
 			}
 			done(nil, full)
@@ -126,6 +129,16 @@ func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
 			answer(CodeQueueNotFound)
 		}
 	}
+}
+
+// refusalOf returns the first reason a queue gave for a ChannelFull result, or nil.
+func refusalOf(rs []EnqueueResult) *Error {
+	for _, r := range rs {
+		if r.refusal != nil {
+			return r.refusal
+		}
+	}
+	return nil
 }
 
 func allCode(rs []EnqueueResult, code Code) bool {

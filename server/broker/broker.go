@@ -139,8 +139,9 @@ type Broker struct {
 	// undropped names the deleted queue groups whose data could not be removed (under adminMu).
 	undropped map[string]bool
 	mu        sync.RWMutex
-	queues    map[string]queueRef // every queue and dead-letter queue, by name
-	config    map[string]string   // runtime config, including the known keys below
+	queues    map[string]queueRef      // every queue and dead-letter queue, by name
+	config    map[string]string        // runtime config, including the known keys below
+	limits    map[string]limitOverride // the queue.<name>.* keys of config, parsed (queuelimits.go)
 	defaults  Defaults
 	closed    bool
 }
@@ -270,6 +271,7 @@ func (b *Broker) recover() error {
 			}
 		}
 	}
+	b.limits = limitOverrides(b.config)
 	b.hooks.SetLimits(b.defaults.luaLimits())
 	defs := map[string]store.QueueRecord{}
 	for _, d := range b.meta.definitions() {

@@ -42,6 +42,8 @@ type Defaults struct {
 	// the node and by one queue (dedupbudget.go).
 	DedupMaxIdentities uint64
 	DedupMaxPerQueue   uint64
+	// Limits are the queue limits of queues without queue.<name>.* keys (queuelimits.go).
+	Limits QueueLimits
 }
 
 // DefaultDefaults returns concepts.md's server defaults.
@@ -69,6 +71,7 @@ func DefaultDefaults() Defaults {
 		ParkDeadLetterAfter:   10,
 		DedupMaxIdentities:    8_000_000,
 		DedupMaxPerQueue:      2_000_000,
+		Limits:                DefaultQueueLimits(),
 	}
 }
 
@@ -151,6 +154,14 @@ var knownConfig = map[string]configKey{
 		func(d *Defaults) *uint64 { return &d.LuaReclassifyBudgetMs }),
 	"dedup.max_identities": uintKey("deduplication identities the node remembers; past it a message with an identity is refused ChannelFull", 1, 1<<40,
 		func(d *Defaults) *uint64 { return &d.DedupMaxIdentities }),
+	"defaults.max_depth": uintKey("messages a queue may hold (ready, delayed, in flight and parked; not its dead-letter queue); past it defaults.depth_policy applies (0: no limit)", 0, 1<<40,
+		func(d *Defaults) *uint64 { return &d.Limits.MaxDepth }),
+	"defaults.depth_policy": policyKey("what a full queue does with a new message: reject (ChannelFull) or dead_letter_oldest",
+		func(d *Defaults) *DepthPolicy { return &d.Limits.Policy }),
+	"defaults.retention_ms": uintKey("how long a queue keeps a message after accepting it; older ones are dead-lettered as expired (0: for ever)", 0, MaxRetentionMs,
+		func(d *Defaults) *uint64 { return &d.Limits.RetentionMs }),
+	"defaults.max_delay_ms": uintKey("longest delay_ms an Enqueue may ask for; a longer one is refused InvalidConfigValue", 1, MaxDelayMs,
+		func(d *Defaults) *uint64 { return &d.Limits.MaxDelayMs }),
 	"dedup.max_identities_per_queue": uintKey("deduplication identities one queue remembers; past it a message with an identity is refused ChannelFull", 1, 1<<40,
 		func(d *Defaults) *uint64 { return &d.DedupMaxPerQueue }),
 }
@@ -178,14 +189,18 @@ func (b *Broker) currentDefaults() Defaults {
 
 // brokerNamespaces are the key prefixes the broker reserves: SetConfig refuses a key under them
 // that is not in knownConfig, so a typo does not pass for a setting, except under
-// hooks.EnvPrefix (lua.env.): the values an operator publishes to scripts (fila.get).
-var brokerNamespaces = []string{"defaults.", "scheduler.", "lua.", "dedup."}
+// hooks.EnvPrefix (lua.env.): the values an operator publishes to scripts (fila.get), and the
+// per-queue limits queue.<name>.<setting> (queuelimits.go).
+var brokerNamespaces = []string{"defaults.", "scheduler.", "lua.", "dedup.", queueKeyPrefix}
 
 // unknownKeyError reports a key under a broker namespace that the broker does not know, with
 // the valid keys of that namespace; nil for a known key or a key outside the namespaces.
 func unknownKeyError(k string) *Error {
 	if _, known := knownConfig[k]; known || strings.HasPrefix(k, hooks.EnvPrefix) {
 		return nil
+	}
+	if strings.HasPrefix(k, queueKeyPrefix) {
+		return queueKeyError(k, "") // the value is checked with queueKeyError(k, value)
 	}
 	for _, ns := range brokerNamespaces {
 		if !strings.HasPrefix(k, ns) {

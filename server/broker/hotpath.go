@@ -38,9 +38,13 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 	lk := &a.lanes[l].keys
 	c := queuelog.Enqueue{Lane: l, At: now, Messages: make([]queuelog.LogMessage, 0, len(items))}
 	var dd batchDedup
+	lim := a.laneLimits(l)
 	classes := a.classifyAll(l, items)
 	for i, it := range items {
 		cls, m := &classes[i], it.msg
+		if delayRefused(m, &lim) {
+			cls.code = CodeInvalidConfigValue
+		}
 		if cls.code != CodeOk {
 			res[it.index] = EnqueueResult{Code: cls.code}
 			continue
@@ -68,6 +72,10 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 				continue
 			}
 		}
+		if full := a.depthRefusal(l, &lim, len(c.Messages)); full != nil {
+			res[it.index] = EnqueueResult{Code: CodeChannelFull, refusal: full}
+			continue
+		}
 		id := a.b.ids.next(now)
 		var ident []byte
 		if keyed {
@@ -78,8 +86,8 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 			weight = 1
 		}
 		notBefore := now
-		if cls.delayMs > 0 {
-			notBefore = addMs(now, cls.delayMs)
+		if cls.delayMs > 0 { // a script's delay is cut to the limit; a producer's was refused above
+			notBefore = addMs(now, min(cls.delayMs, lim.MaxDelayMs))
 		}
 		c.Messages = append(c.Messages, queuelog.LogMessage{ID: wire.UUID(id), FairnessKey: fk, Weight: weight, NotBefore: notBefore,
 			Headers: it.body.headers, Payload: it.body.payload, Identity: ident, DedupUntil: dd.until,
@@ -90,6 +98,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 	var err error
 	if len(c.Messages) > 0 {
 		err = a.st.Enqueue(&c)
+		a.dropOldest(l, &lim, now)
 	}
 	if err != nil {
 		// IDs are fresh, so this cannot happen; fail loudly rather than lose messages silently.
@@ -334,8 +343,12 @@ func (a *actor) fail(l queuegroup.Lane, f engine.Fail) error {
 	return nil
 }
 
-// expire turns leases of lane l that ran out into failures ("lease expired").
+// expire turns leases of lane l that ran out into failures ("lease expired"), after
+// dead-lettering the messages of the queue lane past their retention.
 func (a *actor) expire(l queuegroup.Lane, now int64) {
+	if l == queuegroup.LaneQueue {
+		a.retain(now) // and messages past the queue's retention (queuelimits.go)
+	}
 	q := a.st.Lane(l)
 	a.idBuf = q.Expired(now, a.idBuf[:0])
 	for _, id := range a.idBuf {

@@ -77,6 +77,9 @@ type EnqueueResult struct {
 	ID   MessageID // the new message's ID, or the original's for a duplicate
 	// Duplicate reports that the idempotency key was seen within the window: nothing was stored.
 	Duplicate bool
+	// refusal says why a ChannelFull message was refused, when the queue knows (its max_depth):
+	// the Error of a whole refused Enqueue.
+	refusal *Error
 }
 
 // AckItem names one leased message to acknowledge.

@@ -48,7 +48,11 @@ func (a *app) queueDescribeCommand() *cobra.Command {
 				if err != nil {
 					return described{}, err
 				}
-				return described{Queue: args[0], Settings: describe(st, defaults)}, nil
+				own, err := c.ListConfig(ctx, "queue."+args[0]+".")
+				if err != nil {
+					return described{}, err
+				}
+				return described{Queue: args[0], Settings: append(describe(st, defaults), describeLimits(args[0], defaults, own)...)}, nil
 			}, func(d described) error {
 				rows := make([][]string, len(d.Settings))
 				for i, s := range d.Settings {
@@ -116,4 +120,38 @@ func displayValue(name, v string) string {
 		return "-"
 	}
 	return v
+}
+
+// limitNames are the queue limits, runtime config only: queue.<name>.<limit> when set, else
+// defaults.<limit>.
+var limitNames = []string{"max_depth", "depth_policy", "retention_ms", "max_delay_ms"}
+
+// describeLimits resolves a queue's limits from its own queue.<name>.* keys and the defaults; a
+// server without them (older) shows none.
+func describeLimits(queue string, defaults, own []fila.ConfigEntry) []setting {
+	values := map[string]string{}
+	for _, e := range append(defaults, own...) {
+		values[e.Key] = e.Value
+	}
+	var out []setting
+	for _, n := range limitNames {
+		s := setting{Name: n}
+		if v := values["queue."+queue+"."+n]; v != "" {
+			s.Value, s.Stored, s.Follows = v, v, "queue."+queue+"."+n
+		} else if v, ok := values["defaults."+n]; ok {
+			s.Value, s.Follows = v, "defaults."+n
+		} else {
+			continue
+		}
+		switch {
+		case s.Value == "0" && n == "max_depth":
+			s.Value = "0 (no limit)"
+		case s.Value == "0" && n == "retention_ms":
+			s.Value = "0 (for ever)"
+		default:
+			s.Value = displayValue(n, s.Value)
+		}
+		out = append(out, s)
+	}
+	return out
 }

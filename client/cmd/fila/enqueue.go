@@ -29,6 +29,9 @@ func (a *app) enqueueCommand() *cobra.Command {
 	fs.StringVarP(&file, "file", "f", "", "read the payload from this file ('-' = standard input)")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		m.Queue, m.Delay = args[0], delay.Duration
+		if m.Delay < 0 { // the SDK would send it as no delay
+			return usageError{fmt.Errorf("--delay %v: a delay cannot be negative", m.Delay)}
+		}
 		var err error
 		if m.Headers, err = parseHeaders(headers); err != nil {
 			return err
