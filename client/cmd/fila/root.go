@@ -56,9 +56,11 @@ func (a *app) rootCommand() *cobra.Command {
 	pf.BoolVar(&a.json, "json", false, "print JSON instead of tables")
 	a.timeout.Duration = 10 * time.Second
 	pf.DurationVar(&a.timeout.Duration, "timeout", a.timeout.Duration, "time limit for connecting and for each request")
-	root.AddCommand(a.queueCommand(), a.enqueueCommand(), a.consumeCommand(), a.redriveCommand(),
+	queue := a.queueCommand()
+	queue.AddCommand(a.queuePeekCommand(), a.queuePurgeCommand()) // messages.go: over the HTTP listener
+	root.AddCommand(queue, a.enqueueCommand(), a.consumeCommand(), a.redriveCommand(),
 		a.configCommand(), a.clusterCommand(), a.keyCommand(), a.aclCommand(), a.riftCommand(), a.versionCommand(), a.ackCommand(), a.nackCommand(),
-		a.throttleCommand(), a.luaCommand(), a.backupCommand())
+		a.throttleCommand(), a.luaCommand(), a.backupCommand(), a.messageCommand())
 	a.completeQueueArgs(root)
 	return root
 }
