@@ -38,7 +38,7 @@ func TestCLIQueueDescribe(t *testing.T) {
 	t.Parallel()
 	c := dial(t, "")
 	q := queueName(t)
-	t.Cleanup(func() { cli(t, "", "queue", "delete", q) })
+	t.Cleanup(func() { cli(t, "", "queue", "delete", "--force", q) })
 	cliOK(t, "", "queue", "create", q, "--max-attempts", "7", "--visibility-timeout", "45s",
 		"--ordering", "grouped", "--ordering-key", "header:customer")
 

@@ -126,13 +126,19 @@ func enqueueResults(req *fibp.Enqueue, res *fibp.EnqueueResult) []EnqueueResult 
 			continue
 		}
 		r := &res.Results[i]
-		out[i] = EnqueueResult{
-			ID:        r.MessageID,
-			Duplicate: r.Duplicate,
-			Err:       resultError(r.ErrorCode, queueSubject(req.Messages[i].Queue)),
-		}
+		out[i] = EnqueueResult{ID: r.MessageID, Duplicate: r.Duplicate, Err: enqueueError(r.ErrorCode, req.Messages[i].Queue)}
 	}
 	return out
+}
+
+// enqueueError is the error of one message's result. A Forbidden item carries no message on the
+// wire, but its cause is known: the key lacks produce on the queue (a request whose every message
+// is refused is answered with an Error frame that also names the key).
+func enqueueError(code fibp.ErrorCode, queue string) error {
+	if code == fibp.CodeForbidden {
+		return &Error{Code: code, Message: "the API key has no produce permission on " + queueSubject(queue)}
+	}
+	return resultError(code, queueSubject(queue))
 }
 
 // checkMessage reports a message the protocol cannot carry.

@@ -17,7 +17,8 @@ type Node struct {
 
 // AdminHandler decodes one admin request body and runs it against b. It returns the result frame
 // and the broker failure behind it (nil on success; the transport logs it), or, when the body is
-// malformed, the decoding error. A nil frame with a failure is answered as an Error frame.
+// malformed, the decoding error. A nil frame with a failure is answered as an Error frame: a
+// refusal whose reason the result frame's error code cannot carry (Explained) is answered so.
 type AdminHandler func(b *broker.Broker, n Node, body []byte) (fibp.Frame, *broker.Error, error)
 
 // Admin returns the handler of an admin opcode.
@@ -36,8 +37,29 @@ func adminOp[T any, P interface {
 			return nil, nil, err
 		}
 		res, e := run(b, n, req)
+		if Explained(e) && (res == nil || res.Opcode() != fibp.OpGetConfigResult) {
+			return nil, e, nil
+		}
 		return res, e, nil
 	}
+}
+
+// Explained reports whether an admin refusal is answered with an Error frame, whose message says
+// why, instead of the result frame's bare error code: a value rejected (which value, and what it
+// may be), a setting fixed at creation, a script that does not compile, a limit reached, a
+// storage or internal failure. A missing or existing subject (QueueNotFound, ApiKeyNotFound,
+// QueueAlreadyExists, NotADLQ, ...) keeps the result frame: its code says all, and the client
+// knows the subject. GetConfig keeps its result frame for an unset key, as the spec defines it.
+func Explained(e *broker.Error) bool {
+	if e == nil || e.Message == "" {
+		return false
+	}
+	switch e.Code {
+	case broker.CodeInvalidConfigValue, broker.CodeImmutableSetting, broker.CodeLuaCompilationError,
+		broker.CodeChannelFull, broker.CodeStorageError, broker.CodeInternalError:
+		return true
+	}
+	return false
 }
 
 // code is the FIBP error code of an admin failure (Ok when there is none).
@@ -54,9 +76,6 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 	fibp.OpGetThrottleBucket: getThrottleBucket,
 	fibp.OpCreateQueue: adminOp(func(b *broker.Broker, _ Node, r *fibp.CreateQueue) (fibp.Frame, *broker.Error) {
 		if e := b.CreateQueue(QueueSpec(r)); e != nil {
-			if e.Code == broker.CodeLuaCompilationError || e.Code == broker.CodeChannelFull {
-				return nil, e // an Error frame: it carries the compiler's message, or the queue limit's
-			}
 			return &fibp.CreateQueueResult{ErrorCode: code(e)}, e
 		}
 		return &fibp.CreateQueueResult{ErrorCode: fibp.CodeOk, QueueID: r.Name}, nil
@@ -67,9 +86,6 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 	}),
 	fibp.OpUpdateQueue: adminOp(func(b *broker.Broker, _ Node, r *fibp.UpdateQueue) (fibp.Frame, *broker.Error) {
 		e := b.UpdateQueue(QueueUpdate(r))
-		if e != nil && e.Code == broker.CodeLuaCompilationError {
-			return nil, e // an Error frame: it carries the compiler's message
-		}
 		return &fibp.UpdateQueueResult{ErrorCode: code(e)}, e
 	}),
 	fibp.OpGetStats: adminOp(func(b *broker.Broker, _ Node, r *fibp.GetStats) (fibp.Frame, *broker.Error) {
@@ -91,10 +107,8 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 		return res, nil
 	}),
 	fibp.OpSetConfig: adminOp(func(b *broker.Broker, _ Node, r *fibp.SetConfig) (fibp.Frame, *broker.Error) {
-		if e := b.SetConfig(r.Key, r.Value); e != nil {
-			return nil, e // an Error frame: its message says why, and lists the valid keys
-		}
-		return &fibp.SetConfigResult{ErrorCode: fibp.CodeOk}, nil
+		e := b.SetConfig(r.Key, r.Value) // refused: an Error frame that says why and lists the valid keys
+		return &fibp.SetConfigResult{ErrorCode: code(e)}, e
 	}),
 	fibp.OpGetConfig: adminOp(func(b *broker.Broker, _ Node, r *fibp.GetConfig) (fibp.Frame, *broker.Error) {
 		v, e := b.GetConfig(r.Key)

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -111,11 +112,7 @@ func setACL(t *testing.T, admin *rawClient, id string, acl ...string) {
 
 func enqueueCodes(t *testing.T, c *rawClient, id uint32, queues ...string) []fibp.ErrorCode {
 	t.Helper()
-	req := &fibp.Enqueue{}
-	for _, q := range queues {
-		req.Messages = append(req.Messages, fibp.EnqueueMessage{Queue: q, Payload: []byte(q)})
-	}
-	res, ok := c.Call(id, req).(*fibp.EnqueueResult)
+	res, ok := c.Call(id, enqueueOf(queues...)).(*fibp.EnqueueResult)
 	if !ok || len(res.Results) != len(queues) {
 		t.Fatalf("Enqueue answered %#v", res)
 	}
@@ -124,6 +121,15 @@ func enqueueCodes(t *testing.T, c *rawClient, id uint32, queues ...string) []fib
 		codes[i] = r.ErrorCode
 	}
 	return codes
+}
+
+// enqueueOf is an Enqueue of one message to each of queues, its name as the payload.
+func enqueueOf(queues ...string) *fibp.Enqueue {
+	req := &fibp.Enqueue{}
+	for _, q := range queues {
+		req.Messages = append(req.Messages, fibp.EnqueueMessage{Queue: q, Payload: []byte(q)})
+	}
+	return req
 }
 
 func sameCodes(t *testing.T, what string, got []fibp.ErrorCode, want ...fibp.ErrorCode) {
@@ -161,7 +167,11 @@ func TestACLOnEveryPath(t *testing.T) {
 	// Hot path: Forbidden per item, the others go through, in order.
 	sameCodes(t, "enqueue", enqueueCodes(t, w, 1, "orders", "orders.dlq", "other", "orders", "jobs.a"),
 		fibp.CodeOk, fibp.CodeForbidden, fibp.CodeForbidden, fibp.CodeOk, fibp.CodeForbidden)
-	sameCodes(t, "enqueue, all denied", enqueueCodes(t, w, 2, "other", "ordersx"), fibp.CodeForbidden, fibp.CodeForbidden)
+	// Every item denied: one Forbidden Error frame naming the key, the permission and the queues.
+	e := expectError(t, w.Call(2, enqueueOf("other", "ordersx", "other")), fibp.CodeForbidden)
+	if want := `API key ` + k.KeyID + ` has no produce permission on queues "other", "ordersx"`; e.Message != want {
+		t.Fatalf("enqueue, all denied: %q, want %q", e.Message, want)
+	}
 
 	// Consume: an Error frame; Ack, Nack, ExtendLease: per item.
 	expectError(t, w.Call(3, &fibp.Consume{Queue: "other", Credit: 1}), fibp.CodeForbidden)
@@ -234,7 +244,7 @@ func TestKeyChangesOnOpenConnections(t *testing.T) {
 	sameCodes(t, "before", enqueueCodes(t, w, 1, "orders"), fibp.CodeOk)
 
 	setACL(t, admin, k.KeyID, "consume", "orders")
-	sameCodes(t, "after SetAcl", enqueueCodes(t, w, 2, "orders"), fibp.CodeForbidden)
+	expectError(t, w.Call(2, enqueueOf("orders")), fibp.CodeForbidden)
 	setACL(t, admin, k.KeyID, "produce", "*")
 	sameCodes(t, "after SetAcl *", enqueueCodes(t, w, 3, "orders"), fibp.CodeOk)
 
@@ -273,8 +283,8 @@ func TestKeysSurviveRestart(t *testing.T) {
 	k := createKey(t, admin, "worker", 0, "produce", "orders")
 	gone := createKey(t, admin, "gone", 0)
 	admin.Call(1, &fibp.RevokeAPIKey{KeyID: gone.KeyID})
-	if r := admin.Call(2, &fibp.RevokeAPIKey{KeyID: "bootstrap"}).(*fibp.RevokeAPIKeyResult); r.ErrorCode != fibp.CodeInvalidConfigValue {
-		t.Fatalf("revoking the bootstrap key: %v", r.ErrorCode)
+	if e := expectError(t, admin.Call(2, &fibp.RevokeAPIKey{KeyID: "bootstrap"}), fibp.CodeInvalidConfigValue); !strings.Contains(e.Message, "comes from the server's configuration") {
+		t.Fatalf("revoking the bootstrap key: %q", e.Message)
 	}
 	a.stop()
 	a.start()

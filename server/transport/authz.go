@@ -2,6 +2,9 @@ package transport
 
 import (
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/filamq/fila/generated/fibp"
@@ -157,6 +160,32 @@ func (c *conn) forbidden(requestID uint32, kind auth.Kind, name string) {
 		what = "throttle"
 	}
 	c.sendError(requestID, fibp.CodeForbidden, fmt.Sprintf("API key %s has no %s permission on %s %q", c.who.ID(), kind, what, name), nil)
+}
+
+// forbiddenAll answers a batch whose every item was denied kind on its queue: one Forbidden
+// Error frame naming the key, the permission and the queues (the first maxNamed of them).
+func forbiddenAll[T any](c *conn, requestID uint32, kind auth.Kind, items []T, queue func(*T) string) {
+	const maxNamed = 5
+	var names []string
+	more := 0
+	for i := range items {
+		q := strconv.Quote(queue(&items[i]))
+		switch {
+		case slices.Contains(names, q):
+		case len(names) < maxNamed:
+			names = append(names, q)
+		default:
+			more++ // may count a queue twice: only "and more" is said
+		}
+	}
+	what := "queue " + names[0]
+	if len(names) > 1 {
+		what = "queues " + strings.Join(names, ", ")
+	}
+	if more > 0 {
+		what += " and others"
+	}
+	c.sendError(requestID, fibp.CodeForbidden, fmt.Sprintf("API key %s has no %s permission on %s", c.who.ID(), kind, what), nil)
 }
 
 // permitAdmin checks an admin request against the key; false means it was answered.

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/filamq/fila/generated/fibp"
@@ -52,14 +53,12 @@ func TestDedupWindowAboveTheMaximumIsRefused(t *testing.T) {
 	c.Handshake()
 	const week = 7 * 24 * 60 * 60 * 1000
 	for _, w := range []uint64{week + 1, 1 << 63} {
-		if r := c.Call(1, &fibp.CreateQueue{Name: "q", DedupWindowMs: w}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeInvalidConfigValue {
-			t.Fatalf("CreateQueue with a window of %d ms: %v", w, r.ErrorCode)
+		if e := expectError(t, c.Call(1, &fibp.CreateQueue{Name: "q", DedupWindowMs: w}), fibp.CodeInvalidConfigValue); !strings.Contains(e.Message, "exceeds 7 days") {
+			t.Fatalf("CreateQueue with a window of %d ms: %q", w, e.Message)
 		}
 	}
 	newQueue(t, c, &fibp.CreateQueue{Name: "q", DedupWindowMs: week})
-	if r := c.Call(2, &fibp.UpdateQueue{Queue: "q", DedupWindowMs: wire.Some[uint64](week + 1)}).(*fibp.UpdateQueueResult); r.ErrorCode != fibp.CodeInvalidConfigValue {
-		t.Fatalf("UpdateQueue to a window above 7 days: %v", r.ErrorCode)
-	}
+	expectError(t, c.Call(2, &fibp.UpdateQueue{Queue: "q", DedupWindowMs: wire.Some[uint64](week + 1)}), fibp.CodeInvalidConfigValue)
 	if r, ok := c.Call(3, &fibp.SetConfig{Key: "defaults.dedup_window_ms", Value: strconv.Itoa(week + 1)}).(*fibp.Error); !ok || r.ErrorCode != fibp.CodeInvalidConfigValue {
 		t.Fatalf("defaults.dedup_window_ms above 7 days: %+v", r)
 	}

@@ -134,7 +134,7 @@ func (c *conn) enqueue(h fibp.Header, body []byte) {
 		}
 		mem += headers
 	}
-	screened(c, h.RequestID, mem, auth.Produce, session.Messages(&c.enq), func(m *broker.Message) string { return m.Queue },
+	screened(c, h.RequestID, mem, auth.Produce, true, session.Messages(&c.enq), func(m *broker.Message) string { return m.Queue },
 		broker.EnqueueResult{Code: broker.CodeForbidden}, func(r broker.EnqueueResult) broker.Code { return r.Code },
 		session.EnqueueResult, c.s.b.Enqueue)
 }
@@ -142,12 +142,18 @@ func (c *conn) enqueue(h fibp.Header, body []byte) {
 // screened runs a request whose items each need permission kind: the denied ones (screen)
 // answer forbidden without reaching the broker, the rest go to run, whose per-item results (or
 // error) are sent as frame; mem bytes of the connection's memory are held until it is answered.
-func screened[T, Res any, F fibp.Frame](c *conn, requestID uint32, mem int64, kind auth.Kind, items []T, queue func(*T) string,
+// With whole, a request whose every item is denied is answered with one Forbidden Error frame
+// that names the key, the permission and the queues, which a per-item result cannot carry.
+func screened[T, Res any, F fibp.Frame](c *conn, requestID uint32, mem int64, kind auth.Kind, whole bool, items []T, queue func(*T) string,
 	forbidden Res, code func(Res) broker.Code, frame func([]Res) F, run func([]T, func([]Res, *broker.Error))) {
 	kept, denied := screen(c.who, kind, items, queue)
 	if allDenied(kept, denied) {
 		c.acct.Release(mem)
-		c.send(requestID, frame(unscreen(denied, nil, forbidden)))
+		if whole {
+			forbiddenAll(c, requestID, kind, items, queue)
+		} else {
+			c.send(requestID, frame(unscreen(denied, nil, forbidden)))
+		}
 		return
 	}
 	if !c.begin(mem) {
@@ -174,7 +180,7 @@ func itself(code broker.Code) broker.Code { return code }
 func (c *conn) settleAck(h fibp.Header, body []byte) {
 	if mem, ok := c.decodeHeld(h, &c.ack, body, session.SettleMemory(body)); ok {
 		c.ackItems = session.AckItems(c.ackItems[:0], &c.ack, c.session)
-		screened(c, h.RequestID, mem, auth.Consume, c.ackItems, func(it *broker.AckItem) string { return it.Queue },
+		screened(c, h.RequestID, mem, auth.Consume, false, c.ackItems, func(it *broker.AckItem) string { return it.Queue },
 			broker.CodeForbidden, itself, session.AckResult, c.s.b.Ack)
 	}
 }
@@ -182,7 +188,7 @@ func (c *conn) settleAck(h fibp.Header, body []byte) {
 func (c *conn) settleNack(h fibp.Header, body []byte) {
 	if mem, ok := c.decodeHeld(h, &c.nack, body, session.SettleMemory(body)); ok {
 		c.nackItems = session.NackItems(c.nackItems[:0], &c.nack, c.session)
-		screened(c, h.RequestID, mem, auth.Consume, c.nackItems, func(it *broker.NackItem) string { return it.Queue },
+		screened(c, h.RequestID, mem, auth.Consume, false, c.nackItems, func(it *broker.NackItem) string { return it.Queue },
 			broker.CodeForbidden, itself, session.NackResult, c.s.b.Nack)
 	}
 }
@@ -193,7 +199,7 @@ func (c *conn) settleExtend(h fibp.Header, body []byte) {
 		return
 	}
 	c.extItems = session.ExtendItems(c.extItems[:0], &c.ext, c.session)
-	screened(c, h.RequestID, mem, auth.Consume, c.extItems, func(it *broker.ExtendItem) string { return it.Queue },
+	screened(c, h.RequestID, mem, auth.Consume, false, c.extItems, func(it *broker.ExtendItem) string { return it.Queue },
 		broker.ExtendResult{Code: broker.CodeForbidden}, func(r broker.ExtendResult) broker.Code { return r.Code },
 		session.ExtendLeaseResult, c.s.b.ExtendLease)
 }

@@ -110,9 +110,9 @@ func TestThrottleIsAnACLKind(t *testing.T) {
 	if r.ErrorCode != fibp.CodeOk || !slices.Equal(r.Permissions, want) {
 		t.Fatalf("GetAcl: %+v, want %v", r, want)
 	}
-	bad := admin.Call(2, &fibp.SetACL{KeyID: k.KeyID, Permissions: []fibp.ACLPermission{{Kind: "throttles", Pattern: "*"}}}).(*fibp.SetACLResult)
-	if bad.ErrorCode != fibp.CodeInvalidConfigValue {
-		t.Fatalf("SetAcl with an unknown kind: %v", bad.ErrorCode)
+	if e := expectError(t, admin.Call(2, &fibp.SetACL{KeyID: k.KeyID, Permissions: []fibp.ACLPermission{{Kind: "throttles", Pattern: "*"}}}),
+		fibp.CodeInvalidConfigValue); !strings.Contains(e.Message, `"throttles"`) {
+		t.Fatalf("SetAcl with an unknown kind: %q", e.Message)
 	}
 	// A throttle permission shows no queue of a matching name.
 	newQueue(t, admin, &fibp.CreateQueue{Name: "tenant-b.q"})

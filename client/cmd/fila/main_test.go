@@ -196,7 +196,7 @@ func TestErrorsAreOneLineNamingTheCode(t *testing.T) {
 		want string
 	}{
 		{[]string{"queue", "stats", "missing"}, `fila: queue "missing" not found (QueueNotFound)`},
-		{[]string{"queue", "delete", "orders"}, `fila: API key "ops" may not delete queue "orders" (Forbidden)`},
+		{[]string{"queue", "delete", "orders", "--force"}, `fila: API key "ops" may not delete queue "orders" (Forbidden)`},
 		{[]string{"config", "get", "nope"}, `fila: config key "nope" is not set (InvalidConfigValue)`},
 	} {
 		out, errOut, code, _ := cli(t, tc.args...)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -231,16 +232,49 @@ func (q *queueFlags) update(fs *pflag.FlagSet) (fila.QueueUpdate, error) {
 }
 
 func (a *app) queueDeleteCommand() *cobra.Command {
-	return &cobra.Command{
+	var force bool
+	cmd := &cobra.Command{
 		Use:   "delete NAME",
-		Short: "Delete a queue and its dead-letter queue",
-		Args:  exactArgs("NAME"),
+		Short: "Delete a queue and its dead-letter queue; refused while they hold messages or consumers, unless --force",
+		Long: `Delete a queue and its dead-letter queue, with every message they hold.
+
+Unless --force is given, the CLI first reads both queues' statistics and refuses (exit 1) while
+either holds a message (ready, delayed, leased or parked) or has a consumer. The check and the
+deletion are two requests: a message enqueued or a consumer subscribed between them is deleted
+or ended with the queue.`,
+		Args: exactArgs("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return ask(a, cmd, func(ctx context.Context, c *fila.Client) (map[string]string, error) {
+				if !force {
+					if err := refuseBusyQueue(ctx, c, args[0]); err != nil {
+						return nil, err
+					}
+				}
 				return map[string]string{"deleted": args[0]}, c.DeleteQueue(ctx, args[0])
 			}, func(map[string]string) error { return a.printf("queue %q deleted\n", args[0]) })
 		},
 	}
+	cmd.Flags().BoolVar(&force, "force", false, "delete even while the queue or its dead-letter queue holds messages or has consumers")
+	return cmd
+}
+
+// refuseBusyQueue returns an error when queue or its dead-letter queue holds a message or has a
+// consumer, saying what it holds; a missing queue is left to DeleteQueue to report.
+func refuseBusyQueue(ctx context.Context, c *fila.Client, queue string) error {
+	for _, q := range []string{queue, queue + ".dlq"} {
+		s, err := c.GetStats(ctx, q)
+		if errors.Is(err, fila.ErrQueueNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if held := s.Depth + s.InFlight; held > 0 || s.ActiveConsumers > 0 {
+			return fmt.Errorf("queue %q holds %d messages (%d leased) and has %d consumers: not deleted; pass --force to delete it with them",
+				q, held, s.InFlight, s.ActiveConsumers)
+		}
+	}
+	return nil
 }
 
 func (a *app) queueListCommand() *cobra.Command {
