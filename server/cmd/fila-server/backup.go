@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -158,29 +157,22 @@ func (bk *backups) allowed(r *http.Request) *httpError {
 	return nil
 }
 
-// authorized checks the caller: a superadmin key with authentication on, else an address on
-// loopback unless backup_allow_remote.
+// authorized checks the caller: with authentication on as the admin API does (caller: a known,
+// unexpired key), and then that the key is a superadmin key; with it off, an address on loopback
+// unless backup_allow_remote. (allowed has refused an Origin header already.)
 func (bk *backups) authorized(r *http.Request, b *broker.Broker) *httpError {
-	st := b.Auth()
-	if !st.Enabled() {
+	if !b.Auth().Enabled() {
 		if !bk.allowRemote && !fromLoopback(r) {
 			return refuse(http.StatusForbidden, "authentication is off, so backups are taken for clients on loopback only "+
 				"(turn authentication on, or set backup_allow_remote)")
 		}
 		return nil
 	}
-	scheme, secret, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	secret = strings.TrimSpace(secret)
-	if !strings.EqualFold(scheme, "Bearer") || secret == "" {
-		return refuse(http.StatusUnauthorized, "this server requires a superadmin API key: send Authorization: Bearer <key>")
-	}
-	p, ok := st.Authenticate(secret)
+	p, herr := caller(b, r)
 	switch {
-	case !ok:
-		return refuse(http.StatusUnauthorized, "unknown or revoked API key")
-	case p.Expired(time.Now().UnixMilli()):
-		return refuse(http.StatusUnauthorized, "API key %s has expired", p.ID())
-	case !p.Superadmin():
+	case herr != nil:
+		return herr
+	case p != nil && !p.Superadmin():
 		return refuse(http.StatusForbidden, "API key %s is not a superadmin key; a backup copies every queue", p.ID())
 	}
 	return nil
