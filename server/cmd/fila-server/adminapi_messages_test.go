@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/wire"
@@ -259,4 +260,72 @@ func newKey(t *testing.T, admin *fibptest.Client, reqID uint32, kind, pattern st
 		t.Fatalf("SetAcl answered %#v", r)
 	}
 	return k.Key
+}
+
+// A page holds at most 4 MiB of payloads (its first message whole whatever its size), and says
+// where to go on; a purge of more messages than one log entry removes (4,096) removes them all,
+// and a restart agrees.
+func TestPeekPagesAreBoundedAndPurgesRunInRounds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	args := []string{"--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-level", "warn"}
+	p := startServer(t, bin, nil, args...)
+	base := "http://" + p.addrs.HTTP
+	c := handshake(t, p.addrs.FIBP, "")
+	for i, q := range []string{"big", "many"} {
+		if r := c.Call(uint32(i+1), &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatal(r.ErrorCode)
+		}
+	}
+	const big = 3 << 19 // 1.5 MiB: two fit in a page's 4 MiB, three do not
+	for i := range 3 {
+		payload := []byte(strings.Repeat(fmt.Sprint(i), big))
+		res := c.Call(uint32(10+i), &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "big", Payload: payload}}}).(*fibp.EnqueueResult)
+		if res.Results[0].ErrorCode != fibp.CodeOk {
+			t.Fatal(res.Results[0].ErrorCode)
+		}
+	}
+	var page pageJSON
+	apiOK(t, http.MethodGet, base+queuesPath+"big/messages?count=10", "", &page)
+	if len(page.Messages) != 2 || page.Next != page.Messages[1].ID {
+		t.Fatalf("the first page of three 1.5 MiB messages holds %d, next %q", len(page.Messages), page.Next)
+	}
+	for _, m := range page.Messages {
+		if payload, _ := base64.StdEncoding.DecodeString(m.Payload); len(payload) != big || m.Size != big ||
+			!m.Truncated || len(m.Preview) != previewBytes {
+			t.Fatalf("a 1.5 MiB message came back with %d bytes, preview of %d", len(payload), len(m.Preview))
+		}
+	}
+	if all := peekAll(t, base, "", "big", 10); len(all) != 3 {
+		t.Fatalf("paging through big found %d messages", len(all))
+	}
+
+	const n = 10_000
+	for b := range n / 1000 {
+		req := &fibp.Enqueue{}
+		for i := range 1000 {
+			req.Messages = append(req.Messages, fibp.EnqueueMessage{Queue: "many", Payload: []byte(fmt.Sprint(b*1000 + i))})
+		}
+		for _, r := range c.Call(uint32(100+b), req).(*fibp.EnqueueResult).Results {
+			if r.ErrorCode != fibp.CodeOk {
+				t.Fatal(r.ErrorCode)
+			}
+		}
+	}
+	var purged struct{ Purged uint64 }
+	start := time.Now()
+	apiOK(t, http.MethodPost, base+queuesPath+"many/purge", "", &purged)
+	t.Logf("purge of %d messages: %v", purged.Purged, time.Since(start))
+	if purged.Purged != n {
+		t.Fatalf("purge of %d messages removed %d", n, purged.Purged)
+	}
+	if err := p.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	p = startServer(t, bin, nil, args...)
+	if left := peekAll(t, "http://"+p.addrs.HTTP, "", "many", 1000); len(left) != 0 {
+		t.Fatalf("after a restart, %d of the purged messages are back", len(left))
+	}
 }
