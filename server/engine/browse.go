@@ -10,8 +10,9 @@ import (
 // after it in enqueue order. When it has left the queue since (acknowledged, deleted), they are
 // the stored messages whose IDs sort after it: IDs are time-ordered, so in a queue fed by
 // producers that is where the previous page ended; in a dead-letter queue, stored in the order
-// its messages died, a page may then repeat or skip some. The queue must not be changed during
-// the iteration.
+// its messages died, a page may then repeat or skip some; finding where to start then steps over
+// the stored messages before it (their IDs only). The queue must not be changed during the
+// iteration.
 func (q *Queue) After(id MsgID) iter.Seq[Message] {
 	return func(yield func(Message) bool) {
 		slot, found := q.index.find(id, q.slab)
