@@ -154,7 +154,12 @@ func (a *app) peek(ctx context.Context, h *httpAdmin, queue string, count int, a
 // previewCell is the start of a message's payload for a table, cut to 40 characters.
 func previewCell(m storedMessage) string {
 	const width = 40
-	p := m.Preview
+	p := strings.Map(func(r rune) rune { // one line a message
+		if r == '\n' || r == '\r' || r == '\t' {
+			return ' '
+		}
+		return r
+	}, m.Preview)
 	if utf8.RuneCountInString(p) > width {
 		p = string([]rune(p)[:width])
 		m.Truncated = true

@@ -246,6 +246,15 @@ func TestMessagesAPIRefusals(t *testing.T) {
 	if status, _ := apiCall(t, "GET", base+"orders/messages/"+id, testBootstrapKey, nil); status != 200 {
 		t.Fatalf("the refusals changed the queue: GET of %s answered %d", id, status)
 	}
+
+	// Without authentication, clients on loopback only.
+	if ip := nonLoopbackIP(); ip != "" {
+		p := startServer(t, bin, nil, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--http-listen", ip+":0", "--log-level", "warn")
+		if status, body := apiCall(t, "GET", "http://"+p.addrs.HTTP+queuesPath+"orders/messages", "", nil); status != 403 ||
+			!strings.Contains(body, "loopback only") {
+			t.Errorf("from %s without authentication: answered %d %s", ip, status, body)
+		}
+	}
 }
 
 // newKey creates an API key holding one permission and returns its secret.
