@@ -82,8 +82,12 @@ func execForm(t *testing.T, in instruction, args string) []string {
 	return argv
 }
 
-// imageVersion is the version the tests build the image's binaries with (its VERSION argument).
-const imageVersion = "v0.0.0-deploy-test"
+// imageVersion and imageCommit are the version and commit the tests build the image's binaries
+// with (its VERSION and COMMIT arguments).
+const (
+	imageVersion = "v0.0.0-deploy-test"
+	imageCommit  = "0123456789abcdef0123456789abcdef01234567"
+)
 
 var (
 	buildOnce sync.Once
@@ -111,7 +115,7 @@ func buildLikeTheImage(t *testing.T) string {
 		cmdline := strings.Replace(run.args, " -o /out/ ", " -o "+binDir+"/ ", 1)
 		cmd := exec.Command("sh", "-c", cmdline)
 		cmd.Dir = ".."
-		cmd.Env = append(os.Environ(), "VERSION="+imageVersion) // as docker build --build-arg VERSION=… sets it
+		cmd.Env = append(os.Environ(), "VERSION="+imageVersion, "COMMIT="+imageCommit) // as docker build --build-arg sets them
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("Dockerfile:%d: %s: %v\n%s", run.line, cmdline, err, out)
 		}
@@ -153,13 +157,12 @@ func TestDockerfileBuildsStaticBinaries(t *testing.T) {
 			t.Errorf("Dockerfile:%d: %q does not copy %s into the image", copyBins.line, copyBins.args, name)
 		}
 	}
-	// the Dockerfile's VERSION argument is the version both print
-	line := regexp.MustCompile(`^fila-server ` + regexp.QuoteMeta(imageVersion) + ` \(commit \S+, go\S+\)\n$`)
-	if out, err := exec.Command(filepath.Join(dir, "fila-server"), "--version").CombinedOutput(); err != nil || !line.Match(out) {
-		t.Errorf("fila-server --version: %v\n%s", err, out)
-	}
-	if out, err := exec.Command(filepath.Join(dir, "fila"), "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "fila "+imageVersion+" ") {
-		t.Errorf("fila version: %v\n%s", err, out)
+	// the Dockerfile's VERSION and COMMIT arguments are what both print
+	for _, c := range [][]string{{"fila-server", "--version"}, {"fila", "version"}} {
+		line := regexp.MustCompile(`^` + c[0] + ` ` + regexp.QuoteMeta(imageVersion) + ` \(commit ` + imageCommit + `, go\S+\)\n$`)
+		if out, err := exec.Command(filepath.Join(dir, c[0]), c[1]).CombinedOutput(); err != nil || !line.Match(out) {
+			t.Errorf("%s %s: %v\n%s", c[0], c[1], err, out)
+		}
 	}
 }
 

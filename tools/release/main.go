@@ -7,8 +7,8 @@
 //   - every workspace module (go.work) as a release publishes it, into dist/modules, a file-based
 //     module proxy: each go.mod requiring the other modules at the version and without replace
 //     lines, so that go get and go install work outside the repository;
-//   - the container image (deploy/Dockerfile) where `docker version` answers, else it says it
-//     skipped.
+//   - the container image (deploy/Dockerfile) with the version (and a release's tagged commit)
+//     stamped, where `docker version` answers, else it says it skipped.
 //
 // A release (-version vX.Y.Z) also commits: on the current branch, whose working tree must be
 // clean, a commit with the go.mod files in their published form, tagged for every module as Go

@@ -114,7 +114,11 @@ func run(o options) error {
 		}
 	}
 	if o.image {
-		if err := buildImage(o.root, o.version, o.snapshot, o.log); err != nil {
+		commit := ""
+		if !o.snapshot {
+			commit = rel.release
+		}
+		if err := buildImage(o.root, o.version, commit, o.snapshot, o.log); err != nil {
 			return err
 		}
 	}

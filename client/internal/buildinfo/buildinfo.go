@@ -13,7 +13,7 @@ import (
 // Info is what the Go toolchain stamped into the binary.
 type Info struct {
 	Version   string `json:"version"`    // the release's (tools/release), else the module version of a tagged build, else "devel"
-	Commit    string `json:"commit"`     // vcs.revision, "unknown" when the build had no VCS information
+	Commit    string `json:"commit"`     // the release's (tools/release), else vcs.revision, else "unknown"
 	Modified  bool   `json:"modified"`   // vcs.modified: the working tree had uncommitted changes
 	GoVersion string `json:"go_version"` // the toolchain, such as go1.26.0
 }
@@ -22,6 +22,10 @@ type Info struct {
 // -ldflags "-X github.com/filamq/fila/client/internal/buildinfo.version=v1.2.3". It takes
 // precedence over the module version, which a build inside the workspace never has.
 var version string
+
+// commit, when set, is the commit the release was made from, stamped the same way: the release's
+// image is built from the commit before it, whose code is the same (only go.mod files differ).
+var commit string
 
 // pseudo matches a pseudo-version (v0.0.0-20261201115950-8a8d658abcde, with a +dirty suffix
 // or not), which the go command stamps on untagged builds: those are "devel".
@@ -48,6 +52,9 @@ func Read() Info {
 		case "vcs.modified":
 			info.Modified = s.Value == "true"
 		}
+	}
+	if commit != "" {
+		info.Commit, info.Modified = commit, false
 	}
 	return info
 }
