@@ -113,6 +113,42 @@ func TestMaxDepthDeadLettersTheOldest(t *testing.T) {
 	}
 }
 
+// On an ordered queue the dropped oldest message is its group's head: the next one becomes the
+// head and is delivered; retention drops a waiting message behind a leased head alike, and the
+// group goes on in order.
+func TestLimitsKeepAnOrderedQueueMoving(t *testing.T) {
+	clock := newFakeClock()
+	o := broker.DefaultOptions(t.TempDir())
+	o.Sync, o.Clock = false, clock.Now
+	_, _, addr, stop := serveAt(t, o, Options{})
+	defer stop()
+	c := dialRaw(t, addr)
+	c.Handshake()
+	newQueue(t, c, &fibp.CreateQueue{Name: "fifo", Ordering: fibp.OrderingQueue})
+	setConfig(t, c, "queue.fifo.max_depth", "2")
+	setConfig(t, c, "queue.fifo.depth_policy", "dead_letter_oldest")
+	enqueue(t, c, msg("fifo", "a"), msg("fifo", "b"), msg("fifo", "c"))
+	c.Subscribe(1, "fifo", 1)
+	d := c.Deliveries(1)[0]
+	if string(d.Payload) != "b" {
+		t.Fatalf("delivered %q, want b (a dropped, b the head now)", d.Payload)
+	}
+	setConfig(t, c, "queue.fifo.max_depth", "")
+	setConfig(t, c, "queue.fifo.retention_ms", "1000")
+	clock.Advance(time.Second)
+	enqueue(t, c, msg("fifo", "d")) // b (leased) and c expire; d stays
+	if n, dead := held(t, c, "fifo"), held(t, c, "fifo.dlq"); n != 1 || dead != 3 {
+		t.Fatalf("fifo holds %d and its DLQ %d, want 1 and 3", n, dead)
+	}
+	if r := c.Call(2, &fibp.Ack{Items: []fibp.AckItem{{Queue: "fifo", MessageID: d.MessageID}}}).(*fibp.AckResult); r.Results[0].ErrorCode != fibp.CodeMessageNotFound {
+		t.Fatalf("Ack of an expired leased message: %v, want MessageNotFound", r.Results[0].ErrorCode)
+	}
+	c.Subscribe(3, "fifo", 1) // the first subscription's credit went with b
+	if got := c.Deliveries(1)[0]; string(got.Payload) != "d" {
+		t.Fatalf("delivered %q, want d", got.Payload)
+	}
+}
+
 // A message goes to the dead-letter queue once its queue's retention_ms has passed since it was
 // accepted; younger ones stay. The broker's clock is a fake the test moves; a round of the queue (here an Enqueue)
 // expires what is due.
