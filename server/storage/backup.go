@@ -27,16 +27,23 @@ import (
 // deletion, take the gate shared. So the copy is what a crash at that moment would have left:
 // a start on it recovers as it does after a crash, with every write committed before Checkpoint
 // was called. Writes to the database go on meanwhile; only a group that finishes a snapshot
-// waits, for the length of the copy.
+// waits, for the length of the copy, which is made in the store's own directory (links, and a
+// copy of the WALs) before it moves to its destination.
 
 // snapshotsDir is the directory of every group's snapshots in a store's directory.
 const snapshotsDir = "snapshots"
 
+// stagingPrefix names the directories in the store's directory where checkpoints are made before
+// they move to their destination; Open removes any that a crash left.
+const stagingPrefix = ".checkpoint-"
+
 // Checkpoint writes a copy of the store into dir, which must not exist; its parent is created
-// if needed. The copy is a data directory a server can start on. Pebble's immutable files are
-// hard-linked when dir is on the same file system (copied otherwise), its WALs copied and cut
-// after their last complete record (trimWALs); the snapshots are linked or copied too. A store
-// that refuses writes is not copied: Checkpoint returns its *WriteError.
+// if needed. The copy is a data directory a server can start on. It is made in the store's own
+// directory first (stagingPrefix), where Pebble's immutable files and the snapshots are
+// hard-linked and only the WALs copied, so the gate is held for that alone (milliseconds); the
+// WALs are cut after their last complete record (trimWALs), and the copy is then renamed to dir,
+// or copied there when dir is on another file system. A store that refuses writes is not copied:
+// Checkpoint returns its *WriteError.
 func (d *DB) Checkpoint(dir string) error {
 	if err := d.h.err(); err != nil {
 		return err
@@ -47,18 +54,48 @@ func (d *DB) Checkpoint(dir string) error {
 		}
 		return fmt.Errorf("storage: checkpoint into %s: %w", dir, err)
 	}
-	err := d.checkpoint(dir)
+	stage, err := os.MkdirTemp(d.dir, stagingPrefix+"*")
+	if err != nil {
+		return fmt.Errorf("storage: checkpoint: %w", err)
+	}
+	defer os.RemoveAll(stage)
+	src := filepath.Join(stage, "store")
+	err = d.checkpoint(src)
 	if err == nil {
-		err = trimWALs(dir)
+		err = trimWALs(src)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = moveTree(src, dir)
 	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return fmt.Errorf("storage: checkpoint into %s: %w", dir, err)
 	}
 	return nil
+}
+
+// moveTree moves the directory src to dst (which must not exist): a rename on one file system,
+// else a synced copy.
+func moveTree(src, dst string) error {
+	parent := filepath.Dir(filepath.Clean(dst))
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	if err := os.Rename(src, dst); err != nil {
+		if err := LinkTree(src, dst, nil); err != nil {
+			return err
+		}
+	}
+	return errors.Join(syncDir(dst), syncDir(parent))
+}
+
+// removeStaging removes the checkpoint staging directories in dir that a crash left.
+func removeStaging(dir string) error {
+	left, err := filepath.Glob(filepath.Join(dir, stagingPrefix+"*"))
+	for _, path := range left {
+		err = errors.Join(err, os.RemoveAll(path))
+	}
+	return err
 }
 
 // checkpoint copies the database and the snapshots with the snapshot gate held.

@@ -15,7 +15,8 @@ import (
 
 // A checkpoint is a store a server opens: the bodies and log entries written before it, the
 // groups' snapshots beside them, its format; nothing written after it; and Check finds it sound.
-// It refuses a directory that exists, and a store that is open elsewhere is still the source's.
+// It refuses a directory that exists, and leaves no staging directory behind (Open removes one
+// that a crash left).
 func TestCheckpointIsAStoreAsOfItsMoment(t *testing.T) {
 	db, _ := openTemp(t)
 	defer db.Close()
@@ -30,6 +31,9 @@ func TestCheckpointIsAStoreAsOfItsMoment(t *testing.T) {
 	if err := db.Checkpoint(cp); err != nil {
 		t.Fatal(err)
 	}
+	if left, _ := filepath.Glob(filepath.Join(db.dir, stagingPrefix+"*")); len(left) > 0 {
+		t.Fatalf("the checkpoint left its staging directory in the store: %v", left)
+	}
 	storeEnqueue(t, db, "q", 2, []ID{{3}}, "after")
 	if err := db.Checkpoint(cp); !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("a checkpoint into an existing directory: %v", err)
@@ -39,11 +43,18 @@ func TestCheckpointIsAStoreAsOfItsMoment(t *testing.T) {
 		t.Fatalf("check of the checkpoint: %v %+v", err, rep)
 	}
 
+	leftover := filepath.Join(cp, stagingPrefix+"cut-short", "store")
+	if err := os.MkdirAll(leftover, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	copied, err := Open(cp, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer copied.Close()
+	if _, err := os.Stat(leftover); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open left a staging directory a crash cut short: %v", err)
+	}
 	for id, want := range map[ID]string{{1}: "one", {2}: "two"} {
 		if b, err := copied.ReadBody("q", id); err != nil || string(b.Payload) != want {
 			t.Errorf("body %x in the checkpoint: %q, %v; want %q", id, b.Payload, err, want)
@@ -173,4 +184,27 @@ func (quiet) Infof(string, ...any)  {}
 func (quiet) Errorf(string, ...any) {}
 func (quiet) Fatalf(format string, args ...any) {
 	panic(fmt.Sprintf(format, args...))
+}
+
+// A checkpoint into another file system (where nothing can be hard-linked) is copied there whole,
+// and is as sound.
+func TestCheckpointOntoAnotherFileSystem(t *testing.T) {
+	other, err := os.MkdirTemp("/dev/shm", "fila-checkpoint-")
+	if err != nil {
+		t.Skipf("no /dev/shm to checkpoint onto: %v", err)
+	}
+	defer os.RemoveAll(other)
+	db, dir := openTemp(t)
+	defer db.Close()
+	if err := os.Link(filepath.Join(dir, "space-reserve"), filepath.Join(other, "probe")); err == nil {
+		t.Skip("/dev/shm is on the store's file system")
+	}
+	storeEnqueue(t, db, "q", 1, []ID{{1}}, "one")
+	cp := filepath.Join(other, "cp")
+	if err := db.Checkpoint(cp); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := Check(cp); err != nil || len(rep.Problems) > 0 || rep.Keys == 0 {
+		t.Fatalf("check of the checkpoint: %v %+v", err, rep)
+	}
 }

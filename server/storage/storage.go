@@ -213,6 +213,9 @@ func Open(dir string, o Options) (*DB, error) {
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
 	d.p = p
+	if err := removeStaging(dir); err != nil {
+		d.log.Warn("storage: removing a checkpoint a crash cut short", "dir", dir, "err", err)
+	}
 	if err := d.checkFormat(); err != nil {
 		d.Close()
 		return nil, err
