@@ -33,8 +33,9 @@ import (
 // Who may ask: with authentication on, a superadmin API key in Authorization: Bearer <key>,
 // checked as a FIBP Handshake's key is, from any address; with it off, clients on loopback only,
 // unless backup_allow_remote. Against cross-site requests from a browser, a request must have
-// Content-Type: application/json and no Origin header (a page can send neither cross-origin
-// without a preflight, which is never answered); cookies are never read.
+// Content-Type: application/json and no Origin header (a browser adds Origin to every
+// cross-site POST, and sends that content type only after a preflight, which is never
+// answered); cookies are never read.
 
 // backupPath is the endpoint's path.
 const backupPath = "/api/v1/backup"
