@@ -38,13 +38,12 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 	lk := &a.lanes[l].keys
 	c := queuelog.Enqueue{Lane: l, At: now, Messages: make([]queuelog.LogMessage, 0, len(items))}
 	var dd batchDedup
+	var refusal *Error // why a full queue refuses, made once
 	lim := a.laneLimits(l)
 	classes := a.classifyAll(l, items)
+	refuseLongDelays(items, classes, &lim)
 	for i, it := range items {
 		cls, m := &classes[i], it.msg
-		if delayRefused(m, &lim) {
-			cls.code = CodeInvalidConfigValue
-		}
 		if cls.code != CodeOk {
 			res[it.index] = EnqueueResult{Code: cls.code}
 			continue
@@ -72,8 +71,8 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 				continue
 			}
 		}
-		if full := a.depthRefusal(l, &lim, len(c.Messages)); full != nil {
-			res[it.index] = EnqueueResult{Code: CodeChannelFull, refusal: full}
+		if r, full := a.refuseWhenFull(l, &lim, len(c.Messages), &refusal); full {
+			res[it.index] = r
 			continue
 		}
 		id := a.b.ids.next(now)
@@ -413,7 +412,10 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 		return
 	}
 	b, atHand := a.bodyAtHand(le.ID)
-	if !atHand {
+	dead := a.deadLetterNoteOf(l, le.ID)
+	if atHand {
+		b.headers = dead.headers(b.headers)
+	} else {
 		a.unread++
 	}
 	buf := a.pending[sub]
@@ -437,6 +439,7 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 		LeasedAt:     le.LeasedAt,
 		ExpiresAt:    le.ExpiresAt,
 		unread:       !atHand,
+		dead:         dead,
 	})
 	buf.size += len(b.payload) + 128 // a body still to be read counts only its overhead
 	if buf.size >= deliveryBatchBytes {

@@ -209,19 +209,18 @@ func (a *actor) laneLimits(l queuegroup.Lane) QueueLimits {
 	return lim
 }
 
-// depthRefusal is the refusal of a message by a full queue with the reject policy, or nil when
-// lane l has room for pending messages more than it holds.
-func (a *actor) depthRefusal(l queuegroup.Lane, lim *QueueLimits, pending int) *Error {
-	if lim.MaxDepth == 0 || lim.Policy != DepthReject {
-		return nil
-	}
-	held := uint64(a.st.Lane(l).Len())
-	if held+uint64(pending) < lim.MaxDepth {
-		return nil
-	}
+// depthFull reports whether lane l is at its max_depth with the reject policy, counting pending
+// messages taken since its last Enqueue command.
+func (a *actor) depthFull(l queuegroup.Lane, lim *QueueLimits, pending int) bool {
+	return lim.MaxDepth > 0 && lim.Policy == DepthReject && uint64(a.st.Lane(l).Len()+pending) >= lim.MaxDepth
+}
+
+// depthRefusal says why lane l refuses messages (depthFull): the Error of a whole refused
+// Enqueue, with the back-off to suggest and the key that set the limit.
+func (a *actor) depthRefusal(l queuegroup.Lane) *Error {
 	return &Error{Code: CodeChannelFull, RetryAfterMs: a.b.opts.RetryAfterMs,
 		Message: fmt.Sprintf("queue %q is full: it holds %d messages, its max_depth; consume or purge it, or raise the limit (%s)",
-			a.lanes[l].name, held, a.limitKey("max_depth"))}
+			a.lanes[l].name, a.st.Lane(l).Len(), a.limitKey("max_depth"))}
 }
 
 // limitKey names the key a limit of this queue comes from, for messages.
@@ -233,8 +232,28 @@ func (a *actor) limitKey(setting string) string {
 	return "defaults." + setting
 }
 
-// delayRefused reports whether a producer's delay is longer than the queue allows.
-func delayRefused(m *Message, lim *QueueLimits) bool { return m.DelayMs > lim.MaxDelayMs }
+// refuseLongDelays refuses (InvalidConfigValue) the messages whose producer asked for a delay
+// longer than the queue allows.
+func refuseLongDelays(items []enqueueItem, classes []classified, lim *QueueLimits) {
+	for i, it := range items {
+		if it.msg.DelayMs > lim.MaxDelayMs {
+			classes[i].code = CodeInvalidConfigValue
+		}
+	}
+}
+
+// refuseWhenFull answers a message that lane l, full at its max_depth (reject), refuses: pending
+// messages are taken since its last Enqueue command; *refusal is made at the first refusal and
+// shared by the others of the Enqueue.
+func (a *actor) refuseWhenFull(l queuegroup.Lane, lim *QueueLimits, pending int, refusal **Error) (EnqueueResult, bool) {
+	if !a.depthFull(l, lim, pending) {
+		return EnqueueResult{}, false
+	}
+	if *refusal == nil {
+		*refusal = a.depthRefusal(l)
+	}
+	return EnqueueResult{Code: CodeChannelFull, refusal: *refusal}, true
+}
 
 // dropOldest dead-letters the oldest messages of lane l not in flight until it holds no more
 // than its max_depth (the dead_letter_oldest policy), after an Enqueue at now.
@@ -247,7 +266,7 @@ func (a *actor) dropOldest(l queuegroup.Lane, lim *QueueLimits, now int64) {
 	a.idBuf = q.OldestUnleased(int(over), a.idBuf[:0])
 	reason := fmt.Sprintf("dropped: the queue was full (max_depth %d, depth_policy dead_letter_oldest)", lim.MaxDepth)
 	for _, id := range a.idBuf {
-		a.deadLetter(l, id, now, reason)
+		a.deadLetter(l, id, now, ReasonMaxDepth, reason)
 	}
 }
 
@@ -265,7 +284,7 @@ func (a *actor) retain(now int64) {
 	}
 	reason := fmt.Sprintf("expired: accepted more than retention_ms %d ago", lim.RetentionMs)
 	for _, id := range a.idBuf {
-		a.deadLetter(queuegroup.LaneQueue, id, now, reason)
+		a.deadLetter(queuegroup.LaneQueue, id, now, ReasonExpired, reason)
 	}
 }
 
@@ -282,15 +301,16 @@ func (a *actor) retentionWakeup() (int64, bool) {
 	return addMs(at, lim.RetentionMs), true
 }
 
-// deadLetter moves a stored message of lane l to the dead-letter lane whatever its state, with
-// reason as its last error: a Fail with DeadLetter in the group's log, so that every replica and
-// replay moves it too. A consumer holding its lease finds it gone (MessageNotFound).
-func (a *actor) deadLetter(l queuegroup.Lane, id engine.MsgID, now int64, reason string) {
+// deadLetter moves a stored message of lane l to the dead-letter lane whatever its state, for
+// why (ReasonExpired, ReasonMaxDepth) with reason as its last error: a DeadLetter in the group's
+// log, so that every replica and replay moves it too. A consumer holding its lease finds it gone
+// (MessageNotFound).
+func (a *actor) deadLetter(l queuegroup.Lane, id engine.MsgID, now int64, why, reason string) {
 	m, ok := a.st.Lane(l).Get(id)
 	if !ok {
 		return
 	}
-	f := engine.Fail{ID: id, At: now, Error: reason, DeadLetter: true, Attempts: m.Attempts}
+	f := engine.Fail{ID: id, At: now, Error: reason, DeadLetter: true, Attempts: m.Attempts, Reason: why}
 	if err := a.fail(l, f); err != nil {
 		a.log.Error("dead-lettering for a queue limit failed", "id", id, "reason", reason, "err", err)
 	}
