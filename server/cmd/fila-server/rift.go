@@ -49,7 +49,7 @@ func openRift(cfg config.Config, log *slog.Logger) (*riftNode, error) {
 		return nil, err
 	}
 	svc, err := service.Open(service.Options{
-		Identities: ids, Streams: streams, StreamDir: filepath.Join(cfg.DataDir, "rift"), MaxStreams: rc.MaxDurableStreams,
+		Identities: ids, Streams: streams, StreamDir: filepath.Join(cfg.DataDir, riftDirName), MaxStreams: rc.MaxDurableStreams,
 		Bus: bus.Options{QueueMsgs: rc.QueueMsgs, QueueBytes: int(rc.QueueBytes)}, Logger: log,
 	})
 	if err != nil {
