@@ -30,6 +30,7 @@ var (
 	_ Frame = (*Fence)(nil)
 	_ Frame = (*Reclassify)(nil)
 	_ Frame = (*RedriveClassified)(nil)
+	_ Frame = (*DeadLetter)(nil)
 	_ Frame = (*PutQueue)(nil)
 	_ Frame = (*DropQueue)(nil)
 	_ Frame = (*SetConfig)(nil)
@@ -43,6 +44,7 @@ var (
 	_ Frame = (*SnapshotIdentity)(nil)
 	_ Frame = (*SnapshotEnd)(nil)
 	_ Frame = (*SnapshotRun)(nil)
+	_ Frame = (*SnapshotDeadLetter)(nil)
 	_ Frame = (*SnapshotQueue)(nil)
 	_ Frame = (*SnapshotConfig)(nil)
 	_ Frame = (*SnapshotAPIKey)(nil)
@@ -73,6 +75,8 @@ func New(op Opcode) Frame {
 		return new(Reclassify)
 	case OpRedriveClassified:
 		return new(RedriveClassified)
+	case OpDeadLetter:
+		return new(DeadLetter)
 	case OpPutQueue:
 		return new(PutQueue)
 	case OpDropQueue:
@@ -99,6 +103,8 @@ func New(op Opcode) Frame {
 		return new(SnapshotEnd)
 	case OpSnapshotRun:
 		return new(SnapshotRun)
+	case OpSnapshotDeadLetter:
+		return new(SnapshotDeadLetter)
 	case OpSnapshotQueue:
 		return new(SnapshotQueue)
 	case OpSnapshotConfig:

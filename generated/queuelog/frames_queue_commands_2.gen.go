@@ -423,3 +423,95 @@ func (x *Redriven) Check() error {
 	}
 	return nil
 }
+
+// DeadLetter is opcode 0x0c, a stored record.
+// Ends a delivery of the queue lane by moving the message to the dead-letter lane, as it stands
+// after the failure, and records why: what Fail with dead_letter does, with the reason. The
+// dead-letter lane keeps the reason, the error, the attempt count and the time with the message
+// until it leaves that lane. A log written before this command existed has Fail with dead_letter
+// instead; its messages are dead-lettered without a reason.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       id        16 bytes (UUID)
+//	16      at        i64
+//	24      error     u32 length, then UTF-8
+//	+       attempts  u32
+//	+       reason    u16 length, then UTF-8
+type DeadLetter struct {
+	// The failed message.
+	ID wire.UUID
+
+	// Unix ms of the failure.
+	At int64
+
+	// The failure text, kept as the message's last error.
+	Error string
+
+	// The message's attempt count after the failure.
+	Attempts uint32
+
+	// Why it was dead-lettered: max_attempts, script, expired, max_depth, ... (an open set).
+	Reason string
+}
+
+// Opcode returns OpDeadLetter.
+func (*DeadLetter) Opcode() Opcode {
+	return OpDeadLetter
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *DeadLetter) Size() int {
+	n := 34
+	n += len(x.Error)
+	n += len(x.Reason)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *DeadLetter) AppendTo(b []byte) []byte {
+	b = wire.AppendUUID(b, x.ID)
+	b = wire.AppendI64(b, x.At)
+	b = wire.AppendString32(b, x.Error)
+	b = wire.AppendU32(b, x.Attempts)
+	b = wire.AppendString16(b, x.Reason)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *DeadLetter) DecodeFrom(r *wire.Reader) {
+	x.ID = r.UUID()
+	x.At = r.I64()
+	x.Error = r.String(r.Len32(2147483647), false)
+	x.Attempts = r.U32()
+	x.Reason = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *DeadLetter) Check() error {
+	if err := wire.CheckString(x.Error, 2147483647, false); err != nil {
+		return wire.AtField("error", -1, err)
+	}
+	if err := wire.CheckString(x.Reason, 65535, false); err != nil {
+		return wire.AtField("reason", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *DeadLetter) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpDeadLetter,
+		}
+	}
+	return nil
+}

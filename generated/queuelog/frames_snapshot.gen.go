@@ -697,6 +697,95 @@ func (x *SnapshotRun) Decode(body []byte) error {
 	return nil
 }
 
+// SnapshotDeadLetter is opcode 0x47, a stored record.
+// Why a message of the dead-letter lane is there (see DeadLetter), after the lanes, in message
+// ID order. A message without one (dead-lettered before reasons were kept) has none.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       id        16 bytes (UUID)
+//	16      at        i64
+//	24      error     u32 length, then UTF-8
+//	+       attempts  u32
+//	+       reason    u16 length, then UTF-8
+type SnapshotDeadLetter struct {
+	// The message.
+	ID wire.UUID
+
+	// Unix ms it was dead-lettered.
+	At int64
+
+	// The error it was dead-lettered with.
+	Error string
+
+	// Its attempt count then.
+	Attempts uint32
+
+	// Why it was dead-lettered.
+	Reason string
+}
+
+// Opcode returns OpSnapshotDeadLetter.
+func (*SnapshotDeadLetter) Opcode() Opcode {
+	return OpSnapshotDeadLetter
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotDeadLetter) Size() int {
+	n := 34
+	n += len(x.Error)
+	n += len(x.Reason)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotDeadLetter) AppendTo(b []byte) []byte {
+	b = wire.AppendUUID(b, x.ID)
+	b = wire.AppendI64(b, x.At)
+	b = wire.AppendString32(b, x.Error)
+	b = wire.AppendU32(b, x.Attempts)
+	b = wire.AppendString16(b, x.Reason)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotDeadLetter) DecodeFrom(r *wire.Reader) {
+	x.ID = r.UUID()
+	x.At = r.I64()
+	x.Error = r.String(r.Len32(2147483647), false)
+	x.Attempts = r.U32()
+	x.Reason = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotDeadLetter) Check() error {
+	if err := wire.CheckString(x.Error, 2147483647, false); err != nil {
+		return wire.AtField("error", -1, err)
+	}
+	if err := wire.CheckString(x.Reason, 65535, false); err != nil {
+		return wire.AtField("reason", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotDeadLetter) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotDeadLetter,
+		}
+	}
+	return nil
+}
+
 // SnapshotQueue is opcode 0x50, a stored record.
 // A queue definition in a meta group snapshot.
 //
@@ -752,76 +841,6 @@ func (x *SnapshotQueue) Decode(body []byte) error {
 		return &FrameError{
 			Err:    err,
 			Opcode: OpSnapshotQueue,
-		}
-	}
-	return nil
-}
-
-// SnapshotConfig is opcode 0x51, a stored record.
-// A runtime config entry in a meta group snapshot.
-//
-// Body, after the header (big-endian; + where an offset depends on earlier fields):
-//
-//	offset  field  encoding
-//	0       key    u16 length, then UTF-8
-//	+       value  u32 length, then UTF-8
-type SnapshotConfig struct {
-	// The key.
-	Key string
-
-	// The value.
-	Value string
-}
-
-// Opcode returns OpSnapshotConfig.
-func (*SnapshotConfig) Opcode() Opcode {
-	return OpSnapshotConfig
-}
-
-// Size returns the number of bytes AppendTo appends.
-func (x *SnapshotConfig) Size() int {
-	n := 6
-	n += len(x.Key)
-	n += len(x.Value)
-	return n
-}
-
-// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
-// when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SnapshotConfig) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Key)
-	b = wire.AppendString32(b, x.Value)
-	return b
-}
-
-// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
-// buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SnapshotConfig) DecodeFrom(r *wire.Reader) {
-	x.Key = r.String(r.Len16(65535), false)
-	x.Value = r.String(r.Len32(2147483647), false)
-}
-
-// Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *SnapshotConfig) Check() error {
-	if err := wire.CheckString(x.Key, 65535, false); err != nil {
-		return wire.AtField("key", -1, err)
-	}
-	if err := wire.CheckString(x.Value, 2147483647, false); err != nil {
-		return wire.AtField("value", -1, err)
-	}
-	return nil
-}
-
-// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
-// Byte fields alias body: they stay valid while body is unchanged.
-func (x *SnapshotConfig) Decode(body []byte) error {
-	var r wire.Reader
-	r.Reset(body)
-	x.DecodeFrom(&r)
-	if err := r.Err(); err != nil {
-		return &FrameError{
-			Err:    err,
-			Opcode: OpSnapshotConfig,
 		}
 	}
 	return nil

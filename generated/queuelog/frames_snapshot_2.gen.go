@@ -7,6 +7,76 @@ import (
 	"math"
 )
 
+// SnapshotConfig is opcode 0x51, a stored record.
+// A runtime config entry in a meta group snapshot.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       key    u16 length, then UTF-8
+//	+       value  u32 length, then UTF-8
+type SnapshotConfig struct {
+	// The key.
+	Key string
+
+	// The value.
+	Value string
+}
+
+// Opcode returns OpSnapshotConfig.
+func (*SnapshotConfig) Opcode() Opcode {
+	return OpSnapshotConfig
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotConfig) Size() int {
+	n := 6
+	n += len(x.Key)
+	n += len(x.Value)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotConfig) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Key)
+	b = wire.AppendString32(b, x.Value)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotConfig) DecodeFrom(r *wire.Reader) {
+	x.Key = r.String(r.Len16(65535), false)
+	x.Value = r.String(r.Len32(2147483647), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotConfig) Check() error {
+	if err := wire.CheckString(x.Key, 65535, false); err != nil {
+		return wire.AtField("key", -1, err)
+	}
+	if err := wire.CheckString(x.Value, 2147483647, false); err != nil {
+		return wire.AtField("value", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotConfig) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotConfig,
+		}
+	}
+	return nil
+}
+
 // SnapshotAPIKey is opcode 0x58, a stored record.
 // An API key and its ACL in a meta group snapshot (the fields of PutApiKey and SetAcl).
 //

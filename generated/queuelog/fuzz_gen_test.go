@@ -91,6 +91,11 @@ func FuzzRedriveClassified(f *testing.F) {
 		return new(RedriveClassified)
 	}, sampleRedriveClassified(1), sampleRedriveClassified(2), new(RedriveClassified))
 }
+func FuzzDeadLetter(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(DeadLetter)
+	}, sampleDeadLetter(1), sampleDeadLetter(2), new(DeadLetter))
+}
 func FuzzPutQueue(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(PutQueue)
@@ -155,6 +160,11 @@ func FuzzSnapshotRun(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(SnapshotRun)
 	}, sampleSnapshotRun(1), sampleSnapshotRun(2), new(SnapshotRun))
+}
+func FuzzSnapshotDeadLetter(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotDeadLetter)
+	}, sampleSnapshotDeadLetter(1), sampleSnapshotDeadLetter(2), new(SnapshotDeadLetter))
 }
 func FuzzSnapshotQueue(f *testing.F) {
 	fuzzFrame(f, func() Frame {

@@ -69,6 +69,8 @@ const (
 	OpReclassify Opcode = 0x0a
 	// OpRedriveClassified is RedriveClassified (a stored record).
 	OpRedriveClassified Opcode = 0x0b
+	// OpDeadLetter is DeadLetter (a stored record).
+	OpDeadLetter Opcode = 0x0c
 	// OpPutQueue is PutQueue (a stored record).
 	OpPutQueue Opcode = 0x20
 	// OpDropQueue is DropQueue (a stored record).
@@ -95,6 +97,8 @@ const (
 	OpSnapshotEnd Opcode = 0x45
 	// OpSnapshotRun is SnapshotRun (a stored record).
 	OpSnapshotRun Opcode = 0x46
+	// OpSnapshotDeadLetter is SnapshotDeadLetter (a stored record).
+	OpSnapshotDeadLetter Opcode = 0x47
 	// OpSnapshotQueue is SnapshotQueue (a stored record).
 	OpSnapshotQueue Opcode = 0x50
 	// OpSnapshotConfig is SnapshotConfig (a stored record).
@@ -110,33 +114,35 @@ type opcodeInfo struct {
 
 // opcodeTable describes every opcode of the spec; the others have the zero opcodeInfo.
 var opcodeTable = [256]opcodeInfo{
-	OpEnqueue:           {"Enqueue"},
-	OpLease:             {"Lease"},
-	OpAck:               {"Ack"},
-	OpExtend:            {"Extend"},
-	OpFail:              {"Fail"},
-	OpRedrive:           {"Redrive"},
-	OpConfigure:         {"Configure"},
-	OpForget:            {"Forget"},
-	OpFence:             {"Fence"},
-	OpReclassify:        {"Reclassify"},
-	OpRedriveClassified: {"RedriveClassified"},
-	OpPutQueue:          {"PutQueue"},
-	OpDropQueue:         {"DropQueue"},
-	OpSetConfig:         {"SetConfig"},
-	OpPutAPIKey:         {"PutAPIKey"},
-	OpRevokeAPIKey:      {"RevokeAPIKey"},
-	OpSetACL:            {"SetACL"},
-	OpSnapshotLane:      {"SnapshotLane"},
-	OpSnapshotMessage:   {"SnapshotMessage"},
-	OpSnapshotKey:       {"SnapshotKey"},
-	OpSnapshotReady:     {"SnapshotReady"},
-	OpSnapshotIdentity:  {"SnapshotIdentity"},
-	OpSnapshotEnd:       {"SnapshotEnd"},
-	OpSnapshotRun:       {"SnapshotRun"},
-	OpSnapshotQueue:     {"SnapshotQueue"},
-	OpSnapshotConfig:    {"SnapshotConfig"},
-	OpSnapshotAPIKey:    {"SnapshotAPIKey"},
+	OpEnqueue:            {"Enqueue"},
+	OpLease:              {"Lease"},
+	OpAck:                {"Ack"},
+	OpExtend:             {"Extend"},
+	OpFail:               {"Fail"},
+	OpRedrive:            {"Redrive"},
+	OpConfigure:          {"Configure"},
+	OpForget:             {"Forget"},
+	OpFence:              {"Fence"},
+	OpReclassify:         {"Reclassify"},
+	OpRedriveClassified:  {"RedriveClassified"},
+	OpDeadLetter:         {"DeadLetter"},
+	OpPutQueue:           {"PutQueue"},
+	OpDropQueue:          {"DropQueue"},
+	OpSetConfig:          {"SetConfig"},
+	OpPutAPIKey:          {"PutAPIKey"},
+	OpRevokeAPIKey:       {"RevokeAPIKey"},
+	OpSetACL:             {"SetACL"},
+	OpSnapshotLane:       {"SnapshotLane"},
+	OpSnapshotMessage:    {"SnapshotMessage"},
+	OpSnapshotKey:        {"SnapshotKey"},
+	OpSnapshotReady:      {"SnapshotReady"},
+	OpSnapshotIdentity:   {"SnapshotIdentity"},
+	OpSnapshotEnd:        {"SnapshotEnd"},
+	OpSnapshotRun:        {"SnapshotRun"},
+	OpSnapshotDeadLetter: {"SnapshotDeadLetter"},
+	OpSnapshotQueue:      {"SnapshotQueue"},
+	OpSnapshotConfig:     {"SnapshotConfig"},
+	OpSnapshotAPIKey:     {"SnapshotAPIKey"},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

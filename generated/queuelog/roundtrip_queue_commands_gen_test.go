@@ -160,6 +160,15 @@ func sampleRedriven(seed int) Redriven {
 		Outcome: []ClassOutcome{OutcomeKeep, OutcomeClassified, OutcomeFailed, OutcomeDeadLetter, OutcomePark}[seed%5],
 	}
 }
+func sampleDeadLetter(seed int) *DeadLetter {
+	return &DeadLetter{
+		At:       int64(seed*37 + 2),
+		Attempts: uint32(seed*37 + 8),
+		Error:    fmt.Sprintf("error-%d-é", seed),
+		ID:       wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		Reason:   fmt.Sprintf("reason-%d-é", seed),
+	}
+}
 func roundTripCasesQueueCommands() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -226,6 +235,12 @@ func roundTripCasesQueueCommands() []roundTripCase {
 			return new(RedriveClassified)
 		},
 		full: sampleRedriveClassified(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(DeadLetter)
+		},
+		full: sampleDeadLetter(1),
 		tail: 0,
 	}}
 }

@@ -87,6 +87,15 @@ func sampleSnapshotRun(seed int) *SnapshotRun {
 		Weight: uint32(seed*37 + 6),
 	}
 }
+func sampleSnapshotDeadLetter(seed int) *SnapshotDeadLetter {
+	return &SnapshotDeadLetter{
+		At:       int64(seed*37 + 2),
+		Attempts: uint32(seed*37 + 8),
+		Error:    fmt.Sprintf("error-%d-é", seed),
+		ID:       wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		Reason:   fmt.Sprintf("reason-%d-é", seed),
+	}
+}
 func sampleSnapshotQueue(seed int) *SnapshotQueue {
 	return &SnapshotQueue{Definition: []byte(fmt.Sprintf("definition-%d\x00\xff", seed))}
 }
@@ -161,6 +170,12 @@ func roundTripCasesSnapshot() []roundTripCase {
 			return new(SnapshotRun)
 		},
 		full: sampleSnapshotRun(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotDeadLetter)
+		},
+		full: sampleSnapshotDeadLetter(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {

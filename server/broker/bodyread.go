@@ -74,7 +74,7 @@ func (a *actor) readBodies(outbox []outBatch) *bodyRead {
 			}
 			n := len(slab)
 			slab = append(slab, p...)
-			d.Headers, d.Payload, d.unread = h, slab[n:len(slab):len(slab)], false
+			d.Headers, d.Payload, d.unread = d.dead.headers(h), slab[n:len(slab):len(slab)], false
 		})
 	}()
 	return r

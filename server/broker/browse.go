@@ -85,7 +85,7 @@ func (b *Broker) Peek(queue string, after *engine.MsgID, count int) (PeekPage, *
 			}
 			page.Messages = append(page.Messages, stored(m))
 		}
-		read = a.bodiesOf(page.Messages)
+		read = a.bodiesOf(l, page.Messages)
 	})
 	if e != nil {
 		return PeekPage{}, e
@@ -109,7 +109,7 @@ func (b *Broker) Message(queue string, id engine.MsgID) (StoredMessage, *Error) 
 	e := b.onQueue(queue, func(a *actor, l queuegroup.Lane) {
 		if m, ok := a.st.Lane(l).Get(id); ok {
 			msgs = []StoredMessage{stored(m)}
-			read = a.bodiesOf(msgs)
+			read = a.bodiesOf(l, msgs)
 		}
 	})
 	switch {
@@ -224,12 +224,15 @@ func stored(m engine.Message) StoredMessage {
 // bodiesOf fills in, on the actor, the bodies of msgs the body cache holds and takes a view of
 // the store for the others; the returned read, called off the actor, reads those from it. Their
 // payloads are copied while they fit in MaxPeekBytes (the first message's always); read reports
-// which were cut for want of room, and marks the ones not found.
-func (a *actor) bodiesOf(msgs []StoredMessage) (read func() []bool) {
+// which were cut for want of room, and marks the ones not found. Messages of the dead-letter lane
+// get the dead-letter headers (deadletter.go).
+func (a *actor) bodiesOf(l queuegroup.Lane, msgs []StoredMessage) (read func() []bool) {
 	var want []int // indexes into msgs, in ID order
+	dead := make([]*deadLetterNote, len(msgs))
 	for i := range msgs {
+		dead[i] = a.deadLetterNoteOf(l, msgs[i].ID)
 		if c, ok := a.bodies.get(msgs[i].ID); ok {
-			msgs[i].Headers, msgs[i].Payload = c.headers, c.payload
+			msgs[i].Headers, msgs[i].Payload = dead[i].headers(c.headers), c.payload
 			continue
 		}
 		want = append(want, i)
@@ -248,7 +251,7 @@ func (a *actor) bodiesOf(msgs []StoredMessage) (read func() []bool) {
 		err := later(func(j int, h map[string]string, p []byte) {
 			i := want[j]
 			found[i] = true
-			msgs[i].Headers = h
+			msgs[i].Headers = dead[i].headers(h)
 			if i > 0 && len(p) > room {
 				cut[i] = true
 				return

@@ -153,7 +153,8 @@ type Delivery struct {
 	LeasedAt     int64  // Unix ms
 	ExpiresAt    int64  // Unix ms: when the lease runs out (a lower bound)
 
-	unread bool // its body is still to be read from storage (bodyread.go); never handed over so
+	unread bool            // its body is still to be read from storage (bodyread.go); never handed over so
+	dead   *deadLetterNote // why it is in the dead-letter queue: headers to add once its body is read
 }
 
 // Sink carries one subscription's events to its consumer's connection. The session implements it.

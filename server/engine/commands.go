@@ -85,6 +85,9 @@ type Fail struct {
 	// DeadLetter removes the message from this queue; the broker then enqueues
 	// DeadLetterCopy of it into the dead-letter queue.
 	DeadLetter bool
+	// Reason says why a DeadLetter happened (ReasonMaxAttempts, ReasonScript, or the broker's
+	// own, such as "expired"): an open set of short names, kept with the dead letter.
+	Reason string
 	// NotBefore is when a retried message becomes deliverable again (Unix ms); at or before
 	// At means at once. Ignored when DeadLetter is set.
 	NotBefore int64

@@ -1,5 +1,13 @@
 package engine
 
+// Reasons DecideFailure gives a dead-letter (Fail.Reason).
+const (
+	// ReasonMaxAttempts: the message failed as many times as the queue's MaxAttempts.
+	ReasonMaxAttempts = "max_attempts"
+	// ReasonScript: the queue's failure policy (its on_failure script) dead-lettered it.
+	ReasonScript = "script"
+)
+
 // FailureDecision is a failure policy's answer for one failed delivery.
 type FailureDecision struct {
 	// DeadLetter sends the message to the dead-letter queue instead of retrying it.
@@ -90,13 +98,14 @@ func (q *Queue) DecideFailure(id MsgID, now int64, errText string, retryAfterMs 
 		d, decided = q.policy.OnFailure(&m, errText)
 	}
 	if decided {
-		f.DeadLetter = d.DeadLetter
+		f.DeadLetter, f.Reason = d.DeadLetter, ReasonScript
 	} else {
-		f.DeadLetter = r.attempts >= q.cfg.MaxAttempts
+		f.DeadLetter, f.Reason = r.attempts >= q.cfg.MaxAttempts, ReasonMaxAttempts
 	}
 	if f.DeadLetter {
 		return f, nil
 	}
+	f.Reason = ""
 	var delay uint64
 	switch {
 	case retryAfterMs != nil:

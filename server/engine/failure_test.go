@@ -143,7 +143,7 @@ func TestDecideFailureRetryPolicy(t *testing.T) {
 		{"second failure doubles", 2, nil, Fail{ID: mid(1), At: 1000, Error: "e", NotBefore: 1200}},
 		{"retry_after wins", 2, u(7), Fail{ID: mid(1), At: 1000, Error: "e", NotBefore: 1007}},
 		{"retry_after 0 is immediate", 1, u(0), Fail{ID: mid(1), At: 1000, Error: "e", NotBefore: 1000}},
-		{"max attempts dead-letters", 3, u(7), Fail{ID: mid(1), At: 1000, Error: "e", DeadLetter: true}},
+		{"max attempts dead-letters", 3, u(7), Fail{ID: mid(1), At: 1000, Error: "e", DeadLetter: true, Reason: ReasonMaxAttempts}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := leasedQueue(t, tc.deliveries)
@@ -171,7 +171,7 @@ func TestDecideFailurePolicyHook(t *testing.T) {
 		want       Fail
 	}{
 		{"hook dead-letters early", FailureDecision{DeadLetter: true}, true, 1, nil,
-			Fail{ID: mid(1), At: 1000, Error: "e", DeadLetter: true}},
+			Fail{ID: mid(1), At: 1000, Error: "e", DeadLetter: true, Reason: ReasonScript}},
 		{"hook retries past max", FailureDecision{}, true, 3, nil,
 			Fail{ID: mid(1), At: 1000, Error: "e", NotBefore: 1400}},
 		{"hook delay", FailureDecision{HasDelay: true, DelayMs: 50}, true, 1, nil,

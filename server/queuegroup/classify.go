@@ -34,6 +34,7 @@ func (s *State) Reclassify(at int64, items []queuelog.Reclassified) ([]engine.Me
 				m.Queue, m.LastError = "", it.Error
 				err = d.ApplyEnqueue(engine.Enqueue{At: at, Msgs: []engine.Message{m}})
 				dead = append(dead, m)
+				s.keepWhy(id, DeadLetter{Reason: ReasonUnclassified, Error: it.Error, Attempts: m.Attempts, At: at})
 			}
 		default:
 			err = fmt.Errorf("outcome %v is not one of a reclassification", it.Outcome)
@@ -61,6 +62,7 @@ func (s *State) RedriveClassified(at int64, items []queuelog.Redriven) (int, err
 		if err != nil {
 			continue
 		}
+		s.forgetWhy(id)
 		m = engine.RedriveCopy(m)
 		switch it.Outcome {
 		case queuelog.OutcomeKeep:

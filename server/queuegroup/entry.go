@@ -108,6 +108,9 @@ func (s *State) apply(f queuelog.Frame) error {
 	case *queuelog.Fail:
 		_, _, err = s.Fail(c.Lane, engine.Fail{ID: engine.MsgID(c.ID), At: c.At, Error: c.Error, DeadLetter: c.DeadLetter,
 			NotBefore: c.NotBefore, Attempts: c.Attempts})
+	case *queuelog.DeadLetter:
+		_, _, err = s.Fail(LaneQueue, engine.Fail{ID: engine.MsgID(c.ID), At: c.At, Error: c.Error, DeadLetter: true,
+			Attempts: c.Attempts, Reason: c.Reason})
 	case *queuelog.Redrive:
 		ids := make([]engine.MsgID, len(c.Ids))
 		for i, id := range c.Ids {

@@ -22,6 +22,7 @@ import (
 //	  for each key (keys of the DRR round first, in round order):
 //	    SnapshotKey     weight, deficit, in_round, ready count
 //	    SnapshotReady … the key's ready FIFO, head first, in chunks of readyChunk IDs
+//	SnapshotDeadLetter × why each message of the dead-letter lane is there, when known, by ID
 //	SnapshotIdentity × every remembered deduplication identity
 //	Fence             the fence of the last entry the snapshot includes
 //	SnapshotEnd       the number of frames before it
@@ -44,6 +45,7 @@ func (s *State) WriteSnapshot(w io.Writer) error {
 	for l := LaneQueue; l <= LaneDeadLetter; l++ {
 		s.writeLane(&sw, l)
 	}
+	s.writeWhy(&sw)
 	idents := make([]Identity, 0, len(s.dedup.ids))
 	for ident := range s.dedup.ids {
 		idents = append(idents, ident)
@@ -183,6 +185,8 @@ func Restore(r io.Reader, name, dlqName string) (*State, error) {
 			return nil, err
 		}
 		switch c := f.(type) {
+		case *queuelog.SnapshotDeadLetter:
+			s.restoreWhy(c)
 		case *queuelog.SnapshotIdentity:
 			if len(c.Identity) != len(Identity{}) {
 				return nil, fmt.Errorf("%w: identity of %d bytes", ErrBadSnapshot, len(c.Identity))

@@ -51,6 +51,7 @@ type State struct {
 	entry     []byte
 	acks      queuelog.Ack // acks coalesced into one frame until another command comes
 	msgs      []engine.Message
+	why       map[engine.MsgID]DeadLetter // of dead-letter lane messages (deadletter.go)
 }
 
 // ErrUnknownLane reports a command for a lane that does not exist.
@@ -234,6 +235,9 @@ func (s *State) Ack(l Lane, id engine.MsgID, at int64) error {
 	if err := q.ApplyAck(engine.Ack{ID: id, At: at}); err != nil {
 		return err
 	}
+	if l == LaneDeadLetter {
+		s.forgetWhy(id)
+	}
 	if s.recording {
 		if (s.acks.Lane != l || s.acks.At != at) && len(s.acks.Ids) > 0 {
 			s.flushAcks()
@@ -261,7 +265,8 @@ func (s *State) Extend(l Lane, e engine.Extend, log bool) error {
 }
 
 // Fail applies a failure decided by DecideFailure. A message dead-lettered out of the queue lane
-// moves to the dead-letter lane as it stands after the failure; moved returns it then.
+// moves to the dead-letter lane as it stands after the failure, with why (DeadLettered; logged as
+// a DeadLetter command); moved returns it then.
 func (s *State) Fail(l Lane, f engine.Fail) (moved engine.Message, dead bool, err error) {
 	q, err := s.lane(l)
 	if err != nil {
@@ -271,15 +276,17 @@ func (s *State) Fail(l Lane, f engine.Fail) (moved engine.Message, dead bool, er
 	if err != nil {
 		return engine.Message{}, false, err
 	}
-	s.record(&queuelog.Fail{Lane: l, ID: wire.UUID(f.ID), At: f.At, Error: f.Error, DeadLetter: f.DeadLetter,
-		NotBefore: f.NotBefore, Attempts: f.Attempts})
 	if !f.DeadLetter || l != LaneQueue {
+		s.record(&queuelog.Fail{Lane: l, ID: wire.UUID(f.ID), At: f.At, Error: f.Error, DeadLetter: f.DeadLetter,
+			NotBefore: f.NotBefore, Attempts: f.Attempts})
 		return m, false, nil
 	}
+	s.record(&queuelog.DeadLetter{ID: wire.UUID(f.ID), At: f.At, Error: f.Error, Attempts: f.Attempts, Reason: f.Reason})
 	moved = engine.DeadLetterCopy(m)
 	if err := s.lanes[LaneDeadLetter].ApplyEnqueue(engine.Enqueue{At: f.At, Msgs: []engine.Message{moved}}); err != nil {
 		return engine.Message{}, false, fmt.Errorf("dead-letter %v: %w", f.ID, err)
 	}
+	s.keepWhy(f.ID, DeadLetter{Reason: f.Reason, Error: f.Error, Attempts: f.Attempts, At: f.At})
 	return moved, true, nil
 }
 
@@ -293,6 +300,7 @@ func (s *State) Redrive(at int64, ids []engine.MsgID) (int, error) {
 		if err != nil {
 			continue
 		}
+		s.forgetWhy(id)
 		if err := q.ApplyEnqueue(engine.Enqueue{At: at, Msgs: []engine.Message{engine.RedriveCopy(m)}}); err != nil {
 			return len(c.Ids), fmt.Errorf("redrive %v: %w", id, err)
 		}
