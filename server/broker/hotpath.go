@@ -412,7 +412,10 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 		return
 	}
 	b, atHand := a.bodyAtHand(le.ID)
-	if !atHand {
+	dead := a.deadLetterNoteOf(l, le.ID)
+	if atHand {
+		b.headers = dead.headers(b.headers)
+	} else {
 		a.unread++
 	}
 	buf := a.pending[sub]
@@ -436,6 +439,7 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 		LeasedAt:     le.LeasedAt,
 		ExpiresAt:    le.ExpiresAt,
 		unread:       !atHand,
+		dead:         dead,
 	})
 	buf.size += len(b.payload) + 128 // a body still to be read counts only its overhead
 	if buf.size >= deliveryBatchBytes {

@@ -266,7 +266,7 @@ func (a *actor) dropOldest(l queuegroup.Lane, lim *QueueLimits, now int64) {
 	a.idBuf = q.OldestUnleased(int(over), a.idBuf[:0])
 	reason := fmt.Sprintf("dropped: the queue was full (max_depth %d, depth_policy dead_letter_oldest)", lim.MaxDepth)
 	for _, id := range a.idBuf {
-		a.deadLetter(l, id, now, reason)
+		a.deadLetter(l, id, now, ReasonMaxDepth, reason)
 	}
 }
 
@@ -284,7 +284,7 @@ func (a *actor) retain(now int64) {
 	}
 	reason := fmt.Sprintf("expired: accepted more than retention_ms %d ago", lim.RetentionMs)
 	for _, id := range a.idBuf {
-		a.deadLetter(queuegroup.LaneQueue, id, now, reason)
+		a.deadLetter(queuegroup.LaneQueue, id, now, ReasonExpired, reason)
 	}
 }
 
@@ -301,15 +301,16 @@ func (a *actor) retentionWakeup() (int64, bool) {
 	return addMs(at, lim.RetentionMs), true
 }
 
-// deadLetter moves a stored message of lane l to the dead-letter lane whatever its state, with
-// reason as its last error: a Fail with DeadLetter in the group's log, so that every replica and
-// replay moves it too. A consumer holding its lease finds it gone (MessageNotFound).
-func (a *actor) deadLetter(l queuegroup.Lane, id engine.MsgID, now int64, reason string) {
+// deadLetter moves a stored message of lane l to the dead-letter lane whatever its state, for
+// why (ReasonExpired, ReasonMaxDepth) with reason as its last error: a DeadLetter in the group's
+// log, so that every replica and replay moves it too. A consumer holding its lease finds it gone
+// (MessageNotFound).
+func (a *actor) deadLetter(l queuegroup.Lane, id engine.MsgID, now int64, why, reason string) {
 	m, ok := a.st.Lane(l).Get(id)
 	if !ok {
 		return
 	}
-	f := engine.Fail{ID: id, At: now, Error: reason, DeadLetter: true, Attempts: m.Attempts}
+	f := engine.Fail{ID: id, At: now, Error: reason, DeadLetter: true, Attempts: m.Attempts, Reason: why}
 	if err := a.fail(l, f); err != nil {
 		a.log.Error("dead-lettering for a queue limit failed", "id", id, "reason", reason, "err", err)
 	}
