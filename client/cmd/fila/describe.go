@@ -52,7 +52,7 @@ func (a *app) queueDescribeCommand() *cobra.Command {
 				if err != nil {
 					return described{}, err
 				}
-				return described{Queue: args[0], Settings: append(describe(st, defaults), describeLimits(args[0], defaults, own)...)}, nil
+				return described{Queue: args[0], Settings: append(describe(st, defaults), describeLimits(args[0], st, defaults, own)...)}, nil
 			}, func(d described) error {
 				rows := make([][]string, len(d.Settings))
 				for i, s := range d.Settings {
@@ -127,8 +127,11 @@ func displayValue(name, v string) string {
 var limitNames = []string{"max_depth", "depth_policy", "retention_ms", "max_delay_ms"}
 
 // describeLimits resolves a queue's limits from its own queue.<name>.* keys and the defaults; a
-// server without them (older) shows none.
-func describeLimits(queue string, defaults, own []fila.ConfigEntry) []setting {
+// server without them (older) shows none, nor does a dead-letter queue, which has no limits.
+func describeLimits(queue string, st *fila.QueueStats, defaults, own []fila.ConfigEntry) []setting {
+	if st.Settings["dlq_of"] != "" {
+		return nil
+	}
 	values := map[string]string{}
 	for _, e := range append(defaults, own...) {
 		values[e.Key] = e.Value

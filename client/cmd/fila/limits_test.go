@@ -11,7 +11,8 @@ import (
 )
 
 // queue describe shows the queue limits, which are runtime config only: a queue.<name>.* key
-// when set (queue orders.eu's own key is not orders'), else the defaults.* key.
+// when set (queue orders.eu's own key is not orders'), else the defaults.* key; a dead-letter
+// queue has none.
 func TestQueueDescribeShowsTheLimits(t *testing.T) {
 	config := []fibp.ConfigEntry{
 		{Key: "defaults.max_depth", Value: "0"}, {Key: "defaults.depth_policy", Value: "reject"},
@@ -23,7 +24,11 @@ func TestQueueDescribeShowsTheLimits(t *testing.T) {
 	handle := func(c *fibptest.Conn, f fibptest.Frame) {
 		switch req := f.Frame.(type) {
 		case *fibp.GetStats:
-			c.Reply(f, &fibp.GetStatsResult{Quantum: 1, Settings: map[string]string{"max_attempts": "0"}})
+			settings := map[string]string{"max_attempts": "0"}
+			if req.Queue == "orders.dlq" {
+				settings["dlq_of"] = "orders"
+			}
+			c.Reply(f, &fibp.GetStatsResult{Quantum: 1, Settings: settings})
 		case *fibp.ListConfig:
 			res := &fibp.ListConfigResult{}
 			for _, e := range config {
@@ -50,6 +55,12 @@ func TestQueueDescribeShowsTheLimits(t *testing.T) {
 		"max_delay_ms   604800000 (168h0m0s)   defaults.max_delay_ms\n"
 	if out.String() != want {
 		t.Errorf("describe printed\n%s\nwant\n%s", out.String(), want)
+	}
+	out.Reset()
+	code = runWith(context.Background(), []string{"--addr", p.Addr(), "--timeout", "5s", "queue", "describe", "orders.dlq"},
+		strings.NewReader(""), &out, &errOut)
+	if code != 0 || strings.Contains(out.String(), "max_depth") {
+		t.Errorf("a dead-letter queue, which has no limits, is described with them (exit %d):\n%s", code, out.String())
 	}
 }
 
