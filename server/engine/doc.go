@@ -17,6 +17,9 @@
 //     DecideExtend (setting Extend.Consumer) then ApplyExtend.
 //   - Timer: at NextWakeup, for each id in Expired(now): DecideFailure(id, now, "lease
 //     expired", nil) and ApplyFail; then Dispatch(now, ...).
+//   - Queue limits (the broker's retention and max_depth): AcceptedBy(now − retention) or
+//     OldestUnleased(excess) name the messages; for each, a Fail with DeadLetter (Attempts
+//     unchanged) and ApplyFail, in any state. OldestAcceptedAt + retention is a wake-up.
 //   - Dead-lettering: ApplyFail with DeadLetter returns the message's last state; enqueue
 //     DeadLetterCopy of it into the "<name>.dlq" Queue. Redrive: take Oldest(n) of the DLQ,
 //     ApplyRemove each there and enqueue RedriveCopy of it into the parent.
