@@ -27,13 +27,18 @@ func held(t *testing.T, c *rawClient, queue string) uint64 {
 	return r.Depth + r.InFlight
 }
 
-// payloads consumes n messages of queue (leaving them leased) and returns their payloads.
+// payloads consumes n messages of queue (leaving them leased) and returns their payloads, each
+// followed by its fila-dead-letter-reason header when it has one ("b:max_depth").
 func payloads(t *testing.T, c *rawClient, reqID uint32, queue string, n int) []string {
 	t.Helper()
 	c.Subscribe(reqID, queue, uint32(n))
 	var out []string
 	for _, d := range c.Deliveries(n) {
-		out = append(out, string(d.Payload))
+		p := string(d.Payload)
+		if why := d.Headers["fila-dead-letter-reason"]; why != "" {
+			p += ":" + why
+		}
+		out = append(out, p)
 	}
 	return out
 }
@@ -108,8 +113,8 @@ func TestMaxDepthDeadLettersTheOldest(t *testing.T) {
 	if n, dead := held(t, c, "orders"), held(t, c, "orders.dlq"); n != 2 || dead != 2 {
 		t.Fatalf("orders holds %d and its DLQ %d, want 2 and 2", n, dead)
 	}
-	if got := strings.Join(payloads(t, c, 2, "orders.dlq", 2), ","); got != "b,c" {
-		t.Fatalf("dead-lettered %s, want b,c (the oldest not in flight)", got)
+	if got := strings.Join(payloads(t, c, 2, "orders.dlq", 2), ","); got != "b:max_depth,c:max_depth" {
+		t.Fatalf("dead-lettered %s, want b and c (the oldest not in flight) for max_depth", got)
 	}
 }
 
@@ -175,8 +180,8 @@ func TestRetentionExpiresToTheDLQ(t *testing.T) {
 	if n, dead := held(t, c, "orders"), held(t, c, "orders.dlq"); n != 3 || dead != 1 {
 		t.Fatalf("orders holds %d and its DLQ %d, want 3 and 1", n, dead)
 	}
-	if got := payloads(t, c, 1, "orders.dlq", 1); got[0] != "old" {
-		t.Fatalf("expired %q, want old", got[0])
+	if got := payloads(t, c, 1, "orders.dlq", 1); got[0] != "old:expired" {
+		t.Fatalf("dead-lettered %q, want old, expired", got[0])
 	}
 	setConfig(t, c, "queue.orders.retention_ms", "0") // this queue keeps its messages for ever
 	clock.Advance(time.Hour)
