@@ -263,7 +263,7 @@ func (a *actor) dropOldest(l queuegroup.Lane, lim *QueueLimits, now int64) {
 		return
 	}
 	over := min(uint64(q.Len())-lim.MaxDepth, maxLimitMovesPerRound)
-	a.idBuf = q.OldestUnleased(int(over), a.idBuf[:0])
+	a.idBuf = q.OldestUnleased(int(over), int(over)+maxLimitMovesPerRound, a.idBuf[:0]) // past as many leases at most
 	reason := fmt.Sprintf("dropped: the queue was full (max_depth %d, depth_policy dead_letter_oldest)", lim.MaxDepth)
 	for _, id := range a.idBuf {
 		a.deadLetter(l, id, now, ReasonMaxDepth, reason)

@@ -18,7 +18,7 @@
 //   - Timer: at NextWakeup, for each id in Expired(now): DecideFailure(id, now, "lease
 //     expired", nil) and ApplyFail; then Dispatch(now, ...).
 //   - Queue limits (the broker's retention and max_depth): AcceptedBy(now − retention) or
-//     OldestUnleased(excess) name the messages; for each, a Fail with DeadLetter (Attempts
+//     OldestUnleased(excess, walk) name the messages; for each, a Fail with DeadLetter (Attempts
 //     unchanged) and ApplyFail, in any state. OldestAcceptedAt + retention is a wake-up.
 //   - Dead-lettering: ApplyFail with DeadLetter returns the message's last state; enqueue
 //     DeadLetterCopy of it into the "<name>.dlq" Queue. Redrive: take Oldest(n) of the DLQ,

@@ -30,10 +30,10 @@ func (q *Queue) AcceptedBy(cutoff int64, n int, dst []MsgID) []MsgID {
 }
 
 // OldestUnleased appends to dst the IDs of up to n stored messages that are not in flight, in
-// enqueue order from the oldest, and returns the extended slice. It walks past the leased ones,
-// so it costs O(k + l) for k results behind l leases.
-func (q *Queue) OldestUnleased(n int, dst []MsgID) []MsgID {
-	for slot, taken := q.ohead, 0; slot != nilIdx && taken < n; {
+// enqueue order from the oldest, looking at no more than the walk oldest messages, and returns
+// the extended slice. It costs O(walk) at most, however many leases come first.
+func (q *Queue) OldestUnleased(n, walk int, dst []MsgID) []MsgID {
+	for slot, taken := q.ohead, 0; slot != nilIdx && taken < n && walk > 0; walk-- {
 		r := q.slab.at(slot)
 		if r.state() != stLeased {
 			dst = append(dst, r.id)

@@ -7,7 +7,7 @@ import (
 )
 
 // The limits' queries read the enqueue order: AcceptedBy stops at the first message accepted
-// after the cutoff, OldestUnleased walks past leased messages; neither changes the queue.
+// after the cutoff, OldestUnleased walks past leased messages, no further than asked; neither changes the queue.
 func TestLimitQueriesReadTheEnqueueOrder(t *testing.T) {
 	q := newTestQueue(t, DefaultConfig())
 	if _, ok := q.OldestAcceptedAt(); ok {
@@ -38,11 +38,18 @@ func TestLimitQueriesReadTheEnqueueOrder(t *testing.T) {
 	if got := q.Dispatch(3000, 2, nil); len(got) != 2 {
 		t.Fatalf("Dispatch leased %d, want 2", len(got))
 	}
-	if got, want := q.OldestUnleased(2, nil), []MsgID{mid(3), mid(4)}; !cmp.Equal(want, got) {
-		t.Errorf("OldestUnleased(2) = %v, want %v", got, want)
-	}
-	if got := q.OldestUnleased(0, nil); len(got) != 0 {
-		t.Errorf("OldestUnleased(0) = %v", got)
+	for _, tc := range []struct {
+		n, walk int
+		want    []MsgID
+	}{
+		{2, 10, []MsgID{mid(3), mid(4)}},
+		{2, 3, []MsgID{mid(3)}}, // the walk ends before 4
+		{2, 2, nil},             // only leases within the walk
+		{0, 10, nil},
+	} {
+		if got := q.OldestUnleased(tc.n, tc.walk, nil); !cmp.Equal(tc.want, got) {
+			t.Errorf("OldestUnleased(%d, %d) = %v, want %v", tc.n, tc.walk, got, tc.want)
+		}
 	}
 	must(t, checkInvariants(q))
 }
