@@ -34,8 +34,8 @@ func TestCLIConsumeShowsWhyAMessageWasDeadLettered(t *testing.T) {
 		}
 	}
 	d := next(t, consume(t, c, q+".dlq", fila.ConsumeOptions{}))
-	if d.Headers["fila-dead-letter-reason"] != "max_attempts" || d.Headers["fila-dead-letter-error"] != "card declined" ||
-		d.Headers["fila-dead-letter-queue"] != q || d.Headers["order"] != "42" {
+	if d.Headers[fila.HeaderDeadLetterReason] != "max_attempts" || d.Headers[fila.HeaderDeadLetterError] != "card declined" ||
+		d.Headers[fila.HeaderDeadLetterQueue] != q || d.Headers["order"] != "42" {
 		t.Errorf("the SDK's Delivery headers: %v", d.Headers)
 	}
 	ack(t, d)

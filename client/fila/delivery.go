@@ -18,7 +18,7 @@ import (
 type Delivery struct {
 	ID             MessageID
 	Queue          string
-	Headers        map[string]string
+	Headers        map[string]string // from a dead-letter queue, with the HeaderDeadLetter* ones too
 	Payload        []byte
 	FairnessKey    string
 	Weight         uint32
