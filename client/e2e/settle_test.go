@@ -150,10 +150,12 @@ func TestMaxAttemptsDeadLetters(t *testing.T) {
 	waitStats(t, c, q, "empty", func(s *fila.QueueStats) bool { return s.Depth == 0 && s.InFlight == 0 })
 
 	// A DLQ is consumed like any queue: the message kept its ID, payload, headers, scheduling and
-	// attempt count (2, so this delivery is the third).
+	// attempt count (2, so this delivery is the third); the broker adds the five headers that say
+	// why it is there.
 	dlq := consume(t, c, q+".dlq", fila.ConsumeOptions{MaxUnacked: 1})
 	d := next(t, dlq)
-	if d.ID != ids[0] || string(d.Payload) != "poison" || d.Headers["order"] != "42" || len(d.Headers) != 1 ||
+	if d.ID != ids[0] || string(d.Payload) != "poison" || d.Headers["order"] != "42" || len(d.Headers) != 6 ||
+		d.Headers[fila.HeaderDeadLetterReason] != "max_attempts" || d.Headers[fila.HeaderDeadLetterAttempts] != "2" ||
 		d.FairnessKey != "t1" || d.Weight != 3 || d.Queue != q+".dlq" || d.AttemptCount != 3 {
 		t.Errorf("dead-lettered message %+v", d)
 	}
