@@ -49,6 +49,10 @@ func checkConfigDefaults(t *testing.T, c *fila.Client) {
 		"defaults.dedup_window_ms":        "300000",
 		"defaults.reclaim_grace_ms":       "10000",
 		"defaults.park_dead_letter_after": "10",
+		"defaults.max_depth":              "0",
+		"defaults.depth_policy":           "reject",
+		"defaults.retention_ms":           "0",
+		"defaults.max_delay_ms":           "604800000",
 		"scheduler.quantum":               "1",
 		"lua.timeout_ms":                  "10",
 		"lua.reclassify_interval_ms":      "60000",
@@ -65,8 +69,8 @@ func checkConfigDefaults(t *testing.T, c *fila.Client) {
 			t.Errorf("GetConfig %s = %q, %v; want %q", k, got, err, v)
 		}
 	}
-	if got := configMap(t, c, "defaults."); len(got) != 8 {
-		t.Errorf("ListConfig(defaults.) = %v, want the 8 defaults.* keys", got)
+	if got := configMap(t, c, "defaults."); len(got) != 12 {
+		t.Errorf("ListConfig(defaults.) = %v, want the 12 defaults.* keys", got)
 	}
 }
 
