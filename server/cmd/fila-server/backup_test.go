@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -218,31 +217,10 @@ func postBackup(t *testing.T, httpAddr, key string) backupResult {
 	return res
 }
 
-// askBackup sends POST /api/v1/backup with Content-Type: application/json, key as its bearer
-// ("" for none), then edit's changes; it returns the status and body.
+// askBackup sends POST /api/v1/backup (see apiCall) and returns the status and body.
 func askBackup(t *testing.T, httpAddr, key string, edit func(*http.Request)) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, "http://"+httpAddr+backupPath, strings.NewReader("{}"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	if edit != nil {
-		edit(req)
-	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, string(b)
+	return apiCall(t, http.MethodPost, "http://"+httpAddr+backupPath, key, edit)
 }
 
 // A second server started on a data directory in use stops at once, saying another fila-server
