@@ -1,7 +1,9 @@
-// Package broker is Fila's queue service: the layer between the FIBP session and the pure engine.
-// It owns one actor per queue (see actor.go), the storage, the runtime configuration and the
-// message IDs. Its API speaks domain types (types.go, admintypes.go) and hands deliveries to a
-// Sink; it knows nothing of FIBP frames, which server/session converts to and from these types.
+// Package broker is Fila's queue service: the layer between the pure engine and what serves
+// clients — the FIBP session, and fila-server's HTTP admin API (browsing, deleting and purging
+// messages, backups). It owns one actor per queue (see actor.go), the storage, the runtime
+// configuration and the message IDs. Its API speaks domain types (types.go, admintypes.go,
+// browse.go) and hands deliveries to a Sink; it knows nothing of FIBP frames or HTTP, which
+// server/session and fila-server convert to and from these types.
 package broker
 
 import (
