@@ -64,37 +64,14 @@ func run(o options) error {
 	}
 	fmt.Fprintf(o.log, "fila %s %s into %s\n", kind, o.version, dist)
 
-	src, mtime := o.root, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
-	var goEnv []string // added to the builds' environment
-	var rel *commits
-	if haveGit {
-		clone, err := os.MkdirTemp("", "fila-release-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(clone)
-		if rel, err = prepareModules(g, clone, o.version, mods, !o.snapshot); err != nil {
-			return err
-		}
-		mtime = rel.time
-		if err := publishModules(rel.git, rel.release, o.version, rel.time, mods, filepath.Join(dist, "modules")); err != nil {
-			return err
-		}
-		fmt.Fprintf(o.log, "modules: %d published into %s, each requiring the others at %s, no replace lines\n",
-			len(mods), filepath.Join(dist, "modules"), o.version)
-		if !o.snapshot {
-			if err := rel.git.run(nil, "checkout", "--quiet", "--detach", rel.release); err != nil {
-				return err
-			}
-			src = clone // the binaries are built from the tagged commit
-			work, err := releaseWorkspace(clone, o.version, mods)
-			if err != nil {
-				return err
-			}
-			goEnv = append(goEnv, "GOWORK="+work)
-		}
-	} else {
-		fmt.Fprintln(o.log, "modules: skipped, git does not answer here (a snapshot of an exported tree)")
+	clone, err := os.MkdirTemp("", "fila-release-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(clone)
+	src, mtime, goEnv, rel, err := releaseModules(o, g, haveGit, mods, clone, dist)
+	if err != nil {
+		return err
 	}
 
 	archives, err := buildArchives(src, dist, o.version, o.platforms, goEnv, haveGit, mtime, o.log)
@@ -129,6 +106,38 @@ func run(o options) error {
 	}
 	fmt.Fprintf(o.log, "%s %s done in %s\n", kind, o.version, time.Since(start).Round(time.Second))
 	return nil
+}
+
+// releaseModules publishes every module into dist/modules from a release commit made in clone
+// (where git answers) and returns where the binaries are built from, the archives' time, what the
+// builds' environment needs, and the release's commits (nil without git).
+func releaseModules(o options, g git, haveGit bool, mods []module, clone, dist string) (src string, mtime time.Time, goEnv []string, rel *commits, err error) {
+	src, mtime = o.root, time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	if !haveGit {
+		fmt.Fprintln(o.log, "modules: skipped, git does not answer here (a snapshot of an exported tree)")
+		return src, mtime, nil, nil, nil
+	}
+	if rel, err = prepareModules(g, clone, o.version, mods, !o.snapshot); err != nil {
+		return
+	}
+	mtime = rel.time
+	if err = publishModules(rel.git, rel.release, o.version, rel.time, mods, filepath.Join(dist, "modules")); err != nil {
+		return
+	}
+	fmt.Fprintf(o.log, "modules: %d published into %s, each requiring the others at %s, no replace lines\n",
+		len(mods), filepath.Join(dist, "modules"), o.version)
+	if o.snapshot {
+		return src, mtime, nil, rel, nil
+	}
+	if err = rel.git.run(nil, "checkout", "--quiet", "--detach", rel.release); err != nil {
+		return
+	}
+	work, err := releaseWorkspace(clone, o.version, mods)
+	if err != nil {
+		return
+	}
+	// the binaries are built from the tagged commit
+	return clone, mtime, []string{"GOWORK=" + work}, rel, nil
 }
 
 // checkVersion accepts a canonical semantic version below v2 (a v2 module would need a /v2
