@@ -115,22 +115,8 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	budget := memoryBudget(cfg, log)
 	bo.MemoryBudget = budget // the queues' deduplication identities are counted in it too
 	limitGoHeap(log)
-	rn, err := openRift(cfg, log)
+	b, rn, err := openServices(cfg, bo, reg, log)
 	if err != nil {
-		return err
-	}
-	if rn != nil {
-		bo.Events = rn.events
-		reg.MustRegister(newRiftCollector(rn.svc))
-	}
-	b, err := broker.Open(bo)
-	if err != nil {
-		rn.close()
-		return err
-	}
-	if err := requireAuth(cfg, b, log); err != nil {
-		rn.close()
-		b.Close()
 		return err
 	}
 	health.b.Store(b)
@@ -247,6 +233,31 @@ func closeStores(rn *riftNode, b *broker.Broker, timeout time.Duration, log *slo
 		return fmt.Errorf("the stores did not close within shutdown_timeout (%v): exiting without closing them "+
 			"(acknowledged messages are in their WALs and replayed at the start)", timeout)
 	}
+}
+
+// openServices opens Rift's node (when configured) and the broker, and checks that the data
+// directory may be served with the authentication configured (requireAuth). On an error nothing
+// it opened stays open.
+func openServices(cfg config.Config, bo broker.Options, reg *prometheus.Registry, log *slog.Logger) (*broker.Broker, *riftNode, error) {
+	rn, err := openRift(cfg, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	if rn != nil {
+		bo.Events = rn.events
+		reg.MustRegister(newRiftCollector(rn.svc))
+	}
+	b, err := broker.Open(bo)
+	if err != nil {
+		rn.close()
+		return nil, nil, err
+	}
+	if err := requireAuth(cfg, b, log); err != nil {
+		rn.close()
+		b.Close()
+		return nil, nil, err
+	}
+	return b, rn, nil
 }
 
 // brokerOptions is the broker's part of the configuration.
