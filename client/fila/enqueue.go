@@ -25,8 +25,21 @@ type Message struct {
 	Payload        []byte
 	FairnessKey    string        // "" = absent
 	Weight         uint32        // 0 = absent
-	Delay          time.Duration // 0 = deliverable immediately
+	Delay          time.Duration // 0 = deliverable immediately; negative is refused (ErrNegativeDelay)
 	IdempotencyKey string        // "" = absent
+}
+
+// ErrNegativeDelay reports a Message whose Delay is negative: FIBP's delay is unsigned, and
+// sending such a message as an immediate one would hide a mistake (a deadline already past, a
+// subtraction the wrong way round). Nothing of the call is sent.
+var ErrNegativeDelay = errors.New("fila: Enqueue: a message's Delay is negative (0 = deliverable immediately)")
+
+// check refuses what the wire form cannot say.
+func (m *Message) check() error {
+	if m.Delay < 0 {
+		return fmt.Errorf("%w: %v", ErrNegativeDelay, m.Delay)
+	}
+	return nil
 }
 
 func (m *Message) wire() fibp.EnqueueMessage {
@@ -59,6 +72,11 @@ type EnqueueResult struct {
 func (c *Client) Enqueue(ctx context.Context, msgs ...Message) ([]EnqueueResult, error) {
 	if len(msgs) == 0 {
 		return nil, nil
+	}
+	for i := range msgs {
+		if err := msgs[i].check(); err != nil {
+			return nil, fmt.Errorf("message %d: %w", i, err)
+		}
 	}
 	msgs = injectAll(c.opts.Propagator, ctx, msgs)
 	req := &fibp.Enqueue{Messages: make([]fibp.EnqueueMessage, len(msgs))}

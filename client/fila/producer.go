@@ -130,6 +130,10 @@ func (p *Producer) Send(ctx context.Context, m Message) (MessageID, error) {
 // already queued). m.Payload must not change until the Pending is done.
 func (p *Producer) SendAsync(m Message) *Pending {
 	pd := &Pending{c: p.c, done: make(chan struct{})}
+	if err := m.check(); err != nil {
+		pd.resolve(EnqueueResult{Err: err})
+		return pd
+	}
 	em := m.wire()
 	if err := checkMessage(&em); err != nil {
 		pd.resolve(EnqueueResult{Err: err})

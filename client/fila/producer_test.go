@@ -255,6 +255,31 @@ func TestProducerRejectsOversizedField(t *testing.T) {
 	}
 }
 
+// A negative Delay is refused before anything is sent, by Enqueue (the whole call) and by a
+// Producer (that message): it went out as no delay, deliverable at once.
+func TestNegativeDelayIsRefused(t *testing.T) {
+	p := fibptest.Start(t, fibptest.Options{})
+	c, sc := dialPeer(t, p, nil)
+	msgs := []Message{{Queue: "q"}, {Queue: "q", Delay: -5 * time.Second}}
+	if _, err := c.Enqueue(testCtx(t), msgs...); !errors.Is(err, ErrNegativeDelay) || !strings.Contains(err.Error(), "message 1") {
+		t.Errorf("Enqueue: err = %v, want ErrNegativeDelay naming message 1", err)
+	}
+	prod := c.NewProducer(ProducerOptions{Linger: -1})
+	defer prod.Close()
+	if _, err := prod.Send(testCtx(t), msgs[1]); !errors.Is(err, ErrNegativeDelay) {
+		t.Errorf("Send: err = %v, want ErrNegativeDelay", err)
+	}
+	done := async(func() error { _, err := prod.Send(testCtx(t), msgs[0]); return err })
+	f := sc.Expect(t, fibp.OpEnqueue)
+	if n := len(f.Frame.(*fibp.Enqueue).Messages); n != 1 {
+		t.Errorf("the first frame sent holds %d messages, want only the valid one", n)
+	}
+	sc.Reply(f, &fibp.EnqueueResult{Results: []fibp.EnqueueResultItem{{}}})
+	if err := wait(t, done); err != nil {
+		t.Errorf("a valid message after the refused one: %v", err)
+	}
+}
+
 func TestProducerWholeFrameError(t *testing.T) {
 	p := fibptest.Start(t, fibptest.Options{})
 	c, sc := dialPeer(t, p, nil)
