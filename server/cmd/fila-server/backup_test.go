@@ -109,40 +109,6 @@ func TestBackupUnderLoadHoldsEveryAcknowledgedEnqueue(t *testing.T) {
 	t.Logf("restored: %d messages in kept, every one of the %d answered before the backup", len(after), len(before))
 }
 
-// produceTo enqueues batches of ten to queue, recording every Ok, until the connection dies.
-func produceTo(addr, queue, tag string, l *ledger) {
-	nc, fr, err := rawConn(addr)
-	if err != nil {
-		return
-	}
-	defer nc.Close()
-	for n := 0; ; n++ {
-		req := &fibp.Enqueue{}
-		for i := range 10 {
-			req.Messages = append(req.Messages, fibp.EnqueueMessage{Queue: queue, Payload: fmt.Appendf(nil, "%s-%d-%d", tag, n, i)})
-		}
-		if _, err := nc.Write(fibp.AppendFrame(nil, 0, uint32(n+1), req)); err != nil {
-			return
-		}
-		body, err := fr.Next()
-		if err != nil {
-			return
-		}
-		_, rest, _ := fibp.ParseHeader(body)
-		var res fibp.EnqueueResult
-		if res.Decode(rest) != nil {
-			return
-		}
-		l.mu.Lock()
-		for i, r := range res.Results {
-			if r.ErrorCode == fibp.CodeOk {
-				l.enqueued[r.MessageID] = string(req.Messages[i].Payload)
-			}
-		}
-		l.mu.Unlock()
-	}
-}
-
 // ackAll consumes queue and acks every delivery until the connection dies, counting them.
 func ackAll(addr, queue string, acked *atomic.Int64) {
 	nc, fr, err := rawConn(addr)

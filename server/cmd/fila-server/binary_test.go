@@ -101,8 +101,9 @@ func rawConn(addr string) (net.Conn, *wire.FrameReader, error) {
 	return nc, fr, nil
 }
 
-// produce enqueues batches until the connection dies.
-func produce(addr string, l *ledger) {
+// produceTo enqueues batches of ten to queue, recording every Ok, until the connection dies; tag
+// names the producer in the payloads.
+func produceTo(addr, queue, tag string, l *ledger) {
 	nc, fr, err := rawConn(addr)
 	if err != nil {
 		return
@@ -111,7 +112,7 @@ func produce(addr string, l *ledger) {
 	for n := 0; ; n++ {
 		req := &fibp.Enqueue{}
 		for i := range 10 {
-			req.Messages = append(req.Messages, fibp.EnqueueMessage{Queue: "crash", Payload: fmt.Appendf(nil, "p-%d-%d", n, i)})
+			req.Messages = append(req.Messages, fibp.EnqueueMessage{Queue: queue, Payload: fmt.Appendf(nil, "%s-%d-%d", tag, n, i)})
 		}
 		if _, err := nc.Write(fibp.AppendFrame(nil, 0, uint32(n+1), req)); err != nil {
 			return
@@ -241,7 +242,7 @@ func TestCrashRecovery(t *testing.T) {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(2)
-		go func() { defer wg.Done(); produce(addr, l) }()
+		go func() { defer wg.Done(); produceTo(addr, "crash", "p", l) }()
 		go func() { defer wg.Done(); consume(addr, l) }()
 	}
 	// The kill comes once the load is well under way (not after a fixed time, which a loaded
