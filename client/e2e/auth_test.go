@@ -168,7 +168,7 @@ func TestSIGHUPReloadsCertificates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.proc.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+	if err := s.proc.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "a client of the next CA connects after SIGHUP", func() bool {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -15,12 +14,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/filamq/fila/client/fila"
 	"github.com/filamq/fila/client/internal/repobuild"
+	"github.com/filamq/fila/client/internal/serverproc"
 	"github.com/filamq/fila/generated/fibp"
 )
 
@@ -68,7 +67,7 @@ func runMain(m *testing.M) int {
 			code = 1
 		}
 		if code != 0 {
-			fmt.Fprintf(os.Stderr, "--- shared fila-server log:\n%s", srv.proc.log.String())
+			fmt.Fprintf(os.Stderr, "--- shared fila-server log:\n%s", srv.proc.Log.String())
 		}
 	}
 	return code
@@ -104,18 +103,6 @@ func buildBinaries(dir string) error {
 	return errors.Join(errs...)
 }
 
-// cleanEnv is the environment of the subprocesses without FILA_* variables, so that neither
-// the server nor the CLI picks up settings from the caller's environment.
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FILA_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
 // anyPort is the listen address of every test server: the system chooses a free port, and the
 // server reports it (--addr-file). Choosing one here by listening and closing would race with
 // parallel tests for it.
@@ -128,28 +115,13 @@ type server struct {
 	httpAddr       string // with --http-listen
 	dataDir        string
 	args           []string // extra command-line settings
-	proc           *process
-}
-
-// process is one fila-server subprocess.
-type process struct {
-	cmd     *exec.Cmd
-	log     *lockedBuffer
-	exited  chan struct{}
-	waitErr error // set before exited is closed
-}
-
-// addrs is what fila-server writes to its --addr-file once it is ready.
-type addrs struct {
-	FIBP string `json:"fibp"`
-	Rift string `json:"rift"`
-	HTTP string `json:"http"`
+	proc           *serverproc.Process
 }
 
 // startServer starts fila-server on any free port (and its Rift listener, when args configure
 // one, where they say) and returns once it reported itself ready.
 func startServer(dataDir string, args ...string) (*server, error) {
-	p, a, err := startProcess(dataDir, anyPort, args)
+	p, a, err := serverproc.Start(serverBin, dataDir, anyPort, waitFor, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -168,83 +140,11 @@ func closedAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// startProcess runs fila-server listening on addr and waits until it has written its addresses,
-// which it does once every listener is bound: a server that cannot bind one exits instead, and
-// that is reported with its log.
-func startProcess(dataDir, addr string, args []string) (*process, addrs, error) {
-	addrDir, err := os.MkdirTemp("", "fila-addr-")
-	if err != nil {
-		return nil, addrs{}, err
-	}
-	defer os.RemoveAll(addrDir)
-	addrFile := filepath.Join(addrDir, "addrs.json")
-	p := &process{log: &lockedBuffer{}, exited: make(chan struct{})}
-	args = append([]string{"--data-dir", dataDir, "--listen", addr, "--http-listen", "", "--log-level", "warn", "--addr-file", addrFile}, args...)
-	p.cmd = exec.Command(serverBin, args...)
-	p.cmd.Env = cleanEnv()
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	dieWithTests(p.cmd)
-	if err := p.cmd.Start(); err != nil {
-		return nil, addrs{}, err
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
-	deadline := time.Now().Add(waitFor)
-	for {
-		if b, err := os.ReadFile(addrFile); err == nil { // written whole (renamed into place)
-			var a addrs
-			if err := json.Unmarshal(b, &a); err != nil {
-				p.cmd.Process.Kill()
-				<-p.exited
-				return nil, addrs{}, fmt.Errorf("fila-server wrote %q to its --addr-file: %v", b, err)
-			}
-			return p, a, nil
-		}
-		select {
-		case <-p.exited:
-			return nil, addrs{}, fmt.Errorf("fila-server exited before it was ready (%v):\n%s", p.waitErr, p.log.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			p.cmd.Process.Kill()
-			<-p.exited
-			return nil, addrs{}, fmt.Errorf("fila-server was not ready within %v:\n%s", waitFor, p.log.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // running reports whether the current process has not exited.
-func (s *server) running() bool {
-	select {
-	case <-s.proc.exited:
-		return false
-	default:
-		return true
-	}
-}
+func (s *server) running() bool { return s.proc.Running() }
 
 // stop sends SIGTERM and waits for the process; it reports an unclean exit.
-func (s *server) stop() error {
-	p := s.proc
-	if !s.running() {
-		return fmt.Errorf("fila-server had already exited: %v", p.waitErr)
-	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.exited:
-		if p.waitErr != nil {
-			return fmt.Errorf("fila-server exited with %v", p.waitErr)
-		}
-		return nil
-	case <-time.After(30 * time.Second):
-		p.cmd.Process.Kill()
-		<-p.exited
-		return errors.New("fila-server did not stop within 30s of SIGTERM; killed")
-	}
-}
+func (s *server) stop() error { return s.proc.Stop(30 * time.Second) }
 
 // privateServer starts a broker of the test's own, for tests that change broker-wide state or
 // need settings of their own (args).
@@ -261,7 +161,7 @@ func privateServer(t *testing.T, args ...string) *server {
 			}
 		}
 		if t.Failed() {
-			t.Logf("private fila-server log:\n%s", s.proc.log.String())
+			t.Logf("private fila-server log:\n%s", s.proc.Log.String())
 		}
 	})
 	return s
@@ -272,7 +172,7 @@ func privateServer(t *testing.T, args ...string) *server {
 func (s *server) restart(t *testing.T) {
 	t.Helper()
 	if err := s.stop(); err != nil {
-		t.Fatalf("%v\n%s", err, s.proc.log.String())
+		t.Fatalf("%v\n%s", err, s.proc.Log.String())
 	}
 	if err := s.startAgain(); err != nil {
 		t.Fatal(err)
@@ -286,29 +186,12 @@ func (s *server) startAgain() error {
 	if s.riftAddr != "" {
 		args = append(slices.Clip(args), "--rift-listen", s.riftAddr)
 	}
-	p, _, err := startProcess(s.dataDir, s.addr, args)
+	p, _, err := serverproc.Start(serverBin, s.dataDir, s.addr, waitFor, args...)
 	if err != nil {
 		return err
 	}
 	s.proc = p
 	return nil
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // --- SDK helpers ---
@@ -500,7 +383,7 @@ func cli(t *testing.T, addr string, args ...string) cliResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, cliBin, append(full, args...)...)
-	cmd.Env = cleanEnv()
+	cmd.Env = serverproc.CleanEnv()
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.Stdin = strings.NewReader("")

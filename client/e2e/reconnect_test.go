@@ -21,10 +21,7 @@ import (
 func TestReconnectAcrossKill(t *testing.T) {
 	t.Parallel()
 	testReconnectAcross(t, func(s *server) {
-		if err := s.proc.cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		<-s.proc.exited
+		s.proc.Kill()
 	}, false)
 }
 

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/filamq/fila/client/internal/serverproc"
 )
 
 // riftServer starts a private broker with a Rift listener in development mode (generated CA,
@@ -49,7 +51,7 @@ func TestCLIRiftPubSubRequestAndStreams(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	sub := exec.CommandContext(ctx, cliBin, append(append([]string{"--timeout", "10s", "rift"}, flags...), "sub", "greet.>", "--count", "2")...)
-	sub.Env = cleanEnv()
+	sub.Env = serverproc.CleanEnv()
 	var subOut, subErr bytes.Buffer
 	sub.Stdout, sub.Stderr = &subOut, &subErr
 	if err := sub.Start(); err != nil {

@@ -27,10 +27,7 @@ import (
 func TestRiftReconnectAcrossKill(t *testing.T) {
 	t.Parallel()
 	testRiftReconnectAcross(t, func(s *server) {
-		if err := s.proc.cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		<-s.proc.exited
+		s.proc.Kill()
 	})
 }
 

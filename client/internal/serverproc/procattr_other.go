@@ -1,6 +1,6 @@
 //go:build !linux
 
-package fila_test
+package serverproc
 
 import "os/exec"
 

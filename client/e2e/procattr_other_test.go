@@ -1,9 +1,0 @@
-//go:build !linux
-
-package e2e
-
-import "os/exec"
-
-// dieWithTests has no portable equivalent outside Linux: a server subprocess may outlive a test
-// process that dies without stopping it.
-func dieWithTests(*exec.Cmd) {}
