@@ -34,6 +34,10 @@ var (
 	_ Frame = (*PutQueue)(nil)
 	_ Frame = (*DropQueue)(nil)
 	_ Frame = (*SetConfig)(nil)
+	_ Frame = (*CreateQueue)(nil)
+	_ Frame = (*DeleteQueue)(nil)
+	_ Frame = (*UpdateQueue)(nil)
+	_ Frame = (*PutNode)(nil)
 	_ Frame = (*PutAPIKey)(nil)
 	_ Frame = (*RevokeAPIKey)(nil)
 	_ Frame = (*SetACL)(nil)
@@ -48,6 +52,8 @@ var (
 	_ Frame = (*SnapshotQueue)(nil)
 	_ Frame = (*SnapshotConfig)(nil)
 	_ Frame = (*SnapshotAPIKey)(nil)
+	_ Frame = (*SnapshotNode)(nil)
+	_ Frame = (*SnapshotPlacement)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -83,6 +89,14 @@ func New(op Opcode) Frame {
 		return new(DropQueue)
 	case OpSetConfig:
 		return new(SetConfig)
+	case OpCreateQueue:
+		return new(CreateQueue)
+	case OpDeleteQueue:
+		return new(DeleteQueue)
+	case OpUpdateQueue:
+		return new(UpdateQueue)
+	case OpPutNode:
+		return new(PutNode)
 	case OpPutAPIKey:
 		return new(PutAPIKey)
 	case OpRevokeAPIKey:
@@ -111,6 +125,10 @@ func New(op Opcode) Frame {
 		return new(SnapshotConfig)
 	case OpSnapshotAPIKey:
 		return new(SnapshotAPIKey)
+	case OpSnapshotNode:
+		return new(SnapshotNode)
+	case OpSnapshotPlacement:
+		return new(SnapshotPlacement)
 	}
 	return nil
 }

@@ -497,3 +497,277 @@ func (x *ACLPermission) Check() error {
 	}
 	return nil
 }
+
+// CreateQueue is opcode 0x23, a stored record.
+// Creates a queue group: the queue, its dead-letter queue <name>.dlq (created with it, its
+// dead-letter queue of no queue) and its placement. Applying it decides, from the meta state
+// alone and so alike on every node, whether it is allowed: the name is valid and not reserved,
+// neither it nor its dead-letter queue's name is taken, and the group count stays below
+// max_queues. A refused CreateQueue changes nothing and answers why. PutQueue did this
+// without the checks before this command existed.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       definition   u32 length, then bytes
+//	+       replication  u32
+//	+       max_queues   u32
+type CreateQueue struct {
+	// The queue's store.QueueRecord (spec/store.yaml), encoded without its opcode; its dlq_of is
+	// empty.
+	Definition []byte
+
+	// How many nodes replicate the group; 0 = the default (3); fewer when the cluster has fewer nodes.
+	Replication uint32
+
+	// The proposer's limit on queue groups: refused when as many exist already; 0 = none.
+	MaxQueues uint32
+}
+
+// Opcode returns OpCreateQueue.
+func (*CreateQueue) Opcode() Opcode {
+	return OpCreateQueue
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *CreateQueue) Size() int {
+	n := 12
+	n += len(x.Definition)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *CreateQueue) AppendTo(b []byte) []byte {
+	b = wire.AppendBytes32(b, x.Definition)
+	b = wire.AppendU32(b, x.Replication)
+	b = wire.AppendU32(b, x.MaxQueues)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *CreateQueue) DecodeFrom(r *wire.Reader) {
+	x.Definition = r.Bytes(r.Len32(2147483647))
+	x.Replication = r.U32()
+	x.MaxQueues = r.U32()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *CreateQueue) Check() error {
+	if err := wire.CheckBytes(x.Definition, 2147483647); err != nil {
+		return wire.AtField("definition", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *CreateQueue) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpCreateQueue,
+		}
+	}
+	return nil
+}
+
+// DeleteQueue is opcode 0x24, a stored record.
+// Deletes a queue group (the queue, its dead-letter queue and its placement) with every message
+// of both lanes. Refused, changing nothing, when the queue does not exist or is a dead-letter
+// queue.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       name   u16 length, then UTF-8
+type DeleteQueue struct {
+	// The queue.
+	Name string
+}
+
+// Opcode returns OpDeleteQueue.
+func (*DeleteQueue) Opcode() Opcode {
+	return OpDeleteQueue
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *DeleteQueue) Size() int {
+	n := 2
+	n += len(x.Name)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *DeleteQueue) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Name)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *DeleteQueue) DecodeFrom(r *wire.Reader) {
+	x.Name = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *DeleteQueue) Check() error {
+	if err := wire.CheckString(x.Name, 65535, false); err != nil {
+		return wire.AtField("name", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *DeleteQueue) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpDeleteQueue,
+		}
+	}
+	return nil
+}
+
+// UpdateQueue is opcode 0x25, a stored record.
+// Replaces the definition of an existing queue or dead-letter queue. Refused, changing nothing,
+// when the queue does not exist, or when the definition changes what the queue is (its
+// dead-letter queue of, or its creation time).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       definition  u32 length, then bytes
+type UpdateQueue struct {
+	// The queue's new store.QueueRecord, encoded without its opcode.
+	Definition []byte
+}
+
+// Opcode returns OpUpdateQueue.
+func (*UpdateQueue) Opcode() Opcode {
+	return OpUpdateQueue
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *UpdateQueue) Size() int {
+	n := 4
+	n += len(x.Definition)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *UpdateQueue) AppendTo(b []byte) []byte {
+	b = wire.AppendBytes32(b, x.Definition)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *UpdateQueue) DecodeFrom(r *wire.Reader) {
+	x.Definition = r.Bytes(r.Len32(2147483647))
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *UpdateQueue) Check() error {
+	if err := wire.CheckBytes(x.Definition, 2147483647); err != nil {
+		return wire.AtField("definition", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *UpdateQueue) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpUpdateQueue,
+		}
+	}
+	return nil
+}
+
+// PutNode is opcode 0x26, a stored record.
+// Adds a node to the cluster's membership, or changes its address. Queue groups created while
+// no node was known (a single node before this command, or a log written before it existed)
+// are placed on the members when the first one is added.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       id       u16 length, then UTF-8
+//	+       address  u16 length, then UTF-8
+type PutNode struct {
+	// The node's ID (its Raft server ID).
+	ID string
+
+	// The address other nodes reach it at.
+	Address string
+}
+
+// Opcode returns OpPutNode.
+func (*PutNode) Opcode() Opcode {
+	return OpPutNode
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *PutNode) Size() int {
+	n := 4
+	n += len(x.ID)
+	n += len(x.Address)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *PutNode) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	b = wire.AppendString16(b, x.Address)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *PutNode) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+	x.Address = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *PutNode) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	if err := wire.CheckString(x.Address, 65535, false); err != nil {
+		return wire.AtField("address", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *PutNode) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpPutNode,
+		}
+	}
+	return nil
+}

@@ -76,7 +76,9 @@ func (x *Forget) Decode(body []byte) error {
 //	0       epoch  u64
 //	8       seq    u64
 type Fence struct {
-	// The leader's epoch; each takeover starts a higher one.
+	// The leader's epoch; each takeover starts a higher one. Its high 32 bits are the Raft term
+	// the leader was elected in, its low 32 bits count the leader's takeovers within that term,
+	// so leaders of different terms never share an epoch.
 	Epoch uint64
 
 	// The entry's number within the epoch, from 1.

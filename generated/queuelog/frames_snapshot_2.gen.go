@@ -256,3 +256,174 @@ func (x *SnapshotPermission) Check() error {
 	}
 	return nil
 }
+
+// SnapshotNode is opcode 0x59, a stored record.
+// A member of the cluster in a meta group snapshot (see PutNode).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       id       u16 length, then UTF-8
+//	+       address  u16 length, then UTF-8
+type SnapshotNode struct {
+	// The node's ID.
+	ID string
+
+	// Its address.
+	Address string
+}
+
+// Opcode returns OpSnapshotNode.
+func (*SnapshotNode) Opcode() Opcode {
+	return OpSnapshotNode
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotNode) Size() int {
+	n := 4
+	n += len(x.ID)
+	n += len(x.Address)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotNode) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	b = wire.AppendString16(b, x.Address)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotNode) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+	x.Address = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotNode) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	if err := wire.CheckString(x.Address, 65535, false); err != nil {
+		return wire.AtField("address", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotNode) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotNode,
+		}
+	}
+	return nil
+}
+
+// SnapshotPlacement is opcode 0x5a, a stored record.
+// Where a queue group lives, in a meta group snapshot, after the queue definitions. A group
+// without one was created while no node was known and lives on the node that applies it.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field        encoding
+//	0       queue        u16 length, then UTF-8
+//	+       replication  u32
+//	+       replicas     u32 count, then each string
+type SnapshotPlacement struct {
+	// The group's queue (not its dead-letter queue).
+	Queue string
+
+	// The replication asked for (0 = the default).
+	Replication uint32
+
+	// The IDs of the nodes that replicate it; the first is its preferred leader.
+	Replicas []string
+}
+
+// Opcode returns OpSnapshotPlacement.
+func (*SnapshotPlacement) Opcode() Opcode {
+	return OpSnapshotPlacement
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotPlacement) Size() int {
+	n := 10
+	n += len(x.Queue)
+	n += 2 * len(x.Replicas)
+	for i0 := range x.Replicas {
+		n += len(x.Replicas[i0])
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotPlacement) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	b = wire.AppendU32(b, x.Replication)
+	b = wire.AppendCount(b, wire.Count32, len(x.Replicas))
+	for i0 := range x.Replicas {
+		b = wire.AppendString16(b, x.Replicas[i0])
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotPlacement) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), false)
+	x.Replication = r.U32()
+	{
+		n0 := r.Count(wire.Count32, 2)
+		if cap(x.Replicas) >= n0 {
+			x.Replicas = x.Replicas[:n0]
+		} else {
+			x.Replicas = make([]string, n0)
+		}
+		for i0 := range x.Replicas {
+			x.Replicas[i0] = r.String(r.Len16(65535), false)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotPlacement) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, false); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Replicas), math.MaxUint32); err != nil {
+		return wire.AtField("replicas", -1, err)
+	}
+	for i0 := range x.Replicas {
+		if err := wire.CheckString(x.Replicas[i0], 65535, false); err != nil {
+			return wire.AtField("replicas", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotPlacement) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotPlacement,
+		}
+	}
+	return nil
+}

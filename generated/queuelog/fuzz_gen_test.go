@@ -111,6 +111,26 @@ func FuzzSetConfig(f *testing.F) {
 		return new(SetConfig)
 	}, sampleSetConfig(1), sampleSetConfig(2), new(SetConfig))
 }
+func FuzzCreateQueue(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(CreateQueue)
+	}, sampleCreateQueue(1), sampleCreateQueue(2), new(CreateQueue))
+}
+func FuzzDeleteQueue(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(DeleteQueue)
+	}, sampleDeleteQueue(1), sampleDeleteQueue(2), new(DeleteQueue))
+}
+func FuzzUpdateQueue(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(UpdateQueue)
+	}, sampleUpdateQueue(1), sampleUpdateQueue(2), new(UpdateQueue))
+}
+func FuzzPutNode(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(PutNode)
+	}, samplePutNode(1), samplePutNode(2), new(PutNode))
+}
 func FuzzPutAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(PutAPIKey)
@@ -180,6 +200,16 @@ func FuzzSnapshotAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(SnapshotAPIKey)
 	}, sampleSnapshotAPIKey(1), sampleSnapshotAPIKey(2), new(SnapshotAPIKey))
+}
+func FuzzSnapshotNode(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotNode)
+	}, sampleSnapshotNode(1), sampleSnapshotNode(2), new(SnapshotNode))
+}
+func FuzzSnapshotPlacement(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotPlacement)
+	}, sampleSnapshotPlacement(1), sampleSnapshotPlacement(2), new(SnapshotPlacement))
 }
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.

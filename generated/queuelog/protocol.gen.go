@@ -77,6 +77,14 @@ const (
 	OpDropQueue Opcode = 0x21
 	// OpSetConfig is SetConfig (a stored record).
 	OpSetConfig Opcode = 0x22
+	// OpCreateQueue is CreateQueue (a stored record).
+	OpCreateQueue Opcode = 0x23
+	// OpDeleteQueue is DeleteQueue (a stored record).
+	OpDeleteQueue Opcode = 0x24
+	// OpUpdateQueue is UpdateQueue (a stored record).
+	OpUpdateQueue Opcode = 0x25
+	// OpPutNode is PutNode (a stored record).
+	OpPutNode Opcode = 0x26
 	// OpPutAPIKey is PutAPIKey (a stored record).
 	OpPutAPIKey Opcode = 0x30
 	// OpRevokeAPIKey is RevokeAPIKey (a stored record).
@@ -105,6 +113,10 @@ const (
 	OpSnapshotConfig Opcode = 0x51
 	// OpSnapshotAPIKey is SnapshotAPIKey (a stored record).
 	OpSnapshotAPIKey Opcode = 0x58
+	// OpSnapshotNode is SnapshotNode (a stored record).
+	OpSnapshotNode Opcode = 0x59
+	// OpSnapshotPlacement is SnapshotPlacement (a stored record).
+	OpSnapshotPlacement Opcode = 0x5a
 )
 
 // opcodeInfo is what the spec says about one opcode.
@@ -129,6 +141,10 @@ var opcodeTable = [256]opcodeInfo{
 	OpPutQueue:           {"PutQueue"},
 	OpDropQueue:          {"DropQueue"},
 	OpSetConfig:          {"SetConfig"},
+	OpCreateQueue:        {"CreateQueue"},
+	OpDeleteQueue:        {"DeleteQueue"},
+	OpUpdateQueue:        {"UpdateQueue"},
+	OpPutNode:            {"PutNode"},
 	OpPutAPIKey:          {"PutAPIKey"},
 	OpRevokeAPIKey:       {"RevokeAPIKey"},
 	OpSetACL:             {"SetACL"},
@@ -143,6 +159,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpSnapshotQueue:      {"SnapshotQueue"},
 	OpSnapshotConfig:     {"SnapshotConfig"},
 	OpSnapshotAPIKey:     {"SnapshotAPIKey"},
+	OpSnapshotNode:       {"SnapshotNode"},
+	OpSnapshotPlacement:  {"SnapshotPlacement"},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

@@ -47,6 +47,25 @@ func sampleACLPermission(seed int) ACLPermission {
 		Pattern: fmt.Sprintf("pattern-%d-é", seed),
 	}
 }
+func sampleCreateQueue(seed int) *CreateQueue {
+	return &CreateQueue{
+		Definition:  []byte(fmt.Sprintf("definition-%d\x00\xff", seed)),
+		MaxQueues:   uint32(seed*37 + 10),
+		Replication: uint32(seed*37 + 11),
+	}
+}
+func sampleDeleteQueue(seed int) *DeleteQueue {
+	return &DeleteQueue{Name: fmt.Sprintf("name-%d-é", seed)}
+}
+func sampleUpdateQueue(seed int) *UpdateQueue {
+	return &UpdateQueue{Definition: []byte(fmt.Sprintf("definition-%d\x00\xff", seed))}
+}
+func samplePutNode(seed int) *PutNode {
+	return &PutNode{
+		Address: fmt.Sprintf("address-%d-é", seed),
+		ID:      fmt.Sprintf("id-%d-é", seed),
+	}
+}
 func roundTripCasesMetaCommands() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -83,6 +102,30 @@ func roundTripCasesMetaCommands() []roundTripCase {
 			return new(SetACL)
 		},
 		full: sampleSetACL(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(CreateQueue)
+		},
+		full: sampleCreateQueue(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(DeleteQueue)
+		},
+		full: sampleDeleteQueue(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(UpdateQueue)
+		},
+		full: sampleUpdateQueue(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(PutNode)
+		},
+		full: samplePutNode(1),
 		tail: 0,
 	}}
 }

@@ -128,6 +128,25 @@ func sampleSnapshotPermission(seed int) SnapshotPermission {
 		Pattern: fmt.Sprintf("pattern-%d-é", seed),
 	}
 }
+func sampleSnapshotNode(seed int) *SnapshotNode {
+	return &SnapshotNode{
+		Address: fmt.Sprintf("address-%d-é", seed),
+		ID:      fmt.Sprintf("id-%d-é", seed),
+	}
+}
+func sampleSnapshotPlacement(seed int) *SnapshotPlacement {
+	return &SnapshotPlacement{
+		Queue: fmt.Sprintf("queue-%d-é", seed),
+		Replicas: func() []string {
+			var out []string
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, fmt.Sprintf("replicas-%d-é", seed))
+			}
+			return out
+		}(),
+		Replication: uint32(seed*37 + 11),
+	}
+}
 func roundTripCasesSnapshot() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -194,6 +213,18 @@ func roundTripCasesSnapshot() []roundTripCase {
 			return new(SnapshotAPIKey)
 		},
 		full: sampleSnapshotAPIKey(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotNode)
+		},
+		full: sampleSnapshotNode(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotPlacement)
+		},
+		full: sampleSnapshotPlacement(1),
 		tail: 0,
 	}}
 }

@@ -221,7 +221,7 @@ func (a *actor) open() error {
 	a.g, a.fsm = g, fsm
 	a.st = fsm.take()
 	a.countDedup(a.st.Remembered())
-	a.st.Lead()
+	a.st.Lead(g.Term())
 	a.st.Record(true)
 	a.commits = make(chan *commit, 64)
 	a.synced = make(chan struct{})
@@ -250,9 +250,10 @@ func (a *actor) engineConfig(l queuegroup.Lane) engine.Config {
 	return a.b.engineConfig(&a.lanes[l].def)
 }
 
-// syncConfig records a Configure when a lane's engine runs another configuration than its
+// syncConfig sets whether lane l logs its leases, and records a Configure when a lane's engine runs another configuration than its
 // definition and the defaults give (after UpdateQueue, SetConfig, or a restart in between).
 func (a *actor) syncConfig(l queuegroup.Lane) {
+	a.st.LogLeases(l, a.committed(l))
 	cfg := a.engineConfig(l)
 	if a.st.Lane(l).Config() == cfg {
 		return

@@ -369,14 +369,10 @@ func (a *actor) dispatch(l queuegroup.Lane, now int64) {
 	if len(a.subs) == 0 {
 		return
 	}
-	q := a.st.Lane(l)
 	for {
-		a.leaseBuf = q.Dispatch(now, maxDispatchPerRound, a.leaseBuf[:0])
+		a.leaseBuf = a.st.Dispatch(l, now, maxDispatchPerRound, a.leaseBuf[:0])
 		if len(a.leaseBuf) == 0 {
 			break
-		}
-		if a.committed(l) {
-			a.st.Leased(l, now, a.leaseBuf)
 		}
 		for _, le := range a.leaseBuf {
 			a.deliver(l, le)

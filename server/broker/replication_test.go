@@ -78,7 +78,7 @@ func TestAQueueGroupFailsOverToAReplicaWithEveryCommittedMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := l.fsm.take()
-	st.Lead()
+	st.Lead(1)
 	st.Record(true)
 	propose := func() {
 		t.Helper()
@@ -106,8 +106,8 @@ func TestAQueueGroupFailsOverToAReplicaWithEveryCommittedMessage(t *testing.T) {
 	}
 	q := st.Lane(queuegroup.LaneQueue)
 	_ = q.Subscribe("c", 0)
-	leases := q.Dispatch(2000, 5, nil)
-	st.Leased(queuegroup.LaneQueue, 2000, leases)
+	st.LogLeases(queuegroup.LaneQueue, true)
+	leases := st.Dispatch(queuegroup.LaneQueue, 2000, 5, nil)
 	for _, le := range leases[:2] {
 		if err := st.Ack(queuegroup.LaneQueue, le.ID, 2000); err != nil {
 			t.Fatal(err)

@@ -16,7 +16,7 @@ func TestAttributesStayWithTheMessage(t *testing.T) {
 	want := map[string]string{"tenant": "acme", "tier": "gold"}
 	id := engine.MsgID{1}
 	l := newState(t)
-	l.Lead()
+	l.Lead(1)
 	l.Record(true)
 	c := queuelog.Enqueue{At: 10, Messages: []queuelog.LogMessage{{ID: wire.UUID(id), FairnessKey: "k", Weight: 1, NotBefore: 10,
 		Attributes: maps.Clone(want)}, {ID: wire.UUID{2}, FairnessKey: "k", Weight: 1, NotBefore: 10}}}

@@ -13,7 +13,7 @@ import (
 // leader, a replay of its log and a restore of its snapshot know the same; a redrive forgets it.
 func TestDeadLetterReasonsSurviveReplayAndSnapshots(t *testing.T) {
 	s := newState(t)
-	s.Lead()
+	s.Lead(1)
 	s.Record(true)
 	ids := []engine.MsgID{{1}, {2}, {3}}
 	var entries [][]byte
@@ -31,11 +31,11 @@ func TestDeadLetterReasonsSurviveReplayAndSnapshots(t *testing.T) {
 	}
 	take()
 	_ = s.Lane(LaneQueue).Subscribe("c", 0)
-	leases := s.Lane(LaneQueue).Dispatch(20, 2, nil)
+	s.LogLeases(LaneQueue, true)
+	leases := s.Dispatch(LaneQueue, 20, 2, nil)
 	if len(leases) != 2 {
 		t.Fatalf("%d leases", len(leases))
 	}
-	s.Leased(LaneQueue, 20, leases)
 	take()
 	for _, le := range leases { // newState's MaxAttempts is 2: a first failure retries
 		f, err := s.Lane(LaneQueue).DecideFailure(le.ID, 30, "boom "+string('0'+le.ID[0]), nil)

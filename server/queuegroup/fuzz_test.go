@@ -25,7 +25,7 @@ import (
 // with the leader's snapshot after each.
 func seedLog(t fataler) (entries, snaps [][]byte) {
 	s := newState(t)
-	s.Lead()
+	s.Lead(1)
 	s.Record(true)
 	now := int64(1000)
 	take := func() {
@@ -53,7 +53,8 @@ func seedLog(t fataler) (entries, snaps [][]byte) {
 	take()
 	q := s.Lane(LaneQueue)
 	_ = q.Subscribe("c", 0)
-	s.Leased(LaneQueue, now, q.Dispatch(now, 3, nil))
+	s.LogLeases(LaneQueue, true)
+	s.Dispatch(LaneQueue, now, 3, nil)
 	take()
 	var leased []engine.MsgID
 	for m := range q.Messages() {
@@ -73,7 +74,7 @@ func seedLog(t fataler) (entries, snaps [][]byte) {
 	for attempt := 0; attempt < 2; attempt++ { // MaxAttempts is 2: the second failure dead-letters
 		now += 100
 		if attempt > 0 {
-			s.Leased(LaneQueue, now, q.Dispatch(now, 10, nil))
+			s.Dispatch(LaneQueue, now, 10, nil)
 		}
 		f, err := q.DecideFailure(leased[2], now, "boom", nil)
 		if err != nil {

@@ -48,6 +48,7 @@ type State struct {
 
 	fence     queuelog.Fence // the last applied entry's (replaying) or proposed entry's (leading)
 	recording bool
+	logLeases [2]bool // whether a lane's Dispatch records its leases (committed delivery durability)
 	entry     []byte
 	acks      queuelog.Ack // acks coalesced into one frame until another command comes
 	msgs      []engine.Message
@@ -103,10 +104,18 @@ func (s *State) TakeEntry() []byte {
 	return e
 }
 
-// Lead starts a new epoch: the leader calls it when it takes the state over (at start-up, or
-// after a reload), so that no entry of an earlier epoch can apply after its first one.
-func (s *State) Lead() {
-	s.fence.Epoch++
+// Lead starts a new epoch for a leader of Raft term term: the leader calls it when it takes the
+// state over (at start-up, after a reload, or on becoming the group's leader), so that no entry
+// of an earlier epoch can apply after its first one. The epoch carries the term in its high 32
+// bits and the takeovers within the term in its low ones: two leaders of different terms never
+// propose under one epoch, even when neither saw the other's entries, and a later term's epochs
+// follow every earlier one's (logs written before terms were recorded have epochs below 1<<32).
+func (s *State) Lead(term uint64) {
+	if first := term << 32; first > s.fence.Epoch {
+		s.fence.Epoch = first
+	} else {
+		s.fence.Epoch++
+	}
 	s.fence.Seq = 0
 }
 
@@ -199,9 +208,24 @@ func attributes(a map[string]string) map[string]string {
 	return a
 }
 
-// Leased records leases that engine.Queue.Dispatch has already applied to lane l (a lane with
-// committed delivery durability logs them; a fast one does not call this).
-func (s *State) Leased(l Lane, leasedAt int64, leases []engine.Lease) {
+// LogLeases sets whether Dispatch on lane l records its leases: a lane with committed delivery
+// durability logs them, a fast one keeps them in the leader's memory only.
+func (s *State) LogLeases(l Lane, on bool) { s.logLeases[l] = on }
+
+// Dispatch leases up to max ready messages of lane l at time now to subscriptions with credit
+// (engine.Queue.Dispatch), appending them to buf, and records the leases when the lane logs them
+// (LogLeases). Deciding and recording are one call, so no lease is granted unrecorded.
+func (s *State) Dispatch(l Lane, now int64, max int, buf []engine.Lease) []engine.Lease {
+	start := len(buf)
+	buf = s.lanes[l].Dispatch(now, max, buf)
+	if s.logLeases[l] {
+		s.leased(l, now, buf[start:])
+	}
+	return buf
+}
+
+// leased records leases that engine.Queue.Dispatch has already applied to lane l.
+func (s *State) leased(l Lane, leasedAt int64, leases []engine.Lease) {
 	if !s.recording || len(leases) == 0 {
 		return
 	}

@@ -92,8 +92,8 @@ func (l *leader) step(t *rapid.T) {
 	case 2:
 		q := l.s.Lane(lane)
 		_ = q.Subscribe("c", 0)
-		leases := q.Dispatch(l.now, rapid.IntRange(1, 5).Draw(t, "max"), nil)
-		l.s.Leased(lane, l.now, leases)
+		l.s.LogLeases(lane, true)
+		l.s.Dispatch(lane, l.now, rapid.IntRange(1, 5).Draw(t, "max"), nil)
 		_ = q.Unsubscribe("c")
 	case 3:
 		if ids := l.leased(lane); len(ids) > 0 {
@@ -171,7 +171,7 @@ func (l *leader) step(t *rapid.T) {
 func TestReplayOfACommittedPrefixEqualsTheLeadersState(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		l := &leader{s: newState(t), now: 1000}
-		l.s.Lead()
+		l.s.Lead(1)
 		l.s.Record(true)
 		for range rapid.IntRange(1, 60).Draw(t, "steps") {
 			l.step(t)
@@ -207,7 +207,7 @@ func TestReplayOfACommittedPrefixEqualsTheLeadersState(t *testing.T) {
 // differed from the leader's state.)
 func TestSnapshotsWriteIdentitiesInAFixedOrder(t *testing.T) {
 	l := newState(t)
-	l.Lead()
+	l.Lead(1)
 	l.Record(true)
 	var entries [][]byte
 	for i := range byte(8) {
@@ -236,7 +236,7 @@ func TestSnapshotsWriteIdentitiesInAFixedOrder(t *testing.T) {
 // epoch apply after it: a leader whose proposal failed cannot build on it.
 func TestFencedEntriesChangeNothing(t *testing.T) {
 	l := newState(t)
-	l.Lead()
+	l.Lead(1)
 	l.Record(true)
 	enq := func(b byte) []byte {
 		c := queuelog.Enqueue{At: 10, Messages: []queuelog.LogMessage{{ID: wire.UUID{15: b}, FairnessKey: "k", Weight: 1}}}
@@ -246,7 +246,7 @@ func TestFencedEntriesChangeNothing(t *testing.T) {
 		return l.TakeEntry()
 	}
 	e1, e2, e3 := enq(1), enq(2), enq(3) // e2 "failed": the log has e1 and e3 only
-	l.Lead()
+	l.Lead(1)
 	e4 := enq(4)
 
 	r := newState(t)
@@ -281,5 +281,44 @@ func TestCorruptSnapshotsAreRefused(t *testing.T) {
 	}
 	if _, err := Restore(bytes.NewReader(snap), "q", "q.dlq"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Two leaders of successive Raft terms that took over the same applied state (the first deposed
+// before any of its entries reached the second) never propose under one epoch: a replica that
+// applied the second leader's first entry fences off the first leader's, whatever epochs the
+// first leader's reloads within its term had reached.
+func TestLeadersOfSuccessiveTermsNeverShareAFence(t *testing.T) {
+	enq := func(s *State, b byte) []byte {
+		c := queuelog.Enqueue{At: 10, Messages: []queuelog.LogMessage{{ID: wire.UUID{15: b}, FairnessKey: "k", Weight: 1}}}
+		if err := s.Enqueue(&c); err != nil {
+			t.Fatal(err)
+		}
+		return s.TakeEntry()
+	}
+	for reloads := range 3 {
+		old, next := newState(t), newState(t)
+		for range reloads + 1 {
+			old.Lead(7) // a takeover, then reloads within term 7
+		}
+		next.Lead(8)
+		old.Record(true)
+		next.Record(true)
+		stale, fresh := enq(old, 1), enq(next, 2)
+		of, _ := EntryFence(stale)
+		nf, _ := EntryFence(fresh)
+		if of == nf {
+			t.Fatalf("after %d reloads both leaders proposed under fence %v", reloads, of)
+		}
+		r := newState(t)
+		if err := r.ApplyEntry(fresh); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ApplyEntry(stale); !errors.Is(err, ErrFenced) {
+			t.Fatalf("after %d reloads the deposed leader's entry applied after its successor's: %v", reloads, err)
+		}
+		if r.Lane(LaneQueue).Len() != 1 {
+			t.Fatalf("the replica holds %d messages, want the successor's one", r.Lane(LaneQueue).Len())
+		}
 	}
 }

@@ -209,6 +209,9 @@ func (g *Group) elect() {
 // Leader reports whether this node leads the group now.
 func (g *Group) Leader() bool { return g.r.State() == raft.Leader }
 
+// Term is the group's current Raft term.
+func (g *Group) Term() uint64 { return g.r.CurrentTerm() }
+
 // ErrShutdown is returned by a group that was shut down.
 var ErrShutdown = raft.ErrRaftShutdown
 
