@@ -244,7 +244,7 @@ func Open(o Options) (*Broker, error) {
 
 // openGroup starts the Raft group of queue name on fsm.
 func (b *Broker) openGroup(name string, fsm raft.FSM) (*raftgroup.Group, error) {
-	logs, snaps, err := b.db.QueueLog(name)
+	logs, snaps, err := b.db.QueueLog(name, queuegroup.Bodies{})
 	if err != nil {
 		return nil, err
 	}

@@ -363,7 +363,7 @@ func (a *actor) storeSummary(logs raftstore.LogStableStore, s summary, last uint
 // none or the log has moved on since. It reads the group's log through (raftgroup.Verify), so
 // a damaged log stops the start as when the group opens (the error).
 func (b *Broker) storedSummary(name string) (summary, bool, error) {
-	logs, _, err := b.db.QueueLog(name)
+	logs, _, err := b.db.QueueLog(name, queuegroup.Bodies{})
 	if err != nil {
 		return summary{}, false, nil
 	}

@@ -57,7 +57,7 @@ func TestAQueueGroupFailsOverToAReplicaWithEveryCommittedMessage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		logs, _, err := db.QueueLog("q")
+		logs, _, err := db.QueueLog("q", queuegroup.Bodies{})
 		if err != nil {
 			t.Fatal(err)
 		}

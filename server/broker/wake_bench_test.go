@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftgroup"
 )
 
@@ -43,7 +44,7 @@ func BenchmarkWakeBacklog(b *testing.B) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	logs, _, err := br.db.QueueLog("q")
+	logs, _, err := br.db.QueueLog("q", queuegroup.Bodies{})
 	if err != nil {
 		b.Fatal(err)
 	}

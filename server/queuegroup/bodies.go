@@ -5,37 +5,41 @@ import (
 	"fmt"
 
 	"github.com/filamq/fila/generated/queuelog"
-	"github.com/filamq/fila/server/engine"
 )
 
 // A message body is stored once: the log store keeps an entry without the headers and payloads of
-// its Enqueue commands (SplitBodies) and each body under the group's body keys, in the same
+// its Enqueue commands (Bodies.Split) and each body under the group's body keys, in the same
 // atomic write; reading the entry back puts every body that is still stored into it
-// (JoinBodies). An Ack deletes a body, so an entry read back after its messages were acked lacks
+// (Bodies.Join). An Ack deletes a body, so an entry read back after its messages were acked lacks
 // their bodies — which nothing needs: applying it again stores messages that a later Ack in the
 // log removes.
 
-// SplitBodies returns entry without the headers and payloads of its messages and calls put for
-// each message's body (aliasing entry).
-func SplitBodies(entry []byte, put func(id engine.MsgID, headers map[string]string, payload []byte)) ([]byte, error) {
+// Bodies finds the message bodies in the group's log entries — the headers and payloads of its
+// Enqueue commands — for the group's log store (server/storage.EntryBodies, which it implements
+// without importing storage: the store is below the state machine). The zero value is ready.
+type Bodies struct{}
+
+// Split returns entry without the headers and payloads of its messages and calls put for each
+// message's body (aliasing entry).
+func (Bodies) Split(entry []byte, put func(id [16]byte, headers map[string]string, payload []byte)) ([]byte, error) {
 	return rewriteEnqueues(entry, len(entry)/8+64, func(m *queuelog.LogMessage) {
-		put(engine.MsgID(m.ID), m.Headers, m.Payload)
+		put(m.ID, m.Headers, m.Payload)
 		m.Headers, m.Payload = nil, nil
 	})
 }
 
-// JoinBodies returns a split entry with the bodies get still finds put back.
-func JoinBodies(entry []byte, get func(id engine.MsgID) (headers map[string]string, payload []byte, ok bool)) ([]byte, error) {
+// Join returns a split entry with the bodies get still finds put back.
+func (Bodies) Join(entry []byte, get func(id [16]byte) (headers map[string]string, payload []byte, ok bool)) ([]byte, error) {
 	return rewriteEnqueues(entry, len(entry)*2, func(m *queuelog.LogMessage) {
-		if h, p, ok := get(engine.MsgID(m.ID)); ok {
+		if h, p, ok := get(m.ID); ok {
 			m.Headers, m.Payload = h, p
 		}
 	})
 }
 
-// EnqueuedIDs appends to ids the IDs of the messages of entry's Enqueue commands, in the entry's
-// order: what JoinBodies will ask for, so that a store can read their bodies at once.
-func EnqueuedIDs(entry []byte, ids []engine.MsgID) ([]engine.MsgID, error) {
+// IDs appends to ids the IDs of the messages of entry's Enqueue commands, in the entry's order:
+// what Join will ask for, so that a store can read their bodies at once.
+func (Bodies) IDs(entry []byte, ids [][16]byte) ([][16]byte, error) {
 	err := rawFrames(entry, func(frame []byte) error {
 		if queuelog.Opcode(frame[queuelog.LengthSize]) != queuelog.OpEnqueue {
 			return nil
@@ -45,7 +49,7 @@ func EnqueuedIDs(entry []byte, ids []engine.MsgID) ([]engine.MsgID, error) {
 			return err
 		}
 		for i := range c.Messages {
-			ids = append(ids, engine.MsgID(c.Messages[i].ID))
+			ids = append(ids, c.Messages[i].ID)
 		}
 		return nil
 	})

@@ -277,11 +277,11 @@ func FuzzBodies(f *testing.F) {
 			payload []byte
 		}
 		bodies := map[engine.MsgID]body{}
-		split, err := SplitBodies(entry, func(id engine.MsgID, h map[string]string, p []byte) { bodies[id] = body{h, p} })
+		split, err := Bodies{}.Split(entry, func(id [16]byte, h map[string]string, p []byte) { bodies[id] = body{h, p} })
 		if err != nil {
 			return
 		}
-		joined, err := JoinBodies(split, func(id engine.MsgID) (map[string]string, []byte, bool) {
+		joined, err := Bodies{}.Join(split, func(id [16]byte) (map[string]string, []byte, bool) {
 			b, ok := bodies[id]
 			return b.headers, b.payload, ok
 		})

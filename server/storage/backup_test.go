@@ -21,7 +21,7 @@ func TestCheckpointIsAStoreAsOfItsMoment(t *testing.T) {
 	db, _ := openTemp(t)
 	defer db.Close()
 	storeEnqueue(t, db, "q", 1, []ID{{1}, {2}}, "one", "two")
-	_, snaps, err := db.QueueLog("q")
+	_, snaps, err := db.QueueLog("q", groupBodies)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestCheckpointIsAStoreAsOfItsMoment(t *testing.T) {
 	if _, err := copied.ReadBody("q", ID{3}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a body written after the checkpoint is in it: %v", err)
 	}
-	logs, csnaps, err := copied.QueueLog("q")
+	logs, csnaps, err := copied.QueueLog("q", groupBodies)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -9,19 +10,37 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/filamq/fila/generated/store"
-	"github.com/filamq/fila/server/engine"
-	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftstore"
 )
 
+// EntryBodies finds the message bodies in a queue group's log entries, for the group's log store
+// to keep each body once (bodyLog). The entries' format is the state machine's, which implements
+// it (server/queuegroup.Bodies); keeping the bodies is this package's. Its methods are
+// deterministic and safe for concurrent use.
+type EntryBodies interface {
+	// Split returns entry without the headers and payloads of its messages and calls put with
+	// each message's body, which aliases entry.
+	Split(entry []byte, put func(id ID, headers map[string]string, payload []byte)) ([]byte, error)
+	// Join returns a split entry with the bodies get finds put back; a message whose body get does
+	// not find (acked since) stays without it.
+	Join(entry []byte, get func(id ID) (headers map[string]string, payload []byte, ok bool)) ([]byte, error)
+	// IDs appends to ids the IDs that Join asks get for, in the order it asks, so that a store
+	// can read their bodies at once.
+	IDs(entry []byte, ids []ID) ([]ID, error)
+}
+
+// errNoEntryBodies refuses a queue group's log store asked for without its EntryBodies.
+var errNoEntryBodies = errors.New("storage: a queue group's log needs its EntryBodies")
+
 // bodyLog is a queue group's Raft log store in Pebble that keeps each message body once: an
 // entry is stored without its bodies, and the bodies under the group's body keys, in one batch
-// (queuegroup.SplitBodies); reading an entry back puts the bodies still stored into it. So a body
+// (EntryBodies.Split); reading an entry back puts the bodies still stored into it. So a body
 // costs one write, not one in the log and another when its entry is applied.
 type bodyLog struct {
 	*raftstore.Store
-	db    *DB
-	queue string
+	db     *DB
+	queue  string
+	bodies EntryBodies
 }
 
 func (l *bodyLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log{log}) }
@@ -29,7 +48,7 @@ func (l *bodyLog) StoreLog(log *raft.Log) error { return l.StoreLogs([]*raft.Log
 func (l *bodyLog) StoreLogs(logs []*raft.Log) error {
 	split := make([]*raft.Log, len(logs))
 	type put struct {
-		id      engine.MsgID
+		id      ID
 		headers map[string]string
 		payload []byte
 	}
@@ -40,7 +59,7 @@ func (l *bodyLog) StoreLogs(logs []*raft.Log) error {
 		if lg.Type != raft.LogCommand {
 			continue
 		}
-		data, err := queuegroup.SplitBodies(lg.Data, func(id engine.MsgID, h map[string]string, p []byte) {
+		data, err := l.bodies.Split(lg.Data, func(id ID, h map[string]string, p []byte) {
 			puts = append(puts, put{id, h, p})
 			// its key, opcode and record, and a bound on the batch's header for it (as raftstore counts)
 			extra += len(l.queue) + 2 + len(id) + 1 + (&store.MessageRecord{Headers: h, Payload: p}).Size() + 16
@@ -79,7 +98,7 @@ func (l *bodyLog) GetLog(index uint64, log *raft.Log) error {
 	if err != nil {
 		return fmt.Errorf("storage: log %d of queue %q: %w", index, l.queue, err)
 	}
-	data, err := queuegroup.JoinBodies(log.Data, func(id engine.MsgID) (map[string]string, []byte, bool) {
+	data, err := l.bodies.Join(log.Data, func(id ID) (map[string]string, []byte, bool) {
 		b, ok := bodies[id]
 		return b.Headers, b.Payload, ok
 	})
@@ -95,20 +114,16 @@ func (l *bodyLog) GetLog(index uint64, log *raft.Log) error {
 // million messages read each body with a Get of its own, which looked into every sstable that
 // might hold it. A body that is not stored (acked since) is left out; one that is stored but
 // cannot be read (damage) is an error.
-func (l *bodyLog) readBodies(entry []byte) (map[engine.MsgID]Body, error) {
-	ids, err := queuegroup.EnqueuedIDs(entry, nil)
-	if err != nil || len(ids) == 0 {
+func (l *bodyLog) readBodies(entry []byte) (map[ID]Body, error) {
+	sorted, err := l.bodies.IDs(entry, nil)
+	if err != nil || len(sorted) == 0 {
 		return nil, err
-	}
-	sorted := make([]ID, len(ids))
-	for i, id := range ids {
-		sorted[i] = ID(id)
 	}
 	slices.SortFunc(sorted, func(a, b ID) int { return bytes.Compare(a[:], b[:]) })
 	sorted = slices.Compact(sorted)
-	bodies := make(map[engine.MsgID]Body, len(sorted))
+	bodies := make(map[ID]Body, len(sorted))
 	err = l.db.ReadBodiesLater(l.queue, sorted)(func(i int, h map[string]string, p []byte) {
-		bodies[engine.MsgID(sorted[i])] = Body{Headers: h, Payload: bytes.Clone(p)}
+		bodies[sorted[i]] = Body{Headers: h, Payload: bytes.Clone(p)}
 	})
 	return bodies, err
 }

@@ -32,7 +32,7 @@ func BenchmarkBodyLogStoreLogs(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	logs, _, err := db.QueueLog("q")
+	logs, _, err := db.QueueLog("q", groupBodies)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func BenchmarkBodyLogGetLog(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer db.Close()
-	logs, _, err := db.QueueLog("q")
+	logs, _, err := db.QueueLog("q", groupBodies)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,13 +2,30 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"testing"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/server/queuegroup"
 )
+
+// groupBodies finds the bodies in a queue group's log entries, as the broker's groups do.
+var groupBodies EntryBodies = queuegroup.Bodies{}
+
+// A queue group's log is refused without its EntryBodies: it would keep the bodies inside the
+// entries, where nothing that reads bodies looks.
+func TestAQueueLogNeedsItsEntryBodies(t *testing.T) {
+	db, _ := openTemp(t)
+	defer db.Close()
+	for _, st := range []Store{db, NewMem()} {
+		if _, _, err := st.QueueLog("q", nil); !errors.Is(err, errNoEntryBodies) {
+			t.Errorf("%T: QueueLog without EntryBodies: %v, want %v", st, err, errNoEntryBodies)
+		}
+	}
+}
 
 // Reading an entry back reads its bodies together, not with a point read each: replaying the log
 // of a backlog (a restart) touches the block cache about once per data block, where a Get per
@@ -37,7 +54,7 @@ func TestAnEntrysBodiesAreReadTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	logs, _, err := db.QueueLog("q")
+	logs, _, err := db.QueueLog("q", groupBodies)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,6 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/filamq/fila/server/engine"
-	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftstore"
 )
 
@@ -22,7 +20,7 @@ import (
 // outlives the brokers opened on it, as a disk would.
 type Mem struct {
 	mu       sync.Mutex
-	logs     map[string]*memLog
+	logs     map[string]raftstore.LogStableStore
 	snaps    map[string]raft.SnapshotStore
 	bodies   map[string]map[ID]Body
 	applied  map[string]uint64
@@ -42,7 +40,7 @@ var ErrInjectedCommit = errors.New("storage: injected commit failure")
 
 // NewMem returns an empty in-memory store.
 func NewMem() *Mem {
-	return &Mem{logs: map[string]*memLog{}, snaps: map[string]raft.SnapshotStore{},
+	return &Mem{logs: map[string]raftstore.LogStableStore{}, snaps: map[string]raft.SnapshotStore{},
 		bodies: map[string]map[ID]Body{}, applied: map[string]uint64{}, h: newHealth()}
 }
 
@@ -130,22 +128,25 @@ const metaGroup = "\x00meta" // no queue name contains NUL
 
 // MetaLog returns the meta group's stores.
 func (m *Mem) MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error) {
-	return m.group(metaGroup)
+	return m.group(metaGroup, nil)
 }
 
-// QueueLog returns a queue group's stores.
-func (m *Mem) QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
-	return m.group(queue)
+// QueueLog returns a queue group's stores; its log keeps the bodies that bodies finds apart.
+func (m *Mem) QueueLog(queue string, bodies EntryBodies) (raftstore.LogStableStore, raft.SnapshotStore, error) {
+	if bodies == nil {
+		return nil, nil, errNoEntryBodies
+	}
+	return m.group(queue, bodies)
 }
 
-func (m *Mem) group(name string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
+func (m *Mem) group(name string, bodies EntryBodies) (raftstore.LogStableStore, raft.SnapshotStore, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.logs[name] == nil {
-		m.logs[name] = &memLog{LogStableStore: raft.NewInmemStore(), m: m, queue: name, bodies: name != metaGroup}
+		m.logs[name] = raft.NewInmemStore()
 		m.snaps[name] = raft.NewInmemSnapshotStore()
 	}
-	return m.logs[name], m.snaps[name], nil
+	return &memLog{LogStableStore: m.logs[name], m: m, queue: name, bodies: bodies}, m.snaps[name], nil
 }
 
 // NewBatch starts body writes of a queue group.
@@ -229,7 +230,7 @@ type memLog struct {
 	raftstore.LogStableStore
 	m      *Mem
 	queue  string
-	bodies bool
+	bodies EntryBodies // nil for the meta group's log
 }
 
 func (l *memLog) check() error {
@@ -275,7 +276,7 @@ func (l *memLog) StoreLogs(logs []*raft.Log) error {
 	if err := l.check(); err != nil {
 		return err
 	}
-	if !l.bodies {
+	if l.bodies == nil {
 		return l.LogStableStore.StoreLogs(logs)
 	}
 	m := l.m
@@ -287,7 +288,7 @@ func (l *memLog) StoreLogs(logs []*raft.Log) error {
 		if lg.Type != raft.LogCommand {
 			continue
 		}
-		data, err := queuegroup.SplitBodies(lg.Data, func(id engine.MsgID, h map[string]string, p []byte) {
+		data, err := l.bodies.Split(lg.Data, func(id ID, h map[string]string, p []byte) {
 			if m.bodies[l.queue] == nil {
 				m.bodies[l.queue] = map[ID]Body{}
 			}
@@ -304,10 +305,10 @@ func (l *memLog) StoreLogs(logs []*raft.Log) error {
 }
 
 func (l *memLog) GetLog(index uint64, log *raft.Log) error {
-	if err := l.LogStableStore.GetLog(index, log); err != nil || !l.bodies || log.Type != raft.LogCommand {
+	if err := l.LogStableStore.GetLog(index, log); err != nil || l.bodies == nil || log.Type != raft.LogCommand {
 		return err
 	}
-	data, err := queuegroup.JoinBodies(log.Data, func(id engine.MsgID) (map[string]string, []byte, bool) {
+	data, err := l.bodies.Join(log.Data, func(id ID) (map[string]string, []byte, bool) {
 		b, err := l.m.ReadBody(l.queue, id)
 		return b.Headers, b.Payload, err == nil
 	})

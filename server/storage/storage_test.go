@@ -36,7 +36,7 @@ func storeEnqueue(t interface {
 		c.Messages = append(c.Messages, queuelog.LogMessage{ID: wire.UUID(ids[i]), FairnessKey: "k", Weight: 1,
 			Headers: map[string]string{"k": "v"}, Payload: []byte(p)})
 	}
-	logs, _, err := st.QueueLog(queue)
+	logs, _, err := st.QueueLog(queue, groupBodies)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func testBodies(t *testing.T, st Store, reopen func() Store) {
 	if err != nil || !cmp.Equal(seen, []int{1, 2}) {
 		t.Fatalf("ReadBodies saw %v, %v", seen, err)
 	}
-	logs, _, _ := st.QueueLog("orders")
+	logs, _, _ := st.QueueLog("orders", groupBodies)
 	var l raft.Log
 	if err := logs.GetLog(1, &l); err != nil {
 		t.Fatal(err)
@@ -220,7 +220,7 @@ func TestSnapshotsWithoutALogAreNotRestored(t *testing.T) {
 	defer db.Close()
 	for _, q := range []string{"gone", "kept"} {
 		storeEnqueue(t, db, q, 1, []ID{{1}}, q)
-		_, snaps, err := db.QueueLog(q)
+		_, snaps, err := db.QueueLog(q, groupBodies)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,7 +241,7 @@ func TestSnapshotsWithoutALogAreNotRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	for q, want := range map[string]int{"gone": 0, "kept": 1} {
-		_, snaps, err := db.QueueLog(q)
+		_, snaps, err := db.QueueLog(q, groupBodies)
 		if err != nil {
 			t.Fatal(err)
 		}

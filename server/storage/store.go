@@ -19,9 +19,11 @@ import (
 // group, and the bodies of each queue group. DB (Pebble and files) is the production Store; Mem
 // is its in-memory twin for tests, which can fail commits and lose unsynced writes on command.
 type Store interface {
-	// MetaLog and QueueLog return a group's log and stable store and its snapshot store.
+	// MetaLog and QueueLog return a group's log and stable store and its snapshot store. A
+	// queue group's log store keeps each message body once, beside the entry that carries it:
+	// bodies finds them in the entries (it must not be nil).
 	MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error)
-	QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStore, error)
+	QueueLog(queue string, bodies EntryBodies) (raftstore.LogStableStore, raft.SnapshotStore, error)
 	// NewBatch starts the body deletions of applied log entries of a queue group. (A body is
 	// written by the group's log store, beside the entry that carries it.)
 	NewBatch(queue string) BodyBatch
@@ -66,9 +68,12 @@ func (d *DB) MetaLog() (raftstore.LogStableStore, raft.SnapshotStore, error) {
 	return gatedLog{Store: logs, gate: &d.snapGate}, snaps, nil
 }
 
-// QueueLog returns a queue group's log store (in Pebble, each body stored once beside the
-// entries: see bodyLog) and snapshot store (files).
-func (d *DB) QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStore, error) {
+// QueueLog returns a queue group's log store (in Pebble, each body that bodies finds stored once
+// beside the entries: see bodyLog) and snapshot store (files).
+func (d *DB) QueueLog(queue string, bodies EntryBodies) (raftstore.LogStableStore, raft.SnapshotStore, error) {
+	if bodies == nil {
+		return nil, nil, errNoEntryBodies
+	}
 	if err := d.dropStaleSnapshots(queue); err != nil {
 		return nil, nil, err
 	}
@@ -76,7 +81,7 @@ func (d *DB) QueueLog(queue string) (raftstore.LogStableStore, raft.SnapshotStor
 	if err != nil {
 		return nil, nil, err
 	}
-	return &bodyLog{Store: logs, db: d, queue: queue}, snaps, nil
+	return &bodyLog{Store: logs, db: d, queue: queue, bodies: bodies}, snaps, nil
 }
 
 func (d *DB) groupLog(prefix []byte, snapDir string) (*raftstore.Store, raft.SnapshotStore, error) {

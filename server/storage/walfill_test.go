@@ -92,7 +92,7 @@ func TestNewWALIsZeroFilledAndRecoversFromACrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	logs, _, err := again.QueueLog("orders")
+	logs, _, err := again.QueueLog("orders", groupBodies)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestWALTornLastRecordBeforeZerosRecovers(t *testing.T) {
 				t.Fatalf("open after a torn last record: %v", err)
 			}
 			defer again.Close()
-			ql, _, err := again.QueueLog("orders")
+			ql, _, err := again.QueueLog("orders", groupBodies)
 			if err != nil {
 				t.Fatal(err)
 			}
