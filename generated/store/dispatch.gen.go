@@ -25,6 +25,7 @@ var (
 	_ Frame = (*LeaseLogRecord)(nil)
 	_ Frame = (*DedupRecord)(nil)
 	_ Frame = (*RaftLogRecord)(nil)
+	_ Frame = (*QueueSummaryRecord)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -42,6 +43,8 @@ func New(op Opcode) Frame {
 		return new(DedupRecord)
 	case OpRaftLogRecord:
 		return new(RaftLogRecord)
+	case OpQueueSummaryRecord:
+		return new(QueueSummaryRecord)
 	}
 	return nil
 }

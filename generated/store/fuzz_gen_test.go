@@ -66,6 +66,11 @@ func FuzzRaftLogRecord(f *testing.F) {
 		return new(RaftLogRecord)
 	}, sampleRaftLogRecord(1), sampleRaftLogRecord(2), new(RaftLogRecord))
 }
+func FuzzQueueSummaryRecord(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(QueueSummaryRecord)
+	}, sampleQueueSummaryRecord(1), sampleQueueSummaryRecord(2), new(QueueSummaryRecord))
+}
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.
 func FuzzDecode(f *testing.F) {

@@ -50,6 +50,8 @@ const (
 	OpDedupRecord Opcode = 0x05
 	// OpRaftLogRecord is RaftLogRecord (a stored record).
 	OpRaftLogRecord Opcode = 0x06
+	// OpQueueSummaryRecord is QueueSummaryRecord (a stored record).
+	OpQueueSummaryRecord Opcode = 0x07
 )
 
 // opcodeInfo is what the spec says about one opcode.
@@ -59,12 +61,13 @@ type opcodeInfo struct {
 
 // opcodeTable describes every opcode of the spec; the others have the zero opcodeInfo.
 var opcodeTable = [256]opcodeInfo{
-	OpQueueRecord:    {"QueueRecord"},
-	OpMessageRecord:  {"MessageRecord"},
-	OpStateRecord:    {"StateRecord"},
-	OpLeaseLogRecord: {"LeaseLogRecord"},
-	OpDedupRecord:    {"DedupRecord"},
-	OpRaftLogRecord:  {"RaftLogRecord"},
+	OpQueueRecord:        {"QueueRecord"},
+	OpMessageRecord:      {"MessageRecord"},
+	OpStateRecord:        {"StateRecord"},
+	OpLeaseLogRecord:     {"LeaseLogRecord"},
+	OpDedupRecord:        {"DedupRecord"},
+	OpRaftLogRecord:      {"RaftLogRecord"},
+	OpQueueSummaryRecord: {"QueueSummaryRecord"},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

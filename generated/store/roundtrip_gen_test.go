@@ -3,12 +3,46 @@
 package store
 
 import (
+	"fmt"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"slices"
 	"testing"
 )
 
+func sampleLaneSummary(seed int) LaneSummary {
+	return LaneSummary{
+		ActiveConsumers:    uint32(seed*37 + 16),
+		ActiveFairnessKeys: uint64(seed*37 + 20),
+		BlockedGroups:      uint64(seed*37 + 14),
+		Delayed:            uint64(seed*37 + 7),
+		Depth:              uint64(seed*37 + 5),
+		HasOldest:          seed%2 == 1,
+		Held:               uint64(seed*37 + 4),
+		InFlight:           uint64(seed*37 + 9),
+		Keys: func() []KeySummary {
+			var out []KeySummary
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleKeySummary(seed))
+			}
+			return out
+		}(),
+		Oldest:               int64(seed*37 + 6),
+		OldestUnclassifiedAt: int64(seed*37 + 22),
+		OrderingGroups:       uint64(seed*37 + 15),
+		Quantum:              uint32(seed*37 + 7),
+		Throttled:            uint64(seed*37 + 9),
+		Unclassified:         uint64(seed*37 + 12),
+	}
+}
+func sampleKeySummary(seed int) KeySummary {
+	return KeySummary{
+		Deficit: int64(seed*37 + 7),
+		Key:     fmt.Sprintf("key-%d-é", seed),
+		Pending: uint64(seed*37 + 7),
+		Weight:  uint32(seed*37 + 6),
+	}
+}
 func roundTripCases() []roundTripCase {
 	return slices.Concat(roundTripCasesRecords())
 }

@@ -94,6 +94,20 @@ func sampleRaftLogRecord(seed int) *RaftLogRecord {
 		Type:       uint8(seed*37 + 4),
 	}
 }
+func sampleQueueSummaryRecord(seed int) *QueueSummaryRecord {
+	return &QueueSummaryRecord{
+		Index: uint64(seed*37 + 5),
+		Lanes: func() []LaneSummary {
+			var out []LaneSummary
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleLaneSummary(seed))
+			}
+			return out
+		}(),
+		WakeAt: int64(seed*37 + 7),
+		Wakes:  seed%2 == 1,
+	}
+}
 func roundTripCasesRecords() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -130,6 +144,12 @@ func roundTripCasesRecords() []roundTripCase {
 			return new(RaftLogRecord)
 		},
 		full: sampleRaftLogRecord(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(QueueSummaryRecord)
+		},
+		full: sampleQueueSummaryRecord(1),
 		tail: 0,
 	}}
 }
