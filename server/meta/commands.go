@@ -1,0 +1,194 @@
+package meta
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/generated/store"
+)
+
+// The commands a proposer builds. Validation that needs no state (a definition's settings, Lua
+// hooks) is the proposer's; what depends on the state is decided in apply.
+
+// CreateQueue is the command that creates the queue group of def (a queue, not a dead-letter
+// queue) with its dead-letter queue, on replication nodes (0 = DefaultReplication), unless
+// maxQueues groups (0 = no limit) exist already.
+func CreateQueue(def *store.QueueRecord, replication, maxQueues uint32) *queuelog.CreateQueue {
+	return &queuelog.CreateQueue{Definition: def.AppendTo(nil), Replication: replication, MaxQueues: maxQueues}
+}
+
+// DeleteQueue is the command that deletes the queue group of queue.
+func DeleteQueue(queue string) *queuelog.DeleteQueue { return &queuelog.DeleteQueue{Name: queue} }
+
+// UpdateQueue is the command that replaces the definition of an existing queue or dead-letter
+// queue.
+func UpdateQueue(def *store.QueueRecord) *queuelog.UpdateQueue {
+	return &queuelog.UpdateQueue{Definition: def.AppendTo(nil)}
+}
+
+// PutNode is the command that adds node n to the members, or changes its address.
+func PutNode(n Node) *queuelog.PutNode { return &queuelog.PutNode{ID: string(n.ID), Address: n.Address} }
+
+// PutQueue is the command that stores a definition without any check (what CreateQueue and
+// UpdateQueue replace; logs written before them hold it).
+func PutQueue(def *store.QueueRecord) *queuelog.PutQueue {
+	return &queuelog.PutQueue{Definition: def.AppendTo(nil)}
+}
+
+// Entry encodes commands as one log entry.
+func Entry(cmds ...queuelog.Frame) []byte {
+	var entry []byte
+	for _, c := range cmds {
+		entry = queuelog.AppendFrame(entry, c)
+	}
+	return entry
+}
+
+// apply applies one command; c.mu is held.
+func (c *Catalog) apply(f queuelog.Frame, ch *changes) error {
+	switch cmd := f.(type) {
+	case *queuelog.CreateQueue:
+		return c.createQueue(cmd, ch)
+	case *queuelog.DeleteQueue:
+		return c.deleteQueue(cmd.Name, ch)
+	case *queuelog.UpdateQueue:
+		return c.updateQueue(cmd, ch)
+	case *queuelog.PutNode:
+		return c.putNode(cmd, ch)
+	case *queuelog.PutQueue:
+		def, err := decodeDefinition(cmd.Definition)
+		if err != nil {
+			return fmt.Errorf("meta: queue definition: %w", err)
+		}
+		c.putLegacy(def, ch)
+	case *queuelog.DropQueue:
+		c.dropLegacy(cmd.Name, ch)
+	case *queuelog.SetConfig:
+		c.config[cmd.Key] = cmd.Value
+		ch.config = append(ch.config, [2]string{cmd.Key, cmd.Value})
+	case *queuelog.PutAPIKey, *queuelog.RevokeAPIKey, *queuelog.SetACL:
+		return applyKey(c.keys, f)
+	default:
+		return fmt.Errorf("meta: %v is not a meta command", f.Opcode())
+	}
+	return nil
+}
+
+// decodeDefinition decodes a logged queue definition into a record of its own (the entry's
+// buffer is not the catalog's to keep).
+func decodeDefinition(b []byte) (store.QueueRecord, error) {
+	var def store.QueueRecord
+	err := def.Decode(bytes.Clone(b))
+	return def, err
+}
+
+// createQueue validates and carries out a CreateQueue.
+func (c *Catalog) createQueue(cmd *queuelog.CreateQueue, ch *changes) error {
+	def, err := decodeDefinition(cmd.Definition)
+	name, dlq := def.Name, DeadLetterName(def.Name)
+	switch {
+	case err != nil:
+		return refuse(CodeInvalidDefinition, "the queue definition does not decode: %v", err)
+	case def.DLQOf != "":
+		return refuse(CodeInvalidDefinition, "queue %q: a created queue is no dead-letter queue", name)
+	case !ValidQueueName(name):
+		return refuse(CodeInvalidName, "queue name %q must be 1 to 255 bytes of UTF-8 without spaces, *, control or bidi-override characters", name)
+	case strings.HasSuffix(name, DeadLetterSuffix):
+		return refuse(CodeReservedName, "queue names ending in %q are reserved for dead-letter queues", DeadLetterSuffix)
+	}
+	if _, ok := c.queues[name]; ok {
+		return refuse(CodeQueueExists, "queue %q already exists", name)
+	}
+	if _, ok := c.queues[dlq]; ok {
+		return refuse(CodeQueueExists, "queue %q already exists", dlq)
+	}
+	if cmd.MaxQueues != 0 && c.groups >= int(cmd.MaxQueues) {
+		return refuse(CodeTooManyQueues, "the cluster holds its maximum of %d queues (max_queues); delete a queue or raise max_queues", cmd.MaxQueues)
+	}
+	ch.touch(c, name)
+	c.putQueue(def)
+	c.putQueue(deadLetterRecord(&def))
+	c.place(name, cmd.Replication)
+	return nil
+}
+
+// deleteQueue validates and carries out a DeleteQueue.
+func (c *Catalog) deleteQueue(name string, ch *changes) error {
+	q, ok := c.queues[name]
+	switch {
+	case !ok:
+		return refuse(CodeQueueNotFound, "queue %q does not exist", name)
+	case q.DLQOf != "":
+		return refuse(CodeDeadLetterQueue, "queue %q is the dead-letter queue of %q: it is deleted with it", name, q.DLQOf)
+	}
+	ch.touch(c, name)
+	c.dropQueue(name)
+	if d, ok := c.queues[DeadLetterName(name)]; ok && d.DLQOf == name {
+		c.dropQueue(d.Name)
+	}
+	return nil
+}
+
+// updateQueue validates and carries out an UpdateQueue.
+func (c *Catalog) updateQueue(cmd *queuelog.UpdateQueue, ch *changes) error {
+	def, err := decodeDefinition(cmd.Definition)
+	if err != nil {
+		return refuse(CodeInvalidDefinition, "the queue definition does not decode: %v", err)
+	}
+	old, ok := c.queues[def.Name]
+	switch {
+	case !ok:
+		return refuse(CodeQueueNotFound, "queue %q does not exist", def.Name)
+	case def.DLQOf != old.DLQOf || def.CreatedAt != old.CreatedAt:
+		return refuse(CodeInvalidDefinition, "queue %q: an update keeps the queue's dlq_of and created_at", def.Name)
+	}
+	ch.touch(c, groupOf(&def))
+	c.putQueue(def)
+	return nil
+}
+
+// putNode adds a member or changes its address; the first member gets every group placed while
+// none was known.
+func (c *Catalog) putNode(cmd *queuelog.PutNode, ch *changes) error {
+	if cmd.ID == "" {
+		return refuse(CodeInvalidNode, "a node needs an ID")
+	}
+	c.nodes[NodeID(cmd.ID)] = cmd.Address
+	for _, name := range c.placeUnplaced() {
+		ch.touch(c, name)
+	}
+	return nil
+}
+
+// putLegacy carries out a PutQueue: def is stored as it is, and a new group is placed.
+func (c *Catalog) putLegacy(def store.QueueRecord, ch *changes) {
+	if old, ok := c.queues[def.Name]; ok && groupOf(&old) != groupOf(&def) {
+		ch.touch(c, groupOf(&old))
+	}
+	ch.touch(c, groupOf(&def))
+	c.putQueue(def)
+	if _, placed := c.placements[def.Name]; def.DLQOf == "" && !placed && len(c.nodes) > 0 {
+		c.place(def.Name, 0)
+	}
+}
+
+// dropLegacy carries out a DropQueue: the one definition goes, with its group's placement when
+// it is the group's queue.
+func (c *Catalog) dropLegacy(name string, ch *changes) {
+	q, ok := c.queues[name]
+	if !ok {
+		return
+	}
+	ch.touch(c, groupOf(&q))
+	c.dropQueue(name)
+}
+
+// groupOf is the name of the group q belongs to.
+func groupOf(q *store.QueueRecord) string {
+	if q.DLQOf != "" {
+		return q.DLQOf
+	}
+	return q.Name
+}

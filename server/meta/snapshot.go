@@ -1,0 +1,187 @@
+package meta
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/generated/store"
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/auth"
+)
+
+// A meta snapshot is a sequence of snapshot frames (spec/queuelog.yaml), each kind sorted by its
+// key so that two nodes with one state write the same bytes:
+//
+//	SnapshotQueue*      every queue and dead-letter queue definition
+//	SnapshotConfig*     every runtime config entry
+//	SnapshotAPIKey*     every API key with its ACL
+//	SnapshotNode*       every member
+//	SnapshotPlacement*  every placed group (and every group created with a replication while no
+//	                    member was known)
+//	SnapshotEnd         the count of the frames before it
+//
+// A snapshot of a state with no member and no placement is exactly what releases before
+// membership wrote, and those releases' snapshots restore here.
+
+// Snapshot copies the state; Persist writes it.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	c := f.cat
+	s := &snapshot{keys: c.keys.List()}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	s.queues = slices.Collect(maps.Values(c.queues))
+	sort.Slice(s.queues, func(i, j int) bool { return s.queues[i].Name < s.queues[j].Name })
+	s.config = maps.Clone(c.config)
+	s.nodes = c.nodeList()
+	for _, name := range slices.Sorted(maps.Keys(c.placements)) {
+		p := c.placements[name]
+		s.placements = append(s.placements, &queuelog.SnapshotPlacement{Queue: name, Replication: p.replication, Replicas: idStrings(p.replicas)})
+	}
+	return s, nil
+}
+
+type snapshot struct {
+	queues     []store.QueueRecord
+	config     map[string]string
+	keys       []auth.Record
+	nodes      []Node
+	placements []*queuelog.SnapshotPlacement
+}
+
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	w := bufio.NewWriter(sink)
+	var buf []byte
+	n := uint64(0)
+	put := func(f queuelog.Frame) {
+		buf = queuelog.AppendFrame(buf[:0], f)
+		_, _ = w.Write(buf)
+		n++
+	}
+	for i := range s.queues {
+		put(&queuelog.SnapshotQueue{Definition: s.queues[i].AppendTo(nil)})
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.config)) {
+		put(&queuelog.SnapshotConfig{Key: k, Value: s.config[k]})
+	}
+	for i := range s.keys {
+		put(keySnapshot(&s.keys[i]))
+	}
+	for _, nd := range s.nodes {
+		put(&queuelog.SnapshotNode{ID: string(nd.ID), Address: nd.Address})
+	}
+	for _, p := range s.placements {
+		put(p)
+	}
+	put(&queuelog.SnapshotEnd{Frames: n})
+	if err := w.Flush(); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (*snapshot) Release() {}
+
+// Restore replaces the state with a snapshot's, then tells the Reconciler: a Drop for each group
+// that is gone, an Assign for every group there is.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	next, keys, err := readSnapshot(rc)
+	if err != nil {
+		return fmt.Errorf("meta snapshot: %w", err)
+	}
+	c := f.cat
+	c.mu.Lock()
+	before := c.groupNames()
+	c.queues, c.groups, c.config = next.queues, next.groups, next.config
+	c.nodes, c.placements = next.nodes, next.placements
+	c.recount()
+	after := c.groupNames()
+	c.mu.Unlock()
+	c.keys.Replace(keys)
+	if f.rec == nil {
+		return nil
+	}
+	for _, name := range before {
+		if _, ok := slices.BinarySearch(after, name); !ok {
+			f.rec.Drop(name)
+		}
+	}
+	for _, name := range after {
+		if a, ok := c.Assignment(name); ok {
+			f.rec.Assign(a)
+		}
+	}
+	return nil
+}
+
+// readSnapshot reads a snapshot into a new catalog's state, and its keys.
+func readSnapshot(r io.Reader) (*Catalog, []auth.Record, error) {
+	next := newCatalog("")
+	var keys []auth.Record
+	fr := wire.NewFrameReader(r, queuelog.HeaderSize, 64<<20)
+	for frames := uint64(0); ; frames++ {
+		body, err := fr.Next()
+		if err != nil {
+			return nil, nil, err
+		}
+		f, err := queuelog.Decode(queuelog.Opcode(body[0]), body[1:])
+		if err != nil {
+			return nil, nil, err
+		}
+		switch c := f.(type) {
+		case *queuelog.SnapshotQueue:
+			def, err := decodeDefinition(c.Definition)
+			if err != nil {
+				return nil, nil, err
+			}
+			next.putQueue(def)
+		case *queuelog.SnapshotConfig:
+			next.config[c.Key] = c.Value
+		case *queuelog.SnapshotAPIKey:
+			r, err := snapshotKey(c)
+			if err != nil {
+				return nil, nil, err
+			}
+			keys = append(keys, r)
+		case *queuelog.SnapshotNode:
+			next.nodes[NodeID(c.ID)] = c.Address
+		case *queuelog.SnapshotPlacement:
+			next.placements[c.Queue] = placement{replication: c.Replication, replicas: nodeIDs(c.Replicas)}
+		case *queuelog.SnapshotEnd:
+			if c.Frames != frames {
+				return nil, nil, errors.New("incomplete")
+			}
+			return next, keys, nil
+		default:
+			return nil, nil, fmt.Errorf("unexpected %v", f.Opcode())
+		}
+	}
+}
+
+func idStrings(ids []NodeID) []string {
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = string(id)
+	}
+	return out
+}
+
+func nodeIDs(ss []string) []NodeID {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([]NodeID, len(ss))
+	for i, s := range ss {
+		out[i] = NodeID(s)
+	}
+	return out
+}
