@@ -29,7 +29,9 @@ func UpdateQueue(def *store.QueueRecord) *queuelog.UpdateQueue {
 }
 
 // PutNode is the command that adds node n to the members, or changes its address.
-func PutNode(n Node) *queuelog.PutNode { return &queuelog.PutNode{ID: string(n.ID), Address: n.Address} }
+func PutNode(n Node) *queuelog.PutNode {
+	return &queuelog.PutNode{ID: string(n.ID), Address: n.Address}
+}
 
 // PutQueue is the command that stores a definition without any check (what CreateQueue and
 // UpdateQueue replace; logs written before them hold it).
