@@ -3,15 +3,18 @@
 //
 // Every node applies the whole meta log (server/meta); after each change of a queue group the
 // meta state machine tells the registry the group's Assignment, or that it was dropped. The
-// registry compares the assignment's replicas with this node's ID and opens the local replica,
-// updates it, or closes it (deleting its data when the group was dropped). Nothing else creates or
+// registry then reads the group's current assignment from the catalog (a Source), compares its
+// replicas with this node's ID, and opens the local replica, updates it, or closes it (deleting
+// its data when the group is gone). Reconciling with the current state rather than with each
+// change makes a replay of old changes harmless: a group created and deleted long ago is never
+// opened again. Nothing else creates or
 // deletes a replica: a node that did not propose a CreateQueue hosts the queue exactly as the one
 // that did, because both apply the same log.
 //
 // # Duties and guarantees
 //
-//   - The changes of one group are carried out in the order the meta log made them, each after
-//     the one before has finished; changes of different groups run concurrently, so a group that
+//   - The changes of one group are carried out one after the other, each after the one before has
+//     finished; changes of different groups run concurrently, so a group that
 //     is slow to open delays no other.
 //   - The meta state machine's apply goroutine never waits here: Assign and Drop only queue the
 //     change (opening a Raft group can wait for an election).
@@ -49,6 +52,11 @@ type Host[R Replica] interface {
 	Open(a meta.Assignment) (R, error)
 }
 
+// Source is where the registry reads a group's current assignment (meta.Catalog).
+type Source interface {
+	Assignment(queue string) (meta.Assignment, bool)
+}
+
 // Ref locates a queue: the replica of its group, and whether it is the group's dead-letter queue.
 type Ref[R Replica] struct {
 	Replica    R
@@ -59,6 +67,7 @@ type Ref[R Replica] struct {
 type Registry[R Replica] struct {
 	self meta.NodeID
 	host Host[R]
+	src  Source
 	log  *slog.Logger
 
 	mu       sync.RWMutex
@@ -77,17 +86,14 @@ type lane struct {
 	idle    chan struct{} // closed when the pending changes are all carried out
 }
 
-type change struct {
-	assign *meta.Assignment // nil: drop
-	group  string
-}
+type change struct{ group string }
 
-// New returns a registry for node self that opens replicas through host.
-func New[R Replica](self meta.NodeID, host Host[R], log *slog.Logger) *Registry[R] {
+// New returns a registry for node self that opens replicas through host, as src assigns them.
+func New[R Replica](self meta.NodeID, host Host[R], src Source, log *slog.Logger) *Registry[R] {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Registry[R]{self: self, host: host, log: log, groups: map[string]R{}, names: map[string]Ref[R]{},
+	return &Registry[R]{self: self, host: host, src: src, log: log, groups: map[string]R{}, names: map[string]Ref[R]{},
 		work: map[string]*lane{}, failures: map[string]error{}}
 }
 
@@ -103,10 +109,10 @@ func (r *Registry[R]) Start(opened []meta.Assignment, replicas []R) {
 	r.started = true
 }
 
-// Assign queues the assignment of a group (meta.Reconciler).
-func (r *Registry[R]) Assign(a meta.Assignment) { r.enqueue(change{assign: &a, group: a.Name()}) }
+// Assign queues the reconciliation of a group that changed (meta.Reconciler).
+func (r *Registry[R]) Assign(a meta.Assignment) { r.enqueue(change{group: a.Name()}) }
 
-// Drop queues the deletion of a group (meta.Reconciler).
+// Drop queues the reconciliation of a group that was deleted (meta.Reconciler).
 func (r *Registry[R]) Drop(group string) { r.enqueue(change{group: group}) }
 
 func (r *Registry[R]) enqueue(c change) {
@@ -154,23 +160,24 @@ func (r *Registry[R]) run(group string, l *lane) {
 	}
 }
 
-// carryOut brings the group's local replica in line with one change.
+// carryOut brings the group's local replica in line with the group's current assignment.
 func (r *Registry[R]) carryOut(c change) error {
 	r.mu.RLock()
 	rep, has := r.groups[c.group]
 	r.mu.RUnlock()
-	wanted := c.assign != nil && c.assign.Has(r.self)
+	a, exists := r.src.Assignment(c.group)
+	wanted := exists && a.Name() == c.group && a.Has(r.self)
 	switch {
 	case wanted && has:
-		rep.Update(*c.assign)
+		rep.Update(a)
 	case wanted:
-		opened, err := r.host.Open(*c.assign)
+		opened, err := r.host.Open(a)
 		if err != nil {
 			r.log.Error("opening the local replica of a queue failed", "queue", c.group, "err", err)
 			return fmt.Errorf("opening queue %q here: %w", c.group, err)
 		}
 		r.mu.Lock()
-		r.publish(c.assign, opened)
+		r.publish(&a, opened)
 		r.mu.Unlock()
 	case has:
 		r.mu.Lock()

@@ -58,6 +58,39 @@ func (h *host) seen() []string {
 	return append([]string(nil), h.events...)
 }
 
+// catalog is the Source: the groups as the meta state holds them now.
+type catalog struct {
+	mu     sync.Mutex
+	groups map[string]meta.Assignment
+}
+
+func (c *catalog) Assignment(q string) (meta.Assignment, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	a, ok := c.groups[q]
+	return a, ok
+}
+
+// assign changes a group as a meta apply would, and tells the registry.
+func (c *catalog) assign(r *registry.Registry[*replica], a meta.Assignment) {
+	c.mu.Lock()
+	c.groups[a.Name()] = a
+	c.mu.Unlock()
+	r.Assign(a)
+}
+
+func (c *catalog) drop(r *registry.Registry[*replica], group string) {
+	c.mu.Lock()
+	delete(c.groups, group)
+	c.mu.Unlock()
+	r.Drop(group)
+}
+
+func newRegistry(h *host) (*registry.Registry[*replica], *catalog) {
+	c := &catalog{groups: map[string]meta.Assignment{}}
+	return registry.New[*replica]("n1", h, c, nil), c
+}
+
 func assignment(name string, vt uint64, replicas ...meta.NodeID) meta.Assignment {
 	return meta.Assignment{
 		Queue:      store.QueueRecord{Name: name, VisibilityTimeoutMs: vt},
@@ -75,17 +108,21 @@ func await(t *testing.T, r *registry.Registry[*replica], group string) error {
 
 // A group's changes are carried out in order, only for the groups this node replicates, and
 // both of a group's names find its replica until it is dropped.
+
 func TestReconcilesAssignmentsInOrder(t *testing.T) {
 	h := &host{}
-	r := registry.New[*replica]("n1", h, nil)
+	r, c := newRegistry(h)
 	r.Start(nil, nil)
-	r.Assign(assignment("q", 1, "n2", "n1"))
-	r.Assign(assignment("elsewhere", 1, "n2", "n3"))
-	r.Assign(assignment("q", 2, "n2", "n1"))
+	c.assign(r, assignment("q", 1, "n2", "n1"))
+	c.assign(r, assignment("elsewhere", 1, "n2", "n3"))
 	for _, g := range []string{"q", "elsewhere"} {
 		if err := await(t, r, g); err != nil {
 			t.Fatal(err)
 		}
+	}
+	c.assign(r, assignment("q", 2, "n2", "n1"))
+	if err := await(t, r, "q"); err != nil {
+		t.Fatal(err)
 	}
 	for _, name := range []string{"q", "q.dlq"} {
 		ref, ok := r.Lookup(name)
@@ -96,7 +133,7 @@ func TestReconcilesAssignmentsInOrder(t *testing.T) {
 	if _, ok := r.Lookup("elsewhere"); ok {
 		t.Fatal("a group this node does not replicate has a local replica")
 	}
-	r.Drop("q")
+	c.drop(r, "q")
 	if err := await(t, r, "q"); err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +149,11 @@ func TestReconcilesAssignmentsInOrder(t *testing.T) {
 // A group slow to open holds up no other group, and a failed open is what Await returns.
 func TestGroupsReconcileIndependently(t *testing.T) {
 	h := &host{hold: map[string]chan struct{}{"slow": make(chan struct{})}, fail: map[string]error{"bad": errors.New("disk on fire")}}
-	r := registry.New[*replica]("n1", h, nil)
+	r, c := newRegistry(h)
 	r.Start(nil, nil)
-	r.Assign(assignment("slow", 1, "n1"))
-	r.Assign(assignment("fast", 1, "n1"))
-	r.Assign(assignment("bad", 1, "n1"))
+	c.assign(r, assignment("slow", 1, "n1"))
+	c.assign(r, assignment("fast", 1, "n1"))
+	c.assign(r, assignment("bad", 1, "n1"))
 	if err := await(t, r, "fast"); err != nil {
 		t.Fatal(err)
 	}
@@ -135,12 +172,28 @@ func TestGroupsReconcileIndependently(t *testing.T) {
 	}
 }
 
+// A replay of old changes (a group created and deleted since) opens nothing: the registry
+// reconciles with the current state, not with each change.
+func TestReplayedChangesOfAGoneGroupOpenNothing(t *testing.T) {
+	h := &host{}
+	r, _ := newRegistry(h)
+	r.Start(nil, nil)
+	r.Assign(assignment("gone", 1, "n1")) // the catalog no longer has it
+	r.Drop("gone")
+	if err := await(t, r, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.seen(); len(got) != 0 {
+		t.Fatalf("the host was asked %v for a group that no longer exists", got)
+	}
+}
+
 // Changes heard before Start are dropped (the replicas Start is given reflect them), and the
 // replicas given to Start are published.
 func TestStartPublishesWhatTheNodeOpened(t *testing.T) {
 	h := &host{}
-	r := registry.New[*replica]("n1", h, nil)
-	r.Assign(assignment("early", 1, "n1"))
+	r, c := newRegistry(h)
+	c.assign(r, assignment("early", 1, "n1"))
 	r.Start([]meta.Assignment{assignment("early", 1, "n1")}, []*replica{{h: h, name: "early"}})
 	if err := await(t, r, "early"); err != nil {
 		t.Fatal(err)
