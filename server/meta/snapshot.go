@@ -160,6 +160,11 @@ func readSnapshot(r io.Reader) (*Catalog, []auth.Record, error) {
 			if c.Frames != frames {
 				return nil, nil, errors.New("incomplete")
 			}
+			for name := range next.placements {
+				if q, ok := next.queues[name]; !ok || q.DLQOf != "" {
+					delete(next.placements, name) // of no group: nothing to place
+				}
+			}
 			return next, keys, nil
 		default:
 			return nil, nil, fmt.Errorf("unexpected %v", f.Opcode())
