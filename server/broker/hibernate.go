@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -348,13 +347,7 @@ type unsyncedSetter interface {
 // next start open the group.
 func (a *actor) storeSummary(logs raftstore.LogStableStore, s summary, last uint64) {
 	s.Index = last
-	b, err := json.Marshal(&s)
-	if u, ok := logs.(unsyncedSetter); ok && err == nil {
-		err = u.SetUnsynced(summaryKey, b)
-	} else if err == nil {
-		err = logs.Set(summaryKey, b)
-	}
-	if err != nil {
+	if err := putSummary(logs, &s); err != nil {
 		a.log.Warn("storing the queue's summary failed; the next start opens its group", "err", err)
 	}
 }
@@ -374,13 +367,23 @@ func (b *Broker) storedSummary(name string) (summary, bool, error) {
 		}
 		return summary{}, false, nil
 	}
-	var s summary
+	s, legacy, err := decodeSummary(raw)
+	if err != nil {
+		b.log.Warn("a queue's stored summary does not decode; opening its group", "queue", name, "err", err)
+		return summary{}, false, nil
+	}
 	last, err := logs.LastIndex()
-	if err != nil || json.Unmarshal(raw, &s) != nil || s.Index == 0 || s.Index != last {
+	if err != nil || s.Index == 0 || s.Index != last {
 		return summary{}, false, nil
 	}
 	if err := raftgroup.Verify(logs); err != nil {
 		return summary{}, false, fmt.Errorf("broker: recover queue %q: %w", name, err)
+	}
+	if legacy {
+		// Once: the next start reads the record.
+		if err := putSummary(logs, &s); err != nil {
+			b.log.Warn("storing a queue's summary again as a record failed; it stays JSON", "queue", name, "err", err)
+		}
 	}
 	return s, true, nil
 }
