@@ -49,6 +49,9 @@ var (
 	_ Frame = (*SnapshotEnd)(nil)
 	_ Frame = (*SnapshotRun)(nil)
 	_ Frame = (*SnapshotDeadLetter)(nil)
+	_ Frame = (*SnapshotBodies)(nil)
+	_ Frame = (*SnapshotBody)(nil)
+	_ Frame = (*SnapshotBodiesEnd)(nil)
 	_ Frame = (*SnapshotQueue)(nil)
 	_ Frame = (*SnapshotConfig)(nil)
 	_ Frame = (*SnapshotAPIKey)(nil)
@@ -119,6 +122,12 @@ func New(op Opcode) Frame {
 		return new(SnapshotRun)
 	case OpSnapshotDeadLetter:
 		return new(SnapshotDeadLetter)
+	case OpSnapshotBodies:
+		return new(SnapshotBodies)
+	case OpSnapshotBody:
+		return new(SnapshotBody)
+	case OpSnapshotBodiesEnd:
+		return new(SnapshotBodiesEnd)
 	case OpSnapshotQueue:
 		return new(SnapshotQueue)
 	case OpSnapshotConfig:

@@ -786,61 +786,61 @@ func (x *SnapshotDeadLetter) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotQueue is opcode 0x50, a stored record.
-// A queue definition in a meta group snapshot.
+// SnapshotBodies is opcode 0x48, a stored record.
+// Opens the bodies of a queue group snapshot, after its SnapshotEnd: the snapshot then restores
+// a replica completely, on a node that holds nothing of the group. Then come a SnapshotBody
+// for each stored message of either lane, in message ID order, and SnapshotBodiesEnd. A
+// snapshot written before bodies were kept in snapshots ends at its SnapshotEnd (its bodies
+// are in the store of the node that wrote it); a reader of that release stops there too.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
-//	offset  field       encoding
-//	0       definition  u32 length, then bytes
-type SnapshotQueue struct {
-	// The store.QueueRecord, encoded without its opcode.
-	Definition []byte
+//	offset  field    encoding
+//	0       applied  u64
+type SnapshotBodies struct {
+	// The last log index the snapshot's state includes: a node whose store has applied it already
+	// holds every body, and skips them.
+	Applied uint64
 }
 
-// Opcode returns OpSnapshotQueue.
-func (*SnapshotQueue) Opcode() Opcode {
-	return OpSnapshotQueue
+// Opcode returns OpSnapshotBodies.
+func (*SnapshotBodies) Opcode() Opcode {
+	return OpSnapshotBodies
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SnapshotQueue) Size() int {
-	n := 4
-	n += len(x.Definition)
-	return n
+func (*SnapshotBodies) Size() int {
+	return 8
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SnapshotQueue) AppendTo(b []byte) []byte {
-	b = wire.AppendBytes32(b, x.Definition)
+func (x *SnapshotBodies) AppendTo(b []byte) []byte {
+	b = wire.AppendU64(b, x.Applied)
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SnapshotQueue) DecodeFrom(r *wire.Reader) {
-	x.Definition = r.Bytes(r.Len32(2147483647))
+func (x *SnapshotBodies) DecodeFrom(r *wire.Reader) {
+	x.Applied = r.U64()
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *SnapshotQueue) Check() error {
-	if err := wire.CheckBytes(x.Definition, 2147483647); err != nil {
-		return wire.AtField("definition", -1, err)
-	}
+func (*SnapshotBodies) Check() error {
 	return nil
 }
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *SnapshotQueue) Decode(body []byte) error {
+func (x *SnapshotBodies) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpSnapshotQueue,
+			Opcode: OpSnapshotBodies,
 		}
 	}
 	return nil

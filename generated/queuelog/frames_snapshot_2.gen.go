@@ -7,6 +7,231 @@ import (
 	"math"
 )
 
+// SnapshotBody is opcode 0x49, a stored record.
+// One stored message's body (see LogMessage).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       id       16 bytes (UUID)
+//	16      headers  u16 count, then each key (string) and value (string)
+//	+       payload  u32 length, then bytes
+type SnapshotBody struct {
+	// The message ID.
+	ID wire.UUID
+
+	// Producer headers.
+	Headers map[string]string
+
+	// The payload.
+	Payload []byte
+}
+
+// Opcode returns OpSnapshotBody.
+func (*SnapshotBody) Opcode() Opcode {
+	return OpSnapshotBody
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotBody) Size() int {
+	n := 22
+	n += 4 * len(x.Headers)
+	for k0, v0 := range x.Headers {
+		n += len(k0)
+		n += len(v0)
+	}
+	n += len(x.Payload)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotBody) AppendTo(b []byte) []byte {
+	b = wire.AppendUUID(b, x.ID)
+	{
+		var scratch0 [16]string
+		b = wire.AppendCount(b, wire.Count16, len(x.Headers))
+		for _, k0 := range wire.SortedKeys(x.Headers, &scratch0) {
+			b = wire.AppendString16(b, k0)
+			b = wire.AppendString16(b, x.Headers[k0])
+		}
+	}
+	b = wire.AppendBytes32(b, x.Payload)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotBody) DecodeFrom(r *wire.Reader) {
+	x.ID = r.UUID()
+	{
+		n0 := r.Count(wire.Count16, 4)
+		x.Headers = nil
+		if n0 > 0 {
+			m0 := make(map[string]string, wire.MapHint(n0))
+			for range n0 {
+				k0 := r.String(r.Len16(65535), false)
+				held := len(m0)
+				m0[k0] = r.String(r.Len16(65535), false)
+				if len(m0) > held {
+					r.Charge(wire.MapEntryMemory)
+				}
+			}
+			x.Headers = m0
+		}
+	}
+	x.Payload = r.Bytes(r.Len32(2147483647))
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotBody) Check() error {
+	if err := wire.CheckCount(len(x.Headers), math.MaxUint16); err != nil {
+		return wire.AtField("headers", -1, err)
+	}
+	for k0, v0 := range x.Headers {
+		if err := wire.CheckString(k0, 65535, false); err != nil {
+			return wire.AtField("headers", -1, err)
+		}
+		if err := wire.CheckString(v0, 65535, false); err != nil {
+			return wire.AtField("headers", -1, err)
+		}
+	}
+	if err := wire.CheckBytes(x.Payload, 2147483647); err != nil {
+		return wire.AtField("payload", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotBody) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotBody,
+		}
+	}
+	return nil
+}
+
+// SnapshotBodiesEnd is opcode 0x4a, a stored record.
+// Ends the bodies; bodies without it are incomplete and refused.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field   encoding
+//	0       bodies  u64
+type SnapshotBodiesEnd struct {
+	// How many SnapshotBody frames came before this one.
+	Bodies uint64
+}
+
+// Opcode returns OpSnapshotBodiesEnd.
+func (*SnapshotBodiesEnd) Opcode() Opcode {
+	return OpSnapshotBodiesEnd
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*SnapshotBodiesEnd) Size() int {
+	return 8
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotBodiesEnd) AppendTo(b []byte) []byte {
+	b = wire.AppendU64(b, x.Bodies)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotBodiesEnd) DecodeFrom(r *wire.Reader) {
+	x.Bodies = r.U64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*SnapshotBodiesEnd) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotBodiesEnd) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotBodiesEnd,
+		}
+	}
+	return nil
+}
+
+// SnapshotQueue is opcode 0x50, a stored record.
+// A queue definition in a meta group snapshot.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       definition  u32 length, then bytes
+type SnapshotQueue struct {
+	// The store.QueueRecord, encoded without its opcode.
+	Definition []byte
+}
+
+// Opcode returns OpSnapshotQueue.
+func (*SnapshotQueue) Opcode() Opcode {
+	return OpSnapshotQueue
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotQueue) Size() int {
+	n := 4
+	n += len(x.Definition)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotQueue) AppendTo(b []byte) []byte {
+	b = wire.AppendBytes32(b, x.Definition)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotQueue) DecodeFrom(r *wire.Reader) {
+	x.Definition = r.Bytes(r.Len32(2147483647))
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotQueue) Check() error {
+	if err := wire.CheckBytes(x.Definition, 2147483647); err != nil {
+		return wire.AtField("definition", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotQueue) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotQueue,
+		}
+	}
+	return nil
+}
+
 // SnapshotConfig is opcode 0x51, a stored record.
 // A runtime config entry in a meta group snapshot.
 //

@@ -186,6 +186,21 @@ func FuzzSnapshotDeadLetter(f *testing.F) {
 		return new(SnapshotDeadLetter)
 	}, sampleSnapshotDeadLetter(1), sampleSnapshotDeadLetter(2), new(SnapshotDeadLetter))
 }
+func FuzzSnapshotBodies(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotBodies)
+	}, sampleSnapshotBodies(1), sampleSnapshotBodies(2), new(SnapshotBodies))
+}
+func FuzzSnapshotBody(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotBody)
+	}, sampleSnapshotBody(1), sampleSnapshotBody(2), new(SnapshotBody))
+}
+func FuzzSnapshotBodiesEnd(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotBodiesEnd)
+	}, sampleSnapshotBodiesEnd(1), sampleSnapshotBodiesEnd(2), new(SnapshotBodiesEnd))
+}
 func FuzzSnapshotQueue(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(SnapshotQueue)

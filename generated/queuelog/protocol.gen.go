@@ -107,6 +107,12 @@ const (
 	OpSnapshotRun Opcode = 0x46
 	// OpSnapshotDeadLetter is SnapshotDeadLetter (a stored record).
 	OpSnapshotDeadLetter Opcode = 0x47
+	// OpSnapshotBodies is SnapshotBodies (a stored record).
+	OpSnapshotBodies Opcode = 0x48
+	// OpSnapshotBody is SnapshotBody (a stored record).
+	OpSnapshotBody Opcode = 0x49
+	// OpSnapshotBodiesEnd is SnapshotBodiesEnd (a stored record).
+	OpSnapshotBodiesEnd Opcode = 0x4a
 	// OpSnapshotQueue is SnapshotQueue (a stored record).
 	OpSnapshotQueue Opcode = 0x50
 	// OpSnapshotConfig is SnapshotConfig (a stored record).
@@ -156,6 +162,9 @@ var opcodeTable = [256]opcodeInfo{
 	OpSnapshotEnd:        {"SnapshotEnd"},
 	OpSnapshotRun:        {"SnapshotRun"},
 	OpSnapshotDeadLetter: {"SnapshotDeadLetter"},
+	OpSnapshotBodies:     {"SnapshotBodies"},
+	OpSnapshotBody:       {"SnapshotBody"},
+	OpSnapshotBodiesEnd:  {"SnapshotBodiesEnd"},
 	OpSnapshotQueue:      {"SnapshotQueue"},
 	OpSnapshotConfig:     {"SnapshotConfig"},
 	OpSnapshotAPIKey:     {"SnapshotAPIKey"},

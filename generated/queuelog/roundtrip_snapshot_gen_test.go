@@ -96,6 +96,22 @@ func sampleSnapshotDeadLetter(seed int) *SnapshotDeadLetter {
 		Reason:   fmt.Sprintf("reason-%d-é", seed),
 	}
 }
+func sampleSnapshotBodies(seed int) *SnapshotBodies {
+	return &SnapshotBodies{Applied: uint64(seed*37 + 7)}
+}
+func sampleSnapshotBody(seed int) *SnapshotBody {
+	return &SnapshotBody{
+		Headers: map[string]string{
+			"k2":                    "v2",
+			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
+		},
+		ID:      wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		Payload: []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
+	}
+}
+func sampleSnapshotBodiesEnd(seed int) *SnapshotBodiesEnd {
+	return &SnapshotBodiesEnd{Bodies: uint64(seed*37 + 6)}
+}
 func sampleSnapshotQueue(seed int) *SnapshotQueue {
 	return &SnapshotQueue{Definition: []byte(fmt.Sprintf("definition-%d\x00\xff", seed))}
 }
@@ -195,6 +211,24 @@ func roundTripCasesSnapshot() []roundTripCase {
 			return new(SnapshotDeadLetter)
 		},
 		full: sampleSnapshotDeadLetter(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotBodies)
+		},
+		full: sampleSnapshotBodies(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotBody)
+		},
+		full: sampleSnapshotBody(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotBodiesEnd)
+		},
+		full: sampleSnapshotBodiesEnd(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {

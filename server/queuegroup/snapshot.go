@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 
 	"github.com/filamq/fila/generated/queuelog"
@@ -26,11 +27,14 @@ import (
 //	SnapshotIdentity × every remembered deduplication identity
 //	Fence             the fence of the last entry the snapshot includes
 //	SnapshotEnd       the number of frames before it
+//	SnapshotBodies    the log index the state is as of (WriteBodies)
+//	SnapshotBody ×    the body of every stored message of either lane, in ID order
+//	SnapshotBodiesEnd the number of bodies
 //
-// Bodies are not in it: they stay in the store under the group. A new replica would be fed the
-// snapshot, then the bodies of its messages read from the leader's store (a body is written once
-// and only ever deleted, so any later read has every body the snapshot needs except those of
-// messages the log after the snapshot removes), then the log after the snapshot's index.
+// The frames up to SnapshotEnd are the state (WriteSnapshot, Restore); the bodies follow, so that
+// the snapshot alone restores a replica that holds nothing of the group (raft's InstallSnapshot),
+// while a node restoring its own snapshot reads the state and stops (SnapshotReader). A snapshot
+// written before bodies were kept in snapshots ends at its SnapshotEnd.
 
 const readyChunk = 4096
 
@@ -163,9 +167,35 @@ func runMessage(r *queuelog.SnapshotRun, i int) queuelog.SnapshotMessage {
 var ErrBadSnapshot = errors.New("queuegroup: bad snapshot")
 
 // Restore reads a snapshot written by WriteSnapshot and returns the state it describes, for the
-// group of queue name (dead-letter queue dlqName).
+// group of queue name (dead-letter queue dlqName). It reads no further than the state.
 func Restore(r io.Reader, name, dlqName string) (*State, error) {
-	sr := snapshotReader{fr: wire.NewFrameReader(r, queuelog.HeaderSize, maxSnapshotFrame)}
+	return NewSnapshotReader(r).State(name, dlqName)
+}
+
+// SnapshotReader reads a snapshot: its state, then, if the caller wants them, its bodies.
+type SnapshotReader struct {
+	sr snapshotReader
+}
+
+// NewSnapshotReader returns a reader of the snapshot r.
+func NewSnapshotReader(r io.Reader) *SnapshotReader {
+	fr := wire.NewFrameReader(r, queuelog.HeaderSize, maxBodyFrame)
+	fr.SetMaxFor(func(op byte) int {
+		if queuelog.Opcode(op) == queuelog.OpSnapshotBody {
+			return maxBodyFrame
+		}
+		return maxSnapshotFrame
+	})
+	return &SnapshotReader{sr: snapshotReader{fr: fr}}
+}
+
+// maxBodyFrame bounds a SnapshotBody frame: a message body is as large as the broker accepted.
+const maxBodyFrame = math.MaxInt32
+
+// State reads the state, up to its SnapshotEnd, and returns it, for the group of queue name
+// (dead-letter queue dlqName).
+func (r *SnapshotReader) State(name, dlqName string) (*State, error) {
+	sr := &r.sr
 	var lanes [2]*engine.Queue
 	for l := LaneQueue; l <= LaneDeadLetter; l++ {
 		n := name
