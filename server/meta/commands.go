@@ -107,7 +107,7 @@ func (c *Catalog) createQueue(cmd *queuelog.CreateQueue, ch *changes) error {
 		return refuse(CodeQueueExists, "queue %q already exists", dlq)
 	}
 	if cmd.MaxQueues != 0 && c.groups >= int(cmd.MaxQueues) {
-		return refuse(CodeTooManyQueues, "the cluster holds its maximum of %d queues (max_queues); delete a queue or raise max_queues", cmd.MaxQueues)
+		return refuse(CodeTooManyQueues, "this node holds its maximum of %d queues (max_queues); delete a queue or raise max_queues", cmd.MaxQueues)
 	}
 	ch.touch(c, name)
 	c.putQueue(def)

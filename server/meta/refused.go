@@ -43,7 +43,8 @@ func (c Code) String() string {
 }
 
 // Refused is the Apply response of a command that the state refused: it changed nothing, and
-// every node refused it alike. Message is written for the client (it names the queue).
+// every node refused it alike. Message is written for the client (it names the queue); for the
+// codes the broker answers today it is the broker's message word for word.
 type Refused struct {
 	Code    Code
 	Message string
