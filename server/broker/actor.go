@@ -370,6 +370,9 @@ func (a *actor) run() {
 // stopped ends an actor that stops for good.
 func (a *actor) stopped() {
 	a.shutdown()
+	if a.st != nil {
+		a.st.Release() // the group is stopped: nothing reads its state any more
+	}
 	a.countDedup(0)
 	a.b.awake.Add(-1)
 	a.end()

@@ -85,6 +85,9 @@ type Options struct {
 	// MemoryBudget is the server's memory budget (memory_budget), which the deduplication
 	// identities the queues remember are counted in (dedupbudget.go); nil counts nothing.
 	MemoryBudget *membudget.Budget
+	// Allocator gives the queues' big buffers memory outside the Go heap (engine.Config.Alloc;
+	// fila-server's is an offheap.Allocator, whose lifetime is its); nil keeps them on the Go heap.
+	Allocator engine.Allocator
 	// BootstrapAPIKey, when set, turns API-key authentication on with this superadmin secret
 	// (at least 32 characters; see keys.go). It lives in configuration, never in the log.
 	BootstrapAPIKey string
@@ -528,6 +531,7 @@ func (b *Broker) engineConfig(def *store.QueueRecord) engine.Config {
 		BackoffInitialMs:    def.BackoffInitialMs,
 		BackoffMaxMs:        def.BackoffMaxMs,
 		Quantum:             d.Quantum,
+		Alloc:               b.opts.Allocator,
 	}
 	if c.VisibilityTimeoutMs == 0 {
 		c.VisibilityTimeoutMs = d.VisibilityTimeoutMs

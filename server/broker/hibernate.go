@@ -311,6 +311,7 @@ func (a *actor) hibernate() bool {
 	a.b.awake.Add(-1)
 
 	a.stopAndStoreSummary(sum)
+	a.st.Release()
 	a.st, a.fsm = nil, nil
 	a.countDedup(0)
 	a.attrs, a.classBuf = hooks.AttributeSets{}, nil

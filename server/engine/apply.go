@@ -192,12 +192,13 @@ func (q *Queue) ApplyRemove(c Remove) (Message, error) {
 	return m, nil
 }
 
-// ApplyUpdateConfig replaces the configuration; it fails (changing nothing) if c.Config does
-// not pass Validate.
+// ApplyUpdateConfig replaces the configuration but its Alloc, which stays the Queue's; it fails
+// (changing nothing) if c.Config does not pass Validate.
 func (q *Queue) ApplyUpdateConfig(c UpdateConfig) error {
 	if err := c.Config.Validate(); err != nil {
 		return err
 	}
 	q.cfg = c.Config
+	q.cfg.Alloc = q.slab.mem
 	return nil
 }

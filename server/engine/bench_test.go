@@ -34,7 +34,7 @@ func BenchmarkDispatchAck(b *testing.B) {
 	for _, nk := range benchKeyCounts {
 		b.Run(fmt.Sprintf("keys=%d", nk), func(b *testing.B) {
 			keys := keyNames(nk)
-			q := newTestQueue(b, DefaultConfig())
+			q := newTestQueue(b, benchConfig())
 			must(b, q.Subscribe("c", 0))
 			fill(b, q, keys, 0, b.N+64*nk)
 			dst := make([]Lease, 0, 64)
@@ -60,7 +60,7 @@ func BenchmarkLifecycle(b *testing.B) {
 	for _, nk := range benchKeyCounts {
 		b.Run(fmt.Sprintf("keys=%d", nk), func(b *testing.B) {
 			keys := keyNames(nk)
-			q := newTestQueue(b, DefaultConfig())
+			q := newTestQueue(b, benchConfig())
 			must(b, q.Subscribe("c", 0))
 			const backlog = 100_000
 			fill(b, q, keys, 0, backlog)
@@ -92,7 +92,7 @@ func BenchmarkLifecycle(b *testing.B) {
 // BenchmarkLifecycleEmpty is BenchmarkLifecycle on an empty queue: each batch of 64 is
 // enqueued, delivered and acked before the next, so the queue drains after every batch.
 func BenchmarkLifecycleEmpty(b *testing.B) {
-	q := newTestQueue(b, DefaultConfig())
+	q := newTestQueue(b, benchConfig())
 	must(b, q.Subscribe("c", 0))
 	batch := make([]Message, 64)
 	dst := make([]Lease, 0, 64)
@@ -125,8 +125,15 @@ func heapInUse() uint64 {
 	return ms.HeapAlloc
 }
 
-// mappedBy returns the bytes q holds outside the Go heap (offheap.go). (MappedBytes counts every
-// Queue's, including those of collected queues whose cleanup has not run yet.)
+// benchConfig is DefaultConfig with the benchmarks' Allocator, as fila-server's queues have one.
+func benchConfig() Config {
+	c := DefaultConfig()
+	c.Alloc = benchAlloc()
+	return c
+}
+
+// mappedBy returns the bytes q holds outside the Go heap (alloc.go). (The Allocator's Stats count
+// every Queue's, including those of collected queues whose cleanup has not run yet.)
 func mappedBy(q *Queue) uint64 {
 	var n uint64
 	for c, ch := range q.slab.chunks {
@@ -150,7 +157,7 @@ func BenchmarkMemoryPerMessage(b *testing.B) {
 			var perMsg float64
 			for range b.N {
 				before := heapInUse()
-				q := newTestQueue(b, DefaultConfig())
+				q := newTestQueue(b, benchConfig())
 				fill(b, q, keys, 0, tc.n)
 				after := heapInUse() + mappedBy(q)
 				perMsg = float64(after-before) / float64(tc.n)
@@ -171,7 +178,7 @@ func TestMemoryPerMessageBound(t *testing.T) {
 	const n = 300_000
 	keys := keyNames(100)
 	before := heapInUse()
-	q := newTestQueue(t, DefaultConfig())
+	q := newTestQueue(t, benchConfig())
 	batch := make([]Message, 0, 256)
 	for i := range n {
 		batch = append(batch, Message{ID: mid(uint64(i)), FairnessKey: keys[i%len(keys)]})

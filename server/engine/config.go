@@ -75,6 +75,11 @@ type Config struct {
 	// Quantum is the DRR quantum: each round a fairness key receives weight × Quantum deficit,
 	// and each delivery costs 1. Must be ≥ 1.
 	Quantum uint32
+	// Alloc gives the Queue's big buffers memory outside the Go heap (alloc.go); nil takes them
+	// from the Go heap. It is where this node keeps the queue, not replicated configuration: a
+	// Queue keeps the Allocator it was made with (NewQueue, NewRestorer) and reports it here,
+	// UpdateConfig leaves it unchanged, and Validate and WithDefaults ignore it.
+	Alloc Allocator
 }
 
 // DefaultConfig returns the server defaults of concepts.md: visibility timeout 30 s,

@@ -2,10 +2,13 @@
 // holding the in-memory index of stored messages, the Deficit Round Robin scheduler over their
 // fairness keys, leases, and the credit of live subscriptions (concepts.md).
 //
-// Like etcd-io/raft's RawNode, it has no goroutines, timers, sockets, disks or clock: commands
-// go in, effects come out, and time is always an argument (Unix milliseconds). The broker owns
-// every I/O: it assigns message IDs and timestamps, persists commands, sends frames, and arms
-// one timer per queue at NextWakeup.
+// Like etcd-io/raft's RawNode, it has no goroutines, timers, sockets, disks or clock, and it
+// imports only the standard library (TestImportsOnlyTheStandardLibrary): commands go in, effects
+// come out, and time is always an argument (Unix milliseconds). The broker owns every I/O: it
+// assigns message IDs and timestamps, persists commands, sends frames, and arms one timer per
+// queue at NextWakeup. Memory outside the Go heap is an Allocator's, given in Config.Alloc
+// (fila-server's maps it and backs it with scratch files: server/offheap); without one a Queue
+// takes everything from the Go heap.
 //
 // # Driving a Queue
 //
@@ -25,6 +28,9 @@
 //     ApplyRemove each there and enqueue RedriveCopy of it into the parent.
 //   - Snapshot: Messages, then SnapshotKeys with the ReadyOrder of each key, at a command
 //     boundary (the log index the snapshot covers).
+//   - Dropping a Queue (deleted, hibernated, reloaded, closed): Release, which gives its
+//     Allocator's memory back at once; a Queue collected without it gives the memory back then,
+//     from a cleanup (runtime.AddCleanup) on the runtime's goroutine.
 //   - Restart (or a replica catching up): a Restorer fed the latest snapshot (NewRestorer,
 //     AddMessage for every message, AddKey and AddReady for every key, Queue), then Apply of
 //     every command logged after it, in order. Without a snapshot: NewQueue, then Apply of
@@ -56,12 +62,12 @@
 //
 // A stored message is a 64-byte pointer-free record (see rec) in a chunked slab, so ten
 // million queued messages are a few hundred chunks the garbage collector never scans; full
-// chunks, ID-index chunks and big ID-index tables are mapped memory outside the Go heap
-// (offheap.go), so the collector's headroom does not double them in RSS. While the server has a
-// scratch directory open, the record chunks and the ordered ID-index chunks are regions of files
-// there whose pages a periodic Sweep drops from RSS into the page cache (scratch.go); the side
-// ID table, read at random, stays anonymous. Headers
-// and payload live in a side table only for messages that have them, the last error in a side
+// chunks, ID-index chunks and big ID-index tables come from the Queue's Allocator when it gives
+// them (alloc.go). fila-server's maps them outside the Go heap, so the collector's headroom does
+// not double them in RSS, and makes the sweepable ones — the record chunks and the ordered
+// ID-index chunks, touched in a few places at a time — regions of scratch files whose pages it
+// sweeps from RSS into the page cache; the side ID table, read at random, is not sweepable.
+// Headers and payload live in a side table only for messages that have them, the last error in a side
 // map only for messages that failed. Records are linked by uint32 indices into three
 // structures: the per-key FIFO of ready messages (an intrusive doubly-linked list: O(1) append,
 // pop and removal from the middle, no per-key buffers, no slack), or for a held message the

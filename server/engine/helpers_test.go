@@ -34,6 +34,9 @@ var (
 
 func newTestQueue(t tb, cfg Config) *Queue {
 	t.Helper()
+	if cfg.Alloc == nil {
+		cfg.Alloc = testAlloc
+	}
 	q, err := NewQueue("q", cfg)
 	if err != nil {
 		t.Fatalf("NewQueue: %v", err)

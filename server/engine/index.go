@@ -20,8 +20,9 @@ import (
 // keyed by the 16-byte ID. The home bucket is derived from the stored hash bits, so growing and
 // shrinking never touch the slab.
 type idIndex struct {
+	mem    Allocator // nil: the Go heap
 	tab    []uint64
-	mapped bool // tab is mapped memory (offheap.go)
+	mapped bool // tab came from mem (alloc.go)
 	n      int
 	mask   uint32
 }
@@ -100,18 +101,18 @@ func (x *idIndex) remove(id MsgID, slot uint32) {
 
 func (x *idIndex) resize(size int) {
 	old, oldMapped := x.tab, x.mapped
-	x.tab, x.mapped = allocMapped[uint64](size)
+	x.tab, x.mapped = allocBuf[uint64](x.mem, size, false)
 	x.mask = uint32(size - 1)
 	for _, e := range old {
 		if e != 0 {
 			x.put(e)
 		}
 	}
-	freeMapped(old, oldMapped)
+	freeBuf(x.mem, old, oldMapped)
 }
 
-// unmap gives back a mapped table; the index must be dropped afterwards.
+// unmap gives back a table from the Allocator; the index must be dropped afterwards.
 func (x *idIndex) unmap() {
-	freeMapped(x.tab, x.mapped)
+	freeBuf(x.mem, x.tab, x.mapped)
 	x.tab, x.mapped = nil, false
 }

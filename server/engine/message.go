@@ -1,9 +1,8 @@
 package engine
 
 import (
+	"encoding/hex"
 	"fmt"
-
-	"github.com/filamq/fila/generated/wire"
 )
 
 // MsgID is a message ID: a UUIDv7 assigned by the broker at enqueue. The engine treats it as an
@@ -11,7 +10,19 @@ import (
 type MsgID [16]byte
 
 // String formats id in the canonical 8-4-4-4-12 hexadecimal UUID form.
-func (id MsgID) String() string { return wire.UUID(id).String() }
+func (id MsgID) String() string {
+	var s [36]byte
+	hex.Encode(s[0:8], id[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], id[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], id[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], id[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], id[10:])
+	return string(s[:])
+}
 
 // DefaultFairnessKey is the fairness key of a message enqueued without one.
 const DefaultFairnessKey = "default"

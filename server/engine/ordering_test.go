@@ -474,7 +474,7 @@ func BenchmarkLifecycleGroups(b *testing.B) {
 				}
 				return m
 			}
-			q := newTestQueue(b, DefaultConfig())
+			q := newTestQueue(b, benchConfig())
 			must(b, q.Subscribe("c", 0))
 			const backlog = 100_000
 			batch := make([]Message, 64)

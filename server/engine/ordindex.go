@@ -10,7 +10,7 @@ import (
 // common case a new ID sorts after every stored one: such IDs go to ordIndex, sorted chunks of
 // (prefix, slot) appended at the tail, where finding and deleting touch only the chunks near the
 // IDs in use (FIFO consumption touches the front and the tail) and the rest of the index can be
-// swept out of memory (offheap.go). An older ID — a dead-letter or redrive copy, IDs replayed
+// swept out of memory (alloc.go). An older ID — a dead-letter or redrive copy, IDs replayed
 // from another leader, a clock that went back, a prefix equal to the last one — goes to run, a
 // second ordIndex, if it sorts after every ID there: a redrive moves a dead-letter queue's
 // messages in the order they died, mostly the order of their IDs, so a large redrive stays in
@@ -25,9 +25,10 @@ type msgIndex struct {
 	side idIndex
 }
 
-// newMsgIndex returns an empty index whose ordered chunks hold chunkCap entries.
-func newMsgIndex(chunkCap int) *msgIndex {
-	return &msgIndex{ord: ordIndex{chunkCap: chunkCap}, run: ordIndex{chunkCap: chunkCap}}
+// newMsgIndex returns an empty index whose ordered chunks hold chunkCap entries, taking its big
+// buffers from a (the Go heap when nil).
+func newMsgIndex(chunkCap int, a Allocator) *msgIndex {
+	return &msgIndex{ord: ordIndex{chunkCap: chunkCap, mem: a}, run: ordIndex{chunkCap: chunkCap, mem: a}, side: idIndex{mem: a}}
 }
 
 // idPrefix is the ordering key of id: its first 8 bytes, big-endian, so prefix order is ID order.
@@ -62,7 +63,7 @@ func (x *msgIndex) remove(id MsgID, slot uint32) {
 // len returns the number of IDs stored.
 func (x *msgIndex) len() int { return x.ord.n + x.run.n + x.side.n }
 
-// unmap gives back the mapped memory; the index must be dropped afterwards.
+// unmap gives back the memory from the Allocator; the index must be dropped afterwards.
 func (x *msgIndex) unmap() {
 	x.ord.unmap()
 	x.run.unmap()
@@ -70,7 +71,7 @@ func (x *msgIndex) unmap() {
 }
 
 // ordChunkCap is the number of entries of a full ordered chunk: 64 Ki × 12 B = 768 KiB, big
-// enough to be mapped (mapMin).
+// enough to come from the Allocator.
 const ordChunkCap = 1 << 16
 
 // firstOrdCap is the initial capacity of a sole chunk, so a short queue's index stays small.
@@ -109,7 +110,7 @@ func (e *ordEnt) key() uint64 { return uint64(e.hi)<<32 | uint64(e.lo) }
 // number of chunks, which grows by one per chunkCap insertions, and a compaction makes room for
 // at least chunkCap/2 of them, so copying is O(1) per insertion (at most one chunk at a time).
 // Every chunk has capacity chunkCap except a sole one, which grows from firstOrdCap. Chunks are
-// mapped sweepable memory once big enough (allocSweepable); the index owns them and gives them
+// sweepable buffers from the Allocator once big enough (allocBuf); the index owns them and gives them
 // back when they are freed, the index empties, or unmap is called.
 type ordIndex struct {
 	chunks   []ordChunk
@@ -117,6 +118,7 @@ type ordIndex struct {
 	maxs     []uint64 // maxs[c] = the last entry's key in chunks[c]
 	n        int      // live entries
 	chunkCap int
+	mem      Allocator // nil: the Go heap
 	// hints are the places of the last two entries found, most recent first: a queue looks up
 	// the same ID several times in a row (Get, CheckLease, Ack, delete) and the next ID near one
 	// of two fronts (deliveries and acks), so a search first looks within hintSpan of each.
@@ -256,7 +258,7 @@ func (x *ordIndex) add(p uint64, slot uint32) bool {
 		if nc == 0 {
 			n = min(firstOrdCap, x.chunkCap)
 		}
-		x.chunks = append(x.chunks, newOrdChunk(n))
+		x.chunks = append(x.chunks, newOrdChunk(x.mem, n))
 		x.mins = append(x.mins, p)
 		x.maxs = append(x.maxs, p)
 	}
@@ -278,7 +280,7 @@ func (x *ordIndex) roomAtTail() bool {
 		t.compact()
 		x.mins[c] = t.ents[0].key()
 	case cap(t.ents) < x.chunkCap:
-		t.grow(min(2*cap(t.ents), x.chunkCap))
+		t.grow(x.mem, min(2*cap(t.ents), x.chunkCap))
 	default:
 		return false
 	}
@@ -311,7 +313,7 @@ func (x *ordIndex) remove(p uint64, slot uint32) bool {
 
 // drop frees chunk c.
 func (x *ordIndex) drop(c int) {
-	x.chunks[c].free()
+	x.chunks[c].free(x.mem)
 	x.chunks = slices.Delete(x.chunks, c, c+1)
 	x.mins = slices.Delete(x.mins, c, c+1)
 	x.maxs = slices.Delete(x.maxs, c, c+1)
@@ -338,22 +340,22 @@ func (x *ordIndex) merge(c int) {
 // unmap gives back every chunk and empties the index.
 func (x *ordIndex) unmap() {
 	for c := range x.chunks {
-		x.chunks[c].free()
+		x.chunks[c].free(x.mem)
 	}
 	x.chunks, x.mins, x.maxs, x.n = nil, nil, nil, 0
 }
 
-func newOrdChunk(n int) ordChunk {
-	ents, mapped := allocSweepable[ordEnt](n)
+func newOrdChunk(a Allocator, n int) ordChunk {
+	ents, mapped := allocBuf[ordEnt](a, n, true)
 	return ordChunk{ents: ents[:0], mapped: mapped}
 }
 
 // grow moves the chunk's entries to a buffer of capacity n.
-func (ch *ordChunk) grow(n int) {
-	g := newOrdChunk(n)
+func (ch *ordChunk) grow(a Allocator, n int) {
+	g := newOrdChunk(a, n)
 	g.ents = append(g.ents, ch.ents...)
 	g.live = ch.live
-	ch.free()
+	ch.free(a)
 	*ch = g
 }
 
@@ -369,7 +371,7 @@ func (ch *ordChunk) compact() {
 	ch.ents = ch.ents[:k]
 }
 
-func (ch *ordChunk) free() {
-	freeMapped(ch.ents, ch.mapped)
+func (ch *ordChunk) free(a Allocator) {
+	freeBuf(a, ch.ents, ch.mapped)
 	*ch = ordChunk{}
 }

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"pgregory.net/rapid"
+
+	"github.com/filamq/fila/server/offheap"
 )
 
 // indexMappedBytes returns the bytes x holds outside the Go heap.
@@ -82,8 +84,8 @@ func checkOrdIndex(x *ordIndex) error {
 // and prefix ties, deletes in random and FIFO order, finds of present and absent IDs.
 func TestMsgIndexMatchesMap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		s := newSlab()
-		x := newMsgIndex(rapid.SampledFrom([]int{1, 2, 3, 4, 8, 40}).Draw(t, "chunkCap"))
+		s := newSlab(testAlloc)
+		x := newMsgIndex(rapid.SampledFrom([]int{1, 2, 3, 4, 8, 40}).Draw(t, "chunkCap"), testAlloc)
 		model := map[MsgID]uint32{}
 		var order []MsgID // insertion order, for FIFO deletes
 		var next uint64   // the highest prefix handed out in order
@@ -186,8 +188,9 @@ func TestMsgIndexMatchesMap(t *testing.T) {
 // A redrive's copies, older IDs than the queue's in the order of their IDs, go to the second
 // ordered index, not the hash table: sorted and sweepable, 12 bytes each.
 func TestMsgIndexRedriveStaysOrdered(t *testing.T) {
-	s := newSlab()
-	x := newMsgIndex(ordChunkCap)
+	a := offHeap(t)
+	s := newSlab(a)
+	x := newMsgIndex(ordChunkCap, a)
 	const n = 3 * ordChunkCap
 	ids := make([]MsgID, 0, 2*n)
 	for i := range uint64(n) { // the queue's own messages
@@ -251,7 +254,8 @@ func TestSearchEnts(t *testing.T) {
 // Full ordered chunks are mapped memory; FIFO consumption frees them as they empty, and a
 // drained index gives everything back.
 func TestMsgIndexOffHeap(t *testing.T) {
-	s, x := newSlab(), newMsgIndex(ordChunkCap)
+	a := offHeap(t)
+	s, x := newSlab(a), newMsgIndex(ordChunkCap, a)
 	n := uint32(3 * ordChunkCap)
 	for i := range n {
 		slot := s.alloc()
@@ -287,7 +291,7 @@ type indexBench struct {
 }
 
 func newIndexBench(n int) indexBench {
-	ib := indexBench{s: newSlab(), ids: make([]MsgID, n)}
+	ib := indexBench{s: newSlab(benchAlloc()), ids: make([]MsgID, n)}
 	for i := range ib.ids {
 		ib.ids[i] = mid(uint64(i))
 		ib.s.at(ib.s.alloc()).id = ib.ids[i]
@@ -308,8 +312,8 @@ var benchIndexes = []struct {
 	name string
 	make func() benchIndex
 }{
-	{"hash", func() benchIndex { return &idIndex{} }},
-	{"ordered", func() benchIndex { return newMsgIndex(ordChunkCap) }},
+	{"hash", func() benchIndex { return &idIndex{mem: benchAlloc()} }},
+	{"ordered", func() benchIndex { return newMsgIndex(ordChunkCap, benchAlloc()) }},
 }
 
 // BenchmarkIndex measures insert, find (random and in ID order) and delete (FIFO and random order) per operation with n
@@ -389,9 +393,9 @@ func BenchmarkIndex(b *testing.B) {
 // Under FIFO consumption (append at the tail, find and delete the oldest) the ordered index
 // touches only its first and last chunks: after a sweep the chunks between stay out of memory.
 func TestMsgIndexFIFOTouchesOnlyItsEnds(t *testing.T) {
-	useScratch(t, false)
+	a := useScratch(t, false)
 	const chunks = 5
-	s, x := newSlab(), newMsgIndex(ordChunkCap)
+	s, x := newSlab(nil), newMsgIndex(ordChunkCap, a)
 	defer s.unmap()
 	defer x.unmap()
 	next, oldest := uint64(0), uint64(0)
@@ -406,12 +410,10 @@ func TestMsgIndexFIFOTouchesOnlyItsEnds(t *testing.T) {
 	for range chunks*ordChunkCap + 1 { // the last one starts the tail chunk
 		add()
 	}
-	for c, ch := range x.ord.chunks {
-		if !isScratch(ch.ents) {
-			t.Fatalf("chunk %d is not in scratch regions", c)
-		}
+	if got, want := a.Stats().Scratch, int64(len(x.ord.chunks)*ordChunkCap*12); got != want {
+		t.Fatalf("%d bytes of scratch regions, want the %d chunks' %d", got, len(x.ord.chunks), want)
 	}
-	Sweep()
+	a.Sweep()
 	for range 10_000 {
 		add()
 		slot, ok := x.find(mid(oldest), s)
@@ -422,16 +424,14 @@ func TestMsgIndexFIFOTouchesOnlyItsEnds(t *testing.T) {
 		delete(slots, oldest)
 		oldest++
 	}
-	pages := openResidency()
-	defer pages.close()
 	// The tail chunk was written since the sweep, so it must read as resident; if it does not,
 	// residency cannot be read here and the check below would prove nothing.
-	if res, _ := pages.count(unsafeBytes(x.ord.chunks[len(x.ord.chunks)-1].ents)); res == 0 {
+	if res, _ := offheap.Residency(bytesOf(x.ord.chunks[len(x.ord.chunks)-1].ents)); res == 0 {
 		t.Fatal("the tail chunk, written since the sweep, reads as not resident")
 	}
 	for c := 1; c < len(x.ord.chunks)-1; c++ {
 		ch := x.ord.chunks[c]
-		if res, _ := pages.count(unsafeBytes(ch.ents)); res != 0 {
+		if res, _ := offheap.Residency(bytesOf(ch.ents)); res != 0 {
 			t.Errorf("middle chunk %d of %d: %d bytes back in memory", c, len(x.ord.chunks), res)
 		}
 	}
@@ -442,8 +442,8 @@ func TestMsgIndexFIFOTouchesOnlyItsEnds(t *testing.T) {
 // and still finds every survivor and nothing else.
 func TestMsgIndexStarvedKeyMerges(t *testing.T) {
 	const chunkCap, chunks = 256, 64
-	s := newSlab()
-	x := newMsgIndex(chunkCap)
+	s := newSlab(nil)
+	x := newMsgIndex(chunkCap, nil)
 	slots := map[MsgID]uint32{}
 	var ids []MsgID
 	for i := range uint64(chunkCap * chunks) {

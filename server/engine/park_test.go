@@ -355,7 +355,7 @@ func BenchmarkDispatchAdmission(b *testing.B) {
 		a    Admission
 	}{{"none", nil}, {"admit-all", admitAll{}}} {
 		b.Run(adm.name, func(b *testing.B) {
-			q := newTestQueue(b, DefaultConfig())
+			q := newTestQueue(b, benchConfig())
 			must(b, q.Subscribe("c", 0))
 			if adm.a != nil {
 				q.SetAdmission(adm.a)

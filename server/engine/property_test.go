@@ -45,11 +45,13 @@ type sim struct {
 }
 
 func newSim(t *rapid.T) *sim {
-	parent, err := NewQueue("q", DefaultConfig())
+	cfg := DefaultConfig()
+	cfg.Alloc = testAlloc
+	parent, err := NewQueue("q", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dcfg := DefaultConfig()
+	dcfg := cfg
 	dcfg.MaxAttempts = math.MaxUint32
 	dlq, err := NewQueue("q.dlq", dcfg)
 	if err != nil {

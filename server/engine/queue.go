@@ -101,8 +101,8 @@ func NewQueue(name string, cfg Config) (*Queue, error) {
 	q := &Queue{
 		name:      name,
 		cfg:       cfg,
-		slab:      newSlab(),
-		index:     newMsgIndex(ordChunkCap),
+		slab:      newSlab(cfg.Alloc),
+		index:     newMsgIndex(ordChunkCap, cfg.Alloc),
 		ohead:     nilIdx,
 		otail:     nilIdx,
 		keyIdx:    make(map[string]uint32),
@@ -113,12 +113,21 @@ func NewQueue(name string, cfg Config) (*Queue, error) {
 		credited:  newRing(),
 	}
 	q.delayed.slab, q.leaseHeap.slab = q.slab, q.slab
-	// The mapped memory of a Queue nobody holds any more goes back with it.
+	// The Allocator's memory of a Queue dropped without Release goes back when it is collected.
 	runtime.AddCleanup(q, (*slab).unmap, q.slab)
 	runtime.AddCleanup(q, (*msgIndex).unmap, q.index)
 	q.delayed.setPos = func(slot, pos uint32) { q.slab.at(slot).next = pos }
 	q.leaseHeap.setPos = func(slot, pos uint32) { q.leases[q.slab.at(slot).next].pos = pos }
 	return q, nil
+}
+
+// Release gives back the memory the Queue holds from its Allocator (Config.Alloc) now, rather
+// than when the Queue is collected. The broker calls it when it drops the Queue (the queue
+// deleted, hibernated, reloaded or closed). Nothing may use the Queue afterwards but Release
+// itself: a use panics, it never reaches memory given back.
+func (q *Queue) Release() {
+	q.slab.unmap()
+	q.index.unmap()
 }
 
 // Name returns the queue's name.

@@ -113,18 +113,19 @@ const (
 )
 
 // slab stores records in fixed-size chunks (growing never copies more than one chunk, and never
-// doubles the whole store), with a free list threaded through rec.next. Full-size chunks live
-// outside the Go heap (offheap.go).
+// doubles the whole store), with a free list threaded through rec.next. Chunks come from the
+// Queue's Allocator when it gives them (alloc.go).
 type slab struct {
+	mem    Allocator // nil: the Go heap
 	chunks [][]rec
-	mapped []bool   // parallel to chunks: the chunk is mapped memory (freeMapped)
+	mapped []bool   // parallel to chunks: the chunk came from mem (freeBuf)
 	bodies [][]body // parallel to chunks; a nil chunk has no bodies yet
 	used   uint32   // slots ever handed out (the high-water mark)
 	free   uint32   // head of the free list
 	live   uint32   // slots in use
 }
 
-func newSlab() *slab { return &slab{free: nilIdx} }
+func newSlab(a Allocator) *slab { return &slab{mem: a, free: nilIdx} }
 
 // at returns the record of slot; the pointer is valid until the next alloc or release.
 func (s *slab) at(slot uint32) *rec {
@@ -149,16 +150,16 @@ func (s *slab) alloc() uint32 {
 		if c == 0 {
 			n = firstChunk
 		}
-		ch, mapped := allocSweepable[rec](n)
+		ch, mapped := allocBuf[rec](s.mem, n, true)
 		s.chunks = append(s.chunks, ch[:0])
 		s.mapped = append(s.mapped, mapped)
 		s.bodies = append(s.bodies, nil)
 	}
 	ch := s.chunks[c]
 	if len(ch) == cap(ch) {
-		grown, mapped := allocSweepable[rec](min(2*cap(ch), chunkSize))
+		grown, mapped := allocBuf[rec](s.mem, min(2*cap(ch), chunkSize), true)
 		copy(grown, ch)
-		freeMapped(ch, s.mapped[c])
+		freeBuf(s.mem, ch, s.mapped[c])
 		ch, s.mapped[c] = grown[:len(ch)], mapped
 	}
 	s.chunks[c] = append(ch, rec{})
@@ -177,14 +178,14 @@ func (s *slab) release(slot uint32) {
 	s.live--
 	if s.live == 0 {
 		s.unmap()
-		*s = slab{free: nilIdx}
+		*s = slab{mem: s.mem, free: nilIdx}
 	}
 }
 
-// unmap gives back the slab's mapped chunks; the slab must be reset or dropped afterwards.
+// unmap gives back the slab's chunks from its Allocator; the slab must be reset or dropped afterwards.
 func (s *slab) unmap() {
 	for c, ch := range s.chunks {
-		freeMapped(ch, s.mapped[c])
+		freeBuf(s.mem, ch, s.mapped[c])
 		s.chunks[c], s.mapped[c] = nil, false
 	}
 }

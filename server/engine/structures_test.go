@@ -14,7 +14,7 @@ import (
 // backward shifting in crowded small tables.
 func TestIndexMatchesMap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		s := newSlab()
+		s := newSlab(nil)
 		var x idIndex
 		model := map[MsgID]uint32{}
 		var ids []MsgID
@@ -67,7 +67,7 @@ func heapTestID(ref uint32) MsgID { return mid(1_000_000 - uint64(ref)) }
 
 // heapTestSlab holds a record with ID heapTestID(ref) at every slot ref below n.
 func heapTestSlab(n int) *slab {
-	s := newSlab()
+	s := newSlab(nil)
 	for range n {
 		slot := s.alloc()
 		s.at(slot).id = heapTestID(slot)
@@ -220,7 +220,7 @@ func TestRingMatchesModel(t *testing.T) {
 }
 
 func TestSlabChunksAndBodies(t *testing.T) {
-	s := newSlab()
+	s := newSlab(nil)
 	n := uint32(2*chunkSize + 5)
 	for i := range n {
 		if got := s.alloc(); got != i {
@@ -255,7 +255,8 @@ func TestSlabChunksAndBodies(t *testing.T) {
 // Full chunks and big index tables live in mapped memory, which a drained store gives back at
 // once; the records read the same wherever they live.
 func TestOffHeapStore(t *testing.T) {
-	s, x := newSlab(), &idIndex{}
+	a := offHeap(t)
+	s, x := newSlab(a), &idIndex{mem: a}
 	n := uint32(3 * chunkSize)
 	for i := range n {
 		slot := s.alloc()
@@ -279,23 +280,24 @@ func TestOffHeapStore(t *testing.T) {
 	}
 }
 
-// MappedBytes counts what the store maps and gives back.
+// The Allocator counts what the store maps and gives back.
 func TestMappedBytesAccounting(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("no mapped memory on this system")
 	}
-	before := MappedBytes()
-	s := newSlab()
+	a := offHeap(t)
+	before := a.Stats().Mapped
+	s := newSlab(a)
 	for range 2 * chunkSize {
 		s.alloc()
 	}
-	if got := MappedBytes() - before; got != 2*chunkSize*int64(recSize) {
+	if got := a.Stats().Mapped - before; got != 2*chunkSize*int64(recSize) {
 		t.Fatalf("two full chunks map %d bytes, want %d", got, 2*chunkSize*recSize)
 	}
 	for i := range uint32(2 * chunkSize) {
 		s.release(i)
 	}
-	if got := MappedBytes() - before; got != 0 {
+	if got := a.Stats().Mapped - before; got != 0 {
 		t.Fatalf("a drained store still maps %d bytes", got)
 	}
 }

@@ -37,7 +37,7 @@ func useScratch(t testing.TB, small bool) (*Allocator, string) {
 	a := New(o)
 	dir := filepath.Join(t.TempDir(), "scratch")
 	err := a.OpenScratch(dir, 0)
-	if errors.Is(err, errNoReserve) {
+	if errors.Is(err, ErrNoReserve) {
 		t.Skip(err)
 	}
 	if err != nil {

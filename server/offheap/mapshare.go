@@ -46,8 +46,9 @@ func (a *Allocator) takeMapping(scratch bool) bool {
 
 func (a *Allocator) releaseMapping() { a.mappings.Add(-1) }
 
-// errNoReserve: the scratch directory's file system does not keep what fallocate reserves.
-var errNoReserve = errors.New("fallocate does not guarantee the space of a shared mapping there " +
+// ErrNoReserve is wrapped by OpenScratch's error when the directory's file system does not keep
+// what fallocate reserves (btrfs, ZFS, a tmpfs, no fallocate).
+var ErrNoReserve = errors.New("fallocate does not guarantee the space of a shared mapping there " +
 	"(a write to a full disk would fault); the records stay in anonymous memory")
 
 // errMapLimit: the Allocator's mappings reached their share of vm.max_map_count.

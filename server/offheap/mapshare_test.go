@@ -22,7 +22,7 @@ func TestMapLimitFallsBack(t *testing.T) {
 	a := New(Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer a.Close()
 	dir := filepath.Join(t.TempDir(), "scratch")
-	if err := a.OpenScratch(dir, 0); errors.Is(err, errNoReserve) {
+	if err := a.OpenScratch(dir, 0); errors.Is(err, ErrNoReserve) {
 		t.Skip(err)
 	} else if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestScratchRefusesFileSystemsWithoutReserve(t *testing.T) {
 		a := New(Options{})
 		defer a.Close()
 		err := a.OpenScratch(filepath.Join(testdisk.Tmpfs(t, 4), "scratch"), 0)
-		if !errors.Is(err, errNoReserve) || !strings.Contains(err.Error(), "tmpfs") {
+		if !errors.Is(err, ErrNoReserve) || !strings.Contains(err.Error(), "tmpfs") {
 			t.Fatalf("OpenScratch on a tmpfs: %v", err)
 		}
 	})
@@ -119,7 +119,7 @@ func TestScratchRefusesFileSystemsWithoutReserve(t *testing.T) {
 			defer a.Close()
 			setStatFS(t, a, func(string) (int64, int64, error) { return magic, 1 << 40, nil })
 			err := a.OpenScratch(t.TempDir(), 0)
-			if !errors.Is(err, errNoReserve) || !strings.Contains(err.Error(), name) {
+			if !errors.Is(err, ErrNoReserve) || !strings.Contains(err.Error(), name) {
 				t.Fatalf("OpenScratch on %s: %v", name, err)
 			}
 		})

@@ -79,7 +79,7 @@ func (a *Allocator) checkReserves(dir string) error {
 	if !ok {
 		name = fmt.Sprintf("file system type %#x", fsType)
 	}
-	return fmt.Errorf("%w: it is on %s", errNoReserve, name)
+	return fmt.Errorf("%w: it is on %s", ErrNoReserve, name)
 }
 
 // freeSpace returns the bytes free in dir's file system.

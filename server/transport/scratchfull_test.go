@@ -13,8 +13,8 @@ import (
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/broker"
-	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/internal/testdisk"
+	"github.com/filamq/fila/server/offheap"
 	"github.com/filamq/fila/server/storage"
 )
 
@@ -38,11 +38,12 @@ func TestFullDiskWithScratchAnswersStorageError(t *testing.T) {
 	o.Storage = storage.Options{MemTableBytes: 1 << 20, CacheBytes: 1 << 20, ReserveBytes: 2 << 20,
 		RecoverInterval: 20 * time.Millisecond}
 	keep := o.Storage.ReserveSize()
-	s, err := engine.OpenScratch(filepath.Join(dir, "scratch"), engine.ScratchOptions{KeepFree: keep, Log: o.Logger})
-	if err != nil {
+	alloc := offheap.New(offheap.Options{Logger: o.Logger})
+	if err := alloc.OpenScratch(filepath.Join(dir, "scratch"), keep); err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer alloc.Close()
+	o.Allocator = alloc
 	b, err := broker.Open(o)
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +90,7 @@ func TestFullDiskWithScratchAnswersStorageError(t *testing.T) {
 			t.Fatal("StorageError before the disk filled")
 		}
 	}
-	if engine.ReadMappedStats().Scratch == 0 {
+	if alloc.Stats().Scratch == 0 {
 		t.Fatal("the backlog's records are not in scratch regions")
 	}
 	// Leave the disk 1 MiB beyond what the scratch regions keep free, and keep enqueueing.
@@ -98,7 +99,7 @@ func TestFullDiskWithScratchAnswersStorageError(t *testing.T) {
 	if err := os.Truncate(filler, max(0, fileSize(t, filler)-keep-1<<20)); err != nil {
 		t.Fatal(err)
 	}
-	before := engine.ReadMappedStats().Fallbacks
+	before := alloc.Stats().Fallbacks
 	full := false
 	for i := 0; i < 2000 && !full; i++ {
 		full = !enqueueBatch(uint32(2000 + i))
@@ -106,7 +107,7 @@ func TestFullDiskWithScratchAnswersStorageError(t *testing.T) {
 	if !full {
 		t.Fatal("the disk never filled up")
 	}
-	if engine.ReadMappedStats().Fallbacks == before {
+	if alloc.Stats().Fallbacks == before {
 		t.Fatal("scratch regions were made into the space kept for the store")
 	}
 	// The store probes the disk every 20 ms and may have found room meanwhile (Pebble deletes

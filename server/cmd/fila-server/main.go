@@ -28,6 +28,7 @@ import (
 	"github.com/filamq/fila/server/internal/buildinfo"
 	"github.com/filamq/fila/server/internal/gcfloor"
 	"github.com/filamq/fila/server/membudget"
+	"github.com/filamq/fila/server/offheap"
 	"github.com/filamq/fila/server/storage"
 	"github.com/filamq/fila/server/transport"
 )
@@ -93,7 +94,10 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	if err := storage.CheckNotInUse(cfg.DataDir); err != nil {
 		return err
 	}
-	reg := processRegistry(cfg.DataDir)
+	// The queues' memory outside the Go heap: its scratch files and sweeps start with the
+	// broker's options below, and end after the broker (startScratch's stop).
+	alloc := offheap.New(offheap.Options{Logger: log})
+	reg := processRegistry(cfg.DataDir, alloc)
 	ready, health, bk := &readiness{}, &healthz{}, newBackups(cfg, log)
 	msgs := newMessagesAPI()
 	httpSrv, err := startHTTP(cfg, reg, ready, health, route{backupPath, bk}, route{queuesPath, msgs})
@@ -111,7 +115,8 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	defer startScratch(cfg.DataDir, bo.Storage.ReserveSize(), cfg.ShutdownTimeout, log)()
+	defer startScratch(alloc, cfg.DataDir, bo.Storage.ReserveSize(), cfg.ShutdownTimeout, log)()
+	bo.Allocator = alloc
 	budget := memoryBudget(cfg, log)
 	bo.MemoryBudget = budget // the queues' deduplication identities are counted in it too
 	limitGoHeap(log)
@@ -175,10 +180,10 @@ func serve(cfg config.Config, log *slog.Logger) error {
 
 // processRegistry is a registry holding the process's own metrics: the Go runtime, the process,
 // the build, the data directory's disk and the engine's mapped memory.
-func processRegistry(dataDir string) *prometheus.Registry {
+func processRegistry(dataDir string, alloc *offheap.Allocator) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfoGauge(),
-		diskUsageGauge(dataDir), newMappedCollector())
+		diskUsageGauge(dataDir), newMappedCollector(alloc))
 	return reg
 }
 

@@ -7,28 +7,29 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/offheap"
 )
 
-// scratchDirName is the engine's scratch directory in data_dir: the files behind the queues'
-// record chunks, which hold nothing durable (engine.Scratch).
+// scratchDirName is the scratch directory in data_dir: the files behind the queues' record
+// chunks, which hold nothing durable (offheap.Allocator.OpenScratch).
 const scratchDirName = "scratch"
 
-// sweepInterval is how often the pages of the engine's scratch regions are dropped from RSS.
+// sweepInterval is how often the pages of the scratch regions are dropped from RSS.
 const sweepInterval = time.Second
 
-// startScratch opens the engine's scratch directory in dataDir and sweeps it every sweepInterval
-// until the returned stop is called. Its regions leave keepFree of the disk free (the store's
-// reserve: a full disk is the store's to answer). If the directory cannot hold scratch files
-// (a file system where fallocate does not reserve, no space) the server runs without (the
-// records stay in anonymous memory) and says so. The stop waits at most timeout (shutdown_timeout)
-// for the sweep and the region maker to end: on a disk that no longer answers either may wait in
-// the kernel for ever, and the files hold nothing the next start needs.
-func startScratch(dataDir string, keepFree int64, timeout time.Duration, log *slog.Logger) (stop func()) {
-	s, err := engine.OpenScratch(filepath.Join(dataDir, scratchDirName), engine.ScratchOptions{KeepFree: keepFree, Log: log})
-	if err != nil {
+// startScratch opens alloc's scratch directory in dataDir and sweeps it every sweepInterval
+// until the returned stop is called, which closes alloc (after the broker: the queues have given
+// their memory back, or keep it valid until they do). Its regions leave keepFree of the disk free
+// (the store's reserve: a full disk is the store's to answer). If the directory cannot hold
+// scratch files (a file system where fallocate does not reserve, no space) the server runs
+// without (the records stay in anonymous memory) and says so. The stop waits at most timeout
+// (shutdown_timeout) for the sweep, the region maker and the unmapper to end: on a disk that no
+// longer answers any of them may wait in the kernel for ever, and the files hold nothing the next
+// start needs.
+func startScratch(alloc *offheap.Allocator, dataDir string, keepFree int64, timeout time.Duration, log *slog.Logger) (stop func()) {
+	if err := alloc.OpenScratch(filepath.Join(dataDir, scratchDirName), keepFree); err != nil {
 		log.Warn("no scratch files: queued messages' records stay in memory", "err", err)
-		return func() {}
+		return func() { alloc.Close() }
 	}
 	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
@@ -38,7 +39,7 @@ func startScratch(dataDir string, keepFree int64, timeout time.Duration, log *sl
 		for {
 			select {
 			case <-t.C:
-				engine.Sweep()
+				alloc.Sweep()
 			case <-quit:
 				return
 			}
@@ -49,7 +50,7 @@ func startScratch(dataDir string, keepFree int64, timeout time.Duration, log *sl
 		closed := make(chan struct{})
 		go func() {
 			<-done
-			s.Close()
+			alloc.Close()
 			close(closed)
 		}()
 		select {
@@ -60,16 +61,18 @@ func startScratch(dataDir string, keepFree int64, timeout time.Duration, log *sl
 	}
 }
 
-// mappedCollector reports the engine's memory outside the Go heap (engine.ReadMappedStats).
+// mappedCollector reports the queues' memory outside the Go heap (offheap.Allocator.Stats).
 type mappedCollector struct {
+	alloc                                                                     *offheap.Allocator
 	mapped, scratch, resident, cached, fallbacks, mapLimitFallbacks, mappings *prometheus.Desc
 }
 
-func newMappedCollector() *mappedCollector {
+func newMappedCollector(alloc *offheap.Allocator) *mappedCollector {
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc("fila_engine_"+name, help, nil, nil)
 	}
 	return &mappedCollector{
+		alloc:             alloc,
 		mapped:            d("mapped_bytes", "Bytes of the queues' records and ID indexes mapped outside the Go heap (anonymous memory and scratch regions)."),
 		scratch:           d("scratch_bytes", "Bytes of those that are regions of scratch files (disk space reserved in data_dir/scratch)."),
 		resident:          d("scratch_resident_bytes", "Bytes of the scratch regions in the process's memory (RSS) at the scrape."),
@@ -87,7 +90,7 @@ func (c *mappedCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *mappedCollector) Collect(ch chan<- prometheus.Metric) {
-	st := engine.ReadMappedStats()
+	st := c.alloc.Stats()
 	ch <- prometheus.MustNewConstMetric(c.mapped, prometheus.GaugeValue, float64(st.Mapped))
 	ch <- prometheus.MustNewConstMetric(c.scratch, prometheus.GaugeValue, float64(st.Scratch))
 	ch <- prometheus.MustNewConstMetric(c.resident, prometheus.GaugeValue, float64(st.Resident))
