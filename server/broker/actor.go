@@ -105,10 +105,9 @@ type lane struct {
 // subscription is one Consume on a lane of this group.
 type subscription struct {
 	id        string
-	session   string // Subscription.Session
+	session   string // SubscribeRequest.Session
 	since     int64  // Unix ms when it began: a lease older than that is not its own (checkHolder)
 	lane      queuegroup.Lane
-	requestID uint32
 	sink      Sink
 	auto      bool                   // credit managed by the server: the window refills as deliveries reach the socket
 	throttles *throttle.Subscription // its throttle declarations; nil for none
@@ -568,7 +567,7 @@ func (a *actor) flushOutbox(outbox []outBatch) {
 				})
 			}
 		}
-		ok := sub.sink.Deliver(sub.requestID, f.deliveries, onWritten)
+		ok := handOver(sub.sink, f.deliveries, onWritten)
 		a.batches.put(f.deliveries)
 		f.deliveries = nil
 		if !ok {
@@ -636,7 +635,7 @@ func (a *actor) shutdown() {
 			sub.throttles.Close()
 		}
 		if a.deleted {
-			sub.sink.Ended(sub.requestID, errorf(CodeQueueNotFound, "queue %q was deleted", a.lanes[sub.lane].name))
+			sub.sink.Ended(errorf(CodeQueueNotFound, "queue %q was deleted", a.lanes[sub.lane].name))
 		}
 	}
 	if a.deleted {

@@ -9,6 +9,7 @@ import (
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/queuegroup"
+	"github.com/filamq/fila/server/service"
 )
 
 // The admin operations take domain types (admintypes.go) and return a nil *Error on success; a
@@ -23,7 +24,7 @@ func checkDefinition(req *QueueSpec) *Error {
 		return errorf(CodeReservedQueueName, "queue names ending in %q are reserved for dead-letter queues", dlqSuffix)
 	case !req.ScriptFailure.Known():
 		return errorf(CodeInvalidConfigValue, "script_failure %d is not 0 (reject) or 1 (park)", req.ScriptFailure)
-	case req.Backoff > engine.BackoffExponential:
+	case !req.Backoff.Known():
 		return errorf(CodeInvalidConfigValue, "backoff %d is not one of 0..3", req.Backoff)
 	case !req.DeliveryDurability.Known():
 		return errorf(CodeInvalidConfigValue, "delivery_durability %d is not 0 (committed) or 1 (fast)", req.DeliveryDurability)
@@ -33,7 +34,7 @@ func checkDefinition(req *QueueSpec) *Error {
 		return errorf(CodeInvalidConfigValue, "visibility_timeout_ms %d exceeds 12 hours", req.VisibilityTimeoutMs)
 	case req.DedupWindowMs > MaxDedupWindowMs:
 		return dedupWindowTooLong(req.DedupWindowMs)
-	case req.Backoff == engine.BackoffExponential && req.BackoffMaxMs != 0 && req.BackoffInitialMs > req.BackoffMaxMs:
+	case req.Backoff == service.BackoffExponential && req.BackoffMaxMs != 0 && req.BackoffInitialMs > req.BackoffMaxMs:
 		return errorf(CodeInvalidConfigValue, "backoff_max_ms %d is below backoff_initial_ms %d", req.BackoffMaxMs, req.BackoffInitialMs)
 	}
 	return checkKeys(req)
@@ -51,12 +52,13 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 	def := store.QueueRecord{
 		Name: req.Name, CreatedAt: now, VisibilityTimeoutMs: req.VisibilityTimeoutMs,
 		OnEnqueueScript: req.OnEnqueueScript, OnFailureScript: req.OnFailureScript,
-		Ordering: req.Ordering, OrderingKey: req.OrderingKey.AppendTo(nil), WhenOrderingKeyMissing: req.WhenOrderingKeyMissing,
-		DedupKey:      req.DedupKey.AppendTo(nil),
-		DedupWindowMs: req.DedupWindowMs, ScriptFailure: req.ScriptFailure,
+		Ordering: store.Ordering(req.Ordering), OrderingKey: req.OrderingKey.AppendTo(nil),
+		WhenOrderingKeyMissing: store.WhenOrderingKeyMissing(req.WhenOrderingKeyMissing),
+		DedupKey:               req.DedupKey.AppendTo(nil),
+		DedupWindowMs:          req.DedupWindowMs, ScriptFailure: store.ScriptFailure(req.ScriptFailure),
 		ParkDeadLetterAfter: req.ParkDeadLetterAfter, MaxAttempts: req.MaxAttempts,
 		Backoff: store.Backoff(req.Backoff), BackoffInitialMs: req.BackoffInitialMs, BackoffMaxMs: req.BackoffMaxMs,
-		DeliveryDurability: req.DeliveryDurability, ReclaimGraceMs: req.ReclaimGraceMs,
+		DeliveryDurability: store.DeliveryDurability(req.DeliveryDurability), ReclaimGraceMs: req.ReclaimGraceMs,
 	}
 	dlq := store.QueueRecord{Name: req.Name + dlqSuffix, CreatedAt: now, DLQOf: req.Name}
 
@@ -171,7 +173,7 @@ func (b *Broker) UpdateQueue(req QueueUpdate) *Error {
 		req.OnEnqueueChange == ScriptSet, req.OnFailureChange == ScriptSet); e != nil {
 		return e
 	}
-	if v := req.Backoff; v != nil && *v > engine.BackoffExponential {
+	if v := req.Backoff; v != nil && !v.Known() {
 		return errorf(CodeInvalidConfigValue, "backoff %d is not one of 0..3", *v)
 	}
 	if v := req.DeliveryDurability; v != nil && !v.Known() {
@@ -222,7 +224,9 @@ func (b *Broker) checkUpdate(def *store.QueueRecord, req *QueueUpdate) *Error {
 	if v := req.Backoff; v != nil {
 		def.Backoff = store.Backoff(*v)
 	}
-	set(&def.DeliveryDurability, req.DeliveryDurability)
+	if v := req.DeliveryDurability; v != nil {
+		def.DeliveryDurability = store.DeliveryDurability(*v)
+	}
 	switch req.OnEnqueueChange {
 	case ScriptSet:
 		def.OnEnqueueScript = req.OnEnqueueScript
@@ -257,12 +261,12 @@ func (b *Broker) GetStats(queue string) (QueueStats, *Error) {
 	}
 	var s engine.Stats
 	if r.a.asleep(func(sum *summary) { s = cloneStats(sum.Lanes[r.lane].Stats) }) {
-		return QueueStats{Stats: s, Throttles: b.queueThrottles(queue)}, nil
+		return queueStats(&s, b.queueThrottles(queue)), nil
 	}
 	if !r.a.call(func(a *actor) { q := a.st.Lane(r.lane); q.Advance(a.now()); s = q.Stats() }) {
 		return QueueStats{}, errorf(CodeQueueNotFound, "queue %q was deleted", queue)
 	}
-	return QueueStats{Stats: s, Throttles: b.queueThrottles(queue)}, nil
+	return queueStats(&s, b.queueThrottles(queue)), nil
 }
 
 // ListQueues lists every queue with its headline counters, by name.
@@ -285,7 +289,7 @@ func (b *Broker) ListQueues() []QueueSummary {
 // Redrive moves up to count dead-lettered messages (0 = all), oldest first, from dead-letter queue
 // dlq back to its parent, reclassifying them as reclassify (ReclassifyAll..ReclassifyNone) says,
 // and reports what it did. Messages in flight in the dead-letter queue stay there.
-func (b *Broker) Redrive(dlq string, count uint64, reclassify uint8) (RedriveResult, *Error) {
+func (b *Broker) Redrive(dlq string, count uint64, reclassify Reclassify) (RedriveResult, *Error) {
 	fail := func(e *Error) (RedriveResult, *Error) { return RedriveResult{}, e }
 	r := b.lookup(dlq)
 	switch {

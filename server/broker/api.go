@@ -3,22 +3,21 @@ package broker
 import (
 	"fmt"
 	"sync/atomic"
+
+	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/service"
 )
+
+// The broker is the local queue service: it serves every queue this node hosts.
+var _ service.Service = (*Broker)(nil)
 
 // Error is a failure with its code and a human-readable message. From a hot-path request it
 // fails the whole request (the session sends an Error frame); from an admin operation its Code is
 // the result's error code.
-type Error struct {
-	Code    Code
-	Message string
-	// RetryAfterMs, when not 0, is the back-off suggested with CodeChannelFull.
-	RetryAfterMs int
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("%v: %s", e.Code, e.Message) }
+type Error = service.Error
 
 func errorf(code Code, format string, args ...any) *Error {
-	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+	return service.Errorf(code, format, args...)
 }
 
 func (b *Broker) channelFull(queue string) *Error {
@@ -134,8 +133,8 @@ func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
 // refusalOf returns the first reason a queue gave for a ChannelFull result, or nil.
 func refusalOf(rs []EnqueueResult) *Error {
 	for _, r := range rs {
-		if r.refusal != nil {
-			return r.refusal
+		if r.Refusal != nil {
+			return r.Refusal
 		}
 	}
 	return nil
@@ -225,7 +224,7 @@ func (b *Broker) Ack(items []AckItem, done func([]Code, *Error)) {
 	queues := make([]string, len(items))
 	its := make([]settleItem, len(items))
 	for i, it := range items {
-		queues[i], its[i] = it.Queue, settleItem{index: i, id: it.ID, session: it.Session}
+		queues[i], its[i] = it.Queue, settleItem{index: i, id: engine.MsgID(it.ID), session: it.Session}
 	}
 	codes := make([]Code, len(items))
 	b.settle(kindAck, queues, its, codes, nil, func(e *Error) {
@@ -243,7 +242,7 @@ func (b *Broker) Nack(items []NackItem, done func([]Code, *Error)) {
 	its := make([]settleItem, len(items))
 	for i, it := range items {
 		queues[i] = it.Queue
-		its[i] = settleItem{index: i, id: it.ID, session: it.Session, errText: it.Error}
+		its[i] = settleItem{index: i, id: engine.MsgID(it.ID), session: it.Session, errText: it.Error}
 		if it.HasRetryAfter {
 			v := it.RetryAfterMs
 			its[i].retryAfter = &v
@@ -265,7 +264,7 @@ func (b *Broker) ExtendLease(items []ExtendItem, done func([]ExtendResult, *Erro
 	its := make([]settleItem, len(items))
 	for i, it := range items {
 		queues[i] = it.Queue
-		its[i] = settleItem{index: i, id: it.ID, session: it.Session, extendBy: it.ExtendByMs}
+		its[i] = settleItem{index: i, id: engine.MsgID(it.ID), session: it.Session, extendBy: it.ExtendByMs}
 	}
 	res := make([]ExtendResult, len(items))
 	b.settle(kindExtend, queues, its, nil, res, func(e *Error) {
@@ -277,8 +276,25 @@ func (b *Broker) ExtendLease(items []ExtendItem, done func([]ExtendResult, *Erro
 }
 
 // Subscribe starts a subscription: sink.Subscribed is called before it returns and before any
-// delivery. The subscription ends with Unsubscribe, or when a Deliver returns false.
-func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
+// delivery. The subscription ends with its handle's Unsubscribe (Broker.Unsubscribe), or when a
+// Deliver returns false.
+func (b *Broker) Subscribe(s SubscribeRequest, sink Sink) (Subscription, *Error) {
+	if e := b.subscribe(s, sink); e != nil {
+		return nil, e
+	}
+	return &subscriptionHandle{b: b, queue: s.Queue, consumer: s.ConsumerID}, nil
+}
+
+// subscriptionHandle is the handle of a subscription Subscribe started.
+type subscriptionHandle struct {
+	b               *Broker
+	queue, consumer string
+}
+
+func (h *subscriptionHandle) Credit(n uint32) { h.b.Credit(h.queue, h.consumer, n) }
+func (h *subscriptionHandle) Unsubscribe()    { h.b.Unsubscribe(h.queue, h.consumer) }
+
+func (b *Broker) subscribe(s SubscribeRequest, sink Sink) *Error {
 	r := b.lookup(s.Queue)
 	if r.a == nil {
 		return errorf(CodeQueueNotFound, "queue %q does not exist", s.Queue)
@@ -296,7 +312,7 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 	}
 	var failure *Error
 	ok := r.a.call(func(a *actor) {
-		sub := &subscription{id: s.ConsumerID, session: s.Session, since: a.now(), lane: r.lane, requestID: s.RequestID, sink: sink, auto: s.ManagedCredit || s.Credit == 0, throttles: ts}
+		sub := &subscription{id: s.ConsumerID, session: s.Session, since: a.now(), lane: r.lane, sink: sink, auto: s.ManagedCredit || s.Credit == 0, throttles: ts}
 		credit := s.Credit
 		if sub.auto {
 			credit = autoCreditWindow
@@ -307,7 +323,7 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 		}
 		a.subs[s.ConsumerID] = sub
 		a.addThrottles(sub)
-		sink.Subscribed(s.RequestID, s.ConsumerID)
+		sink.Subscribed(s.ConsumerID)
 	})
 	if (!ok || failure != nil) && ts != nil {
 		ts.Close()
@@ -318,7 +334,8 @@ func (b *Broker) Subscribe(s Subscription, sink Sink) *Error {
 	return failure
 }
 
-// Credit grants more delivery credit to a subscription; unknown ones are ignored.
+// Credit grants more delivery credit to a subscription; unknown ones are ignored (the handle's
+// Credit).
 func (b *Broker) Credit(queue, consumerID string, n uint32) {
 	if r := b.lookup(queue); r.a != nil {
 		r.a.postAwake(func(a *actor) { // a sleeping group has no subscription
@@ -329,7 +346,8 @@ func (b *Broker) Credit(queue, consumerID string, n uint32) {
 	}
 }
 
-// Unsubscribe ends a subscription. Its leases stay and expire normally.
+// Unsubscribe ends a subscription (the handle's Unsubscribe). Its leases stay and expire
+// normally.
 func (b *Broker) Unsubscribe(queue, consumerID string) {
 	if r := b.lookup(queue); r.a != nil {
 		r.a.postAwake(func(a *actor) { // a sleeping group has no subscription

@@ -45,7 +45,7 @@ func (a *actor) readBodies(outbox []outBatch) *bodyRead {
 	for b := range outbox {
 		for i := range outbox[b].deliveries {
 			if d := &outbox[b].deliveries[i]; d.unread {
-				want = append(want, unreadAt{id: d.ID, batch: b, at: i})
+				want = append(want, unreadAt{id: engine.MsgID(d.ID), batch: b, at: i})
 			}
 		}
 	}

@@ -46,7 +46,7 @@ func TestPeekWhileTheQueueChanges(t *testing.T) {
 		})
 		mu.Lock()
 		for _, r := range <-done {
-			ids = append(ids, r.ID)
+			ids = append(ids, engine.MsgID(r.ID))
 		}
 		mu.Unlock()
 	}

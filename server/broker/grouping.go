@@ -5,6 +5,7 @@ import (
 
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/keys"
+	"github.com/filamq/fila/server/service"
 )
 
 // laneKeys are a lane's ordering and deduplication settings (ordering.md, deduplication.md),
@@ -64,9 +65,9 @@ func checkKeys(req *QueueSpec) *Error {
 	switch {
 	case !req.Ordering.Known():
 		return errorf(CodeInvalidConfigValue, "ordering %d is not 0 (none), 1 (whole queue) or 2 (grouped)", req.Ordering)
-	case req.Ordering == store.OrderingGrouped && len(req.OrderingKey) == 0:
+	case req.Ordering == service.OrderingGrouped && len(req.OrderingKey) == 0:
 		return errorf(CodeInvalidConfigValue, "ordering 2 (grouped) needs an ordering key")
-	case req.Ordering != store.OrderingGrouped && len(req.OrderingKey) > 0:
+	case req.Ordering != service.OrderingGrouped && len(req.OrderingKey) > 0:
 		return errorf(CodeInvalidConfigValue, "an ordering key needs ordering 2 (grouped), not %d", req.Ordering)
 	}
 	if err := req.OrderingKey.Check(keys.Ordering); err != nil {

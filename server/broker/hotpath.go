@@ -9,6 +9,7 @@ import (
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/keys"
 	"github.com/filamq/fila/server/queuegroup"
+	"github.com/filamq/fila/server/service"
 )
 
 // enqueueItem is one message of an Enqueue routed to this actor. The body is already a private
@@ -132,7 +133,7 @@ type batchDedup struct {
 // for a new one (dedupbudget.go); else it may be stored.
 func (a *actor) admitIdentity(l queuegroup.Lane, dd *batchDedup, hash queuegroup.Identity, now int64) (EnqueueResult, bool) {
 	if orig, dup := dd.duplicate(a.st, hash, now); dup {
-		return EnqueueResult{Code: CodeOk, ID: orig, Duplicate: true}, true
+		return EnqueueResult{Code: CodeOk, ID: MessageID(orig), Duplicate: true}, true
 	}
 	if dd.defaults == nil {
 		d := a.b.currentDefaults()
@@ -422,8 +423,8 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 	if buf.msgs == nil {
 		buf.msgs = a.batches.get()
 	}
-	buf.msgs = append(buf.msgs, Delivery{
-		ID:           le.ID,
+	buf.msgs = append(buf.msgs, Delivery{Delivery: service.Delivery{
+		ID:           MessageID(le.ID),
 		Queue:        a.lanes[l].name,
 		Headers:      b.headers,
 		Payload:      b.payload,
@@ -434,9 +435,7 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 		EnqueuedAt:   m.EnqueuedAt,
 		LeasedAt:     le.LeasedAt,
 		ExpiresAt:    le.ExpiresAt,
-		unread:       !atHand,
-		dead:         dead,
-	})
+	}, unread: !atHand, dead: dead})
 	buf.size += len(b.payload) + 128 // a body still to be read counts only its overhead
 	if buf.size >= deliveryBatchBytes {
 		a.closeBatch(sub, buf)

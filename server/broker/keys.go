@@ -17,12 +17,6 @@ import (
 // (and the bootstrap key, set when the broker opens).
 func (b *Broker) Auth() *auth.Store { return b.meta.keys }
 
-// APIKeyCreated is a new key: its secret is returned here once and never stored.
-type APIKeyCreated struct {
-	ID, Secret string
-	Superadmin bool
-}
-
 // minBootstrapSecret is the shortest bootstrap secret accepted: an operator's secret should carry
 // as much randomness as the generated ones do.
 const minBootstrapSecret = 32

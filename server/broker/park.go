@@ -202,21 +202,11 @@ func (a *actor) classifyStored(batch *hooks.Batch, m *engine.Message) (queuelog.
 		Attributes: c.Attributes, Grouped: grouped, Group: []byte(group)}, nil
 }
 
-// RedriveResult is the outcome of a Redrive.
-type RedriveResult struct {
-	Redriven uint64
-	// LeftUnclassified stayed in the dead-letter queue: unclassified, and reclassify was none.
-	LeftUnclassified uint64
-	// RejectedByScript stayed in the dead-letter queue: on_enqueue failed on them and the queue
-	// rejects script failures.
-	RejectedByScript uint64
-}
-
 // redrive moves up to count dead-lettered messages (0 = all), oldest first, back to the queue,
 // reclassifying them as mode says (concepts.md, "Dead-letter queues and redrive"). The scripts it
 // runs share one budget of lua.request_budget_ms: once it is spent the rest stay in the
 // dead-letter queue for the next Redrive.
-func (a *actor) redrive(count uint64, mode uint8) (RedriveResult, error) {
+func (a *actor) redrive(count uint64, mode Reclassify) (RedriveResult, error) {
 	var res RedriveResult
 	var items []queuelog.Redriven
 	var budget scriptBudget

@@ -252,7 +252,7 @@ func (a *actor) refuseWhenFull(l queuegroup.Lane, lim *QueueLimits, pending int,
 	if *refusal == nil {
 		*refusal = a.depthRefusal(l)
 	}
-	return EnqueueResult{Code: CodeChannelFull, refusal: *refusal}, true
+	return EnqueueResult{Code: CodeChannelFull, Refusal: *refusal}, true
 }
 
 // dropOldest dead-letters the oldest messages of lane l not in flight until it holds no more

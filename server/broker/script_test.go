@@ -15,9 +15,9 @@ import (
 	"github.com/cockroachdb/datadriven"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/keys"
+	"github.com/filamq/fila/server/service"
 	"github.com/filamq/fila/server/storage"
 )
 
@@ -54,7 +54,6 @@ type script struct {
 	ids     map[wire.UUID]string
 	names   map[string]wire.UUID
 	sinks   []*scriptSink
-	reqID   uint32
 	reloads int64 // reloads finished before the last fail-commits
 	reg     *prometheus.Registry
 }
@@ -113,14 +112,14 @@ func (s *script) settled() {
 type scriptSink struct {
 	s    *script
 	mu   sync.Mutex
-	got  []Delivery
+	got  []service.Delivery
 	wake chan struct{}
 }
 
-func (k *scriptSink) Subscribed(uint32, string) {}
-func (k *scriptSink) Ended(uint32, *Error)      {}
+func (k *scriptSink) Subscribed(string) {}
+func (k *scriptSink) Ended(*Error)      {}
 
-func (k *scriptSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
+func (k *scriptSink) Deliver(ds []service.Delivery, onWritten func()) bool {
 	k.mu.Lock()
 	for _, d := range ds {
 		d.Payload = append([]byte(nil), d.Payload...)
@@ -233,16 +232,16 @@ func (s *script) run(d *datadriven.TestData) string {
 		req := QueueSpec{Name: words[0], VisibilityTimeoutMs: num(opts, "visibility"), MaxAttempts: uint32(num(opts, "attempts")),
 			OrderingKey: scriptKey(opts["okey"]), DedupKey: scriptKey(opts["dedup"]), DedupWindowMs: num(opts, "window")}
 		if len(words) > 1 && words[1] == "fast" {
-			req.DeliveryDurability = store.DeliveryDurabilityFast
+			req.DeliveryDurability = service.DeliveryDurabilityFast
 		}
 		switch opts["ordering"] {
 		case "queue":
-			req.Ordering = store.OrderingQueue
+			req.Ordering = service.OrderingQueue
 		case "grouped":
-			req.Ordering = store.OrderingGrouped
+			req.Ordering = service.OrderingGrouped
 		}
 		if opts["missing"] == "unordered" {
-			req.WhenOrderingKeyMissing = store.WhenOrderingKeyMissingUnordered
+			req.WhenOrderingKeyMissing = service.WhenOrderingKeyMissingUnordered
 		}
 		return result(s.b.CreateQueue(req))
 	case "update":
@@ -267,8 +266,7 @@ func (s *script) run(d *datadriven.TestData) string {
 	case "consume":
 		k := &scriptSink{s: s, wake: make(chan struct{}, 1)}
 		s.sinks = append(s.sinks, k)
-		s.reqID++
-		e := s.b.Subscribe(Subscription{Queue: words[0], Credit: uint32(num(opts, "credit")), RequestID: s.reqID, ConsumerID: words[1],
+		_, e := s.b.Subscribe(SubscribeRequest{Queue: words[0], Credit: uint32(num(opts, "credit")), ConsumerID: words[1],
 			ManagedCredit: opts["credit"] == ""}, k)
 		return result(e)
 	case "deliveries":
@@ -496,7 +494,7 @@ func (t *fakeTimer) fireBy(now time.Time) {
 
 func (s *script) deliveries(n int) string {
 	deadline := time.Now().Add(5 * time.Second)
-	var got []Delivery
+	var got []service.Delivery
 	for {
 		got = got[:0]
 		for _, k := range s.sinks {

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/filamq/fila/generated/store"
+	"github.com/filamq/fila/server/service"
 )
 
 // spinHook loops for ever on a message with a spin header (each call then uses its whole
@@ -85,7 +85,7 @@ func (s *script) stats(queue string) QueueStats {
 func TestAReclassificationPassKeepsToItsBudget(t *testing.T) {
 	s := openForBudgets(t, map[string]string{"lua.timeout_ms": "10", "lua.reclassify_budget_ms": "30",
 		"lua.reclassify_interval_ms": "1000"})
-	s.create(QueueSpec{Name: "p", OnEnqueueScript: spinHook, HasOnEnqueue: true, ScriptFailure: store.ScriptFailurePark,
+	s.create(QueueSpec{Name: "p", OnEnqueueScript: spinHook, HasOnEnqueue: true, ScriptFailure: service.ScriptFailurePark,
 		ParkDeadLetterAfter: 1})
 	for _, r := range s.enqueueN("p", 40, map[string]string{"spin": "1"}) {
 		if r.Code != CodeOk {
@@ -118,7 +118,7 @@ func TestAReclassificationPassKeepsToItsBudget(t *testing.T) {
 // Before, 0 meant never and every pass tried every parked message.
 func TestParkedMessagesBackOffAndAreDeadLetteredByDefault(t *testing.T) {
 	s := openForBudgets(t, map[string]string{"lua.reclassify_interval_ms": "1000", "lua.reclassify_max_interval_ms": "4000"})
-	s.create(QueueSpec{Name: "p", OnEnqueueScript: spinHook, HasOnEnqueue: true, ScriptFailure: store.ScriptFailurePark})
+	s.create(QueueSpec{Name: "p", OnEnqueueScript: spinHook, HasOnEnqueue: true, ScriptFailure: service.ScriptFailurePark})
 	s.enqueueN("p", 1, nil)
 	for at := 1; at <= 34; at++ {
 		s.advanceClock(1000 * time.Millisecond)
@@ -136,7 +136,7 @@ func TestParkedMessagesBackOffAndAreDeadLetteredByDefault(t *testing.T) {
 func TestParkDeadLetterAfterDefaultZeroIsNever(t *testing.T) {
 	s := openForBudgets(t, map[string]string{"lua.reclassify_interval_ms": "1000", "lua.reclassify_max_interval_ms": "1000",
 		"defaults.park_dead_letter_after": "0"})
-	s.create(QueueSpec{Name: "p", OnEnqueueScript: spinHook, HasOnEnqueue: true, ScriptFailure: store.ScriptFailurePark})
+	s.create(QueueSpec{Name: "p", OnEnqueueScript: spinHook, HasOnEnqueue: true, ScriptFailure: service.ScriptFailurePark})
 	s.enqueueN("p", 1, nil)
 	for range 30 {
 		s.advanceClock(1000 * time.Millisecond)

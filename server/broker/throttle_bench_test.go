@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/filamq/fila/server/keys"
+	"github.com/filamq/fila/server/service"
 	"github.com/filamq/fila/server/storage"
 )
 
@@ -20,10 +21,10 @@ type countingSink struct {
 	done    chan struct{}
 }
 
-func (k *countingSink) Subscribed(uint32, string) {}
-func (k *countingSink) Ended(uint32, *Error)      {}
+func (k *countingSink) Subscribed(string) {}
+func (k *countingSink) Ended(*Error)      {}
 
-func (k *countingSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
+func (k *countingSink) Deliver(ds []service.Delivery, onWritten func()) bool {
 	if k.n.Add(int64(len(ds))) >= k.want.Load() {
 		select {
 		case k.done <- struct{}{}:
@@ -71,7 +72,7 @@ func BenchmarkThrottleDelivery(b *testing.B) {
 			sink := &countingSink{done: make(chan struct{}, 1)}
 			sink.want.Store(int64(b.N))
 			b.ResetTimer()
-			if e := br.Subscribe(Subscription{Queue: "q", ConsumerID: "c", Throttles: v.ds}, sink); e != nil {
+			if _, e := br.Subscribe(SubscribeRequest{Queue: "q", ConsumerID: "c", Throttles: v.ds}, sink); e != nil {
 				b.Fatal(e)
 			}
 			<-sink.done
@@ -89,10 +90,10 @@ type stampSink struct {
 	at []int64
 }
 
-func (k *stampSink) Subscribed(uint32, string) {}
-func (k *stampSink) Ended(uint32, *Error)      {}
+func (k *stampSink) Subscribed(string) {}
+func (k *stampSink) Ended(*Error)      {}
 
-func (k *stampSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
+func (k *stampSink) Deliver(ds []service.Delivery, onWritten func()) bool {
 	k.mu.Lock()
 	for _, d := range ds {
 		k.at = append(k.at, d.LeasedAt)
@@ -126,7 +127,7 @@ func BenchmarkThrottleSaturated(b *testing.B) {
 		<-done
 		sink := &stampSink{}
 		d := ThrottleDeclaration{Name: "t", Limits: []ThrottleLimit{{Max: n, WindowMs: windowMs}}}
-		if e := br.Subscribe(Subscription{Queue: "q", ConsumerID: "c", Throttles: []ThrottleDeclaration{d}}, sink); e != nil {
+		if _, e := br.Subscribe(SubscribeRequest{Queue: "q", ConsumerID: "c", Throttles: []ThrottleDeclaration{d}}, sink); e != nil {
 			b.Fatal(e)
 		}
 		time.Sleep((runMs + windowMs) * time.Millisecond)

@@ -9,27 +9,6 @@ import (
 	"github.com/filamq/fila/server/throttle"
 )
 
-// ThrottleBucket is one bucket of a throttle as GetThrottleStats and GetThrottleBucket report it.
-type ThrottleBucket struct {
-	// Missing is the shared bucket of messages missing the key; otherwise Values has one value
-	// per key part (none for an unkeyed throttle's bucket).
-	Missing bool
-	Values  []string
-	// Counted has one count per effective limit, in the order of the summary's limits.
-	Counted []uint64
-	// Waiting counts the messages parked in this bucket, across queues.
-	Waiting uint64
-	// NextRoomAt is when one more delivery fits every limit (Unix ms); 0 when it fits now.
-	NextRoomAt int64
-}
-
-// ThrottleStats is GetThrottleStats' answer: the throttle across every queue.
-type ThrottleStats struct {
-	Summary ThrottleSummary // Subscribers, Queues, ActiveBuckets and BucketsAtLimit set
-	Waiting uint64          // messages held by this throttle, across queues
-	Buckets []ThrottleBucket
-}
-
 func throttleNotFound(err error) *Error {
 	if errors.Is(err, throttle.ErrNotFound) {
 		return errorf(CodeThrottleNotFound, "%v", err)

@@ -12,19 +12,20 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/filamq/fila/server/keys"
+	"github.com/filamq/fila/server/service"
 	"github.com/filamq/fila/server/throttle"
 )
 
 // throttleSink records one subscription's deliveries.
 type throttleSink struct {
 	mu  sync.Mutex
-	got []Delivery
+	got []service.Delivery
 }
 
-func (k *throttleSink) Subscribed(uint32, string) {}
-func (k *throttleSink) Ended(uint32, *Error)      {}
+func (k *throttleSink) Subscribed(string) {}
+func (k *throttleSink) Ended(*Error)      {}
 
-func (k *throttleSink) Deliver(_ uint32, ds []Delivery, onWritten func()) bool {
+func (k *throttleSink) Deliver(ds []service.Delivery, onWritten func()) bool {
 	k.mu.Lock()
 	k.got = append(k.got, ds...)
 	k.mu.Unlock()
@@ -118,7 +119,7 @@ func (w *throttleWorld) checkWindows(t *rapid.T) {
 		b    throttle.BucketKey
 	}
 	subs := w.deliveries()
-	got := map[*liveSub][]Delivery{}
+	got := map[*liveSub][]service.Delivery{}
 	times := map[bucketRef][]int64{}
 	for _, ls := range subs {
 		ls.sink.mu.Lock()
@@ -158,7 +159,7 @@ func (w *throttleWorld) checkWindows(t *rapid.T) {
 	}
 }
 
-func subject(m Delivery) *keys.Subject {
+func subject(m service.Delivery) *keys.Subject {
 	return &keys.Subject{Headers: m.Headers, FairnessKey: m.FairnessKey}
 }
 
@@ -210,7 +211,7 @@ func TestThrottlePropertyAcrossQueues(t *testing.T) {
 					ls.decls[name] = d
 					ls.throttles = append(ls.throttles, name)
 				}
-				if e := w.s.b.Subscribe(Subscription{Queue: ls.queue, ConsumerID: ls.id, Throttles: ds}, ls.sink); e != nil {
+				if _, e := w.s.b.Subscribe(SubscribeRequest{Queue: ls.queue, ConsumerID: ls.id, Throttles: ds}, ls.sink); e != nil {
 					rt.Fatal(e)
 				}
 				w.subs[ls.id] = ls
@@ -287,7 +288,7 @@ func TestThrottleSaturatedBacklogAchievesTheLimit(t *testing.T) {
 	<-done
 	sink := &throttleSink{}
 	d := ThrottleDeclaration{Name: "api", Limits: []ThrottleLimit{{Max: 10, WindowMs: 1000}}}
-	if e := w.s.b.Subscribe(Subscription{Queue: "qa", ConsumerID: "c", Throttles: []ThrottleDeclaration{d}}, sink); e != nil {
+	if _, e := w.s.b.Subscribe(SubscribeRequest{Queue: "qa", ConsumerID: "c", Throttles: []ThrottleDeclaration{d}}, sink); e != nil {
 		t.Fatal(e)
 	}
 	w.s.settled() // the first window opens now, not at the first advance
@@ -325,7 +326,7 @@ func TestThrottlePerMerchantUnderGlobal(t *testing.T) {
 	w.s.b.Enqueue(msgs, func([]EnqueueResult, *Error) { close(done) })
 	<-done
 	ls := &liveSub{id: "c", queue: "qa", throttles: []string{"stripe", "stripe-merchant"}, sink: &throttleSink{}}
-	if e := w.s.b.Subscribe(Subscription{Queue: "qa", ConsumerID: "c", Throttles: []ThrottleDeclaration{global, merchant}}, ls.sink); e != nil {
+	if _, e := w.s.b.Subscribe(SubscribeRequest{Queue: "qa", ConsumerID: "c", Throttles: []ThrottleDeclaration{global, merchant}}, ls.sink); e != nil {
 		t.Fatal(e)
 	}
 	w.subs["c"] = ls

@@ -63,14 +63,14 @@ func TestSleepingQueueWhileWritesFail(t *testing.T) {
 	s, b := asleepWithOne(t)
 	s.mem.FailWrites(errors.New("disk full"))
 	k := &scriptSink{s: s, wake: make(chan struct{}, 1)}
-	if e := b.Subscribe(Subscription{Queue: "q", ConsumerID: "c", RequestID: 1, ManagedCredit: true}, k); e == nil || e.Code != CodeStorageError {
+	if _, e := b.Subscribe(SubscribeRequest{Queue: "q", ConsumerID: "c", ManagedCredit: true}, k); e == nil || e.Code != CodeStorageError {
 		t.Fatalf("Subscribe to a sleeping queue while writes fail: %v, want StorageError", e)
 	}
 	if st, e := b.GetStats("q"); e != nil || st.Depth != 1 {
 		t.Fatalf("stats while writes fail: %+v %v", st, e)
 	}
 	s.mem.ResumeWrites()
-	if e := b.Subscribe(Subscription{Queue: "q", ConsumerID: "c", RequestID: 2, ManagedCredit: true}, k); e != nil {
+	if _, e := b.Subscribe(SubscribeRequest{Queue: "q", ConsumerID: "c", ManagedCredit: true}, k); e != nil {
 		t.Fatalf("Subscribe after the store recovered: %v", e)
 	}
 	<-k.wake

@@ -2,11 +2,9 @@ package session
 
 import (
 	"github.com/filamq/fila/generated/fibp"
-	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/generated/wire"
-	"github.com/filamq/fila/server/broker"
-	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/keys"
+	"github.com/filamq/fila/server/service"
 )
 
 // Node is what the admin operations report about the node serving the connection.
@@ -15,11 +13,11 @@ type Node struct {
 	Addr string // the address clients should use
 }
 
-// AdminHandler decodes one admin request body and runs it against b. It returns the result frame
-// and the broker failure behind it (nil on success; the transport logs it), or, when the body is
+// AdminHandler decodes one admin request body and runs it against svc. It returns the result
+// frame and the service's failure behind it (nil on success; the transport logs it), or, when the body is
 // malformed, the decoding error. A nil frame with a failure is answered as an Error frame: a
 // refusal whose reason the result frame's error code cannot carry (Explained) is answered so.
-type AdminHandler func(b *broker.Broker, n Node, body []byte) (fibp.Frame, *broker.Error, error)
+type AdminHandler func(svc service.Service, n Node, body []byte) (fibp.Frame, *service.Error, error)
 
 // Admin returns the handler of an admin opcode.
 func Admin(op fibp.Opcode) (AdminHandler, bool) {
@@ -30,13 +28,13 @@ func Admin(op fibp.Opcode) (AdminHandler, bool) {
 func adminOp[T any, P interface {
 	*T
 	fibp.Frame
-}](run func(b *broker.Broker, n Node, req P) (fibp.Frame, *broker.Error)) AdminHandler {
-	return func(b *broker.Broker, n Node, body []byte) (fibp.Frame, *broker.Error, error) {
+}](run func(svc service.Service, n Node, req P) (fibp.Frame, *service.Error)) AdminHandler {
+	return func(svc service.Service, n Node, body []byte) (fibp.Frame, *service.Error, error) {
 		req := P(new(T))
 		if err := req.Decode(body); err != nil {
 			return nil, nil, err
 		}
-		res, e := run(b, n, req)
+		res, e := run(svc, n, req)
 		if Explained(e) && (res == nil || res.Opcode() != fibp.OpGetConfigResult) {
 			return nil, e, nil
 		}
@@ -50,20 +48,20 @@ func adminOp[T any, P interface {
 // storage or internal failure. A missing or existing subject (QueueNotFound, ApiKeyNotFound,
 // QueueAlreadyExists, NotADLQ, ...) keeps the result frame: its code says all, and the client
 // knows the subject. GetConfig keeps its result frame for an unset key, as the spec defines it.
-func Explained(e *broker.Error) bool {
+func Explained(e *service.Error) bool {
 	if e == nil || e.Message == "" {
 		return false
 	}
 	switch e.Code {
-	case broker.CodeInvalidConfigValue, broker.CodeImmutableSetting, broker.CodeLuaCompilationError,
-		broker.CodeChannelFull, broker.CodeStorageError, broker.CodeInternalError:
+	case service.CodeInvalidConfigValue, service.CodeImmutableSetting, service.CodeLuaCompilationError,
+		service.CodeChannelFull, service.CodeStorageError, service.CodeInternalError:
 		return true
 	}
 	return false
 }
 
 // code is the FIBP error code of an admin failure (Ok when there is none).
-func code(e *broker.Error) fibp.ErrorCode {
+func code(e *service.Error) fibp.ErrorCode {
 	if e == nil {
 		return fibp.CodeOk
 	}
@@ -74,71 +72,71 @@ func code(e *broker.Error) fibp.ErrorCode {
 var adminOps = map[fibp.Opcode]AdminHandler{
 	fibp.OpGetThrottleStats:  getThrottleStats,
 	fibp.OpGetThrottleBucket: getThrottleBucket,
-	fibp.OpCreateQueue: adminOp(func(b *broker.Broker, _ Node, r *fibp.CreateQueue) (fibp.Frame, *broker.Error) {
-		if e := b.CreateQueue(QueueSpec(r)); e != nil {
+	fibp.OpCreateQueue: adminOp(func(svc service.Service, _ Node, r *fibp.CreateQueue) (fibp.Frame, *service.Error) {
+		if e := svc.CreateQueue(QueueSpec(r)); e != nil {
 			return &fibp.CreateQueueResult{ErrorCode: code(e)}, e
 		}
 		return &fibp.CreateQueueResult{ErrorCode: fibp.CodeOk, QueueID: r.Name}, nil
 	}),
-	fibp.OpDeleteQueue: adminOp(func(b *broker.Broker, _ Node, r *fibp.DeleteQueue) (fibp.Frame, *broker.Error) {
-		e := b.DeleteQueue(r.Queue)
+	fibp.OpDeleteQueue: adminOp(func(svc service.Service, _ Node, r *fibp.DeleteQueue) (fibp.Frame, *service.Error) {
+		e := svc.DeleteQueue(r.Queue)
 		return &fibp.DeleteQueueResult{ErrorCode: code(e)}, e
 	}),
-	fibp.OpUpdateQueue: adminOp(func(b *broker.Broker, _ Node, r *fibp.UpdateQueue) (fibp.Frame, *broker.Error) {
-		e := b.UpdateQueue(QueueUpdate(r))
+	fibp.OpUpdateQueue: adminOp(func(svc service.Service, _ Node, r *fibp.UpdateQueue) (fibp.Frame, *service.Error) {
+		e := svc.UpdateQueue(QueueUpdate(r))
 		return &fibp.UpdateQueueResult{ErrorCode: code(e)}, e
 	}),
-	fibp.OpGetStats: adminOp(func(b *broker.Broker, _ Node, r *fibp.GetStats) (fibp.Frame, *broker.Error) {
-		s, e := b.GetStats(r.Queue)
+	fibp.OpGetStats: adminOp(func(svc service.Service, _ Node, r *fibp.GetStats) (fibp.Frame, *service.Error) {
+		s, e := svc.GetStats(r.Queue)
 		if e != nil {
 			return &fibp.GetStatsResult{ErrorCode: code(e)}, e
 		}
 		res := StatsResult(&s)
-		if def, e := b.Definition(r.Queue); e == nil {
+		if def, e := svc.Definition(r.Queue); e == nil {
 			res.Settings = Settings(&def)
 		}
 		return res, nil
 	}),
-	fibp.OpListQueues: adminOp(func(b *broker.Broker, _ Node, _ *fibp.ListQueues) (fibp.Frame, *broker.Error) {
+	fibp.OpListQueues: adminOp(func(svc service.Service, _ Node, _ *fibp.ListQueues) (fibp.Frame, *service.Error) {
 		res := &fibp.ListQueuesResult{ErrorCode: fibp.CodeOk}
-		for _, q := range b.ListQueues() {
+		for _, q := range svc.ListQueues() {
 			res.Queues = append(res.Queues, fibp.QueueInfo{Name: q.Name, Depth: q.Depth, InFlight: q.InFlight, ActiveConsumers: q.ActiveConsumers})
 		}
 		return res, nil
 	}),
-	fibp.OpSetConfig: adminOp(func(b *broker.Broker, _ Node, r *fibp.SetConfig) (fibp.Frame, *broker.Error) {
-		e := b.SetConfig(r.Key, r.Value) // refused: an Error frame that says why and lists the valid keys
+	fibp.OpSetConfig: adminOp(func(svc service.Service, _ Node, r *fibp.SetConfig) (fibp.Frame, *service.Error) {
+		e := svc.SetConfig(r.Key, r.Value) // refused: an Error frame that says why and lists the valid keys
 		return &fibp.SetConfigResult{ErrorCode: code(e)}, e
 	}),
-	fibp.OpGetConfig: adminOp(func(b *broker.Broker, _ Node, r *fibp.GetConfig) (fibp.Frame, *broker.Error) {
-		v, e := b.GetConfig(r.Key)
+	fibp.OpGetConfig: adminOp(func(svc service.Service, _ Node, r *fibp.GetConfig) (fibp.Frame, *service.Error) {
+		v, e := svc.GetConfig(r.Key)
 		return &fibp.GetConfigResult{ErrorCode: code(e), Value: v}, e
 	}),
-	fibp.OpListConfig: adminOp(func(b *broker.Broker, _ Node, r *fibp.ListConfig) (fibp.Frame, *broker.Error) {
+	fibp.OpListConfig: adminOp(func(svc service.Service, _ Node, r *fibp.ListConfig) (fibp.Frame, *service.Error) {
 		res := &fibp.ListConfigResult{ErrorCode: fibp.CodeOk}
-		for _, c := range b.ListConfig(r.Prefix) {
+		for _, c := range svc.ListConfig(r.Prefix) {
 			res.Entries = append(res.Entries, fibp.ConfigEntry{Key: c.Key, Value: c.Value})
 		}
 		return res, nil
 	}),
-	fibp.OpRedrive: adminOp(func(b *broker.Broker, _ Node, r *fibp.Redrive) (fibp.Frame, *broker.Error) {
-		n, e := b.Redrive(r.DLQQueue, r.Count, uint8(r.Reclassify))
+	fibp.OpRedrive: adminOp(func(svc service.Service, _ Node, r *fibp.Redrive) (fibp.Frame, *service.Error) {
+		n, e := svc.Redrive(r.DLQQueue, r.Count, reclassify(r.Reclassify))
 		return &fibp.RedriveResult{ErrorCode: code(e), Redriven: n.Redriven, LeftUnclassified: n.LeftUnclassified,
 			RejectedByScript: n.RejectedByScript}, e
 	}),
-	fibp.OpGetClusterStatus: adminOp(func(b *broker.Broker, n Node, _ *fibp.GetClusterStatus) (fibp.Frame, *broker.Error) {
-		s := b.GetClusterStatus()
+	fibp.OpGetClusterStatus: adminOp(func(svc service.Service, n Node, _ *fibp.GetClusterStatus) (fibp.Frame, *service.Error) {
+		s := svc.GetClusterStatus()
 		return &fibp.GetClusterStatusResult{
-			ErrorCode: fibp.CodeOk, Rebalancing: fibp.RebalancingMode(s.Rebalancing), RebalancingPauseEndsAt: s.PauseEndsAt,
+			ErrorCode: fibp.CodeOk, Rebalancing: wireRebalancing(s.Rebalancing), RebalancingPauseEndsAt: s.PauseEndsAt,
 			Nodes: []fibp.NodeStatus{{NodeID: n.ID, Addr: n.Addr, State: fibp.NodeStateUp, QueueLeaderships: s.QueueLeaderships}},
 		}, nil
 	}),
-	fibp.OpGetRoutes: adminOp(func(b *broker.Broker, n Node, r *fibp.GetRoutes) (fibp.Frame, *broker.Error) {
+	fibp.OpGetRoutes: adminOp(func(svc service.Service, n Node, r *fibp.GetRoutes) (fibp.Frame, *service.Error) {
 		queues := make([]string, 0, len(r.Queues))
 		for _, q := range r.Queues {
 			queues = append(queues, q.Queue)
 		}
-		names, e := b.Routes(queues)
+		names, e := svc.Routes(queues)
 		if e != nil {
 			return &fibp.GetRoutesResult{ErrorCode: code(e)}, e
 		}
@@ -148,14 +146,14 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 		}
 		return res, nil
 	}),
-	fibp.OpDrainNode: adminOp(func(_ *broker.Broker, n Node, r *fibp.DrainNode) (fibp.Frame, *broker.Error) {
+	fibp.OpDrainNode: adminOp(func(_ service.Service, n Node, r *fibp.DrainNode) (fibp.Frame, *service.Error) {
 		if r.NodeID != n.ID {
 			return &fibp.DrainNodeResult{ErrorCode: fibp.CodeNodeNotFound}, nil
 		}
 		return &fibp.DrainNodeResult{ErrorCode: fibp.CodeOk}, nil // a single node has no other node to move leaders to
 	}),
-	fibp.OpMoveQueueLeader: adminOp(func(b *broker.Broker, n Node, r *fibp.MoveQueueLeader) (fibp.Frame, *broker.Error) {
-		if _, e := b.GetStats(r.Queue); e != nil {
+	fibp.OpMoveQueueLeader: adminOp(func(svc service.Service, n Node, r *fibp.MoveQueueLeader) (fibp.Frame, *service.Error) {
+		if _, e := svc.GetStats(r.Queue); e != nil {
 			return &fibp.MoveQueueLeaderResult{ErrorCode: code(e)}, nil
 		}
 		if r.TargetNodeID != n.ID {
@@ -163,8 +161,8 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 		}
 		return &fibp.MoveQueueLeaderResult{ErrorCode: fibp.CodeOk}, nil
 	}),
-	fibp.OpSetRebalancing: adminOp(func(b *broker.Broker, _ Node, r *fibp.SetRebalancing) (fibp.Frame, *broker.Error) {
-		e := b.SetRebalancing(broker.RebalancingMode(r.Mode), r.PauseMs)
+	fibp.OpSetRebalancing: adminOp(func(svc service.Service, _ Node, r *fibp.SetRebalancing) (fibp.Frame, *service.Error) {
+		e := svc.SetRebalancing(rebalancing(r.Mode), r.PauseMs)
 		return &fibp.SetRebalancingResult{ErrorCode: code(e)}, e
 	}),
 	fibp.OpCreateAPIKey: adminOp(createAPIKey),
@@ -174,17 +172,18 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 	fibp.OpGetACL:       adminOp(getACL),
 }
 
-// QueueSpec converts a CreateQueue (enumerations keep their numbering; the broker checks them).
-func QueueSpec(r *fibp.CreateQueue) broker.QueueSpec {
-	return broker.QueueSpec{
+// QueueSpec converts a CreateQueue (unknown enumeration values pass through; the service refuses
+// them).
+func QueueSpec(r *fibp.CreateQueue) service.QueueSpec {
+	return service.QueueSpec{
 		Name:            r.Name,
 		OnEnqueueScript: r.OnEnqueueScript.Value, HasOnEnqueue: r.OnEnqueueScript.Present,
 		OnFailureScript: r.OnFailureScript.Value, HasOnFailure: r.OnFailureScript.Present,
 		OrderingKey: KeyFromWire(r.OrderingKey), DedupKey: KeyFromWire(r.DedupKey),
-		VisibilityTimeoutMs: r.VisibilityTimeoutMs, Ordering: store.Ordering(r.Ordering), WhenOrderingKeyMissing: store.WhenOrderingKeyMissing(r.WhenOrderingKeyMissing),
-		DedupWindowMs: r.DedupWindowMs, ScriptFailure: store.ScriptFailure(r.ScriptFailure), ParkDeadLetterAfter: r.ParkDeadLetterAfter,
-		MaxAttempts: r.MaxAttempts, Backoff: engine.Backoff(r.Backoff), BackoffInitialMs: r.BackoffInitialMs, BackoffMaxMs: r.BackoffMaxMs,
-		DeliveryDurability: store.DeliveryDurability(r.DeliveryDurability), ReclaimGraceMs: r.ReclaimGraceMs,
+		VisibilityTimeoutMs: r.VisibilityTimeoutMs, Ordering: ordering(r.Ordering), WhenOrderingKeyMissing: whenOrderingKeyMissing(r.WhenOrderingKeyMissing),
+		DedupWindowMs: r.DedupWindowMs, ScriptFailure: scriptFailure(r.ScriptFailure), ParkDeadLetterAfter: r.ParkDeadLetterAfter,
+		MaxAttempts: r.MaxAttempts, Backoff: backoff(r.Backoff), BackoffInitialMs: r.BackoffInitialMs, BackoffMaxMs: r.BackoffMaxMs,
+		DeliveryDurability: deliveryDurability(r.DeliveryDurability), ReclaimGraceMs: r.ReclaimGraceMs,
 	}
 }
 
@@ -212,20 +211,20 @@ func opt[T, U any](o wire.Optional[T], conv func(T) U) *U {
 func same[T any](v T) T { return v }
 
 // QueueUpdate converts an UpdateQueue.
-func QueueUpdate(r *fibp.UpdateQueue) broker.QueueUpdate {
-	return broker.QueueUpdate{
-		Queue: r.Queue, OnEnqueueChange: uint8(r.OnEnqueueChange), OnFailureChange: uint8(r.OnFailureChange),
+func QueueUpdate(r *fibp.UpdateQueue) service.QueueUpdate {
+	return service.QueueUpdate{
+		Queue: r.Queue, OnEnqueueChange: scriptChange(r.OnEnqueueChange), OnFailureChange: scriptChange(r.OnFailureChange),
 		OnEnqueueScript: r.OnEnqueueScript, OnFailureScript: r.OnFailureScript,
 		VisibilityTimeoutMs: opt(r.VisibilityTimeoutMs, same), DedupWindowMs: opt(r.DedupWindowMs, same),
-		MaxAttempts: opt(r.MaxAttempts, same), Backoff: opt(r.Backoff, func(b fibp.Backoff) engine.Backoff { return engine.Backoff(b) }),
+		MaxAttempts: opt(r.MaxAttempts, same), Backoff: opt(r.Backoff, backoff),
 		BackoffInitialMs: opt(r.BackoffInitialMs, same), BackoffMaxMs: opt(r.BackoffMaxMs, same),
 		ParkDeadLetterAfter: opt(r.ParkDeadLetterAfter, same), ReclaimGraceMs: opt(r.ReclaimGraceMs, same),
-		DeliveryDurability: opt(r.DeliveryDurability, func(d fibp.DeliveryDurability) store.DeliveryDurability { return store.DeliveryDurability(d) }),
+		DeliveryDurability: opt(r.DeliveryDurability, deliveryDurability),
 	}
 }
 
 // StatsResult is the GetStatsResult frame of a queue's stats.
-func StatsResult(s *broker.QueueStats) *fibp.GetStatsResult {
+func StatsResult(s *service.QueueStats) *fibp.GetStatsResult {
 	res := &fibp.GetStatsResult{
 		ErrorCode: fibp.CodeOk, Depth: s.Depth, InFlight: s.InFlight, Delayed: s.Delayed, Throttled: s.Throttled,
 		Unclassified: s.Unclassified, OldestUnclassifiedAt: uint64(max(s.OldestUnclassifiedAt, 0)),

@@ -1,7 +1,8 @@
-// Package session is the FIBP side of the broker: it turns decoded FIBP requests into the
-// broker's domain types, the broker's results into FIBP result frames, and deliveries into
-// Delivery frames (split into continuation frames when one would exceed the maximum frame size).
-// The transport frames bytes on sockets; the broker knows nothing of FIBP's hot-path frames.
+// Package session is the FIBP side of the queue service (server/service): it turns decoded FIBP
+// requests into the service's domain types, the service's results into FIBP result frames, and
+// deliveries into Delivery frames (split into continuation frames when one would exceed the
+// maximum frame size); FIBP's enumerations and error codes are mapped here and nowhere else. The
+// transport frames bytes on sockets; the service knows nothing of FIBP.
 package session
 
 import (
@@ -11,62 +12,70 @@ import (
 	"unicode/utf8"
 
 	"github.com/filamq/fila/generated/fibp"
-	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/service"
 )
 
-// ErrorCode is the FIBP error code of a broker result code.
-func ErrorCode(c broker.Code) fibp.ErrorCode {
+// ErrorCode is the FIBP error code of a service result code.
+func ErrorCode(c service.Code) fibp.ErrorCode {
 	switch c {
-	case broker.CodeOk:
+	case service.CodeOk:
 		return fibp.CodeOk
-	case broker.CodeQueueNotFound:
+	case service.CodeQueueNotFound:
 		return fibp.CodeQueueNotFound
-	case broker.CodeMessageNotFound:
+	case service.CodeMessageNotFound:
 		return fibp.CodeMessageNotFound
-	case broker.CodeStorageError:
+	case service.CodeStorageError:
 		return fibp.CodeStorageError
-	case broker.CodeChannelFull:
+	case service.CodeChannelFull:
 		return fibp.CodeChannelFull
-	case broker.CodeQueueAlreadyExists:
+	case service.CodeQueueAlreadyExists:
 		return fibp.CodeQueueAlreadyExists
-	case broker.CodeInvalidConfigValue:
+	case service.CodeInvalidConfigValue:
 		return fibp.CodeInvalidConfigValue
-	case broker.CodeReservedQueueName:
+	case service.CodeReservedQueueName:
 		return fibp.CodeReservedQueueName
-	case broker.CodeLuaCompilationError:
+	case service.CodeLuaCompilationError:
 		return fibp.CodeLuaCompilationError
-	case broker.CodeNotADLQ:
+	case service.CodeNotADLQ:
 		return fibp.CodeNotADLQ
-	case broker.CodeInvalidThrottle:
+	case service.CodeInvalidThrottle:
 		return fibp.CodeInvalidThrottle
-	case broker.CodeOrderingKeyMissing:
+	case service.CodeOrderingKeyMissing:
 		return fibp.CodeOrderingKeyMissing
-	case broker.CodeImmutableSetting:
+	case service.CodeImmutableSetting:
 		return fibp.CodeImmutableSetting
-	case broker.CodeScriptError:
+	case service.CodeScriptError:
 		return fibp.CodeScriptError
-	case broker.CodeScriptTimeout:
+	case service.CodeScriptTimeout:
 		return fibp.CodeScriptTimeout
-	case broker.CodeUnauthorized:
+	case service.CodeUnauthorized:
 		return fibp.CodeUnauthorized
-	case broker.CodeForbidden:
+	case service.CodeForbidden:
 		return fibp.CodeForbidden
-	case broker.CodeAPIKeyNotFound:
+	case service.CodeAPIKeyNotFound:
 		return fibp.CodeAPIKeyNotFound
-	case broker.CodeThrottleConflict:
+	case service.CodeThrottleConflict:
 		return fibp.CodeThrottleConflict
-	case broker.CodeThrottleNotFound:
+	case service.CodeThrottleNotFound:
 		return fibp.CodeThrottleNotFound
+	case service.CodeNotLeader:
+		return fibp.CodeNotLeader
+	case service.CodeNodeNotReady:
+		return fibp.CodeNodeNotReady
 	default:
 		return fibp.CodeInternalError
 	}
 }
 
-// ErrorFrame is the Error frame of a request-level broker failure.
-func ErrorFrame(e *broker.Error) *fibp.Error {
+// ErrorFrame is the Error frame of a request-level failure: with the back-off a ChannelFull
+// suggests, or the leader a NotLeader names.
+func ErrorFrame(e *service.Error) *fibp.Error {
 	f := &fibp.Error{ErrorCode: ErrorCode(e.Code), Message: ErrorMessage(e.Message)}
-	if e.RetryAfterMs > 0 {
+	switch {
+	case e.RetryAfterMs > 0:
 		f.Metadata = map[string]string{fibp.MetaRetryAfterMs: strconv.Itoa(e.RetryAfterMs)}
+	case e.Code == service.CodeNotLeader && e.LeaderAddr != "":
+		f.Metadata = map[string]string{fibp.MetaLeaderAddr: e.LeaderAddr}
 	}
 	return f
 }

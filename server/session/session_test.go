@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/filamq/fila/generated/fibp"
-	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/service"
 )
 
 // decodeDelivery reassembles the frames in b and decodes the Delivery they carry.
@@ -42,12 +42,12 @@ func decodeDelivery(t *testing.T, b []byte) (frames int, d fibp.Delivery, reques
 }
 
 func TestAppendDelivery(t *testing.T) {
-	small := []broker.Delivery{{ID: broker.MessageID{1}, Queue: "q", Payload: []byte("hi"), FairnessKey: "k", Weight: 2, Attempt: 3,
+	small := []service.Delivery{{ID: service.MessageID{1}, Queue: "q", Payload: []byte("hi"), FairnessKey: "k", Weight: 2, Attempt: 3,
 		RedriveCount: 1, EnqueuedAt: 10, LeasedAt: 20, ExpiresAt: 30, Headers: map[string]string{"a": "b"}}}
-	big := []broker.Delivery{{ID: broker.MessageID{2}, Queue: "q", Payload: bytes.Repeat([]byte{7}, fibp.MaxFrameSize)}}
+	big := []service.Delivery{{ID: service.MessageID{2}, Queue: "q", Payload: bytes.Repeat([]byte{7}, fibp.MaxFrameSize)}}
 	for _, tc := range []struct {
 		name   string
-		ds     []broker.Delivery
+		ds     []service.Delivery
 		frames int
 	}{{"one frame", small, 1}, {"continued", big, 2}} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -56,7 +56,7 @@ func TestAppendDelivery(t *testing.T) {
 				t.Fatalf("frames %d, request %d, %d messages", frames, id, len(d.Messages))
 			}
 			m, w := d.Messages[0], tc.ds[0]
-			if broker.MessageID(m.MessageID) != w.ID || m.Queue != w.Queue || !bytes.Equal(m.Payload, w.Payload) || m.FairnessKey != w.FairnessKey ||
+			if service.MessageID(m.MessageID) != w.ID || m.Queue != w.Queue || !bytes.Equal(m.Payload, w.Payload) || m.FairnessKey != w.FairnessKey ||
 				m.Weight != w.Weight || m.AttemptCount != w.Attempt || m.RedriveCount != w.RedriveCount ||
 				m.EnqueuedAt != uint64(w.EnqueuedAt) || m.LeasedAt != uint64(w.LeasedAt) || m.LeaseExpiresAt != uint64(w.ExpiresAt) ||
 				m.Headers["a"] != w.Headers["a"] {
@@ -67,8 +67,8 @@ func TestAppendDelivery(t *testing.T) {
 }
 
 func TestErrorCode(t *testing.T) {
-	for c := broker.CodeOk; c <= broker.CodeThrottleNotFound; c++ {
-		if c == broker.CodeAPIKeyNotFound {
+	for c := service.CodeOk; c <= service.CodeNodeNotReady; c++ {
+		if c == service.CodeAPIKeyNotFound {
 			continue // the spec spells it ApiKeyNotFound
 		}
 		if got := ErrorCode(c).String(); got != c.String() {
@@ -89,7 +89,7 @@ func TestAppendDeliveryAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items under the race detector")
 	}
-	ds := []broker.Delivery{{Queue: "q", Payload: []byte("hi")}, {Queue: "q", Payload: []byte("ho")}}
+	ds := []service.Delivery{{Queue: "q", Payload: []byte("hi")}, {Queue: "q", Payload: []byte("ho")}}
 	AppendDelivery(nil, 1, ds) // warm the pool
 	if n := testing.AllocsPerRun(100, func() { AppendDelivery(nil, 1, ds) }); n > 1 {
 		t.Errorf("%v allocations per Delivery frame, want 1 (the frame)", n)

@@ -4,15 +4,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/keys"
+	"github.com/filamq/fila/server/service"
 )
 
-// Settings renders a stored queue definition as GetStatsResult.settings: CreateQueue's field
+// Settings renders a queue's definition as GetStatsResult.settings: CreateQueue's field
 // names, numbers in decimal, enumerations by their spec names, keys as their parts (header:customer), scripts as their source. A zero
 // number or backoff "default" means the queue follows the broker default of the same name
 // (defaults.<name>).
-func Settings(def *store.QueueRecord) map[string]string {
+func Settings(def *service.QueueDefinition) map[string]string {
 	u := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	m := map[string]string{
 		"visibility_timeout_ms":     u(def.VisibilityTimeoutMs),
@@ -30,22 +30,16 @@ func Settings(def *store.QueueRecord) map[string]string {
 		"on_enqueue_script":         def.OnEnqueueScript,
 		"on_failure_script":         def.OnFailureScript,
 	}
-	for name, b := range map[string][]byte{"ordering_key": def.OrderingKey, "dedup_key": def.DedupKey} {
-		m[name] = formatKey(b)
-	}
+	m["ordering_key"], m["dedup_key"] = formatKey(def.OrderingKey), formatKey(def.DedupKey)
 	if def.DLQOf != "" {
 		m["dlq_of"] = def.DLQOf
 	}
 	return m
 }
 
-// formatKey renders a stored key as its parts joined by commas (header:customer,fairness_key);
-// empty for no key.
-func formatKey(b []byte) string {
-	k, err := keys.Decode(b)
-	if err != nil {
-		return "undecodable key"
-	}
+// formatKey renders a key as its parts joined by commas (header:customer,fairness_key); empty
+// for no key.
+func formatKey(k keys.Key) string {
 	parts := make([]string, len(k))
 	for i, p := range k {
 		parts[i] = p.String()

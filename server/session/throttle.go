@@ -2,21 +2,21 @@ package session
 
 import (
 	"github.com/filamq/fila/generated/fibp"
-	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/keys"
+	"github.com/filamq/fila/server/service"
 )
 
 // ThrottleDeclarations converts a Consume's throttle declarations (the broker validates them).
-func ThrottleDeclarations(ds []fibp.ThrottleDeclaration) []broker.ThrottleDeclaration {
+func ThrottleDeclarations(ds []fibp.ThrottleDeclaration) []service.ThrottleDeclaration {
 	if len(ds) == 0 {
 		return nil
 	}
-	out := make([]broker.ThrottleDeclaration, len(ds))
+	out := make([]service.ThrottleDeclaration, len(ds))
 	for i, d := range ds {
-		out[i] = broker.ThrottleDeclaration{Name: d.Name, Key: Key(d.Key), WhenKeyMissing: broker.ThrottlePolicy(d.WhenKeyMissing)}
-		out[i].Limits = make([]broker.ThrottleLimit, len(d.Limits))
+		out[i] = service.ThrottleDeclaration{Name: d.Name, Key: Key(d.Key), WhenKeyMissing: throttlePolicy(d.WhenKeyMissing)}
+		out[i].Limits = make([]service.ThrottleLimit, len(d.Limits))
 		for j, l := range d.Limits {
-			out[i].Limits[j] = broker.ThrottleLimit{Max: l.MaxDeliveries, WindowMs: l.WindowMs}
+			out[i].Limits[j] = service.ThrottleLimit{Max: l.MaxDeliveries, WindowMs: l.WindowMs}
 		}
 	}
 	return out
@@ -44,8 +44,8 @@ func WireKey(k keys.Key) fibp.Key {
 }
 
 // ThrottleSummary is the throttle_summary of s.
-func ThrottleSummary(s *broker.ThrottleSummary) fibp.ThrottleSummary {
-	ts := fibp.ThrottleSummary{Name: s.Name, Key: WireKey(s.Key), WhenKeyMissing: fibp.WhenKeyMissing(s.WhenKeyMissing),
+func ThrottleSummary(s *service.ThrottleSummary) fibp.ThrottleSummary {
+	ts := fibp.ThrottleSummary{Name: s.Name, Key: WireKey(s.Key), WhenKeyMissing: wireThrottlePolicy(s.WhenKeyMissing),
 		DeclaringSubscribers: uint32(s.Subscribers), Limits: make([]fibp.ThrottleLimit, len(s.Limits))}
 	for i, l := range s.Limits {
 		ts.Limits[i] = fibp.ThrottleLimit{MaxDeliveries: l.Max, WindowMs: l.WindowMs}
@@ -54,7 +54,7 @@ func ThrottleSummary(s *broker.ThrottleSummary) fibp.ThrottleSummary {
 }
 
 // BucketStats is the bucket_stats of b.
-func BucketStats(b *broker.ThrottleBucket) fibp.BucketStats {
+func BucketStats(b *service.ThrottleBucket) fibp.BucketStats {
 	bs := fibp.BucketStats{BucketKind: fibp.BucketKindKeyed, Values: b.Values, Counted: b.Counted, Waiting: b.Waiting,
 		NextRoomAt: uint64(b.NextRoomAt)}
 	if b.Missing {
@@ -67,7 +67,7 @@ func BucketStats(b *broker.ThrottleBucket) fibp.BucketStats {
 }
 
 // ThrottleStatsResult is the GetThrottleStatsResult frame of st.
-func ThrottleStatsResult(st *broker.ThrottleStats) *fibp.GetThrottleStatsResult {
+func ThrottleStatsResult(st *service.ThrottleStats) *fibp.GetThrottleStatsResult {
 	res := &fibp.GetThrottleStatsResult{ErrorCode: fibp.CodeOk, Summary: ThrottleSummary(&st.Summary),
 		ActiveBuckets: st.Summary.ActiveBuckets, BucketsAtLimit: st.Summary.BucketsAtLimit, Waiting: st.Waiting}
 	for _, q := range st.Summary.Queues {
@@ -80,19 +80,19 @@ func ThrottleStatsResult(st *broker.ThrottleStats) *fibp.GetThrottleStatsResult 
 }
 
 var (
-	getThrottleStats = adminOp(func(b *broker.Broker, _ Node, r *fibp.GetThrottleStats) (fibp.Frame, *broker.Error) {
-		st, e := b.GetThrottleStats(r.Name, min(r.TopBuckets, MaxTopBuckets))
+	getThrottleStats = adminOp(func(svc service.Service, _ Node, r *fibp.GetThrottleStats) (fibp.Frame, *service.Error) {
+		st, e := svc.GetThrottleStats(r.Name, min(r.TopBuckets, MaxTopBuckets))
 		if e != nil {
 			return &fibp.GetThrottleStatsResult{ErrorCode: code(e)}, e
 		}
 		return ThrottleStatsResult(&st), nil
 	})
-	getThrottleBucket = adminOp(func(b *broker.Broker, _ Node, r *fibp.GetThrottleBucket) (fibp.Frame, *broker.Error) {
+	getThrottleBucket = adminOp(func(svc service.Service, _ Node, r *fibp.GetThrottleBucket) (fibp.Frame, *service.Error) {
 		if r.BucketKind != fibp.BucketKindKeyed && r.BucketKind != fibp.BucketKindMissingKeyShared {
-			e := &broker.Error{Code: broker.CodeInvalidConfigValue, Message: "unknown bucket_kind " + r.BucketKind.String()}
+			e := &service.Error{Code: service.CodeInvalidConfigValue, Message: "unknown bucket_kind " + r.BucketKind.String()}
 			return &fibp.GetThrottleBucketResult{ErrorCode: code(e)}, e
 		}
-		tb, e := b.GetThrottleBucket(r.Name, r.BucketKind == fibp.BucketKindMissingKeyShared, r.Values)
+		tb, e := svc.GetThrottleBucket(r.Name, r.BucketKind == fibp.BucketKindMissingKeyShared, r.Values)
 		if e != nil {
 			return &fibp.GetThrottleBucketResult{ErrorCode: code(e)}, e
 		}

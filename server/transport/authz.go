@@ -21,7 +21,7 @@ import (
 // authenticate checks the Handshake's API key; false means Unauthorized was sent and the
 // connection must close.
 func (c *conn) authenticate(key wire.Optional[string]) bool {
-	st := c.s.b.Auth()
+	st := c.s.svc.Auth()
 	if !st.Enabled() {
 		return true
 	}
@@ -83,7 +83,7 @@ func (c *conn) keyProblem() string {
 
 func (c *conn) endSubscription(id uint32, ref *subRef) {
 	delete(c.subs, id)
-	c.s.b.Unsubscribe(ref.queue, ref.consumer)
+	ref.sub.Unsubscribe()
 	c.acct.Release(subscriptionMemory)
 }
 

@@ -18,8 +18,8 @@ import (
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/auth"
-	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/membudget"
+	"github.com/filamq/fila/server/service"
 	"github.com/filamq/fila/server/session"
 )
 
@@ -30,7 +30,7 @@ type conn struct {
 	s       *Server
 	nc      net.Conn
 	id      uint64
-	session string // id in decimal: the broker's name for this connection (broker.Subscription.Session)
+	session string // id in decimal: the service's name for this connection (service.SubscribeRequest.Session)
 	log     *slog.Logger
 
 	host     string        // client IP address (per-client limit)
@@ -79,14 +79,15 @@ type conn struct {
 	ack       fibp.Ack
 	nack      fibp.Nack
 	ext       fibp.ExtendLease
-	ackItems  []broker.AckItem
-	nackItems []broker.NackItem
-	extItems  []broker.ExtendItem
+	ackItems  []service.AckItem
+	nackItems []service.NackItem
+	extItems  []service.ExtendItem
 }
 
 type subRef struct {
-	id              uint32 // the Consume's request ID, its key in conn.subs
-	queue, consumer string
+	id    uint32 // the Consume's request ID, its key in conn.subs
+	queue string
+	sub   service.Subscription
 }
 
 // connMemory is what an open connection costs before it holds anything: its read buffer, its
@@ -373,7 +374,7 @@ func (c *conn) sendError(requestID uint32, code fibp.ErrorCode, msg string, meta
 	c.send(requestID, &fibp.Error{ErrorCode: code, Message: session.ErrorMessage(msg), Metadata: meta})
 }
 
-func (c *conn) sendBrokerError(requestID uint32, e *broker.Error) {
+func (c *conn) sendServiceError(requestID uint32, e *service.Error) {
 	c.s.countCode(e.Code)
 	c.send(requestID, session.ErrorFrame(e))
 }

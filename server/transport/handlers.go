@@ -8,7 +8,7 @@ import (
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/auth"
-	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/service"
 	"github.com/filamq/fila/server/session"
 )
 
@@ -42,7 +42,7 @@ func (c *conn) handle(h fibp.Header, body []byte) bool {
 		var cr fibp.Credit
 		if c.decode(h, &cr, body) {
 			if ref, ok := c.subs[h.RequestID]; ok {
-				c.s.b.Credit(ref.queue, ref.consumer, cr.AdditionalCredit)
+				ref.sub.Credit(cr.AdditionalCredit)
 			}
 		}
 	case fibp.OpCancelConsume:
@@ -134,9 +134,9 @@ func (c *conn) enqueue(h fibp.Header, body []byte) {
 		}
 		mem += headers
 	}
-	screened(c, h.RequestID, mem, auth.Produce, true, session.Messages(&c.enq), func(m *broker.Message) string { return m.Queue },
-		broker.EnqueueResult{Code: broker.CodeForbidden}, func(r broker.EnqueueResult) broker.Code { return r.Code },
-		session.EnqueueResult, c.s.b.Enqueue)
+	screened(c, h.RequestID, mem, auth.Produce, true, session.Messages(&c.enq), func(m *service.Message) string { return m.Queue },
+		service.EnqueueResult{Code: service.CodeForbidden}, func(r service.EnqueueResult) service.Code { return r.Code },
+		session.EnqueueResult, c.s.svc.Enqueue)
 }
 
 // screened runs a request whose items each need permission kind: the denied ones (screen)
@@ -145,7 +145,7 @@ func (c *conn) enqueue(h fibp.Header, body []byte) {
 // With whole, a request whose every item is denied is answered with one Forbidden Error frame
 // that names the key, the permission and the queues, which a per-item result cannot carry.
 func screened[T, Res any, F fibp.Frame](c *conn, requestID uint32, mem int64, kind auth.Kind, whole bool, items []T, queue func(*T) string,
-	forbidden Res, code func(Res) broker.Code, frame func([]Res) F, run func([]T, func([]Res, *broker.Error))) {
+	forbidden Res, code func(Res) service.Code, frame func([]Res) F, run func([]T, func([]Res, *service.Error))) {
 	kept, denied := screen(c.who, kind, items, queue)
 	if allDenied(kept, denied) {
 		c.acct.Release(mem)
@@ -159,9 +159,9 @@ func screened[T, Res any, F fibp.Frame](c *conn, requestID uint32, mem int64, ki
 	if !c.begin(mem) {
 		return
 	}
-	run(kept, func(rs []Res, e *broker.Error) {
+	run(kept, func(rs []Res, e *service.Error) {
 		if e != nil {
-			c.sendBrokerError(requestID, e)
+			c.sendServiceError(requestID, e)
 		} else {
 			rs = unscreen(denied, rs, forbidden)
 			for _, r := range rs {
@@ -175,21 +175,21 @@ func screened[T, Res any, F fibp.Frame](c *conn, requestID uint32, mem int64, ki
 }
 
 // itself is the code of a settlement item's result, which is its code.
-func itself(code broker.Code) broker.Code { return code }
+func itself(code service.Code) service.Code { return code }
 
 func (c *conn) settleAck(h fibp.Header, body []byte) {
 	if mem, ok := c.decodeHeld(h, &c.ack, body, session.SettleMemory(body)); ok {
 		c.ackItems = session.AckItems(c.ackItems[:0], &c.ack, c.session)
-		screened(c, h.RequestID, mem, auth.Consume, false, c.ackItems, func(it *broker.AckItem) string { return it.Queue },
-			broker.CodeForbidden, itself, session.AckResult, c.s.b.Ack)
+		screened(c, h.RequestID, mem, auth.Consume, false, c.ackItems, func(it *service.AckItem) string { return it.Queue },
+			service.CodeForbidden, itself, session.AckResult, c.s.svc.Ack)
 	}
 }
 
 func (c *conn) settleNack(h fibp.Header, body []byte) {
 	if mem, ok := c.decodeHeld(h, &c.nack, body, session.SettleMemory(body)); ok {
 		c.nackItems = session.NackItems(c.nackItems[:0], &c.nack, c.session)
-		screened(c, h.RequestID, mem, auth.Consume, false, c.nackItems, func(it *broker.NackItem) string { return it.Queue },
-			broker.CodeForbidden, itself, session.NackResult, c.s.b.Nack)
+		screened(c, h.RequestID, mem, auth.Consume, false, c.nackItems, func(it *service.NackItem) string { return it.Queue },
+			service.CodeForbidden, itself, session.NackResult, c.s.svc.Nack)
 	}
 }
 
@@ -199,9 +199,9 @@ func (c *conn) settleExtend(h fibp.Header, body []byte) {
 		return
 	}
 	c.extItems = session.ExtendItems(c.extItems[:0], &c.ext, c.session)
-	screened(c, h.RequestID, mem, auth.Consume, false, c.extItems, func(it *broker.ExtendItem) string { return it.Queue },
-		broker.ExtendResult{Code: broker.CodeForbidden}, func(r broker.ExtendResult) broker.Code { return r.Code },
-		session.ExtendLeaseResult, c.s.b.ExtendLease)
+	screened(c, h.RequestID, mem, auth.Consume, false, c.extItems, func(it *service.ExtendItem) string { return it.Queue },
+		service.ExtendResult{Code: service.CodeForbidden}, func(r service.ExtendResult) service.Code { return r.Code },
+		session.ExtendLeaseResult, c.s.svc.ExtendLease)
 }
 
 // subscriptionMemory is what a subscription is counted for against the memory bounds while it
@@ -238,19 +238,18 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 		return
 	}
 	consumer := c.session + "-" + strconv.FormatUint(uint64(h.RequestID), 10)
-	ref := &subRef{id: h.RequestID, queue: req.Queue, consumer: consumer}
-	sub, e := session.Subscription(&req, h.RequestID, c.session, consumer, c.caps.Has(fibp.CapCreditFlowControl))
+	ref := &subRef{id: h.RequestID, queue: req.Queue}
+	sr := session.SubscribeRequest(&req, c.session, consumer, c.caps.Has(fibp.CapCreditFlowControl))
 	if c.who != nil {
-		sub.Holder = c.who.ID() // the throttles' fair share of bucket memory
+		sr.Holder = c.who.ID() // the throttles' fair share of bucket memory
 	}
-	if e == nil {
-		e = c.s.b.Subscribe(sub, session.Sink{Out: c, OnEnd: func() { c.subscriptionEnded(ref) }})
-	}
+	sub, e := c.s.svc.Subscribe(sr, session.Sink{Out: c, RequestID: h.RequestID, OnEnd: func() { c.subscriptionEnded(ref) }})
 	if e != nil {
 		c.acct.Release(subscriptionMemory)
-		c.sendBrokerError(h.RequestID, e)
+		c.sendServiceError(h.RequestID, e)
 		return
 	}
+	ref.sub = sub
 	c.subs[h.RequestID] = ref
 }
 
@@ -286,7 +285,7 @@ func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
 	if !c.permitAdmin(h, body) {
 		return
 	}
-	res, e, err := handler(c.s.b, session.Node{ID: c.s.opts.NodeID, Addr: c.s.advertised()}, body)
+	res, e, err := handler(c.s.svc, session.Node{ID: c.s.opts.NodeID, Addr: c.s.advertised()}, body)
 	if err != nil {
 		c.log.Info("admin request malformed", "op", h.Opcode.String(), "err", err)
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, err.Error(), nil)
@@ -295,7 +294,7 @@ func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
 	c.logAdmin(h.Opcode, e)
 	switch {
 	case res == nil && e != nil:
-		c.sendBrokerError(h.RequestID, e)
+		c.sendServiceError(h.RequestID, e)
 	default:
 		if e != nil {
 			c.s.countCode(e.Code)

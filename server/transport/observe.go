@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/filamq/fila/generated/fibp"
-	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/internal/lograte"
+	"github.com/filamq/fila/server/service"
 	"github.com/filamq/fila/server/session"
 )
 
@@ -29,8 +29,8 @@ func (s *Server) countError(code fibp.ErrorCode) {
 	}
 }
 
-func (s *Server) countCode(code broker.Code) {
-	if code != broker.CodeOk {
+func (s *Server) countCode(code service.Code) {
+	if code != service.CodeOk {
 		s.countError(session.ErrorCode(code))
 	}
 }
@@ -44,7 +44,7 @@ var readOnlyAdmin = map[fibp.Opcode]bool{
 }
 
 // logAdmin records one admin request and its outcome (e nil: it succeeded).
-func (c *conn) logAdmin(op fibp.Opcode, e *broker.Error) {
+func (c *conn) logAdmin(op fibp.Opcode, e *service.Error) {
 	level := slog.LevelInfo
 	if readOnlyAdmin[op] {
 		level = slog.LevelDebug

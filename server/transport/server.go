@@ -1,6 +1,7 @@
 // Package transport serves FIBP over TCP (optionally TLS): framing, the handshake, multiplexed
 // requests, keepalive, continuation reassembly, flow control of writes and the unknown-opcode
-// rules. It decodes frames with the generated codecs and hands them to the broker.
+// rules. It decodes frames with the generated codecs and hands them, through the session, to the
+// queue service (server/service).
 package transport
 
 import (
@@ -18,8 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/filamq/fila/generated/fibp"
-	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/membudget"
+	"github.com/filamq/fila/server/service"
 )
 
 // Options configures a Server. Zero fields take the defaults shown.
@@ -91,9 +92,9 @@ func (o *Options) defaults() {
 	}
 }
 
-// Server accepts FIBP connections for a broker.
+// Server accepts FIBP connections for a queue service.
 type Server struct {
-	b    *broker.Broker
+	svc  service.Service
 	opts Options
 	log  *slog.Logger
 
@@ -115,10 +116,10 @@ type Server struct {
 	denied    deniedLogs
 }
 
-// New returns a server for b.
-func New(b *broker.Broker, opts Options) *Server {
+// New returns a server for svc.
+func New(svc service.Service, opts Options) *Server {
 	opts.defaults()
-	s := &Server{b: b, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}, perHost: map[string]int{}, greeting: map[string]*list.List{},
+	s := &Server{svc: svc, opts: opts, log: opts.Logger, conns: map[*conn]struct{}{}, perHost: map[string]int{}, greeting: map[string]*list.List{},
 		greeters: list.New(), forced: make(chan struct{}), denied: newDeniedLogs(opts.Clock)}
 	s.connGauge = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "fila", Name: "connections", Help: "Open FIBP connections."})
 	s.errors = newErrorCounter()
