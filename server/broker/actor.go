@@ -254,6 +254,7 @@ func (a *actor) engineConfig(l queuegroup.Lane) engine.Config {
 func (a *actor) syncConfig(l queuegroup.Lane) {
 	a.st.LogLeases(l, a.committed(l))
 	cfg := a.engineConfig(l)
+	cfg.Alloc = a.st.Lane(l).Config().Alloc // where the lane keeps its memory is no configuration
 	if a.st.Lane(l).Config() == cfg {
 		return
 	}
