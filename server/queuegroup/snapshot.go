@@ -175,6 +175,9 @@ func Restore(r io.Reader, name, dlqName string) (*State, error) {
 // SnapshotReader reads a snapshot: its state, then, if the caller wants them, its bodies.
 type SnapshotReader struct {
 	sr snapshotReader
+	// Alloc is where the restored lanes keep their memory (engine.Config.Alloc; nil: the Go
+	// heap): a snapshot records configurations, not where a node keeps its memory.
+	Alloc engine.Allocator
 }
 
 // NewSnapshotReader returns a reader of the snapshot r.
@@ -202,7 +205,7 @@ func (r *SnapshotReader) State(name, dlqName string) (*State, error) {
 		if l == LaneDeadLetter {
 			n = dlqName
 		}
-		q, err := sr.lane(l, n)
+		q, err := sr.lane(l, n, r.Alloc)
 		if err != nil {
 			return nil, err
 		}
@@ -314,7 +317,7 @@ func (sr *snapshotReader) messages(rs *engine.Restorer, n uint64) error {
 	return nil
 }
 
-func (sr *snapshotReader) lane(l Lane, name string) (*engine.Queue, error) {
+func (sr *snapshotReader) lane(l Lane, name string, alloc engine.Allocator) (*engine.Queue, error) {
 	hdr, err := expect[*queuelog.SnapshotLane](sr)
 	if err != nil {
 		return nil, err
@@ -322,7 +325,9 @@ func (sr *snapshotReader) lane(l Lane, name string) (*engine.Queue, error) {
 	if hdr.Lane != l {
 		return nil, fmt.Errorf("%w: lane %v where %v was expected", ErrBadSnapshot, hdr.Lane, l)
 	}
-	rs, err := engine.NewRestorer(name, EngineConfig(&hdr.Config))
+	cfg := EngineConfig(&hdr.Config)
+	cfg.Alloc = alloc
+	rs, err := engine.NewRestorer(name, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("%w: lane %v: %v", ErrBadSnapshot, l, err)
 	}
