@@ -78,7 +78,8 @@ type Config struct {
 	// Alloc gives the Queue's big buffers memory outside the Go heap (alloc.go); nil takes them
 	// from the Go heap. It is where this node keeps the queue, not replicated configuration: a
 	// Queue keeps the Allocator it was made with (NewQueue, NewRestorer) and reports it here,
-	// UpdateConfig leaves it unchanged, and Validate and WithDefaults ignore it.
+	// UpdateConfig leaves it unchanged, and Validate and WithDefaults ignore it. Configs are
+	// compared with ==, so its dynamic type must be comparable (a pointer, as offheap's).
 	Alloc Allocator
 }
 
