@@ -600,7 +600,7 @@ func (a *actor) maybeSnapshot() {
 	cost := snapshotRatio * snapshotBytesPerMessage * msgs
 	bytesDue := uint64(a.sinceSnap) >= max(snapshotBytes, cost)
 	entriesDue := last-first >= max(snapshotEntries, snapshotRatio*msgs)
-	if !bytesDue && !entriesDue {
+	if !bytesDue && !entriesDue || a.fsm.writing.Load() {
 		return
 	}
 	a.drain()
@@ -609,7 +609,7 @@ func (a *actor) maybeSnapshot() {
 	}
 	a.unparkAll() // parked messages are live state; the snapshot sees them in their FIFOs
 	start := time.Now()
-	if err := a.g.Snapshot(); err != nil {
+	if err := a.snapshot(); err != nil {
 		a.log.Error("snapshot failed", "err", err)
 		return
 	}

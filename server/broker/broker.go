@@ -251,6 +251,9 @@ func (b *Broker) openGroup(name string, fsm raft.FSM) (*raftgroup.Group, error) 
 	if err != nil {
 		return nil, err
 	}
+	if q, ok := fsm.(*queueFSM); ok {
+		q.attach(logs, snaps)
+	}
 	return raftgroup.Open(raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger()}, fsm)
 }
 

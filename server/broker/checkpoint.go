@@ -5,6 +5,38 @@ import (
 	"path/filepath"
 )
 
+// snapshot has raft snapshot the group and returns once the state machine has noted what the
+// snapshot is of (fsmsnapshot.go): raft writes it, and truncates the log behind it, in the
+// background while the actor goes on. The caller has drained the rounds in flight, so the state
+// noted is the actor's, and checks writing first: raft takes one snapshot at a time, and a
+// second request would wait for the first to be written.
+func (a *actor) snapshot() error {
+	g, fsm, log := a.g, a.fsm, a.log
+	captured := make(chan struct{})
+	fsm.captureOnce(captured)
+	fsm.writing.Store(true)
+	done := make(chan error, 1)
+	go func() {
+		err := g.Snapshot()
+		fsm.writing.Store(false)
+		select {
+		case <-captured:
+			if err != nil { // the actor has gone on: nobody else hears of it
+				log.Error("writing a snapshot failed", "err", err)
+			}
+		default:
+		}
+		done <- err
+	}()
+	select {
+	case <-captured:
+		return nil
+	case err := <-done:
+		fsm.captureOnce(nil)
+		return err
+	}
+}
+
 // checkpointer is a store that can copy itself as of one moment (storage.DB.Checkpoint).
 type checkpointer interface {
 	Checkpoint(dir string) error

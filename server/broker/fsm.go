@@ -2,8 +2,6 @@ package broker
 
 import (
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -13,6 +11,7 @@ import (
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/queuegroup"
+	"github.com/filamq/fila/server/raftstore"
 	"github.com/filamq/fila/server/storage"
 )
 
@@ -36,11 +35,20 @@ type queueFSM struct {
 	leading atomic.Bool
 	fence   queuelog.Fence // the last applied entry's, while leading
 	stored  uint64         // the applied index stored when the group opened
+	applied uint64         // the last entry applied (any mode), under mu
 	batch   storage.BodyBatch
 	// failed is set when an entry could not be applied. The entry's future carries the error, so
 	// the actor reloads the group; until then it takes no snapshot of a state the log lacks.
 	failed atomic.Bool
-	mu     sync.Mutex // guards state across the hand-over
+	mu     sync.Mutex // guards state and applied across the hand-over
+
+	// What snapshots read (fsmsnapshot.go): the group's stores, its lanes' configurations when
+	// it opened, and what the next Snapshot tells it has noted what it is of (under mu).
+	logs     raftstore.LogStableStore
+	snaps    raft.SnapshotStore
+	initial  [2]engine.Config
+	captured chan struct{}
+	writing  atomic.Bool // a snapshot is being written (checkpoint.go)
 }
 
 func newQueueFSM(db storage.Store, name string, state *queuegroup.State, log *slog.Logger) (*queueFSM, error) {
@@ -74,6 +82,11 @@ func (f *queueFSM) ApplyBatch(logs []*raft.Log) []any {
 		}
 		out[i] = f.applyOne(l)
 		last = l.Index
+	}
+	if n := len(logs); n > 0 {
+		f.mu.Lock()
+		f.applied = max(f.applied, logs[n-1].Index)
+		f.mu.Unlock()
 	}
 	if last > f.stored {
 		if err := f.batch.Commit(last); err != nil {
@@ -120,35 +133,6 @@ func (f *queueFSM) applyOne(l *raft.Log) error {
 	}
 	return queuegroup.Deleted(l.Data, func(id engine.MsgID) { f.batch.DeleteBody(id) })
 }
-
-// Snapshot captures the state. It is called only while the state cannot change: replaying, or
-// leading while the actor waits in Group.Snapshot with nothing in flight.
-func (f *queueFSM) Snapshot() (raft.FSMSnapshot, error) { return stateSnapshot{f.state}, nil }
-
-// Restore replaces the state with a snapshot's (at start-up, before any entry).
-func (f *queueFSM) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	s, err := queuegroup.Restore(rc, f.name, f.name+dlqSuffix)
-	if err != nil {
-		return fmt.Errorf("queue %q: %w", f.name, err)
-	}
-	f.mu.Lock()
-	f.state = s
-	f.mu.Unlock()
-	return nil
-}
-
-type stateSnapshot struct{ s *queuegroup.State }
-
-func (s stateSnapshot) Persist(sink raft.SnapshotSink) error {
-	if err := s.s.WriteSnapshot(sink); err != nil {
-		_ = sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (stateSnapshot) Release() {}
 
 var (
 	_ raft.BatchingFSM = (*queueFSM)(nil)
