@@ -21,7 +21,7 @@ import (
 // and just after (their mean, so that a drift of the machine's load cancels). Per size it prints
 // the figures and one summary line:
 //
-//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=… scratch_mib=… scratch_cached_mib=… cpu_us=… empty_cpu_us=… empty_server_cpu_us=… compaction=… empty_compaction=… empty_server_compaction=… snapshot=…
+//	BACKLOG messages=10000000 payload=1024 keys=0 rss_mib=… bytes_per_msg=… lifecycle=… empty=… ratio=… empty_server=… rss_settled_mib=… scratch_mib=… scratch_cached_mib=… cpu_us=… empty_cpu_us=… empty_server_cpu_us=… compaction=… empty_compaction=… empty_server_compaction=… snapshot=… snapshots=… snapshot_mean_s=… fill_snapshots=… fill_snapshot_mean_s=…
 //
 // bytes_per_msg is (RSS − RSS before the fill) / messages, read 2 s after the fill; rss_settled_mib
 // is read -backlog-settle later, idle; empty_server is the lifecycle rate
@@ -33,9 +33,10 @@ import (
 // empty_compaction and empty_server_compaction are the seconds per second the server's store
 // spent compacting in those phases; snapshot is the seconds the backlog's queue paused while the
 // snapshots begun in its phase were written (fila_snapshot_seconds; one begun late in the phase
-// may go on past it), per second of the phase. The empty queues keep what their run
-// left unconsumed. With -heap-profile DIR the server serves pprof and a heap profile is saved at
-// each size.
+// may go on past it), per second of the phase; snapshots and snapshot_mean_s are how many ended in
+// it and their mean pause, fill_snapshots and fill_snapshot_mean_s the same for the fill. The
+// empty queues keep what their run left unconsumed. With -heap-profile DIR the server serves
+// pprof and a heap profile is saved at each size.
 func benchBacklog(r *runner) error {
 	if r.srv.cmd == nil {
 		fmt.Fprintln(os.Stderr, "   skipped: the server was not started by this tool")
@@ -68,12 +69,14 @@ func benchBacklog(r *runner) error {
 	base := r.srv.rssBytes()
 	var stored int64 // messages in q: filled, plus enqueued − acked by the lifecycle runs
 	for _, n := range sizes {
+		fill0 := r.srv.scrape()
 		added, err := r.fill(q, n-stored)
 		if err != nil {
 			return err
 		}
 		stored += added
 		time.Sleep(2 * time.Second) // let the last batches apply
+		fillPause, fillSnaps := meanPause(fill0, r.srv.scrape(), q)
 		rss, measured, mem := r.srv.rssBytes(), stored, r.srv.memory()
 		perMsg := float64(rss-base) / float64(stored)
 		tag := fmt.Sprintf("%d_%db", n, r.o.backlogPayload)
@@ -103,7 +106,9 @@ func benchBacklog(r *runner) error {
 		}
 		// A snapshot is counted when it ends: one begun late in the backlog's phase has ended by
 		// now (the queue was idle since), and its whole pause counts for the phase.
-		snapshot := perSecond(snap0, r.srv.scrape(), snapshots, r.o.duration.Seconds())
+		snap1 := r.srv.scrape()
+		snapshot := perSecond(snap0, snap1, snapshots, r.o.duration.Seconds())
+		pause, snaps := meanPause(snap0, snap1, q)
 		rate, empty := standing.rate, (before.rate+after.rate)/2
 		cpu, emptyCPU := standing.cpuPerMsg, (before.cpuPerMsg+after.cpuPerMsg)/2
 		compaction, emptyCompaction := standing.compaction, (before.compaction+after.compaction)/2
@@ -115,10 +120,12 @@ func benchBacklog(r *runner) error {
 		report("server_compaction_backlog_"+tag, compaction, "s/s")
 		report("server_compaction_empty_beside_"+tag, emptyCompaction, "s/s")
 		report("snapshot_pause_backlog_"+tag, snapshot, "s/s")
-		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f scratch_mib=%.1f scratch_cached_mib=%.1f cpu_us=%.2f empty_cpu_us=%.2f empty_server_cpu_us=%.2f compaction=%.2f empty_compaction=%.2f empty_server_compaction=%.2f snapshot=%.3f\n",
+		report("snapshot_mean_pause_backlog_"+tag, pause, "s")
+		report("snapshot_mean_pause_fill_"+tag, fillPause, "s")
+		fmt.Printf("BACKLOG messages=%d payload=%d keys=%d rss_mib=%.1f bytes_per_msg=%.1f lifecycle=%.0f empty=%.0f ratio=%.3f empty_server=%.0f rss_settled_mib=%.1f scratch_mib=%.1f scratch_cached_mib=%.1f cpu_us=%.2f empty_cpu_us=%.2f empty_server_cpu_us=%.2f compaction=%.2f empty_compaction=%.2f empty_server_compaction=%.2f snapshot=%.3f snapshots=%.0f snapshot_mean_s=%.4f fill_snapshots=%.0f fill_snapshot_mean_s=%.4f\n",
 			measured, r.o.backlogPayload, r.o.backlogKeys, mib(rss), perMsg, rate, empty, rate/empty, emptyServer,
 			mib(settled), mib(mem.scratch), mib(mem.scratchCached), cpu, emptyCPU, fresh.cpuPerMsg,
-			compaction, emptyCompaction, fresh.compaction, snapshot)
+			compaction, emptyCompaction, fresh.compaction, snapshot, snaps, pause, fillSnaps, fillPause)
 	}
 	return nil
 }
@@ -179,6 +186,17 @@ const compactionSeconds = "fila_storage_lsm_compaction_seconds_total"
 
 // snapshotSeconds is the seconds queues paused for their snapshots, a histogram's sum per queue.
 const snapshotSeconds = "fila_snapshot_seconds_sum"
+
+// meanPause is the mean pause of queue q's snapshots that ended between two scrapes, and how
+// many there were (NaN and 0 for none).
+func meanPause(before, after map[string]float64, q string) (mean, n float64) {
+	series := fmt.Sprintf("{queue=%q}", q)
+	n = after["fila_snapshot_seconds_count"+series] - before["fila_snapshot_seconds_count"+series]
+	if n <= 0 {
+		return math.NaN(), 0
+	}
+	return (after[snapshotSeconds+series] - before[snapshotSeconds+series]) / n, n
+}
 
 // backlogIdleTimeout keeps the backlog's queue awake for the whole figure.
 const backlogIdleTimeout = 24 * time.Hour
