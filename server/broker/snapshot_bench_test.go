@@ -15,10 +15,13 @@ import (
 	"github.com/filamq/fila/server/storage"
 )
 
-var snapshotBenchMessages = flag.Int("snapshot-messages", 1_000_000, "stored messages of BenchmarkSnapshotPause's group")
+var (
+	snapshotBenchMessages = flag.Int("snapshot-messages", 1_000_000, "stored messages of BenchmarkSnapshotPause's group")
+	snapshotBenchPayload  = flag.Int("snapshot-payload", 100, "payload bytes of BenchmarkSnapshotPause's messages")
+)
 
 // BenchmarkSnapshotPause measures what a snapshot of a group holding a backlog (-snapshot-messages
-// ready messages of 100 bytes, on Pebble) costs its queue. pause-ms is the time from asking raft
+// ready messages of -snapshot-payload bytes, on Pebble) costs its queue. pause-ms is the time from asking raft
 // for the snapshot until the state machine has noted what it is of: the actor waits that long
 // (fila_snapshot_seconds). write-s is the time until the snapshot is written and the log behind
 // it truncated, in the background while the queue goes on. old-pause-ms is what the queue paused
@@ -28,12 +31,12 @@ func BenchmarkSnapshotPause(b *testing.B) {
 	node := openSnapNode(b, raftgroup.Config{})
 	l := lead(b, node)
 	for left := n; left > 0; left -= 4096 {
-		l.enqueueSized(min(left, 4096), 100)
+		l.enqueueSized(min(left, 4096), *snapshotBenchPayload)
 	}
 	var pause, write, old time.Duration
 	path := filepath.Join(b.TempDir(), "state")
 	for i := 0; i < b.N; i++ {
-		l.enqueueSized(1, 100) // something new to snapshot
+		l.enqueueSized(1, *snapshotBenchPayload) // something new to snapshot
 		start := time.Now()
 		captured := make(chan struct{})
 		node.fsm.captureOnce(captured)
