@@ -12,6 +12,7 @@ import (
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/lua/hooks"
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/meta"
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftgroup"
 	"github.com/filamq/fila/server/throttle"
@@ -59,6 +60,21 @@ type actor struct {
 	dorm     dormancy
 	lastBusy int64
 	wakeIdx  int
+
+	// leading is whether this node leads the group and the actor runs its leader's runtime
+	// (roles.go); leadingNow mirrors it for other goroutines. term is the Raft term it leads in,
+	// promotions how many times it took the leadership since it opened, unwatch ends the watch
+	// of the group's role.
+	leading    bool
+	leadingNow atomic.Bool
+	term       uint64
+	promotions int
+	unwatch    func()
+	// roleChanged is signalled when the group's role may have changed (watchRole).
+	roleChanged chan struct{}
+	// replicas are the group's members, as the meta group placed it (its Raft configuration
+	// when it has no state yet).
+	replicas []meta.NodeID
 
 	reloadQueued atomic.Bool  // a reload after a failed proposal is waiting to run
 	reloads      atomic.Int64 // reloads finished (tests wait on it)
@@ -196,10 +212,12 @@ func newActor(b *Broker, def, dlq store.QueueRecord) *actor {
 		a.lanes[l].keys = k
 	}
 	a.internal.wake = make(chan struct{}, 1)
+	a.roleChanged = make(chan struct{}, 1)
 	return a
 }
 
-// open starts the group's Raft group, replays its snapshot and log, and takes the state over.
+// open starts the group's Raft group, replays its snapshot and log, waits until its role is
+// known, and takes the state over when this node leads (roles.go).
 func (a *actor) open() error {
 	st, err := queuegroup.New(a.lanes[0].name, a.lanes[1].name, a.engineConfig(0), a.engineConfig(1))
 	if err != nil {
@@ -209,38 +227,18 @@ func (a *actor) open() error {
 	if err != nil {
 		return err
 	}
-	g, err := a.b.openGroup(a.name, fsm)
+	g, err := a.b.openGroup(a.name, fsm, a.replicas)
 	if err != nil {
 		return err
 	}
-	if err := g.Lead(leadTimeout); err != nil {
+	a.g, a.fsm = g, fsm
+	a.promotions = 0
+	if err := a.settleRole(); err != nil {
 		_ = g.Shutdown()
+		a.g, a.fsm = nil, nil
 		return err
 	}
-	a.g, a.fsm = g, fsm
-	a.st = fsm.take()
-	a.countDedup(a.st.Remembered())
-	a.st.Lead(g.Term())
-	a.st.Record(true)
-	a.commits = make(chan *commit, 64)
-	a.synced = make(chan struct{})
-	go a.waitLoop()
-	now := a.now()
-	for l := range a.lanes {
-		a.syncConfig(queuegroup.Lane(l))
-	}
-	a.loadHooks()
-	a.reclass = reclassState{}
-	if a.st.Lane(queuegroup.LaneQueue).Unclassified() > 0 {
-		a.parked(now)
-	}
-	if until := addMs(a.b.started, a.reclaimGrace()); !a.committed(queuegroup.LaneQueue) && until > now {
-		// Fast delivery durability: leases were not logged, so any message ready now may have
-		// been delivered before the restart. Hold them for the reclaim grace after the start
-		// (clustering.md); a group first opened later, or woken from hibernation (which it
-		// never enters with fast leases out), holds them for what is left of it.
-		a.st.Lane(queuegroup.LaneQueue).Hold(now, until)
-	}
+	a.watchRole()
 	return nil
 }
 
@@ -273,11 +271,18 @@ func (a *actor) reclaimGrace() uint64 {
 // call runs f on the actor and waits for it, for admin requests that need an answer. It returns
 // false when the actor has stopped.
 func (a *actor) call(f func(a *actor)) bool {
-	ch := make(chan struct{})
-	a.post(func(a *actor) { f(a); close(ch) })
+	ch := make(chan bool, 1)
+	a.post(func(a *actor) {
+		if !a.leading {
+			ch <- false // a follower holds no state to run f on (roles.go)
+			return
+		}
+		f(a)
+		ch <- true
+	})
 	select {
-	case <-ch:
-		return true
+	case ok := <-ch:
+		return ok
 	case <-a.done:
 		return false
 	}
@@ -288,13 +293,17 @@ func (a *actor) call(f func(a *actor)) bool {
 func (a *actor) commitCall(f func(a *actor) *Error) (*Error, bool) {
 	ch := make(chan *Error, 1)
 	a.post(func(a *actor) {
+		if !a.leading {
+			ch <- errorf(CodeNotLeader, "this node does not lead queue %q", a.name)
+			return
+		}
 		if e := f(a); e != nil {
 			ch <- e
 			return
 		}
 		a.afterCommit(func(err error) {
 			if err != nil {
-				ch <- errorf(CodeStorageError, "%v", err)
+				ch <- a.b.failure(err)
 				return
 			}
 			ch <- nil
@@ -337,13 +346,19 @@ func (a *actor) run() {
 		case <-a.ops.wake:
 		case <-a.internal.wake:
 		case <-timer.C():
+		case <-a.roleChanged:
+			a.followRole()
 		case <-a.stop:
 			a.storeSummaryAtClose()
 			a.stopped()
 			return
 		}
 		batch = a.internal.take(batch)
-		batch = a.ops.take(batch, max(maxOpsPerRound-len(batch), 1))
+		if a.leading {
+			batch = a.ops.take(batch, max(maxOpsPerRound-len(batch), 1))
+		} else {
+			a.ops.refuseWaiting(CodeNotLeader)
+		}
 		a.round(batch)
 		busy := len(batch) > 0
 		clear(batch)
@@ -351,7 +366,7 @@ func (a *actor) run() {
 			a.stopped()
 			return
 		}
-		if !a.suspended {
+		if !a.suspended && a.leading {
 			a.maybeSnapshot()
 			a.noteStored()
 		}
@@ -378,8 +393,12 @@ func (a *actor) stopped() {
 	a.end()
 }
 
-// nextWakeup is the time of the group's next self-driven change (Unix ms), if any.
+// nextWakeup is the time of the group's next self-driven change (Unix ms), if any: none while
+// it follows (the leader decides every change).
 func (a *actor) nextWakeup() (int64, bool) {
+	if !a.leading {
+		return 0, false
+	}
 	next, ok := a.st.NextForget()
 	for l := range a.lanes {
 		if at, has := a.st.Lane(queuegroup.Lane(l)).NextWakeup(); has && (!ok || at < next) {
@@ -437,6 +456,9 @@ type commit struct {
 func (a *actor) round(batch []op) {
 	for _, o := range batch {
 		o(a)
+	}
+	if !a.leading {
+		return // a follower runs no round: the leader decides every change
 	}
 	a.enqBudget.end()
 	failing := a.suspended || a.b.db.Health().Err != nil
@@ -541,6 +563,9 @@ func (a *actor) finish(c *commit, err error) {
 	if err == nil {
 		a.flushOutbox(c.outbox)
 		return
+	}
+	if leadershipLost(err) {
+		return // the role watch demotes the actor (roles.go): nothing to reload
 	}
 	a.log.Error("proposing to the queue's log failed; reloading the queue", "err", err)
 	if !a.reloadQueued.Swap(true) { // one reload covers every round failed before it runs
@@ -651,9 +676,15 @@ func (a *actor) stopGroup() {
 	if a.g == nil {
 		return
 	}
-	a.drain()
-	close(a.commits)
-	<-a.synced
+	if a.unwatch != nil {
+		a.unwatch()
+		a.unwatch = nil
+	}
+	if a.leading {
+		a.drain()
+		close(a.commits)
+		<-a.synced
+	}
 	a.bodies.clear()
 	if err := a.g.Shutdown(); err != nil {
 		a.log.Error("stopping the queue's log failed", "err", err)

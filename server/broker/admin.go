@@ -8,6 +8,7 @@ import (
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/meta"
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/service"
 )
@@ -60,47 +61,20 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 		Backoff: store.Backoff(req.Backoff), BackoffInitialMs: req.BackoffInitialMs, BackoffMaxMs: req.BackoffMaxMs,
 		DeliveryDurability: store.DeliveryDurability(req.DeliveryDurability), ReclaimGraceMs: req.ReclaimGraceMs,
 	}
-	dlq := store.QueueRecord{Name: req.Name + dlqSuffix, CreatedAt: now, DLQOf: req.Name}
-
-	// adminMu serializes queue creation and deletion; b.mu is held only to read and publish the
-	// registry, never across a commit, so requests on other queues never wait for it.
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
 	b.mu.RLock()
-	_, exists := b.queues[req.Name]
 	closed := b.closed
 	b.mu.RUnlock()
 	if closed {
 		return errorf(CodeInternalError, "the broker is shutting down")
 	}
-	if exists {
-		return errorf(CodeQueueAlreadyExists, "queue %q already exists", req.Name)
+	// Applying the command decides whether the name is free, alike on every node; the registry
+	// then opens the group wherever the meta group placed it, here included.
+	if err := b.proposeMeta(meta.CreateQueue(&def, uint32(b.opts.Cluster.Replication), uint32(b.opts.MaxQueues))); err != nil {
+		return b.refusal(err)
 	}
-	if e := b.queueLimit(); e != nil {
-		return e
-	}
-	if err := b.proposeMeta(putQueue(&def), putQueue(&dlq)); err != nil {
+	if err := b.awaitGroup(req.Name); err != nil { // defined, and opened on the next start
 		return errorf(CodeStorageError, "%v", err)
 	}
-	if b.undropped[req.Name] { // a deleted queue's data is still there: it would come back
-		if err := b.dropData(req.Name); err != nil {
-			return errorf(CodeStorageError, "removing the data of the deleted queue %q: %v", req.Name, err)
-		}
-		delete(b.undropped, req.Name)
-	}
-	a := newActor(b, def, dlq)
-	if err := a.open(); err != nil { // defined, and opened on the next start
-		return errorf(CodeStorageError, "starting the queue: %v", err)
-	}
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
-		_ = a.g.Shutdown()
-		return errorf(CodeInternalError, "the broker is shutting down")
-	}
-	b.mu.Unlock()
-	b.register(a)
-	a.start()
 	b.events.QueueCreated(req.Name)
 	return nil
 }
@@ -108,29 +82,14 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 // DeleteQueue deletes a queue, its dead-letter queue and every message of both. Deleting a
 // dead-letter queue alone deletes its messages; the queue keeps an empty one.
 func (b *Broker) DeleteQueue(queue string) *Error {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	r := b.lookup(queue)
-	if r.a == nil {
-		return errorf(CodeQueueNotFound, "queue %q does not exist", queue)
-	}
-	if r.lane == queuegroup.LaneDeadLetter {
+	if r := b.lookup(queue); r.a != nil && r.lane == queuegroup.LaneDeadLetter {
 		return b.purgeDeadLetters(r)
 	}
-	a := r.a
-	if err := b.proposeMeta(&queuelog.DropQueue{Name: a.lanes[0].name}, &queuelog.DropQueue{Name: a.lanes[1].name}); err != nil {
+	if err := b.proposeMeta(meta.DeleteQueue(queue)); err != nil {
+		return b.refusal(err)
+	}
+	if err := b.awaitGroup(queue); err != nil {
 		return errorf(CodeStorageError, "%v", err)
-	}
-	b.mu.Lock()
-	for _, l := range a.lanes {
-		delete(b.queues, l.name)
-	}
-	b.mu.Unlock()
-	a.call(func(a *actor) { a.deleted = true })
-	<-a.done
-	if err := b.dropData(a.name); err != nil { // dropped on the next start, or by a CreateQueue of the name
-		b.log.Error("removing a deleted queue's data failed", "queue", a.name, "err", err)
-		b.undropped[a.name] = true
 	}
 	b.events.QueueDeleted(queue)
 	return nil
@@ -185,25 +144,30 @@ func (b *Broker) UpdateQueue(req QueueUpdate) *Error {
 	if v := req.DedupWindowMs; v != nil && *v > MaxDedupWindowMs {
 		return dedupWindowTooLong(*v)
 	}
-	b.adminMu.Lock() // definitions commit in the order they are applied
+	b.adminMu.Lock() // an update reads the definition it changes: one at a time
 	defer b.adminMu.Unlock()
-	var def store.QueueRecord
-	if !r.a.call(func(a *actor) { def = a.lanes[r.lane].def }) {
+	def, ok := b.catalog().Queue(req.Queue)
+	if !ok {
 		return errorf(CodeQueueNotFound, "queue %q was deleted", req.Queue)
 	}
 	if e := b.checkUpdate(&def, &req); e != nil {
 		return e
 	}
-	if err := b.proposeMeta(putQueue(&def)); err != nil {
+	if err := b.proposeMeta(meta.UpdateQueue(&def)); err != nil {
+		return b.refusal(err)
+	}
+	group := req.Queue
+	if def.DLQOf != "" {
+		group = def.DLQOf
+	}
+	if err := b.awaitGroup(group); err != nil { // the group took the definition (actor.Update)
 		return errorf(CodeStorageError, "%v", err)
 	}
+	if req.OnEnqueueChange == ScriptUnchanged {
+		return nil
+	}
 	e, ok := r.a.commitCall(func(a *actor) *Error {
-		a.lanes[r.lane].def = def
-		a.syncConfig(r.lane)
-		a.loadHooks()
-		if req.OnEnqueueChange != ScriptUnchanged {
-			a.reclassifyAll(a.now()) // parked messages get the new script's verdict
-		}
+		a.reclassifyAll(a.now()) // parked messages get the new script's verdict
 		return nil
 	})
 	if !ok {
@@ -379,27 +343,35 @@ func (b *Broker) SetConfig(k, value string) *Error {
 	b.adminMu.Lock() // config writes commit in the order they are applied
 	defer b.adminMu.Unlock()
 	if err := b.proposeMeta(&queuelog.SetConfig{Key: k, Value: value}); err != nil {
-		return errorf(CodeStorageError, "%v", err)
+		return b.refusal(err) // applied, on every node, by configSet
 	}
+	return nil
+}
+
+// configSet applies a runtime config entry the meta group set (on its apply goroutine, on every
+// node): keys the broker understands take effect at once.
+func (b *Broker) configSet(k, value string) {
+	key, known := knownConfig[k]
+	actors := b.actors()
 	b.mu.Lock()
 	b.config[k] = value
 	if known {
-		_ = key.apply(&b.defaults, value) // validated above
+		if err := key.apply(&b.defaults, value); err != nil { // validated by the proposer
+			b.log.Warn("ignoring a config value", "key", k, "value", value, "err", err)
+		}
 		b.hooks.SetLimits(b.defaults.luaLimits())
-	}
-	actors := map[*actor]bool{}
-	for _, r := range b.queues {
-		actors[r.a] = true
 	}
 	var limited *actor
 	if name, _, ok := parseQueueKey(k); ok {
 		setQueueKey(b.limits, k, value)
-		limited = b.queues[name].a
+		if r := b.lookup(name); r.a != nil {
+			limited = r.a
+		}
 	}
 	b.mu.Unlock()
 	b.wakeForLimits(k, limited, actors)
 	if known {
-		for a := range actors {
+		for _, a := range actors {
 			a.postAwake(func(a *actor) { // a sleeping group reads the defaults when it wakes
 				for l := range a.lanes {
 					a.syncConfig(queuegroup.Lane(l))
@@ -407,7 +379,6 @@ func (b *Broker) SetConfig(k, value string) *Error {
 			})
 		}
 	}
-	return nil
 }
 
 // Rebalancing state is kept in the runtime config store (cluster-wide state in a cluster), under

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -28,8 +27,11 @@ import (
 	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/membudget"
+	"github.com/filamq/fila/server/meta"
 	"github.com/filamq/fila/server/queuegroup"
 	"github.com/filamq/fila/server/raftgroup"
+	"github.com/filamq/fila/server/raftstore"
+	"github.com/filamq/fila/server/registry"
 	"github.com/filamq/fila/server/storage"
 	"github.com/filamq/fila/server/throttle"
 )
@@ -91,6 +93,8 @@ type Options struct {
 	// BootstrapAPIKey, when set, turns API-key authentication on with this superadmin secret
 	// (at least 32 characters; see keys.go). It lives in configuration, never in the log.
 	BootstrapAPIKey string
+	// Cluster places the node in a cluster (cluster.go); the zero value is a single node.
+	Cluster Cluster
 }
 
 // Timer is a queue's wake-up timer, as Options.NewTimer makes it. Reset and Stop follow
@@ -124,8 +128,10 @@ type Broker struct {
 	events  Events
 	hooks   *hooks.Runtime // runs every queue's Lua hooks
 
-	meta      *metaFSM
+	meta      *meta.FSM        // this node's copy of the meta state (meta.go); replaced under b.mu with metaGroup
+	metaHooks *metaHooks       // meta's hooks into the broker (meta.go)
 	metaGroup *raftgroup.Group // nil after a failed write stopped it (storagehealth.go); under adminMu
+	reg       *registry.Registry[*actor]
 
 	stopWatch, watchDone chan struct{} // watchStorage
 	storageStuck         chan struct{} // closed by watchStorage once the store is stuck
@@ -140,11 +146,10 @@ type Broker struct {
 	throttles    *throttle.Registry // every throttle declared by a live subscription, shared by the actors
 	throttleFile throttleState      // what the data directory's throttles file says (throttle_restart.go)
 
-	adminMu sync.Mutex // serializes queue creation, deletion and config writes
-	// undropped names the deleted queue groups whose data could not be removed (under adminMu).
+	adminMu sync.Mutex // serializes config and key writes, and the meta group's reopening
+	// undropped names the deleted queue groups whose data could not be removed (under mu).
 	undropped map[string]bool
 	mu        sync.RWMutex
-	queues    map[string]queueRef      // every queue and dead-letter queue, by name
 	config    map[string]string        // runtime config, including the known keys below
 	limits    map[string]limitOverride // the queue.<name>.* keys of config, parsed (queuelimits.go)
 	defaults  Defaults
@@ -213,7 +218,7 @@ func Open(o Options) (*Broker, error) {
 	}
 	b := &Broker{
 		opts: o, db: db, log: o.Logger, clock: o.Clock, ids: newIDGen(), events: o.Events,
-		metrics: newMetrics(o.Registry), queues: map[string]queueRef{}, defaults: DefaultDefaults(), meta: newMetaFSM(),
+		metrics: newMetrics(o.Registry), defaults: DefaultDefaults(),
 		throttles: throttle.NewRegistry(o.ThrottleMemory),
 		stopWatch: make(chan struct{}), watchDone: make(chan struct{}), storageStuck: make(chan struct{}),
 		undropped: map[string]bool{},
@@ -224,13 +229,14 @@ func Open(o Options) (*Broker, error) {
 	b.openThrottles()
 	go b.sleepers.run(o.NewTimer)
 	b.hooks = hooks.NewRuntime(b.defaults.luaLimits(), b.configValue)
-	if o.BootstrapAPIKey != "" {
-		if err := setBootstrap(b.meta.keys, o.BootstrapAPIKey); err != nil {
-			b.sleepers.close()
-			db.Close()
-			return nil, err
-		}
+	b.reg = registry.New[*actor](b.nodeID(), replicaHost{b}, catalogSource{b}, o.Logger)
+	f, h, err := b.newMeta()
+	if err != nil {
+		b.sleepers.close()
+		db.Close()
+		return nil, err
 	}
+	b.meta, b.metaHooks = f, h
 	if err := b.recover(); err != nil {
 		b.shutdownGroups()
 		b.sleepers.close()
@@ -245,8 +251,9 @@ func Open(o Options) (*Broker, error) {
 	return b, nil
 }
 
-// openGroup starts the Raft group of queue name on fsm.
-func (b *Broker) openGroup(name string, fsm raft.FSM) (*raftgroup.Group, error) {
+// openGroup starts the Raft group of queue name on fsm; replicas are its members when it has no
+// state yet (none: this node alone).
+func (b *Broker) openGroup(name string, fsm raft.FSM, replicas []meta.NodeID) (*raftgroup.Group, error) {
 	logs, snaps, err := b.db.QueueLog(name, queuegroup.Bodies{})
 	if err != nil {
 		return nil, err
@@ -254,7 +261,22 @@ func (b *Broker) openGroup(name string, fsm raft.FSM) (*raftgroup.Group, error) 
 	if q, ok := fsm.(*queueFSM); ok {
 		q.attach(logs, snaps)
 	}
-	return raftgroup.Open(raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger()}, fsm)
+	return b.startGroup(name, logs, snaps, fsm, replicas)
+}
+
+// startGroup starts a Raft group on this node's stores for it.
+func (b *Broker) startGroup(name string, logs raftstore.LogStableStore, snaps raft.SnapshotStore, fsm raft.FSM,
+	replicas []meta.NodeID) (*raftgroup.Group, error) {
+	c := raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger(), LocalID: raft.ServerID(b.nodeID()),
+		Peers: b.groupPeers(name, replicas), HeartbeatTimeout: b.opts.Cluster.HeartbeatTimeout}
+	if net := b.opts.Cluster.Network; net != nil {
+		t, err := net.Transport(name)
+		if err != nil {
+			return nil, err
+		}
+		c.Transport = t
+	}
+	return raftgroup.Open(c, fsm)
 }
 
 func (b *Broker) raftLogger() hclog.Logger {
@@ -262,16 +284,22 @@ func (b *Broker) raftLogger() hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Error, Output: os.Stderr})
 }
 
-// recover starts the meta group, then every queue group it defines that has no current stored
-// summary or something due (the others are registered asleep: hibernate.go), and deletes the
-// groups of queues whose deletion a crash interrupted.
+// recover starts the meta group, then every queue group it assigns this node that has no current
+// stored summary or something due (the others are registered asleep: hibernate.go), hands them
+// to the node registry, and deletes the groups of queues whose deletion a crash interrupted.
 func (b *Broker) recover() error {
 	g, err := b.openMeta(b.meta)
 	if err != nil {
 		return fmt.Errorf("broker: meta group: %w", err)
 	}
 	b.metaGroup = g
-	b.config = b.meta.configCopy()
+	if g.Leader() {
+		if err := b.recordMembers(); err != nil {
+			b.log.Warn("recording the cluster's members failed", "err", err)
+		}
+	}
+	cat := b.meta.Catalog()
+	b.config = cat.Config()
 	for k, v := range b.config {
 		if key, ok := knownConfig[k]; ok {
 			if err := key.apply(&b.defaults, v); err != nil {
@@ -281,21 +309,12 @@ func (b *Broker) recover() error {
 	}
 	b.limits = limitOverrides(b.config)
 	b.hooks.SetLimits(b.defaults.luaLimits())
-	defs := map[string]store.QueueRecord{}
-	for _, d := range b.meta.definitions() {
-		defs[d.Name] = d
-	}
 	start, total := time.Now(), 0
-	var actors []*actor
-	for _, def := range defs {
-		if def.DLQOf != "" {
-			continue
-		}
-		dlq, ok := defs[def.Name+dlqSuffix]
-		if !ok {
-			dlq = store.QueueRecord{Name: def.Name + dlqSuffix, CreatedAt: def.CreatedAt, DLQOf: def.Name}
-		}
-		actors = append(actors, newActor(b, def, dlq))
+	assigned := cat.AssignmentsFor(b.nodeID())
+	actors := make([]*actor, len(assigned))
+	for i, asg := range assigned {
+		actors[i] = newActor(b, asg.Queue, asg.DeadLetter)
+		actors[i].replicas = asg.Replicas
 	}
 	opened, asleep, err := b.sleepAll(actors, b.clock().UnixMilli())
 	if err != nil {
@@ -305,11 +324,14 @@ func (b *Broker) recover() error {
 		return err
 	}
 	for _, a := range opened {
-		total += a.st.Lane(0).Len() + a.st.Lane(1).Len()
-		b.register(a)
+		if a.leading {
+			total += a.st.Lane(0).Len() + a.st.Lane(1).Len()
+		}
 		a.start()
 	}
-	if err := b.dropOrphans(defs); err != nil {
+	b.reg.Start(assigned, actors)
+	b.metaHooks.live.Store(true)
+	if err := b.dropOrphans(cat); err != nil {
 		return err
 	}
 	b.log.Info("recovered", "queues", len(actors), "asleep", asleep, "messages_opened", total,
@@ -317,17 +339,22 @@ func (b *Broker) recover() error {
 	return nil
 }
 
-// openMeta starts the meta group on fsm and waits until it leads.
-func (b *Broker) openMeta(fsm *metaFSM) (*raftgroup.Group, error) {
+// openMeta starts the meta group on fsm and waits until its role is known (a single node: until
+// it leads); a cluster's leader records the founding members.
+func (b *Broker) openMeta(fsm *meta.FSM) (*raftgroup.Group, error) {
 	logs, snaps, err := b.db.MetaLog()
 	if err != nil {
 		return nil, err
 	}
-	g, err := raftgroup.Open(raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger()}, fsm)
+	var members []meta.NodeID
+	for _, n := range b.opts.Cluster.Members {
+		members = append(members, n.ID)
+	}
+	g, err := b.startGroup(MetaGroup, logs, snaps, fsm, members)
 	if err != nil {
 		return nil, err
 	}
-	if err := g.Lead(leadTimeout); err != nil {
+	if _, err := g.AwaitRole(leadTimeout); err != nil {
 		_ = g.Shutdown()
 		return nil, err
 	}
@@ -373,15 +400,15 @@ func openAll(actors []*actor) error {
 	return nil
 }
 
-// dropOrphans deletes the stored groups of queues the meta group no longer defines (a crash
+// dropOrphans deletes the stored groups the meta state no longer assigns this node (a crash
 // between a DeleteQueue's commit and the removal of its data).
-func (b *Broker) dropOrphans(defs map[string]store.QueueRecord) error {
+func (b *Broker) dropOrphans(cat *meta.Catalog) error {
 	stored, err := b.db.Queues()
 	if err != nil {
 		return err
 	}
 	for _, name := range stored {
-		if _, ok := defs[name]; ok {
+		if a, ok := cat.Assignment(name); ok && a.Name() == name && a.Has(b.nodeID()) {
 			continue
 		}
 		b.log.Info("removing the data of a deleted queue", "queue", name)
@@ -394,15 +421,6 @@ func (b *Broker) dropOrphans(defs map[string]store.QueueRecord) error {
 
 // dropData deletes a stopped queue group's log, bodies and snapshots.
 func (b *Broker) dropData(name string) error { return b.db.DropQueue(name) }
-
-// register publishes a group's two queues.
-func (b *Broker) register(a *actor) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for l := range a.lanes {
-		b.queues[a.lanes[l].name] = queueRef{a: a, lane: queuegroup.Lane(l)}
-	}
-}
 
 // proposeMeta commits meta commands as one entry and waits until they are applied. The caller
 // holds adminMu.
@@ -417,7 +435,9 @@ func (b *Broker) proposeMeta(cmds ...queuelog.Frame) error {
 	}
 	f := g.Propose(entry)
 	if err := f.Error(); err != nil {
-		b.metaFailed()
+		if !leadershipLost(err) {
+			b.metaFailed()
+		}
 		return err
 	}
 	if err, ok := f.Response().(error); ok {
@@ -477,18 +497,13 @@ func (b *Broker) awaitUnlessStuck(done <-chan struct{}) error {
 	}
 }
 
-// shutdownGroups stops every actor and the meta group.
+// shutdownGroups stops the registry, every actor and the meta group.
 func (b *Broker) shutdownGroups() {
-	b.mu.Lock()
-	seen := map[*actor]bool{}
-	var actors []*actor
-	for _, r := range b.queues {
-		if !seen[r.a] {
-			seen[r.a] = true
-			actors = append(actors, r.a)
-		}
+	replicas, _ := b.reg.Close()
+	actors := make([]*actor, 0, len(replicas))
+	for _, a := range replicas {
+		actors = append(actors, a)
 	}
-	b.mu.Unlock()
 	for _, a := range actors {
 		a.halt()
 	}
@@ -503,24 +518,24 @@ func (b *Broker) shutdownGroups() {
 	}
 }
 
-// lookup returns where a queue lives (a nil actor when it does not exist).
+// lookup returns where a queue lives (a nil actor when this node has no replica of it).
 func (b *Broker) lookup(name string) queueRef {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	return b.queues[name]
+	ref, ok := b.reg.Lookup(name)
+	if !ok {
+		return queueRef{}
+	}
+	r := queueRef{a: ref.Replica, lane: queuegroup.LaneQueue}
+	if ref.DeadLetter {
+		r.lane = queuegroup.LaneDeadLetter
+	}
+	return r
 }
 
-// queueNames returns every queue name, sorted.
-func (b *Broker) queueNames() []string {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	names := make([]string, 0, len(b.queues))
-	for n := range b.queues {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+// queueNames returns the name of every queue this node has a replica of, sorted.
+func (b *Broker) queueNames() []string { return b.reg.Names() }
+
+// actors returns the actor of every local replica.
+func (b *Broker) actors() map[string]*actor { return b.reg.Replicas() }
 
 // engineConfig resolves a queue definition's zero fields against the broker defaults.
 func (b *Broker) engineConfig(def *store.QueueRecord) engine.Config {

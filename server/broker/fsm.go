@@ -15,13 +15,17 @@ import (
 	"github.com/filamq/fila/server/storage"
 )
 
-// queueFSM is the state machine of one queue group as hashicorp/raft drives it. It has two modes:
+// queueFSM is the state machine of one queue group as hashicorp/raft drives it. Its mode follows
+// the node's role in the group:
 //
-//   - replaying (at start-up, until the actor takes over): it owns the group's state and applies
-//     every committed entry to it, and writes the entry's bodies;
+//   - following (a replica, or a restart replaying its log, until this node leads): it owns the
+//     group's state and applies every committed entry to it;
 //   - leading (after take): the actor owns the state and has applied each entry before proposing
-//     it, so the state machine only writes the entry's bodies, after checking that the entry
-//     follows the last one applied (its Fence).
+//     it, so the state machine only checks that the entry follows the last one applied (its
+//     Fence);
+//   - back to following (demote, when the node loses the leadership): the state the actor held
+//     may run ahead of the log (entries proposed, never committed), so it is dropped and rebuilt
+//     from the group's latest snapshot and its log up to the last applied entry.
 //
 // Either way the bodies of the messages an entry acks are deleted, with the group's applied index
 // and no fsync of their own (the bodies themselves were stored by the log store, beside their
@@ -31,7 +35,7 @@ type queueFSM struct {
 	name string
 	log  *slog.Logger
 
-	state   *queuegroup.State // owned by raft's apply goroutine while replaying
+	state   *queuegroup.State // owned by raft's apply goroutine while following
 	leading atomic.Bool
 	fence   queuelog.Fence // the last applied entry's, while leading
 	stored  uint64         // the applied index stored when the group opened
@@ -40,7 +44,7 @@ type queueFSM struct {
 	// failed is set when an entry could not be applied. The entry's future carries the error, so
 	// the actor reloads the group; until then it takes no snapshot of a state the log lacks.
 	failed atomic.Bool
-	mu     sync.Mutex // guards state and applied across the hand-over
+	mu     sync.Mutex // guards state, applied and the mode across the hand-overs
 
 	// What snapshots read (fsmsnapshot.go): the group's stores, its lanes' configurations when
 	// it opened, and what the next Snapshot tells it has noted what it is of (under mu).
@@ -59,14 +63,40 @@ func newQueueFSM(db storage.Store, name string, state *queuegroup.State, log *sl
 	return &queueFSM{db: db, name: name, log: log, state: state, stored: stored, batch: db.NewBatch(name)}, nil
 }
 
-// take hands the state to the actor: from now on the state machine only checks fences and
-// deletes acked bodies.
+// take hands the state to the actor (promotion): from now on the state machine only checks
+// fences and deletes acked bodies. The caller has waited for every committed entry to apply.
 func (f *queueFSM) take() *queuegroup.State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fence = f.state.Fence()
 	f.leading.Store(true)
 	return f.state
+}
+
+// demote takes the state back from a deposed leader: whatever the actor applied beyond the log's
+// applied entries is dropped, and the state is built again as of the last applied entry, as a
+// snapshot builds it (the latest snapshot's state, then the log: the actor's state is never
+// read). Entries go on applying to it from the next one; raft waits for them meanwhile.
+func (f *queueFSM) demote() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.leading.Load() {
+		return nil
+	}
+	s := &stateSnapshot{f: f, applied: f.applied}
+	defer s.Release()
+	if err := s.noteBase(); err != nil {
+		f.failed.Store(true)
+		return err
+	}
+	st, err := s.build()
+	if err != nil {
+		f.failed.Store(true)
+		return err
+	}
+	f.state = st
+	f.leading.Store(false)
+	return nil
 }
 
 // errFenced answers an entry that did not follow the last applied one.
@@ -76,18 +106,16 @@ var errFenced = errors.New("broker: the queue's log moved on without this entry"
 func (f *queueFSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
 	last := uint64(0)
+	f.mu.Lock()
 	for i, l := range logs {
+		f.applied = max(f.applied, l.Index)
 		if l.Type != raft.LogCommand {
 			continue
 		}
 		out[i] = f.applyOne(l)
 		last = l.Index
 	}
-	if n := len(logs); n > 0 {
-		f.mu.Lock()
-		f.applied = max(f.applied, logs[n-1].Index)
-		f.mu.Unlock()
-	}
+	f.mu.Unlock()
 	if last > f.stored {
 		if err := f.batch.Commit(last); err != nil {
 			f.failed.Store(true)
@@ -117,9 +145,7 @@ func (f *queueFSM) applyOne(l *raft.Log) error {
 		}
 		f.fence = next
 	} else {
-		f.mu.Lock()
 		err := f.state.ApplyEntry(l.Data)
-		f.mu.Unlock()
 		if errors.Is(err, queuegroup.ErrFenced) {
 			return nil // every replica skips it alike
 		}
@@ -136,5 +162,4 @@ func (f *queueFSM) applyOne(l *raft.Log) error {
 
 var (
 	_ raft.BatchingFSM = (*queueFSM)(nil)
-	_ raft.FSM         = (*metaFSM)(nil)
 )

@@ -71,8 +71,8 @@ func (f *queueFSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // Restore replaces the state with a snapshot's (at start-up, before any entry, or on raft's
-// InstallSnapshot). The snapshot's bodies are written into the store when the store has not
-// applied the snapshot's index yet (a replica fed by another node); a node restoring its own
+// InstallSnapshot). The snapshot's bodies replace the group's in the store when the store has
+// not applied the snapshot's index yet (a replica fed by another node); a node restoring its own
 // snapshot has them already and reads the state only.
 func (f *queueFSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
@@ -87,7 +87,7 @@ func (f *queueFSM) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("queue %q: %w", f.name, err)
 	}
 	if withBodies {
-		if err := f.restoreBodies(r, applied); err != nil {
+		if err := f.restoreBodies(r, s, applied); err != nil {
 			return fmt.Errorf("queue %q: %w", f.name, err)
 		}
 	}
@@ -101,8 +101,10 @@ func (f *queueFSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// restoreBodies writes a snapshot's bodies unless the store has applied its index already.
-func (f *queueFSM) restoreBodies(r *queuegroup.SnapshotReader, applied uint64) error {
+// restoreBodies writes a snapshot's bodies unless the store has applied its index already, and
+// then drops the bodies the group held that neither the snapshot's state nor the log after it
+// needs (those of messages acked in the part of the log this node missed).
+func (f *queueFSM) restoreBodies(r *queuegroup.SnapshotReader, s *queuegroup.State, applied uint64) error {
 	have, err := f.db.Applied(f.name)
 	if err != nil {
 		return err
@@ -115,7 +117,73 @@ func (f *queueFSM) restoreBodies(r *queuegroup.SnapshotReader, applied uint64) e
 	if err := r.EachBody(func(id engine.MsgID, h map[string]string, p []byte) error { return w.Put(id, h, p) }); err != nil {
 		return err
 	}
-	return w.Commit(applied)
+	if err := w.Commit(applied); err != nil {
+		return err
+	}
+	return f.dropStaleBodies(sb, s, applied)
+}
+
+// dropStaleBodies deletes the group's bodies of messages that s, the state as of applied, does
+// not hold and that no entry of the local log after applied enqueues.
+func (f *queueFSM) dropStaleBodies(sb storage.SnapshotBodies, s *queuegroup.State, applied uint64) error {
+	keep := map[storage.ID]bool{}
+	if f.logs != nil {
+		last, err := f.logs.LastIndex()
+		if err != nil {
+			return err
+		}
+		light, _ := f.logs.(raftgroup.LightReader)
+		var l raft.Log
+		var ids [][16]byte
+		for i := applied + 1; i <= last; i++ {
+			if light != nil {
+				err = light.GetLogLight(i, &l)
+			} else {
+				err = f.logs.GetLog(i, &l)
+			}
+			if errors.Is(err, raft.ErrLogNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if l.Type != raft.LogCommand {
+				continue
+			}
+			if ids, err = (queuegroup.Bodies{}).IDs(l.Data, ids[:0]); err != nil {
+				return err
+			}
+			for _, id := range ids {
+				keep[id] = true
+			}
+		}
+	}
+	view, err := sb.ViewBodies(f.name)
+	if err != nil {
+		return err
+	}
+	defer view.Close()
+	del := f.db.NewBatch(f.name)
+	defer del.Close()
+	err = view.Each(func(id storage.ID, _ map[string]string, _ []byte) error {
+		if !keep[id] && !holds(s, id) {
+			del.DeleteBody(id)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return del.Commit(applied)
+}
+
+// holds reports whether either lane of s stores message id.
+func holds(s *queuegroup.State, id engine.MsgID) bool {
+	if _, ok := s.Lane(queuegroup.LaneQueue).Get(id); ok {
+		return true
+	}
+	_, ok := s.Lane(queuegroup.LaneDeadLetter).Get(id)
+	return ok
 }
 
 // stateSnapshot is a snapshot noted by Snapshot and written by Persist.

@@ -164,16 +164,16 @@ func checkServes(t *testing.T, st *queuegroup.State, db storage.Store, want map[
 	}
 	for id, body := range want {
 		if _, ok := q.Get(id); !ok {
-			t.Fatalf("message %x is missing", id)
+			t.Fatalf("message %v is missing", id)
 		}
 		b, err := db.ReadBody("q", id)
 		if err != nil || string(b.Payload) != body || b.Headers["body"] != body {
-			t.Fatalf("body of %x: %q %v, %v; want %q", id, b.Payload, b.Headers, err, body)
+			t.Fatalf("body of %v: %q %v, %v; want %q", id, b.Payload, b.Headers, err, body)
 		}
 	}
 	for _, id := range gone {
 		if _, ok := q.Get(id); ok {
-			t.Fatalf("acked %x is back", id)
+			t.Fatalf("acked %v is back", id)
 		}
 	}
 }
@@ -205,7 +205,7 @@ func TestASnapshotRestoresAFreshStoreWithEveryBody(t *testing.T) {
 	for _, id := range later {
 		delete(want, id)
 		if _, err := b.ReadBody("q", id); err == nil {
-			t.Fatalf("the body of %x, enqueued after the snapshot, was restored", id)
+			t.Fatalf("the body of %v, enqueued after the snapshot, was restored", id)
 		}
 	}
 	checkServes(t, fsm.state, b, want, first[:100])
@@ -307,6 +307,12 @@ func TestAReplicaBehindIsBroughtUpByInstallSnapshot(t *testing.T) {
 	r.fsm.mu.Lock()
 	defer r.fsm.mu.Unlock()
 	checkServes(t, r.fsm.state, r.db, l.bodies, acked)
+	// The bodies of the messages acked in the log it missed are gone from its store too.
+	for _, id := range acked {
+		if _, err := r.db.ReadBody("q", id); err == nil {
+			t.Fatalf("the replica still holds the body of %v, acked while it was behind", id)
+		}
+	}
 }
 
 // slowSnapshots is a store whose queue groups' snapshots are written only once release is

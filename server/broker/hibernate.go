@@ -108,14 +108,18 @@ func (a *actor) post(o op) {
 	a.poke()
 }
 
-// postAwake queues an operation for an awake actor only: a sleeping one needs none (the change
-// it carries is read again when the group opens).
+// postAwake queues an operation for an awake, leading actor only: a sleeping or following one
+// needs none (the change it carries is read again when the group opens or this node leads).
 func (a *actor) postAwake(o op) {
 	d := &a.dorm
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.life == lifeAwake {
-		a.internal.push(o)
+		a.internal.push(func(a *actor) {
+			if a.leading { // a follower has nothing the operation changes (roles.go)
+				o(a)
+			}
+		})
 	}
 }
 
@@ -256,8 +260,8 @@ func (a *actor) openRefusing() error {
 // mayHibernate reports, cheaply, whether the group could hibernate once idle long enough (the
 // rounds in flight will have finished by then, or it looks again later).
 func (a *actor) mayHibernate() bool {
-	if a.b.opts.IdleTimeout <= 0 || a.suspended || a.deleted || len(a.subs) > 0 {
-		return false
+	if a.b.opts.IdleTimeout <= 0 || a.suspended || a.deleted || len(a.subs) > 0 || !a.leading {
+		return false // a follower hibernates with its leader only (not built: see above)
 	}
 	for l := range a.lanes {
 		if a.lanes[l].throttles != nil {
@@ -410,7 +414,6 @@ func (b *Broker) sleepAll(actors []*actor, now int64) (opened []*actor, asleep i
 	for i, a := range actors {
 		if s := res[i].s; res[i].ok && (!s.Wakes || s.WakeAt > now) {
 			a.sleepFrom(s)
-			b.register(a)
 			asleep++
 			continue
 		}
@@ -436,7 +439,7 @@ func (a *actor) sleepFrom(s summary) {
 // storeSummaryAtClose stores the summary of an awake group the broker is closing, when a
 // restart would find the same state (the group could have hibernated but for its idle time).
 func (a *actor) storeSummaryAtClose() {
-	if a.g == nil || !a.mayHibernateAfterClose() {
+	if a.g == nil || !a.leading || !a.mayHibernateAfterClose() {
 		return
 	}
 	sum, ok := a.summarize()

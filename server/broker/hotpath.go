@@ -111,7 +111,7 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 	a.afterCommit(func(err error) {
 		if err != nil {
 			for _, it := range items {
-				res[it.index] = EnqueueResult{Code: CodeStorageError}
+				res[it.index] = EnqueueResult{Code: a.b.failureCode(err)}
 			}
 		}
 		done()
@@ -209,7 +209,7 @@ func (a *actor) ack(l queuegroup.Lane, items []settleItem, res []Code, done func
 	}
 	a.afterCommit(func(err error) {
 		if err != nil {
-			storageFailed(items, res)
+			failed(items, res, a.b.failureCode(err))
 		}
 		done()
 	})
@@ -256,10 +256,11 @@ func (a *actor) sessionSub(l queuegroup.Lane, session string) string {
 	return ""
 }
 
-func storageFailed(items []settleItem, res []Code) {
+// failed answers code for the items of a failed round that had succeeded in it.
+func failed(items []settleItem, res []Code, code Code) {
 	for _, it := range items {
 		if res[it.index] == CodeOk {
-			res[it.index] = CodeStorageError
+			res[it.index] = code
 		}
 	}
 }
@@ -283,7 +284,7 @@ func (a *actor) nack(l queuegroup.Lane, items []settleItem, res []Code, done fun
 	}
 	a.afterCommit(func(err error) {
 		if err != nil {
-			storageFailed(items, res)
+			failed(items, res, a.b.failureCode(err))
 		}
 		done()
 	})
@@ -314,7 +315,7 @@ func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []ExtendResult
 		if err != nil {
 			for _, it := range items {
 				if res[it.index].Code == CodeOk {
-					res[it.index] = ExtendResult{Code: CodeStorageError}
+					res[it.index] = ExtendResult{Code: a.b.failureCode(err)}
 				}
 			}
 		}

@@ -15,7 +15,7 @@ import (
 
 // Auth returns the API keys and ACLs. Callers read it; it changes only through the methods below
 // (and the bootstrap key, set when the broker opens).
-func (b *Broker) Auth() *auth.Store { return b.meta.keys }
+func (b *Broker) Auth() *auth.Store { return b.catalog().Keys() }
 
 // minBootstrapSecret is the shortest bootstrap secret accepted: an operator's secret should carry
 // as much randomness as the generated ones do.
@@ -55,7 +55,7 @@ func (b *Broker) keyExists(id string) *Error {
 	if id == auth.BootstrapID {
 		return errorf(CodeInvalidConfigValue, "the bootstrap key comes from the server's configuration; change it there")
 	}
-	if _, ok := b.meta.keys.Get(id); !ok {
+	if _, ok := b.catalog().Keys().Get(id); !ok {
 		return errorf(CodeAPIKeyNotFound, "API key %q does not exist", id)
 	}
 	return nil
@@ -75,7 +75,7 @@ func (b *Broker) RevokeAPIKey(id string) *Error {
 }
 
 // ListAPIKeys returns every stored key (without secrets, which are never kept), by ID.
-func (b *Broker) ListAPIKeys() []auth.Record { return b.meta.keys.List() }
+func (b *Broker) ListAPIKeys() []auth.Record { return b.catalog().Keys().List() }
 
 // SetACL replaces a key's permissions.
 func (b *Broker) SetACL(id string, acl []auth.Permission) *Error {
@@ -99,64 +99,9 @@ func (b *Broker) SetACL(id string, acl []auth.Permission) *Error {
 
 // GetACL returns a key's record with its permissions.
 func (b *Broker) GetACL(id string) (auth.Record, *Error) {
-	r, ok := b.meta.keys.Get(id)
+	r, ok := b.catalog().Keys().Get(id)
 	if !ok {
 		return auth.Record{}, errorf(CodeAPIKeyNotFound, "API key %q does not exist", id)
 	}
 	return r, nil
-}
-
-// applyKey applies a committed key command to the store.
-func (m *metaFSM) applyKey(f queuelog.Frame) error {
-	switch c := f.(type) {
-	case *queuelog.PutAPIKey:
-		r := auth.Record{ID: c.ID, Name: c.Name, CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Superadmin: c.Superadmin}
-		if len(c.SecretHash) != len(r.Hash) {
-			return fmt.Errorf("meta: API key %q: a %d-byte hash", c.ID, len(c.SecretHash))
-		}
-		copy(r.Hash[:], c.SecretHash)
-		m.keys.Put(r)
-	case *queuelog.RevokeAPIKey:
-		m.keys.Revoke(c.ID)
-	case *queuelog.SetACL:
-		acl, err := permissions(c.Permissions, func(p queuelog.ACLPermission) (string, string) { return p.Kind, p.Pattern })
-		if err != nil {
-			return fmt.Errorf("meta: ACL of %q: %w", c.ID, err)
-		}
-		m.keys.SetACL(c.ID, acl)
-	}
-	return nil
-}
-
-// permissions parses logged permissions.
-func permissions[T any](ps []T, fields func(T) (kind, pattern string)) ([]auth.Permission, error) {
-	out := make([]auth.Permission, len(ps))
-	for i, p := range ps {
-		kind, pattern := fields(p)
-		k, err := auth.ParseKind(kind)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = auth.Permission{Kind: k, Pattern: pattern}
-	}
-	return out, nil
-}
-
-func keySnapshot(r *auth.Record) *queuelog.SnapshotAPIKey {
-	s := &queuelog.SnapshotAPIKey{ID: r.ID, Name: r.Name, SecretHash: r.Hash[:], CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt, Superadmin: r.Superadmin}
-	for _, p := range r.ACL {
-		s.Permissions = append(s.Permissions, queuelog.SnapshotPermission{Kind: p.Kind.String(), Pattern: p.Pattern})
-	}
-	return s
-}
-
-func snapshotKey(c *queuelog.SnapshotAPIKey) (auth.Record, error) {
-	r := auth.Record{ID: c.ID, Name: c.Name, CreatedAt: c.CreatedAt, ExpiresAt: c.ExpiresAt, Superadmin: c.Superadmin}
-	if len(c.SecretHash) != len(r.Hash) {
-		return r, fmt.Errorf("API key %q: a %d-byte hash", c.ID, len(c.SecretHash))
-	}
-	copy(r.Hash[:], c.SecretHash)
-	acl, err := permissions(c.Permissions, func(p queuelog.SnapshotPermission) (string, string) { return p.Kind, p.Pattern })
-	r.ACL = acl
-	return r, err
 }

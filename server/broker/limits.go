@@ -8,9 +8,7 @@ const DefaultMaxQueues = 10_000
 // for a server that cannot take more; no retry time is suggested, since waiting does not help:
 // deleting a queue or raising max_queues does. The caller holds adminMu.
 func (b *Broker) queueLimit() *Error {
-	b.mu.RLock()
-	n := len(b.queues) / 2 // every queue is registered with its dead-letter queue
-	b.mu.RUnlock()
+	n := b.catalog().Groups()
 	if n < b.opts.MaxQueues {
 		return nil
 	}

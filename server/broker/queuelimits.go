@@ -319,12 +319,12 @@ func (a *actor) deadLetter(l queuegroup.Lane, id engine.MsgID, now int64, why, r
 // wakeForLimits runs a round on the actors whose timers a new value of key k may move, even
 // asleep: the queue's own actor for a queue.<name>.* key (limited; nil when there is no such
 // queue), every actor for defaults.retention_ms.
-func (b *Broker) wakeForLimits(k string, limited *actor, actors map[*actor]bool) {
+func (b *Broker) wakeForLimits(k string, limited *actor, actors map[string]*actor) {
 	if limited != nil {
 		limited.post(func(*actor) {})
 	}
 	if k == "defaults.retention_ms" {
-		for a := range actors {
+		for _, a := range actors {
 			a.post(func(*actor) {})
 		}
 	}

@@ -60,15 +60,9 @@ type script struct {
 
 // actors returns every queue group's actor.
 func (s *script) actors() []*actor {
-	s.b.mu.RLock()
-	defer s.b.mu.RUnlock()
-	seen := map[*actor]bool{}
 	var as []*actor
-	for _, r := range s.b.queues {
-		if !seen[r.a] {
-			seen[r.a] = true
-			as = append(as, r.a)
-		}
+	for _, a := range s.b.actors() {
+		as = append(as, a)
 	}
 	return as
 }

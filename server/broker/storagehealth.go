@@ -70,16 +70,12 @@ func (b *Broker) watchStorage() {
 
 // resumeSuspended asks every actor to reopen its group if it is suspended.
 func (b *Broker) resumeSuspended() {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	for _, r := range b.queues {
-		if r.lane == 0 {
-			r.a.postAwake(func(a *actor) {
-				if a.suspended {
-					a.resume()
-				}
-			})
-		}
+	for _, a := range b.actors() {
+		a.postAwake(func(a *actor) {
+			if a.suspended {
+				a.resume()
+			}
+		})
 	}
 }
 
@@ -92,12 +88,19 @@ func (b *Broker) metaGroupForWrite() (*raftgroup.Group, error) {
 	if b.metaGroup != nil {
 		return b.metaGroup, nil
 	}
-	meta := newMetaFSM()
-	g, err := b.openMeta(meta)
+	f, hooks, err := b.newMeta()
+	if err != nil {
+		return nil, err
+	}
+	g, err := b.openMeta(f)
 	if err != nil {
 		return nil, fmt.Errorf("reopening the meta group: %w", err)
 	}
-	b.meta, b.metaGroup = meta, g
+	b.mu.Lock()
+	b.meta, b.metaHooks = f, hooks
+	b.mu.Unlock()
+	b.metaGroup = g
+	hooks.live.Store(true) // it has caught up: what it applies from now on is news
 	return g, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -235,6 +236,99 @@ func (g *Group) Lead(timeout time.Duration) error {
 		return fmt.Errorf("raftgroup: barrier: %w", err)
 	}
 	return g.Err()
+}
+
+// AwaitRole waits, at most timeout, until this node's role in the group is settled: it leads
+// and has applied every entry in its log (true), or it follows a leader it knows (false). A
+// group of this node alone always leads.
+func (g *Group) AwaitRole(timeout time.Duration) (leader bool, err error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		switch g.r.State() {
+		case raft.Leader:
+			if err := g.Barrier(time.Until(deadline)); err != nil {
+				if g.r.State() != raft.Leader {
+					continue // deposed while waiting: look again
+				}
+				return false, err
+			}
+			return true, g.Err()
+		case raft.Shutdown:
+			return false, ErrShutdown
+		case raft.Follower:
+			if addr, _ := g.r.LeaderWithID(); addr != "" {
+				return false, g.Err()
+			}
+		}
+		if time.Now().After(deadline) {
+			return false, fmt.Errorf("raftgroup: no leader after %v", timeout)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Barrier waits, at most timeout, until every entry before it is applied; only the leader can.
+func (g *Group) Barrier(timeout time.Duration) error {
+	if err := g.r.Barrier(max(timeout, time.Millisecond)).Error(); err != nil {
+		return fmt.Errorf("raftgroup: barrier: %w", err)
+	}
+	return nil
+}
+
+// Watch returns a channel that receives a value whenever this node's role in the group may have
+// changed (its Raft state or the leader it knows), and a function that stops the watch. Values
+// coalesce: the receiver looks at the current role (Leader, Term), not at what was sent. The
+// channel is closed once the watch is stopped.
+func (g *Group) Watch() (<-chan struct{}, func()) {
+	obs := make(chan raft.Observation, 16)
+	o := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.RaftState, raft.LeaderObservation:
+			return true
+		}
+		return false
+	})
+	g.r.RegisterObserver(o)
+	changed, quit := make(chan struct{}, 1), make(chan struct{})
+	go func() {
+		defer close(changed)
+		for {
+			select {
+			case <-obs:
+				select {
+				case changed <- struct{}{}:
+				default:
+				}
+			case <-quit:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return changed, func() {
+		once.Do(func() {
+			g.r.DeregisterObserver(o)
+			close(quit)
+		})
+	}
+}
+
+// LeaderID names the group's leader as this node knows it ("" while it knows none).
+func (g *Group) LeaderID() raft.ServerID {
+	_, id := g.r.LeaderWithID()
+	return id
+}
+
+// TransferLeadership hands the leadership to another voter of the group (to: "" lets raft pick
+// the most up-to-date one) and waits until it has taken over or the transfer failed.
+func (g *Group) TransferLeadership(to raft.ServerID, addr raft.ServerAddress) error {
+	var f raft.Future
+	if to == "" {
+		f = g.r.LeadershipTransfer()
+	} else {
+		f = g.r.LeadershipTransferToServer(to, addr)
+	}
+	return f.Error()
 }
 
 // Propose appends data to the log. The future returns once the entry is durable and applied

@@ -39,8 +39,9 @@ import (
 
 // Replica is a local replica of a queue group, as the Host runs it.
 type Replica interface {
-	// Update hands the replica the group's new assignment (a definition changed).
-	Update(a meta.Assignment)
+	// Update hands the replica the group's new assignment (a definition changed); its error is
+	// what Await answers.
+	Update(a meta.Assignment) error
 	// Close stops the replica; drop deletes its data too (the group was deleted, or this node
 	// no longer replicates it).
 	Close(drop bool)
@@ -169,7 +170,9 @@ func (r *Registry[R]) carryOut(c change) error {
 	wanted := exists && a.Name() == c.group && a.Has(r.self)
 	switch {
 	case wanted && has:
-		rep.Update(a)
+		if err := rep.Update(a); err != nil {
+			return fmt.Errorf("updating queue %q here: %w", c.group, err)
+		}
 	case wanted:
 		opened, err := r.host.Open(a)
 		if err != nil {

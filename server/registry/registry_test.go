@@ -27,8 +27,9 @@ type replica struct {
 	name string
 }
 
-func (r *replica) Update(a meta.Assignment) {
+func (r *replica) Update(a meta.Assignment) error {
 	r.h.note(fmt.Sprintf("update %s vt=%d", r.name, a.Queue.VisibilityTimeoutMs))
+	return nil
 }
 func (r *replica) Close(drop bool) { r.h.note(fmt.Sprintf("close %s drop=%v", r.name, drop)) }
 

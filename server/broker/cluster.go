@@ -1,0 +1,91 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/server/meta"
+)
+
+// A node of a cluster runs the same code as a single node: every queue group and the meta group
+// are Raft groups, of this node alone or of several. Cluster says which nodes and how they reach
+// each other; the inter-node link itself is the Network's (the next step is one connection per
+// node pair carrying every group; tests connect in-process nodes with hashicorp/raft's in-memory
+// transports).
+
+// Cluster places the node in a cluster. The zero value is a single node: the groups' only member
+// is "local", as every store written before clusters holds it.
+type Cluster struct {
+	// NodeID is this node's ID, its Raft server ID in every group ("local" when empty).
+	NodeID string
+	// Network connects this node's groups to the other nodes' (nil: a single node).
+	Network Network
+	// Members are the meta group's founding voters, this node among them, the same list on every
+	// node. Each is recorded in the meta state (PutNode) once the group has a leader; placement
+	// puts queue groups on them.
+	Members []meta.Node
+	// Replication is how many nodes replicate a new queue group (0: meta's default, 3), capped by
+	// the members.
+	Replication int
+	// HeartbeatTimeout is the groups' Raft heartbeat timeout (raftgroup's default when 0).
+	HeartbeatTimeout time.Duration
+}
+
+// Network gives this node's Raft groups their transports.
+type Network interface {
+	// Transport returns the transport of this node's member of group.
+	Transport(group string) (raft.Transport, error)
+	// Address is where node's member of group is reached.
+	Address(node meta.NodeID, group string) raft.ServerAddress
+}
+
+// MetaGroup names the meta group to a Network. It is no valid queue name (it has a *).
+const MetaGroup = "*meta"
+
+// nodeID is this node's ID.
+func (b *Broker) nodeID() meta.NodeID {
+	if b.opts.Cluster.NodeID == "" {
+		return "local"
+	}
+	return meta.NodeID(b.opts.Cluster.NodeID)
+}
+
+// groupPeers is a group's first configuration: its replicas, at their addresses (none for a
+// single node, which bootstraps alone).
+func (b *Broker) groupPeers(group string, replicas []meta.NodeID) []raft.Server {
+	net := b.opts.Cluster.Network
+	if net == nil {
+		return nil
+	}
+	out := make([]raft.Server, len(replicas))
+	for i, id := range replicas {
+		out[i] = raft.Server{ID: raft.ServerID(id), Address: net.Address(id, group)}
+	}
+	return out
+}
+
+// recordMembers proposes the founding members the meta state does not list yet, once this node
+// leads the meta group (a cluster's first start): placement needs them.
+func (b *Broker) recordMembers() error {
+	if len(b.opts.Cluster.Members) == 0 {
+		return nil
+	}
+	known := map[meta.NodeID]bool{}
+	for _, n := range b.catalog().Nodes() {
+		known[n.ID] = true
+	}
+	var cmds []queuelog.Frame
+	for _, n := range b.opts.Cluster.Members {
+		if !known[n.ID] {
+			cmds = append(cmds, meta.PutNode(n))
+		}
+	}
+	if len(cmds) == 0 {
+		return nil
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	return b.proposeMeta(cmds...)
+}
