@@ -1,9 +1,14 @@
-// Package broker is Fila's queue service: the layer between the pure engine and what serves
-// clients — the FIBP session, and fila-server's HTTP admin API (browsing, deleting and purging
-// messages, backups). It owns one actor per queue (see actor.go), the storage, the runtime
-// configuration and the message IDs. Its API speaks domain types (types.go, admintypes.go,
-// browse.go) and hands deliveries to a Sink; it knows nothing of FIBP frames or HTTP, which
-// server/session and fila-server convert to and from these types.
+// Package broker is Fila's queue service (server/service's Service): the layer between the pure
+// engine and what serves clients — the FIBP session, and fila-server's HTTP admin API (browsing,
+// deleting and purging messages, backups). It runs this node's part of the cluster: the meta
+// group, whose state (server/meta) every node applies and whose changes the node registry
+// (server/registry) turns into local replicas of queue groups; and one actor per local replica
+// (actor.go), which runs the group's leader runtime while this node leads it and follows
+// otherwise (roles.go). It also owns the storage, the runtime configuration's effects and the
+// message IDs. Its API speaks domain types (types.go, admintypes.go, browse.go) and hands
+// deliveries to a Sink; it knows nothing of FIBP frames or HTTP, which server/session and
+// fila-server convert to and from these types. docs/cluster.md draws the packages and how a
+// replica changes role.
 package broker
 
 import (

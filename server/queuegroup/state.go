@@ -14,7 +14,7 @@
 //     (DecideFailure), lease expiries (DecideExtend) are made on the leader before a command.
 //   - Times given to one State never decrease (one leader clock).
 //   - Bodies are not kept here: the group's log store keeps them beside their entries
-//     (SplitBodies, JoinBodies), and the broker deletes those an applied entry acks (Deleted).
+//     (Bodies.Split, Bodies.Join, for storage.EntryBodies), and the broker deletes those an applied entry acks (Deleted).
 //   - A State is not safe for concurrent use.
 package queuegroup
 

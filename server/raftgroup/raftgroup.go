@@ -7,8 +7,9 @@
 // # The caller's duties
 //
 //   - Give every group stores of its own (storage.Store hands them out).
-//   - Call Lead before proposing: it waits until this node leads and has applied every entry
-//     already in the log.
+//   - Propose only while this node leads: AwaitRole (or Lead, for a group of this node alone)
+//     waits until the role is known and, leading, every entry already in the log is applied;
+//     Watch tells when the role may have changed.
 //   - Shut the group down before closing the database.
 package raftgroup
 
