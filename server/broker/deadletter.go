@@ -6,26 +6,19 @@ import (
 
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/queuegroup"
+	"github.com/filamq/fila/server/service"
 )
 
 // The headers a delivery (or a peek) of a dead-lettered message carries besides its own, saying
-// why it is in the dead-letter queue (docs/dead-letter.md). The broker adds them while the
-// message is there, from what the dead-letter lane keeps with it (queuegroup.DeadLetter); a
-// message's own headers of the same names are replaced. Redrive takes the message out of the
-// dead-letter queue and so delivers it without them.
+// why it is in the dead-letter queue (service's Header… constants, docs/dead-letter.md). The
+// broker adds them while the message is there, from what the dead-letter lane keeps with it
+// (queuegroup.DeadLetter); a message's own headers of the same names are replaced.
 const (
-	// HeaderDeadLetterReason: why it was dead-lettered: max_attempts, script, unclassified,
-	// expired, max_depth (an open set: clients should show an unknown one as it is).
-	HeaderDeadLetterReason = "fila-dead-letter-reason"
-	// HeaderDeadLetterError: the error text it was dead-lettered with (a Nack's error, "lease
-	// expired", the script's error, the limit that expired or dropped it).
-	HeaderDeadLetterError = "fila-dead-letter-error"
-	// HeaderDeadLetterQueue: the queue it came from.
-	HeaderDeadLetterQueue = "fila-dead-letter-queue"
-	// HeaderDeadLetterAttempts: its attempt count when it was dead-lettered (decimal).
-	HeaderDeadLetterAttempts = "fila-dead-letter-attempts"
-	// HeaderDeadLetterAt: when it was dead-lettered (Unix ms, decimal).
-	HeaderDeadLetterAt = "fila-dead-letter-at"
+	HeaderDeadLetterReason   = service.HeaderDeadLetterReason
+	HeaderDeadLetterError    = service.HeaderDeadLetterError
+	HeaderDeadLetterQueue    = service.HeaderDeadLetterQueue
+	HeaderDeadLetterAttempts = service.HeaderDeadLetterAttempts
+	HeaderDeadLetterAt       = service.HeaderDeadLetterAt
 )
 
 // Reasons the broker's queue limits give a dead-letter, beside engine.ReasonMaxAttempts,
