@@ -1,14 +1,11 @@
 package meta
 
 import (
-	"go/parser"
-	"go/token"
-	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/filamq/fila/server/internal/importrule"
 )
 
 // The import rule: meta and queuegroup never import the broker, directly or through another
@@ -41,31 +38,16 @@ func TestNeverImportsBroker(t *testing.T) {
 	}
 }
 
-// imports lists what the non-test Go files of the package in dir import, each once.
+// imports lists what the non-test Go files of the package in dir import.
 func imports(t *testing.T, dir string) []string {
 	t.Helper()
-	entries, err := os.ReadDir(dir)
+	imps, err := importrule.Of(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, e := range entries {
-		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, e.Name()), nil, parser.ImportsOnly)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range f.Imports {
-			p, err := strconv.Unquote(s.Path.Value)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Contains(out, p) {
-				out = append(out, p)
-			}
-		}
+	out := make([]string, len(imps))
+	for i, imp := range imps {
+		out[i] = imp.Path
 	}
 	return out
 }

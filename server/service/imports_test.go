@@ -1,16 +1,10 @@
 package service
 
 import (
-	"go/parser"
-	"go/token"
-	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
-)
 
-const module = "github.com/filamq/fila/"
+	"github.com/filamq/fila/server/internal/importrule"
+)
 
 // forbidden lists, for each package of the seam, the packages its non-test files must not import:
 // the edges reach the queue service only through this package, and this package stays below
@@ -26,28 +20,14 @@ var forbidden = map[string][]string{
 // import the seam forbids.
 func TestImportRules(t *testing.T) {
 	for dir, banned := range forbidden {
-		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("%s: no Go files (%v)", dir, err)
+		imps, err := importrule.Of(dir)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, path := range files {
-			if strings.HasSuffix(path, "_test.go") {
-				continue
-			}
-			src, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f, err := parser.ParseFile(token.NewFileSet(), path, src, parser.ImportsOnly)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, imp := range f.Imports {
-				p, _ := strconv.Unquote(imp.Path.Value)
-				for _, b := range banned {
-					if p == module+b || strings.HasPrefix(p, module+b+"/") {
-						t.Errorf("%s imports %s", path, p)
-					}
+		for _, imp := range imps {
+			for _, b := range banned {
+				if importrule.Within(imp.Path, b) {
+					t.Errorf("%s imports %s", imp.At, imp.Path)
 				}
 			}
 		}
