@@ -100,7 +100,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	reg := processRegistry(cfg.DataDir, alloc)
 	ready, health, bk := &readiness{}, &healthz{}, newBackups(cfg, log)
 	msgs := newMessagesAPI()
-	httpSrv, err := startHTTP(cfg, reg, ready, health, route{backupPath, bk}, route{queuesPath, msgs})
+	httpSrv, err := startHTTP(cfg, reg, ready, health, append(consoleRoutes(), route{backupPath, bk}, route{queuesPath, msgs})...)
 	if err != nil {
 		return err
 	}
