@@ -2,12 +2,10 @@ package main
 
 import (
 	"encoding/base64"
-	"encoding/json"
 	"mime"
 	"net/http"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/engine"
+	"github.com/filamq/fila/server/service"
 )
 
 // The messages of a queue over HTTP (docs/admin-api.md). FIBP has no frame to read a message
@@ -27,7 +26,7 @@ import (
 //	POST   /api/v1/queues/{queue}/purge                      delete every message
 //
 // Reading needs the admin or consume permission on the queue (a dead-letter queue is named
-// <queue>.dlq, as in the ACL), deleting and purging admin; see caller for who may ask at all.
+// <queue>.dlq, as in the ACL), deleting and purging admin; see apiCaller for who may ask at all.
 
 // queuesPath is the prefix of the API's queue paths.
 const queuesPath = "/api/v1/queues/"
@@ -35,27 +34,12 @@ const queuesPath = "/api/v1/queues/"
 // previewBytes bounds a message's text preview.
 const previewBytes = 256
 
-// messagesAPI serves queuesPath. The broker is set once it is open.
-type messagesAPI struct {
-	b   atomic.Pointer[broker.Broker]
-	mux *http.ServeMux
-}
-
-func newMessagesAPI() *messagesAPI {
-	api := &messagesAPI{mux: http.NewServeMux()}
-	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages", api.handle(api.peek))
-	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages/{id}", api.handle(api.get))
-	api.mux.HandleFunc("DELETE "+queuesPath+"{queue}/messages/{id}", api.handle(api.delete))
-	api.mux.HandleFunc("POST "+queuesPath+"{queue}/purge", untimedFunc(api.handle(api.purge)))
-	return api
-}
-
-func (api *messagesAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if _, pattern := api.mux.Handler(r); pattern == "" {
-		writeJSONError(w, refuse(http.StatusNotFound, "no such admin API path: %s %s", r.Method, r.URL.Path))
-		return
-	}
-	api.mux.ServeHTTP(w, r)
+// messageRoutes adds the messages' endpoints to api.
+func (api *adminAPI) messageRoutes() {
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages", api.handle(peek))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages/{id}", api.handle(getMessage))
+	api.mux.HandleFunc("DELETE "+queuesPath+"{queue}/messages/{id}", api.handle(deleteMessage))
+	api.mux.HandleFunc("POST "+queuesPath+"{queue}/purge", untimedFunc(api.handle(purge)))
 }
 
 // untimedFunc lifts the listener's write timeout, which is for clients that stall, from h: a
@@ -64,30 +48,6 @@ func untimedFunc(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		h(w, r)
-	}
-}
-
-// handler is one endpoint: it answers a value to encode as JSON, or a refusal.
-type handler func(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError)
-
-// handle authenticates the caller and answers what h does as JSON.
-func (api *messagesAPI) handle(h handler) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		b := api.b.Load()
-		if b == nil {
-			writeJSONError(w, refuse(http.StatusServiceUnavailable, "the server is still opening its store; ask again once /readyz says ready"))
-			return
-		}
-		p, herr := caller(b, r)
-		if herr == nil {
-			var res any
-			if res, herr = h(b, p, r); herr == nil {
-				w.Header().Set("Content-Type", "application/json")
-				_ = json.NewEncoder(w).Encode(res)
-				return
-			}
-		}
-		writeJSONError(w, herr)
 	}
 }
 
@@ -112,6 +72,18 @@ type messageJSON struct {
 	Preview     string            `json:"preview"`           // the payload's first previewBytes as text
 	Truncated   bool              `json:"preview_truncated"` // the preview is not the whole payload
 	BodyMissing bool              `json:"body_missing,omitempty"`
+	// In a dead-letter queue: the error it died of, and the rest of what its dead-letter headers
+	// say (the headers are in Headers too).
+	Error      string          `json:"error,omitempty"`
+	DeadLetter *deadLetterJSON `json:"dead_letter,omitempty"`
+}
+
+// deadLetterJSON is why a message is in a dead-letter queue, from its dead-letter headers.
+type deadLetterJSON struct {
+	Reason   string     `json:"reason,omitempty"` // max_attempts, script, unclassified, ...
+	Queue    string     `json:"queue"`            // where it came from
+	Attempts uint64     `json:"attempts"`         // its attempt count when it died
+	At       *time.Time `json:"at,omitempty"`     // when it died
 }
 
 type leaseJSON struct {
@@ -128,7 +100,7 @@ type pageJSON struct {
 	Next string `json:"next,omitempty"`
 }
 
-func (api *messagesAPI) peek(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+func peek(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
 	queue := r.PathValue("queue")
 	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
 		return nil, herr
@@ -163,7 +135,7 @@ func (api *messagesAPI) peek(b *broker.Broker, p *auth.Principal, r *http.Reques
 	return res, nil
 }
 
-func (api *messagesAPI) get(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+func getMessage(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
 	queue := r.PathValue("queue")
 	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
 		return nil, herr
@@ -179,7 +151,7 @@ func (api *messagesAPI) get(b *broker.Broker, p *auth.Principal, r *http.Request
 	return toJSON(m), nil
 }
 
-func (api *messagesAPI) delete(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+func deleteMessage(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
 	queue := r.PathValue("queue")
 	if herr := permitted(p, queue, auth.Admin); herr != nil {
 		return nil, herr
@@ -194,7 +166,7 @@ func (api *messagesAPI) delete(b *broker.Broker, p *auth.Principal, r *http.Requ
 	return map[string]string{"queue": queue, "deleted": wire.UUID(id).String()}, nil
 }
 
-func (api *messagesAPI) purge(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+func purge(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
 	queue := r.PathValue("queue")
 	if herr := permitted(p, queue, auth.Admin); herr != nil {
 		return nil, herr
@@ -223,14 +195,16 @@ func messageID(s string) (engine.MsgID, *httpError) {
 func brokerRefusal(e *broker.Error) *httpError {
 	status := http.StatusInternalServerError
 	switch e.Code {
-	case broker.CodeQueueNotFound, broker.CodeMessageNotFound:
+	case broker.CodeQueueNotFound, broker.CodeMessageNotFound, broker.CodeAPIKeyNotFound, broker.CodeThrottleNotFound:
 		status = http.StatusNotFound
-	case broker.CodeInvalidConfigValue:
+	case broker.CodeInvalidConfigValue, broker.CodeNotADLQ:
 		status = http.StatusBadRequest
-	case broker.CodeStorageError, broker.CodeChannelFull:
+	case broker.CodeStorageError, broker.CodeChannelFull, broker.CodeNotLeader, broker.CodeNodeNotReady:
 		status = http.StatusServiceUnavailable
 	}
-	return refuse(status, "%s: %s", e.Code, e.Message)
+	herr := refuse(status, "%s: %s", e.Code, e.Message)
+	herr.code = e.Code.String()
+	return herr
 }
 
 // toJSON shows m.
@@ -252,6 +226,15 @@ func toJSON(m broker.StoredMessage) messageJSON {
 	if m.State == engine.StateLeased.String() {
 		j.Lease = &leaseJSON{Consumer: m.Consumer, LeasedAt: time.UnixMilli(m.LeasedAt).UTC(),
 			ExpiresAt: time.UnixMilli(m.LeaseExpiresAt).UTC()}
+	}
+	if from, ok := m.Headers[service.HeaderDeadLetterQueue]; ok && strings.HasSuffix(m.Queue, dlqSuffix) {
+		d := &deadLetterJSON{Reason: m.Headers[service.HeaderDeadLetterReason], Queue: from}
+		d.Attempts, _ = strconv.ParseUint(m.Headers[service.HeaderDeadLetterAttempts], 10, 32)
+		if at, err := strconv.ParseInt(m.Headers[service.HeaderDeadLetterAt], 10, 64); err == nil {
+			t := time.UnixMilli(at).UTC()
+			d.At = &t
+		}
+		j.DeadLetter, j.Error = d, m.Headers[service.HeaderDeadLetterError]
 	}
 	j.Payload = base64.StdEncoding.EncodeToString(m.Payload)
 	j.Preview, j.Truncated = preview(m.Payload)

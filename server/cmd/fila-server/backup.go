@@ -92,6 +92,7 @@ func (bk *backups) close() {
 type httpError struct {
 	status int
 	msg    string
+	code   string // the admin API's machine-readable reason (adminapi.go); empty elsewhere
 }
 
 func (e *httpError) Error() string { return e.msg }
@@ -308,7 +309,8 @@ func treeSize(dir string) (files int, bytes int64, err error) {
 	return files, bytes, err
 }
 
-// writeJSONError answers {"error": msg} with the refusal's status.
+// writeJSONError answers {"error": msg} (and "code" when the refusal has one) with the refusal's
+// status.
 func writeJSONError(w http.ResponseWriter, e *httpError) {
 	w.Header().Set("Content-Type", "application/json")
 	if e.status == http.StatusUnauthorized {
@@ -318,5 +320,9 @@ func writeJSONError(w http.ResponseWriter, e *httpError) {
 		w.Header().Set("Allow", http.MethodPost)
 	}
 	w.WriteHeader(e.status)
-	_ = json.NewEncoder(w).Encode(map[string]string{"error": e.msg})
+	body := map[string]string{"error": e.msg}
+	if e.code != "" {
+		body["code"] = e.code
+	}
+	_ = json.NewEncoder(w).Encode(body)
 }

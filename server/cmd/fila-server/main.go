@@ -99,8 +99,8 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	alloc := offheap.New(offheap.Options{Logger: log})
 	reg := processRegistry(cfg.DataDir, alloc)
 	ready, health, bk := &readiness{}, &healthz{}, newBackups(cfg, log)
-	msgs := newMessagesAPI()
-	httpSrv, err := startHTTP(cfg, reg, ready, health, append(consoleRoutes(), route{backupPath, bk}, route{queuesPath, msgs})...)
+	api := newAdminAPI()
+	httpSrv, err := startHTTP(cfg, reg, ready, health, append(consoleRoutes(), route{backupPath, bk}, route{apiPath, api})...)
 	if err != nil {
 		return err
 	}
@@ -158,7 +158,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		}
 	}
 	bk.b.Store(b)
-	msgs.b.Store(b)
+	api.b.Store(b)
 	if rn != nil {
 		bk.streams.Store(rn.svc.Streams)
 	}
