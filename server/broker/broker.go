@@ -264,7 +264,7 @@ func (b *Broker) openGroup(name string, fsm raft.FSM, replicas []meta.NodeID) (*
 		return nil, err
 	}
 	if q, ok := fsm.(*queueFSM); ok {
-		q.attach(logs, snaps)
+		snaps = q.attach(logs, snaps)
 	}
 	return b.startGroup(name, logs, snaps, fsm, replicas)
 }

@@ -53,6 +53,9 @@ type queueFSM struct {
 	initial  [2]engine.Config
 	captured chan struct{}
 	writing  atomic.Bool // a snapshot is being written (checkpoint.go)
+	// replicated: the configuration of the snapshot being written has another member, which
+	// could be fed it (fsmsnapshot.go)
+	replicated atomic.Bool
 }
 
 func newQueueFSM(db storage.Store, name string, state *queuegroup.State, log *slog.Logger) (*queueFSM, error) {

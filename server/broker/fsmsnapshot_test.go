@@ -40,8 +40,7 @@ func openSnapNode(t testing.TB, c raftgroup.Config) *snapNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fsm.attach(logs, snaps)
-	c.Store, c.Snapshots = logs, snaps
+	c.Store, c.Snapshots = logs, fsm.attach(logs, snaps)
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
@@ -178,11 +177,53 @@ func checkServes(t *testing.T, st *queuegroup.State, db storage.Store, want map[
 	}
 }
 
-// A snapshot restores a store that holds nothing of the group: the state and every body its
-// messages need, none of acked ones. A node restoring its own snapshot reads the state only: a
-// body it lost is not written back.
+// snapCluster is group "q" on n nodes connected by hashicorp/raft's in-memory transport.
+type snapCluster struct {
+	nodes []*snapNode
+	addrs []raft.ServerAddress
+	trans []*raft.InmemTransport
+}
+
+func openSnapCluster(t *testing.T, n int) *snapCluster {
+	t.Helper()
+	c := &snapCluster{nodes: make([]*snapNode, n), addrs: make([]raft.ServerAddress, n), trans: make([]*raft.InmemTransport, n)}
+	var peers []raft.Server
+	for i := range n {
+		c.addrs[i], c.trans[i] = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("node%d", i)))
+		peers = append(peers, raft.Server{ID: raft.ServerID(c.addrs[i]), Address: c.addrs[i]})
+	}
+	for i := range n {
+		for j := i + 1; j < n; j++ {
+			c.connect(i, j)
+		}
+	}
+	for i := range n {
+		c.nodes[i] = openSnapNode(t, raftgroup.Config{LocalID: peers[i].ID, Transport: c.trans[i], Peers: peers, HeartbeatTimeout: time.Second})
+	}
+	return c
+}
+
+func (c *snapCluster) connect(i, j int) {
+	c.trans[i].Connect(c.addrs[j], c.trans[j])
+	c.trans[j].Connect(c.addrs[i], c.trans[i])
+}
+
+// leader waits for a node to lead and returns its index.
+func (c *snapCluster) leader(t *testing.T) int {
+	t.Helper()
+	nodes := make([]*testNode, len(c.nodes))
+	for i, n := range c.nodes {
+		nodes[i] = &testNode{db: n.db, fsm: n.fsm, g: n.g}
+	}
+	return waitLeader(t, nodes, -1)
+}
+
+// A snapshot of a replicated group restores a store that holds nothing of the group: the state
+// and every body its messages need, none of acked ones. A node restoring its own snapshot reads
+// the state only: a body it lost is not written back.
 func TestASnapshotRestoresAFreshStoreWithEveryBody(t *testing.T) {
-	a := openSnapNode(t, raftgroup.Config{})
+	c := openSnapCluster(t, 2)
+	a := c.nodes[c.leader(t)]
 	l := lead(t, a)
 	first := l.enqueue(300)
 	l.enqueue(200)
@@ -233,34 +274,17 @@ func TestASnapshotRestoresAFreshStoreWithEveryBody(t *testing.T) {
 // InstallSnapshot, and then serves every body: those of the snapshot and those of the log after it.
 func TestAReplicaBehindIsBroughtUpByInstallSnapshot(t *testing.T) {
 	const n = 3
-	addrs := make([]raft.ServerAddress, n)
-	trans := make([]*raft.InmemTransport, n)
-	var peers []raft.Server
-	for i := range n {
-		addrs[i], trans[i] = raft.NewInmemTransport(raft.ServerAddress(fmt.Sprintf("node%d", i)))
-		peers = append(peers, raft.Server{ID: raft.ServerID(addrs[i]), Address: addrs[i]})
-	}
-	connect := func(i, j int) { trans[i].Connect(addrs[j], trans[j]); trans[j].Connect(addrs[i], trans[i]) }
-	for i := range n {
-		for j := i + 1; j < n; j++ {
-			connect(i, j)
-		}
-	}
-	nodes := make([]*testNode, n)
-	snap := make([]*snapNode, n)
-	for i := range n {
-		snap[i] = openSnapNode(t, raftgroup.Config{LocalID: peers[i].ID, Transport: trans[i], Peers: peers, HeartbeatTimeout: time.Second})
-		nodes[i] = &testNode{db: snap[i].db, fsm: snap[i].fsm, g: snap[i].g}
-	}
-	li := waitLeader(t, nodes, -1)
+	c := openSnapCluster(t, n)
+	snap := c.nodes
+	li := c.leader(t)
 	l := lead(t, snap[li])
 	first := l.enqueue(50)
 
 	behind := (li + 1) % n
-	trans[behind].DisconnectAll()
+	c.trans[behind].DisconnectAll()
 	for i := range n {
 		if i != behind {
-			trans[i].Disconnect(addrs[behind])
+			c.trans[i].Disconnect(c.addrs[behind])
 		}
 	}
 	var acked []engine.MsgID
@@ -283,7 +307,7 @@ func TestAReplicaBehindIsBroughtUpByInstallSnapshot(t *testing.T) {
 
 	for i := range n {
 		if i != behind {
-			connect(i, behind)
+			c.connect(i, behind)
 		}
 	}
 	r := snap[behind]
@@ -312,6 +336,24 @@ func TestAReplicaBehindIsBroughtUpByInstallSnapshot(t *testing.T) {
 		if _, err := r.db.ReadBody("q", id); err == nil {
 			t.Fatalf("the replica still holds the body of %v, acked while it was behind", id)
 		}
+	}
+}
+
+// A group of this node alone snapshots its state only: its bodies stay in its store, and no
+// other node could be fed the snapshot.
+func TestASingleNodeSnapshotsItsStateOnly(t *testing.T) {
+	a := openSnapNode(t, raftgroup.Config{})
+	l := lead(t, a)
+	l.enqueue(10)
+	if err := a.g.Snapshot(); err != nil {
+		t.Fatal(err)
+	}
+	r := queuegroup.NewSnapshotReader(latest(t, a.snaps))
+	if _, err := r.State("q", "q.dlq"); err != nil {
+		t.Fatal(err)
+	}
+	if _, withBodies, err := r.Bodies(); withBodies || err != nil {
+		t.Fatalf("a single node's snapshot: bodies %v, %v", withBodies, err)
 	}
 }
 
