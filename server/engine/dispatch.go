@@ -98,6 +98,7 @@ func (q *Queue) Dispatch(now int64, max int, dst []Lease) []Lease {
 		r := q.slab.at(slot)
 		c := Lease{ID: r.id, Consumer: q.subs[sub].id, LeasedAt: now, ExpiresAt: expires}
 		q.lease(slot, r, &c)
+		q.rates.count(r.key(), now)
 		if q.park.adm != nil {
 			q.leased(r.id)
 		}

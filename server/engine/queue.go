@@ -31,6 +31,7 @@ type keyState struct {
 	weight             uint32 // weight of the most recently enqueued message
 	pending            uint32 // ready messages
 	refs               uint32 // stored messages in any state
+	leased             uint32 // of which in flight
 	head, tail         uint32 // ready FIFO
 	held               uint32 // held messages
 	heldHead, heldTail uint32 // held list
@@ -87,6 +88,8 @@ type Queue struct {
 	credited ring // subscriptions with credit; the head receives the next delivery
 
 	ready, nDelayed, inFlight, nHeld int
+
+	rates deliveryRates // deliveries over the last minute (rates.go)
 
 	scratch []heapEnt
 	ids     []MsgID
@@ -167,6 +170,7 @@ func (q *Queue) unrefKey(k uint32) {
 	}
 	delete(q.keyIdx, ks.name)
 	*ks = keyState{}
+	q.rates.forget(k)
 	if len(q.keyIdx) == 0 {
 		q.keys, q.freeKeys = q.keys[:0], q.freeKeys[:0]
 		return
@@ -391,6 +395,7 @@ func (q *Queue) addLease(slot uint32, r *rec, leasedAt, expiresAt int64, consume
 	r.next, r.prev = l, nilIdx
 	q.leaseHeap.push(expiresAt, slot)
 	q.inFlight++
+	q.keys[r.key()].leased++
 	q.leaseCounted(r, 1)
 }
 
@@ -405,6 +410,7 @@ func (q *Queue) unlease(r *rec) {
 	}
 	r.setState(stFree)
 	q.inFlight--
+	q.keys[r.key()].leased--
 	q.leaseCounted(r, -1)
 }
 

@@ -1,0 +1,157 @@
+package engine
+
+// Deliveries over the last minute, per fairness key and for the queue (the key table and the
+// explanations of the admin API). Dispatch counts each delivery it makes in O(1): one per-second
+// counter of the queue and one of the key. Only keys with a delivery in the last minute keep a
+// ring of counters (rateRing, 248 bytes); every other key costs the 4 bytes of its entry in
+// deliveryRates.of. A ring is given back when its key is forgotten, and rings left idle for a
+// minute are found and given back by a sweep that looks at two rings whenever a key needs a new
+// one, so the rings stay about as many as the keys that delivered in the last minute.
+//
+// The counts are live state of the node that delivers, like subscriptions: leases applied from
+// the log (a replay, a replica) are not counted, and snapshots carry none.
+
+// rateWindow is the window of the counts, in seconds: a count covers the current second and the
+// 59 before it (between 59 and 60 seconds of deliveries).
+const rateWindow = 60
+
+// rateRing counts deliveries per second over the last rateWindow seconds.
+type rateRing struct {
+	last   int64              // the latest second counted (Unix s); counts[s%rateWindow] is second s, for s in (last−rateWindow, last]
+	key    uint32             // the key the ring counts for, or nilIdx for the queue's own ring and free rings
+	counts [rateWindow]uint32 // saturating
+}
+
+// add counts one delivery at second sec. A second before the window is not counted (the
+// engine's times do not go back, so it happens only to a clock set back by a minute).
+func (r *rateRing) add(sec int64) {
+	switch {
+	case sec > r.last:
+		if sec-r.last >= rateWindow {
+			clear(r.counts[:])
+		} else {
+			for s := r.last + 1; s <= sec; s++ {
+				r.counts[slotOf(s)] = 0
+			}
+		}
+		r.last = sec
+	case sec <= r.last-rateWindow:
+		return
+	}
+	if c := &r.counts[slotOf(sec)]; *c < ^uint32(0) {
+		*c++
+	}
+}
+
+// sum counts the deliveries of the seconds (now−rateWindow, now].
+func (r *rateRing) sum(now int64) uint64 {
+	var n uint64
+	for s := max(now, r.last) - rateWindow + 1; s <= min(now, r.last); s++ {
+		if s > r.last-rateWindow {
+			n += uint64(r.counts[slotOf(s)])
+		}
+	}
+	return n
+}
+
+// idle reports whether the ring has counted nothing in the window ending at second now.
+func (r *rateRing) idle(now int64) bool { return r.last <= now-rateWindow }
+
+// slotOf is the counter of second sec (any 60 consecutive seconds have distinct counters).
+func slotOf(sec int64) int { return int((sec%rateWindow + rateWindow) % rateWindow) }
+
+// deliveryRates is a Queue's delivery counts.
+type deliveryRates struct {
+	total rateRing
+	of    []uint32   // by key index: 1 + the index of the key's ring in rings, 0 for none
+	rings []rateRing // key == nilIdx: free
+	free  []uint32
+	sweep int // the next ring the sweep looks at
+}
+
+// secondOf is the second (Unix s) of a time in Unix ms.
+func secondOf(ms int64) int64 {
+	if ms < 0 {
+		return (ms - 999) / 1000
+	}
+	return ms / 1000
+}
+
+// count counts one delivery of key k at now (Unix ms).
+func (d *deliveryRates) count(k uint32, now int64) {
+	sec := secondOf(now)
+	d.total.add(sec)
+	if int(k) < len(d.of) {
+		if i := d.of[k]; i != 0 {
+			d.rings[i-1].add(sec)
+			return
+		}
+	}
+	d.ringFor(k, sec).add(sec)
+}
+
+// ringFor gives key k a ring (it has none), after sweeping two rings.
+func (d *deliveryRates) ringFor(k uint32, sec int64) *rateRing {
+	for range 2 {
+		if len(d.rings) == 0 {
+			break
+		}
+		if d.sweep >= len(d.rings) {
+			d.sweep = 0
+		}
+		if r := &d.rings[d.sweep]; r.key != nilIdx && r.idle(sec) {
+			d.forget(r.key)
+		}
+		d.sweep++
+	}
+	for int(k) >= len(d.of) {
+		d.of = append(d.of, 0)
+	}
+	var i uint32
+	if n := len(d.free); n > 0 {
+		i = d.free[n-1]
+		d.free = d.free[:n-1]
+	} else {
+		i = uint32(len(d.rings))
+		d.rings = append(d.rings, rateRing{})
+	}
+	d.rings[i] = rateRing{key: k, last: sec}
+	d.of[k] = i + 1
+	return &d.rings[i]
+}
+
+// forget gives back the ring of key k, which is forgotten or idle.
+func (d *deliveryRates) forget(k uint32) {
+	if int(k) >= len(d.of) || d.of[k] == 0 {
+		return
+	}
+	i := d.of[k] - 1
+	d.of[k] = 0
+	d.rings[i] = rateRing{key: nilIdx}
+	d.free = append(d.free, i)
+	if len(d.free) == len(d.rings) { // no ring left: give the tables back
+		d.rings, d.free, d.of, d.sweep = d.rings[:0], d.free[:0], d.of[:0], 0
+	}
+}
+
+// ofKey counts the deliveries of key k in the window ending at now (Unix ms).
+func (d *deliveryRates) ofKey(k uint32, now int64) uint64 {
+	if int(k) >= len(d.of) || d.of[k] == 0 {
+		return 0
+	}
+	return d.rings[d.of[k]-1].sum(secondOf(now))
+}
+
+// DeliveriesLastMinute counts the deliveries Dispatch made in the last minute up to now (Unix
+// ms): between 59 and 60 seconds, the current second included.
+func (q *Queue) DeliveriesLastMinute(now int64) uint64 { return q.rates.total.sum(secondOf(now)) }
+
+// KeyDeliveriesLastMinute is DeliveriesLastMinute for the fairness key name (0 for a key with
+// no stored message: a key's counts go when its last message does).
+func (q *Queue) KeyDeliveriesLastMinute(name string, now int64) uint64 {
+	k, ok := q.keyIdx[name]
+	if !ok {
+		return 0
+	}
+	return q.rates.ofKey(k, now)
+}
