@@ -131,7 +131,7 @@ class LoginView {
   mount(root) {
     const input = h('input', { type: 'password', name: 'api_key', id: 'api-key', autocomplete: 'current-password', required: true, placeholder: 'API key' });
     const err = h('p', { class: 'banner', hidden: true, role: 'alert' });
-    const form = h('form', { id: 'login-form' },
+    const form = h('form', { id: 'login-form', method: 'post' }, // never a GET: the key stays out of addresses
       h('label', { for: 'api-key' }, 'API key'), input, err,
       h('button', { type: 'submit' }, 'Sign in'));
     form.addEventListener('submit', async (ev) => {

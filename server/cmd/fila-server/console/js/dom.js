@@ -50,7 +50,7 @@ export function age(ms) {
   const s = ms / 1000;
   if (s < 1) return Math.round(ms) + ' ms';
   if (s < 60) return s.toFixed(s < 10 ? 1 : 0) + ' s';
-  if (s < 3600) return Math.floor(s / 60) + ' min ' + Math.floor(s % 60) + ' s';
+  if (s < 3600) return Math.floor(s / 60) + ' min' + (Math.floor(s % 60) ? ' ' + Math.floor(s % 60) + ' s' : '');
   if (s < 86400) return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
   return Math.floor(s / 86400) + ' d ' + Math.floor((s % 86400) / 3600) + ' h';
 }

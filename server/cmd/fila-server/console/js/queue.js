@@ -203,7 +203,7 @@ export class QueueView {
           return b;
         } },
         { label: 'Limits', cell: (t) => limits(t.limits) },
-        { label: 'Key', name: true, cell: (t) => Array.isArray(t.key) ? t.key.join(', ') || '(none)' : (t.key || '(none)') },
+        { label: 'Key', name: true, cell: (t) => t.key || '(unkeyed)' },
         { label: 'Waiting', num: true, cell: (t) => num(t.waiting) },
         { label: 'Active buckets', num: true, cell: (t) => num(t.active_buckets) },
         { label: 'At limit', num: true, cell: (t) => t.buckets_at_limit > 0 ? h('span', { class: 'tag warn' }, num(t.buckets_at_limit)) : '0' },
@@ -217,16 +217,16 @@ export class QueueView {
   async buckets(name) {
     try {
       const page = await get('/api/v1/throttles/' + q(name) + '/buckets' + query({ limit: BUCKET_LIMIT }));
+      const total = page.total;
       const rows = page.buckets || [];
       return h('div', null, h('h2', null, 'Buckets of ', name),
         table([
-          { label: 'Bucket', name: true, cell: (b) => Array.isArray(b.key) ? b.key.join(', ') : (b.key ?? '–') },
-          { label: 'Counted', cell: (b) => Array.isArray(b.counted) ? b.counted.join(' / ') : num(b.counted) },
-          { label: 'Limit', cell: (b) => Array.isArray(b.limit) ? b.limit.join(' / ') : String(b.limit ?? '–') },
-          { label: 'Window', cell: (b) => typeof b.window === 'number' ? age(b.window) : String(b.window ?? '–') },
+          { label: 'Bucket', name: true, cell: (b) => b.missing ? '(messages without the key)' : (b.key || '(the one bucket)') },
+          { label: 'Waiting', num: true, cell: (b) => num(b.waiting) },
+          { label: 'Counted / limit', cell: (b) => (b.counted || []).map((c, i) => num(c) + ' / ' + limit((b.limits || [])[i])).join(', ') },
           { label: 'Room again', cell: (b) => b.next_room_at ? when(b.next_room_at) : 'now' },
         ], rows, 'No active bucket.'),
-        page.next ? h('p', { class: 'muted small' }, 'The first ', num(rows.length), ' buckets.') : '');
+        page.next ? h('p', { class: 'muted small' }, 'The first ', num(rows.length), ' of ', num(total), ' buckets.') : '');
     } catch (e) { return errorBox(e); }
   }
 }
@@ -241,9 +241,12 @@ function clip(s, n) {
   return s.length > n ? s.slice(0, n) + '…' : s;
 }
 
+function limit(l) {
+  return l ? num(l.max) + ' per ' + age(l.window_ms) : '–';
+}
+
 function limits(ls) {
-  if (!Array.isArray(ls)) return ls === undefined ? '–' : JSON.stringify(ls);
-  return ls.map((l) => typeof l === 'object' ? Object.values(l).join(' per ') : String(l)).join(', ');
+  return Array.isArray(ls) && ls.length ? ls.map(limit).join(', ') : '–';
 }
 
 // summary is a line of a queue's settings worth seeing at once.
