@@ -115,7 +115,7 @@ async function tick(force) {
 }
 
 function setLive(err) {
-  if (current instanceof LoginView) { live.textContent = ''; return; }
+  live.hidden = current instanceof LoginView;
   live.classList.toggle('paused', document.hidden);
   live.classList.toggle('error', !!err);
   live.textContent = err ? 'not updating' : document.hidden ? 'paused' : 'live · ' + new Date().toLocaleTimeString();

@@ -106,7 +106,20 @@ export class QueueView {
   unmount() { window.removeEventListener('resize', this.onResize); }
 
   async refresh() {
-    const qs = await get(this.path());
+    // The sections fail on their own (a key without the permission, no DLQ) and say so in place.
+    const parts = [this.refreshSummary(), this.refreshKeys(), this.refreshMessages(), this.refreshDLQ()];
+    if (this.ticks % 5 === 0) parts.push(this.refreshThrottles()); // they change slowly
+    this.ticks++;
+    const results = await Promise.allSettled(parts);
+    const signedOut = results.find((r) => r.status === 'rejected' && r.reason && r.reason.status === 401);
+    if (signedOut) throw signedOut.reason;
+  }
+
+  async refreshSummary() {
+    let qs;
+    try {
+      qs = await get(this.path());
+    } catch (e) { replace(this.cards, errorBox(e)); throw e; }
     this.dlqDepth = qs.dlq_depth || 0;
     replace(this.cards,
       card('Depth', num(qs.depth)), card('Ready', num(qs.ready)), card('In flight', num(qs.in_flight)),
@@ -115,13 +128,8 @@ export class QueueView {
       card('Oldest message', age(qs.oldest_age_ms)), card('Fairness keys', num(qs.fairness_keys)),
       card('Enqueued/s', rate(qs.enqueued_per_s)), card('Acked/s', rate(qs.acked_per_s)));
     this.chart.add({ enq: qs.enqueued_per_s || 0, ack: qs.acked_per_s || 0 });
-    if (this.ticks === 0) replace(this.definition, kv(qs.definition || {}));
+    if (!this.defined) { replace(this.definition, kv(qs.definition || {})); this.defined = true; }
     replace(this.sub, summary(qs.definition || {}));
-    // The sections fail on their own (a key without the permission, no DLQ) and say so in place.
-    const parts = [this.refreshKeys(), this.refreshMessages(), this.refreshDLQ()];
-    if (this.ticks % 5 === 0) parts.push(this.refreshThrottles()); // they change slowly
-    this.ticks++;
-    await Promise.allSettled(parts);
   }
 
   async refreshKeys() {
@@ -166,9 +174,14 @@ export class QueueView {
       const rows = page.messages || [];
       replace(this.dlq, table([
         { label: 'ID', cell: (m) => h('a', { href: route('queues', dlqName, 'messages', m.id), class: 'mono', title: 'Explain' }, m.id.slice(0, 13) + '…') },
-        { label: 'Attempts', num: true, cell: (m) => num(m.attempts) },
+        { label: 'Why', cell: (m) => m.dead_letter && m.dead_letter.reason ? h('span', { class: 'tag bad' }, m.dead_letter.reason.replaceAll('_', ' ')) : '–' },
+        { label: 'Attempts', num: true, cell: (m) => num(m.dead_letter ? m.dead_letter.attempts : m.attempts) },
         { label: 'Error', name: true, cell: (m) => m.error || m.last_error || '–' },
-        { label: 'Headers', name: true, cell: (m) => Object.keys(m.headers || {}).length ? kv(m.headers) : '–' },
+        { label: 'Died', cell: (m) => m.dead_letter && m.dead_letter.at ? when(m.dead_letter.at) : '–' },
+        { label: 'Headers', name: true, cell: (m) => {
+          const own = Object.fromEntries(Object.entries(m.headers || {}).filter(([k]) => !k.startsWith('fila-dead-letter-')));
+          return Object.keys(own).length ? kv(own) : '–';
+        } },
         { label: 'Payload', name: true, cell: (m) => this.payloadCell(m) },
       ], rows, 'No dead-lettered messages.'),
       this.dlqPager.view(rows.length, this.dlqDepth, DLQ_LIMIT));
