@@ -143,6 +143,7 @@ type Broker struct {
 
 	cacheBytes atomic.Int64 // bytes in every queue's body cache
 	dedup      dedupBudget  // the identities every queue remembers (dedupbudget.go)
+	queueRates rateSamples  // the queue list's rates over the last minute (keystats.go)
 
 	started  int64        // Unix ms of the start
 	sleepers *sleepers    // wakes hibernating groups when something comes due

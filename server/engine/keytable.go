@@ -177,3 +177,11 @@ func (h *rowHeap) Pop() any {
 	h.rows = h.rows[:len(h.rows)-1]
 	return x
 }
+
+// KeyCount counts the fairness keys with a stored message: the rows of the key table without a
+// search.
+func (q *Queue) KeyCount() int { return len(q.keyIdx) }
+
+// ReadyCount counts the messages in the fairness keys' FIFOs: those Dispatch delivers in DRR
+// order (not held, throttled, delayed, waiting behind their group's head, parked or leased).
+func (q *Queue) ReadyCount() int { return q.ready }
