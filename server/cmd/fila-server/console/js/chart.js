@@ -52,6 +52,7 @@ export class RateChart {
     g.textBaseline = 'top';
     for (let m = 0; m <= 5; m++) {
       const x = left + pw - (pw * m) / 5;
+      g.textAlign = m === 0 ? 'right' : m === 5 ? 'left' : 'center';
       g.fillText(m === 0 ? 'now' : '−' + m + ' min', x, top + ph + 5);
     }
     if (this.samples.length === 0) return;

@@ -45,7 +45,7 @@ export class MessageExplainView {
     } else {
       const e = ex.value;
       replace(this.body,
-        h('div', { class: 'verdict', id: 'verdict' }, stateTag(e.state), ' ',
+        h('div', { class: 'verdict' + (e.deliverable_now ? ' ok' : ''), id: 'verdict' }, stateTag(e.state), ' ',
           e.deliverable_now ? h('strong', null, 'Deliverable now') : h('strong', null, 'Not deliverable now')),
         reasonList(e.reasons));
     }
@@ -63,8 +63,8 @@ export class MessageExplainView {
     if (m.lease) { fields.consumer = m.lease.consumer; fields.lease_expires = when(m.lease.expires_at); }
     if (m.last_error || m.error) fields.error = m.error || m.last_error;
     replace(this.message, kv(fields),
-      Object.keys(m.headers || {}).length ? [h('h2', null, 'Headers'), kv(m.headers)] : '',
-      h('pre', { class: 'preview' }, m.preview || ''),
+      Object.keys(m.headers || {}).length ? [h('h3', null, 'Headers'), kv(m.headers)] : '',
+      h('h3', null, 'Payload'), h('pre', { class: 'preview' }, m.preview || ''),
       m.preview_truncated ? h('p', { class: 'muted small' }, 'The first ', num(m.preview.length), ' characters of ', num(m.payload_bytes), ' bytes.') : '');
   }
 }

@@ -155,7 +155,7 @@ export class QueueView {
       this.msgPager.next = page.next || null;
       const rows = page.messages || [];
       replace(this.messages, table([
-        { label: 'ID', cell: (m) => h('a', { href: route('queues', this.name, 'messages', m.id), class: 'mono', title: 'Explain' }, m.id.slice(0, 13) + '…') },
+        { label: 'ID', cell: (m) => h('a', { href: route('queues', this.name, 'messages', m.id), class: 'mono', title: m.id + ': explain' }, '…' + m.id.slice(-12)) },
         { label: 'State', cell: (m) => stateTag(m.state) },
         { label: 'Key', name: true, cell: (m) => m.fairness_key || '–' },
         { label: 'Tries', num: true, cell: (m) => num(m.attempts) },
@@ -173,7 +173,7 @@ export class QueueView {
       this.dlqPager.next = page.next || null;
       const rows = page.messages || [];
       replace(this.dlq, table([
-        { label: 'ID', cell: (m) => h('a', { href: route('queues', dlqName, 'messages', m.id), class: 'mono', title: 'Explain' }, m.id.slice(0, 13) + '…') },
+        { label: 'ID', cell: (m) => h('a', { href: route('queues', dlqName, 'messages', m.id), class: 'mono', title: m.id + ': explain' }, '…' + m.id.slice(-12)) },
         { label: 'Why', cell: (m) => m.dead_letter && m.dead_letter.reason ? h('span', { class: 'tag bad' }, m.dead_letter.reason.replaceAll('_', ' ')) : '–' },
         { label: 'Attempts', num: true, cell: (m) => num(m.dead_letter ? m.dead_letter.attempts : m.attempts) },
         { label: 'Error', name: true, cell: (m) => m.error || m.last_error || '–' },
