@@ -274,7 +274,8 @@ func (b *Broker) openGroup(name string, fsm raft.FSM, replicas []meta.NodeID) (*
 func (b *Broker) startGroup(name string, logs raftstore.LogStableStore, snaps raft.SnapshotStore, fsm raft.FSM,
 	replicas []meta.NodeID) (*raftgroup.Group, error) {
 	c := raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger(), LocalID: raft.ServerID(b.nodeID()),
-		Peers: b.groupPeers(name, replicas), HeartbeatTimeout: b.opts.Cluster.HeartbeatTimeout}
+		Peers: b.groupPeers(name, replicas), HeartbeatTimeout: b.opts.Cluster.HeartbeatTimeout,
+		SnapshotCheck: followerSnapshotCheck}
 	if net := b.opts.Cluster.Network; net != nil {
 		t, err := net.Transport(name)
 		if err != nil {

@@ -548,3 +548,29 @@ func TestAReplicaBehindCatchesUpBySnapshotAndServesEveryBody(t *testing.T) {
 		t.Fatalf("%d violations:\n%s", len(bad), strings.Join(bad[:min(len(bad), 20)], "\n"))
 	}
 }
+
+// A follower snapshots by itself and truncates its log: nobody else would.
+func TestFollowersSnapshotTheirOwnLog(t *testing.T) {
+	entries, check := followerSnapshotEntries, followerSnapshotCheck
+	followerSnapshotEntries, followerSnapshotCheck = 100, 20*time.Millisecond
+	t.Cleanup(func() { followerSnapshotEntries, followerSnapshotCheck = entries, check })
+	c := startCluster(t)
+	if e := c.createQueue(QueueSpec{Name: "f"}); e != nil {
+		t.Fatal(e)
+	}
+	leader := c.awaitLeader("f")
+	c.produce("f", "x", 300, newHistory())
+	for id, b := range c.brokers {
+		if b == leader {
+			continue
+		}
+		a := b.lookup("f").a
+		c.eventually(fmt.Sprintf("follower %s truncated its log behind a snapshot", id), func() bool {
+			a.fsm.mu.Lock() // the group's stores outlive nothing here: read them under the state machine
+			logs := a.fsm.logs
+			a.fsm.mu.Unlock()
+			first, err := logs.FirstIndex()
+			return err == nil && first > 1
+		})
+	}
+}

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -67,8 +68,26 @@ func (a *actor) settleRole() error {
 	}
 	a.leading = false
 	a.leadingNow.Store(false)
+	a.follow()
 	return nil
 }
+
+// follow has raft snapshot the replica by itself while it follows: its state machine's snapshots
+// read the log, not the live state (fsmsnapshot.go), so they may be taken at any point, and
+// nobody else truncates a follower's log.
+func (a *actor) follow() {
+	if err := a.g.AutoSnapshot(followerSnapshotEntries); err != nil {
+		a.log.Warn("setting the replica's snapshot schedule failed", "err", err)
+	}
+}
+
+// A follower's raft snapshots once its log holds followerSnapshotEntries entries past its last
+// snapshot, looking every followerSnapshotCheck (raft adds up to as much again at random).
+// Variables so that tests can lower them.
+var (
+	followerSnapshotEntries uint64 = snapshotEntries
+	followerSnapshotCheck          = 30 * time.Second
+)
 
 // watchRole starts relaying the group's role changes to the actor's run loop; stopGroup ends it.
 func (a *actor) watchRole() {
@@ -104,6 +123,9 @@ func (a *actor) followRole() {
 // promote starts the leader's runtime on the applied state. The caller knows this node leads.
 func (a *actor) promote() error {
 	if err := a.g.Barrier(leadTimeout); err != nil {
+		return err
+	}
+	if err := a.g.AutoSnapshot(0); err != nil { // the leader snapshots at points it chooses (maybeSnapshot)
 		return err
 	}
 	a.term = a.g.Term()
@@ -160,6 +182,7 @@ func (a *actor) demote() {
 	a.bodies.clear()
 	a.countDedup(0)
 	a.st = nil
+	a.follow()
 	if err := a.fsm.demote(); err != nil {
 		// The replica cannot follow without its state: stop its group so that it takes no part
 		// in the group's elections; the next start replays it.

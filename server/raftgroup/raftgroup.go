@@ -44,6 +44,9 @@ type Config struct {
 	// Peers is the group's first configuration when it has no state yet: its voters, this node
 	// among them. Empty means this node alone.
 	Peers []raft.Server
+	// SnapshotCheck is how often raft looks whether its own snapshot schedule (AutoSnapshot) is
+	// due (defaultSnapshotCheck when 0).
+	SnapshotCheck time.Duration
 	// HeartbeatTimeout is how long a follower waits for its leader before it stands for election
 	// (default 5 s: a single node has nobody to hear from, and its idle leader wakes once per
 	// this interval).
@@ -54,7 +57,9 @@ type Config struct {
 // are kept rare: an idle leader wakes once per LeaderLeaseTimeout.
 const (
 	defaultHeartbeatTimeout = 5 * time.Second
-	applyTimeout            = 0 // proposals wait for the log, not for a clock
+	defaultSnapshotCheck    = 30 * time.Second
+	never                   = 1 << 62 // a snapshot threshold no log reaches
+	applyTimeout            = 0       // proposals wait for the log, not for a clock
 	trailingLogs            = 64
 	retainSnapshots         = 2
 )
@@ -189,10 +194,13 @@ func config(c Config) *raft.Config {
 	conf.CommitTimeout = 50 * time.Millisecond
 	conf.BatchApplyCh = true
 	conf.MaxAppendEntries = 256
-	// Snapshots are taken by the caller (Snapshot) at points it chooses; raft's own schedule
-	// would snapshot a state machine the caller may be changing.
-	conf.SnapshotThreshold = 1 << 62
-	conf.SnapshotInterval = 24 * time.Hour
+	// Snapshots are taken by the caller (Snapshot) at points it chooses, until it turns raft's
+	// own schedule on (AutoSnapshot); raft looks every SnapshotCheck whether one is due.
+	conf.SnapshotThreshold = never
+	conf.SnapshotInterval = c.SnapshotCheck
+	if conf.SnapshotInterval == 0 {
+		conf.SnapshotInterval = defaultSnapshotCheck
+	}
 	conf.TrailingLogs = trailingLogs
 	conf.NoSnapshotRestoreOnStart = false
 	return conf
@@ -312,6 +320,19 @@ func (g *Group) Watch() (<-chan struct{}, func()) {
 			close(quit)
 		})
 	}
+}
+
+// AutoSnapshot turns raft's own snapshot schedule on (a snapshot once the log holds entries
+// entries past the last one, looked at every Config.SnapshotCheck) or off (entries 0: the caller
+// snapshots, Snapshot). A follower has nobody else to snapshot its state machine and truncate its
+// log; a leader's caller chooses its points.
+func (g *Group) AutoSnapshot(entries uint64) error {
+	rc := g.r.ReloadableConfig()
+	rc.SnapshotThreshold = entries
+	if entries == 0 {
+		rc.SnapshotThreshold = never
+	}
+	return g.r.ReloadConfig(rc)
 }
 
 // LeaderID names the group's leader as this node knows it ("" while it knows none).
