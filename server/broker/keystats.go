@@ -126,7 +126,8 @@ func (b *Broker) QueueSummaries(o QueueListOptions) (QueuePage, *Error) {
 	}
 	var names []string
 	for _, name := range b.queueNames() {
-		if r := b.lookup(name); r.a != nil && r.lane == queuegroup.LaneQueue && strings.Contains(name, o.Search) {
+		if r := b.lookup(name); r.a != nil && r.lane == queuegroup.LaneQueue && strings.Contains(name, o.Search) &&
+			(o.Visible == nil || o.Visible(name)) {
 			names = append(names, name)
 		}
 	}

@@ -155,6 +155,9 @@ type QueueListOptions struct {
 	Sort   string // name (the default), depth or oldest
 	After  string // the Next of the previous page
 	Limit  int    // 0: DefaultQueuePage; at most MaxQueuePage
+	// Visible, when set, keeps only the queues it reports true for (the caller's ACL): Total
+	// counts those.
+	Visible func(queue string) bool
 }
 
 // Queue pages.

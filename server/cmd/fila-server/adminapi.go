@@ -34,7 +34,7 @@ func newAdminAPI() *adminAPI {
 	api := &adminAPI{mux: http.NewServeMux()}
 	api.sessionRoutes()
 	api.messageRoutes()
-	api.redriveRoutes()
+	api.queueRoutes()
 	api.throttleRoutes()
 	api.keyRoutes()
 	api.clusterRoutes()

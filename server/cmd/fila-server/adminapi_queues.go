@@ -1,0 +1,137 @@
+package main
+
+import (
+	"net/http"
+
+	"github.com/filamq/fila/server/auth"
+	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/service"
+	"github.com/filamq/fila/server/session"
+)
+
+// The queues, their fairness keys and explain (the broker's QueueSummaries, FairnessKeys,
+// Explain and ExplainKey):
+//
+//	GET /api/v1/queues?search=S&after=NAME&limit=N&sort=name|depth|oldest  the queue list
+//	GET /api/v1/queues/{queue}                                            one queue, with its definition
+//	GET /api/v1/queues/{queue}/keys?search=S&sort=backlog|deliveries|name&after=KEY&limit=N
+//	GET /api/v1/queues/{queue}/keys/{key}/explain                         why a key's backlog waits
+//	GET /api/v1/queues/{queue}/messages/{id}/explain                      why a message waits
+//
+// The list shows the queues the caller holds any permission on (as FIBP's ListQueues); the
+// others need admin or consume on the queue, as reading its messages does.
+
+func (api *adminAPI) queueRoutes() {
+	api.mux.HandleFunc("GET "+apiPath+"queues", api.handle(listQueues))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}", api.handle(getQueue))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/keys", api.handle(fairnessKeys))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/keys/{key}/explain", api.handle(explainKey))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages/{id}/explain", api.handle(explainMessage))
+	api.redriveRoutes()
+}
+
+// nextOf is a page's next: null on the last page.
+func nextOf(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func listQueues(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+	q := r.URL.Query()
+	o := service.QueueListOptions{Search: q.Get("search"), After: q.Get("after")}
+	var herr *httpError
+	if o.Limit, herr = pageLimit(r, "limit", service.DefaultQueuePage, service.MaxQueuePage); herr != nil {
+		return nil, herr
+	}
+	if o.Sort, herr = oneOf(r, "sort", "name", "depth", "oldest"); herr != nil {
+		return nil, herr
+	}
+	if !p.Superadmin() {
+		o.Visible = p.Any
+	}
+	page, e := b.QueueSummaries(o)
+	if e != nil {
+		return nil, brokerRefusal(e)
+	}
+	return struct {
+		Queues []service.QueueRow `json:"queues"`
+		Next   *string            `json:"next"`
+		Total  int                `json:"total"`
+	}{page.Queues, nextOf(page.Next), page.Total}, nil
+}
+
+func getQueue(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+		return nil, herr
+	}
+	row, e := b.QueueSummary(queue)
+	if e != nil {
+		return nil, brokerRefusal(e)
+	}
+	def, e := b.Definition(queue)
+	if e != nil {
+		return nil, brokerRefusal(e)
+	}
+	return struct {
+		service.QueueRow
+		Definition map[string]string `json:"definition"`
+	}{row, session.Settings(&def)}, nil
+}
+
+func fairnessKeys(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+		return nil, herr
+	}
+	q := r.URL.Query()
+	o := service.KeyListOptions{Search: q.Get("search"), After: q.Get("after")}
+	var herr *httpError
+	if o.Limit, herr = pageLimit(r, "limit", service.DefaultKeyPage, service.MaxKeyPage); herr != nil {
+		return nil, herr
+	}
+	if o.Sort, herr = oneOf(r, "sort", "backlog", "deliveries", "name"); herr != nil {
+		return nil, herr
+	}
+	page, e := b.FairnessKeys(queue, o)
+	if e != nil {
+		return nil, brokerRefusal(e)
+	}
+	return struct {
+		Keys                 []service.KeyRow `json:"keys"`
+		Next                 *string          `json:"next"`
+		Total                int              `json:"total"`
+		DeliveriesLastMinute uint64           `json:"deliveries_last_minute"`
+		Asleep               bool             `json:"asleep,omitempty"`
+	}{page.Keys, nextOf(page.Next), page.Total, page.DeliveriesLastMinute, page.Asleep}, nil
+}
+
+func explainKey(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+		return nil, herr
+	}
+	x, e := b.ExplainKey(queue, r.PathValue("key"))
+	if e != nil {
+		return nil, brokerRefusal(e)
+	}
+	return x, nil
+}
+
+func explainMessage(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+		return nil, herr
+	}
+	id, herr := messageID(r.PathValue("id"))
+	if herr != nil {
+		return nil, herr
+	}
+	x, e := b.Explain(queue, service.MessageID(id))
+	if e != nil {
+		return nil, brokerRefusal(e)
+	}
+	return x, nil
+}
