@@ -26,8 +26,9 @@ const maxBodyBytes = 64 << 10
 
 // adminAPI serves apiPath. The broker is set once it is open.
 type adminAPI struct {
-	b   atomic.Pointer[broker.Broker]
-	mux *http.ServeMux
+	b      atomic.Pointer[broker.Broker]
+	mux    *http.ServeMux
+	counts queueCounts // the overview's (adminapi_overview.go)
 }
 
 func newAdminAPI() *adminAPI {
