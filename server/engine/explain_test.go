@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"flag"
 	"fmt"
 	"reflect"
 	"testing"
@@ -295,17 +296,20 @@ func TestExplainPredictsDispatch(t *testing.T) {
 	})
 }
 
-// A 1M-message queue on one key (the worst walk), and on 1,000 keys: Explain of the message in
-// the middle of the key's FIFO, of the last key of the round, and ExplainKey.
+var explainMessages = flag.Int("explain-messages", 1_000_000, "the messages of BenchmarkExplain's and BenchmarkExplainKey's queue")
+
+// Explain of the message in the middle of a queue of -explain-messages messages (1 M by default;
+// 10 M takes about 1 GB) on one fairness key (the longest walk along its FIFO, stopped at
+// explainWalk from either end), and on 1,000 and 100,000 keys (a walk along the DRR round).
 func BenchmarkExplain(b *testing.B) {
-	for _, nk := range []int{1, 1000} {
-		b.Run(fmt.Sprintf("messages=1M/keys=%d", nk), func(b *testing.B) {
+	for _, nk := range []int{1, 1000, 100_000} {
+		b.Run(fmt.Sprintf("messages=%d/keys=%d", *explainMessages, nk), func(b *testing.B) {
 			q := newTestQueue(b, benchConfig())
 			must(b, q.Subscribe("c", 0))
 			keys := keyNames(nk)
-			const n = 1_000_000
+			n := *explainMessages
 			fill(b, q, keys, 0, n)
-			target := mid(n / 2)
+			target := mid(uint64(n / 2))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for range b.N {
@@ -321,7 +325,7 @@ func BenchmarkExplainKey(b *testing.B) {
 	q := newTestQueue(b, benchConfig())
 	must(b, q.Subscribe("c", 0))
 	keys := keyNames(10_000)
-	fill(b, q, keys, 0, 1_000_000)
+	fill(b, q, keys, 0, *explainMessages)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {

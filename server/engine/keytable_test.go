@@ -51,10 +51,9 @@ func TestDeliveriesLastMinute(t *testing.T) {
 // One rateRing against a naive list of delivery times.
 func TestRateRingMatchesTwin(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var r rateRing
 		var times []int64
 		now := int64(rapid.IntRange(0, 100).Draw(t, "start"))
-		r.last = now
+		r := newRateRing(nilIdx, now)
 		for range rapid.IntRange(0, 200).Draw(t, "steps") {
 			now += int64(rapid.IntRange(0, 20).Draw(t, "tick"))
 			if rapid.Bool().Draw(t, "count") {

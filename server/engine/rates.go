@@ -17,30 +17,47 @@ const rateWindow = 60
 
 // rateRing counts deliveries per second over the last rateWindow seconds.
 type rateRing struct {
-	last   int64              // the latest second counted (Unix s); counts[s%rateWindow] is second s, for s in (last−rateWindow, last]
+	last   int64              // the latest second counted (Unix s); counts[slotOf(s)] is second s, for s in (last−rateWindow, last]
+	slot   uint32             // slotOf(last)
 	key    uint32             // the key the ring counts for, or nilIdx for the queue's own ring and free rings
 	counts [rateWindow]uint32 // saturating
+}
+
+// newRateRing is a ring with nothing counted, last at second sec.
+func newRateRing(key uint32, sec int64) rateRing {
+	return rateRing{key: key, last: sec, slot: uint32(slotOf(sec))}
 }
 
 // add counts one delivery at second sec. A second before the window is not counted (the
 // engine's times do not go back, so it happens only to a clock set back by a minute).
 func (r *rateRing) add(sec int64) {
-	switch {
-	case sec > r.last:
-		if sec-r.last >= rateWindow {
-			clear(r.counts[:])
-		} else {
-			for s := r.last + 1; s <= sec; s++ {
-				r.counts[slotOf(s)] = 0
-			}
+	i := r.slot
+	if sec != r.last {
+		switch {
+		case sec > r.last:
+			r.roll(sec)
+			i = r.slot
+		case sec <= r.last-rateWindow:
+			return
+		default:
+			i = uint32(slotOf(sec))
 		}
-		r.last = sec
-	case sec <= r.last-rateWindow:
-		return
 	}
-	if c := &r.counts[slotOf(sec)]; *c < ^uint32(0) {
+	if c := &r.counts[i]; *c < ^uint32(0) {
 		*c++
 	}
+}
+
+// roll moves the ring on to second sec (after last), clearing the seconds in between.
+func (r *rateRing) roll(sec int64) {
+	if sec-r.last >= rateWindow {
+		clear(r.counts[:])
+	} else {
+		for s := r.last + 1; s <= sec; s++ {
+			r.counts[slotOf(s)] = 0
+		}
+	}
+	r.last, r.slot = sec, uint32(slotOf(sec))
 }
 
 // sum counts the deliveries of the seconds (now−rateWindow, now].
@@ -115,7 +132,7 @@ func (d *deliveryRates) ringFor(k uint32, sec int64) *rateRing {
 		i = uint32(len(d.rings))
 		d.rings = append(d.rings, rateRing{})
 	}
-	d.rings[i] = rateRing{key: k, last: sec}
+	d.rings[i] = newRateRing(k, sec)
 	d.of[k] = i + 1
 	return &d.rings[i]
 }
