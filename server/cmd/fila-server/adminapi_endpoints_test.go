@@ -22,7 +22,7 @@ func TestAdminAPIEndpoints(t *testing.T) {
 		"--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--log-level", "warn")
 	base, root := "http://"+p.addrs.HTTP+apiPath, withBearer(testBootstrapKey)
 	admin := handshake(t, p.addrs.FIBP, testBootstrapKey)
-	for i, q := range []string{"orders", "payments", "<img-src=x-onerror=alert(1)>"} {
+	for i, q := range []string{"orders", "payments", "<img-src=x-onerror=alert(1)>", "team/a"} {
 		if r := admin.Call(uint32(1+i), &fibp.CreateQueue{Name: q, MaxAttempts: 1, VisibilityTimeoutMs: 60_000}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
 			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
 		}
@@ -68,7 +68,7 @@ func TestAdminAPIEndpoints(t *testing.T) {
 	// Overview and cluster.
 	var o overviewJSON
 	apiOKBody(t, "GET", base+"overview", "", root, &o)
-	if o.Queues != 3 || o.Messages != 7 || o.InFlight != 0 || !o.Authentication || o.Cluster || o.NodeID != "local" || o.Version == "" {
+	if o.Queues != 4 || o.Messages != 7 || o.InFlight != 0 || !o.Authentication || o.Cluster || o.NodeID != "local" || o.Version == "" {
 		t.Fatalf("overview: %+v", o)
 	}
 	apiOKBody(t, "GET", base+"overview", "", withBearer(reader.Secret), &o)
@@ -203,5 +203,9 @@ func TestAdminAPIEndpoints(t *testing.T) {
 	res, body = send(t, "GET", base+"queues/<img-src=x-onerror=alert(1)>/messages", "", root)
 	if res.StatusCode != 200 || strings.ContainsAny(body, "<>") || !strings.Contains(body, `\u003cimg-src=x-onerror=alert(1)\u003e`) {
 		t.Fatalf("the messages of a queue named like markup answered %d %s", res.StatusCode, body)
+	}
+	res, body = send(t, "GET", base+"queues/team%2Fa/messages", "", root)
+	if res.StatusCode != 200 || !strings.Contains(body, `"queue":"team/a"`) {
+		t.Fatalf("the messages of queue team/a (its slash escaped) answered %d %s", res.StatusCode, body)
 	}
 }
