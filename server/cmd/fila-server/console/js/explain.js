@@ -1,7 +1,7 @@
 // Explain: why a message, or a fairness key's messages, are not being delivered now, each reason
 // with the figure behind it, as the broker's scheduler sees it.
 import { get, q } from './api.js';
-import { h, replace, card, num, when, age, kv, link, errorBox } from './dom.js';
+import { h, replace, card, num, pct, when, kv, link, errorBox } from './dom.js';
 import { stateTag } from './queue.js';
 
 // Fields of a reason that are times (Unix ms) are shown as times.
@@ -84,11 +84,19 @@ export class KeyExplainView {
 
   async refresh() {
     const e = await get('/api/v1/queues/' + q(this.queue) + '/keys/' + q(this.key) + '/explain');
-    replace(this.cards, card('Backlog', num(e.backlog)), card('Weight', num(e.weight)), card('Deficit', num(e.deficit)));
+    const shown = ['key', 'backlog', 'weight', 'deficit', 'reasons', 'queue', 'ready', 'held', 'in_flight',
+      'deliveries_last_minute', 'weighted_share'];
+    replace(this.cards, card('Backlog', num(e.backlog)),
+      e.ready !== undefined ? card('Ready', num(e.ready)) : '', e.held !== undefined ? card('Held', num(e.held)) : '',
+      e.in_flight !== undefined ? card('In flight', num(e.in_flight)) : '',
+      card('Weight', num(e.weight)), card('Deficit', num(e.deficit)),
+      e.deliveries_last_minute !== undefined ? card('Delivered/min', num(e.deliveries_last_minute)) : '',
+      e.weighted_share !== undefined ? card('Fair share', pct(e.weighted_share)) : '');
     const extra = {};
     for (const [k, v] of Object.entries(e)) {
-      if (!['key', 'backlog', 'weight', 'deficit', 'reasons'].includes(k)) extra[k] = typeof v === 'number' && k.endsWith('_ms') ? age(v) : v;
+      if (!shown.includes(k)) extra[k] = v;
     }
-    replace(this.body, reasonList(e.reasons), Object.keys(extra).length ? kv(extra) : '');
+    replace(this.body, reasonList(e.reasons),
+      Object.keys(extra).length ? [h('h3', null, 'The scheduler’s figures'), kv(extra)] : '');
   }
 }

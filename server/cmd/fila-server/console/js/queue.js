@@ -245,7 +245,7 @@ export class QueueView {
 }
 
 export function stateTag(state) {
-  const cls = { ready: 'ok', leased: '', delayed: 'warn', parked: 'bad', dead_lettered: 'bad' }[state];
+  const cls = { ready: 'ok', leased: '', delayed: 'warn', throttled: 'warn', parked: 'bad', dead_lettered: 'bad' }[state];
   return h('span', { class: 'tag ' + (cls ?? '') }, (state || 'unknown').replaceAll('_', ' '));
 }
 
@@ -266,7 +266,7 @@ function limits(ls) {
 function summary(def) {
   const bits = [];
   if (def.ordering) bits.push('ordering: ' + def.ordering);
-  if (def.max_attempts) bits.push('max attempts ' + def.max_attempts);
+  if (Number(def.max_attempts) > 0) bits.push('max attempts ' + def.max_attempts);
   if (def.lease_timeout_ms) bits.push('lease ' + age(def.lease_timeout_ms));
   if (def.dlq || def.dead_letter_queue) bits.push('DLQ ' + (def.dlq || def.dead_letter_queue));
   return bits.join(' · ');
