@@ -69,7 +69,10 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 	}
 	// Applying the command decides whether the name is free, alike on every node; the registry
 	// then opens the group wherever the meta group placed it, here included.
-	if err := b.proposeMeta(meta.CreateQueue(&def, uint32(b.opts.Cluster.Replication), uint32(b.opts.MaxQueues))); err != nil {
+	b.adminMu.Lock() // proposals one at a time; what they may do is decided in apply alone
+	err := b.proposeMeta(meta.CreateQueue(&def, uint32(b.opts.Cluster.Replication), uint32(b.opts.MaxQueues)))
+	b.adminMu.Unlock()
+	if err != nil {
 		return b.refusal(err)
 	}
 	if err := b.awaitGroup(req.Name); err != nil { // defined, and opened on the next start
@@ -85,7 +88,10 @@ func (b *Broker) DeleteQueue(queue string) *Error {
 	if r := b.lookup(queue); r.a != nil && r.lane == queuegroup.LaneDeadLetter {
 		return b.purgeDeadLetters(r)
 	}
-	if err := b.proposeMeta(meta.DeleteQueue(queue)); err != nil {
+	b.adminMu.Lock()
+	err := b.proposeMeta(meta.DeleteQueue(queue))
+	b.adminMu.Unlock()
+	if err != nil {
 		return b.refusal(err)
 	}
 	if err := b.awaitGroup(queue); err != nil {

@@ -135,7 +135,7 @@ type Broker struct {
 
 	meta      *meta.FSM        // this node's copy of the meta state (meta.go); replaced under b.mu with metaGroup
 	metaHooks *metaHooks       // meta's hooks into the broker (meta.go)
-	metaGroup *raftgroup.Group // nil after a failed write stopped it (storagehealth.go); under adminMu
+	metaGroup *raftgroup.Group // nil after a failed write stopped it (storagehealth.go); changed under adminMu and mu
 	reg       *registry.Registry[*actor]
 
 	stopWatch, watchDone chan struct{} // watchStorage
@@ -299,7 +299,7 @@ func (b *Broker) recover() error {
 	if err != nil {
 		return fmt.Errorf("broker: meta group: %w", err)
 	}
-	b.metaGroup = g
+	b.setMetaGroup(g)
 	if g.Leader() {
 		if err := b.recordMembers(); err != nil {
 			b.log.Warn("recording the cluster's members failed", "err", err)
@@ -429,8 +429,9 @@ func (b *Broker) dropOrphans(cat *meta.Catalog) error {
 // dropData deletes a stopped queue group's log, bodies and snapshots.
 func (b *Broker) dropData(name string) error { return b.db.DropQueue(name) }
 
-// proposeMeta commits meta commands as one entry and waits until they are applied. The caller
-// holds adminMu.
+// proposeMeta commits meta commands as one entry and waits until they are applied here. The
+// caller holds adminMu. A node that does not lead the meta group hands the entry to the one that
+// does (Network.ProposeMeta) and waits until it has applied the entry itself.
 func (b *Broker) proposeMeta(cmds ...queuelog.Frame) error {
 	g, err := b.metaGroupForWrite()
 	if err != nil {
@@ -439,6 +440,17 @@ func (b *Broker) proposeMeta(cmds ...queuelog.Frame) error {
 	var entry []byte
 	for _, c := range cmds {
 		entry = queuelog.AppendFrame(entry, c)
+	}
+	if net := b.opts.Cluster.Network; net != nil && !g.Leader() {
+		leader := g.LeaderID()
+		if leader == "" {
+			return errNoMetaLeader
+		}
+		index, err := net.ProposeMeta(meta.NodeID(leader), entry)
+		if err != nil {
+			return err
+		}
+		return g.AwaitApplied(index, awaitTimeout)
 	}
 	f := g.Propose(entry)
 	if err := f.Error(); err != nil {
@@ -519,9 +531,9 @@ func (b *Broker) shutdownGroups() {
 	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	if b.metaGroup != nil {
-		_ = b.metaGroup.Shutdown()
-		b.metaGroup = nil
+	if g := b.metaGroupNow(); g != nil {
+		_ = g.Shutdown()
+		b.setMetaGroup(nil)
 	}
 }
 

@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"errors"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/server/meta"
+	"github.com/filamq/fila/server/raftgroup"
 )
 
 // A node of a cluster runs the same code as a single node: every queue group and the meta group
@@ -39,6 +41,44 @@ type Network interface {
 	Transport(group string) (raft.Transport, error)
 	// Address is where node's member of group is reached.
 	Address(node meta.NodeID, group string) raft.ServerAddress
+	// ProposeMeta hands a meta entry to node, which leads the meta group (its Broker.ProposeMeta),
+	// and returns the entry's log index once it is applied there, or why it failed (a command
+	// the meta state refused answers its *meta.Refused).
+	ProposeMeta(node meta.NodeID, entry []byte) (uint64, error)
+}
+
+// errNoMetaLeader answers a meta change while this node knows no meta leader (an election).
+var errNoMetaLeader = errors.New("broker: no leader of the meta group is known (an election is under way); retry")
+
+// ProposeMeta proposes a meta entry another node handed over (Network.ProposeMeta), as this
+// node's own changes are proposed, and returns its log index once applied here.
+func (b *Broker) ProposeMeta(entry []byte) (uint64, error) {
+	g := b.metaGroupNow()
+	if g == nil || !g.Leader() {
+		return 0, raft.ErrNotLeader
+	}
+	f := g.Propose(entry)
+	if err := f.Error(); err != nil {
+		return 0, err
+	}
+	if err, ok := f.Response().(error); ok {
+		return f.Index(), err
+	}
+	return f.Index(), nil
+}
+
+// metaGroupNow is the meta group's Raft group (nil while a failed write has it stopped).
+func (b *Broker) metaGroupNow() *raftgroup.Group {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.metaGroup
+}
+
+// setMetaGroup replaces the meta group's Raft group; the caller holds adminMu.
+func (b *Broker) setMetaGroup(g *raftgroup.Group) {
+	b.mu.Lock()
+	b.metaGroup = g
+	b.mu.Unlock()
 }
 
 // MetaGroup names the meta group to a Network. It is no valid queue name (it has a *).

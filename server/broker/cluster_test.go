@@ -21,13 +21,15 @@ import (
 // memNetwork connects the groups of in-process nodes: each node's member of a group has its own
 // in-memory transport, connected both ways to every other node's member of the group.
 type memNetwork struct {
-	mu    sync.Mutex
+	mu      sync.Mutex
+	brokers map[meta.NodeID]*Broker // the nodes, for the meta entries handed to their leader
 	trans map[string]map[meta.NodeID]*raft.InmemTransport // by group, by node
 	cut   map[meta.NodeID]bool                            // nodes cut off from the others
 }
 
 func newMemNetwork() *memNetwork {
-	return &memNetwork{trans: map[string]map[meta.NodeID]*raft.InmemTransport{}, cut: map[meta.NodeID]bool{}}
+	return &memNetwork{trans: map[string]map[meta.NodeID]*raft.InmemTransport{}, cut: map[meta.NodeID]bool{},
+		brokers: map[meta.NodeID]*Broker{}}
 }
 
 func (n *memNetwork) Address(node meta.NodeID, group string) raft.ServerAddress {
@@ -42,6 +44,16 @@ type memNode struct {
 
 func (m memNode) Address(node meta.NodeID, group string) raft.ServerAddress {
 	return m.n.Address(node, group)
+}
+
+func (m memNode) ProposeMeta(node meta.NodeID, entry []byte) (uint64, error) {
+	m.n.mu.Lock()
+	b, cut := m.n.brokers[node], m.n.cut[node] || m.n.cut[m.self]
+	m.n.mu.Unlock()
+	if b == nil || cut {
+		return 0, fmt.Errorf("node %s is unreachable", node)
+	}
+	return b.ProposeMeta(entry)
 }
 
 func (m memNode) Transport(group string) (raft.Transport, error) {
@@ -135,6 +147,9 @@ func startCluster(t *testing.T) *memCluster {
 			mu.Lock()
 			c.brokers[id] = b
 			mu.Unlock()
+			c.net.mu.Lock()
+			c.net.brokers[id] = b
+			c.net.mu.Unlock()
 		})
 	}
 	wg.Wait()
@@ -174,10 +189,7 @@ func (c *memCluster) eventually(what string, cond func() bool) {
 func (c *memCluster) metaLeader() *Broker {
 	for _, id := range c.ids {
 		b := c.brokers[id]
-		b.adminMu.Lock()
-		g := b.metaGroup
-		b.adminMu.Unlock()
-		if g != nil && g.Leader() {
+		if g := b.metaGroupNow(); g != nil && g.Leader() {
 			return b
 		}
 	}
@@ -564,13 +576,50 @@ func TestFollowersSnapshotTheirOwnLog(t *testing.T) {
 		if b == leader {
 			continue
 		}
-		a := b.lookup("f").a
 		c.eventually(fmt.Sprintf("follower %s truncated its log behind a snapshot", id), func() bool {
-			a.fsm.mu.Lock() // the group's stores outlive nothing here: read them under the state machine
-			logs := a.fsm.logs
-			a.fsm.mu.Unlock()
+			a := b.lookup("f").a
+			if a == nil {
+				return false // its replica is still opening
+			}
+			logs, _, err := b.db.QueueLog("f", queuegroup.Bodies{})
+			if err != nil {
+				return false
+			}
 			first, err := logs.FirstIndex()
 			return err == nil && first > 1
 		})
 	}
+}
+
+// Queues created on any node — the meta leader or a follower, which hands the change to the
+// leader — are hosted by the nodes placement assigns them, through apply alone, and each
+// creator answers once it has applied the creation itself.
+func TestQueuesCreatedOnAnyNodeAppearOnTheirReplicas(t *testing.T) {
+	c := startCluster(t)
+	for i, id := range c.ids {
+		name := fmt.Sprint("any", i)
+		if e := c.brokers[id].CreateQueue(QueueSpec{Name: name}); e != nil {
+			t.Fatalf("creating %s on %s: %v", name, id, e)
+		}
+		if _, ok := c.brokers[id].catalog().Queue(name); !ok {
+			t.Fatalf("%s answered the creation of %s before applying it", id, name)
+		}
+		if e := c.brokers[id].CreateQueue(QueueSpec{Name: name}); e == nil || e.Code != CodeQueueAlreadyExists {
+			t.Fatalf("creating %s again on %s answered %v", name, id, e)
+		}
+	}
+	c.eventually("every queue is hosted by its three replicas and led by one of them", func() bool {
+		for i := range c.ids {
+			name := fmt.Sprint("any", i)
+			for _, b := range c.brokers {
+				if b.lookup(name).a == nil {
+					return false
+				}
+			}
+			if c.leader(name) == nil {
+				return false
+			}
+		}
+		return true
+	})
 }

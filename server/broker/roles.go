@@ -45,6 +45,9 @@ func leadershipLost(err error) bool {
 // failed append too, so the proposals behind that one fail as if deposed: while the store refuses
 // writes they answer StorageError, and the storage path reloads the group, storagehealth.go).
 func (b *Broker) failureCode(err error) Code {
+	if errors.Is(err, errNoMetaLeader) {
+		return CodeNodeNotReady
+	}
 	if leadershipLost(err) && b.db.Health().Err == nil {
 		return CodeNotLeader
 	}

@@ -85,8 +85,8 @@ func (b *Broker) metaGroupForWrite() (*raftgroup.Group, error) {
 	if err := b.db.Health().Err; err != nil {
 		return nil, err
 	}
-	if b.metaGroup != nil {
-		return b.metaGroup, nil
+	if g := b.metaGroupNow(); g != nil {
+		return g, nil
 	}
 	f, hooks, err := b.newMeta()
 	if err != nil {
@@ -99,7 +99,7 @@ func (b *Broker) metaGroupForWrite() (*raftgroup.Group, error) {
 	b.mu.Lock()
 	b.meta, b.metaHooks = f, hooks
 	b.mu.Unlock()
-	b.metaGroup = g
+	b.setMetaGroup(g)
 	hooks.live.Store(true) // it has caught up: what it applies from now on is news
 	return g, nil
 }
@@ -107,13 +107,14 @@ func (b *Broker) metaGroupForWrite() (*raftgroup.Group, error) {
 // metaFailed stops the meta group after a failed proposal while the store refuses writes; the
 // next admin change reopens it. The caller holds adminMu.
 func (b *Broker) metaFailed() {
-	if b.db.Health().Err == nil || b.metaGroup == nil {
+	g := b.metaGroupNow()
+	if b.db.Health().Err == nil || g == nil {
 		return
 	}
-	if err := b.metaGroup.Shutdown(); err != nil {
+	if err := g.Shutdown(); err != nil {
 		b.log.Error("stopping the meta group failed", "err", err)
 	}
-	b.metaGroup = nil
+	b.setMetaGroup(nil)
 }
 
 // storageMetrics are fila_storage_writable, fila_storage_write_failures_total,

@@ -335,6 +335,21 @@ func (g *Group) AutoSnapshot(entries uint64) error {
 	return g.r.ReloadConfig(rc)
 }
 
+// AwaitApplied waits, at most timeout, until this node has applied the entry at index.
+func (g *Group) AwaitApplied(index uint64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for g.r.AppliedIndex() < index {
+		if g.r.State() == raft.Shutdown {
+			return ErrShutdown
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("raftgroup: entry %d not applied here after %v", index, timeout)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return nil
+}
+
 // LeaderID names the group's leader as this node knows it ("" while it knows none).
 func (g *Group) LeaderID() raft.ServerID {
 	_, id := g.r.LeaderWithID()
