@@ -22,9 +22,9 @@ import (
 // in-memory transport, connected both ways to every other node's member of the group.
 type memNetwork struct {
 	mu      sync.Mutex
-	brokers map[meta.NodeID]*Broker // the nodes, for the meta entries handed to their leader
-	trans map[string]map[meta.NodeID]*raft.InmemTransport // by group, by node
-	cut   map[meta.NodeID]bool                            // nodes cut off from the others
+	brokers map[meta.NodeID]*Broker                         // the nodes, for the meta entries handed to their leader
+	trans   map[string]map[meta.NodeID]*raft.InmemTransport // by group, by node
+	cut     map[meta.NodeID]bool                            // nodes cut off from the others
 }
 
 func newMemNetwork() *memNetwork {
