@@ -20,7 +20,7 @@ type rateRing struct {
 	last   int64              // the latest second counted (Unix s); counts[slotOf(s)] is second s, for s in (last−rateWindow, last]
 	slot   uint32             // slotOf(last)
 	key    uint32             // the key the ring counts for, or nilIdx for the queue's own ring and free rings
-	counts [rateWindow]uint32 // saturating
+	counts [rateWindow]uint32 // deliveries per second (4 billion a second would wrap)
 }
 
 // newRateRing is a ring with nothing counted, last at second sec.
@@ -28,24 +28,31 @@ func newRateRing(key uint32, sec int64) rateRing {
 	return rateRing{key: key, last: sec, slot: uint32(slotOf(sec))}
 }
 
-// add counts one delivery at second sec. A second before the window is not counted (the
-// engine's times do not go back, so it happens only to a clock set back by a minute).
+// add counts one delivery at second sec: in the second counted last, one increment (inlined in
+// Dispatch); else addAt.
 func (r *rateRing) add(sec int64) {
-	i := r.slot
 	if sec != r.last {
-		switch {
-		case sec > r.last:
-			r.roll(sec)
-			i = r.slot
-		case sec <= r.last-rateWindow:
-			return
-		default:
-			i = uint32(slotOf(sec))
-		}
+		r.addAt(sec)
+		return
 	}
-	if c := &r.counts[i]; *c < ^uint32(0) {
-		*c++
+	r.counts[r.slot]++
+}
+
+// addAt counts one delivery at a second other than the last counted. A second before the window
+// is not counted (the engine's times do not go back, so it happens only to a clock set back by a
+// minute).
+func (r *rateRing) addAt(sec int64) {
+	i := r.slot
+	switch {
+	case sec > r.last:
+		r.roll(sec)
+		i = r.slot
+	case sec <= r.last-rateWindow:
+		return
+	default:
+		i = uint32(slotOf(sec))
 	}
+	r.counts[i]++
 }
 
 // roll moves the ring on to second sec (after last), clearing the seconds in between.
