@@ -60,7 +60,7 @@ func (a *app) rootCommand() *cobra.Command {
 	queue.AddCommand(a.queuePeekCommand(), a.queuePurgeCommand()) // messages.go: over the HTTP listener
 	root.AddCommand(queue, a.enqueueCommand(), a.consumeCommand(), a.redriveCommand(),
 		a.configCommand(), a.clusterCommand(), a.keyCommand(), a.aclCommand(), a.riftCommand(), a.versionCommand(), a.ackCommand(), a.nackCommand(),
-		a.throttleCommand(), a.luaCommand(), a.backupCommand(), a.messageCommand())
+		a.throttleCommand(), a.luaCommand(), a.backupCommand(), a.messageCommand(), a.explainCommand())
 	a.completeQueueArgs(root)
 	return root
 }
