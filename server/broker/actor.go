@@ -76,7 +76,8 @@ type actor struct {
 	// when it has no state yet).
 	replicas []meta.NodeID
 
-	reloadQueued atomic.Bool  // a reload after a failed proposal is waiting to run
+	reloadQueued  atomic.Bool // a reload after a failed proposal is waiting to run
+	refenceQueued atomic.Bool // a retake after a fenced-off proposal is waiting to run
 	reloads      atomic.Int64 // reloads finished (tests wait on it)
 	// suspended: the group's Raft group is stopped because the store refuses writes; the actor
 	// answers from the state it holds until the store recovers (storagehealth.go).
@@ -564,6 +565,15 @@ func (a *actor) finish(c *commit, err error) {
 		a.flushOutbox(c.outbox)
 		return
 	}
+	if errors.Is(err, errFenced) {
+		// Another leader's entries applied before this one: this node was deposed and perhaps
+		// elected again, and the state this entry was built on lacks them. Demote (the state is
+		// built again from the log) and take the leadership again if it is still here.
+		if !a.refenceQueued.Swap(true) {
+			a.post(func(a *actor) { a.refenceQueued.Store(false); a.retake() })
+		}
+		return
+	}
 	if leadershipLost(err) {
 		return // the role watch demotes the actor (roles.go): nothing to reload
 	}
@@ -732,6 +742,9 @@ func (a *actor) resume() {
 		}
 	}
 	a.suspended = false
+	if !a.leading {
+		return // reopened as a follower: settleRole ended the subscriptions
+	}
 	for id, sub := range a.subs {
 		credit := uint32(0)
 		if sub.auto {

@@ -36,7 +36,7 @@ var errNotLeader = errors.New("broker: this node no longer leads the queue")
 // leadershipLost reports whether a proposal failed because the node does not lead the group
 // (any more): the entry may still commit under the next leader, or never.
 func leadershipLost(err error) bool {
-	return errors.Is(err, errNotLeader) || errors.Is(err, raft.ErrNotLeader) ||
+	return errors.Is(err, errNotLeader) || errors.Is(err, errFenced) || errors.Is(err, raft.ErrNotLeader) ||
 		errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrLeadershipTransferInProgress)
 }
 
@@ -69,10 +69,29 @@ func (a *actor) settleRole() error {
 	if leader {
 		return a.promote()
 	}
-	a.leading = false
-	a.leadingNow.Store(false)
+	if a.leading { // a group reopened (a reload) where another node now leads
+		a.leading = false
+		a.leadingNow.Store(false)
+		a.endSubscriptions(errorf(CodeNotLeader, "this node no longer leads queue %q", a.name))
+		a.bodies.clear()
+		a.countDedup(0)
+		if a.st != nil {
+			a.st.Release()
+			a.st = nil
+		}
+	}
 	a.follow()
 	return nil
+}
+
+// retake demotes the actor and promotes it again if this node still leads: after a proposal of
+// its was fenced off by another leader's entries, which its state lacks.
+func (a *actor) retake() {
+	if !a.leading || a.g == nil || a.suspended || a.deleted {
+		return
+	}
+	a.demote()
+	a.followRole()
 }
 
 // follow has raft snapshot the replica by itself while it follows: its state machine's snapshots
@@ -132,7 +151,11 @@ func (a *actor) promote() error {
 		return err
 	}
 	a.term = a.g.Term()
+	old := a.st
 	a.st = a.fsm.take()
+	if old != nil && old != a.st {
+		old.Release() // a reload's discarded state: nothing reads it (snapshots build their own)
+	}
 	a.countDedup(a.st.Remembered())
 	a.st.Lead(a.term)
 	a.st.Record(true)
@@ -184,6 +207,7 @@ func (a *actor) demote() {
 	a.endSubscriptions(errorf(CodeNotLeader, "this node no longer leads queue %q", a.name))
 	a.bodies.clear()
 	a.countDedup(0)
+	a.st.Release() // what the leader decided: nothing reads it any more (snapshots build their own)
 	a.st = nil
 	a.follow()
 	if err := a.fsm.demote(); err != nil {
