@@ -76,9 +76,9 @@ type actor struct {
 	// when it has no state yet).
 	replicas []meta.NodeID
 
-	reloadQueued  atomic.Bool // a reload after a failed proposal is waiting to run
-	refenceQueued atomic.Bool // a retake after a fenced-off proposal is waiting to run
-	reloads      atomic.Int64 // reloads finished (tests wait on it)
+	reloadQueued  atomic.Bool  // a reload after a failed proposal is waiting to run
+	refenceQueued atomic.Bool  // a retake after a fenced-off proposal is waiting to run
+	reloads       atomic.Int64 // reloads finished (tests wait on it)
 	// suspended: the group's Raft group is stopped because the store refuses writes; the actor
 	// answers from the state it holds until the store recovers (storagehealth.go).
 	suspended bool
