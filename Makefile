@@ -11,7 +11,7 @@ FUZZTIME  ?= 60s
 # the targets that drive a live server (each input a connection or more): FUZZTIME_LIVE each
 FUZZ_LIVE_PKGS := ./fuzz
 FUZZTIME_LIVE  ?= $(FUZZTIME)
-FUZZ_PKGS := ./generated/fibp ./generated/riftproto ./generated/store ./generated/riftstore ./generated/queuelog ./generated/wire \
+FUZZ_PKGS := ./generated/fibp ./generated/riftproto ./generated/store ./generated/riftstore ./generated/queuelog ./generated/cluster ./generated/wire \
              ./fuzz ./server/queuegroup ./server/broker ./server/throttle ./server/auth ./server/rift/subject \
              ./server/config ./client/cmd/fila ./lua/hooks ./lua/sandbox
 

@@ -11,3 +11,4 @@ package gen
 //go:generate go run ./cmd/filagen -spec ../spec/store.yaml -source spec/store.yaml -out ../generated/store
 //go:generate go run ./cmd/filagen -spec ../spec/riftstore.yaml -source spec/riftstore.yaml -out ../generated/riftstore
 //go:generate go run ./cmd/filagen -spec ../spec/queuelog.yaml -source spec/queuelog.yaml -out ../generated/queuelog
+//go:generate go run ./cmd/filagen -spec ../spec/cluster.yaml -source spec/cluster.yaml -out ../generated/cluster
