@@ -344,13 +344,15 @@ func (q *Queue) ExplainKey(name string, now int64) (KeyExplanation, bool) {
 		return KeyExplanation{}, false
 	}
 	ks := &q.keys[k]
-	e := KeyExplanation{Key: name, Stored: uint64(ks.refs), InFlight: uint64(ks.leased),
-		Backlog: uint64(ks.refs - ks.leased), Ready: uint64(ks.pending), Held: uint64(ks.held),
+	leased := q.leasedPerKey()
+	inFlight := leasedOf(leased, k)
+	e := KeyExplanation{Key: name, Stored: uint64(ks.refs), InFlight: uint64(inFlight),
+		Backlog: uint64(ks.refs - inFlight), Ready: uint64(ks.pending), Held: uint64(ks.held),
 		Weight: ks.weight, Deficit: ks.deficit, Quantum: q.cfg.Quantum,
 		InRound: q.active.contains(k), HasTurn: q.active.head == k, RoundKeys: q.active.n,
 		DeliveriesLastMinute: q.rates.ofKey(k, now), QueueDeliveriesLastMinute: q.DeliveriesLastMinute(now)}
 	if e.Backlog > 0 {
-		e.WeightedShare = float64(ks.weight) / float64(q.backlogWeight())
+		e.WeightedShare = float64(ks.weight) / float64(q.backlogWeight(leased))
 	}
 	add := func(b Blocker) { e.Blockers = append(e.Blockers, b) }
 	if e.InRound && !e.HasTurn {
@@ -387,16 +389,37 @@ func (q *Queue) ExplainKey(name string, now int64) (KeyExplanation, bool) {
 	return e, true
 }
 
-// backlogWeight sums the weights of the keys with a backlog (stored messages not in flight):
-// O(keys).
-func (q *Queue) backlogWeight() uint64 {
+// backlogWeight sums the weights of the keys with a backlog (stored messages not in flight;
+// leased: leasedPerKey): O(keys).
+func (q *Queue) backlogWeight(leased []uint32) uint64 {
 	var w uint64
 	for i := range q.keys {
-		if ks := &q.keys[i]; ks.refs > ks.leased {
+		if ks := &q.keys[i]; ks.refs > leasedOf(leased, uint32(i)) {
 			w += uint64(ks.weight)
 		}
 	}
 	return w
+}
+
+// leasedPerKey counts the leased messages of every key, by key index (nil when none is leased),
+// from the lease heap: O(in flight). Keys do not count their leases as they come and go, so that
+// leasing and acknowledging stay as they were.
+func (q *Queue) leasedPerKey() []uint32 {
+	if q.inFlight == 0 {
+		return nil
+	}
+	n := make([]uint32, len(q.keys))
+	for _, e := range q.leaseHeap.ents {
+		n[q.slab.at(e.ref).key()]++
+	}
+	return n
+}
+
+func leasedOf(leased []uint32, k uint32) uint32 {
+	if leased == nil {
+		return 0
+	}
+	return leased[k]
 }
 
 // keyDelayed counts key k's delayed messages, with the earliest NotBefore, scanning the delayed

@@ -261,9 +261,10 @@ func TestExplainPredictsDispatch(t *testing.T) {
 				leased[m.FairnessKey]++
 			}
 		}
+		perKey := q.leasedPerKey()
 		for i := range q.keys {
-			if ks := &q.keys[i]; ks.refs > 0 && ks.leased != leased[ks.name] {
-				t.Fatalf("key %s counts %d leased, holds %d", ks.name, ks.leased, leased[ks.name])
+			if ks := &q.keys[i]; ks.refs > 0 && leasedOf(perKey, uint32(i)) != leased[ks.name] {
+				t.Fatalf("key %s counts %d leased, holds %d", ks.name, leasedOf(perKey, uint32(i)), leased[ks.name])
 			}
 		}
 		deliverable := MsgID{}

@@ -88,15 +88,17 @@ type KeyTable struct {
 }
 
 // KeyTable returns a page of the queue's fairness keys (those with a stored message) at now
-// (Unix ms). It costs one pass over the keys: O(k log n) for k keys and a page of n.
+// (Unix ms). It costs one pass over the keys and one over the leases (to count each key's in
+// flight): O(k log n + l) for k keys, a page of n and l leases, and 4 bytes a key while it runs.
 func (q *Queue) KeyTable(now int64, o KeyTableOptions) KeyTable {
 	limit := max(o.Limit, 1)
-	t := KeyTable{DeliveriesLastMinute: q.DeliveriesLastMinute(now), BacklogWeight: q.backlogWeight()}
+	leased := q.leasedPerKey()
+	t := KeyTable{DeliveriesLastMinute: q.DeliveriesLastMinute(now), BacklogWeight: q.backlogWeight(leased)}
 	var cursor *KeyRow
 	if o.After != "" {
 		c := KeyRow{Key: o.After}
 		if k, ok := q.keyIdx[o.After]; ok {
-			c = q.keyRow(k, now)
+			c = q.keyRow(k, leased, now)
 		}
 		cursor = &c
 	}
@@ -107,7 +109,7 @@ func (q *Queue) KeyTable(now int64, o KeyTableOptions) KeyTable {
 			continue
 		}
 		t.Total++
-		row := q.keyRow(uint32(i), now)
+		row := q.keyRow(uint32(i), leased, now)
 		if cursor != nil && !rowBefore(o.Sort, cursor, &row) {
 			continue
 		}
@@ -138,10 +140,11 @@ func (q *Queue) KeyTable(now int64, o KeyTableOptions) KeyTable {
 	return t
 }
 
-// keyRow reads key k's row (without its share).
-func (q *Queue) keyRow(k uint32, now int64) KeyRow {
+// keyRow reads key k's row (without its share; leased: leasedPerKey).
+func (q *Queue) keyRow(k uint32, leased []uint32, now int64) KeyRow {
 	ks := &q.keys[k]
-	return KeyRow{Key: ks.name, Backlog: uint64(ks.refs - ks.leased), Ready: uint64(ks.pending), InFlight: uint64(ks.leased),
+	inFlight := leasedOf(leased, k)
+	return KeyRow{Key: ks.name, Backlog: uint64(ks.refs - inFlight), Ready: uint64(ks.pending), InFlight: uint64(inFlight),
 		Weight: ks.weight, Deficit: ks.deficit, DeliveriesLastMinute: q.rates.ofKey(k, now)}
 }
 

@@ -42,7 +42,8 @@ func TestDeliveriesLastMinute(t *testing.T) {
 		t.Fatalf("b's ring not given back: %d free", len(q.rates.free))
 	}
 	enqueue(t, q, 200_000, msg(200, "c", 1))
-	q.rates.count(q.keyIdx["c"], 200_000) // sweeps a's idle ring: no ring was left, c has the first
+	q.rates.count(q.keyIdx["c"], 200_000)
+	q.rates.flush() // sweeps a's idle ring: no ring was left, c has the first
 	if len(q.rates.rings) != 1 || q.rates.of[q.keyIdx["a"]] != 0 || q.KeyDeliveriesLastMinute("c", 200_000) != 1 {
 		t.Fatalf("a's idle ring not swept: %+v", q.rates.of)
 	}
@@ -57,7 +58,7 @@ func TestRateRingMatchesTwin(t *testing.T) {
 		for range rapid.IntRange(0, 200).Draw(t, "steps") {
 			now += int64(rapid.IntRange(0, 20).Draw(t, "tick"))
 			if rapid.Bool().Draw(t, "count") {
-				r.add(now)
+				r.addN(now, 1)
 				times = append(times, now)
 			}
 			want := uint64(0)
@@ -165,4 +166,56 @@ func BenchmarkKeyTable(b *testing.B) {
 		p := q.KeyTable(3, KeyTableOptions{Limit: 100})
 		q.KeyTable(3, KeyTableOptions{Limit: 100, After: p.Next})
 	}
+}
+
+// deliveryRates (runs, rings, sweeps and forgotten keys) against a naive list of deliveries.
+func TestDeliveryRatesMatchTwin(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var d deliveryRates
+		type delivery struct {
+			k  uint32
+			at int64
+		}
+		var log []delivery
+		now := int64(rapid.IntRange(0, 5_000).Draw(t, "start"))
+		for range rapid.IntRange(0, 300).Draw(t, "steps") {
+			now += int64(rapid.IntRange(0, 3_000).Draw(t, "tick"))
+			k := uint32(rapid.IntRange(0, 5).Draw(t, "key"))
+			switch rapid.IntRange(0, 5).Draw(t, "op") {
+			case 0: // the key's last message goes: its counts go with it
+				d.forget(k)
+				kept := log[:0]
+				for _, x := range log {
+					if x.k != k {
+						kept = append(kept, x)
+					} else {
+						kept = append(kept, delivery{k: nilIdx, at: x.at}) // still the queue's
+					}
+				}
+				log = kept
+			default:
+				d.count(k, now)
+				log = append(log, delivery{k, now})
+			}
+			var want [6]uint64
+			var total uint64
+			for _, x := range log {
+				if secondOf(x.at) > secondOf(now)-rateWindow {
+					total++
+					if x.k != nilIdx {
+						want[x.k]++
+					}
+				}
+			}
+			for k := range uint32(6) {
+				if got := d.ofKey(k, now); got != want[k] {
+					t.Fatalf("key %d at %d: %d, want %d", k, now, got, want[k])
+				}
+			}
+			d.flush()
+			if got := d.total.sum(secondOf(now)); got != total {
+				t.Fatalf("total at %d: %d, want %d", now, got, total)
+			}
+		}
+	})
 }

@@ -31,7 +31,6 @@ type keyState struct {
 	weight             uint32 // weight of the most recently enqueued message
 	pending            uint32 // ready messages
 	refs               uint32 // stored messages in any state
-	leased             uint32 // of which in flight
 	head, tail         uint32 // ready FIFO
 	held               uint32 // held messages
 	heldHead, heldTail uint32 // held list
@@ -395,7 +394,6 @@ func (q *Queue) addLease(slot uint32, r *rec, leasedAt, expiresAt int64, consume
 	r.next, r.prev = l, nilIdx
 	q.leaseHeap.push(expiresAt, slot)
 	q.inFlight++
-	q.keys[r.key()].leased++
 	q.leaseCounted(r, 1)
 }
 
@@ -410,7 +408,6 @@ func (q *Queue) unlease(r *rec) {
 	}
 	r.setState(stFree)
 	q.inFlight--
-	q.keys[r.key()].leased--
 	q.leaseCounted(r, -1)
 }
 

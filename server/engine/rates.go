@@ -1,12 +1,15 @@
 package engine
 
 // Deliveries over the last minute, per fairness key and for the queue (the key table and the
-// explanations of the admin API). Dispatch counts each delivery it makes in O(1): one per-second
-// counter of the queue and one of the key. Only keys with a delivery in the last minute keep a
-// ring of counters (rateRing, 248 bytes); every other key costs the 4 bytes of its entry in
-// deliveryRates.of. A ring is given back when its key is forgotten, and rings left idle for a
-// minute are found and given back by a sweep that looks at two rings whenever a key needs a new
-// one, so the rings stay about as many as the keys that delivered in the last minute.
+// explanations of the admin API). Dispatch counts each delivery it makes in O(1): a delivery of the
+// key of the one before, in the same second, is one increment of the current run (deliveryRates.
+// runN; a key's whole DRR turn is delivered in a row), and a run goes to two per-second counters,
+// the queue's and its key's, when another begins or a reader looks. Only keys with a delivery in
+// the last minute keep a ring of counters (rateRing, 256 bytes); every other key costs the 4
+// bytes of its entry in deliveryRates.of. A ring is given back when its key is forgotten, and
+// rings left idle for a minute are found and given back by a sweep that looks at two rings
+// whenever a key needs a new one, so the rings stay about as many as the keys that delivered in
+// the last minute.
 //
 // The counts are live state of the node that delivers, like subscriptions: leases applied from
 // the log (a replay, a replica) are not counted, and snapshots carry none.
@@ -28,20 +31,19 @@ func newRateRing(key uint32, sec int64) rateRing {
 	return rateRing{key: key, last: sec, slot: uint32(slotOf(sec))}
 }
 
-// add counts one delivery at second sec: in the second counted last, one increment (inlined in
-// Dispatch); else addAt.
-func (r *rateRing) add(sec int64) {
+// addN counts n deliveries at second sec: in the second counted last, one addition; else addAt.
+func (r *rateRing) addN(sec int64, n uint32) {
 	if sec != r.last {
-		r.addAt(sec)
+		r.addAt(sec, n)
 		return
 	}
-	r.counts[r.slot]++
+	r.counts[r.slot] += n
 }
 
-// addAt counts one delivery at a second other than the last counted. A second before the window
+// addAt counts n deliveries at a second other than the last counted. A second before the window
 // is not counted (the engine's times do not go back, so it happens only to a clock set back by a
 // minute).
-func (r *rateRing) addAt(sec int64) {
+func (r *rateRing) addAt(sec int64, n uint32) {
 	i := r.slot
 	switch {
 	case sec > r.last:
@@ -52,7 +54,7 @@ func (r *rateRing) addAt(sec int64) {
 	default:
 		i = uint32(slotOf(sec))
 	}
-	r.counts[i]++
+	r.counts[i] += n
 }
 
 // roll moves the ring on to second sec (after last), clearing the seconds in between.
@@ -91,6 +93,13 @@ type deliveryRates struct {
 	rings []rateRing // key == nilIdx: free
 	free  []uint32
 	sweep int // the next ring the sweep looks at
+
+	// The run of deliveries of one key in one second not yet in the rings: a delivery of the
+	// same key in the same second is one increment (Dispatch delivers a key's whole turn in a
+	// row). Every reader flushes it first.
+	runKey  uint32
+	runN    uint32
+	runFrom int64 // the run's second, in Unix ms (from runFrom to runFrom + 999)
 }
 
 // secondOf is the second (Unix s) of a time in Unix ms.
@@ -103,15 +112,35 @@ func secondOf(ms int64) int64 {
 
 // count counts one delivery of key k at now (Unix ms).
 func (d *deliveryRates) count(k uint32, now int64) {
+	if k == d.runKey && uint64(now-d.runFrom) < 1000 {
+		d.runN++
+		return
+	}
+	d.newRun(k, now)
+}
+
+// newRun starts a run of deliveries of key k in the second of now, after flushing the last.
+func (d *deliveryRates) newRun(k uint32, now int64) {
+	d.flush()
 	sec := secondOf(now)
-	d.total.add(sec)
+	d.runKey, d.runN, d.runFrom = k, 1, sec*1000
+}
+
+// flush counts the current run in the queue's ring and its key's.
+func (d *deliveryRates) flush() {
+	if d.runN == 0 {
+		return
+	}
+	k, n, sec := d.runKey, d.runN, secondOf(d.runFrom)
+	d.runN = 0
+	d.total.addN(sec, n)
 	if int(k) < len(d.of) {
 		if i := d.of[k]; i != 0 {
-			d.rings[i-1].add(sec)
+			d.rings[i-1].addN(sec, n)
 			return
 		}
 	}
-	d.ringFor(k, sec).add(sec)
+	d.ringFor(k, sec).addN(sec, n)
 }
 
 // ringFor gives key k a ring (it has none), after sweeping two rings.
@@ -146,6 +175,7 @@ func (d *deliveryRates) ringFor(k uint32, sec int64) *rateRing {
 
 // forget gives back the ring of key k, which is forgotten or idle.
 func (d *deliveryRates) forget(k uint32) {
+	d.flush()
 	if int(k) >= len(d.of) || d.of[k] == 0 {
 		return
 	}
@@ -160,6 +190,7 @@ func (d *deliveryRates) forget(k uint32) {
 
 // ofKey counts the deliveries of key k in the window ending at now (Unix ms).
 func (d *deliveryRates) ofKey(k uint32, now int64) uint64 {
+	d.flush()
 	if int(k) >= len(d.of) || d.of[k] == 0 {
 		return 0
 	}
@@ -168,7 +199,10 @@ func (d *deliveryRates) ofKey(k uint32, now int64) uint64 {
 
 // DeliveriesLastMinute counts the deliveries Dispatch made in the last minute up to now (Unix
 // ms): between 59 and 60 seconds, the current second included.
-func (q *Queue) DeliveriesLastMinute(now int64) uint64 { return q.rates.total.sum(secondOf(now)) }
+func (q *Queue) DeliveriesLastMinute(now int64) uint64 {
+	q.rates.flush()
+	return q.rates.total.sum(secondOf(now))
+}
 
 // KeyDeliveriesLastMinute is DeliveriesLastMinute for the fairness key name (0 for a key with
 // no stored message: a key's counts go when its last message does).
