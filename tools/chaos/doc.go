@@ -1,0 +1,29 @@
+// Package chaos checks that fila-server keeps its promises while a nemesis breaks it.
+//
+// A run has three parts, each usable alone:
+//
+//   - A workload ([Workload]) of several clients of the Go SDK (client/fila) enqueueing,
+//     consuming and acking against one or several fila-server addresses, recording every
+//     operation with its invocation and response times and its outcome in a [Recorder]; at
+//     the end [Drain] takes every message still stored and records that the queue is empty.
+//
+//   - A nemesis ([Nemesis]: kill -9 and restart, SIGSTOP and SIGCONT, a partition through a
+//     callback) that injects a fault for a bounded time and heals it, recorded in the same
+//     history. [Cluster] runs real fila-server processes on loopback for it.
+//
+//   - A checker ([Check]) of a model of queue semantics over the recorded history (a committed
+//     queue, at-least-once delivery):
+//
+//     lost: every enqueue answered Ok is delivered during the final drain (still stored at the
+//     end) unless an ack of it was answered Ok or left unanswered;
+//     redelivered after ack: no message is delivered after an ack of it was answered Ok;
+//     phantom: every delivery is of a message whose enqueue was invoked before it, not refused,
+//     and answered with the delivery's message ID.
+//
+//     A duplicate delivery before any ack was answered Ok is at-least-once delivery, counted
+//     but not a violation. Operations answered neither Ok nor with a broker's error (a lost
+//     connection, a timeout) may or may not have taken effect and are read both ways.
+//
+// [Run] ties them together; TestKillRestartLosesNothing runs it briefly against one real
+// fila-server; make chaos runs it longer (cmd/chaos) and prints its figures.
+package chaos

@@ -1,0 +1,138 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Kind is what an operation did.
+type Kind uint8
+
+const (
+	// Enqueue of one message whose payload is Value; ID is the broker's answer when Ok.
+	Enqueue Kind = iota + 1
+	// Deliver is a delivery received by a consumer (Invoke == Complete, the moment it arrived).
+	Deliver
+	// Ack of the message Value (ID).
+	Ack
+	// Drained records that the final drain emptied the queue: every message still stored when it
+	// was invoked was delivered (with Final set) before it completed. Without an Ok Drained the
+	// checker cannot tell lost messages and does not look for them.
+	Drained
+	// Fault is the nemesis at work from Invoke (injected) to Complete (healed); Value describes it.
+	Fault
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Enqueue:
+		return "enqueue"
+	case Deliver:
+		return "deliver"
+	case Ack:
+		return "ack"
+	case Drained:
+		return "drained"
+	case Fault:
+		return "fault"
+	}
+	return fmt.Sprintf("Kind(%d)", k)
+}
+
+// Outcome is how an operation was answered.
+type Outcome uint8
+
+const (
+	// Ok: the broker answered success.
+	Ok Outcome = iota + 1
+	// Fail: the broker answered an error; the operation did not take effect.
+	Fail
+	// Unknown: no answer (a lost connection, a timeout); it may or may not have taken effect.
+	Unknown
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Ok:
+		return "ok"
+	case Fail:
+		return "fail"
+	case Unknown:
+		return "unknown"
+	}
+	return fmt.Sprintf("Outcome(%d)", o)
+}
+
+// Op is one operation of a history. Times are offsets from the history's start on one
+// monotonic clock, so that operations of different clients compare.
+type Op struct {
+	Index    int // position in the history (set by Recorder.History and Check)
+	Client   int // who did it (the nemesis is -1)
+	Kind     Kind
+	Value    string // the message's payload, unique per enqueue; a Fault's description
+	ID       string // the broker's message ID (Enqueue answered Ok, Deliver, Ack)
+	Outcome  Outcome
+	Invoke   time.Duration
+	Complete time.Duration
+	Final    bool   // a Deliver or Ack of the final drain
+	Err      string // the error of a Fail or Unknown
+}
+
+func (o Op) String() string {
+	s := fmt.Sprintf("#%d %s", o.Index, o.Kind)
+	if o.Value != "" {
+		s += " " + o.Value
+	}
+	if o.ID != "" {
+		s += " id=" + o.ID
+	}
+	if o.Kind == Deliver {
+		s += fmt.Sprintf(" at %v by client %d", o.Invoke.Round(time.Millisecond), o.Client)
+	} else {
+		s += fmt.Sprintf(" [%v, %v] %s", o.Invoke.Round(time.Millisecond), o.Complete.Round(time.Millisecond), o.Outcome)
+		if o.Kind != Fault {
+			s += fmt.Sprintf(" by client %d", o.Client)
+		}
+	}
+	if o.Final {
+		s += " (final drain)"
+	}
+	if o.Err != "" {
+		s += ": " + o.Err
+	}
+	return s
+}
+
+// Recorder collects a history from many goroutines.
+type Recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []Op
+}
+
+// NewRecorder starts a history now.
+func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
+
+// Now is the current offset on the history's clock.
+func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
+
+// Add appends a completed operation.
+func (r *Recorder) Add(op Op) {
+	r.mu.Lock()
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+}
+
+// History returns the operations so far ordered by invocation, each with its Index.
+func (r *Recorder) History() []Op {
+	r.mu.Lock()
+	h := append([]Op(nil), r.ops...)
+	r.mu.Unlock()
+	sort.SliceStable(h, func(i, j int) bool { return h[i].Invoke < h[j].Invoke })
+	for i := range h {
+		h[i].Index = i
+	}
+	return h
+}
