@@ -64,6 +64,15 @@ type Config struct {
 	ReassemblyTimeout   time.Duration `yaml:"reassembly_timeout" help:"a body sent in continuation frames is dropped when no frame of it arrives for this long"`
 	MemoryAccounting    bool          `yaml:"memory_accounting" help:"count client-held memory against memory_budget and max_connection_memory; false only to measure what the accounting costs"`
 
+	// The cluster (cluster.go): without node_id the server is a single node and the other cluster
+	// settings must be absent.
+	NodeID         uint64 `yaml:"node_id" help:"this node's ID in a cluster, 1 or more (HandshakeOk's node_id); 0 runs a single node, and every other cluster setting needs one"`
+	ClusterListen  string `yaml:"cluster_listen" help:"HOST:PORT where this node accepts the inter-node protocol (a cluster node needs it)"`
+	InitialCluster string `yaml:"initial_cluster" help:"the founding members as ID=HOST:PORT,… (1, 3 or 5 of them, each at its cluster_listen address), the same list on each and this node among them; read only while data_dir is empty; excludes join"`
+	Join           string `yaml:"join" help:"HOST:PORT: a node that is not a founding member joins the cluster through any member's inter-node address; read only while data_dir is empty; excludes initial_cluster"`
+	Advertise      string `yaml:"advertise" help:"HOST:PORT: the FIBP address other nodes give clients for this node (leader_addr, route hints, GetClusterStatus); empty: the address listen is bound to"`
+	Replication    int    `yaml:"replication" help:"replicas per queue group, capped by the cluster's size"`
+
 	Rift Rift `yaml:"rift"`
 }
 
@@ -96,6 +105,8 @@ func Default() Config {
 		MaxConnectionMemory: 256 << 20,
 		ReassemblyTimeout:   30 * time.Second,
 		MemoryAccounting:    true,
+
+		Replication: 3,
 
 		Rift: DefaultRift(),
 	}
@@ -155,6 +166,7 @@ func (c *Config) Validate() error {
 	if err := c.validateBackupDir(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, c.validateCluster()...)
 	errs = append(errs, c.Rift.validate()...)
 	return errors.Join(errs...)
 }

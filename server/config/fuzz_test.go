@@ -25,6 +25,8 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte("a: &a [*a, *a]\n"), "")
 	f.Add([]byte("listen: [1, 2]\n"), "--help")
 	f.Add([]byte{}, "--max-frame-size\n99999999999999999999")
+	f.Add([]byte("node_id: 2\ncluster_listen: :7000\ninitial_cluster: 1=a:7000,2=b:7000,3=c:7000\n"), "--replication\n5")
+	f.Add([]byte("node_id: 4\n"), "--join\na:7000\n--cluster-listen\n:7000\n--advertise\nd:5555")
 	f.Fuzz(func(t *testing.T, file []byte, line string) {
 		path := filepath.Join(t.TempDir(), "fila.yaml")
 		if err := os.WriteFile(path, file, 0o600); err != nil {

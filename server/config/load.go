@@ -195,6 +195,12 @@ func set(v reflect.Value, s string) error {
 			return fmt.Errorf("%q is not an integer", s)
 		}
 		v.SetInt(int64(n))
+	case uint64:
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%q is not an integer of 0 or more", s)
+		}
+		v.SetUint(n)
 	case time.Duration:
 		d, err := time.ParseDuration(s)
 		if err != nil {
