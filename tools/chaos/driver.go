@@ -1,0 +1,242 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/filamq/fila/client/fila"
+)
+
+// Workload is the clients of a run: producers enqueueing unique values and consumers acking
+// every delivery, all through the Go SDK with reconnection on, against every address given.
+type Workload struct {
+	Addrs     []string // fila-server FIBP addresses (the SDK's seeds)
+	Queue     string
+	Producers int           // default 2
+	Consumers int           // default 2
+	Batch     int           // messages per Enqueue frame (default 1)
+	OpTimeout time.Duration // bound of each call (default 5s); a call past it is Unknown
+}
+
+func (w Workload) withDefaults() Workload {
+	if w.Producers == 0 {
+		w.Producers = 2
+	}
+	if w.Consumers == 0 {
+		w.Consumers = 2
+	}
+	if w.Batch == 0 {
+		w.Batch = 1
+	}
+	if w.OpTimeout == 0 {
+		w.OpTimeout = 5 * time.Second
+	}
+	return w
+}
+
+// clientOptions reconnect for ever with a short backoff, so that a client comes back soon
+// after a node does.
+func clientOptions() *fila.Options {
+	return &fila.Options{DialRetry: true, MaxReconnects: -1, ReconnectWait: 20 * time.Millisecond,
+		MaxReconnectWait: 250 * time.Millisecond, DialTimeout: 2 * time.Second}
+}
+
+// CreateQueue creates the workload's queue: a committed one (delivery durability committed),
+// leases of visibility, no dead-lettering in practice (a message may be redelivered after every
+// fault).
+func (w Workload) CreateQueue(ctx context.Context, visibility time.Duration) error {
+	c, err := fila.DialSeeds(ctx, w.Addrs, clientOptions())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_, err = c.CreateQueue(ctx, fila.QueueConfig{Name: w.Queue, VisibilityTimeout: visibility,
+		MaxAttempts: 1 << 20, DeliveryDurability: fila.DeliveryDurabilityCommitted})
+	return err
+}
+
+// Run drives the workload until ctx ends, recording every operation in rec. Producers are
+// clients 0..Producers-1, consumers the next ones.
+func (w Workload) Run(ctx context.Context, rec *Recorder) error {
+	w = w.withDefaults()
+	var wg sync.WaitGroup
+	errs := make(chan error, w.Producers+w.Consumers)
+	for i := range w.Producers {
+		wg.Go(func() { errs <- w.produce(ctx, i, rec) })
+	}
+	for i := range w.Consumers {
+		wg.Go(func() { errs <- w.consume(ctx, w.Producers+i, rec) })
+	}
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}
+
+// outcome classifies an SDK error: an answer of the broker is a definite failure; anything else
+// (a lost connection, a timeout, a reconnection still going on) may or may not have taken effect.
+func outcome(err error) (Outcome, string) {
+	if err == nil {
+		return Ok, ""
+	}
+	var fe *fila.Error
+	if errors.As(err, &fe) {
+		return Fail, err.Error()
+	}
+	return Unknown, err.Error()
+}
+
+func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error {
+	c, err := fila.DialSeeds(ctx, w.Addrs, clientOptions())
+	if err != nil {
+		return nilIfDone(ctx, err)
+	}
+	defer c.Close()
+	for n := 0; ctx.Err() == nil; {
+		msgs := make([]fila.Message, w.Batch)
+		ops := make([]Op, w.Batch)
+		start := rec.Now()
+		for i := range msgs {
+			n++
+			v := fmt.Sprintf("p%d-%d", client, n)
+			msgs[i] = fila.Message{Queue: w.Queue, Payload: []byte(v)}
+			ops[i] = Op{Client: client, Kind: Enqueue, Value: v, Invoke: start}
+		}
+		octx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
+		res, err := c.Enqueue(octx, msgs...)
+		cancel()
+		end := rec.Now()
+		for i := range ops {
+			ops[i].Complete = end
+			if err == nil {
+				ops[i].Outcome, ops[i].Err = outcome(res[i].Err)
+				if res[i].Err == nil {
+					ops[i].ID = res[i].ID.String()
+				}
+			} else {
+				ops[i].Outcome, ops[i].Err = outcome(err)
+			}
+			rec.Add(ops[i])
+		}
+		if err != nil || res[0].Err != nil {
+			pause(ctx, 10*time.Millisecond) // a node is down or not ready: do not spin
+		}
+	}
+	return nil
+}
+
+func (w Workload) consume(ctx context.Context, client int, rec *Recorder) error {
+	c, err := fila.DialSeeds(ctx, w.Addrs, clientOptions())
+	if err != nil {
+		return nilIfDone(ctx, err)
+	}
+	defer c.Close()
+	var acks sync.WaitGroup
+	defer acks.Wait()
+	for ctx.Err() == nil {
+		cons, err := c.Consume(ctx, w.Queue, fila.ConsumeOptions{MaxUnacked: 64})
+		if err != nil {
+			pause(ctx, 50*time.Millisecond)
+			continue
+		}
+		for {
+			d, err := cons.Next(ctx)
+			if err != nil {
+				break // ctx ended, or the subscription did: subscribe again
+			}
+			at := rec.Now()
+			rec.Add(Op{Client: client, Kind: Deliver, Value: string(d.Payload), ID: d.ID.String(), Outcome: Ok, Invoke: at, Complete: at})
+			acks.Go(func() { ack(d, client, rec, w.OpTimeout, false) })
+		}
+		cons.Close()
+	}
+	return nil
+}
+
+// ack acks d and records it. Acks run to their own timeout even when the run ends, so that
+// each is answered or known unanswered.
+func ack(d *fila.Delivery, client int, rec *Recorder, timeout time.Duration, final bool) {
+	op := Op{Client: client, Kind: Ack, Value: string(d.Payload), ID: d.ID.String(), Invoke: rec.Now(), Final: final}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	err := d.Ack(ctx)
+	cancel()
+	op.Complete = rec.Now()
+	op.Outcome, op.Err = outcome(err)
+	rec.Add(op)
+}
+
+// Drain consumes and acks every message still stored in the queue (each delivery recorded with
+// Final set) until the queue reports none stored, in flight or delayed, and records Drained;
+// a queue not empty by ctx's end is an error (and Drained is recorded as failed).
+func (w Workload) Drain(ctx context.Context, rec *Recorder) error {
+	const client = 1000
+	start := rec.Now()
+	err := w.drain(ctx, client, rec)
+	op := Op{Client: client, Kind: Drained, Outcome: Ok, Invoke: start, Complete: rec.Now()}
+	if err != nil {
+		op.Outcome, op.Err = Fail, err.Error()
+	}
+	rec.Add(op)
+	return err
+}
+
+func (w Workload) drain(ctx context.Context, client int, rec *Recorder) error {
+	w = w.withDefaults()
+	c, err := fila.DialSeeds(ctx, w.Addrs, clientOptions())
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	cons, err := c.Consume(ctx, w.Queue, fila.ConsumeOptions{MaxUnacked: 256})
+	if err != nil {
+		return err
+	}
+	defer cons.Close()
+	var acks sync.WaitGroup
+	defer acks.Wait()
+	for {
+		wait, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		d, err := cons.Next(wait)
+		cancel()
+		if err == nil {
+			at := rec.Now()
+			rec.Add(Op{Client: client, Kind: Deliver, Value: string(d.Payload), ID: d.ID.String(), Outcome: Ok, Invoke: at, Complete: at, Final: true})
+			acks.Go(func() { ack(d, client, rec, w.OpTimeout, true) })
+			continue
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("the queue was not drained: %w", ctx.Err())
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		acks.Wait() // an unacked delivery still counts as in flight
+		st, err := c.GetStats(ctx, w.Queue)
+		if err != nil {
+			continue
+		}
+		if st.Depth+st.InFlight+st.Delayed == 0 {
+			return nil
+		}
+	}
+}
+
+func nilIfDone(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
