@@ -1,0 +1,259 @@
+package nodelink
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/filamq/fila/generated/cluster"
+	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/meta"
+)
+
+// conn is the connection to one peer: a reader (this goroutine of run) and a writer that
+// flushes what every sender appended since its last write, in one write.
+type conn struct {
+	l    *Link
+	peer meta.NodeID
+	nc   net.Conn
+	fr   *wire.FrameReader
+
+	wmu    sync.Mutex
+	wbuf   []byte // frames appended, not written yet
+	spare  []byte
+	wake   chan struct{}
+	closed bool
+	err    error // why it closed
+	done   chan struct{}
+
+	mu      sync.Mutex
+	nextID  uint32
+	pending map[uint32]func(op cluster.Opcode, body []byte, err error) // this node's requests, by ID
+	inSnaps map[uint32]*snapReader                                     // the peer's snapshots being received
+	outSnap map[uint32]*snapWriter                                     // this node's snapshots being sent
+}
+
+const maxSpare = 1 << 20 // a write buffer kept for the next write is at most this large
+
+func newConn(l *Link, peer meta.NodeID, nc net.Conn) *conn {
+	return &conn{l: l, peer: peer, nc: nc, fr: wire.NewFrameReader(nc, cluster.MinFrameSize, cluster.MaxFrameSize),
+		wake: make(chan struct{}, 1), done: make(chan struct{}),
+		pending: map[uint32]func(cluster.Opcode, []byte, error){}, inSnaps: map[uint32]*snapReader{},
+		outSnap: map[uint32]*snapWriter{}}
+}
+
+// run serves the connection until it breaks.
+func (c *conn) run() {
+	var wg sync.WaitGroup
+	wg.Go(c.writeLoop)
+	err := c.readLoop()
+	c.close(err)
+	wg.Wait()
+	c.l.detach(c)
+}
+
+// send appends a frame for the writer. It fails only when the connection is closed.
+func (c *conn) send(flags cluster.FrameFlags, id uint32, fr cluster.Frame) error {
+	c.wmu.Lock()
+	if c.closed {
+		err := c.err
+		c.wmu.Unlock()
+		return err
+	}
+	c.wbuf = cluster.AppendFrame(c.wbuf, flags, id, fr)
+	c.wmu.Unlock()
+	c.l.stats.FramesSent.Add(1)
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (c *conn) writeLoop() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.done:
+			return
+		}
+		c.wmu.Lock()
+		buf := c.wbuf
+		c.wbuf = c.spare[:0]
+		c.spare = nil
+		c.wmu.Unlock()
+		if len(buf) == 0 {
+			continue
+		}
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.l.cfg.Timeout))
+		n, err := c.nc.Write(buf)
+		c.l.stats.BytesSent.Add(uint64(n))
+		if err != nil {
+			c.close(fmt.Errorf("nodelink: write to %s: %w", c.peer, err))
+			return
+		}
+		if cap(buf) <= maxSpare {
+			c.wmu.Lock()
+			c.spare = buf[:0]
+			c.wmu.Unlock()
+		}
+	}
+}
+
+// close closes the connection once and fails what waits on it.
+func (c *conn) close(why error) {
+	c.wmu.Lock()
+	if c.closed {
+		c.wmu.Unlock()
+		return
+	}
+	if why == nil {
+		why = errors.New("nodelink: connection closed")
+	}
+	c.closed, c.err = true, fmt.Errorf("%w: %s: %v", ErrUnreachable, c.peer, why)
+	close(c.done)
+	c.wmu.Unlock()
+	_ = c.nc.Close()
+	c.mu.Lock()
+	pending, in, out := c.pending, c.inSnaps, c.outSnap
+	c.pending, c.inSnaps, c.outSnap = map[uint32]func(cluster.Opcode, []byte, error){}, map[uint32]*snapReader{}, map[uint32]*snapWriter{}
+	c.mu.Unlock()
+	for _, f := range pending {
+		f(0, nil, c.err)
+	}
+	for _, r := range in {
+		r.fail(c.err)
+	}
+	for _, w := range out {
+		w.fail(c.err)
+	}
+}
+
+// call sends a request and has onAnswer called (on the reader's goroutine: it must not block,
+// and body is valid only during the call) with its answer, or with the error that ends it.
+func (c *conn) call(fr cluster.Frame, onAnswer func(op cluster.Opcode, body []byte, err error)) (uint32, error) {
+	c.mu.Lock()
+	if c.isClosed() {
+		c.mu.Unlock()
+		return 0, c.closedErr()
+	}
+	c.nextID++
+	for c.nextID == 0 || c.pending[c.nextID] != nil {
+		c.nextID++
+	}
+	id := c.nextID
+	c.pending[id] = onAnswer
+	c.mu.Unlock()
+	if err := c.send(0, id, fr); err != nil {
+		c.forget(id)
+		return 0, err
+	}
+	return id, nil
+}
+
+// forget drops a request nobody waits for any longer (its answer, if any, is ignored).
+func (c *conn) forget(id uint32) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
+func (c *conn) isClosed() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *conn) closedErr() error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return c.err
+}
+
+// roundTrip sends a request and waits for its answer, at most timeout; decode reads it.
+func (c *conn) roundTrip(fr cluster.Frame, timeout time.Duration, decode func(op cluster.Opcode, body []byte) error) error {
+	ch := make(chan error, 1)
+	id, err := c.call(fr, func(op cluster.Opcode, body []byte, err error) {
+		if err == nil {
+			err = decode(op, body)
+		}
+		ch <- err
+	})
+	if err != nil {
+		return err
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case err := <-ch:
+		return err
+	case <-t.C:
+		c.forget(id)
+		return fmt.Errorf("nodelink: %s did not answer %s within %v", c.peer, fr.Opcode(), timeout)
+	}
+}
+
+// readLoop reads frames until the connection breaks: answers go to their requests, requests to
+// their groups.
+func (c *conn) readLoop() error {
+	for {
+		body, err := c.fr.Next()
+		if err != nil {
+			return err
+		}
+		c.l.stats.FramesReceived.Add(1)
+		c.l.stats.BytesReceived.Add(uint64(cluster.LengthSize + len(body)))
+		h, rest, err := cluster.ParseHeader(body)
+		if err != nil {
+			return err
+		}
+		if err := c.dispatch(h, rest); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *conn) dispatch(h cluster.Header, body []byte) error {
+	switch h.Opcode {
+	case cluster.OpAppendEntriesResult, cluster.OpRequestVoteResult, cluster.OpRequestPreVoteResult,
+		cluster.OpTimeoutNowResult, cluster.OpInstallSnapshotResult, cluster.OpProposeMetaResult, cluster.OpError:
+		c.mu.Lock()
+		f := c.pending[h.RequestID]
+		delete(c.pending, h.RequestID)
+		c.mu.Unlock()
+		if f != nil {
+			f(h.Opcode, body, nil)
+		}
+		return nil
+	case cluster.OpSnapshotCredit:
+		var x cluster.SnapshotCredit
+		if err := x.Decode(body); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		w := c.outSnap[h.RequestID]
+		c.mu.Unlock()
+		if w != nil {
+			w.credit(int(x.Chunks))
+		}
+		return nil
+	case cluster.OpSnapshotChunk:
+		return c.snapshotChunk(h, body)
+	case cluster.OpProposeMeta:
+		var x cluster.ProposeMeta
+		if err := x.Decode(body); err != nil {
+			return err
+		}
+		entry := clone(x.Entry)
+		go c.proposeMeta(h.RequestID, entry)
+		return nil
+	case cluster.OpAppendEntries, cluster.OpRequestVote, cluster.OpRequestPreVote, cluster.OpTimeoutNow, cluster.OpInstallSnapshot:
+		return c.raftRequest(h, body)
+	}
+	return c.send(0, h.RequestID, &cluster.Error{Code: cluster.CodeProtocol, Message: "unknown opcode " + h.Opcode.String()})
+}

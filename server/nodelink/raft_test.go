@@ -1,0 +1,433 @@
+package nodelink
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/filamq/fila/server/certs"
+	"github.com/filamq/fila/server/meta"
+)
+
+// Three nodes, each with its own link over real loopback TCP, running hashicorp/raft groups.
+
+type trio struct {
+	t     *testing.T
+	ids   []meta.NodeID
+	links map[meta.NodeID]*Link
+}
+
+// newTrio starts three links and waits until every pair is connected; tlsFor gives a node's
+// server and client TLS configurations (nil: plain TCP).
+func newTrio(t *testing.T, tlsFor func(meta.NodeID) (srv, cli *tls.Config)) *trio {
+	t.Helper()
+	tr := &trio{t: t, ids: []meta.NodeID{"n1", "n2", "n3"}, links: map[meta.NodeID]*Link{}}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, id := range tr.ids {
+		cfg := Config{Cluster: "test", NodeID: id, Listen: "127.0.0.1:0", Logger: quiet, Timeout: 2 * time.Second}
+		if tlsFor != nil {
+			cfg.ServerTLS, cfg.ClientTLS = tlsFor(id)
+		}
+		l, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr.links[id] = l
+		t.Cleanup(func() { _ = l.Close() })
+	}
+	for _, a := range tr.ids {
+		for _, b := range tr.ids {
+			tr.links[a].AddPeer(b, tr.links[b].Addr())
+		}
+	}
+	tr.waitConnected()
+	return tr
+}
+
+func (tr *trio) waitConnected() {
+	tr.t.Helper()
+	eventually(tr.t, "every pair of nodes is connected", func() bool {
+		for _, a := range tr.ids {
+			for _, b := range tr.ids {
+				if a != b && !tr.links[a].Connected(b) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+}
+
+// eventually waits until cond holds, polling; the test fails after a minute.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not true after a minute: %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// counter is a state machine that keeps every entry it applied.
+type counter struct {
+	mu       sync.Mutex
+	entries  [][]byte
+	restored int
+}
+
+func (c *counter) Apply(l *raft.Log) any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries = append(c.entries, append([]byte(nil), l.Data...))
+	return len(c.entries)
+}
+
+func (c *counter) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.entries)
+}
+
+func (c *counter) Snapshot() (raft.FSMSnapshot, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b bytes.Buffer
+	for _, e := range c.entries {
+		_ = binary.Write(&b, binary.BigEndian, uint32(len(e)))
+		b.Write(e)
+	}
+	return snap(b.Bytes()), nil
+}
+
+func (c *counter) Restore(r io.ReadCloser) error {
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	var entries [][]byte
+	for len(data) >= 4 {
+		n := binary.BigEndian.Uint32(data)
+		entries = append(entries, data[4:4+n])
+		data = data[4+n:]
+	}
+	c.mu.Lock()
+	c.entries, c.restored = entries, c.restored+1
+	c.mu.Unlock()
+	return nil
+}
+
+type snap []byte
+
+func (s snap) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+func (snap) Release() {}
+
+// group is one Raft group on the three nodes.
+type group struct {
+	rafts map[meta.NodeID]*raft.Raft
+	fsms  map[meta.NodeID]*counter
+}
+
+func (tr *trio) startGroup(name string, tweak func(*raft.Config)) *group {
+	tr.t.Helper()
+	g := &group{rafts: map[meta.NodeID]*raft.Raft{}, fsms: map[meta.NodeID]*counter{}}
+	var servers []raft.Server
+	for _, id := range tr.ids {
+		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: tr.links[id].Address(id, name)})
+	}
+	for _, id := range tr.ids {
+		conf := raft.DefaultConfig()
+		conf.LocalID = raft.ServerID(id)
+		conf.HeartbeatTimeout, conf.ElectionTimeout = 200*time.Millisecond, 200*time.Millisecond
+		conf.LeaderLeaseTimeout, conf.CommitTimeout = 100*time.Millisecond, 10*time.Millisecond
+		conf.Logger = hclog.NewNullLogger()
+		if tweak != nil {
+			tweak(conf)
+		}
+		trans, err := tr.links[id].Transport(name)
+		if err != nil {
+			tr.t.Fatal(err)
+		}
+		store, snaps := raft.NewInmemStore(), raft.NewInmemSnapshotStore()
+		if err := raft.BootstrapCluster(conf, store, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+			tr.t.Fatal(err)
+		}
+		fsm := &counter{}
+		r, err := raft.NewRaft(conf, fsm, store, store, snaps, trans)
+		if err != nil {
+			tr.t.Fatal(err)
+		}
+		g.rafts[id], g.fsms[id] = r, fsm
+		tr.t.Cleanup(func() {
+			_ = r.Shutdown().Error()
+			_ = trans.(io.Closer).Close()
+		})
+	}
+	return g
+}
+
+// leader waits for a node among those given (all when none) to lead the group.
+func (g *group) leader(t *testing.T, among ...meta.NodeID) meta.NodeID {
+	t.Helper()
+	var lead meta.NodeID
+	eventually(t, "the group has a leader", func() bool {
+		for id, r := range g.rafts {
+			if r.State() == raft.Leader && (len(among) == 0 || contains(among, id)) {
+				lead = id
+				return true
+			}
+		}
+		return false
+	})
+	return lead
+}
+
+func contains(ids []meta.NodeID, id meta.NodeID) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *group) apply(t *testing.T, leader meta.NodeID, n int, prefix string) {
+	t.Helper()
+	var fs []raft.ApplyFuture
+	for i := range n {
+		fs = append(fs, g.rafts[leader].Apply([]byte(fmt.Sprintf("%s-%d", prefix, i)), 10*time.Second))
+	}
+	for _, f := range fs {
+		if err := f.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (g *group) waitApplied(t *testing.T, n int, nodes ...meta.NodeID) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("nodes %v applied %d entries", nodes, n), func() bool {
+		for _, id := range nodes {
+			if g.fsms[id].len() < n {
+				return false
+			}
+		}
+		return true
+	})
+	for _, id := range nodes {
+		if !equalEntries(g.fsms[id].snapshotEntries(), g.fsms[nodes[0]].snapshotEntries()) {
+			t.Fatalf("node %s applied other entries than %s", id, nodes[0])
+		}
+	}
+}
+
+func (c *counter) snapshotEntries() [][]byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([][]byte(nil), c.entries...)
+}
+
+func equalEntries(a, b [][]byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !bytes.Equal(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func TestGroupsElectAndReplicate(t *testing.T) {
+	tr := newTrio(t, nil)
+	var groups []*group
+	for i := range 5 {
+		groups = append(groups, tr.startGroup(fmt.Sprintf("q%d", i), nil))
+	}
+	for i, g := range groups {
+		g.apply(t, g.leader(t), 300, fmt.Sprintf("q%d", i)) // pipelined once the followers caught up
+		g.waitApplied(t, 300, tr.ids...)
+	}
+	// A leadership transfer travels as TimeoutNow.
+	g := groups[0]
+	old := g.leader(t)
+	if err := g.rafts[old].LeadershipTransfer().Error(); err != nil {
+		t.Fatal(err)
+	}
+	next := g.leader(t, without(tr.ids, old)...)
+	g.apply(t, next, 10, "after-transfer")
+	g.waitApplied(t, 310, tr.ids...)
+	st := tr.links[old].Stats()
+	if st.HeartbeatsSent.Load() == 0 || st.AppendsSent.Load() == 0 || st.BytesSent.Load() == 0 {
+		t.Fatalf("the leader's link counted nothing: %+v", st)
+	}
+}
+
+func without(ids []meta.NodeID, x meta.NodeID) []meta.NodeID {
+	var out []meta.NodeID
+	for _, id := range ids {
+		if id != x {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func TestPartitionedLeaderIsReplacedAndCatchesUpWhenHealed(t *testing.T) {
+	tr := newTrio(t, nil)
+	g := tr.startGroup("q", nil)
+	old := g.leader(t)
+	g.apply(t, old, 20, "before")
+	g.waitApplied(t, 20, tr.ids...)
+	for _, id := range without(tr.ids, old) {
+		tr.links[old].Partition(id)
+	}
+	next := g.leader(t, without(tr.ids, old)...)
+	g.apply(t, next, 50, "during")
+	if f := g.rafts[old].Apply([]byte("lost"), 300*time.Millisecond); f.Error() == nil {
+		t.Fatal("a leader cut off from its followers committed an entry")
+	}
+	for _, id := range without(tr.ids, old) {
+		tr.links[old].Heal(id)
+	}
+	tr.waitConnected()
+	g.waitApplied(t, 70, tr.ids...)
+	for _, e := range g.fsms[old].snapshotEntries() {
+		if string(e) == "lost" {
+			t.Fatal("the entry the cut-off leader could not commit was applied")
+		}
+	}
+}
+
+func TestAFollowerBehindTheLeadersLogIsInstalledASnapshot(t *testing.T) {
+	tr := newTrio(t, nil)
+	g := tr.startGroup("q", func(c *raft.Config) { c.TrailingLogs = 10 })
+	lead := g.leader(t)
+	behind := without(tr.ids, lead)[0]
+	for _, id := range without(tr.ids, behind) {
+		tr.links[behind].Partition(id)
+	}
+	// Entries large enough that the snapshot takes many chunks and windows.
+	big := bytes.Repeat([]byte("x"), 100<<10)
+	for i := range 40 {
+		if err := g.rafts[lead].Apply(append([]byte(fmt.Sprint(i)), big...), 10*time.Second).Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := g.rafts[lead].Snapshot().Error(); err != nil {
+		t.Fatal(err)
+	}
+	g.apply(t, lead, 20, "after")
+	for _, id := range without(tr.ids, behind) {
+		tr.links[behind].Heal(id)
+	}
+	tr.waitConnected()
+	g.waitApplied(t, 60, tr.ids...)
+	if g.fsms[behind].restored == 0 {
+		t.Fatal("the follower caught up without a snapshot")
+	}
+	if tr.links[lead].Stats().SnapshotBytes.Load() < 40*100<<10 {
+		t.Fatalf("the leader sent %d snapshot bytes", tr.links[lead].Stats().SnapshotBytes.Load())
+	}
+}
+
+func TestMutualTLS(t *testing.T) {
+	ca, err := certs.NewCA("nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca.PEM)
+	issue := func(use certs.Use) tls.Certificate {
+		p, err := ca.Issue("node", use, []string{"127.0.0.1"}, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := tls.X509KeyPair(p.Cert, p.Key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	tr := newTrio(t, func(meta.NodeID) (*tls.Config, *tls.Config) {
+		return &tls.Config{Certificates: []tls.Certificate{issue(certs.ServerUse)}, ClientCAs: pool,
+				ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13},
+			&tls.Config{Certificates: []tls.Certificate{issue(certs.ClientUse)}, RootCAs: pool, MinVersion: tls.VersionTLS13}
+	})
+	g := tr.startGroup("q", nil)
+	g.apply(t, g.leader(t), 10, "tls")
+	g.waitApplied(t, 10, tr.ids...)
+
+	// A node without a client certificate is not let in.
+	stranger, err := New(Config{Cluster: "test", NodeID: "n0", Listen: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Timeout: time.Second,
+		ClientTLS: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stranger.Close()
+	if _, err := stranger.dial("n1", tr.links["n1"].Addr()); err == nil {
+		t.Fatal("a node without a client certificate was let in")
+	}
+}
+
+// metaHandler answers ProposeMeta as a meta leader would.
+type metaHandler func(entry []byte) (uint64, error)
+
+func (h metaHandler) ProposeMeta(entry []byte) (uint64, error) { return h(entry) }
+
+func TestProposeMetaIsHandedToTheNode(t *testing.T) {
+	tr := newTrio(t, nil)
+	if _, err := tr.links["n1"].ProposeMeta("n2", []byte("x")); err == nil {
+		t.Fatal("a node without a handler took a meta entry")
+	}
+	tr.links["n2"].SetHandler(metaHandler(func(entry []byte) (uint64, error) {
+		switch string(entry) {
+		case "ok":
+			return 42, nil
+		case "refuse":
+			return 43, &meta.Refused{Code: 3, Message: "queue q already exists"}
+		case "follower":
+			return 0, raft.ErrNotLeader
+		}
+		return 0, errors.New("disk on fire")
+	}))
+	if i, err := tr.links["n1"].ProposeMeta("n2", []byte("ok")); err != nil || i != 42 {
+		t.Fatalf("ok: %d, %v", i, err)
+	}
+	var refused *meta.Refused
+	if _, err := tr.links["n3"].ProposeMeta("n2", []byte("refuse")); !errors.As(err, &refused) || refused.Code != 3 ||
+		refused.Message != "queue q already exists" {
+		t.Fatalf("refuse: %v", err)
+	}
+	if _, err := tr.links["n1"].ProposeMeta("n2", []byte("follower")); !errors.Is(err, raft.ErrNotLeader) {
+		t.Fatalf("follower: %v", err)
+	}
+	if _, err := tr.links["n1"].ProposeMeta("n2", []byte("?")); err == nil || !bytes.Contains([]byte(err.Error()), []byte("disk on fire")) {
+		t.Fatalf("failure: %v", err)
+	}
+	tr.links["n1"].Partition("n2")
+	if _, err := tr.links["n1"].ProposeMeta("n2", []byte("ok")); !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("partitioned: %v", err)
+	}
+}

@@ -1,0 +1,430 @@
+package nodelink
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/filamq/fila/generated/cluster"
+	"github.com/filamq/fila/server/meta"
+)
+
+// Transport is one Raft group's transport on this node: its messages travel over the link's
+// connections, named by the group. It starts no goroutine of its own: a group's requests are
+// handled by a goroutine that runs while some wait (in order), heartbeats each by one of their
+// own, and a pipeline by one while it is open.
+type Transport struct {
+	l       *Link
+	group   string
+	consume chan raft.RPC
+	done    chan struct{}
+
+	mu        sync.Mutex
+	heartbeat func(raft.RPC)
+	queue     []inbound // requests waiting for the group, in arrival order
+	running   bool      // a goroutine is handing queue to raft
+	closed    bool
+}
+
+// inbound is a request from a peer waiting for the group.
+type inbound struct {
+	c   *conn
+	id  uint32
+	rpc raft.RPC
+}
+
+var (
+	_ raft.Transport   = (*Transport)(nil)
+	_ raft.WithClose   = (*Transport)(nil)
+	_ raft.WithPreVote = (*Transport)(nil)
+)
+
+// Transport returns the transport of this node's member of group. A group reopened gets a new
+// one, which replaces the old (closed with its group) from then on.
+func (l *Link) Transport(group string) (raft.Transport, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, ErrClosed
+	}
+	t := &Transport{l: l, group: group, consume: make(chan raft.RPC), done: make(chan struct{})}
+	if old := l.groups[group]; old != nil {
+		old.shut()
+	}
+	l.groups[group] = t
+	return t, nil
+}
+
+// Consumer is where raft takes the group's requests from.
+func (t *Transport) Consumer() <-chan raft.RPC { return t.consume }
+
+// LocalAddr is this node's ID.
+func (t *Transport) LocalAddr() raft.ServerAddress { return raft.ServerAddress(t.l.cfg.NodeID) }
+
+// EncodePeer encodes a peer's address (its node ID).
+func (t *Transport) EncodePeer(_ raft.ServerID, addr raft.ServerAddress) []byte { return []byte(addr) }
+
+// DecodePeer decodes a peer's address.
+func (t *Transport) DecodePeer(b []byte) raft.ServerAddress { return raft.ServerAddress(b) }
+
+// SetHeartbeatHandler has fn answer heartbeats, apart from the group's other requests.
+func (t *Transport) SetHeartbeatHandler(fn func(raft.RPC)) {
+	t.mu.Lock()
+	t.heartbeat = fn
+	t.mu.Unlock()
+}
+
+// Close stops the transport: requests for the group are answered UnknownGroup until it opens
+// again.
+func (t *Transport) Close() error {
+	t.l.mu.Lock()
+	if t.l.groups[t.group] == t {
+		delete(t.l.groups, t.group)
+	}
+	t.l.mu.Unlock()
+	t.shut()
+	return nil
+}
+
+func (t *Transport) shut() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.closed = true
+		close(t.done)
+	}
+}
+
+// conn is the connection to the node of a Raft server ID (its node ID).
+func (t *Transport) conn(id raft.ServerID) (*conn, error) {
+	select {
+	case <-t.done:
+		return nil, raft.ErrTransportShutdown
+	default:
+	}
+	return t.l.connTo(meta.NodeID(id))
+}
+
+// AppendEntries sends entries (or a heartbeat) to id and waits for its answer.
+func (t *Transport) AppendEntries(id raft.ServerID, _ raft.ServerAddress, args *raft.AppendEntriesRequest,
+	resp *raft.AppendEntriesResponse) error {
+	t.countAppend(args)
+	return t.rpc(id, appendEntriesFrame(t.group, args), resp)
+}
+
+func (t *Transport) countAppend(args *raft.AppendEntriesRequest) {
+	if len(args.Entries) == 0 {
+		t.l.stats.HeartbeatsSent.Add(1)
+	} else {
+		t.l.stats.AppendsSent.Add(1)
+	}
+}
+
+// RequestVote asks id for its vote.
+func (t *Transport) RequestVote(id raft.ServerID, _ raft.ServerAddress, args *raft.RequestVoteRequest,
+	resp *raft.RequestVoteResponse) error {
+	return t.rpc(id, requestVoteFrame(t.group, args), resp)
+}
+
+// RequestPreVote asks id whether it would vote.
+func (t *Transport) RequestPreVote(id raft.ServerID, _ raft.ServerAddress, args *raft.RequestPreVoteRequest,
+	resp *raft.RequestPreVoteResponse) error {
+	return t.rpc(id, preVoteFrame(t.group, args), resp)
+}
+
+// TimeoutNow has id stand for election at once.
+func (t *Transport) TimeoutNow(id raft.ServerID, _ raft.ServerAddress, args *raft.TimeoutNowRequest,
+	resp *raft.TimeoutNowResponse) error {
+	return t.rpc(id, &cluster.TimeoutNow{Group: t.group, Header: header(args.RPCHeader)}, resp)
+}
+
+func (t *Transport) rpc(id raft.ServerID, fr cluster.Frame, resp any) error {
+	c, err := t.conn(id)
+	if err != nil {
+		return err
+	}
+	return c.roundTrip(fr, t.l.cfg.Timeout, func(op cluster.Opcode, body []byte) error {
+		return decodeResponse(op, body, resp)
+	})
+}
+
+// raftRequest hands a peer's request to its group: decoded from a copy of the frame (raft keeps
+// what it is given), heartbeats on their own goroutine, the rest in order.
+func (c *conn) raftRequest(h cluster.Header, body []byte) error {
+	body = clone(body)
+	var rpc raft.RPC
+	var group string
+	heartbeat := false
+	switch h.Opcode {
+	case cluster.OpAppendEntries:
+		var x cluster.AppendEntries
+		if err := x.Decode(body); err != nil {
+			return err
+		}
+		a := appendEntriesRequest(&x)
+		group, rpc.Command, heartbeat = x.Group, a, isHeartbeat(a)
+	case cluster.OpRequestVote:
+		var x cluster.RequestVote
+		if err := x.Decode(body); err != nil {
+			return err
+		}
+		group, rpc.Command = x.Group, requestVoteRequest(&x)
+	case cluster.OpRequestPreVote:
+		var x cluster.RequestPreVote
+		if err := x.Decode(body); err != nil {
+			return err
+		}
+		group, rpc.Command = x.Group, preVoteRequest(&x)
+	case cluster.OpTimeoutNow:
+		var x cluster.TimeoutNow
+		if err := x.Decode(body); err != nil {
+			return err
+		}
+		group, rpc.Command = x.Group, &raft.TimeoutNowRequest{RPCHeader: rpcHeader(x.Header)}
+	case cluster.OpInstallSnapshot:
+		var x cluster.InstallSnapshot
+		if err := x.Decode(body); err != nil {
+			return err
+		}
+		group, rpc.Command = x.Group, installSnapshotRequest(&x)
+		rpc.Reader = c.receiveSnapshot(h.RequestID, int64(x.SnapshotSize))
+	}
+	t := c.l.group(group)
+	if t == nil {
+		if r, ok := rpc.Reader.(*snapReader); ok {
+			c.dropSnapshot(h.RequestID, r)
+		}
+		return c.send(0, h.RequestID, &cluster.Error{Code: cluster.CodeUnknownGroup, Message: "no member of group " + group + " on node " + string(c.l.cfg.NodeID)})
+	}
+	in := inbound{c: c, id: h.RequestID, rpc: rpc}
+	if heartbeat {
+		t.mu.Lock()
+		fn := t.heartbeat
+		t.mu.Unlock()
+		if fn != nil {
+			go t.serve(in, fn)
+			return nil
+		}
+	}
+	t.enqueue(in)
+	return nil
+}
+
+// enqueue queues a request for the group, starting the goroutine that hands them to raft.
+func (t *Transport) enqueue(in inbound) {
+	t.mu.Lock()
+	t.queue = append(t.queue, in)
+	start := !t.running
+	t.running = true
+	t.mu.Unlock()
+	if start {
+		go t.drain()
+	}
+}
+
+// drain hands the queued requests to raft one at a time, in order, and ends when none is left.
+func (t *Transport) drain() {
+	for {
+		t.mu.Lock()
+		if len(t.queue) == 0 {
+			t.running = false
+			t.queue = nil
+			t.mu.Unlock()
+			return
+		}
+		in := t.queue[0]
+		t.queue[0] = inbound{}
+		t.queue = t.queue[1:]
+		t.mu.Unlock()
+		t.serve(in, nil)
+	}
+}
+
+// serve has raft answer one request (through fn, the heartbeat handler, when set) and sends the
+// answer back.
+func (t *Transport) serve(in inbound, fn func(raft.RPC)) {
+	ch := make(chan raft.RPCResponse, 1)
+	in.rpc.RespChan = ch
+	if fn != nil {
+		fn(in.rpc)
+	} else {
+		select {
+		case t.consume <- in.rpc:
+		case <-t.done:
+			t.refuse(in)
+			return
+		}
+	}
+	var resp raft.RPCResponse
+	select {
+	case resp = <-ch:
+	case <-t.done:
+		t.refuse(in)
+		return
+	}
+	if r, ok := in.rpc.Reader.(*snapReader); ok {
+		in.c.dropSnapshot(in.id, r)
+	}
+	if resp.Error != nil {
+		_ = in.c.send(0, in.id, &cluster.Error{Code: cluster.CodeFailed, Message: resp.Error.Error()})
+		return
+	}
+	if fr := responseFrame(resp.Response); fr != nil {
+		_ = in.c.send(0, in.id, fr)
+	}
+}
+
+func (t *Transport) refuse(in inbound) {
+	if r, ok := in.rpc.Reader.(*snapReader); ok {
+		in.c.dropSnapshot(in.id, r)
+	}
+	_ = in.c.send(0, in.id, &cluster.Error{Code: cluster.CodeUnknownGroup, Message: "group " + t.group + " closed"})
+}
+
+// AppendEntriesPipeline opens a pipeline of AppendEntries to id over the current connection.
+func (t *Transport) AppendEntriesPipeline(id raft.ServerID, _ raft.ServerAddress) (raft.AppendPipeline, error) {
+	c, err := t.conn(id)
+	if err != nil {
+		return nil, err
+	}
+	p := &pipeline{t: t, c: c, inflight: make(chan *appendFuture, t.l.cfg.MaxInFlight-1),
+		out: make(chan raft.AppendFuture), done: make(chan struct{})}
+	go p.deliver()
+	return p, nil
+}
+
+// pipeline keeps up to MaxInFlight AppendEntries in flight to one peer; its goroutine hands
+// their answers to raft in the order they were sent.
+type pipeline struct {
+	t        *Transport
+	c        *conn
+	inflight chan *appendFuture
+	out      chan raft.AppendFuture
+	done     chan struct{}
+	once     sync.Once
+}
+
+// ErrPipelineClosed answers an append to a closed pipeline.
+var ErrPipelineClosed = errors.New("nodelink: append pipeline closed")
+
+func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) (raft.AppendFuture, error) {
+	f := &appendFuture{start: time.Now(), args: args, resp: resp, ch: make(chan struct{})}
+	select {
+	case <-p.done:
+		return nil, ErrPipelineClosed
+	default:
+	}
+	p.t.countAppend(args)
+	_, err := p.c.call(appendEntriesFrame(p.t.group, args), func(op cluster.Opcode, body []byte, err error) {
+		if err == nil {
+			err = decodeResponse(op, body, resp)
+		}
+		f.err = err
+		close(f.ch)
+	})
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case p.inflight <- f: // blocks while MaxInFlight are in flight: back-pressure
+		return f, nil
+	case <-p.done:
+		return nil, ErrPipelineClosed
+	}
+}
+
+func (p *pipeline) deliver() {
+	for {
+		select {
+		case f := <-p.inflight:
+			select {
+			case <-f.ch:
+			case <-p.done:
+				return
+			}
+			select {
+			case p.out <- f:
+			case <-p.done:
+				return
+			}
+		case <-p.done:
+			return
+		}
+	}
+}
+
+func (p *pipeline) Consumer() <-chan raft.AppendFuture { return p.out }
+
+func (p *pipeline) Close() error {
+	p.once.Do(func() { close(p.done) })
+	return nil
+}
+
+// appendFuture is a pipelined AppendEntries.
+type appendFuture struct {
+	start time.Time
+	args  *raft.AppendEntriesRequest
+	resp  *raft.AppendEntriesResponse
+	ch    chan struct{}
+	err   error
+}
+
+func (f *appendFuture) Error() error {
+	<-f.ch
+	return f.err
+}
+func (f *appendFuture) Start() time.Time                      { return f.start }
+func (f *appendFuture) Request() *raft.AppendEntriesRequest   { return f.args }
+func (f *appendFuture) Response() *raft.AppendEntriesResponse { return f.resp }
+
+// ProposeMeta hands a meta entry to node, which leads the meta group, and returns its log index
+// once applied there: raft.ErrNotLeader when it does not lead, a *meta.Refused when the meta
+// state refused a command.
+func (l *Link) ProposeMeta(node meta.NodeID, entry []byte) (uint64, error) {
+	c, err := l.connTo(node)
+	if err != nil {
+		return 0, err
+	}
+	var index uint64
+	err = c.roundTrip(&cluster.ProposeMeta{Entry: entry}, l.cfg.CallTimeout, func(op cluster.Opcode, body []byte) error {
+		var x cluster.ProposeMetaResult
+		if err := expect(op, cluster.OpProposeMetaResult, &x, body); err != nil {
+			return err
+		}
+		index = x.Index
+		if x.RefusedCode != 0 {
+			return &meta.Refused{Code: meta.Code(x.RefusedCode), Message: x.RefusedMessage}
+		}
+		return nil
+	})
+	return index, err
+}
+
+// proposeMeta carries out a peer's ProposeMeta and answers it.
+func (c *conn) proposeMeta(id uint32, entry []byte) {
+	c.l.mu.Lock()
+	h := c.l.handler
+	c.l.mu.Unlock()
+	if h == nil {
+		_ = c.send(0, id, &cluster.Error{Code: cluster.CodeUnavailable, Message: "node " + string(c.l.cfg.NodeID) + " takes no meta changes yet"})
+		return
+	}
+	index, err := h.ProposeMeta(entry)
+	var refused *meta.Refused
+	switch {
+	case err == nil:
+		_ = c.send(0, id, &cluster.ProposeMetaResult{Index: index})
+	case errors.As(err, &refused):
+		_ = c.send(0, id, &cluster.ProposeMetaResult{Index: index, RefusedCode: uint16(refused.Code), RefusedMessage: refused.Message})
+	case errors.Is(err, raft.ErrNotLeader):
+		_ = c.send(0, id, &cluster.Error{Code: cluster.CodeNotLeader, Message: err.Error()})
+	default:
+		_ = c.send(0, id, &cluster.Error{Code: cluster.CodeFailed, Message: fmt.Sprint(err)})
+	}
+}
+
+var _ io.Reader = (*snapReader)(nil)
