@@ -10,7 +10,8 @@ export class OverviewView {
     this.session = session;
     this.search = '';
     this.sort = 'name';
-    this.pager = new Pager(() => this.refresh());
+    this.pager = new Pager(() => this.refresh(true));
+    this.ticks = 0;
   }
 
   mount(root) {
@@ -18,11 +19,11 @@ export class OverviewView {
     this.queues = h('div');
     this.nodes = h('div', { class: 'panel', hidden: true });
     const search = h('input', { type: 'search', placeholder: 'Search queues', 'aria-label': 'Search queues', id: 'queue-search' });
-    search.addEventListener('input', debounce(() => { this.search = search.value; this.pager.reset(); this.refresh(); }, 250));
+    search.addEventListener('input', debounce(() => { this.search = search.value; this.pager.reset(); this.refresh(true); }, 250));
     const sort = h('select', { 'aria-label': 'Sort queues', id: 'queue-sort' },
       h('option', { value: 'name' }, 'by name'), h('option', { value: 'depth' }, 'deepest first'),
       h('option', { value: 'oldest' }, 'oldest message first'));
-    sort.addEventListener('change', () => { this.sort = sort.value; this.pager.reset(); this.refresh(); });
+    sort.addEventListener('change', () => { this.sort = sort.value; this.pager.reset(); this.refresh(true); });
     this.title = h('h1', null, 'Overview');
     this.sub = h('div', { class: 'muted small' });
     replace(root, this.title, this.sub, this.cards,
@@ -32,12 +33,21 @@ export class OverviewView {
       this.nodes);
   }
 
-  async refresh() {
+  // refresh polls the totals every time, and the queue list (whose answer walks every queue on
+  // the server) every tick up to 2,000 queues, then once in queues/2,000 ticks: every 10 s at
+  // 10,000. A search, sort or page change (force) asks at once.
+  async refresh(force) {
+    const known = this.session.overview ? this.session.overview.queues : 0;
+    const every = Math.max(1, Math.ceil(known / 2000));
+    const list = force === true || !this.page || this.ticks % every === 0;
+    this.ticks++;
     const [ov, page] = await Promise.all([
       get('/api/v1/overview'),
-      get('/api/v1/queues' + query({ search: this.search, sort: this.sort, after: this.pager.cursor, limit: LIMIT })),
+      list ? get('/api/v1/queues' + query({ search: this.search, sort: this.sort, after: this.pager.cursor, limit: LIMIT })) : this.page,
     ]);
+    this.page = page;
     this.session.overview = ov;
+    this.every = every;
     replace(this.sub, 'Node ', ov.node_id || '–', ' · Fila ', ov.version || '–',
       ' · authentication ', ov.authentication ? 'on' : 'off', ov.cluster ? ' · clustered' : ' · single node');
     replace(this.cards,
@@ -53,12 +63,13 @@ export class OverviewView {
       { label: 'Delayed', num: true, cell: (q) => num(q.delayed) },
       { label: 'Parked', num: true, cell: (q) => num(q.parked) },
       { label: 'DLQ', num: true, cell: (q) => q.dlq_depth > 0 ? h('span', { class: 'tag bad' }, num(q.dlq_depth)) : '0' },
-      { label: 'Oldest', num: true, cell: (q) => age(q.oldest_age_ms) },
+      { label: 'Oldest', num: true, title: 'Age of the oldest ready message', cell: (q) => age(q.oldest_age_ms) },
       { label: 'Enq/s', num: true, title: 'Enqueued per second, last minute', cell: (q) => rate(q.enqueued_per_s) },
       { label: 'Ack/s', num: true, title: 'Acknowledged per second, last minute', cell: (q) => rate(q.acked_per_s) },
       { label: 'Keys', num: true, title: 'Fairness keys', cell: (q) => num(q.fairness_keys) },
     ], rows, this.search ? 'No queue matches “' + this.search + '”.' : 'No queues yet.'),
-    this.pager.view(rows.length, page.total, LIMIT));
+    this.pager.view(rows.length, page.total, LIMIT),
+    every > 1 ? h('p', { class: 'muted small' }, 'With ', num(ov.queues), ' queues this list is refreshed every ', every * 2, ' s; the totals every 2 s.') : '');
     if (ov.cluster) {
       this.nodes.hidden = false;
       try {

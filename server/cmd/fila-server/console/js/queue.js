@@ -123,9 +123,11 @@ export class QueueView {
     this.dlqDepth = qs.dlq_depth || 0;
     replace(this.cards,
       card('Depth', num(qs.depth)), card('Ready', num(qs.ready)), card('In flight', num(qs.in_flight)),
-      card('Delayed', num(qs.delayed)), card('Parked', num(qs.parked)),
+      card('Delayed', num(qs.delayed)), qs.throttled !== undefined ? card('Throttled', num(qs.throttled)) : '',
+      qs.held > 0 ? card('Held (ordering)', num(qs.held)) : '', card('Parked', num(qs.parked)),
       card('Dead-lettered', num(qs.dlq_depth), qs.dlq_depth > 0 ? 'bad' : ''),
-      card('Oldest message', age(qs.oldest_age_ms)), card('Fairness keys', num(qs.fairness_keys)),
+      card('Oldest ready', age(qs.oldest_age_ms)), card('Fairness keys', num(qs.fairness_keys)),
+      qs.consumers !== undefined ? card('Consumers', num(qs.consumers)) : '',
       card('Enqueued/s', rate(qs.enqueued_per_s)), card('Acked/s', rate(qs.acked_per_s)));
     this.chart.add({ enq: qs.enqueued_per_s || 0, ack: qs.acked_per_s || 0 });
     if (!this.defined) { replace(this.definition, kv(qs.definition || {})); this.defined = true; }
