@@ -98,7 +98,7 @@ func (q *Queue) KeyTable(now int64, o KeyTableOptions) KeyTable {
 	if o.After != "" {
 		c := KeyRow{Key: o.After}
 		if k, ok := q.keyIdx[o.After]; ok {
-			c = q.keyRow(k, leased, now)
+			c = q.keyRow(k, leased, now, o.Sort == KeysByDeliveries)
 		}
 		cursor = &c
 	}
@@ -109,7 +109,7 @@ func (q *Queue) KeyTable(now int64, o KeyTableOptions) KeyTable {
 			continue
 		}
 		t.Total++
-		row := q.keyRow(uint32(i), leased, now)
+		row := q.keyRow(uint32(i), leased, now, o.Sort == KeysByDeliveries)
 		if cursor != nil && !rowBefore(o.Sort, cursor, &row) {
 			continue
 		}
@@ -132,6 +132,9 @@ func (q *Queue) KeyTable(now int64, o KeyTableOptions) KeyTable {
 		t.Next = rows[limit-1].Key
 	}
 	for i := range rows {
+		if o.Sort != KeysByDeliveries { // read for the page's rows only
+			rows[i].DeliveriesLastMinute = q.rates.ofKey(q.keyIdx[rows[i].Key], now)
+		}
 		if rows[i].Backlog > 0 && t.BacklogWeight > 0 {
 			rows[i].WeightedShare = float64(rows[i].Weight) / float64(t.BacklogWeight)
 		}
@@ -140,12 +143,17 @@ func (q *Queue) KeyTable(now int64, o KeyTableOptions) KeyTable {
 	return t
 }
 
-// keyRow reads key k's row (without its share; leased: leasedPerKey).
-func (q *Queue) keyRow(k uint32, leased []uint32, now int64) KeyRow {
+// keyRow reads key k's row (without its share, and without its deliveries unless deliveries;
+// leased: leasedPerKey).
+func (q *Queue) keyRow(k uint32, leased []uint32, now int64, deliveries bool) KeyRow {
 	ks := &q.keys[k]
 	inFlight := leasedOf(leased, k)
-	return KeyRow{Key: ks.name, Backlog: uint64(ks.refs - inFlight), Ready: uint64(ks.pending), InFlight: uint64(inFlight),
-		Weight: ks.weight, Deficit: ks.deficit, DeliveriesLastMinute: q.rates.ofKey(k, now)}
+	row := KeyRow{Key: ks.name, Backlog: uint64(ks.refs - inFlight), Ready: uint64(ks.pending), InFlight: uint64(inFlight),
+		Weight: ks.weight, Deficit: ks.deficit}
+	if deliveries {
+		row.DeliveriesLastMinute = q.rates.ofKey(k, now)
+	}
+	return row
 }
 
 // rowBefore reports whether row a comes before row b in sort s (keys are unique, so two rows of
