@@ -107,10 +107,10 @@ func (b *browser) checkFaults() {
 	b.faults = nil
 }
 
-// do runs steps within 15 s.
+// do runs steps within 30 s (generous: make test runs it beside every other package).
 func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	if err := chromedp.Do(ctx, steps...); err != nil {
 		b.t.Fatalf("%s: %v\nthe page says: %s", what, err, b.text("body"))
@@ -120,7 +120,7 @@ func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
 // waitJS waits until the expression is true.
 func (b *browser) waitJS(what, expr string) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingInterval(50*time.Millisecond))); err != nil {
 		b.t.Fatalf("%s: %v\nthe page says: %s", what, err, b.text("body"))
@@ -163,7 +163,7 @@ func (b *browser) goTo(hash string) {
 // shot saves a screenshot as console-<name>.png: of the viewport, or of the whole page.
 func (b *browser) shot(name string, whole bool) {
 	b.t.Helper()
-	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 	defer cancel()
 	capture := chromedp.CaptureScreenshot()
 	if whole {
