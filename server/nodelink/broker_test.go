@@ -1,0 +1,217 @@
+package nodelink_test
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/meta"
+	"github.com/filamq/fila/server/nodelink"
+	"github.com/filamq/fila/server/service"
+)
+
+// Three brokers, each with its own link over loopback TCP (broker.Options.Cluster.Network): the
+// shape of server/broker's in-process cluster tests, over the network.
+
+var _ broker.Network = (*nodelink.Link)(nil)
+
+type node struct {
+	link *nodelink.Link
+	b    *broker.Broker
+}
+
+func startBrokers(t *testing.T) map[meta.NodeID]*node {
+	t.Helper()
+	ids := []meta.NodeID{"n1", "n2", "n3"}
+	nodes := map[meta.NodeID]*node{}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var members []meta.Node
+	for _, id := range ids {
+		l, err := nodelink.New(nodelink.Config{Cluster: "test", NodeID: id, Listen: "127.0.0.1:0", Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[id] = &node{link: l}
+		members = append(members, meta.Node{ID: id, Address: l.Addr()})
+	}
+	for _, a := range ids {
+		for _, m := range members {
+			nodes[a].link.AddPeer(m.ID, m.Address)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, len(ids))
+	for _, id := range ids {
+		n := nodes[id]
+		wg.Go(func() {
+			o := broker.DefaultOptions(t.TempDir())
+			o.Sync = false
+			o.IdleTimeout = -1
+			o.Cluster = broker.Cluster{NodeID: string(id), Network: n.link, Members: members,
+				HeartbeatTimeout: 150 * time.Millisecond}
+			b, err := broker.Open(o)
+			if err != nil {
+				errs <- fmt.Errorf("node %s: %w", id, err)
+				return
+			}
+			n.b = b
+			n.link.SetHandler(b)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, n := range nodes {
+			n.stop()
+		}
+	})
+	eventually(t, "every node's meta state lists the three members", func() bool {
+		for _, n := range nodes {
+			if len(n.b.Nodes()) != 3 {
+				return false
+			}
+		}
+		return true
+	})
+	return nodes
+}
+
+// stop stops the node's broker and link (as a node that goes down).
+func (n *node) stop() {
+	if n.b != nil {
+		_ = n.b.Close()
+		n.b = nil
+	}
+	_ = n.link.Close()
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("still not true after a minute: %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// leaderOf is the node that leads queue now ("" while none does).
+func leaderOf(nodes map[meta.NodeID]*node, queue string) meta.NodeID {
+	for id, n := range nodes {
+		if n.b != nil && n.b.Leads(queue) {
+			return id
+		}
+	}
+	return ""
+}
+
+// sink collects a subscription's deliveries.
+type sink struct{ ch chan service.Delivery }
+
+func (s *sink) Subscribed(string) {}
+func (s *sink) Deliver(ds []service.Delivery, onWritten func()) bool {
+	for _, d := range ds {
+		d.Payload = append([]byte(nil), d.Payload...)
+		select {
+		case s.ch <- d:
+		default:
+			return false
+		}
+	}
+	if onWritten != nil {
+		onWritten()
+	}
+	return true
+}
+func (s *sink) Ended(*broker.Error) {}
+
+func enqueue(t *testing.T, b *broker.Broker, msgs []broker.Message) []broker.EnqueueResult {
+	t.Helper()
+	type answer struct {
+		rs []broker.EnqueueResult
+		e  *broker.Error
+	}
+	ch := make(chan answer, 1)
+	b.Enqueue(msgs, func(rs []broker.EnqueueResult, e *broker.Error) {
+		ch <- answer{append([]broker.EnqueueResult(nil), rs...), e}
+	})
+	a := <-ch
+	if a.e != nil {
+		t.Fatalf("enqueue: %v", a.e)
+	}
+	return a.rs
+}
+
+// A queue created on any node, leader of the meta group or not, is replicated on the three nodes
+// over the links; when its leader's node goes down, another replica takes over and delivers
+// every message enqueued before, body included.
+func TestBrokersOverTheLink(t *testing.T) {
+	nodes := startBrokers(t)
+	for i, id := range []meta.NodeID{"n1", "n2", "n3"} {
+		name := fmt.Sprint("q", i)
+		if e := nodes[id].b.CreateQueue(broker.QueueSpec{Name: name}); e != nil {
+			t.Fatalf("creating %s on %s: %v", name, id, e)
+		}
+		if e := nodes[id].b.CreateQueue(broker.QueueSpec{Name: name}); e == nil || e.Code != broker.CodeQueueAlreadyExists {
+			t.Fatalf("creating %s again on %s answered %v", name, id, e)
+		}
+	}
+	for i := range 3 {
+		name := fmt.Sprint("q", i)
+		eventually(t, name+" has a leader", func() bool { return leaderOf(nodes, name) != "" })
+	}
+
+	lead := leaderOf(nodes, "q0")
+	var msgs []broker.Message
+	for i := range 50 {
+		msgs = append(msgs, broker.Message{Queue: "q0", Payload: fmt.Appendf(nil, "body-%d", i)})
+	}
+	for _, r := range enqueue(t, nodes[lead].b, msgs) {
+		if r.Code != broker.CodeOk {
+			t.Fatalf("enqueue answered %v", r.Code)
+		}
+	}
+	nodes[lead].stop()
+	var next meta.NodeID
+	eventually(t, "another replica leads q0", func() bool { next = leaderOf(nodes, "q0"); return next != "" && next != lead })
+
+	s := &sink{ch: make(chan service.Delivery, 100)}
+	sub, e := nodes[next].b.Subscribe(broker.SubscribeRequest{Queue: "q0", ConsumerID: "c1", Credit: 100}, s)
+	if e != nil {
+		t.Fatalf("subscribe on the new leader: %v", e)
+	}
+	_ = sub
+	seen := map[string]bool{}
+	timeout := time.After(time.Minute)
+	for len(seen) < 50 {
+		select {
+		case d := <-s.ch:
+			seen[string(d.Payload)] = true
+			done := make(chan []broker.Code, 1)
+			nodes[next].b.Ack([]broker.AckItem{{Queue: "q0", ID: d.ID}}, func(cs []broker.Code, e *broker.Error) {
+				if e != nil {
+					t.Errorf("ack: %v", e)
+				}
+				done <- cs
+			})
+			if cs := <-done; len(cs) != 1 || cs[0] != broker.CodeOk {
+				t.Fatalf("ack answered %v", cs)
+			}
+		case <-timeout:
+			t.Fatalf("the new leader delivered %d of 50 messages", len(seen))
+		}
+	}
+	for i := range 50 {
+		if !seen[fmt.Sprintf("body-%d", i)] {
+			t.Fatalf("body-%d was not delivered", i)
+		}
+	}
+}
