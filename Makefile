@@ -130,6 +130,15 @@ bench-compare:
 bench-compare-quick:
 	$(GO) run ./tools/compare -quick $(COMPARE_FLAGS)
 
+.PHONY: chaos
+
+## chaos: the history checker's long run (tools/chaos): fila-server on loopback under enqueue,
+## consume and ack load through the Go SDK while a nemesis kills -9 and restarts it, then the
+## history checked; prints operations, faults, lost, duplicated, unavailability windows
+## (CHAOS_FLAGS=-help; e.g. CHAOS_FLAGS="-duration 10m -faults kill,pause")
+chaos:
+	$(GO) run ./tools/chaos/cmd/chaos $(CHAOS_FLAGS)
+
 .PHONY: release release-snapshot
 
 ## release: make release VERSION=vX.Y.Z (docs/releasing.md): on the current branch, with a clean

@@ -12,6 +12,7 @@ const (
 	RuleLost                = "lost"
 	RuleRedeliveredAfterAck = "redelivered after ack"
 	RulePhantom             = "phantom"
+	RuleNotDrained          = "not drained"
 )
 
 // UnavailableGap is the shortest pause in successful enqueues, or in deliveries, that
@@ -90,7 +91,7 @@ func (f Figures) String() string {
 // Report is the checker's verdict.
 type Report struct {
 	Figures
-	Drained    bool // the history ends with a successful drain: lost messages were looked for
+	Drained    bool // the history ends with a finished drain: lost messages were looked for
 	Violations []Violation
 }
 
@@ -156,8 +157,12 @@ func Check(history []Op) Report {
 			m := get(op.Value)
 			m.acks = append(m.acks, op)
 		case Drained:
-			if op.Outcome == Ok {
+			switch op.Outcome {
+			case Ok:
 				r.Drained = true
+			case Fail:
+				r.Drained = true
+				r.Violations = append(r.Violations, Violation{Rule: RuleNotDrained, Op: *op, Detail: op.Err})
 			}
 		case Fault:
 			r.Faults++

@@ -19,6 +19,7 @@ type Workload struct {
 	Consumers int           // default 2
 	Batch     int           // messages per Enqueue frame (default 1)
 	OpTimeout time.Duration // bound of each call (default 5s); a call past it is Unknown
+	Rate      int           // messages enqueued per second by all producers together (0: as fast as answered)
 }
 
 func (w Workload) withDefaults() Workload {
@@ -98,7 +99,11 @@ func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error 
 		return nilIfDone(ctx, err)
 	}
 	defer c.Close()
+	began := time.Now()
 	for n := 0; ctx.Err() == nil; {
+		if w.Rate > 0 { // the n messages sent so far are due by n/(Rate/Producers) seconds
+			pause(ctx, time.Until(began.Add(time.Duration(float64(n)*float64(w.Producers)/float64(w.Rate)*float64(time.Second)))))
+		}
 		msgs := make([]fila.Message, w.Batch)
 		ops := make([]Op, w.Batch)
 		start := rec.Now()
@@ -171,58 +176,67 @@ func ack(d *fila.Delivery, client int, rec *Recorder, timeout time.Duration, fin
 	rec.Add(op)
 }
 
-// Drain consumes and acks every message still stored in the queue (each delivery recorded with
-// Final set) until the queue reports none stored, in flight or delayed, and records Drained;
-// a queue not empty by ctx's end is an error (and Drained is recorded as failed).
-func (w Workload) Drain(ctx context.Context, rec *Recorder) error {
+// Drain consumes and acks every message still stored in the queue, each delivery recorded with
+// Final set, until the queue reports none stored, in flight or delayed, or until nothing was
+// delivered for quiet (longer than the queue's lease, so that leases lost with the workload's
+// consumers have run out) while it still counts some. It records Drained: Ok for an empty queue,
+// Fail for a queue that counts messages it does not deliver, Unknown when ctx ended first (then
+// the error says why).
+func (w Workload) Drain(ctx context.Context, rec *Recorder, quiet time.Duration) error {
 	const client = 1000
 	start := rec.Now()
-	err := w.drain(ctx, client, rec)
+	left, err := w.drain(ctx, client, rec, quiet)
 	op := Op{Client: client, Kind: Drained, Outcome: Ok, Invoke: start, Complete: rec.Now()}
-	if err != nil {
-		op.Outcome, op.Err = Fail, err.Error()
+	switch {
+	case err != nil:
+		op.Outcome, op.Err = Unknown, err.Error()
+	case left > 0:
+		op.Outcome, op.Err = Fail, fmt.Sprintf("the queue counts %d messages and delivered none of them for %v", left, quiet)
 	}
 	rec.Add(op)
 	return err
 }
 
-func (w Workload) drain(ctx context.Context, client int, rec *Recorder) error {
+func (w Workload) drain(ctx context.Context, client int, rec *Recorder, quiet time.Duration) (uint64, error) {
 	w = w.withDefaults()
 	c, err := fila.DialSeeds(ctx, w.Addrs, clientOptions())
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c.Close()
 	cons, err := c.Consume(ctx, w.Queue, fila.ConsumeOptions{MaxUnacked: 256})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer cons.Close()
 	var acks sync.WaitGroup
 	defer acks.Wait()
+	last := time.Now()
 	for {
 		wait, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		d, err := cons.Next(wait)
 		cancel()
 		if err == nil {
+			last = time.Now()
 			at := rec.Now()
 			rec.Add(Op{Client: client, Kind: Deliver, Value: string(d.Payload), ID: d.ID.String(), Outcome: Ok, Invoke: at, Complete: at, Final: true})
 			acks.Go(func() { ack(d, client, rec, w.OpTimeout, true) })
 			continue
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("the queue was not drained: %w", ctx.Err())
+			return 0, fmt.Errorf("the queue was not drained: %w", ctx.Err())
 		}
 		if !errors.Is(err, context.DeadlineExceeded) {
-			return err
+			return 0, err
 		}
 		acks.Wait() // an unacked delivery still counts as in flight
 		st, err := c.GetStats(ctx, w.Queue)
 		if err != nil {
 			continue
 		}
-		if st.Depth+st.InFlight+st.Delayed == 0 {
-			return nil
+		left := st.Depth + st.InFlight + st.Delayed
+		if left == 0 || time.Since(last) > quiet {
+			return left, nil
 		}
 	}
 }

@@ -17,9 +17,10 @@ const (
 	Deliver
 	// Ack of the message Value (ID).
 	Ack
-	// Drained records that the final drain emptied the queue: every message still stored when it
-	// was invoked was delivered (with Final set) before it completed. Without an Ok Drained the
-	// checker cannot tell lost messages and does not look for them.
+	// Drained records the end of the final drain: every message still deliverable when it was
+	// invoked was delivered (with Final set) before it completed. Ok: the queue was then empty;
+	// Fail: it still counted messages it did not deliver (Err says how many), a violation; Unknown:
+	// the drain could not finish, and without it the checker does not look for lost messages.
 	Drained
 	// Fault is the nemesis at work from Invoke (injected) to Complete (healed); Value describes it.
 	Fault

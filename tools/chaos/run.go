@@ -17,7 +17,7 @@ type Config struct {
 	Seed       uint64
 	Workload   Workload      // Addrs default to the cluster's, Queue to "chaos"
 	Visibility time.Duration // the queue's lease (default 2s: the drain waits for leases lost with their consumers)
-	DrainFor   time.Duration // bound of the final drain (default 60s)
+	DrainFor   time.Duration // bound of the final drain (default 60s; it waits 3 leases and 1 s for a stuck message)
 }
 
 // Result is a run's history and its verdict.
@@ -80,7 +80,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{History: rec.History()}, fmt.Errorf("workload: %w", loadErr)
 	}
 	drain, cancel := context.WithTimeout(ctx, cfg.DrainFor)
-	err = w.Drain(drain, rec)
+	err = w.Drain(drain, rec, 3*cfg.Visibility+time.Second)
 	cancel()
 	h := rec.History()
 	res := Result{History: h, Report: Check(h)}
