@@ -137,3 +137,30 @@ func TestAckBeforeCommitFails(t *testing.T) {
 	}
 	t.Logf("as it must, the checker failed:\n%s", violationsShort(r, 6))
 }
+
+// Pauses (SIGSTOP, SIGCONT) mixed with kill -9 and restart lose nothing either.
+func TestPauseAndKillLoseNothing(t *testing.T) {
+	c := startCluster(t, 1)
+	res, err := Run(context.Background(), Config{
+		Cluster: c, Nemesis: Mix{Pause{Cluster: c}, KillRestart{Cluster: c}}, Seed: 2,
+		Duration: 6 * time.Second, FaultEvery: time.Second, FaultHold: 500 * time.Millisecond,
+		Workload: Workload{Producers: 2, Consumers: 2, Batch: 4, Rate: 4000},
+	})
+	r := res.Report
+	t.Logf("%v", r.Figures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() {
+		t.Fatalf("the history broke the queue's promises:\n%s", violations(r))
+	}
+	paused := 0
+	for _, op := range res.History {
+		if op.Kind == Fault && strings.HasPrefix(op.Value, "SIGSTOP") {
+			paused++
+		}
+	}
+	if paused == 0 || !r.Drained {
+		t.Fatalf("no pause in %d faults, or no drain: %v", r.Faults, r.Figures)
+	}
+}
