@@ -64,6 +64,10 @@ func run(args []string) int {
 	}
 	log := newLogger(cfg)
 	if err := serve(cfg, log); err != nil {
+		if bad := (*badInputError)(nil); errors.As(err, &bad) {
+			fmt.Fprintln(os.Stderr, "fila-server:", bad)
+			return 2
+		}
 		log.Error("fila-server stopped", "err", err)
 		return 1
 	}
@@ -93,6 +97,13 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	// a second server on it says so and leaves the first alone.
 	if err := storage.CheckNotInUse(cfg.DataDir); err != nil {
 		return err
+	}
+	id, err := claimDataDir(cfg)
+	if err != nil {
+		return err
+	}
+	if cfg.Clustered() {
+		return errNoNodeLink(id)
 	}
 	// The queues' memory outside the Go heap: its scratch files and sweeps start with the
 	// broker's options below, and end after the broker (startScratch's stop).
@@ -297,7 +308,7 @@ func transportOptions(cfg config.Config, tlsCerts *certs.Reloader, log *slog.Log
 		MaxInflight: cfg.MaxInflight, MaxSubscriptions: cfg.MaxSubscriptions,
 		PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, Logger: log, Registry: reg,
 		Budget: budget, NoMemoryAccounting: !cfg.MemoryAccounting, MaxConnectionMemory: int64(cfg.MaxConnectionMemory),
-		ReassemblyTimeout: cfg.ReassemblyTimeout,
+		ReassemblyTimeout: cfg.ReassemblyTimeout, NodeID: cfg.NodeID,
 	}
 }
 
