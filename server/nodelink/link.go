@@ -121,10 +121,13 @@ type Link struct {
 
 // Stats counts what the link sent and received since it started.
 type Stats struct {
-	BytesSent, BytesReceived     atomic.Uint64
-	FramesSent, FramesReceived   atomic.Uint64
-	HeartbeatsSent, AppendsSent  atomic.Uint64 // AppendEntries without entries (heartbeats), with entries
-	SnapshotsSent, SnapshotBytes atomic.Uint64
+	BytesSent, BytesReceived   atomic.Uint64
+	FramesSent, FramesReceived atomic.Uint64
+	// AppendEntries sent: heartbeats (raft's, every HeartbeatTimeout/10 per follower), others
+	// without entries (raft's leader sends one every CommitTimeout per follower, to carry the
+	// commit index), and with entries.
+	HeartbeatsSent, EmptyAppendsSent, AppendsSent atomic.Uint64
+	SnapshotsSent, SnapshotBytes                  atomic.Uint64
 }
 
 // peer is another node: its address, its connection when up, and whether it is cut off.

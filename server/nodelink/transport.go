@@ -117,9 +117,12 @@ func (t *Transport) AppendEntries(id raft.ServerID, _ raft.ServerAddress, args *
 }
 
 func (t *Transport) countAppend(args *raft.AppendEntriesRequest) {
-	if len(args.Entries) == 0 {
+	switch {
+	case isHeartbeat(args):
 		t.l.stats.HeartbeatsSent.Add(1)
-	} else {
+	case len(args.Entries) == 0:
+		t.l.stats.EmptyAppendsSent.Add(1)
+	default:
 		t.l.stats.AppendsSent.Add(1)
 	}
 }
