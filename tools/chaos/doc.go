@@ -24,6 +24,10 @@
 //     but not a violation. Operations answered neither Ok nor with a broker's error (a lost
 //     connection, a timeout) may or may not have taken effect and are read both ways.
 //
-// [Run] ties them together; TestKillRestartLosesNothing runs it briefly against one real
-// fila-server; make chaos runs it longer (cmd/chaos) and prints its figures.
+// [Run] ties them together. TestKillRestartLosesNothing runs it briefly against one real
+// fila-server killed -9 and restarted, TestPauseAndKillLoseNothing adds SIGSTOP/SIGCONT; both
+// must pass. TestAckBeforeCommitFails shows the checker failing on purpose against a broker
+// that acknowledges before the commit: fila-server with --fsync=false on a faultfs mount, and
+// power cuts (kill -9, then every unsynced byte dropped). make chaos runs it longer (cmd/chaos)
+// and prints its figures; docs/chaos.md says how to read them.
 package chaos
