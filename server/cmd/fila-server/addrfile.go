@@ -12,6 +12,8 @@ type boundAddrs struct {
 	FIBP string `json:"fibp"`
 	Rift string `json:"rift,omitempty"` // absent without Rift
 	HTTP string `json:"http,omitempty"` // absent without http_listen
+	// Cluster is the inter-node address (cluster_listen) of a cluster node; absent on a single node.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // writeAddrFile writes a to path through a temporary file and a rename, so that a reader sees

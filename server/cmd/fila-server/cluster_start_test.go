@@ -2,11 +2,16 @@ package main
 
 import (
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/config"
+	"github.com/filamq/fila/server/internal/fibptest"
 )
 
 // The cluster's start-up settings through the real binary: each bad input is one line on stderr
@@ -57,52 +62,94 @@ func TestClusterSettingsRefusedWithOneLine(t *testing.T) {
 }
 
 // A cluster node's data directory records the node and its cluster on the first start; every
-// start after checks them. Until the node link is built, a cluster node's start then stops with
-// one line saying so.
+// start after checks them, and a restart needs no initial_cluster. A cluster of one founder
+// serves alone.
 func TestDataDirBelongsToOneNodeOfOneCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
 	}
 	bin := buildServer(t)
 	env := serverEnv()
-	dir := t.TempDir()
-	run := func(want string, args ...string) string {
-		t.Helper()
-		return refusedLine(t, bin, env, want, append([]string{"--data-dir", dir}, args...)...)
+	dir, addr := t.TempDir(), freeAddr(t)
+	founders := "1=" + addr
+	node1 := func(more ...string) *serverProc {
+		return startServer(t, bin, nil, append([]string{"--data-dir", dir, "--listen", "127.0.0.1:0", "--http-listen", "",
+			"--log-level", "warn", "--node-id", "1", "--cluster-listen", addr}, more...)...)
 	}
-	line := run("this build has no inter-node link yet", "--node-id", "1", "--cluster-listen", "127.0.0.1:0", "--initial-cluster", testFounders)
+	srv := node1("--initial-cluster", founders)
+	if srv.addrs.Cluster != addr {
+		t.Errorf("addr file %+v: cluster %q, want %q", srv.addrs, srv.addrs.Cluster, addr)
+	}
+	c := fibptest.Dial(t, srv.addrs.FIBP)
+	if ok := c.Handshake(); ok.NodeID != 1 {
+		t.Errorf("HandshakeOk node_id %d, want 1", ok.NodeID)
+	}
+	if r := c.Call(1, &fibp.CreateQueue{Name: "kept"}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+		t.Fatalf("CreateQueue: %v", r.ErrorCode)
+	}
+	if err := srv.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
 	var id nodeIdentity
 	data, err := os.ReadFile(filepath.Join(dir, identityFile))
 	if err != nil || json.Unmarshal(data, &id) != nil {
 		t.Fatalf("no identity written on the first start (%v):\n%s", err, data)
 	}
-	if id.NodeID != 1 || id.Founders != testFounders || !strings.HasPrefix(id.ClusterID, "fila-") || !strings.Contains(line, id.ClusterID) {
-		t.Fatalf("identity %+v; the refusal said: %s", id, line)
+	if id.NodeID != 1 || id.Founders != founders || !strings.HasPrefix(id.ClusterID, "fila-") {
+		t.Fatalf("identity %+v", id)
 	}
 
-	// Every founder computes the same cluster ID from the same list, in any order.
-	other := t.TempDir()
-	refusedLine(t, bin, env, id.ClusterID, "--data-dir", other, "--node-id", "3", "--cluster-listen", "127.0.0.1:0",
-		"--initial-cluster", "3=127.0.0.1:17003,2=127.0.0.1:17002,1=127.0.0.1:17001")
-
-	run("belongs to node 1 of cluster "+id.ClusterID+" (founded as "+testFounders+"), not node 2",
+	run := func(want string, args ...string) {
+		t.Helper()
+		refusedLine(t, bin, env, want, append([]string{"--data-dir", dir}, args...)...)
+	}
+	run("belongs to node 1 of cluster "+id.ClusterID+" (founded as "+founders+"), not node 2",
 		"--node-id", "2", "--cluster-listen", "127.0.0.1:0", "--initial-cluster", testFounders)
-	run("belongs to cluster "+id.ClusterID,
-		"--node-id", "1", "--cluster-listen", "127.0.0.1:0", "--initial-cluster", "1=127.0.0.1:17001,2=127.0.0.1:17002,3=127.0.0.1:17004")
-	run("belongs to node 1 of cluster " + id.ClusterID + " (founded as " + testFounders + "): start it with --node-id 1")
-	// A restart needs neither the founders nor join: the directory knows them.
-	run("node 1 of cluster "+id.ClusterID, "--node-id", "1", "--cluster-listen", "127.0.0.1:0")
-	data2, _ := os.ReadFile(filepath.Join(dir, identityFile))
-	if string(data2) != string(data) {
-		t.Fatalf("identity rewritten by a restart:\n%s\nwas\n%s", data2, data)
+	run("belongs to cluster "+id.ClusterID+" (founded as "+founders+"), not the cluster initial_cluster names ("+testFounders,
+		"--node-id", "1", "--cluster-listen", addr, "--initial-cluster", testFounders)
+	run("belongs to node 1 of cluster " + id.ClusterID + " (founded as " + founders + "): start it with --node-id 1")
+
+	srv = node1() // no initial_cluster: the directory knows it
+	c = fibptest.Dial(t, srv.addrs.FIBP)
+	c.Handshake()
+	if r := c.Call(1, &fibp.CreateQueue{Name: "kept"}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeQueueAlreadyExists {
+		t.Fatalf("CreateQueue of the queue created before the restart: %v, want QueueAlreadyExists", r.ErrorCode)
+	}
+	if err := srv.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if again, _ := os.ReadFile(filepath.Join(dir, identityFile)); string(again) != string(data) {
+		t.Fatalf("identity rewritten by a restart:\n%s\nwas\n%s", again, data)
 	}
 
-	// A node added later records where it joined.
+	// A node added later records where it joined (joining itself is not built yet).
 	joiner := t.TempDir()
-	refusedLine(t, bin, env, "node 4 of the cluster it joined through 127.0.0.1:17001",
+	refusedLine(t, bin, env, "node 4 of the cluster it joined through 127.0.0.1:17001: joining a running cluster (join) is not built yet",
 		"--data-dir", joiner, "--node-id", "4", "--cluster-listen", "127.0.0.1:0", "--join", "127.0.0.1:17001")
 	refusedLine(t, bin, env, "belongs to node 4 of the cluster it joined through 127.0.0.1:17001, not node 5",
 		"--data-dir", joiner, "--node-id", "5", "--cluster-listen", "127.0.0.1:0", "--join", "127.0.0.1:17001")
+}
+
+// Every founder derives the same cluster ID from the list, in whatever order it was given.
+func TestClusterIDIsTheFoundersList(t *testing.T) {
+	a, _ := config.ParseInitialCluster(testFounders)
+	b, _ := config.ParseInitialCluster("3=127.0.0.1:17003, 1=127.0.0.1:17001,2=127.0.0.1:17002")
+	c, _ := config.ParseInitialCluster("1=127.0.0.1:17001,2=127.0.0.1:17002,3=127.0.0.1:17004")
+	if clusterID(a) != clusterID(b) || clusterID(a) == clusterID(c) || len(clusterID(a)) != len("fila-")+16 {
+		t.Fatalf("cluster IDs %s, %s (same list), %s (another)", clusterID(a), clusterID(b), clusterID(c))
+	}
+}
+
+// freeAddr is a loopback address free a moment ago: initial_cluster names each node's
+// inter-node address before any node starts, so port 0 cannot do.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }
 
 // A single node's data directory (a store, no identity) is served by a single node as before and

@@ -179,11 +179,3 @@ func writeIdentity(dir, path string, id nodeIdentity) error {
 	}
 	return syncPath(dir)
 }
-
-// errNoNodeLink refuses a cluster node's start while this build has no inter-node link: its
-// settings and data directory were checked (and its identity written on a first start), but it
-// cannot reach the other nodes.
-func errNoNodeLink(id nodeIdentity) error {
-	return badInput("node %d of %s: this build has no inter-node link yet (the node link of issue 29), so it cannot run a cluster node; "+
-		"start without node_id and the cluster settings to run a single node", id.NodeID, id.cluster())
-}

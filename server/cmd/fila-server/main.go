@@ -28,6 +28,7 @@ import (
 	"github.com/filamq/fila/server/internal/buildinfo"
 	"github.com/filamq/fila/server/internal/gcfloor"
 	"github.com/filamq/fila/server/membudget"
+	"github.com/filamq/fila/server/nodelink"
 	"github.com/filamq/fila/server/offheap"
 	"github.com/filamq/fila/server/storage"
 	"github.com/filamq/fila/server/transport"
@@ -102,9 +103,6 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Clustered() {
-		return errNoNodeLink(id)
-	}
 	// The queues' memory outside the Go heap: its scratch files and sweeps start with the
 	// broker's options below, and end after the broker (startScratch's stop).
 	alloc := offheap.New(offheap.Options{Logger: log})
@@ -126,6 +124,13 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	link, err := openLink(cfg, id, &bo, log)
+	if err != nil {
+		return err
+	}
+	if link != nil {
+		defer link.Close() // after the broker: serve's stop closes it first
+	}
 	defer startScratch(alloc, cfg.DataDir, bo.Storage.ReserveSize(), cfg.ShutdownTimeout, log)()
 	bo.Allocator = alloc
 	budget := memoryBudget(cfg, log)
@@ -136,6 +141,9 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		return err
 	}
 	health.b.Store(b)
+	if link != nil {
+		link.SetHandler(b)
+	}
 	reg.MustRegister(broker.NewCollector(b, broker.CollectorOptions{TopKeys: cfg.MetricsTopKeys, MaxQueues: cfg.MetricsMaxQueues}))
 
 	tlsCerts, err := loadTLS(cfg)
@@ -164,7 +172,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		}
 	}
 	if cfg.AddrFile != "" {
-		if err := writeAddrFile(cfg.AddrFile, bound(ln, rn, httpSrv)); err != nil {
+		if err := writeAddrFile(cfg.AddrFile, bound(ln, rn, httpSrv, link)); err != nil {
 			return abort(fmt.Errorf("addr_file: %w", err))
 		}
 	}
@@ -339,8 +347,11 @@ func requireAuth(cfg config.Config, b *broker.Broker, log *slog.Logger) error {
 }
 
 // bound lists the addresses the listeners are bound to, for the addr_file.
-func bound(ln net.Listener, rn *riftNode, httpSrv *http.Server) boundAddrs {
+func bound(ln net.Listener, rn *riftNode, httpSrv *http.Server, link *nodelink.Link) boundAddrs {
 	addrs := boundAddrs{FIBP: ln.Addr().String()}
+	if link != nil {
+		addrs.Cluster = link.Addr()
+	}
 	if rn != nil {
 		addrs.Rift = rn.ln.Addr().String()
 	}
