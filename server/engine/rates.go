@@ -94,12 +94,13 @@ type deliveryRates struct {
 	free  []uint32
 	sweep int // the next ring the sweep looks at
 
-	// The run of deliveries of one key in one second not yet in the rings: a delivery of the
-	// same key in the same second is one increment (Dispatch delivers a key's whole turn in a
-	// row). Every reader flushes it first.
-	runKey  uint32
-	runN    uint32
-	runFrom int64 // the run's second, in Unix ms (from runFrom to runFrom + 999)
+	// The deliveries of the current second not yet in the rings: runN of the key runKey delivered
+	// last (Dispatch delivers a key's whole DRR turn in a row), secN of the queue's before them.
+	// A delivery of the same key in the same second is one increment; every reader flushes them
+	// first.
+	runFrom    int64 // the current second, in Unix ms (from runFrom to runFrom + 999)
+	secN, runN uint32
+	runKey     uint32
 }
 
 // secondOf is the second (Unix s) of a time in Unix ms.
@@ -110,30 +111,45 @@ func secondOf(ms int64) int64 {
 	return ms / 1000
 }
 
-// count counts one delivery of key k at now (Unix ms).
+// count counts one delivery of key k at now (Unix ms): in the current second, of the key
+// delivered last, one increment (inlined in Dispatch); else countAt.
 func (d *deliveryRates) count(k uint32, now int64) {
 	if k == d.runKey && uint64(now-d.runFrom) < 1000 {
 		d.runN++
 		return
 	}
-	d.newRun(k, now)
+	d.countAt(k, now)
 }
 
-// newRun starts a run of deliveries of key k in the second of now, after flushing the last.
-func (d *deliveryRates) newRun(k uint32, now int64) {
-	d.flush()
-	sec := secondOf(now)
-	d.runKey, d.runN, d.runFrom = k, 1, sec*1000
+// countAt counts one delivery of another key than the last, or in another second.
+func (d *deliveryRates) countAt(k uint32, now int64) {
+	if uint64(now-d.runFrom) < 1000 {
+		d.flushKey()
+	} else {
+		d.flush()
+		d.runFrom = secondOf(now) * 1000
+	}
+	d.runKey, d.runN = k, 1
 }
 
-// flush counts the current run in the queue's ring and its key's.
+// flush counts the current second's deliveries in the queue's ring and the last key's.
 func (d *deliveryRates) flush() {
+	d.flushKey()
+	if d.secN > 0 {
+		d.total.addN(secondOf(d.runFrom), d.secN)
+		d.secN = 0
+	}
+}
+
+// flushKey counts the deliveries of runKey in the current second in its ring, and adds them to
+// the queue's for the second (secN).
+func (d *deliveryRates) flushKey() {
 	if d.runN == 0 {
 		return
 	}
 	k, n, sec := d.runKey, d.runN, secondOf(d.runFrom)
 	d.runN = 0
-	d.total.addN(sec, n)
+	d.secN += n
 	if int(k) < len(d.of) {
 		if i := d.of[k]; i != 0 {
 			d.rings[i-1].addN(sec, n)
