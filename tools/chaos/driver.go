@@ -12,9 +12,12 @@ import (
 
 // Workload is the clients of a run: producers enqueueing unique values and consumers acking
 // every delivery, all through the Go SDK with reconnection on, against every address given.
+// With several queues a producer sends each batch to the next queue in turn, and consumer i
+// takes queue i modulo their number (so there should be as many consumers as queues at least).
 type Workload struct {
-	Addrs     []string // fila-server FIBP addresses (the SDK's seeds)
-	Queue     string
+	Addrs     []string      // fila-server FIBP addresses (the SDK's seeds)
+	Queue     string        // the queue's name, or the prefix of Queue-0 … Queue-(Queues-1)
+	Queues    int           // default 1: the queue Queue itself
 	Producers int           // default 2
 	Consumers int           // default 2
 	Batch     int           // messages per Enqueue frame (default 1)
@@ -32,6 +35,9 @@ func (w Workload) withDefaults() Workload {
 	if w.Batch == 0 {
 		w.Batch = 1
 	}
+	if w.Queues == 0 {
+		w.Queues = 1
+	}
 	if w.OpTimeout == 0 {
 		w.OpTimeout = 5 * time.Second
 	}
@@ -45,18 +51,36 @@ func clientOptions() *fila.Options {
 		MaxReconnectWait: 250 * time.Millisecond, DialTimeout: 2 * time.Second}
 }
 
-// CreateQueue creates the workload's queue: a committed one (delivery durability committed),
+// QueueNames are the workload's queues.
+func (w Workload) QueueNames() []string {
+	w = w.withDefaults()
+	if w.Queues == 1 {
+		return []string{w.Queue}
+	}
+	names := make([]string, w.Queues)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", w.Queue, i)
+	}
+	return names
+}
+
+// CreateQueues creates the workload's queues: committed ones (delivery durability committed),
 // leases of visibility, no dead-lettering in practice (a message may be redelivered after every
 // fault).
-func (w Workload) CreateQueue(ctx context.Context, visibility time.Duration) error {
+func (w Workload) CreateQueues(ctx context.Context, visibility time.Duration) error {
 	c, err := fila.DialSeeds(ctx, w.Addrs, clientOptions())
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	_, err = c.CreateQueue(ctx, fila.QueueConfig{Name: w.Queue, VisibilityTimeout: visibility,
-		MaxAttempts: 1 << 20, DeliveryDurability: fila.DeliveryDurabilityCommitted})
-	return err
+	for _, q := range w.QueueNames() {
+		_, err = c.CreateQueue(ctx, fila.QueueConfig{Name: q, VisibilityTimeout: visibility,
+			MaxAttempts: 1 << 20, DeliveryDurability: fila.DeliveryDurabilityCommitted})
+		if err != nil {
+			return fmt.Errorf("queue %s: %w", q, err)
+		}
+	}
+	return nil
 }
 
 // Run drives the workload until ctx ends, recording every operation in rec. Producers are
@@ -99,8 +123,10 @@ func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error 
 		return nilIfDone(ctx, err)
 	}
 	defer c.Close()
+	queues := w.QueueNames()
 	began := time.Now()
 	for n := 0; ctx.Err() == nil; {
+		queue := queues[(n/w.Batch+client)%len(queues)]
 		if w.Rate > 0 { // the n messages sent so far are due by n/(Rate/Producers) seconds
 			pause(ctx, time.Until(began.Add(time.Duration(float64(n)*float64(w.Producers)/float64(w.Rate)*float64(time.Second)))))
 		}
@@ -110,7 +136,7 @@ func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error 
 		for i := range msgs {
 			n++
 			v := fmt.Sprintf("p%d-%d", client, n)
-			msgs[i] = fila.Message{Queue: w.Queue, Payload: []byte(v)}
+			msgs[i] = fila.Message{Queue: queue, Payload: []byte(v)}
 			ops[i] = Op{Client: client, Kind: Enqueue, Value: v, Invoke: start}
 		}
 		octx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
@@ -144,8 +170,10 @@ func (w Workload) consume(ctx context.Context, client int, rec *Recorder) error 
 	defer c.Close()
 	var acks sync.WaitGroup
 	defer acks.Wait()
+	queues := w.QueueNames()
+	queue := queues[(client-w.Producers)%len(queues)]
 	for ctx.Err() == nil {
-		cons, err := c.Consume(ctx, w.Queue, fila.ConsumeOptions{MaxUnacked: 64})
+		cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: 64})
 		if err != nil {
 			pause(ctx, 50*time.Millisecond)
 			continue
@@ -176,7 +204,7 @@ func ack(d *fila.Delivery, client int, rec *Recorder, timeout time.Duration, fin
 	rec.Add(op)
 }
 
-// Drain consumes and acks every message still stored in the queue, each delivery recorded with
+// Drain consumes and acks every message still stored in each queue, each delivery recorded with
 // Final set, until the queue reports none stored, in flight or delayed, or until nothing was
 // delivered for quiet (longer than the queue's lease, so that leases lost with the workload's
 // consumers have run out) while it still counts some. It records Drained: Ok for an empty queue,
@@ -185,7 +213,16 @@ func ack(d *fila.Delivery, client int, rec *Recorder, timeout time.Duration, fin
 func (w Workload) Drain(ctx context.Context, rec *Recorder, quiet time.Duration) error {
 	const client = 1000
 	start := rec.Now()
-	left, err := w.drain(ctx, client, rec, quiet)
+	var left uint64
+	var err error
+	for _, q := range w.QueueNames() {
+		var n uint64
+		if n, err = w.drain(ctx, q, client, rec, quiet); err != nil {
+			err = fmt.Errorf("queue %s: %w", q, err)
+			break
+		}
+		left += n
+	}
 	op := Op{Client: client, Kind: Drained, Outcome: Ok, Invoke: start, Complete: rec.Now()}
 	switch {
 	case err != nil:
@@ -197,14 +234,14 @@ func (w Workload) Drain(ctx context.Context, rec *Recorder, quiet time.Duration)
 	return err
 }
 
-func (w Workload) drain(ctx context.Context, client int, rec *Recorder, quiet time.Duration) (uint64, error) {
+func (w Workload) drain(ctx context.Context, queue string, client int, rec *Recorder, quiet time.Duration) (uint64, error) {
 	w = w.withDefaults()
 	c, err := fila.DialSeeds(ctx, w.Addrs, clientOptions())
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
-	cons, err := c.Consume(ctx, w.Queue, fila.ConsumeOptions{MaxUnacked: 256})
+	cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: 256})
 	if err != nil {
 		return 0, err
 	}
@@ -230,7 +267,7 @@ func (w Workload) drain(ctx context.Context, client int, rec *Recorder, quiet ti
 			return 0, err
 		}
 		acks.Wait() // an unacked delivery still counts as in flight
-		st, err := c.GetStats(ctx, w.Queue)
+		st, err := c.GetStats(ctx, queue)
 		if err != nil {
 			continue
 		}

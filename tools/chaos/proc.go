@@ -41,13 +41,13 @@ type Cluster struct {
 var StartWait = 60 * time.Second
 
 // StartCluster starts n nodes of bin, node i (from 1) in dir/node<i> with args(i) as its
-// further flags (args may be nil), and waits until each accepts connections.
+// further flags (args may be nil), all at once (a cluster's node serves once the others are up),
+// and waits until each accepts connections.
 func StartCluster(bin, dir string, n int, args func(id int) []string) (*Cluster, error) {
 	c := &Cluster{}
 	for id := 1; id <= n; id++ {
 		addr, err := loopback.FreeAddr()
 		if err != nil {
-			c.Stop()
 			return nil, err
 		}
 		node := &Node{ID: id, DataDir: filepath.Join(dir, fmt.Sprintf("node%d", id)), Addr: addr, Log: &logBuffer{}, bin: bin}
@@ -55,12 +55,39 @@ func StartCluster(bin, dir string, n int, args func(id int) []string) (*Cluster,
 			node.Args = args(id)
 		}
 		c.Nodes = append(c.Nodes, node)
-		if err := node.Start(); err != nil {
-			c.Stop()
-			return nil, err
-		}
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, node := range c.Nodes {
+		wg.Go(func() { errs[i] = node.Start() })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		c.Stop()
+		return nil, err
 	}
 	return c, nil
+}
+
+// FoundingFlags returns the cluster flags of n founding members on loopback, for StartCluster's
+// args: --node-id, --cluster-listen on a port free a moment ago, and the same --initial-cluster
+// on each. A node restarted keeps its flags (they are read only while its data directory is
+// empty).
+func FoundingFlags(n int) (func(id int) []string, error) {
+	listen := make([]string, n+1)
+	var founders []string
+	for id := 1; id <= n; id++ {
+		addr, err := loopback.FreeAddr()
+		if err != nil {
+			return nil, err
+		}
+		listen[id] = addr
+		founders = append(founders, fmt.Sprintf("%d=%s", id, addr))
+	}
+	initial := strings.Join(founders, ",")
+	return func(id int) []string {
+		return []string{"--node-id", fmt.Sprint(id), "--cluster-listen", listen[id], "--initial-cluster", initial}
+	}, nil
 }
 
 // Addrs are the nodes' FIBP addresses.

@@ -51,10 +51,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		w.Queue = "chaos"
 	}
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := w.CreateQueue(setup, cfg.Visibility)
+	err := w.CreateQueues(setup, cfg.Visibility)
 	cancel()
 	if err != nil {
-		return Result{}, fmt.Errorf("creating the queue: %w", err)
+		return Result{}, fmt.Errorf("creating the queues: %w", err)
 	}
 	rec := NewRecorder()
 	load, stop := context.WithTimeout(ctx, cfg.Duration)

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"regexp"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -21,7 +23,8 @@ import (
 
 func main() {
 	duration := flag.Duration("duration", 2*time.Minute, "how long the workload runs")
-	nodes := flag.Int("nodes", 1, "fila-server processes (more than one needs the cluster's flags in -server-args)")
+	nodes := flag.Int("nodes", 1, "fila-server processes: 1 a single node; 3 or 5 the founding members of a cluster on loopback")
+	queues := flag.Int("queues", 1, "queues (each consumer takes one; producers send to each in turn)")
 	faults := flag.String("faults", "kill", "the nemesis: a comma-separated mix of kill (kill -9, then restart) and pause (SIGSTOP, then SIGCONT); none for no faults")
 	every := flag.Duration("every", 3*time.Second, "a fault starts within this after the last one healed")
 	hold := flag.Duration("hold", time.Second, "how long a fault lasts at most")
@@ -34,10 +37,10 @@ func main() {
 	bin := flag.String("bin", "", "a fila-server binary (default: built from the repository)")
 	show := flag.Int("show", 20, "violations printed at most")
 	flag.Parse()
-	os.Exit(run(*duration, *nodes, *faults, *every, *hold, *producers, *consumers, *batch, *rate, *seed, *serverArgs, *bin, *show))
+	os.Exit(run(*duration, *nodes, *queues, *faults, *every, *hold, *producers, *consumers, *batch, *rate, *seed, *serverArgs, *bin, *show))
 }
 
-func run(duration time.Duration, nodes int, faults string, every, hold time.Duration, producers, consumers, batch, rate int,
+func run(duration time.Duration, nodes, queues int, faults string, every, hold time.Duration, producers, consumers, batch, rate int,
 	seed uint64, serverArgs, bin string, show int) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -53,7 +56,15 @@ func run(duration time.Duration, nodes int, faults string, every, hold time.Dura
 		}
 	}
 	args := strings.Fields(serverArgs)
-	c, err := chaos.StartCluster(bin, dir, nodes, func(int) []string { return args })
+	nodeArgs := func(int) []string { return args }
+	if nodes > 1 {
+		founding, err := chaos.FoundingFlags(nodes)
+		if err != nil {
+			return fail(err)
+		}
+		nodeArgs = func(id int) []string { return append(founding(id), args...) }
+	}
+	c, err := chaos.StartCluster(bin, dir, nodes, nodeArgs)
 	if err != nil {
 		return fail(err)
 	}
@@ -74,11 +85,11 @@ func run(duration time.Duration, nodes int, faults string, every, hold time.Dura
 	if len(mix) > 0 {
 		nemesis = mix
 	}
-	fmt.Printf("chaos: %d node(s) %v, %v of load (%d producers at %d messages/s in all, %d consumers, batch %d), faults %s every ≤%v for ≤%v, seed %d\n",
-		nodes, c.Addrs(), duration, producers, rate, consumers, batch, faults, every, hold, seed)
+	fmt.Printf("chaos: %d node(s) %v, %d queue(s), %v of load (%d producers at %d messages/s in all, %d consumers, batch %d), faults %s every ≤%v for ≤%v, seed %d\n",
+		nodes, c.Addrs(), queues, duration, producers, rate, consumers, batch, faults, every, hold, seed)
 	start := time.Now()
 	res, err := chaos.Run(ctx, chaos.Config{Cluster: c, Nemesis: nemesis, Duration: duration, FaultEvery: every,
-		FaultHold: hold, Seed: seed, Workload: chaos.Workload{Producers: producers, Consumers: consumers, Batch: batch, Rate: rate}})
+		FaultHold: hold, Seed: seed, Workload: chaos.Workload{Queues: queues, Producers: producers, Consumers: consumers, Batch: batch, Rate: rate}})
 	r := res.Report
 	for _, op := range res.History {
 		if op.Kind == chaos.Fault {
@@ -88,6 +99,7 @@ func run(duration time.Duration, nodes int, faults string, every, hold time.Dura
 	for _, w := range r.Unavailable {
 		fmt.Printf("unavailable: no %s from %v to %v (%v)\n", w.What, w.Start.Round(time.Millisecond), w.End.Round(time.Millisecond), (w.End - w.Start).Round(time.Millisecond))
 	}
+	printErrors(res.History)
 	for i, v := range r.Violations {
 		if i == show {
 			fmt.Printf("... and %d more violations\n", len(r.Violations)-show)
@@ -108,6 +120,32 @@ func run(duration time.Duration, nodes int, faults string, every, hold time.Dura
 	}
 	fmt.Println("chaos: ok: no acknowledged enqueue lost, no acked message delivered again, no phantom")
 	return 0
+}
+
+var addrRE = regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+):\d+`)
+
+// printErrors prints the commonest errors of the operations that failed or went unanswered.
+func printErrors(h []chaos.Op) {
+	counts := map[string]int{}
+	for _, op := range h {
+		if op.Err != "" && op.Kind != chaos.Fault {
+			counts[op.Kind.String()+" "+op.Outcome.String()+": "+addrRE.ReplaceAllString(op.Err, "$1:*")]++
+		}
+	}
+	keys := make([]string, 0, len(counts))
+	for k := range counts {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return counts[keys[i]] > counts[keys[j]] || counts[keys[i]] == counts[keys[j]] && keys[i] < keys[j]
+	})
+	for i, k := range keys {
+		if i == 8 {
+			fmt.Printf("errors: ... and %d more kinds\n", len(keys)-i)
+			break
+		}
+		fmt.Printf("errors: %d × %s\n", counts[k], k)
+	}
 }
 
 func errSuffix(s string) string {
