@@ -38,7 +38,7 @@ type conn struct {
 const maxSpare = 1 << 20 // a write buffer kept for the next write is at most this large
 
 func newConn(l *Link, peer meta.NodeID, nc net.Conn) *conn {
-	return &conn{l: l, peer: peer, nc: nc, fr: wire.NewFrameReader(nc, cluster.MinFrameSize, cluster.MaxFrameSize),
+	return &conn{l: l, peer: peer, nc: nc, fr: wire.NewFrameReader(nc, cluster.MinFrameSize, l.cfg.MaxFrame),
 		wake: make(chan struct{}, 1), done: make(chan struct{}),
 		pending: map[uint32]func(cluster.Opcode, []byte, error){}, inSnaps: map[uint32]*snapReader{},
 		outSnap: map[uint32]*snapWriter{}}

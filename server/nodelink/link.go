@@ -51,6 +51,10 @@ type Config struct {
 	// MaxInFlight is how many AppendEntries a group's pipeline to one peer keeps in flight (4
 	// when 0).
 	MaxInFlight int
+	// MaxFrame is the largest frame body the link sends and accepts (cluster.MaxFrameSize when
+	// 0, the same on every node): an AppendEntries carries the entries that fit, raft sends the
+	// rest next.
+	MaxFrame int
 	// Logger receives the link's events (slog.Default when nil).
 	Logger *slog.Logger
 }
@@ -155,6 +159,9 @@ func New(cfg Config) (*Link, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxFrame <= 0 || cfg.MaxFrame > cluster.MaxFrameSize {
+		cfg.MaxFrame = cluster.MaxFrameSize
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/filamq/fila/generated/cluster"
 	"github.com/filamq/fila/server/certs"
 	"github.com/filamq/fila/server/meta"
 )
@@ -28,16 +29,16 @@ type trio struct {
 	links map[meta.NodeID]*Link
 }
 
-// newTrio starts three links and waits until every pair is connected; tlsFor gives a node's
-// server and client TLS configurations (nil: plain TCP).
-func newTrio(t *testing.T, tlsFor func(meta.NodeID) (srv, cli *tls.Config)) *trio {
+// newTrio starts three links and waits until every pair is connected; tweak, when set, changes
+// a node's configuration.
+func newTrio(t *testing.T, tweak func(meta.NodeID, *Config)) *trio {
 	t.Helper()
 	tr := &trio{t: t, ids: []meta.NodeID{"n1", "n2", "n3"}, links: map[meta.NodeID]*Link{}}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, id := range tr.ids {
 		cfg := Config{Cluster: "test", NodeID: id, Listen: "127.0.0.1:0", Logger: quiet, Timeout: 2 * time.Second}
-		if tlsFor != nil {
-			cfg.ServerTLS, cfg.ClientTLS = tlsFor(id)
+		if tweak != nil {
+			tweak(id, &cfg)
 		}
 		l, err := New(cfg)
 		if err != nil {
@@ -293,6 +294,22 @@ func without(ids []meta.NodeID, x meta.NodeID) []meta.NodeID {
 	return out
 }
 
+func TestEntriesBeyondAFrameTravelInSeveral(t *testing.T) {
+	tr := newTrio(t, func(_ meta.NodeID, c *Config) { c.MaxFrame = 64 << 10 })
+	g := tr.startGroup("q", nil)
+	lead := g.leader(t)
+	var fs []raft.ApplyFuture
+	for i := range 60 {
+		fs = append(fs, g.rafts[lead].Apply(append([]byte(fmt.Sprint(i, "-")), bytes.Repeat([]byte("y"), 20<<10)...), 10*time.Second))
+	}
+	for _, f := range fs {
+		if err := f.Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.waitApplied(t, 60, tr.ids...)
+}
+
 func TestPartitionedLeaderIsReplacedAndCatchesUpWhenHealed(t *testing.T) {
 	tr := newTrio(t, nil)
 	g := tr.startGroup("q", nil)
@@ -369,10 +386,10 @@ func TestMutualTLS(t *testing.T) {
 		}
 		return c
 	}
-	tr := newTrio(t, func(meta.NodeID) (*tls.Config, *tls.Config) {
-		return &tls.Config{Certificates: []tls.Certificate{issue(certs.ServerUse)}, ClientCAs: pool,
-				ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13},
-			&tls.Config{Certificates: []tls.Certificate{issue(certs.ClientUse)}, RootCAs: pool, MinVersion: tls.VersionTLS13}
+	tr := newTrio(t, func(_ meta.NodeID, c *Config) {
+		c.ServerTLS = &tls.Config{Certificates: []tls.Certificate{issue(certs.ServerUse)}, ClientCAs: pool,
+			ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS13}
+		c.ClientTLS = &tls.Config{Certificates: []tls.Certificate{issue(certs.ClientUse)}, RootCAs: pool, MinVersion: tls.VersionTLS13}
 	})
 	g := tr.startGroup("q", nil)
 	g.apply(t, g.leader(t), 10, "tls")
@@ -429,5 +446,31 @@ func TestProposeMetaIsHandedToTheNode(t *testing.T) {
 	tr.links["n1"].Partition("n2")
 	if _, err := tr.links["n1"].ProposeMeta("n2", []byte("ok")); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("partitioned: %v", err)
+	}
+}
+
+func TestFitCutsEntriesToAFrame(t *testing.T) {
+	tr := &Transport{l: &Link{cfg: Config{MaxFrame: 10_000}}, group: "queue-a"}
+	var entries []*raft.Log
+	for i := range 10 {
+		entries = append(entries, &raft.Log{Index: uint64(i + 1), Term: 1, Data: make([]byte, 1000), Extensions: []byte("x")})
+	}
+	for _, keep := range []int{10, 9, 3, 1} {
+		args := &raft.AppendEntriesRequest{RPCHeader: raft.RPCHeader{ID: []byte("n1"), Addr: []byte("n1")}, Term: 1,
+			Entries: entries[:keep]}
+		if err := tr.fit(args); err != nil {
+			t.Fatal(err)
+		}
+		f := appendEntriesFrame(tr.group, args)
+		if size := cluster.HeaderSize + f.Size(); size > 10_000 {
+			t.Fatalf("%d entries fitted into a frame of %d bytes", len(args.Entries), size)
+		}
+		if want := min(keep, 9); len(args.Entries) != want {
+			t.Fatalf("of %d entries %d were kept, want %d", keep, len(args.Entries), want)
+		}
+	}
+	args := &raft.AppendEntriesRequest{Entries: []*raft.Log{{Index: 1, Data: make([]byte, 10_000)}}}
+	if err := tr.fit(args); err == nil {
+		t.Fatal("an entry larger than a frame fitted")
 	}
 }

@@ -112,8 +112,28 @@ func (t *Transport) conn(id raft.ServerID) (*conn, error) {
 // AppendEntries sends entries (or a heartbeat) to id and waits for its answer.
 func (t *Transport) AppendEntries(id raft.ServerID, _ raft.ServerAddress, args *raft.AppendEntriesRequest,
 	resp *raft.AppendEntriesResponse) error {
+	if err := t.fit(args); err != nil {
+		return err
+	}
 	t.countAppend(args)
 	return t.rpc(id, appendEntriesFrame(t.group, args), resp)
+}
+
+// fit shortens args.Entries to what one frame carries: raft reads the request's entries after
+// sending it, and sends the rest next. An entry too large for a frame alone cannot be sent.
+func (t *Transport) fit(args *raft.AppendEntriesRequest) error {
+	size := cluster.HeaderSize + 2 + len(t.group) + 5 + len(args.ID) + len(args.Addr) + 4*8 + 4
+	for i, e := range args.Entries {
+		size += 8 + 8 + 1 + 4 + len(e.Data) + 4 + len(e.Extensions) + 8
+		if size > t.l.cfg.MaxFrame {
+			if i == 0 {
+				return fmt.Errorf("nodelink: log entry %d of group %s (%d bytes) is larger than a frame", e.Index, t.group, len(e.Data))
+			}
+			args.Entries = args.Entries[:i]
+			return nil
+		}
+	}
+	return nil
 }
 
 func (t *Transport) countAppend(args *raft.AppendEntriesRequest) {
@@ -321,17 +341,20 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		return nil, ErrPipelineClosed
 	default:
 	}
+	if err := p.t.fit(args); err != nil {
+		return nil, err
+	}
 	p.t.countAppend(args)
-	_, err := p.c.call(appendEntriesFrame(p.t.group, args), func(op cluster.Opcode, body []byte, err error) {
+	id, err := p.c.call(appendEntriesFrame(p.t.group, args), func(op cluster.Opcode, body []byte, err error) {
 		if err == nil {
 			err = decodeResponse(op, body, resp)
 		}
-		f.err = err
-		close(f.ch)
+		f.complete(err)
 	})
 	if err != nil {
 		return nil, err
 	}
+	f.id = id
 	select {
 	case p.inflight <- f: // blocks while MaxInFlight are in flight: back-pressure
 		return f, nil
@@ -344,11 +367,19 @@ func (p *pipeline) deliver() {
 	for {
 		select {
 		case f := <-p.inflight:
+			timer := time.NewTimer(p.t.l.cfg.Timeout)
 			select {
 			case <-f.ch:
+			case <-timer.C:
+				// The peer holds the answer back: fail it, as NetworkTransport's read deadline
+				// does; raft leaves the pipeline for single requests.
+				p.c.forget(f.id)
+				f.complete(fmt.Errorf("nodelink: %s did not answer a pipelined AppendEntries within %v", p.c.peer, p.t.l.cfg.Timeout))
 			case <-p.done:
+				timer.Stop()
 				return
 			}
+			timer.Stop()
 			select {
 			case p.out <- f:
 			case <-p.done:
@@ -372,8 +403,17 @@ type appendFuture struct {
 	start time.Time
 	args  *raft.AppendEntriesRequest
 	resp  *raft.AppendEntriesResponse
+	id    uint32
 	ch    chan struct{}
+	once  sync.Once
 	err   error
+}
+
+func (f *appendFuture) complete(err error) {
+	f.once.Do(func() {
+		f.err = err
+		close(f.ch)
+	})
 }
 
 func (f *appendFuture) Error() error {
