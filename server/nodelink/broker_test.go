@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/meta"
 	"github.com/filamq/fila/server/nodelink"
@@ -212,6 +214,82 @@ func TestBrokersOverTheLink(t *testing.T) {
 	for i := range 50 {
 		if !seen[fmt.Sprintf("body-%d", i)] {
 			t.Fatalf("body-%d was not delivered", i)
+		}
+	}
+}
+
+// A queue's leader cut off from the other nodes (the link's Partition) is replaced; what it
+// answered Ok while cut off is not lost; healed, it catches up, takes the leadership back and
+// delivers every acknowledged message.
+func TestBrokersPartitionedLeaderIsReplaced(t *testing.T) {
+	nodes := startBrokers(t)
+	if e := nodes["n1"].b.CreateQueue(broker.QueueSpec{Name: "q"}); e != nil {
+		t.Fatal(e)
+	}
+	eventually(t, "q has a leader", func() bool { return leaderOf(nodes, "q") != "" })
+	old := leaderOf(nodes, "q")
+	want := map[string]bool{}
+	send := func(on meta.NodeID, prefix string, n int) {
+		var msgs []broker.Message
+		for i := range n {
+			msgs = append(msgs, broker.Message{Queue: "q", Payload: fmt.Appendf(nil, "%s-%d", prefix, i)})
+		}
+		for i, r := range enqueue(t, nodes[on].b, msgs) {
+			if r.Code == broker.CodeOk {
+				want[string(msgs[i].Payload)] = true
+			} else if prefix != "cut-off" {
+				t.Fatalf("enqueue on %s answered %v", on, r.Code)
+			}
+		}
+	}
+	send(old, "before", 20)
+	var others []meta.NodeID
+	for id := range nodes {
+		if id != old {
+			others = append(others, id)
+			nodes[old].link.Partition(id)
+		}
+	}
+	send(old, "cut-off", 5) // answered NotLeader (or Ok, if it committed before the cut)
+	var next meta.NodeID
+	eventually(t, "another node leads q", func() bool {
+		for _, id := range others {
+			if nodes[id].b.Leads("q") {
+				next = id
+				return true
+			}
+		}
+		return false
+	})
+	send(next, "during", 20)
+	for _, id := range others {
+		nodes[old].link.Heal(id)
+	}
+	eventually(t, "the old leader follows", func() bool { return !nodes[old].b.Leads("q") })
+	eventually(t, "the old leader takes the leadership back", func() bool {
+		if nodes[old].b.Leads("q") {
+			return true
+		}
+		if l := leaderOf(nodes, "q"); l != "" {
+			_ = nodes[l].b.TransferLeadership("q", raft.ServerID(old), nodes[old].link.Address(old, "q"))
+		}
+		return nodes[old].b.Leads("q")
+	})
+	s := &sink{ch: make(chan service.Delivery, 100)}
+	if _, e := nodes[old].b.Subscribe(broker.SubscribeRequest{Queue: "q", ConsumerID: "c1", Credit: 100}, s); e != nil {
+		t.Fatal(e)
+	}
+	got := map[string]bool{}
+	timeout := time.After(time.Minute)
+	for len(got) < len(want) {
+		select {
+		case d := <-s.ch:
+			if !want[string(d.Payload)] {
+				t.Fatalf("delivered %q, which no enqueue was answered Ok for", d.Payload)
+			}
+			got[string(d.Payload)] = true
+		case <-timeout:
+			t.Fatalf("delivered %d of %d messages", len(got), len(want))
 		}
 	}
 }
