@@ -27,8 +27,8 @@ import (
 // the server's CPU while idle without tabs and with 10 tabs open (5 on the overview sorted by
 // depth, 5 on queue pages), the requests the tabs make per second, then tools/bench's lifecycle
 // figures with no console, with the tabs polling, and with a replay of the tabs' requests from
-// Go (the broker's share alone, without the browser's CPU on the same machine), three rounds. It
-// runs only when asked.
+// Go (the broker's share alone, without the browser's CPU on the same machine), in
+// FILA_CONSOLE_LOAD_ROUNDS rounds (3). It runs only when asked.
 func TestConsoleLoad(t *testing.T) {
 	n, _ := strconv.Atoi(os.Getenv("FILA_CONSOLE_LOAD"))
 	if n <= 0 {
@@ -166,7 +166,11 @@ func TestConsoleLoad(t *testing.T) {
 	}
 	line := regexp.MustCompile(`BENCH name=(lifecycle_\S+) value=(\S+)`)
 	results := map[string][]string{}
-	for round := 0; round < 3; round++ {
+	rounds, _ := strconv.Atoi(os.Getenv("FILA_CONSOLE_LOAD_ROUNDS"))
+	if rounds <= 0 {
+		rounds = 3
+	}
+	for round := 0; round < rounds; round++ {
 		for _, mode := range []string{"none", "tabs", "replay"} {
 			open(func(int) bool { return mode == "tabs" })
 			stop := make(chan struct{})
