@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	hexvec "github.com/filamq/fila/generated/internal/hexvec"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"testing"
@@ -13,6 +14,11 @@ import (
 func fuzzFrame(f *testing.F, fresh func() Frame, seeds ...Frame) {
 	for _, s := range seeds {
 		f.Add(s.AppendTo(nil))
+	}
+	for _, ex := range examples {
+		if ex.op == fresh().Opcode() {
+			f.Add(hexvec.Bytes(f, ex.hex...))
+		}
 	}
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -126,6 +132,9 @@ func FuzzProposeMetaResult(f *testing.F) {
 func FuzzDecode(f *testing.F) {
 	for _, tc := range roundTripCases() {
 		f.Add(byte(tc.full.Opcode()), tc.full.AppendTo(nil))
+	}
+	for _, ex := range examples {
+		f.Add(byte(ex.op), hexvec.Bytes(f, ex.hex...))
 	}
 	f.Fuzz(func(t *testing.T, op byte, body []byte) {
 		fr, err := Decode(Opcode(op), body)
