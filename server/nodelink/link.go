@@ -273,7 +273,12 @@ func (l *Link) Close() error {
 			conns = append(conns, p.c)
 		}
 	}
+	groups := l.groups
+	l.groups = map[string]*Transport{}
 	l.mu.Unlock()
+	for _, t := range groups {
+		t.shut() // what waits for raft is answered; raft's calls fail from now on
+	}
 	err := l.ln.Close()
 	for _, c := range conns {
 		c.close(ErrClosed)
