@@ -128,7 +128,8 @@ func (c *Config) validateCluster() []error {
 	}
 	if !c.Clustered() {
 		var set []string
-		for _, kv := range [][2]string{{"cluster_listen", c.ClusterListen}, {"initial_cluster", c.InitialCluster}, {"join", c.Join}, {"advertise", c.Advertise}} {
+		for _, kv := range [][2]string{{"cluster_listen", c.ClusterListen}, {"initial_cluster", c.InitialCluster}, {"join", c.Join}, {"advertise", c.Advertise},
+			{"cluster_tls_cert", c.ClusterTLSCert}, {"cluster_tls_key", c.ClusterTLSKey}, {"cluster_tls_ca", c.ClusterTLSCA}} {
 			if kv[1] != "" {
 				set = append(set, kv[0])
 			}
@@ -164,10 +165,23 @@ func (c *Config) validateCluster() []error {
 			errs = append(errs, fmt.Errorf("join: %v", err))
 		}
 	}
+	if n := nonEmpty(c.ClusterTLSCert, c.ClusterTLSKey, c.ClusterTLSCA); n != 0 && n != 3 {
+		errs = append(errs, errors.New("cluster_tls_cert, cluster_tls_key and cluster_tls_ca: give all three (mutual TLS between nodes) or none"))
+	}
 	if c.Advertise != "" {
 		if err := checkAddr(c.Advertise, false); err != nil {
 			errs = append(errs, fmt.Errorf("advertise: %v", err))
 		}
 	}
 	return errs
+}
+
+func nonEmpty(ss ...string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
 }

@@ -85,6 +85,9 @@ func TestBadClusterSettings(t *testing.T) {
 		{"bad join", append(node1, "--join", "a:0"), `join: "a:0": port 0 cannot be dialled`},
 		{"bad advertise", append(node1, "--join", "a:1", "--advertise", ":5555"), `advertise: ":5555" has no host`},
 		{"replication 0", []string{"--replication", "0"}, "replication: must be 1 or more"},
+		{"cluster TLS without its CA", append(node1, "--join", "a:1", "--cluster-tls-cert", "n.pem", "--cluster-tls-key", "n-key.pem"),
+			"cluster_tls_cert, cluster_tls_key and cluster_tls_ca: give all three"},
+		{"cluster TLS on a single node", []string{"--cluster-tls-ca", "ca.pem"}, "cluster_tls_ca: a cluster setting needs node_id"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Load(tc.args, env(nil), &bytes.Buffer{})

@@ -72,6 +72,9 @@ type Config struct {
 	Join           string `yaml:"join" help:"HOST:PORT: a node that is not a founding member joins the cluster through any member's inter-node address; read only while data_dir is empty; excludes initial_cluster"`
 	Advertise      string `yaml:"advertise" help:"HOST:PORT: the FIBP address other nodes give clients for this node (leader_addr, route hints, GetClusterStatus); empty: the address listen is bound to"`
 	Replication    int    `yaml:"replication" help:"replicas per queue group, capped by the cluster's size"`
+	ClusterTLSCert string `yaml:"cluster_tls_cert" help:"PEM certificate this node presents to the other nodes, as server and as client (it needs both uses): mutual TLS on the inter-node link; with cluster_tls_key and cluster_tls_ca"`
+	ClusterTLSKey  string `yaml:"cluster_tls_key" help:"PEM private key for cluster_tls_cert"`
+	ClusterTLSCA   string `yaml:"cluster_tls_ca" help:"PEM CA bundle the other nodes' certificates must chain to (on the inter-node link only)"`
 
 	Rift Rift `yaml:"rift"`
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 
 	"github.com/filamq/fila/server/broker"
@@ -39,11 +42,41 @@ func openLink(cfg config.Config, id nodeIdentity, bo *broker.Options, log *slog.
 			peers[nodes[i].ID] = m.Addr
 		}
 	}
-	link, err := nodelink.New(nodelink.Config{Cluster: id.ClusterID, NodeID: self, Listen: cfg.ClusterListen, Peers: peers, Logger: log})
+	serverTLS, clientTLS, err := linkTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
+	link, err := nodelink.New(nodelink.Config{Cluster: id.ClusterID, NodeID: self, Listen: cfg.ClusterListen, Peers: peers,
+		ServerTLS: serverTLS, ClientTLS: clientTLS, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("cluster_listen: %w", err)
 	}
 	bo.Cluster = broker.Cluster{NodeID: string(self), Network: link, Members: nodes, Replication: cfg.Replication}
-	log.Info("cluster node", "node_id", cfg.NodeID, "cluster", id.ClusterID, "cluster_listen", link.Addr(), "founders", id.Founders)
+	log.Info("cluster node", "node_id", cfg.NodeID, "cluster", id.ClusterID, "cluster_listen", link.Addr(), "founders", id.Founders, "tls", serverTLS != nil)
 	return link, nil
+}
+
+// linkTLS is the inter-node link's mutual TLS (cluster_tls_*; nil, nil without): each node
+// accepts only peers whose certificate chains to cluster_tls_ca and presents its own
+// cluster_tls_cert both when it accepts and when it dials.
+func linkTLS(cfg config.Config) (server, client *tls.Config, err error) {
+	if cfg.ClusterTLSCert == "" {
+		return nil, nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.ClusterTLSCert, cfg.ClusterTLSKey)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster_tls_cert %s and cluster_tls_key %s: %w", cfg.ClusterTLSCert, cfg.ClusterTLSKey, err)
+	}
+	pem, err := os.ReadFile(cfg.ClusterTLSCA)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster_tls_ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, nil, fmt.Errorf("cluster_tls_ca %s: no certificates found", cfg.ClusterTLSCA)
+	}
+	server = &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert,
+		MinVersion: tls.VersionTLS13}
+	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}
+	return server, client, nil
 }

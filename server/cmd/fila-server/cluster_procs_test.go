@@ -1,7 +1,16 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
+	"math/big"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,19 +120,93 @@ func TestThreeProcessesFormACluster(t *testing.T) {
 	expectDelivered(t, leader, "orders", "first")
 }
 
+// With cluster_tls_*, the nodes reach each other over mutual TLS: one certificate per node, for
+// both uses, from the cluster's CA.
+func TestClusterOverMutualTLS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	cert, key, ca := writeNodeCerts(t)
+	nodes, _ := formCluster(t, bin, "--cluster-tls-cert", cert, "--cluster-tls-key", key, "--cluster-tls-ca", ca)
+	leader := enqueueOnLeader(t, nodes, "orders", "over TLS")
+	expectDelivered(t, leader, "orders", "over TLS")
+
+	// The link serves TLS and wants a client certificate: one without is turned away.
+	caPEM, err := os.ReadFile(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	conn, err := tls.Dial("tcp", nodes[0].addrs.Cluster, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS13})
+	if err == nil {
+		_, err = conn.Read(make([]byte, 1)) // TLS 1.3: the server refuses the missing certificate after the handshake
+		conn.Close()
+	}
+	if err == nil || !strings.Contains(err.Error(), "certificate required") {
+		t.Fatalf("a peer without a certificate: %v, want the link to require one", err)
+	}
+}
+
+// writeNodeCerts writes a CA and a node certificate for 127.0.0.1, valid as server and client.
+func writeNodeCerts(t *testing.T) (cert, key, ca string) {
+	t.Helper()
+	dir := t.TempDir()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test cluster CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageCertSign}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	nodeKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "node"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &nodeKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(nodeKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, key, ca = filepath.Join(dir, "node.pem"), filepath.Join(dir, "node-key.pem"), filepath.Join(dir, "ca.pem")
+	for path, block := range map[string]*pem.Block{cert: {Type: "CERTIFICATE", Bytes: der}, key: {Type: "EC PRIVATE KEY", Bytes: keyDER},
+		ca: {Type: "CERTIFICATE", Bytes: caDER}} {
+		if err := os.WriteFile(path, pem.EncodeToMemory(block), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return cert, key, ca
+}
+
 // Killed together (kill -9) and started again without initial_cluster, the nodes elect leaders
 // by themselves and the queue holds what was acknowledged.
 //
-// Behind FILA_TEST_CLUSTER_RESTART=1 for now: about one run in six, the queue's leader after the
-// restart finds an entry of its log gone ("failed to get log: index=5 … log not found", "failed
-// to send snapshot … no snapshots found") and the queue takes no enqueue (a replica's log
-// truncated past a snapshot that did not survive the kill, outside this package).
+// Behind FILA_TEST_CLUSTER_RESTART=1 for now: it fails about one run in six, outside this
+// package, in one of two ways. The queue's leader after the restart lacks an entry of its log
+// and has no snapshot to send instead ("failed to get log: index=5 … log not found", "failed to
+// send snapshot … no snapshots found"), and the queue takes no enqueue; or a node's start
+// removes the queue's snapshots as those of a deleted queue ("storage: removing the snapshots of
+// a deleted queue left beside no log") and the enqueue acknowledged before the kill is not
+// delivered after it.
 func TestClusterKilledAtOnceComesBack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
 	}
 	if os.Getenv("FILA_TEST_CLUSTER_RESTART") == "" {
-		t.Skip("FILA_TEST_CLUSTER_RESTART=1 runs it: a replica's log loses an entry across a kill of every node, about one run in six")
+		t.Skip("FILA_TEST_CLUSTER_RESTART=1 runs it: about one run in six a queue group does not survive a kill of every node (see the comment)")
 	}
 	bin := buildServer(t)
 	nodes, addrs := formCluster(t, bin)
@@ -142,13 +225,13 @@ func TestClusterKilledAtOnceComesBack(t *testing.T) {
 }
 
 // formCluster starts three founders on loopback and creates the queue orders through node 2.
-func formCluster(t *testing.T, bin string) ([]*clusterProc, []string) {
+func formCluster(t *testing.T, bin string, more ...string) ([]*clusterProc, []string) {
 	t.Helper()
 	addrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
 	founders := fmt.Sprintf("1=%s,2=%s,3=%s", addrs[0], addrs[1], addrs[2])
 	nodes := []*clusterProc{{id: 1, dir: t.TempDir()}, {id: 2, dir: t.TempDir()}, {id: 3, dir: t.TempDir()}}
 	start := time.Now()
-	startCluster(t, bin, nodes, addrs, "--initial-cluster", founders)
+	startCluster(t, bin, nodes, addrs, append([]string{"--initial-cluster", founders}, more...)...)
 	t.Logf("formed in %v", time.Since(start).Round(time.Millisecond))
 	c := fibptest.Dial(t, nodes[1].addrs.FIBP) // any node takes an admin change
 	c.Handshake()
