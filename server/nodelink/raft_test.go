@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -473,4 +474,25 @@ func TestFitCutsEntriesToAFrame(t *testing.T) {
 	if err := tr.fit(args); err == nil {
 		t.Fatal("an entry larger than a frame fitted")
 	}
+}
+
+func TestClosingEverythingLeavesNoGoroutine(t *testing.T) {
+	before := runtime.NumGoroutine()
+	func() {
+		tr := newTrio(t, nil)
+		g := tr.startGroup("q", nil)
+		g.apply(t, g.leader(t), 50, "x")
+		g.waitApplied(t, 50, tr.ids...)
+		for _, r := range g.rafts { // raft closes its transport (WithClose)
+			if err := r.Shutdown().Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, l := range tr.links {
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}()
+	eventually(t, "the goroutines of the links and groups ended", func() bool { return runtime.NumGoroutine() <= before })
 }

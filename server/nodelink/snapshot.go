@@ -48,6 +48,8 @@ func (t *Transport) InstallSnapshot(id raft.ServerID, _ raft.ServerAddress, args
 	}()
 	t.l.stats.SnapshotsSent.Add(1)
 	if err, done := w.stream(t, c, rid, args.Size, data, answered); done {
+		// Tell the receiver the rest is not coming (ignored when it answered already).
+		_ = c.send(0, rid, &cluster.SnapshotChunk{})
 		c.forget(rid)
 		return err
 	}
@@ -101,7 +103,6 @@ func (w *snapWriter) stream(t *Transport, c *conn, rid uint32, size int64, data 
 		n, rerr := io.ReadFull(data, buf)
 		last := rerr == io.EOF || rerr == io.ErrUnexpectedEOF || sent+int64(n) >= size
 		if rerr != nil && !last {
-			_ = c.send(0, rid, &cluster.SnapshotChunk{}) // aborts it
 			return fmt.Errorf("nodelink: reading the snapshot of group %s: %w", t.group, rerr), true
 		}
 		if err, done := w.await(t, answered); done {
