@@ -306,6 +306,9 @@ func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
 
 // advertised is the address clients should use for this node.
 func (s *Server) advertised() string {
+	if s.opts.Advertise != "" {
+		return s.opts.Advertise
+	}
 	if a := s.Addr(); a != nil {
 		return a.String()
 	}

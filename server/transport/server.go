@@ -46,6 +46,7 @@ type Options struct {
 	PongTimeout         time.Duration     // time to answer a server Ping (30 s)
 	WriteTimeout        time.Duration     // time one socket write may block (30 s)
 	NodeID              uint64            // 0 in single-node mode
+	Advertise           string            // the address clients are given for this node (empty: the listener's)
 	Clock               func() time.Time  // time.Now: API key expiry
 	Logger              *slog.Logger
 	Registry            prometheus.Registerer

@@ -109,9 +109,13 @@ func TestDataDirBelongsToOneNodeOfOneCluster(t *testing.T) {
 		"--node-id", "1", "--cluster-listen", addr, "--initial-cluster", testFounders)
 	run("belongs to node 1 of cluster " + id.ClusterID + " (founded as " + founders + "): start it with --node-id 1")
 
-	srv = node1() // no initial_cluster: the directory knows it
+	srv = node1("--advertise", "fila-1.example:5555") // no initial_cluster: the directory knows it
 	c = fibptest.Dial(t, srv.addrs.FIBP)
 	c.Handshake()
+	st := c.Call(2, &fibp.GetClusterStatus{}).(*fibp.GetClusterStatusResult)
+	if len(st.Nodes) != 1 || st.Nodes[0].Addr != "fila-1.example:5555" || st.Nodes[0].NodeID != 1 {
+		t.Errorf("GetClusterStatus: %+v, want node 1 at its advertised address", st.Nodes)
+	}
 	if r := c.Call(1, &fibp.CreateQueue{Name: "kept"}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeQueueAlreadyExists {
 		t.Fatalf("CreateQueue of the queue created before the restart: %v, want QueueAlreadyExists", r.ErrorCode)
 	}

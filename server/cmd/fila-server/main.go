@@ -317,6 +317,7 @@ func transportOptions(cfg config.Config, tlsCerts *certs.Reloader, log *slog.Log
 		PingInterval: cfg.PingInterval, PongTimeout: cfg.PongTimeout, Logger: log, Registry: reg,
 		Budget: budget, NoMemoryAccounting: !cfg.MemoryAccounting, MaxConnectionMemory: int64(cfg.MaxConnectionMemory),
 		ReassemblyTimeout: cfg.ReassemblyTimeout, NodeID: cfg.NodeID,
+		Advertise: cfg.Advertise,
 	}
 }
 
