@@ -15,7 +15,7 @@ FUZZ_PKGS := ./generated/fibp ./generated/riftproto ./generated/store ./generate
              ./fuzz ./server/queuegroup ./server/broker ./server/throttle ./server/auth ./server/rift/subject \
              ./server/config ./client/cmd/fila ./lua/hooks ./lua/sandbox
 
-.PHONY: all generate check-generated fmt vet test test-race race-if-cgo fuzz fuzz-short bench run build clean
+.PHONY: all generate check-generated fmt vet test test-race race-if-cgo fuzz fuzz-short bench run build clean cluster
 
 all: check-generated vet test
 
@@ -115,6 +115,13 @@ run:
 	mkdir -p bin
 	$(GO) build -o bin/fila-server ./server/cmd/fila-server
 	exec bin/fila-server
+
+## cluster: three nodes founding a cluster on loopback (FIBP 127.0.0.1:5561-5563, data and logs
+## under ./data/cluster/); Ctrl-C stops all three
+cluster:
+	mkdir -p bin
+	$(GO) build -o bin/fila-server ./server/cmd/fila-server
+	exec bash deploy/cluster.sh
 
 clean:
 	rm -rf bin data
