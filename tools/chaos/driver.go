@@ -118,17 +118,18 @@ func outcome(err error) (Outcome, string) {
 }
 
 func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error {
-	c, err := fila.DialSeeds(ctx, w.Addrs, clientOptions())
-	if err != nil {
-		return nilIfDone(ctx, err)
-	}
-	defer c.Close()
+	r := newRouter(w)
+	defer r.close()
 	queues := w.QueueNames()
 	began := time.Now()
 	for n := 0; ctx.Err() == nil; {
 		queue := queues[(n/w.Batch+client)%len(queues)]
 		if w.Rate > 0 { // the n messages sent so far are due by n/(Rate/Producers) seconds
 			pause(ctx, time.Until(began.Add(time.Duration(float64(n)*float64(w.Producers)/float64(w.Rate)*float64(time.Second)))))
+		}
+		c, err := r.client(ctx, queue)
+		if err != nil {
+			return nilIfDone(ctx, err)
 		}
 		msgs := make([]fila.Message, w.Batch)
 		ops := make([]Op, w.Batch)
@@ -155,7 +156,10 @@ func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error 
 			}
 			rec.Add(ops[i])
 		}
-		if err != nil || res[0].Err != nil {
+		switch {
+		case err == nil && res[0].Err != nil && misrouted(res[0].Err):
+			r.learn(ctx, c, queue, res[0].Err)
+		case err != nil || res[0].Err != nil:
 			pause(ctx, 10*time.Millisecond) // a node is down or not ready: do not spin
 		}
 	}
@@ -163,24 +167,28 @@ func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error 
 }
 
 func (w Workload) consume(ctx context.Context, client int, rec *Recorder) error {
-	c, err := fila.DialSeeds(ctx, w.Addrs, clientOptions())
-	if err != nil {
-		return nilIfDone(ctx, err)
-	}
-	defer c.Close()
+	r := newRouter(w)
+	defer r.close()
 	var acks sync.WaitGroup
-	defer acks.Wait()
+	defer acks.Wait() // before the clients close
 	queues := w.QueueNames()
 	queue := queues[(client-w.Producers)%len(queues)]
 	for ctx.Err() == nil {
+		c, err := r.client(ctx, queue)
+		if err != nil {
+			return nilIfDone(ctx, err)
+		}
 		cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: 64})
 		if err != nil {
-			pause(ctx, 50*time.Millisecond)
+			r.learn(ctx, c, queue, err)
 			continue
 		}
 		for {
 			d, err := cons.Next(ctx)
 			if err != nil {
+				if misrouted(err) { // the subscription ended: the queue is led elsewhere now
+					r.learn(ctx, c, queue, err)
+				}
 				break // ctx ended, or the subscription did: subscribe again
 			}
 			at := rec.Now()
@@ -236,35 +244,53 @@ func (w Workload) Drain(ctx context.Context, rec *Recorder, quiet time.Duration)
 
 func (w Workload) drain(ctx context.Context, queue string, client int, rec *Recorder, quiet time.Duration) (uint64, error) {
 	w = w.withDefaults()
-	c, err := fila.DialSeeds(ctx, w.Addrs, clientOptions())
-	if err != nil {
-		return 0, err
-	}
-	defer c.Close()
-	cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: 256})
-	if err != nil {
-		return 0, err
-	}
-	defer cons.Close()
+	r := newRouter(w)
+	defer r.close()
 	var acks sync.WaitGroup
-	defer acks.Wait()
+	defer acks.Wait() // before the clients close
 	last := time.Now()
+	for {
+		c, err := r.client(ctx, queue)
+		if err != nil {
+			return 0, err
+		}
+		cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: 256})
+		if err != nil {
+			if ctx.Err() != nil || !misrouted(err) {
+				return 0, err
+			}
+			r.learn(ctx, c, queue, err)
+			continue
+		}
+		left, done, err := w.drainFrom(ctx, c, cons, queue, client, rec, quiet, &last, &acks)
+		cons.Close()
+		if done || err != nil && !misrouted(err) {
+			return left, err
+		}
+		r.learn(ctx, c, queue, err) // the subscription moved: follow it
+	}
+}
+
+// drainFrom takes deliveries from cons until the queue is empty (done), nothing came for quiet
+// (done, with what is left), or the subscription ends (its error).
+func (w Workload) drainFrom(ctx context.Context, c *fila.Client, cons *fila.Consumer, queue string, client int, rec *Recorder,
+	quiet time.Duration, last *time.Time, acks *sync.WaitGroup) (uint64, bool, error) {
 	for {
 		wait, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		d, err := cons.Next(wait)
 		cancel()
 		if err == nil {
-			last = time.Now()
+			*last = time.Now()
 			at := rec.Now()
 			rec.Add(Op{Client: client, Kind: Deliver, Value: string(d.Payload), ID: d.ID.String(), Outcome: Ok, Invoke: at, Complete: at, Final: true})
 			acks.Go(func() { ack(d, client, rec, w.OpTimeout, true) })
 			continue
 		}
 		if ctx.Err() != nil {
-			return 0, fmt.Errorf("the queue was not drained: %w", ctx.Err())
+			return 0, false, fmt.Errorf("the queue was not drained: %w", ctx.Err())
 		}
 		if !errors.Is(err, context.DeadlineExceeded) {
-			return 0, err
+			return 0, false, err
 		}
 		acks.Wait() // an unacked delivery still counts as in flight
 		st, err := c.GetStats(ctx, queue)
@@ -272,8 +298,8 @@ func (w Workload) drain(ctx context.Context, queue string, client int, rec *Reco
 			continue
 		}
 		left := st.Depth + st.InFlight + st.Delayed
-		if left == 0 || time.Since(last) > quiet {
-			return left, nil
+		if left == 0 || time.Since(*last) > quiet {
+			return left, true, nil
 		}
 	}
 }

@@ -164,3 +164,46 @@ func TestPauseAndKillLoseNothing(t *testing.T) {
 		t.Fatalf("no pause in %d faults, or no drain: %v", r.Faults, r.Figures)
 	}
 }
+
+// Three fila-server processes founded as a cluster on loopback, three queues, kill -9 and
+// restart of any node under load: nothing acknowledged is lost, nothing acked is delivered
+// again. FILA_CHAOS_CLUSTER=1 only, until the cluster routes clients (NotLeader's leader_addr,
+// GetRoutes) and fails over within its bound: today a run passes the checker, but a killed
+// node's restart has taken 13 s, and a queue has gone 4 s without an answer after a kill.
+func TestClusterKillLosesNothing(t *testing.T) {
+	if os.Getenv("FILA_CHAOS_CLUSTER") != "1" {
+		t.Skip("FILA_CHAOS_CLUSTER=1 runs the three-node chaos test")
+	}
+	founding, err := FoundingFlags(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := StartCluster(serverBinary(t), t.TempDir(), 3, founding)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		c.Stop()
+		if t.Failed() {
+			for _, n := range c.Nodes {
+				t.Logf("node %d's log:\n%s", n.ID, n.Log.tail(40))
+			}
+		}
+	})
+	res, err := Run(context.Background(), Config{
+		Cluster: c, Nemesis: KillRestart{Cluster: c}, Seed: 13,
+		Duration: 10 * time.Second, FaultEvery: 3 * time.Second, FaultHold: time.Second,
+		Workload: Workload{Queues: 3, Producers: 3, Consumers: 3, Batch: 4, Rate: 2000},
+	})
+	r := res.Report
+	t.Logf("%v", r.Figures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK() {
+		t.Fatalf("the history broke the queue's promises:\n%s", violations(r))
+	}
+	if r.Faults == 0 || r.Enqueued == 0 || !r.Drained {
+		t.Fatalf("the run did too little to tell: %v", r.Figures)
+	}
+}
