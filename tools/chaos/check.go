@@ -241,7 +241,7 @@ func (r *Report) checkDelivery(m *message, d *Op) {
 	switch {
 	case e == nil:
 		r.violate(Violation{Rule: RulePhantom, Op: *d, Detail: "no enqueue of this value"})
-	case d.Invoke < e.Invoke:
+	case d.Complete < e.Invoke:
 		r.violate(Violation{Rule: RulePhantom, Op: *d, Detail: "delivered before its enqueue " + e.String()})
 	case e.Outcome == Fail:
 		r.violate(Violation{Rule: RulePhantom, Op: *d, Detail: "its enqueue was refused: " + e.String()})

@@ -198,3 +198,23 @@ func violations(r Report) string {
 	b.WriteString(r.Figures.String())
 	return b.String()
 }
+
+// A delivery leased before an ack was answered but taken from the SDK's buffer after it is not
+// a delivery after the ack; one leased after it is.
+func TestDeliveryCountsFromItsLease(t *testing.T) {
+	ms := time.Millisecond
+	h := []Op{
+		{Client: 1, Kind: Enqueue, Value: "a", ID: "m1", Outcome: Ok, Invoke: 1 * ms, Complete: 2 * ms},
+		{Client: 2, Kind: Deliver, Value: "a", ID: "m1", Invoke: 3 * ms, Complete: 3 * ms},
+		{Client: 3, Kind: Deliver, Value: "a", ID: "m1", Invoke: 4 * ms, Complete: 9 * ms},
+		{Client: 2, Kind: Ack, Value: "a", ID: "m1", Outcome: Ok, Invoke: 5 * ms, Complete: 6 * ms},
+	}
+	if r := Check(h); !r.OK() || r.Duplicated != 1 {
+		t.Fatalf("leased before the ack's answer:\n%s", violations(r))
+	}
+	h[2].Invoke = 7 * ms
+	r := Check(h)
+	if len(r.Violations) != 1 || r.Violations[0].Rule != RuleRedeliveredAfterAck || r.Violations[0].Op.Client != 3 {
+		t.Fatalf("leased after the ack's answer:\n%s", violations(r))
+	}
+}

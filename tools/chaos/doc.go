@@ -28,6 +28,7 @@
 // fila-server killed -9 and restarted, TestPauseAndKillLoseNothing adds SIGSTOP/SIGCONT; both
 // must pass. TestAckBeforeCommitFails shows the checker failing on purpose against a broker
 // that acknowledges before the commit: fila-server with --fsync=false on a faultfs mount, and
-// power cuts (kill -9, then every unsynced byte dropped). make chaos runs it longer (cmd/chaos)
-// and prints its figures; docs/chaos.md says how to read them.
+// power cuts (kill -9, then every unsynced byte dropped). TestClusterKillLosesNothing
+// (FILA_CHAOS_CLUSTER=1) runs three founders of a cluster. make chaos runs it longer
+// (cmd/chaos) and prints its figures; docs/chaos.md says how to read them.
 package chaos

@@ -191,13 +191,23 @@ func (w Workload) consume(ctx context.Context, client int, rec *Recorder) error 
 				}
 				break // ctx ended, or the subscription did: subscribe again
 			}
-			at := rec.Now()
-			rec.Add(Op{Client: client, Kind: Deliver, Value: string(d.Payload), ID: d.ID.String(), Outcome: Ok, Invoke: at, Complete: at})
+			rec.Add(delivery(rec, d, client, false))
 			acks.Go(func() { ack(d, client, rec, w.OpTimeout, false) })
 		}
 		cons.Close()
 	}
 	return nil
+}
+
+// delivery records d as taken now and leased when the broker says it leased it (a delivery
+// waits in the SDK until Next takes it: an ack answered meanwhile is not answered before it).
+func delivery(rec *Recorder, d *fila.Delivery, client int, final bool) Op {
+	taken := rec.Now()
+	leased := taken
+	if !d.LeasedAt.IsZero() {
+		leased = min(rec.At(d.LeasedAt), taken)
+	}
+	return Op{Client: client, Kind: Deliver, Value: string(d.Payload), ID: d.ID.String(), Outcome: Ok, Invoke: leased, Complete: taken, Final: final}
 }
 
 // ack acks d and records it. Acks run to their own timeout even when the run ends, so that
@@ -281,8 +291,7 @@ func (w Workload) drainFrom(ctx context.Context, c *fila.Client, cons *fila.Cons
 		cancel()
 		if err == nil {
 			*last = time.Now()
-			at := rec.Now()
-			rec.Add(Op{Client: client, Kind: Deliver, Value: string(d.Payload), ID: d.ID.String(), Outcome: Ok, Invoke: at, Complete: at, Final: true})
+			rec.Add(delivery(rec, d, client, true))
 			acks.Go(func() { ack(d, client, rec, w.OpTimeout, true) })
 			continue
 		}

@@ -13,7 +13,9 @@ type Kind uint8
 const (
 	// Enqueue of one message whose payload is Value; ID is the broker's answer when Ok.
 	Enqueue Kind = iota + 1
-	// Deliver is a delivery received by a consumer (Invoke == Complete, the moment it arrived).
+	// Deliver is a delivery: Invoke is when the broker leased it (its leased_at, on the
+	// recorder's clock: the broker and the workload share the machine's), Complete when the
+	// consumer took it.
 	Deliver
 	// Ack of the message Value (ID).
 	Ack
@@ -90,7 +92,7 @@ func (o Op) String() string {
 		s += " id=" + o.ID
 	}
 	if o.Kind == Deliver {
-		s += fmt.Sprintf(" at %v by client %d", o.Invoke.Round(time.Millisecond), o.Client)
+		s += fmt.Sprintf(" leased at %v, taken at %v by client %d", o.Invoke.Round(time.Millisecond), o.Complete.Round(time.Millisecond), o.Client)
 	} else {
 		s += fmt.Sprintf(" [%v, %v] %s", o.Invoke.Round(time.Millisecond), o.Complete.Round(time.Millisecond), o.Outcome)
 		if o.Kind != Fault {
@@ -118,6 +120,9 @@ func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
 
 // Now is the current offset on the history's clock.
 func (r *Recorder) Now() time.Duration { return time.Since(r.start) }
+
+// At is a wall-clock time (a broker's timestamp) on the history's clock.
+func (r *Recorder) At(t time.Time) time.Duration { return t.Sub(r.start) }
 
 // Add appends a completed operation.
 func (r *Recorder) Add(op Op) {
