@@ -72,9 +72,11 @@ type Config struct {
 	Join           string `yaml:"join" help:"HOST:PORT: a node that is not a founding member joins the cluster through any member's inter-node address; read only while data_dir is empty; excludes initial_cluster"`
 	Advertise      string `yaml:"advertise" help:"HOST:PORT: the FIBP address other nodes give clients for this node (leader_addr, route hints, GetClusterStatus); empty: the address listen is bound to"`
 	Replication    int    `yaml:"replication" help:"replicas per queue group, capped by the cluster's size"`
-	ClusterTLSCert string `yaml:"cluster_tls_cert" help:"PEM certificate this node presents to the other nodes, as server and as client (it needs both uses): mutual TLS on the inter-node link; with cluster_tls_key and cluster_tls_ca"`
-	ClusterTLSKey  string `yaml:"cluster_tls_key" help:"PEM private key for cluster_tls_cert"`
-	ClusterTLSCA   string `yaml:"cluster_tls_ca" help:"PEM CA bundle the other nodes' certificates must chain to (on the inter-node link only)"`
+	// ClusterHeartbeatTimeout is broker.Cluster.HeartbeatTimeout; a single node keeps raftgroup's.
+	ClusterHeartbeatTimeout time.Duration `yaml:"cluster_heartbeat_timeout" help:"how long a cluster node's replica waits to hear from its group's leader before it stands for election (an election waits 1 to 2 times this): shorter fails over sooner, and costs more heartbeats (a leader sends each follower one every tenth of it)"`
+	ClusterTLSCert          string        `yaml:"cluster_tls_cert" help:"PEM certificate this node presents to the other nodes, as server and as client (it needs both uses): mutual TLS on the inter-node link; with cluster_tls_key and cluster_tls_ca"`
+	ClusterTLSKey           string        `yaml:"cluster_tls_key" help:"PEM private key for cluster_tls_cert"`
+	ClusterTLSCA            string        `yaml:"cluster_tls_ca" help:"PEM CA bundle the other nodes' certificates must chain to (on the inter-node link only)"`
 
 	Rift Rift `yaml:"rift"`
 }
@@ -109,7 +111,8 @@ func Default() Config {
 		ReassemblyTimeout:   30 * time.Second,
 		MemoryAccounting:    true,
 
-		Replication: 3,
+		Replication:             3,
+		ClusterHeartbeatTimeout: time.Second,
 
 		Rift: DefaultRift(),
 	}
@@ -161,7 +164,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for name, v := range map[string]time.Duration{"handshake_timeout": c.HandshakeTimeout, "ping_interval": c.PingInterval, "pong_timeout": c.PongTimeout, "shutdown_timeout": c.ShutdownTimeout,
-		"reassembly_timeout": c.ReassemblyTimeout, "queue_idle_timeout": c.QueueIdleTimeout} {
+		"reassembly_timeout": c.ReassemblyTimeout, "queue_idle_timeout": c.QueueIdleTimeout, "cluster_heartbeat_timeout": c.ClusterHeartbeatTimeout} {
 		if v <= 0 {
 			errs = append(errs, fmt.Errorf("%s: must be positive", name))
 		}

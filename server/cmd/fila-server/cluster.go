@@ -51,7 +51,8 @@ func openLink(cfg config.Config, id nodeIdentity, bo *broker.Options, log *slog.
 	if err != nil {
 		return nil, fmt.Errorf("cluster_listen: %w", err)
 	}
-	bo.Cluster = broker.Cluster{NodeID: string(self), Network: link, Members: nodes, Replication: cfg.Replication}
+	bo.Cluster = broker.Cluster{NodeID: string(self), Network: link, Members: nodes, Replication: cfg.Replication,
+		HeartbeatTimeout: cfg.ClusterHeartbeatTimeout}
 	log.Info("cluster node", "node_id", cfg.NodeID, "cluster", id.ClusterID, "cluster_listen", link.Addr(), "founders", id.Founders, "tls", serverTLS != nil)
 	return link, nil
 }
