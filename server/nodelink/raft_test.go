@@ -241,21 +241,23 @@ func (g *group) applyData(t *testing.T, among []meta.NodeID, data [][]byte) {
 	}
 }
 
+// waitApplied waits until the nodes have applied the same entries, at least n; what one node
+// applied is at every moment a prefix of what another applied, or the other way round.
 func (g *group) waitApplied(t *testing.T, n int, nodes ...meta.NodeID) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("nodes %v applied %d entries", nodes, n), func() bool {
-		for _, id := range nodes {
-			if g.fsms[id].len() < n {
-				return false
+	eventually(t, fmt.Sprintf("nodes %v applied the same %d entries or more", nodes, n), func() bool {
+		first := g.fsms[nodes[0]].snapshotEntries()
+		same := len(first) >= n
+		for _, id := range nodes[1:] {
+			es := g.fsms[id].snapshotEntries()
+			k := min(len(es), len(first))
+			if !equalEntries(es[:k], first[:k]) {
+				t.Fatalf("node %s applied other entries than %s", id, nodes[0])
 			}
+			same = same && len(es) == len(first)
 		}
-		return true
+		return same
 	})
-	for _, id := range nodes {
-		if !equalEntries(g.fsms[id].snapshotEntries(), g.fsms[nodes[0]].snapshotEntries()) {
-			t.Fatalf("node %s applied other entries than %s", id, nodes[0])
-		}
-	}
 }
 
 func (c *counter) snapshotEntries() [][]byte {
@@ -314,16 +316,11 @@ func without(ids []meta.NodeID, x meta.NodeID) []meta.NodeID {
 func TestEntriesBeyondAFrameTravelInSeveral(t *testing.T) {
 	tr := newTrio(t, func(_ meta.NodeID, c *Config) { c.MaxFrame = 64 << 10 })
 	g := tr.startGroup("q", nil)
-	lead := g.leader(t)
-	var fs []raft.ApplyFuture
+	var data [][]byte
 	for i := range 60 {
-		fs = append(fs, g.rafts[lead].Apply(append([]byte(fmt.Sprint(i, "-")), bytes.Repeat([]byte("y"), 20<<10)...), 10*time.Second))
+		data = append(data, append([]byte(fmt.Sprint(i, "-")), bytes.Repeat([]byte("y"), 20<<10)...))
 	}
-	for _, f := range fs {
-		if err := f.Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	g.applyData(t, nil, data)
 	g.waitApplied(t, 60, tr.ids...)
 }
 
@@ -369,6 +366,7 @@ func TestAFollowerBehindTheLeadersLogIsInstalledASnapshot(t *testing.T) {
 	}
 	up := without(tr.ids, behind)
 	g.applyData(t, up, data)
+	g.waitApplied(t, 40, up...)
 	for _, id := range up { // whichever leads then has truncated its log
 		if err := g.rafts[id].Snapshot().Error(); err != nil {
 			t.Fatal(err)
