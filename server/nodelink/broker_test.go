@@ -171,26 +171,39 @@ func TestBrokersOverTheLink(t *testing.T) {
 		eventually(t, name+" has a leader", func() bool { return leaderOf(nodes, name) != "" })
 	}
 
-	lead := leaderOf(nodes, "q0")
 	var msgs []broker.Message
 	for i := range 50 {
 		msgs = append(msgs, broker.Message{Queue: "q0", Payload: fmt.Appendf(nil, "body-%d", i)})
 	}
-	for _, r := range enqueue(t, nodes[lead].b, msgs) {
-		if r.Code != broker.CodeOk {
-			t.Fatalf("enqueue answered %v", r.Code)
+	// Each message is sent to q0's leader until it answers Ok (one that answers NotLeader
+	// stored nothing).
+	eventually(t, "every message is enqueued", func() bool {
+		lead := leaderOf(nodes, "q0")
+		if lead == "" {
+			return false
 		}
-	}
+		var rest []broker.Message
+		for i, r := range enqueue(t, nodes[lead].b, msgs) {
+			if r.Code != broker.CodeOk {
+				rest = append(rest, msgs[i])
+			}
+		}
+		msgs = rest
+		return len(msgs) == 0
+	})
+	var lead meta.NodeID
+	eventually(t, "q0 has a leader", func() bool { lead = leaderOf(nodes, "q0"); return lead != "" })
 	nodes[lead].stop()
 	var next meta.NodeID
-	eventually(t, "another replica leads q0", func() bool { next = leaderOf(nodes, "q0"); return next != "" && next != lead })
-
 	s := &sink{ch: make(chan service.Delivery, 100)}
-	sub, e := nodes[next].b.Subscribe(broker.SubscribeRequest{Queue: "q0", ConsumerID: "c1", Credit: 100}, s)
-	if e != nil {
-		t.Fatalf("subscribe on the new leader: %v", e)
-	}
-	_ = sub
+	eventually(t, "another replica leads q0 and takes a subscription", func() bool {
+		next = leaderOf(nodes, "q0")
+		if next == "" || next == lead {
+			return false
+		}
+		_, e := nodes[next].b.Subscribe(broker.SubscribeRequest{Queue: "q0", ConsumerID: "c1", Credit: 100}, s)
+		return e == nil
+	})
 	seen := map[string]bool{}
 	timeout := time.After(time.Minute)
 	for len(seen) < 50 {
@@ -227,22 +240,43 @@ func TestBrokersPartitionedLeaderIsReplaced(t *testing.T) {
 		t.Fatal(e)
 	}
 	eventually(t, "q has a leader", func() bool { return leaderOf(nodes, "q") != "" })
-	old := leaderOf(nodes, "q")
 	want := map[string]bool{}
-	send := func(on meta.NodeID, prefix string, n int) {
+	// send enqueues through the leader among the nodes given until every message is answered
+	// Ok; cut-off sends once to a node that may no longer lead.
+	send := func(among []meta.NodeID, prefix string, n int, cutOff bool) {
 		var msgs []broker.Message
 		for i := range n {
 			msgs = append(msgs, broker.Message{Queue: "q", Payload: fmt.Appendf(nil, "%s-%d", prefix, i)})
 		}
-		for i, r := range enqueue(t, nodes[on].b, msgs) {
-			if r.Code == broker.CodeOk {
-				want[string(msgs[i].Payload)] = true
-			} else if prefix != "cut-off" {
-				t.Fatalf("enqueue on %s answered %v", on, r.Code)
+		eventually(t, prefix+" messages are enqueued", func() bool {
+			on := among[0]
+			if !cutOff {
+				on = ""
+				for _, id := range among {
+					if nodes[id].b.Leads("q") {
+						on = id
+					}
+				}
+				if on == "" {
+					return false
+				}
 			}
-		}
+			var rest []broker.Message
+			for i, r := range enqueue(t, nodes[on].b, msgs) {
+				if r.Code == broker.CodeOk {
+					want[string(msgs[i].Payload)] = true
+				} else {
+					rest = append(rest, msgs[i])
+				}
+			}
+			msgs = rest
+			return cutOff || len(msgs) == 0
+		})
 	}
-	send(old, "before", 20)
+	all := []meta.NodeID{"n1", "n2", "n3"}
+	send(all, "before", 20, false)
+	var old meta.NodeID
+	eventually(t, "q has a leader", func() bool { old = leaderOf(nodes, "q"); return old != "" })
 	var others []meta.NodeID
 	for id := range nodes {
 		if id != old {
@@ -250,35 +284,23 @@ func TestBrokersPartitionedLeaderIsReplaced(t *testing.T) {
 			nodes[old].link.Partition(id)
 		}
 	}
-	send(old, "cut-off", 5) // answered NotLeader (or Ok, if it committed before the cut)
-	var next meta.NodeID
-	eventually(t, "another node leads q", func() bool {
-		for _, id := range others {
-			if nodes[id].b.Leads("q") {
-				next = id
-				return true
-			}
-		}
-		return false
-	})
-	send(next, "during", 20)
+	send([]meta.NodeID{old}, "cut-off", 5, true) // answered NotLeader (or Ok, if it committed before the cut)
+	send(others, "during", 20, false)
 	for _, id := range others {
 		nodes[old].link.Heal(id)
 	}
 	eventually(t, "the old leader follows", func() bool { return !nodes[old].b.Leads("q") })
-	eventually(t, "the old leader takes the leadership back", func() bool {
-		if nodes[old].b.Leads("q") {
-			return true
-		}
-		if l := leaderOf(nodes, "q"); l != "" {
-			_ = nodes[l].b.TransferLeadership("q", raft.ServerID(old), nodes[old].link.Address(old, "q"))
-		}
-		return nodes[old].b.Leads("q")
-	})
 	s := &sink{ch: make(chan service.Delivery, 100)}
-	if _, e := nodes[old].b.Subscribe(broker.SubscribeRequest{Queue: "q", ConsumerID: "c1", Credit: 100}, s); e != nil {
-		t.Fatal(e)
-	}
+	eventually(t, "the old leader takes the leadership back and a subscription", func() bool {
+		if !nodes[old].b.Leads("q") {
+			if l := leaderOf(nodes, "q"); l != "" {
+				_ = nodes[l].b.TransferLeadership("q", raft.ServerID(old), nodes[old].link.Address(old, "q"))
+			}
+			return false
+		}
+		_, e := nodes[old].b.Subscribe(broker.SubscribeRequest{Queue: "q", ConsumerID: "c1", Credit: 100}, s)
+		return e == nil
+	})
 	got := map[string]bool{}
 	timeout := time.After(time.Minute)
 	for len(got) < len(want) {
