@@ -159,8 +159,10 @@ func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error 
 		switch {
 		case err == nil && res[0].Err != nil && misrouted(res[0].Err):
 			r.learn(ctx, c, queue, res[0].Err)
+		case err != nil && !errors.Is(err, context.Canceled):
+			r.learn(ctx, c, queue, err) // no answer: the node may be down, try another
 		case err != nil || res[0].Err != nil:
-			pause(ctx, 10*time.Millisecond) // a node is down or not ready: do not spin
+			pause(ctx, 10*time.Millisecond) // a node is not ready: do not spin
 		}
 	}
 	return nil
@@ -186,7 +188,7 @@ func (w Workload) consume(ctx context.Context, client int, rec *Recorder) error 
 		for {
 			d, err := cons.Next(ctx)
 			if err != nil {
-				if misrouted(err) { // the subscription ended: the queue is led elsewhere now
+				if ctx.Err() == nil { // the subscription ended: the queue may be led elsewhere now
 					r.learn(ctx, c, queue, err)
 				}
 				break // ctx ended, or the subscription did: subscribe again
