@@ -171,6 +171,13 @@ func serve(cfg config.Config, log *slog.Logger) error {
 			return abort(err)
 		}
 	}
+	// Both stay registered until serve returns: a signal while stopping is not fatal. Registered
+	// before the addr file says the server is ready, so that a SIGTERM sent at once is a stop, not
+	// the default action (the process killed).
+	sig, hup := make(chan os.Signal, 1), make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	if cfg.AddrFile != "" {
 		if err := writeAddrFile(cfg.AddrFile, bound(ln, rn, httpSrv, link)); err != nil {
 			return abort(fmt.Errorf("addr_file: %w", err))
@@ -184,11 +191,6 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	ready.set(phaseServing)
 	logReady(log, cfg, ln, tlsCerts != nil, b)
 
-	// Both stay registered until serve returns: a signal while stopping is not fatal.
-	sig, hup := make(chan os.Signal, 1), make(chan os.Signal, 1)
-	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
 	if err := awaitStop(sig, hup, served, b.StorageStuck(), tlsCerts, rn, log); err != nil {
 		return err // no shutdown: closing would wait for the requests blocked in the store
 	}
