@@ -44,7 +44,8 @@ type queueFSM struct {
 	// failed is set when an entry could not be applied. The entry's future carries the error, so
 	// the actor reloads the group; until then it takes no snapshot of a state the log lacks.
 	failed atomic.Bool
-	mu     sync.Mutex // guards state, applied and the mode across the hand-overs
+	mu     sync.Mutex        // guards state, applied and the mode across the hand-overs
+	live   *queuegroup.State // the actor's state for the next snapshot to write as it is (snapshotLive); under mu
 
 	// What snapshots read (fsmsnapshot.go): the group's stores, its lanes' configurations when
 	// it opened, and what the next Snapshot tells it has noted what it is of (under mu).

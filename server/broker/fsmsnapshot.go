@@ -67,6 +67,8 @@ func (f *queueFSM) Snapshot() (raft.FSMSnapshot, error) {
 	applied := f.applied
 	captured := f.captured
 	f.captured = nil
+	live := f.live
+	f.live = nil
 	f.mu.Unlock()
 	if captured != nil {
 		defer close(captured)
@@ -74,7 +76,7 @@ func (f *queueFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if f.logs == nil {
 		return nil, errors.New("broker: the queue's state machine has no stores")
 	}
-	s := &stateSnapshot{f: f, applied: applied}
+	s := &stateSnapshot{f: f, applied: applied, live: live}
 	if err := s.noteBase(); err != nil {
 		return nil, err
 	}
@@ -212,6 +214,9 @@ type stateSnapshot struct {
 	base    raft.SnapshotMeta // the group's latest snapshot (Index 0: none)
 	baseRC  io.ReadCloser     // base, opened already when the store keeps no more than one
 	view    storage.BodyView  // the bodies as of applied; nil for a store without views
+	// live is the actor's state, written as it is, when the actor waits for the snapshot to be
+	// written (snapshotLive); nil: the snapshot builds its own from the log.
+	live *queuegroup.State
 }
 
 // noteBase notes the group's latest snapshot. A store that keeps only its latest replaces it as
@@ -238,11 +243,15 @@ func (s *stateSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *stateSnapshot) write(w io.Writer) error {
-	st, err := s.build()
-	if err != nil {
-		return err
+	st := s.live
+	if st == nil {
+		built, err := s.build()
+		if err != nil {
+			return err
+		}
+		defer built.Release() // nothing else has it
+		st = built
 	}
-	defer st.Release() // nothing else has it
 	if err := st.WriteSnapshot(w); err != nil {
 		return err
 	}

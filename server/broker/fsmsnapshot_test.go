@@ -398,6 +398,9 @@ func (k slowSink) Write(p []byte) (int, error) {
 // A queue goes on while its snapshot is written: with the snapshot's sink blocked, enqueues,
 // peeks (bodies read through the queue) and deletions are answered.
 func TestAQueueGoesOnWhileItsSnapshotIsWritten(t *testing.T) {
+	live := liveSnapshotMessages
+	liveSnapshotMessages = 0 // every snapshot is written in the background
+	t.Cleanup(func() { liveSnapshotMessages = live })
 	db, err := storage.Open(t.TempDir(), storage.Options{NoSync: true})
 	if err != nil {
 		t.Fatal(err)
