@@ -12,7 +12,7 @@ FUZZTIME  ?= 60s
 FUZZ_LIVE_PKGS := ./fuzz
 FUZZTIME_LIVE  ?= $(FUZZTIME)
 FUZZ_PKGS := ./generated/fibp ./generated/riftproto ./generated/store ./generated/riftstore ./generated/queuelog ./generated/cluster ./generated/wire \
-             ./fuzz ./server/queuegroup ./server/broker ./server/throttle ./server/auth ./server/rift/subject \
+             ./fuzz ./server/queuegroup ./server/meta ./server/throttle ./server/auth ./server/rift/subject \
              ./server/config ./client/cmd/fila ./lua/hooks ./lua/sandbox
 
 .PHONY: all generate check-generated fmt vet test test-race race-if-cgo fuzz fuzz-short bench run build clean cluster
