@@ -338,7 +338,14 @@ func (b *Broker) recover() error {
 	}
 	b.reg.Start(assigned, actors)
 	b.metaHooks.live.Store(true)
-	if err := b.dropOrphans(cat); err != nil {
+	if b.opts.Cluster.Network != nil {
+		// A cluster node's meta state may still be catching up (it follows a leader whose log
+		// it has not all applied yet): what it applied before the hooks went live is reconciled
+		// now, and nothing is deleted as an orphan on a catalog that may lack the group.
+		for _, a := range b.catalog().Assignments() {
+			b.reg.Assign(a)
+		}
+	} else if err := b.dropOrphans(cat); err != nil {
 		return err
 	}
 	b.log.Info("recovered", "queues", len(actors), "asleep", asleep, "messages_opened", total,

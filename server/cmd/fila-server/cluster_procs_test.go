@@ -194,8 +194,11 @@ func writeNodeCerts(t *testing.T) (cert, key, ca string) {
 // Killed together (kill -9) and started again without initial_cluster, the nodes elect leaders
 // by themselves and the queue holds what was acknowledged.
 //
-// Behind FILA_TEST_CLUSTER_RESTART=1 for now: it fails about one run in six, outside this
-// package, in one of two ways. The queue's leader after the restart lacks an entry of its log
+// Behind FILA_TEST_CLUSTER_RESTART=1 for now. It failed about one run in six while a restarting
+// node deleted, as orphans, the queue groups its meta state had not caught up with yet, and missed
+// the groups applied before its registry went live (fixed in the broker's recover; 30 runs in a
+// row pass since); it stays behind the variable until it has run longer. The failures were, in
+// one of two ways: The queue's leader after the restart lacks an entry of its log
 // and has no snapshot to send instead ("failed to get log: index=5 … log not found", "failed to
 // send snapshot … no snapshots found"), and the queue takes no enqueue; or a node's start
 // removes the queue's snapshots as those of a deleted queue ("storage: removing the snapshots of
@@ -207,7 +210,7 @@ func TestClusterKilledAtOnceComesBack(t *testing.T) {
 		t.Skip("builds and runs the server binary")
 	}
 	if os.Getenv("FILA_TEST_CLUSTER_RESTART") == "" {
-		t.Skip("FILA_TEST_CLUSTER_RESTART=1 runs it: about one run in six a queue group does not survive a kill of every node (see the comment)")
+		t.Skip("FILA_TEST_CLUSTER_RESTART=1 runs it (see the comment)")
 	}
 	bin := buildServer(t)
 	nodes, addrs := formCluster(t, bin)
