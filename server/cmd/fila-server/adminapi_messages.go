@@ -136,11 +136,7 @@ func peek(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError
 }
 
 func getMessage(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
-	queue := r.PathValue("queue")
-	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
-		return nil, herr
-	}
-	id, herr := messageID(r.PathValue("id"))
+	queue, id, herr := readableMessage(p, r)
 	if herr != nil {
 		return nil, herr
 	}
@@ -183,6 +179,17 @@ func purge(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpErro
 }
 
 // messageID parses a message ID from a path or query.
+// readableMessage is the queue and message ID a request names, once the caller may read the
+// queue's messages (admin or consume on it, as FIBP would let it consume them).
+func readableMessage(p *auth.Principal, r *http.Request) (string, engine.MsgID, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+		return "", engine.MsgID{}, herr
+	}
+	id, herr := messageID(r.PathValue("id"))
+	return queue, id, herr
+}
+
 func messageID(s string) (engine.MsgID, *httpError) {
 	u, err := wire.ParseUUID(s)
 	if err != nil {

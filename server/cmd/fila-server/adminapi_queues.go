@@ -121,11 +121,7 @@ func explainKey(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *htt
 }
 
 func explainMessage(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
-	queue := r.PathValue("queue")
-	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
-		return nil, herr
-	}
-	id, herr := messageID(r.PathValue("id"))
+	queue, id, herr := readableMessage(p, r)
 	if herr != nil {
 		return nil, herr
 	}
