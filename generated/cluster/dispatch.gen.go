@@ -36,6 +36,12 @@ var (
 	_ Frame = (*SnapshotCredit)(nil)
 	_ Frame = (*ProposeMeta)(nil)
 	_ Frame = (*ProposeMetaResult)(nil)
+	_ Frame = (*ForwardEnqueue)(nil)
+	_ Frame = (*ForwardEnqueueResult)(nil)
+	_ Frame = (*ForwardSettle)(nil)
+	_ Frame = (*ForwardSettleResult)(nil)
+	_ Frame = (*Join)(nil)
+	_ Frame = (*JoinOk)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -75,6 +81,18 @@ func New(op Opcode) Frame {
 		return new(ProposeMeta)
 	case OpProposeMetaResult:
 		return new(ProposeMetaResult)
+	case OpForwardEnqueue:
+		return new(ForwardEnqueue)
+	case OpForwardEnqueueResult:
+		return new(ForwardEnqueueResult)
+	case OpForwardSettle:
+		return new(ForwardSettle)
+	case OpForwardSettleResult:
+		return new(ForwardSettleResult)
+	case OpJoin:
+		return new(Join)
+	case OpJoinOk:
+		return new(JoinOk)
 	}
 	return nil
 }

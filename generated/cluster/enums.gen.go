@@ -86,6 +86,58 @@ func (v ErrorCode) MarshalText() ([]byte, error) {
 	return []byte(v.String()), nil
 }
 
+// SettleKind says which settlement a ForwardSettle carries.
+type SettleKind uint8
+
+const (
+	// SettleAck: Acknowledge leased messages.
+	SettleAck SettleKind = 0
+	// SettleNack: Fail leased messages (retry or dead-letter).
+	SettleNack SettleKind = 1
+	// SettleExtend: Extend leases.
+	SettleExtend SettleKind = 2
+)
+
+// String returns the spec's name of v, or SettleKind(0xNN) when v is unknown.
+func (v SettleKind) String() string {
+	switch v {
+	case SettleAck:
+		return "Ack"
+	case SettleNack:
+		return "Nack"
+	case SettleExtend:
+		return "Extend"
+	}
+	return fmt.Sprintf("SettleKind(%#x)", uint8(v))
+}
+
+// Description returns the spec's description of v, or "" when v is unknown.
+func (v SettleKind) Description() string {
+	switch v {
+	case SettleAck:
+		return "Acknowledge leased messages."
+	case SettleNack:
+		return "Fail leased messages (retry or dead-letter)."
+	case SettleExtend:
+		return "Extend leases."
+	}
+	return ""
+}
+
+// Known reports whether v is one of the values the spec defines.
+func (v SettleKind) Known() bool {
+	switch v {
+	case SettleAck, SettleNack, SettleExtend:
+		return true
+	}
+	return false
+}
+
+// MarshalText renders v by name, for logs and JSON.
+func (v SettleKind) MarshalText() ([]byte, error) {
+	return []byte(v.String()), nil
+}
+
 type FrameFlags uint8
 
 const (

@@ -51,6 +51,12 @@ var examples = []example{
 	{OpSnapshotCredit, "one", []string{
 		"00000001  # chunks 1",
 	}},
+	{OpJoin, "node-4", []string{
+		"0000  # cluster: none yet",
+		"0001 34  # node_id \"4\"",
+		"000d 31302e302e302e343a37303030  # address \"10.0.0.4:7000\"",
+		"000d 31302e302e302e343a35353535  # advertise \"10.0.0.4:5555\"",
+	}},
 }
 
 // TestExamples decodes every example, checks that it encodes back to the same bytes and

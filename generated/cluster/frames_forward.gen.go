@@ -2,7 +2,10 @@
 
 package cluster
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // ProposeMeta is opcode 0x20, sent either direction.
 // A meta entry handed to the node that leads the meta group, to propose as its own.
@@ -132,6 +135,387 @@ func (x *ProposeMetaResult) Decode(body []byte) error {
 		return &FrameError{
 			Err:    err,
 			Opcode: OpProposeMetaResult,
+		}
+	}
+	return nil
+}
+
+// ForwardEnqueue is opcode 0x22, sent either direction.
+// Messages a client sent to a node that does not lead their queues, handed to the node that
+// does (as the sender knows); one frame may name several queues that node leads. The
+// receiver enqueues them as if a client had sent them to it and forwards none further: a
+// message for a queue it does not lead is answered NotLeader with the leader it knows.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       messages  u32 count, then each ForwardMessage
+type ForwardEnqueue struct {
+	// The messages, in order.
+	Messages []ForwardMessage
+}
+
+// Opcode returns OpForwardEnqueue.
+func (*ForwardEnqueue) Opcode() Opcode {
+	return OpForwardEnqueue
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ForwardEnqueue) Size() int {
+	n := 4
+	for i0 := range x.Messages {
+		n += x.Messages[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ForwardEnqueue) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, wire.Count32, len(x.Messages))
+	for i0 := range x.Messages {
+		b = x.Messages[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ForwardEnqueue) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(wire.Count32, 25)
+		if cap(x.Messages) >= n0 {
+			x.Messages = x.Messages[:n0]
+		} else {
+			x.Messages = make([]ForwardMessage, n0)
+		}
+		for i0 := range x.Messages {
+			x.Messages[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ForwardEnqueue) Check() error {
+	if err := wire.CheckCount(len(x.Messages), math.MaxUint32); err != nil {
+		return wire.AtField("messages", -1, err)
+	}
+	for i0 := range x.Messages {
+		if err := x.Messages[i0].Check(); err != nil {
+			return wire.AtField("messages", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ForwardEnqueue) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpForwardEnqueue,
+		}
+	}
+	return nil
+}
+
+// ForwardEnqueueResult is opcode 0x23, sent either direction.
+// Answers a ForwardEnqueue: one result per message, in order, once each is durable or has
+// failed; or, when error_code is not 0, the whole request failed (results empty).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field           encoding
+//	0       results         u32 count, then each ForwardEnqueueItem
+//	+       error_code      u8
+//	+       error_message   u32 length, then UTF-8
+//	+       retry_after_ms  u32
+type ForwardEnqueueResult struct {
+	// One result per message, in order.
+	Results []ForwardEnqueueItem
+
+	// Not 0: the service code that failed the whole request (a full inbox: ChannelFull).
+	ErrorCode uint8
+
+	// Why, for people.
+	ErrorMessage string
+
+	// With ChannelFull: the back-off to suggest (0: none).
+	RetryAfterMs uint32
+}
+
+// Opcode returns OpForwardEnqueueResult.
+func (*ForwardEnqueueResult) Opcode() Opcode {
+	return OpForwardEnqueueResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ForwardEnqueueResult) Size() int {
+	n := 13
+	for i0 := range x.Results {
+		n += x.Results[i0].Size()
+	}
+	n += len(x.ErrorMessage)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ForwardEnqueueResult) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, wire.Count32, len(x.Results))
+	for i0 := range x.Results {
+		b = x.Results[i0].AppendTo(b)
+	}
+	b = wire.AppendU8(b, x.ErrorCode)
+	b = wire.AppendString32(b, x.ErrorMessage)
+	b = wire.AppendU32(b, x.RetryAfterMs)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ForwardEnqueueResult) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(wire.Count32, 28)
+		if cap(x.Results) >= n0 {
+			x.Results = x.Results[:n0]
+		} else {
+			x.Results = make([]ForwardEnqueueItem, n0)
+		}
+		for i0 := range x.Results {
+			x.Results[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+	x.ErrorCode = r.U8()
+	x.ErrorMessage = r.String(r.Len32(2147483647), true)
+	x.RetryAfterMs = r.U32()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ForwardEnqueueResult) Check() error {
+	if err := wire.CheckCount(len(x.Results), math.MaxUint32); err != nil {
+		return wire.AtField("results", -1, err)
+	}
+	for i0 := range x.Results {
+		if err := x.Results[i0].Check(); err != nil {
+			return wire.AtField("results", i0, err)
+		}
+	}
+	if err := wire.CheckString(x.ErrorMessage, 2147483647, true); err != nil {
+		return wire.AtField("error_message", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ForwardEnqueueResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpForwardEnqueueResult,
+		}
+	}
+	return nil
+}
+
+// ForwardSettle is opcode 0x24, sent either direction.
+// Acks, nacks or lease extensions a client sent to a node that does not lead their queues,
+// handed to the node that does; the receiver forwards none further.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       kind   u8 SettleKind
+//	1       items  u32 count, then each ForwardSettleItem
+type ForwardSettle struct {
+	// Ack, Nack or Extend.
+	Kind SettleKind
+
+	// The items, in order.
+	Items []ForwardSettleItem
+}
+
+// Opcode returns OpForwardSettle.
+func (*ForwardSettle) Opcode() Opcode {
+	return OpForwardSettle
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ForwardSettle) Size() int {
+	n := 5
+	for i0 := range x.Items {
+		n += x.Items[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ForwardSettle) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.Kind))
+	b = wire.AppendCount(b, wire.Count32, len(x.Items))
+	for i0 := range x.Items {
+		b = x.Items[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ForwardSettle) DecodeFrom(r *wire.Reader) {
+	x.Kind = SettleKind(r.U8())
+	{
+		n0 := r.Count(wire.Count32, 41)
+		if cap(x.Items) >= n0 {
+			x.Items = x.Items[:n0]
+		} else {
+			x.Items = make([]ForwardSettleItem, n0)
+		}
+		for i0 := range x.Items {
+			x.Items[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ForwardSettle) Check() error {
+	if err := wire.CheckCount(len(x.Items), math.MaxUint32); err != nil {
+		return wire.AtField("items", -1, err)
+	}
+	for i0 := range x.Items {
+		if err := x.Items[i0].Check(); err != nil {
+			return wire.AtField("items", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ForwardSettle) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpForwardSettle,
+		}
+	}
+	return nil
+}
+
+// ForwardSettleResult is opcode 0x25, sent either direction.
+// Answers a ForwardSettle: one result per item, in order; or, when error_code is not 0, the whole
+// request failed (results empty).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field           encoding
+//	0       results         u32 count, then each ForwardSettleOutcome
+//	+       error_code      u8
+//	+       error_message   u32 length, then UTF-8
+//	+       retry_after_ms  u32
+type ForwardSettleResult struct {
+	// One result per item, in order.
+	Results []ForwardSettleOutcome
+
+	// Not 0: the service code that failed the whole request.
+	ErrorCode uint8
+
+	// Why, for people.
+	ErrorMessage string
+
+	// With ChannelFull: the back-off to suggest (0: none).
+	RetryAfterMs uint32
+}
+
+// Opcode returns OpForwardSettleResult.
+func (*ForwardSettleResult) Opcode() Opcode {
+	return OpForwardSettleResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ForwardSettleResult) Size() int {
+	n := 13
+	n += 9 * len(x.Results)
+	n += len(x.ErrorMessage)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ForwardSettleResult) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, wire.Count32, len(x.Results))
+	for i0 := range x.Results {
+		b = x.Results[i0].AppendTo(b)
+	}
+	b = wire.AppendU8(b, x.ErrorCode)
+	b = wire.AppendString32(b, x.ErrorMessage)
+	b = wire.AppendU32(b, x.RetryAfterMs)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ForwardSettleResult) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(wire.Count32, 9)
+		if cap(x.Results) >= n0 {
+			x.Results = x.Results[:n0]
+		} else {
+			x.Results = make([]ForwardSettleOutcome, n0)
+		}
+		for i0 := range x.Results {
+			x.Results[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+	x.ErrorCode = r.U8()
+	x.ErrorMessage = r.String(r.Len32(2147483647), true)
+	x.RetryAfterMs = r.U32()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ForwardSettleResult) Check() error {
+	if err := wire.CheckCount(len(x.Results), math.MaxUint32); err != nil {
+		return wire.AtField("results", -1, err)
+	}
+	if err := wire.CheckString(x.ErrorMessage, 2147483647, true); err != nil {
+		return wire.AtField("error_message", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ForwardSettleResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpForwardSettleResult,
 		}
 	}
 	return nil

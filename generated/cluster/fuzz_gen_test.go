@@ -127,6 +127,36 @@ func FuzzProposeMetaResult(f *testing.F) {
 		return new(ProposeMetaResult)
 	}, sampleProposeMetaResult(1), sampleProposeMetaResult(2), new(ProposeMetaResult))
 }
+func FuzzForwardEnqueue(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ForwardEnqueue)
+	}, sampleForwardEnqueue(1), sampleForwardEnqueue(2), new(ForwardEnqueue))
+}
+func FuzzForwardEnqueueResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ForwardEnqueueResult)
+	}, sampleForwardEnqueueResult(1), sampleForwardEnqueueResult(2), new(ForwardEnqueueResult))
+}
+func FuzzForwardSettle(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ForwardSettle)
+	}, sampleForwardSettle(1), sampleForwardSettle(2), new(ForwardSettle))
+}
+func FuzzForwardSettleResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ForwardSettleResult)
+	}, sampleForwardSettleResult(1), sampleForwardSettleResult(2), new(ForwardSettleResult))
+}
+func FuzzJoin(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(Join)
+	}, sampleJoin(1), sampleJoin(2), new(Join))
+}
+func FuzzJoinOk(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(JoinOk)
+	}, sampleJoinOk(1), sampleJoinOk(2), new(JoinOk))
+}
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.
 func FuzzDecode(f *testing.F) {

@@ -16,6 +16,11 @@ The node with the lower node ID (compared as bytes) dials the other and opens wi
 other answers HelloOk or closes the connection. A snapshot travels as InstallSnapshot followed
 by SnapshotChunk frames with the same request ID (the last one flagged Last), at most a window
 of chunks ahead of the SnapshotCredit frames the receiver returns as it consumes them.
+
+A node that joins the cluster opens a connection to any member with Join in place of Hello
+(it knows neither the cluster's name nor the member's ID yet); the member answers JoinOk or
+Error and closes the connection. A member that does not lead the meta group hands the Join on
+to the one that does, as a request on their connection.
 */
 package cluster
 
@@ -124,6 +129,18 @@ const (
 	OpProposeMeta Opcode = 0x20
 	// OpProposeMetaResult is ProposeMetaResult (either direction).
 	OpProposeMetaResult Opcode = 0x21
+	// OpForwardEnqueue is ForwardEnqueue (either direction).
+	OpForwardEnqueue Opcode = 0x22
+	// OpForwardEnqueueResult is ForwardEnqueueResult (either direction).
+	OpForwardEnqueueResult Opcode = 0x23
+	// OpForwardSettle is ForwardSettle (either direction).
+	OpForwardSettle Opcode = 0x24
+	// OpForwardSettleResult is ForwardSettleResult (either direction).
+	OpForwardSettleResult Opcode = 0x25
+	// OpJoin is Join (either direction).
+	OpJoin Opcode = 0x30
+	// OpJoinOk is JoinOk (either direction).
+	OpJoinOk Opcode = 0x31
 )
 
 // Direction says which peer sends a frame.
@@ -160,6 +177,12 @@ var opcodeTable = [256]opcodeInfo{
 	OpSnapshotCredit:        {"SnapshotCredit", EitherDirection},
 	OpProposeMeta:           {"ProposeMeta", EitherDirection},
 	OpProposeMetaResult:     {"ProposeMetaResult", EitherDirection},
+	OpForwardEnqueue:        {"ForwardEnqueue", EitherDirection},
+	OpForwardEnqueueResult:  {"ForwardEnqueueResult", EitherDirection},
+	OpForwardSettle:         {"ForwardSettle", EitherDirection},
+	OpForwardSettleResult:   {"ForwardSettleResult", EitherDirection},
+	OpJoin:                  {"Join", EitherDirection},
+	OpJoinOk:                {"JoinOk", EitherDirection},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

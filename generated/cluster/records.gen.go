@@ -2,7 +2,10 @@
 
 package cluster
 
-import "github.com/filamq/fila/generated/wire"
+import (
+	"github.com/filamq/fila/generated/wire"
+	"math"
+)
 
 // RpcHeader: hashicorp/raft's RPCHeader: what every Raft message carries about its sender.
 //
@@ -129,5 +132,383 @@ func (x *LogEntry) Check() error {
 	if err := wire.CheckBytes(x.Extensions, 2147483647); err != nil {
 		return wire.AtField("extensions", -1, err)
 	}
+	return nil
+}
+
+// Member is a node of the cluster as the meta state records it.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field      encoding
+//	0       node_id    u16 length, then UTF-8
+//	+       address    u16 length, then UTF-8
+//	+       advertise  u16 length, then UTF-8
+type Member struct {
+	// The node's ID.
+	NodeID string
+
+	// Its inter-node address (HOST:PORT).
+	Address string
+
+	// The FIBP address it gives clients (empty: not known yet).
+	Advertise string
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *Member) Size() int {
+	n := 6
+	n += len(x.NodeID)
+	n += len(x.Address)
+	n += len(x.Advertise)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Member) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.NodeID)
+	b = wire.AppendString16(b, x.Address)
+	b = wire.AppendString16(b, x.Advertise)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Member) DecodeFrom(r *wire.Reader) {
+	x.NodeID = r.String(r.Len16(65535), true)
+	x.Address = r.String(r.Len16(65535), true)
+	x.Advertise = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *Member) Check() error {
+	if err := wire.CheckString(x.NodeID, 65535, true); err != nil {
+		return wire.AtField("node_id", -1, err)
+	}
+	if err := wire.CheckString(x.Address, 65535, true); err != nil {
+		return wire.AtField("address", -1, err)
+	}
+	if err := wire.CheckString(x.Advertise, 65535, true); err != nil {
+		return wire.AtField("advertise", -1, err)
+	}
+	return nil
+}
+
+// ForwardMessage is one message of a ForwardEnqueue: an FIBP Enqueue's message, absent options as
+// their zero values.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field                encoding
+//	0       queue                u16 length, then UTF-8
+//	+       headers              u16 count, then each key (string) and value (string)
+//	+       payload              u32 length, then bytes
+//	+       fairness_key         u16 length, then UTF-8
+//	+       weight               u32
+//	+       delay_ms             u64
+//	+       idempotency_key      u16 length, then UTF-8
+//	+       has_idempotency_key  u8 (0 or 1)
+type ForwardMessage struct {
+	// The queue.
+	Queue string
+
+	// The message's headers.
+	Headers map[string]string
+
+	// The message's body.
+	Payload []byte
+
+	// The fairness key (empty: the default).
+	FairnessKey string
+
+	// The fairness key's weight (0: 1).
+	Weight uint32
+
+	// Not deliverable before this many milliseconds (0: at once).
+	DelayMs uint64
+
+	// The producer's idempotency key, when has_idempotency_key.
+	IdempotencyKey string
+
+	// The message has an idempotency key.
+	HasIdempotencyKey bool
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ForwardMessage) Size() int {
+	n := 25
+	n += len(x.Queue)
+	n += 4 * len(x.Headers)
+	for k0, v0 := range x.Headers {
+		n += len(k0)
+		n += len(v0)
+	}
+	n += len(x.Payload)
+	n += len(x.FairnessKey)
+	n += len(x.IdempotencyKey)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ForwardMessage) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	{
+		var scratch0 [16]string
+		b = wire.AppendCount(b, wire.Count16, len(x.Headers))
+		for _, k0 := range wire.SortedKeys(x.Headers, &scratch0) {
+			b = wire.AppendString16(b, k0)
+			b = wire.AppendString16(b, x.Headers[k0])
+		}
+	}
+	b = wire.AppendBytes32(b, x.Payload)
+	b = wire.AppendString16(b, x.FairnessKey)
+	b = wire.AppendU32(b, x.Weight)
+	b = wire.AppendU64(b, x.DelayMs)
+	b = wire.AppendString16(b, x.IdempotencyKey)
+	b = wire.AppendBool(b, x.HasIdempotencyKey)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ForwardMessage) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), true)
+	{
+		n0 := r.Count(wire.Count16, 4)
+		x.Headers = nil
+		if n0 > 0 {
+			m0 := make(map[string]string, wire.MapHint(n0))
+			for range n0 {
+				k0 := r.String(r.Len16(65535), true)
+				held := len(m0)
+				m0[k0] = r.String(r.Len16(65535), true)
+				if len(m0) > held {
+					r.Charge(wire.MapEntryMemory)
+				}
+			}
+			x.Headers = m0
+		}
+	}
+	x.Payload = r.Bytes(r.Len32(2147483647))
+	x.FairnessKey = r.String(r.Len16(65535), true)
+	x.Weight = r.U32()
+	x.DelayMs = r.U64()
+	x.IdempotencyKey = r.String(r.Len16(65535), true)
+	x.HasIdempotencyKey = r.Bool()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ForwardMessage) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Headers), math.MaxUint16); err != nil {
+		return wire.AtField("headers", -1, err)
+	}
+	for k0, v0 := range x.Headers {
+		if err := wire.CheckString(k0, 65535, true); err != nil {
+			return wire.AtField("headers", -1, err)
+		}
+		if err := wire.CheckString(v0, 65535, true); err != nil {
+			return wire.AtField("headers", -1, err)
+		}
+	}
+	if err := wire.CheckBytes(x.Payload, 2147483647); err != nil {
+		return wire.AtField("payload", -1, err)
+	}
+	if err := wire.CheckString(x.FairnessKey, 65535, true); err != nil {
+		return wire.AtField("fairness_key", -1, err)
+	}
+	if err := wire.CheckString(x.IdempotencyKey, 65535, true); err != nil {
+		return wire.AtField("idempotency_key", -1, err)
+	}
+	return nil
+}
+
+// ForwardEnqueueItem is the outcome of one message of a ForwardEnqueue.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field           encoding
+//	0       code            u8
+//	1       message_id      16 bytes (UUID)
+//	17      duplicate       u8 (0 or 1)
+//	18      leader_node_id  u64
+//	26      leader_addr     u16 length, then UTF-8
+type ForwardEnqueueItem struct {
+	// The outcome: the broker's service code (server/service.Code; 0 Ok).
+	Code uint8
+
+	// The new message's ID, or the original's for a duplicate.
+	MessageID wire.UUID
+
+	// The idempotency key was seen within the window: nothing was stored.
+	Duplicate bool
+
+	// With NotLeader: the queue's leader as the receiver knows it (0: unknown).
+	LeaderNodeID uint64
+
+	// With NotLeader: that leader's FIBP address (empty: unknown).
+	LeaderAddr string
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ForwardEnqueueItem) Size() int {
+	n := 28
+	n += len(x.LeaderAddr)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ForwardEnqueueItem) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, x.Code)
+	b = wire.AppendUUID(b, x.MessageID)
+	b = wire.AppendBool(b, x.Duplicate)
+	b = wire.AppendU64(b, x.LeaderNodeID)
+	b = wire.AppendString16(b, x.LeaderAddr)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ForwardEnqueueItem) DecodeFrom(r *wire.Reader) {
+	x.Code = r.U8()
+	x.MessageID = r.UUID()
+	x.Duplicate = r.Bool()
+	x.LeaderNodeID = r.U64()
+	x.LeaderAddr = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ForwardEnqueueItem) Check() error {
+	if err := wire.CheckString(x.LeaderAddr, 65535, true); err != nil {
+		return wire.AtField("leader_addr", -1, err)
+	}
+	return nil
+}
+
+// ForwardSettleItem is one item of a ForwardSettle; the fields its kind does not use are zero.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field            encoding
+//	0       queue            u16 length, then UTF-8
+//	+       message_id       16 bytes (UUID)
+//	+       session          u16 length, then UTF-8
+//	+       error            u32 length, then UTF-8
+//	+       retry_after_ms   u64
+//	+       has_retry_after  u8 (0 or 1)
+//	+       extend_by_ms     u64
+type ForwardSettleItem struct {
+	// The message's queue.
+	Queue string
+
+	// The leased message.
+	MessageID wire.UUID
+
+	// Who settles: the sender's node ID, a slash and its client connection's session (empty: not
+	// checked).
+	Session string
+
+	// Nack: why the message failed.
+	Error string
+
+	// Nack: the back-off replacing the retry policy's, when has_retry_after.
+	RetryAfterMs uint64
+
+	// Nack: retry_after_ms is set.
+	HasRetryAfter bool
+
+	// Extend: how far to move the lease's expiry from now.
+	ExtendByMs uint64
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ForwardSettleItem) Size() int {
+	n := 41
+	n += len(x.Queue)
+	n += len(x.Session)
+	n += len(x.Error)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ForwardSettleItem) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	b = wire.AppendUUID(b, x.MessageID)
+	b = wire.AppendString16(b, x.Session)
+	b = wire.AppendString32(b, x.Error)
+	b = wire.AppendU64(b, x.RetryAfterMs)
+	b = wire.AppendBool(b, x.HasRetryAfter)
+	b = wire.AppendU64(b, x.ExtendByMs)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ForwardSettleItem) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), true)
+	x.MessageID = r.UUID()
+	x.Session = r.String(r.Len16(65535), true)
+	x.Error = r.String(r.Len32(2147483647), true)
+	x.RetryAfterMs = r.U64()
+	x.HasRetryAfter = r.Bool()
+	x.ExtendByMs = r.U64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ForwardSettleItem) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckString(x.Session, 65535, true); err != nil {
+		return wire.AtField("session", -1, err)
+	}
+	if err := wire.CheckString(x.Error, 2147483647, true); err != nil {
+		return wire.AtField("error", -1, err)
+	}
+	return nil
+}
+
+// ForwardSettleOutcome is the outcome of one item of a ForwardSettle.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field       encoding
+//	0       code        u8
+//	1       expires_at  i64
+type ForwardSettleOutcome struct {
+	// The outcome: the broker's service code (0 Ok).
+	Code uint8
+
+	// Extend, when Ok: the lease's new expiry (Unix ms).
+	ExpiresAt int64
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*ForwardSettleOutcome) Size() int {
+	return 9
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ForwardSettleOutcome) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, x.Code)
+	b = wire.AppendI64(b, x.ExpiresAt)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ForwardSettleOutcome) DecodeFrom(r *wire.Reader) {
+	x.Code = r.U8()
+	x.ExpiresAt = r.I64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*ForwardSettleOutcome) Check() error {
 	return nil
 }

@@ -14,6 +14,55 @@ func sampleProposeMetaResult(seed int) *ProposeMetaResult {
 		RefusedMessage: fmt.Sprintf("refused_message-%d-é", seed),
 	}
 }
+func sampleForwardEnqueue(seed int) *ForwardEnqueue {
+	return &ForwardEnqueue{Messages: func() []ForwardMessage {
+		var out []ForwardMessage
+		for _, seed := range [2]int{seed, seed + 1} {
+			out = append(out, sampleForwardMessage(seed))
+		}
+		return out
+	}()}
+}
+func sampleForwardEnqueueResult(seed int) *ForwardEnqueueResult {
+	return &ForwardEnqueueResult{
+		ErrorCode:    uint8(seed*37 + 10),
+		ErrorMessage: fmt.Sprintf("error_message-%d-é", seed),
+		Results: func() []ForwardEnqueueItem {
+			var out []ForwardEnqueueItem
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleForwardEnqueueItem(seed))
+			}
+			return out
+		}(),
+		RetryAfterMs: uint32(seed*37 + 14),
+	}
+}
+func sampleForwardSettle(seed int) *ForwardSettle {
+	return &ForwardSettle{
+		Items: func() []ForwardSettleItem {
+			var out []ForwardSettleItem
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleForwardSettleItem(seed))
+			}
+			return out
+		}(),
+		Kind: []SettleKind{SettleAck, SettleNack, SettleExtend}[seed%3],
+	}
+}
+func sampleForwardSettleResult(seed int) *ForwardSettleResult {
+	return &ForwardSettleResult{
+		ErrorCode:    uint8(seed*37 + 10),
+		ErrorMessage: fmt.Sprintf("error_message-%d-é", seed),
+		Results: func() []ForwardSettleOutcome {
+			var out []ForwardSettleOutcome
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleForwardSettleOutcome(seed))
+			}
+			return out
+		}(),
+		RetryAfterMs: uint32(seed*37 + 14),
+	}
+}
 func roundTripCasesForward() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -26,6 +75,30 @@ func roundTripCasesForward() []roundTripCase {
 			return new(ProposeMetaResult)
 		},
 		full: sampleProposeMetaResult(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ForwardEnqueue)
+		},
+		full: sampleForwardEnqueue(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ForwardEnqueueResult)
+		},
+		full: sampleForwardEnqueueResult(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ForwardSettle)
+		},
+		full: sampleForwardSettle(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ForwardSettleResult)
+		},
+		full: sampleForwardSettleResult(1),
 		tail: 0,
 	}}
 }

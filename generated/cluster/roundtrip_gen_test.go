@@ -4,6 +4,7 @@ package cluster
 
 import (
 	"fmt"
+	"github.com/filamq/fila/generated/wire"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"slices"
@@ -27,8 +28,56 @@ func sampleLogEntry(seed int) LogEntry {
 		Type:       uint8(seed*37 + 4),
 	}
 }
+func sampleMember(seed int) Member {
+	return Member{
+		Address:   fmt.Sprintf("address-%d-é", seed),
+		Advertise: fmt.Sprintf("advertise-%d-é", seed),
+		NodeID:    fmt.Sprintf("node_id-%d-é", seed),
+	}
+}
+func sampleForwardMessage(seed int) ForwardMessage {
+	return ForwardMessage{
+		DelayMs:           uint64(seed*37 + 8),
+		FairnessKey:       fmt.Sprintf("fairness_key-%d-é", seed),
+		HasIdempotencyKey: seed%2 == 1,
+		Headers: map[string]string{
+			"k2":                    "v2",
+			fmt.Sprint("k1-", seed): fmt.Sprint("v1-", seed),
+		},
+		IdempotencyKey: fmt.Sprintf("idempotency_key-%d-é", seed),
+		Payload:        []byte(fmt.Sprintf("payload-%d\x00\xff", seed)),
+		Queue:          fmt.Sprintf("queue-%d-é", seed),
+		Weight:         uint32(seed*37 + 6),
+	}
+}
+func sampleForwardEnqueueItem(seed int) ForwardEnqueueItem {
+	return ForwardEnqueueItem{
+		Code:         uint8(seed*37 + 4),
+		Duplicate:    seed%2 == 1,
+		LeaderAddr:   fmt.Sprintf("leader_addr-%d-é", seed),
+		LeaderNodeID: uint64(seed*37 + 14),
+		MessageID:    wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+	}
+}
+func sampleForwardSettleItem(seed int) ForwardSettleItem {
+	return ForwardSettleItem{
+		Error:         fmt.Sprintf("error-%d-é", seed),
+		ExtendByMs:    uint64(seed*37 + 12),
+		HasRetryAfter: seed%2 == 1,
+		MessageID:     wire.UUID{byte(seed), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15},
+		Queue:         fmt.Sprintf("queue-%d-é", seed),
+		RetryAfterMs:  uint64(seed*37 + 14),
+		Session:       fmt.Sprintf("session-%d-é", seed),
+	}
+}
+func sampleForwardSettleOutcome(seed int) ForwardSettleOutcome {
+	return ForwardSettleOutcome{
+		Code:      uint8(seed*37 + 4),
+		ExpiresAt: int64(seed*37 + 10),
+	}
+}
 func roundTripCases() []roundTripCase {
-	return slices.Concat(roundTripCasesControl(), roundTripCasesRaft(), roundTripCasesForward())
+	return slices.Concat(roundTripCasesControl(), roundTripCasesRaft(), roundTripCasesForward(), roundTripCasesMembership())
 }
 
 var equal = cmpopts.EquateEmpty()

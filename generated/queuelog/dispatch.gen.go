@@ -31,6 +31,7 @@ var (
 	_ Frame = (*Reclassify)(nil)
 	_ Frame = (*RedriveClassified)(nil)
 	_ Frame = (*DeadLetter)(nil)
+	_ Frame = (*Hibernate)(nil)
 	_ Frame = (*PutQueue)(nil)
 	_ Frame = (*DropQueue)(nil)
 	_ Frame = (*SetConfig)(nil)
@@ -38,6 +39,7 @@ var (
 	_ Frame = (*DeleteQueue)(nil)
 	_ Frame = (*UpdateQueue)(nil)
 	_ Frame = (*PutNode)(nil)
+	_ Frame = (*PutMember)(nil)
 	_ Frame = (*PutAPIKey)(nil)
 	_ Frame = (*RevokeAPIKey)(nil)
 	_ Frame = (*SetACL)(nil)
@@ -57,6 +59,7 @@ var (
 	_ Frame = (*SnapshotAPIKey)(nil)
 	_ Frame = (*SnapshotNode)(nil)
 	_ Frame = (*SnapshotPlacement)(nil)
+	_ Frame = (*SnapshotMember)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -86,6 +89,8 @@ func New(op Opcode) Frame {
 		return new(RedriveClassified)
 	case OpDeadLetter:
 		return new(DeadLetter)
+	case OpHibernate:
+		return new(Hibernate)
 	case OpPutQueue:
 		return new(PutQueue)
 	case OpDropQueue:
@@ -100,6 +105,8 @@ func New(op Opcode) Frame {
 		return new(UpdateQueue)
 	case OpPutNode:
 		return new(PutNode)
+	case OpPutMember:
+		return new(PutMember)
 	case OpPutAPIKey:
 		return new(PutAPIKey)
 	case OpRevokeAPIKey:
@@ -138,6 +145,8 @@ func New(op Opcode) Frame {
 		return new(SnapshotNode)
 	case OpSnapshotPlacement:
 		return new(SnapshotPlacement)
+	case OpSnapshotMember:
+		return new(SnapshotMember)
 	}
 	return nil
 }

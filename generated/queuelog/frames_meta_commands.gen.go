@@ -703,7 +703,8 @@ func (x *UpdateQueue) Decode(body []byte) error {
 // PutNode is opcode 0x26, a stored record.
 // Adds a node to the cluster's membership, or changes its address. Queue groups created while
 // no node was known (a single node before this command, or a log written before it existed)
-// are placed on the members when the first one is added.
+// are placed on the members when the first one is added. PutMember replaces it; logs written
+// before PutMember hold it, and apply it as a PutMember without an advertised address.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //

@@ -517,3 +517,61 @@ func (x *DeadLetter) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// Hibernate is opcode 0x0d, a stored record.
+// The group's leader found it idle at time at and puts it to sleep: it changes no state. Each
+// replica that applies it as its last log entry stops its Raft group until a request, a Raft
+// message or (the leader's) due time wakes it; the leader stops its own once its followers
+// know the entry committed. A replica whose log holds more after it stays awake.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       at     i64
+type Hibernate struct {
+	// Unix ms when the leader found the group idle.
+	At int64
+}
+
+// Opcode returns OpHibernate.
+func (*Hibernate) Opcode() Opcode {
+	return OpHibernate
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*Hibernate) Size() int {
+	return 8
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *Hibernate) AppendTo(b []byte) []byte {
+	b = wire.AppendI64(b, x.At)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *Hibernate) DecodeFrom(r *wire.Reader) {
+	x.At = r.I64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*Hibernate) Check() error {
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *Hibernate) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpHibernate,
+		}
+	}
+	return nil
+}

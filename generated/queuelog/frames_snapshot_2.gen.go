@@ -483,7 +483,8 @@ func (x *SnapshotPermission) Check() error {
 }
 
 // SnapshotNode is opcode 0x59, a stored record.
-// A member of the cluster in a meta group snapshot (see PutNode).
+// A member of the cluster in a meta group snapshot (see PutNode), as snapshots written before
+// SnapshotMember hold it: a member without an advertised address.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
@@ -547,6 +548,86 @@ func (x *SnapshotNode) Decode(body []byte) error {
 		return &FrameError{
 			Err:    err,
 			Opcode: OpSnapshotNode,
+		}
+	}
+	return nil
+}
+
+// SnapshotMember is opcode 0x5b, a stored record.
+// A member of the cluster in a meta group snapshot, with both its addresses (see PutMember).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field      encoding
+//	0       id         u16 length, then UTF-8
+//	+       address    u16 length, then UTF-8
+//	+       advertise  u16 length, then UTF-8
+type SnapshotMember struct {
+	// The node's ID.
+	ID string
+
+	// The inter-node address other nodes reach it at.
+	Address string
+
+	// The FIBP address clients are given for it (empty: not told yet).
+	Advertise string
+}
+
+// Opcode returns OpSnapshotMember.
+func (*SnapshotMember) Opcode() Opcode {
+	return OpSnapshotMember
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotMember) Size() int {
+	n := 6
+	n += len(x.ID)
+	n += len(x.Address)
+	n += len(x.Advertise)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotMember) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	b = wire.AppendString16(b, x.Address)
+	b = wire.AppendString16(b, x.Advertise)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotMember) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+	x.Address = r.String(r.Len16(65535), false)
+	x.Advertise = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotMember) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	if err := wire.CheckString(x.Address, 65535, false); err != nil {
+		return wire.AtField("address", -1, err)
+	}
+	if err := wire.CheckString(x.Advertise, 65535, false); err != nil {
+		return wire.AtField("advertise", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotMember) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotMember,
 		}
 	}
 	return nil

@@ -96,6 +96,11 @@ func FuzzDeadLetter(f *testing.F) {
 		return new(DeadLetter)
 	}, sampleDeadLetter(1), sampleDeadLetter(2), new(DeadLetter))
 }
+func FuzzHibernate(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(Hibernate)
+	}, sampleHibernate(1), sampleHibernate(2), new(Hibernate))
+}
 func FuzzPutQueue(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(PutQueue)
@@ -130,6 +135,11 @@ func FuzzPutNode(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(PutNode)
 	}, samplePutNode(1), samplePutNode(2), new(PutNode))
+}
+func FuzzPutMember(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(PutMember)
+	}, samplePutMember(1), samplePutMember(2), new(PutMember))
 }
 func FuzzPutAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
@@ -225,6 +235,11 @@ func FuzzSnapshotPlacement(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(SnapshotPlacement)
 	}, sampleSnapshotPlacement(1), sampleSnapshotPlacement(2), new(SnapshotPlacement))
+}
+func FuzzSnapshotMember(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotMember)
+	}, sampleSnapshotMember(1), sampleSnapshotMember(2), new(SnapshotMember))
 }
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.

@@ -71,6 +71,8 @@ const (
 	OpRedriveClassified Opcode = 0x0b
 	// OpDeadLetter is DeadLetter (a stored record).
 	OpDeadLetter Opcode = 0x0c
+	// OpHibernate is Hibernate (a stored record).
+	OpHibernate Opcode = 0x0d
 	// OpPutQueue is PutQueue (a stored record).
 	OpPutQueue Opcode = 0x20
 	// OpDropQueue is DropQueue (a stored record).
@@ -85,6 +87,8 @@ const (
 	OpUpdateQueue Opcode = 0x25
 	// OpPutNode is PutNode (a stored record).
 	OpPutNode Opcode = 0x26
+	// OpPutMember is PutMember (a stored record).
+	OpPutMember Opcode = 0x27
 	// OpPutAPIKey is PutAPIKey (a stored record).
 	OpPutAPIKey Opcode = 0x30
 	// OpRevokeAPIKey is RevokeAPIKey (a stored record).
@@ -123,6 +127,8 @@ const (
 	OpSnapshotNode Opcode = 0x59
 	// OpSnapshotPlacement is SnapshotPlacement (a stored record).
 	OpSnapshotPlacement Opcode = 0x5a
+	// OpSnapshotMember is SnapshotMember (a stored record).
+	OpSnapshotMember Opcode = 0x5b
 )
 
 // opcodeInfo is what the spec says about one opcode.
@@ -144,6 +150,7 @@ var opcodeTable = [256]opcodeInfo{
 	OpReclassify:         {"Reclassify"},
 	OpRedriveClassified:  {"RedriveClassified"},
 	OpDeadLetter:         {"DeadLetter"},
+	OpHibernate:          {"Hibernate"},
 	OpPutQueue:           {"PutQueue"},
 	OpDropQueue:          {"DropQueue"},
 	OpSetConfig:          {"SetConfig"},
@@ -151,6 +158,7 @@ var opcodeTable = [256]opcodeInfo{
 	OpDeleteQueue:        {"DeleteQueue"},
 	OpUpdateQueue:        {"UpdateQueue"},
 	OpPutNode:            {"PutNode"},
+	OpPutMember:          {"PutMember"},
 	OpPutAPIKey:          {"PutAPIKey"},
 	OpRevokeAPIKey:       {"RevokeAPIKey"},
 	OpSetACL:             {"SetACL"},
@@ -170,6 +178,7 @@ var opcodeTable = [256]opcodeInfo{
 	OpSnapshotAPIKey:     {"SnapshotAPIKey"},
 	OpSnapshotNode:       {"SnapshotNode"},
 	OpSnapshotPlacement:  {"SnapshotPlacement"},
+	OpSnapshotMember:     {"SnapshotMember"},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

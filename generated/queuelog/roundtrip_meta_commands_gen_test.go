@@ -66,6 +66,13 @@ func samplePutNode(seed int) *PutNode {
 		ID:      fmt.Sprintf("id-%d-é", seed),
 	}
 }
+func samplePutMember(seed int) *PutMember {
+	return &PutMember{
+		Address:   fmt.Sprintf("address-%d-é", seed),
+		Advertise: fmt.Sprintf("advertise-%d-é", seed),
+		ID:        fmt.Sprintf("id-%d-é", seed),
+	}
+}
 func roundTripCasesMetaCommands() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -126,6 +133,12 @@ func roundTripCasesMetaCommands() []roundTripCase {
 			return new(PutNode)
 		},
 		full: samplePutNode(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(PutMember)
+		},
+		full: samplePutMember(1),
 		tail: 0,
 	}}
 }

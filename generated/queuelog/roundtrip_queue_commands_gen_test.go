@@ -169,6 +169,9 @@ func sampleDeadLetter(seed int) *DeadLetter {
 		Reason:   fmt.Sprintf("reason-%d-é", seed),
 	}
 }
+func sampleHibernate(seed int) *Hibernate {
+	return &Hibernate{At: int64(seed*37 + 2)}
+}
 func roundTripCasesQueueCommands() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -241,6 +244,12 @@ func roundTripCasesQueueCommands() []roundTripCase {
 			return new(DeadLetter)
 		},
 		full: sampleDeadLetter(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(Hibernate)
+		},
+		full: sampleHibernate(1),
 		tail: 0,
 	}}
 }

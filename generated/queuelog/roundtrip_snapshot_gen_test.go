@@ -150,6 +150,13 @@ func sampleSnapshotNode(seed int) *SnapshotNode {
 		ID:      fmt.Sprintf("id-%d-é", seed),
 	}
 }
+func sampleSnapshotMember(seed int) *SnapshotMember {
+	return &SnapshotMember{
+		Address:   fmt.Sprintf("address-%d-é", seed),
+		Advertise: fmt.Sprintf("advertise-%d-é", seed),
+		ID:        fmt.Sprintf("id-%d-é", seed),
+	}
+}
 func sampleSnapshotPlacement(seed int) *SnapshotPlacement {
 	return &SnapshotPlacement{
 		Queue: fmt.Sprintf("queue-%d-é", seed),
@@ -253,6 +260,12 @@ func roundTripCasesSnapshot() []roundTripCase {
 			return new(SnapshotNode)
 		},
 		full: sampleSnapshotNode(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotMember)
+		},
+		full: sampleSnapshotMember(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
