@@ -65,7 +65,8 @@ type Store struct {
 	byHash    map[Hash]*Principal
 	bootstrap *Principal // nil: authentication is off
 	gen       atomic.Uint64
-	changed   chan struct{} // closed (and replaced) when gen moves
+	changed   chan struct{}               // closed (and replaced) when gen moves
+	fresh     atomic.Pointer[func() bool] // nil: always current (fresh.go)
 }
 
 // NewStore returns an empty store with authentication off.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/filamq/fila/generated/queuelog"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/lua/hooks"
 	"github.com/filamq/fila/server/engine"
@@ -58,8 +59,12 @@ type actor struct {
 	// request (Unix ms); wakeIdx its entry in the broker's sleepers heap (1-based; 0: none),
 	// guarded by the heap's lock.
 	dorm     dormancy
+	wakeB    wakeBound // bounds the wait of requests while the group wakes (wakebound.go)
 	lastBusy int64
 	wakeIdx  int
+	// reads counts the operations of the current batch that only read (quietreads.go): they do
+	// not make the round busy.
+	reads int
 
 	// leading is whether this node leads the group and the actor runs its leader's runtime
 	// (roles.go); leadingNow mirrors it for other goroutines. term is the Raft term it leads in,
@@ -228,18 +233,21 @@ func (a *actor) open() error {
 	if err != nil {
 		return err
 	}
+	fsm.onSleep = func() { signal(a.internal.wake) } // sleepreplicas.go
 	g, err := a.b.openGroup(a.name, fsm, a.replicas)
 	if err != nil {
 		return err
 	}
 	a.g, a.fsm = g, fsm
 	a.promotions = 0
+	a.watchRole() // before the role is read: a change after the read is heard (followRole)
 	if err := a.settleRole(); err != nil {
+		a.unwatch()
+		a.unwatch = nil
 		_ = g.Shutdown()
 		a.g, a.fsm = nil, nil
 		return err
 	}
-	a.watchRole()
 	return nil
 }
 
@@ -360,8 +368,9 @@ func (a *actor) run() {
 		} else {
 			a.ops.refuseWaiting(CodeNotLeader)
 		}
+		a.reads = 0
 		a.round(batch)
-		busy := len(batch) > 0
+		busy := len(batch) > a.reads // reads that change nothing are no activity (quietreads.go)
 		clear(batch)
 		if a.deleted {
 			a.stopped()
@@ -371,10 +380,13 @@ func (a *actor) run() {
 			a.maybeSnapshot()
 			a.noteStored()
 		}
+		if a.sleepAsked() {
+			return // a replicated group's Hibernate entry applied (sleepreplicas.go)
+		}
 		if now := a.b.clock().UnixMilli(); busy {
 			a.lastBusy = now
 		} else if a.idleSince(now) {
-			if a.drowsy() && a.hibernate() {
+			if a.drowsy() && a.sleep() {
 				return
 			}
 			a.lastBusy = now // not now (something needs it awake): look again after another idle time
@@ -445,8 +457,9 @@ type commit struct {
 	future  raft.ApplyFuture // nil when the round changed nothing
 	replies []func(err error)
 	outbox  []outBatch
-	bodies  int64     // the body cache's end when the round was proposed
-	reads   *bodyRead // the outbox's bodies being read from storage meanwhile; nil when none
+	bodies  int64          // the body cache's end when the round was proposed
+	reads   *bodyRead      // the outbox's bodies being read from storage meanwhile; nil when none
+	fence   queuelog.Fence // the entry's (fate.go)
 }
 
 // round runs one batch of operations, then expiry and dispatch, then proposes the round's entry
@@ -497,7 +510,7 @@ func (a *actor) round(batch []op) {
 		return
 	}
 	if entry != nil {
-		c.future = a.g.Propose(entry)
+		c.future, c.fence = a.g.Propose(entry), a.st.Fence()
 		a.sinceSnap += len(entry)
 	}
 	a.inflight.Add(1)
@@ -557,6 +570,10 @@ func (a *actor) waitLoop() {
 
 // finish answers a round's requests and, when it is durable, sends its deliveries.
 func (a *actor) finish(c *commit, err error) {
+	if i, ok := a.deposedEntry(c, err); ok {
+		a.settleDeposed(c, i) // its entry may still commit: answered by its fate (fate.go)
+		return
+	}
 	for _, reply := range c.replies {
 		reply(err)
 	}

@@ -233,7 +233,7 @@ func (b *Broker) GetStats(queue string) (QueueStats, *Error) {
 	if r.a.asleep(func(sum *summary) { s = cloneStats(sum.Lanes[r.lane].Stats) }) {
 		return queueStats(&s, b.queueThrottles(queue)), nil
 	}
-	if !r.a.call(func(a *actor) { q := a.st.Lane(r.lane); q.Advance(a.now()); s = q.Stats() }) {
+	if !r.a.read(func(a *actor) { q := a.st.Lane(r.lane); q.Advance(a.now()); s = q.Stats() }) {
 		return QueueStats{}, errorf(CodeQueueNotFound, "queue %q was deleted", queue)
 	}
 	return queueStats(&s, b.queueThrottles(queue)), nil
@@ -249,7 +249,7 @@ func (b *Broker) ListQueues() []QueueSummary {
 		}
 		var s engine.Stats
 		if r.a.asleep(func(sum *summary) { s = sum.Lanes[r.lane].Stats }) ||
-			r.a.call(func(a *actor) { s = a.st.Lane(r.lane).Counts() }) {
+			r.a.read(func(a *actor) { s = a.st.Lane(r.lane).Counts() }) {
 			res = append(res, QueueSummary{Name: name, Depth: s.Depth, InFlight: s.InFlight, ActiveConsumers: s.ActiveConsumers})
 		}
 	}

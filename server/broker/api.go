@@ -56,28 +56,49 @@ func (f *fanIn) finish() {
 // whole request failed (every message was refused ChannelFull: a full inbox, a spent script
 // budget, a full deduplication memory), with the back-off to suggest.
 func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
+	b.enqueue(msgs, done, b.fwd)
+}
+
+// enqueue is Enqueue; fwd, when not nil, forwards the messages for queues other nodes lead to
+// them (forward.go).
+func (b *Broker) enqueue(msgs []Message, done func([]EnqueueResult, *Error), fwd *forwarder) {
 	if e := b.writable(); e != nil {
 		done(nil, e)
 		return
 	}
+	if b.clustered() { // NotLeader answers name the leader (routing.go)
+		done = b.routeEnqueue(msgs, done, fwd)
+	}
 	res := make([]EnqueueResult, len(msgs))
 	bodies := make([]body, len(msgs))
+	var parts forwardParts
+	if fwd != nil {
+		fwd.classify(msgs, &parts)
+	}
 	size := 0
 	for i := range msgs {
 		size += len(msgs[i].Payload)
 	}
-	arena := make([]byte, 0, size)
+	arena := make([]byte, 0, size-parts.bytes)
 	groups := map[queueRef][]enqueueItem{}
 	var order []queueRef
 	var last queueRef
 	for i := range msgs {
+		if parts.skip != nil && parts.skip[i] {
+			continue
+		}
 		m := &msgs[i]
 		a := last
 		if a.a == nil || a.name() != m.Queue {
 			a = b.lookup(m.Queue)
 		}
 		if a.a == nil {
-			res[i].Code = CodeQueueNotFound
+			res[i].Code = b.absentCode(m.Queue)
+			if fwd != nil && res[i].Code == CodeNotLeader { // routeEnqueue may forward it after Enqueue returned
+				start := len(arena)
+				arena = append(arena, m.Payload...)
+				m.Payload = arena[start:len(arena):len(arena)]
+			}
 			continue
 		}
 		last = a
@@ -96,7 +117,7 @@ func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
 	// Every part is counted up front, so the answer is sent by whoever finishes last — normally
 	// the queue's sync waiter, before it sends that round's deliveries: a client sees the answer
 	// to its request before deliveries that the same round made.
-	fin := newFanIn(len(order), func() {
+	fin := newFanIn(len(order)+len(parts.nodes), func() {
 		if allCode(res, CodeChannelFull) { // every message was refused for a bound: the whole request is
 			if full == nil {
 				full = refusalOf(res)
@@ -109,6 +130,9 @@ func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
 		}
 		done(res, nil)
 	})
+	for _, n := range parts.nodes {
+		fwd.enqueue(n, msgs, parts.items[n], res, fin.finish)
+	}
 	for _, r := range order {
 		items, l := groups[r], r.lane
 		answer := func(code Code) {
@@ -161,19 +185,36 @@ const (
 // settle routes per-message items to their queues. codes receives one code per item (ext, for
 // ExtendLease, one result per item).
 func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, codes []Code, ext []ExtendResult, done func(*Error)) {
+	b.settleWith(kind, queues, items, codes, ext, done, b.fwd)
+}
+
+// settleWith is settle; fwd, when not nil, forwards the items for queues other nodes lead to
+// them (forward.go).
+func (b *Broker) settleWith(kind settleKind, queues []string, items []settleItem, codes []Code, ext []ExtendResult, done func(*Error),
+	fwd *forwarder) {
 	if e := b.writable(); e != nil {
 		done(e)
 		return
 	}
+	if b.clustered() { // NodeNotReady while no leader is known (routing.go)
+		done = b.routeSettle(kind, queues, items, codes, ext, done, fwd)
+	}
+	var parts forwardParts
+	if fwd != nil {
+		fwd.classifyQueues(queues, &parts)
+	}
 	groups := map[queueRef][]settleItem{}
 	var order []queueRef
 	for i, q := range queues {
+		if parts.skip != nil && parts.skip[i] {
+			continue
+		}
 		a := b.lookup(q)
 		if a.a == nil {
 			if ext != nil {
-				ext[i].Code = CodeQueueNotFound
+				ext[i].Code = b.absentCode(q)
 			} else {
-				codes[i] = CodeQueueNotFound
+				codes[i] = b.absentCode(q)
 			}
 			continue
 		}
@@ -186,7 +227,10 @@ func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, co
 	// Every part is counted up front, so the answer is sent by whoever finishes last — normally
 	// the queue's sync waiter, before it sends that round's deliveries: a client sees the answer
 	// to its request before deliveries that the same round made.
-	fin := newFanIn(len(order), func() { done(full) })
+	fin := newFanIn(len(order)+len(parts.nodes), func() { done(full) })
+	for _, n := range parts.nodes {
+		fwd.settle(kind, n, queues, items, parts.items[n], codes, ext, fin.finish)
+	}
 	for _, r := range order {
 		its, l := groups[r], r.lane
 		var o op
@@ -297,6 +341,12 @@ func (h *subscriptionHandle) Unsubscribe()    { h.b.Unsubscribe(h.queue, h.consu
 func (b *Broker) subscribe(s SubscribeRequest, sink Sink) *Error {
 	r := b.lookup(s.Queue)
 	if r.a == nil {
+		switch b.absentCode(s.Queue) {
+		case CodeNotLeader:
+			return b.notLeader(s.Queue)
+		case CodeNodeNotReady:
+			return errorf(CodeNodeNotReady, "this node has not caught up with the cluster's queues yet; retry")
+		}
 		return errorf(CodeQueueNotFound, "queue %q does not exist", s.Queue)
 	}
 	if r.a.asleep(func(*summary) {}) {
@@ -311,7 +361,7 @@ func (b *Broker) subscribe(s SubscribeRequest, sink Sink) *Error {
 		return e
 	}
 	var failure *Error
-	ok := r.a.call(func(a *actor) {
+	ok, notReady := r.a.callWaking(func(a *actor) {
 		sub := &subscription{id: s.ConsumerID, session: s.Session, since: a.now(), lane: r.lane, sink: sink, auto: s.ManagedCredit || s.Credit == 0, throttles: ts}
 		credit := s.Credit
 		if sub.auto {
@@ -328,7 +378,13 @@ func (b *Broker) subscribe(s SubscribeRequest, sink Sink) *Error {
 	if (!ok || failure != nil) && ts != nil {
 		ts.Close()
 	}
+	if notReady { // the group woke and has no leader yet (wakebound.go)
+		return errorf(CodeNodeNotReady, "queue %q is waking and knows no leader yet; retry", s.Queue)
+	}
 	if !ok {
+		if b.clustered() && !r.a.ended() { // a follower: call runs nothing on it (roles.go)
+			return b.notLeader(s.Queue)
+		}
 		return errorf(CodeQueueNotFound, "queue %q was deleted", s.Queue)
 	}
 	return failure

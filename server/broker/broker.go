@@ -135,8 +135,11 @@ type Broker struct {
 
 	meta      *meta.FSM        // this node's copy of the meta state (meta.go); replaced under b.mu with metaGroup
 	metaHooks *metaHooks       // meta's hooks into the broker (meta.go)
+	peers     peers            // the members' addresses told to the network (join.go)
 	metaGroup *raftgroup.Group // nil after a failed write stopped it (storagehealth.go); changed under adminMu and mu
+	metaIndex *atomic.Uint64   // the last entry the meta state machine applied (restart.go)
 	reg       *registry.Registry[*actor]
+	fwd       *forwarder // hands requests for queues other nodes lead to them (forward.go); nil on a single node
 
 	stopWatch, watchDone chan struct{} // watchStorage
 	storageStuck         chan struct{} // closed by watchStorage once the store is stuck
@@ -231,6 +234,9 @@ func Open(o Options) (*Broker, error) {
 		started:   o.Clock().UnixMilli(), sleepers: newSleepers(o.Clock),
 	}
 	b.layout, _ = db.(storage.Layout)
+	if b.clustered() {
+		b.fwd = newForwarder(b)
+	}
 	b.dedup.open(o.MemoryBudget)
 	b.openThrottles()
 	go b.sleepers.run(o.NewTimer)
@@ -267,15 +273,15 @@ func (b *Broker) openGroup(name string, fsm raft.FSM, replicas []meta.NodeID) (*
 	if q, ok := fsm.(*queueFSM); ok {
 		snaps = q.attach(logs, snaps)
 	}
-	return b.startGroup(name, logs, snaps, fsm, replicas)
+	return b.startGroup(name, logs, snaps, fsm, replicas, false)
 }
 
 // startGroup starts a Raft group on this node's stores for it.
 func (b *Broker) startGroup(name string, logs raftstore.LogStableStore, snaps raft.SnapshotStore, fsm raft.FSM,
-	replicas []meta.NodeID) (*raftgroup.Group, error) {
+	replicas []meta.NodeID, join bool) (*raftgroup.Group, error) {
 	c := raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger(), LocalID: raft.ServerID(b.nodeID()),
 		Peers: b.groupPeers(name, replicas), HeartbeatTimeout: b.opts.Cluster.HeartbeatTimeout,
-		SnapshotCheck: followerSnapshotCheck}
+		SnapshotCheck: followerSnapshotCheck, Join: join}
 	if net := b.opts.Cluster.Network; net != nil {
 		t, err := net.Transport(name)
 		if err != nil {
@@ -300,6 +306,7 @@ func (b *Broker) recover() error {
 		return fmt.Errorf("broker: meta group: %w", err)
 	}
 	b.setMetaGroup(g)
+	b.awaitMetaCurrent(g) // restart.go
 	if g.Leader() {
 		if err := b.recordMembers(); err != nil {
 			b.log.Warn("recording the cluster's members failed", "err", err)
@@ -327,6 +334,7 @@ func (b *Broker) recover() error {
 	if err != nil {
 		return err
 	}
+	assigned, actors, opened, later := b.openLater(assigned, actors, opened) // restart.go
 	if err := openAll(opened); err != nil {
 		return err
 	}
@@ -348,7 +356,7 @@ func (b *Broker) recover() error {
 	} else if err := b.dropOrphans(cat); err != nil {
 		return err
 	}
-	b.log.Info("recovered", "queues", len(actors), "asleep", asleep, "messages_opened", total,
+	b.log.Info("recovered", "queues", len(actors)+later, "asleep", asleep, "opened_later", later, "messages_opened", total,
 		"took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
@@ -364,7 +372,9 @@ func (b *Broker) openMeta(fsm *meta.FSM) (*raftgroup.Group, error) {
 	for _, n := range b.opts.Cluster.Members {
 		members = append(members, n.ID)
 	}
-	g, err := b.startGroup(MetaGroup, logs, snaps, fsm, members)
+	// A node that joined starts its member of the meta group empty; the leader sends it the log
+	// (join.go).
+	g, err := b.startGroup(MetaGroup, logs, snaps, b.watchMetaApplied(b.metaFSM(fsm), snaps), members, b.joined())
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,9 @@ type Cluster struct {
 	Replication int
 	// HeartbeatTimeout is the groups' Raft heartbeat timeout (raftgroup's default when 0).
 	HeartbeatTimeout time.Duration
+	// AuthMaxStaleness bounds how long after the meta group's leader was last heard from the node
+	// still answers authenticated requests (authfresh.go; DefaultAuthMaxStaleness when 0).
+	AuthMaxStaleness time.Duration
 }
 
 // Network gives this node's Raft groups their transports.

@@ -124,6 +124,14 @@ type memCluster struct {
 // startCluster opens three brokers as one cluster and waits until the meta state lists them.
 func startCluster(t *testing.T) *memCluster {
 	t.Helper()
+	return startClusterWith(t, 150*time.Millisecond, func(c *memCluster, id meta.NodeID) Network {
+		return memNode{n: c.net, self: id}
+	})
+}
+
+// startClusterWith is startCluster with heartbeat timeout hb and each node's Network from network.
+func startClusterWith(t *testing.T, hb time.Duration, network func(c *memCluster, id meta.NodeID) Network) *memCluster {
+	t.Helper()
 	c := &memCluster{t: t, net: newMemNetwork(), ids: []meta.NodeID{"n1", "n2", "n3"}, brokers: map[meta.NodeID]*Broker{}}
 	var members []meta.Node
 	for _, id := range c.ids {
@@ -137,8 +145,7 @@ func startCluster(t *testing.T) *memCluster {
 			o := DefaultOptions(t.TempDir())
 			o.Sync = false
 			o.IdleTimeout = -1
-			o.Cluster = Cluster{NodeID: string(id), Network: memNode{n: c.net, self: id}, Members: members,
-				HeartbeatTimeout: 150 * time.Millisecond}
+			o.Cluster = Cluster{NodeID: string(id), Network: network(c, id), Members: members, HeartbeatTimeout: hb}
 			b, err := Open(o)
 			if err != nil {
 				errs <- fmt.Errorf("node %s: %w", id, err)

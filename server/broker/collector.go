@@ -161,7 +161,7 @@ func (c *collector) read() []queueRow {
 			row.s, row.oldest, row.hasOldest = l.Stats, l.Oldest, l.HasOldest
 			row.s.Keys = engine.TopKeys(slices.Values(l.Stats.Keys), c.topKeys)
 		})
-		if !slept && !r.a.call(func(a *actor) {
+		if !slept && !r.a.read(func(a *actor) {
 			row.ordered = a.lanes[r.lane].keys.ordering != store.OrderingNone
 			q := a.st.Lane(r.lane)
 			row.s = q.Counts()

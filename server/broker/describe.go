@@ -15,7 +15,7 @@ func (b *Broker) Definition(queue string) (QueueDefinition, *Error) {
 	}
 	var def store.QueueRecord
 	read := func(a *actor) { def = a.lanes[r.lane].def }
-	if !r.a.asleep(func(*summary) { read(r.a) }) && !r.a.call(read) {
+	if !r.a.asleep(func(*summary) { read(r.a) }) && !r.a.read(read) {
 		return QueueDefinition{}, errorf(CodeQueueNotFound, "queue %q was deleted", queue)
 	}
 	return definition(&def)

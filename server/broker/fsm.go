@@ -57,6 +57,17 @@ type queueFSM struct {
 	// replicated: the configuration of the snapshot being written has another member, which
 	// could be fed it (fsmsnapshot.go)
 	replicated atomic.Bool
+	// sleepAt is the index of the last applied entry that puts the group to sleep (a Hibernate
+	// command: sleepreplicas.go), until the actor takes it; onSleep, when set, is called after
+	// such an entry applied (on raft's apply goroutine).
+	sleepAt atomic.Uint64
+	onSleep func()
+	// fates: a deposed leader's proposals waiting for their entries to apply, or not; restored:
+	// the last index a snapshot restored (fate.go). Under mu.
+	fates    []*fate
+	restored uint64
+	// fateTally counts the deposed leader's rounds answered by each fate (tests read it).
+	fateTally [fateUnknown + 1]atomic.Int64
 }
 
 func newQueueFSM(db storage.Store, name string, state *queuegroup.State, log *slog.Logger) (*queueFSM, error) {
@@ -109,17 +120,32 @@ var errFenced = errors.New("broker: the queue's log moved on without this entry"
 // ApplyBatch applies committed entries, in order, and deletes the bodies they ack in one batch.
 func (f *queueFSM) ApplyBatch(logs []*raft.Log) []any {
 	out := make([]any, len(logs))
-	last := uint64(0)
+	last, sleep := uint64(0), uint64(0)
 	f.mu.Lock()
 	for i, l := range logs {
 		f.applied = max(f.applied, l.Index)
 		if l.Type != raft.LogCommand {
+			if len(f.fates) > 0 {
+				f.decideFates(l)
+			}
 			continue
 		}
 		out[i] = f.applyOne(l)
+		if len(f.fates) > 0 {
+			f.decideFates(l)
+		}
 		last = l.Index
+		if queuegroup.Hibernates(l.Data) {
+			sleep = l.Index
+		}
 	}
 	f.mu.Unlock()
+	if sleep != 0 {
+		f.sleepAt.Store(sleep)
+		if f.onSleep != nil {
+			defer f.onSleep() // once the entry's bodies are written
+		}
+	}
 	if last > f.stored {
 		if err := f.batch.Commit(last); err != nil {
 			f.failed.Store(true)

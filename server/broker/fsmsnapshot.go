@@ -118,6 +118,7 @@ func (f *queueFSM) Restore(rc io.ReadCloser) error {
 		f.applied = max(f.applied, applied)
 		f.stored = max(f.stored, applied)
 	}
+	f.restoredFates(applied, withBodies)
 	f.mu.Unlock()
 	return nil
 }

@@ -40,17 +40,18 @@ import (
 // the others (a crash left no summary, something is due) are opened as before. A restart thus
 // reads one key per idle queue instead of replaying its group.
 //
-// Replicas (not built: every group is a cluster of one today). A hibernated group stays a member
-// of its Raft configuration: hibernation stops the node's goroutines for the group, not its
-// membership, and is decided per node. A group hibernates only when every member agrees it is
-// idle: the leader proposes a Hibernate command (with the summary's index) once idle, and each
-// member stops its group after applying it, so nobody starts an election against a silent
-// leader; the leader sends no heartbeats after it. Any member that gets a request wakes, runs
-// for election (or forwards to the last leader, which it wakes through the node-to-node
-// transport: a message for a sleeping group opens it before it is delivered). A member that
-// missed the Hibernate command (it was down) keeps running and elects itself leader, which
-// wakes the others with its first AppendEntries — the same path. Timers are the leader's alone
-// (it decides expiry), so only the leader keeps a sleepers entry.
+// Replicas (sleepreplicas.go). A hibernated group stays a member of its Raft configuration:
+// hibernation stops the node's goroutines for the group, not its membership, and is decided per
+// node. A group hibernates only when every member agrees it is idle: the leader proposes a
+// Hibernate command once idle, and each member that applies it as its log's last entry stops its
+// group (keeping a summary of the state it applied), so nobody starts an election against a
+// silent leader; the leader stops its own once its followers heard the entry committed, and
+// sends nothing after it. A Raft message for a sleeping group reaches the broker through the
+// node link (WakeGroup): the leader's last heartbeats are answered for the sleeping member, and
+// anything else wakes it (the message waits until the group has reopened). Any member that gets a
+// request wakes and stands for election, which wakes the others; a member that missed the
+// Hibernate command (it was down) keeps running and stands for election too — the same path.
+// Timers are the leader's alone (it decides expiry), so only the leader keeps a sleepers entry.
 
 // life says whether an actor's goroutine runs.
 type life uint8
@@ -69,6 +70,7 @@ type dormancy struct {
 	sleeping atomic.Bool
 	sum      summary
 	settled  chan struct{} // closed once the group that fell asleep has stopped
+	raft     sleepingLog   // what a follower answers its leader from while asleep (sleepreplicas.go)
 }
 
 // summary describes a sleeping group's state.
@@ -250,7 +252,9 @@ func (a *actor) openRefusing() error {
 			}
 		}
 	}()
+	unbound := a.boundWake() // wakebound.go
 	err := a.open()
+	unbound()
 	close(done)
 	<-watched
 	signal(a.ops.wake) // a wake-up the watcher took may belong to a request it left waiting
@@ -260,8 +264,8 @@ func (a *actor) openRefusing() error {
 // mayHibernate reports, cheaply, whether the group could hibernate once idle long enough (the
 // rounds in flight will have finished by then, or it looks again later).
 func (a *actor) mayHibernate() bool {
-	if a.b.opts.IdleTimeout <= 0 || a.suspended || a.deleted || len(a.subs) > 0 || !a.leading {
-		return false // a follower hibernates with its leader only (not built: see above)
+	if a.b.opts.IdleTimeout <= 0 || a.suspended || a.deleted || len(a.subs) > 0 || !a.leading || !a.maySleepReplicated() {
+		return false // a follower hibernates when its leader's Hibernate entry applies (sleepreplicas.go)
 	}
 	for l := range a.lanes {
 		if a.lanes[l].throttles != nil {

@@ -50,7 +50,7 @@ func (b *Broker) FairnessKeys(queue string, o KeyListOptions) (KeyPage, *Error) 
 	if r.a.asleep(func(s *summary) { page = sleepingKeys(&s.Lanes[r.lane].Stats, opts) }) {
 		return page, nil
 	}
-	if !r.a.call(func(a *actor) {
+	if !r.a.read(func(a *actor) {
 		q := a.st.Lane(r.lane)
 		t := q.KeyTable(a.now(), opts)
 		page = KeyPage{Keys: make([]KeyRow, len(t.Keys)), Next: t.Next, Total: t.Total, DeliveriesLastMinute: t.DeliveriesLastMinute}
@@ -244,7 +244,7 @@ func (b *Broker) queueRow(name string, r queueRef) (QueueRow, bool) {
 			dlq.Keys = nil
 		}
 	}) {
-	} else if !r.a.call(func(a *actor) {
+	} else if !r.a.read(func(a *actor) {
 		q := a.st.Lane(r.lane)
 		now = a.now()
 		q.Advance(now)

@@ -54,6 +54,9 @@ func (b *Broker) newMeta() (*meta.FSM, *metaHooks, error) {
 			return nil, nil, err
 		}
 	}
+	if b.opts.Cluster.Network != nil { // a node of a cluster: its keys are current only as of the meta leader
+		f.Catalog().Keys().SetFreshness(newAuthFreshness(b.opts.Cluster.AuthMaxStaleness, b.metaGroupNow).fresh)
+	}
 	return f, h, nil
 }
 

@@ -58,6 +58,15 @@ func (h replicaHost) Open(a meta.Assignment) (*actor, error) {
 // changed); a group this node only follows takes it when it leads.
 func (a *actor) Update(asg meta.Assignment) error {
 	defs := [2]store.QueueRecord{asg.Queue, asg.DeadLetter}
+	// A sleeping group whose definitions did not change stays asleep: a node's start hands the
+	// registry every assignment again (recover), which must not wake every group it registered
+	// asleep.
+	same := false
+	if a.asleep(func(*summary) {
+		same = sameDefinition(&a.lanes[0].def, &defs[0]) && sameDefinition(&a.lanes[1].def, &defs[1])
+	}) && same {
+		return nil
+	}
 	e, _ := a.commitCall(func(a *actor) *Error {
 		changed := false
 		for l := range a.lanes {

@@ -19,7 +19,9 @@ import (
 //     epoch of the group's fence in its Raft term (queuegroup.State.Lead), and from then on
 //     decides, records and proposes, as actor.go describes.
 //   - Demotion (the node lost the leadership, or a proposal failed because it did): the actor
-//     waits for the rounds in flight, answers what waits NotLeader, ends every subscription with
+//     waits for the rounds in flight (a round whose entry raft had appended is answered by that
+//     entry's fate, fate.go; one that never reached the log NotLeader), answers what waits
+//     NotLeader, ends every subscription with
 //     NotLeader, and hands the state back (queueFSM.demote), which drops what the actor decided
 //     beyond the applied log and rebuilds the state from the snapshot and the log. The replica
 //     then applies the new leader's entries like any follower.
@@ -72,7 +74,7 @@ func (a *actor) settleRole() error {
 	if a.leading { // a group reopened (a reload) where another node now leads
 		a.leading = false
 		a.leadingNow.Store(false)
-		a.endSubscriptions(errorf(CodeNotLeader, "this node no longer leads queue %q", a.name))
+		a.endSubscriptions(a.deposed())
 		a.bodies.clear()
 		a.countDedup(0)
 		if a.st != nil {
@@ -204,7 +206,7 @@ func (a *actor) demote() {
 	}
 	a.replies, a.outbox = nil, nil
 	a.ops.refuseWaiting(CodeNotLeader)
-	a.endSubscriptions(errorf(CodeNotLeader, "this node no longer leads queue %q", a.name))
+	a.endSubscriptions(a.deposed())
 	a.bodies.clear()
 	a.countDedup(0)
 	a.st.Release() // what the leader decided: nothing reads it any more (snapshots build their own)

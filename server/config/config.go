@@ -69,14 +69,16 @@ type Config struct {
 	NodeID         uint64 `yaml:"node_id" help:"this node's ID in a cluster, 1 or more (HandshakeOk's node_id); 0 runs a single node, and every other cluster setting needs one"`
 	ClusterListen  string `yaml:"cluster_listen" help:"HOST:PORT where this node accepts the inter-node protocol (a cluster node needs it)"`
 	InitialCluster string `yaml:"initial_cluster" help:"the founding members as ID=HOST:PORT,… (1, 3 or 5 of them, each at its cluster_listen address), the same list on each and this node among them; read only while data_dir is empty; excludes join"`
-	Join           string `yaml:"join" help:"HOST:PORT: a node that is not a founding member joins the cluster through any member's inter-node address; read only while data_dir is empty; excludes initial_cluster"`
+	Join           string `yaml:"join" help:"HOST:PORT: a node that is not a founding member joins the cluster through any member's inter-node address on its first start; a restart needs none (given, the member must be of the data directory's cluster); excludes initial_cluster"`
 	Advertise      string `yaml:"advertise" help:"HOST:PORT: the FIBP address other nodes give clients for this node (leader_addr, route hints, GetClusterStatus); empty: the address listen is bound to"`
 	Replication    int    `yaml:"replication" help:"replicas per queue group, capped by the cluster's size"`
 	// ClusterHeartbeatTimeout is broker.Cluster.HeartbeatTimeout; a single node keeps raftgroup's.
-	ClusterHeartbeatTimeout time.Duration `yaml:"cluster_heartbeat_timeout" help:"how long a cluster node's replica waits to hear from its group's leader before it stands for election (an election waits 1 to 2 times this): shorter fails over sooner, and costs more heartbeats (a leader sends each follower one every tenth of it)"`
+	ClusterHeartbeatTimeout time.Duration `yaml:"cluster_heartbeat_timeout" help:"how long a cluster node's replica waits to hear from its group's leader before it stands for election (a leader's death is noticed 1 to 3 times this after it): shorter fails over sooner, and costs more heartbeats (a leader sends each follower one every fifth to two fifths of it)"`
 	ClusterTLSCert          string        `yaml:"cluster_tls_cert" help:"PEM certificate this node presents to the other nodes, as server and as client (it needs both uses): mutual TLS on the inter-node link; with cluster_tls_key and cluster_tls_ca"`
 	ClusterTLSKey           string        `yaml:"cluster_tls_key" help:"PEM private key for cluster_tls_cert"`
 	ClusterTLSCA            string        `yaml:"cluster_tls_ca" help:"PEM CA bundle the other nodes' certificates must chain to (on the inter-node link only)"`
+
+	Auth Auth `yaml:"auth"` // auth.go
 
 	Rift Rift `yaml:"rift"`
 }
@@ -112,8 +114,9 @@ func Default() Config {
 		MemoryAccounting:    true,
 
 		Replication:             3,
-		ClusterHeartbeatTimeout: time.Second,
+		ClusterHeartbeatTimeout: 500 * time.Millisecond,
 
+		Auth: DefaultAuth(),
 		Rift: DefaultRift(),
 	}
 }
@@ -173,6 +176,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, c.validateCluster()...)
+	errs = append(errs, c.Auth.validate()...)
 	errs = append(errs, c.Rift.validate()...)
 	return errors.Join(errs...)
 }

@@ -20,7 +20,12 @@ func settingsTable() string {
 	b.WriteString("| YAML key | flag | environment | default | |\n| --- | --- | --- | --- | --- |\n")
 	v := reflect.ValueOf(Default())
 	for _, f := range fields() {
-		key := strings.Replace(f.yaml, "rift_", "rift.", 1)
+		key := f.yaml
+		for _, section := range []string{"rift", "auth"} {
+			if strings.HasPrefix(key, section+"_") {
+				key = section + "." + key[len(section)+1:]
+			}
+		}
 		def := fmt.Sprint(v.FieldByIndex(f.index).Interface())
 		if def == "" {
 			def = "—"

@@ -15,8 +15,12 @@ type NodeID string
 
 // Node is a member of the cluster.
 type Node struct {
-	ID      NodeID
+	ID NodeID
+	// Address is where the other nodes reach it (its inter-node address).
 	Address string
+	// Advertise is the FIBP address clients are given for it (NotLeader's leader_addr,
+	// GetRoutes, GetClusterStatus); empty until the node has told it.
+	Advertise string
 }
 
 // Assignment is one queue group as the catalog holds it: its two definitions and the nodes that
@@ -40,6 +44,9 @@ func (a *Assignment) Has(id NodeID) bool { return slices.Contains(a.Replicas, id
 // PreferredLeader is the replica that should lead the group.
 func (a *Assignment) PreferredLeader() NodeID { return a.Replicas[0] }
 
+// addrs are a member's addresses (Node's).
+type addrs struct{ address, advertise string }
+
 // placement is where a group lives; replicas is nil while no member is known.
 type placement struct {
 	replication uint32
@@ -60,7 +67,7 @@ type Catalog struct {
 	queues     map[string]store.QueueRecord // queues and dead-letter queues, by name
 	groups     int                          // queues that are no dead-letter queue
 	config     map[string]string
-	nodes      map[NodeID]string // members: their addresses
+	nodes      map[NodeID]addrs // members: their addresses
 	placements map[string]placement
 	loads      map[NodeID]load // from placements
 }
@@ -74,7 +81,7 @@ func newCatalog(self NodeID) *Catalog {
 // reset empties the state; c.mu is held (or c is not yet shared).
 func (c *Catalog) reset() {
 	c.queues, c.groups, c.config = map[string]store.QueueRecord{}, 0, map[string]string{}
-	c.nodes, c.placements, c.loads = map[NodeID]string{}, map[string]placement{}, map[NodeID]load{}
+	c.nodes, c.placements, c.loads = map[NodeID]addrs{}, map[string]placement{}, map[NodeID]load{}
 }
 
 // Self is the node this catalog belongs to, which hosts every group placed while no member was
@@ -133,11 +140,19 @@ func (c *Catalog) Nodes() []Node {
 
 func (c *Catalog) nodeList() []Node {
 	out := make([]Node, 0, len(c.nodes))
-	for id, addr := range c.nodes {
-		out = append(out, Node{ID: id, Address: addr})
+	for id, a := range c.nodes {
+		out = append(out, Node{ID: id, Address: a.address, Advertise: a.advertise})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Node returns the member id.
+func (c *Catalog) Node(id NodeID) (Node, bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	a, ok := c.nodes[id]
+	return Node{ID: id, Address: a.address, Advertise: a.advertise}, ok
 }
 
 // Assignment returns the group of queue, which names the group's queue or its dead-letter queue.

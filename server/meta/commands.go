@@ -28,9 +28,10 @@ func UpdateQueue(def *store.QueueRecord) *queuelog.UpdateQueue {
 	return &queuelog.UpdateQueue{Definition: def.AppendTo(nil)}
 }
 
-// PutNode is the command that adds node n to the members, or changes its address.
-func PutNode(n Node) *queuelog.PutNode {
-	return &queuelog.PutNode{ID: string(n.ID), Address: n.Address}
+// PutNode is the command that adds node n to the members, or changes its addresses (an empty
+// one keeps what is recorded).
+func PutNode(n Node) *queuelog.PutMember {
+	return &queuelog.PutMember{ID: string(n.ID), Address: n.Address, Advertise: n.Advertise}
 }
 
 // PutQueue is the command that stores a definition without any check (what CreateQueue and
@@ -57,8 +58,10 @@ func (c *Catalog) apply(f queuelog.Frame, ch *changes) error {
 		return c.deleteQueue(cmd.Name, ch)
 	case *queuelog.UpdateQueue:
 		return c.updateQueue(cmd, ch)
-	case *queuelog.PutNode:
+	case *queuelog.PutMember:
 		return c.putNode(cmd, ch)
+	case *queuelog.PutNode: // a log written before PutMember
+		return c.putNode(&queuelog.PutMember{ID: cmd.ID, Address: cmd.Address}, ch)
 	case *queuelog.PutQueue:
 		def, err := decodeDefinition(cmd.Definition)
 		if err != nil {
@@ -151,13 +154,20 @@ func (c *Catalog) updateQueue(cmd *queuelog.UpdateQueue, ch *changes) error {
 	return nil
 }
 
-// putNode adds a member or changes its address; the first member gets every group placed while
-// none was known.
-func (c *Catalog) putNode(cmd *queuelog.PutNode, ch *changes) error {
+// putNode adds a member or changes its addresses (an empty one stays as it was); the first member
+// gets every group placed while none was known.
+func (c *Catalog) putNode(cmd *queuelog.PutMember, ch *changes) error {
 	if cmd.ID == "" {
 		return refuse(CodeInvalidNode, "a node needs an ID")
 	}
-	c.nodes[NodeID(cmd.ID)] = cmd.Address
+	a := c.nodes[NodeID(cmd.ID)]
+	if cmd.Address != "" {
+		a.address = cmd.Address
+	}
+	if cmd.Advertise != "" {
+		a.advertise = cmd.Advertise
+	}
+	c.nodes[NodeID(cmd.ID)] = a
 	for _, name := range c.placeUnplaced() {
 		ch.touch(c, name)
 	}

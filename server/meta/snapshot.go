@@ -23,7 +23,7 @@ import (
 //	SnapshotQueue*      every queue and dead-letter queue definition
 //	SnapshotConfig*     every runtime config entry
 //	SnapshotAPIKey*     every API key with its ACL
-//	SnapshotNode*       every member
+//	SnapshotMember*     every member (SnapshotNode in snapshots written before it, read still)
 //	SnapshotPlacement*  every placed group (and every group created with a replication while no
 //	                    member was known)
 //	SnapshotEnd         the count of the frames before it
@@ -75,7 +75,7 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 		put(keySnapshot(&s.keys[i]))
 	}
 	for _, nd := range s.nodes {
-		put(&queuelog.SnapshotNode{ID: string(nd.ID), Address: nd.Address})
+		put(&queuelog.SnapshotMember{ID: string(nd.ID), Address: nd.Address, Advertise: nd.Advertise})
 	}
 	for _, p := range s.placements {
 		put(p)
@@ -152,8 +152,10 @@ func readSnapshot(r io.Reader) (*Catalog, []auth.Record, error) {
 				return nil, nil, err
 			}
 			keys = append(keys, r)
+		case *queuelog.SnapshotMember:
+			next.nodes[NodeID(c.ID)] = addrs{address: c.Address, advertise: c.Advertise}
 		case *queuelog.SnapshotNode:
-			next.nodes[NodeID(c.ID)] = c.Address
+			next.nodes[NodeID(c.ID)] = addrs{address: c.Address}
 		case *queuelog.SnapshotPlacement:
 			next.placements[c.Queue] = placement{replication: c.Replication, replicas: nodeIDs(c.Replicas)}
 		case *queuelog.SnapshotEnd:

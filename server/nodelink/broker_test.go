@@ -24,11 +24,32 @@ var _ broker.Network = (*nodelink.Link)(nil)
 type node struct {
 	link *nodelink.Link
 	b    *broker.Broker
+	opts broker.Options // what b was opened with (restart)
 }
 
 func startBrokers(t *testing.T) map[meta.NodeID]*node {
 	t.Helper()
-	ids := []meta.NodeID{"n1", "n2", "n3"}
+	return startBrokersIdle(t, -1)
+}
+
+// startBrokersIdle starts the three brokers with idle as their queues' IdleTimeout (negative:
+// they never hibernate).
+func startBrokersIdle(t *testing.T, idle time.Duration) map[meta.NodeID]*node {
+	t.Helper()
+	return startBrokersWith(t, []meta.NodeID{"n1", "n2", "n3"}, func(o *broker.Options) {
+		o.Sync = false
+		o.IdleTimeout = idle
+		o.Cluster.HeartbeatTimeout = 150 * time.Millisecond
+	}, "")
+}
+
+// startBrokersWith starts a broker for each of ids, each over its own link to the others, with
+// DefaultOptions on a temporary directory that configure changes (Cluster's node, network and
+// members are filled in first), and waits until every node's meta state lists them all, and
+// until ready holds for each when given.
+func startBrokersWith(t *testing.T, ids []meta.NodeID, configure func(*broker.Options), what string,
+	ready ...func(*node) bool) map[meta.NodeID]*node {
+	t.Helper()
 	nodes := map[meta.NodeID]*node{}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	var members []meta.Node
@@ -51,16 +72,14 @@ func startBrokers(t *testing.T) map[meta.NodeID]*node {
 		n := nodes[id]
 		wg.Go(func() {
 			o := broker.DefaultOptions(t.TempDir())
-			o.Sync = false
-			o.IdleTimeout = -1
-			o.Cluster = broker.Cluster{NodeID: string(id), Network: n.link, Members: members,
-				HeartbeatTimeout: 150 * time.Millisecond}
+			o.Cluster = broker.Cluster{NodeID: string(id), Network: n.link, Members: members}
+			configure(&o)
 			b, err := broker.Open(o)
 			if err != nil {
 				errs <- fmt.Errorf("node %s: %w", id, err)
 				return
 			}
-			n.b = b
+			n.b, n.opts = b, o
 			n.link.SetHandler(b)
 		})
 	}
@@ -74,10 +93,18 @@ func startBrokers(t *testing.T) map[meta.NodeID]*node {
 			n.stop()
 		}
 	})
-	eventually(t, "every node's meta state lists the three members", func() bool {
+	if what == "" {
+		what = "every node's meta state lists every member"
+	}
+	eventually(t, what, func() bool {
 		for _, n := range nodes {
-			if len(n.b.Nodes()) != 3 {
+			if len(n.b.Nodes()) != len(ids) {
 				return false
+			}
+			for _, r := range ready {
+				if !r(n) {
+					return false
+				}
 			}
 		}
 		return true

@@ -221,7 +221,8 @@ func (c *conn) readLoop() error {
 func (c *conn) dispatch(h cluster.Header, body []byte) error {
 	switch h.Opcode {
 	case cluster.OpAppendEntriesResult, cluster.OpRequestVoteResult, cluster.OpRequestPreVoteResult,
-		cluster.OpTimeoutNowResult, cluster.OpInstallSnapshotResult, cluster.OpProposeMetaResult, cluster.OpError:
+		cluster.OpTimeoutNowResult, cluster.OpInstallSnapshotResult, cluster.OpProposeMetaResult, cluster.OpJoinOk, cluster.OpError,
+		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult:
 		c.mu.Lock()
 		f := c.pending[h.RequestID]
 		delete(c.pending, h.RequestID)
@@ -252,6 +253,12 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 		entry := clone(x.Entry)
 		go c.proposeMeta(h.RequestID, entry)
 		return nil
+	case cluster.OpJoin:
+		return c.joinRequest(h.RequestID, body)
+	case cluster.OpForwardEnqueue:
+		return c.forwardedEnqueue(h.RequestID, body) // forward.go
+	case cluster.OpForwardSettle:
+		return c.forwardedSettle(h.RequestID, body)
 	case cluster.OpAppendEntries, cluster.OpRequestVote, cluster.OpRequestPreVote, cluster.OpTimeoutNow, cluster.OpInstallSnapshot:
 		return c.raftRequest(h, body)
 	}

@@ -48,6 +48,9 @@ type Config struct {
 	Timeout time.Duration
 	// CallTimeout bounds a forwarded request's answer (30 s when 0).
 	CallTimeout time.Duration
+	// ForwardTimeout bounds the answer to a client's request forwarded to a queue's leader
+	// (ForwardEnqueue, ForwardSettle; 5 s when 0).
+	ForwardTimeout time.Duration
 	// MaxInFlight is how many AppendEntries a group's pipeline to one peer keeps in flight (4
 	// when 0).
 	MaxInFlight int
@@ -119,6 +122,7 @@ type Link struct {
 	groups  map[string]*Transport
 	handler Handler
 	closed  bool
+	cluster string // cfg.Cluster, or what SetCluster set (a node that joined learns it then)
 
 	stats Stats
 }
@@ -171,7 +175,7 @@ func New(cfg Config) (*Link, error) {
 		ln = tls.NewListener(ln, cfg.ServerTLS)
 	}
 	l := &Link{cfg: cfg, log: cfg.Logger.With("node", string(cfg.NodeID)), ln: ln, done: make(chan struct{}),
-		peers: map[meta.NodeID]*peer{}, groups: map[string]*Transport{}}
+		peers: map[meta.NodeID]*peer{}, groups: map[string]*Transport{}, cluster: cfg.Cluster}
 	l.wg.Go(l.accept)
 	for id, addr := range cfg.Peers {
 		l.AddPeer(id, addr)
@@ -344,7 +348,7 @@ func (l *Link) dial(node meta.NodeID, addr string) (*conn, error) {
 		nc = tc
 	}
 	_ = nc.SetDeadline(time.Now().Add(l.cfg.Timeout))
-	hello := &cluster.Hello{Cluster: l.cfg.Cluster, NodeID: string(l.cfg.NodeID), Target: string(node)}
+	hello := &cluster.Hello{Cluster: l.clusterName(), NodeID: string(l.cfg.NodeID), Target: string(node)}
 	if _, err := nc.Write(cluster.AppendFrame(nil, 0, 0, hello)); err != nil {
 		_ = nc.Close()
 		return nil, err
@@ -423,6 +427,10 @@ func (l *Link) greet(nc net.Conn) {
 		return
 	}
 	h, rest, err := cluster.ParseHeader(body)
+	if err == nil && h.Opcode == cluster.OpJoin {
+		l.answerJoin(nc, h.RequestID, rest) // a node that joins (join.go)
+		return
+	}
 	var hello cluster.Hello
 	if err == nil {
 		err = expect(h.Opcode, cluster.OpHello, &hello, rest)
@@ -431,8 +439,8 @@ func (l *Link) greet(nc net.Conn) {
 	case err != nil:
 		refuse(cluster.CodeProtocol, err.Error())
 		return
-	case hello.Cluster != l.cfg.Cluster:
-		refuse(cluster.CodeProtocol, fmt.Sprintf("node %s is of cluster %q, this node of %q", hello.NodeID, hello.Cluster, l.cfg.Cluster))
+	case hello.Cluster != l.clusterName():
+		refuse(cluster.CodeProtocol, fmt.Sprintf("node %s is of cluster %q, this node of %q", hello.NodeID, hello.Cluster, l.clusterName()))
 		return
 	case hello.Target != string(l.cfg.NodeID):
 		refuse(cluster.CodeProtocol, fmt.Sprintf("this is node %s, not %s", l.cfg.NodeID, hello.Target))

@@ -28,6 +28,13 @@ type Transport struct {
 	queue     []inbound // requests waiting for the group, in arrival order
 	running   bool      // a goroutine is handing queue to raft
 	closed    bool
+	// unclaimed: made for requests to a group that had no open transport, which wait in it
+	// until the group opens (wake.go); waker is asked about each of them meanwhile.
+	unclaimed bool
+	waker     Waker
+	known     map[raft.ServerID]uint64 // the commit index each follower accepted (wake.go)
+
+	progress progress // the followers' lag while this node leads the group (lag.go)
 }
 
 // inbound is a request from a peer waiting for the group.
@@ -44,12 +51,16 @@ var (
 )
 
 // Transport returns the transport of this node's member of group. A group reopened gets a new
-// one, which replaces the old (closed with its group) from then on.
+// one, which replaces the old (closed with its group) from then on; a group woken by a request
+// gets the transport that request waits in (wake.go).
 func (l *Link) Transport(group string) (raft.Transport, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
 		return nil, ErrClosed
+	}
+	if old := l.groups[group]; old != nil && old.claim() {
+		return old, nil
 	}
 	t := &Transport{l: l, group: group, consume: make(chan raft.RPC), done: make(chan struct{})}
 	if old := l.groups[group]; old != nil {
@@ -116,7 +127,13 @@ func (t *Transport) AppendEntries(id raft.ServerID, _ raft.ServerAddress, args *
 		return err
 	}
 	t.countAppend(args)
-	return t.rpc(id, appendEntriesFrame(t.group, args), resp)
+	t.progress.noteSend(args)
+	if err := t.rpc(id, appendEntriesFrame(t.group, args), resp); err != nil {
+		return err
+	}
+	t.noteAccepted(id, args, resp)
+	t.progress.noteAnswer(id, args, resp)
+	return nil
 }
 
 // fit shortens args.Entries to what one frame carries: raft reads the request's entries after
@@ -216,7 +233,7 @@ func (c *conn) raftRequest(h cluster.Header, body []byte) error {
 		group, rpc.Command = x.Group, installSnapshotRequest(&x)
 		rpc.Reader = c.receiveSnapshot(h.RequestID, int64(x.SnapshotSize))
 	}
-	t := c.l.group(group)
+	t := c.l.waiting(group)
 	if t == nil {
 		if r, ok := rpc.Reader.(*snapReader); ok {
 			c.dropSnapshot(h.RequestID, r)
@@ -224,7 +241,7 @@ func (c *conn) raftRequest(h cluster.Header, body []byte) error {
 		return c.send(0, h.RequestID, &cluster.Error{Code: cluster.CodeUnknownGroup, Message: "no member of group " + group + " on node " + string(c.l.cfg.NodeID)})
 	}
 	in := inbound{c: c, id: h.RequestID, rpc: rpc}
-	if heartbeat {
+	if heartbeat && !t.isUnclaimed() {
 		t.mu.Lock()
 		fn := t.heartbeat
 		t.mu.Unlock()
@@ -270,6 +287,9 @@ func (t *Transport) drain() {
 // serve has raft answer one request (through fn, the heartbeat handler, when set) and sends the
 // answer back.
 func (t *Transport) serve(in inbound, fn func(raft.RPC)) {
+	if fn == nil && t.askWaker(in) {
+		return
+	}
 	ch := make(chan raft.RPCResponse, 1)
 	in.rpc.RespChan = ch
 	if fn != nil {
@@ -314,8 +334,8 @@ func (t *Transport) AppendEntriesPipeline(id raft.ServerID, _ raft.ServerAddress
 	if err != nil {
 		return nil, err
 	}
-	p := &pipeline{t: t, c: c, inflight: make(chan *appendFuture, t.l.cfg.MaxInFlight-1),
-		out: make(chan raft.AppendFuture), done: make(chan struct{})}
+	p := &pipeline{t: t, c: c, peer: id, inflight: make(chan *appendFuture, t.l.cfg.MaxInFlight-1),
+		out: make(chan raft.AppendFuture, t.l.cfg.MaxInFlight), done: make(chan struct{})}
 	go p.deliver()
 	return p, nil
 }
@@ -325,6 +345,7 @@ func (t *Transport) AppendEntriesPipeline(id raft.ServerID, _ raft.ServerAddress
 type pipeline struct {
 	t        *Transport
 	c        *conn
+	peer     raft.ServerID
 	inflight chan *appendFuture
 	out      chan raft.AppendFuture
 	done     chan struct{}
@@ -345,9 +366,14 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		return nil, err
 	}
 	p.t.countAppend(args)
+	p.t.progress.noteSend(args)
 	id, err := p.c.call(appendEntriesFrame(p.t.group, args), func(op cluster.Opcode, body []byte, err error) {
 		if err == nil {
 			err = decodeResponse(op, body, resp)
+		}
+		if err == nil {
+			p.t.noteAccepted(p.peer, args, resp)
+			p.t.progress.noteAnswer(p.peer, args, resp)
 		}
 		f.complete(err)
 	})
@@ -358,8 +384,22 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 	select {
 	case p.inflight <- f: // blocks while MaxInFlight are in flight: back-pressure
 		return f, nil
+	default:
+	}
+	// Full. Raft's reader of the answers (its pipelineDecode) stops at the first failed one and
+	// then reads none: the answers it leaves fill out (as many as may be in flight), then
+	// inflight, and a request behind them would wait for ever, and raft's replication with it
+	// (its Shutdown too). Past the timeout raft gives the pipeline up.
+	timer := time.NewTimer(p.t.l.cfg.Timeout)
+	defer timer.Stop()
+	select {
+	case p.inflight <- f:
+		return f, nil
 	case <-p.done:
 		return nil, ErrPipelineClosed
+	case <-timer.C:
+		p.c.forget(id)
+		return nil, fmt.Errorf("nodelink: the append pipeline to %s stayed full for %v", p.c.peer, p.t.l.cfg.Timeout)
 	}
 }
 

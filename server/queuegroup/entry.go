@@ -81,6 +81,16 @@ func EntryFence(entry []byte) (queuelog.Fence, error) {
 	return f, nil
 }
 
+// Hibernates reports whether an entry puts the group to sleep: its first command, after the
+// Fence, is Hibernate (State.Hibernate; the leader records it first in a round of its own).
+func Hibernates(entry []byte) bool {
+	if len(entry) < queuelog.LengthSize {
+		return false
+	}
+	off := queuelog.LengthSize + int(binary.BigEndian.Uint32(entry))
+	return off >= 0 && len(entry) > off+queuelog.LengthSize && queuelog.Opcode(entry[off+queuelog.LengthSize]) == queuelog.OpHibernate
+}
+
 // Follows reports whether an entry fenced next applies after one fenced last: the same epoch and
 // the next sequence number, or a later epoch's first entry.
 func Follows(last, next queuelog.Fence) bool {
@@ -125,6 +135,8 @@ func (s *State) apply(f queuelog.Frame) error {
 		_, err = s.RedriveClassified(c.At, c.Items)
 	case *queuelog.Forget:
 		s.Forget(c.At)
+	case *queuelog.Hibernate:
+		// Puts the group to sleep (the broker reads it: hibernate.go); no state changes.
 	default:
 		err = fmt.Errorf("queuegroup: %v is not a queue command", f.Opcode())
 	}

@@ -357,6 +357,10 @@ func (s *State) Forget(at int64) {
 	}
 }
 
+// Hibernate records that the leader puts the group to sleep at at (a replicated group: every
+// replica that applies the entry stops its Raft group). It changes nothing.
+func (s *State) Hibernate(at int64) { s.record(&queuelog.Hibernate{At: at}) }
+
 // Duplicate returns the message first accepted with identity id, if the group still remembers
 // it at now.
 func (s *State) Duplicate(id Identity, now int64) (engine.MsgID, bool) {

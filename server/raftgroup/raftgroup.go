@@ -49,8 +49,13 @@ type Config struct {
 	SnapshotCheck time.Duration
 	// HeartbeatTimeout is how long a follower waits for its leader before it stands for election
 	// (default 5 s: a single node has nobody to hear from, and its idle leader wakes once per
-	// this interval).
+	// this interval). A group with a Transport paces heartbeats by role (pace.go): its leader
+	// sends one every fifth to two fifths of this.
 	HeartbeatTimeout time.Duration
+	// Join starts a group with no state yet empty, outside any configuration, instead of
+	// bootstrapping it: this node's member was added by the group's leader (AddNonvoter), which
+	// sends it the log or a snapshot.
+	Join bool
 }
 
 // Timing of a group. A single node's lease and heartbeat checks have nothing to check, so they
@@ -68,9 +73,13 @@ const (
 type Group struct {
 	r     *raft.Raft
 	store raftstore.LogStableStore
+	cache *logCache // the latest entries of a group with peers (logcache.go); nil otherwise
 	trans raft.Transport
 	hb    time.Duration
 	brk   *breaker // a log entry raft could not read (guard.go)
+	id    raft.ServerID
+	// unpace stops the heartbeat pacing by role (pace.go) of a group with peers; nil otherwise.
+	unpace func()
 }
 
 // Err returns why the group broke (a log entry it could not read), or nil.
@@ -101,7 +110,7 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftgroup: %w", err)
 	}
-	if !existing {
+	if !existing && !c.Join {
 		boot := raft.Configuration{Servers: c.Peers}
 		if len(boot.Servers) == 0 {
 			boot.Servers = []raft.Server{{ID: c.LocalID, Address: trans.LocalAddr()}}
@@ -111,7 +120,15 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 		}
 	}
 	brk := &breaker{}
-	gs := newGuardStore(store, brk)
+	var cache *logCache
+	raftStore := store
+	if c.Transport != nil {
+		// A group with peers reads back every entry it stores (logcache.go); a single node's
+		// group reads only what it replays at start-up.
+		cache = newLogCache(store, logCacheEntries, logCacheBytes, nodeBudget)
+		raftStore = cache
+	}
+	gs := newGuardStore(raftStore, brk)
 	// NewRaft reads the log past the snapshot only for its configuration entries: light reads.
 	// The goroutines it starts could read only as a follower (terms) until this node leads, an
 	// election timeout later; the entries applied and sent to followers are read in full.
@@ -127,8 +144,11 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 		_ = r.Shutdown().Error()
 		return nil, err
 	}
-	g := &Group{r: r, store: store, trans: trans, hb: conf.LeaderLeaseTimeout, brk: brk}
+	g := &Group{r: r, store: store, cache: cache, trans: trans, hb: conf.LeaderLeaseTimeout, brk: brk, id: c.LocalID}
 	g.elect()
+	if c.Transport != nil {
+		g.unpace = g.paceByRole(g.hb)
+	}
 	return g, nil
 }
 
@@ -252,6 +272,7 @@ func (g *Group) Lead(timeout time.Duration) error {
 // group of this node alone always leads.
 func (g *Group) AwaitRole(timeout time.Duration) (leader bool, err error) {
 	deadline := time.Now().Add(timeout)
+	alone := g.alone()
 	for {
 		switch g.r.State() {
 		case raft.Leader:
@@ -265,7 +286,10 @@ func (g *Group) AwaitRole(timeout time.Duration) (leader bool, err error) {
 		case raft.Shutdown:
 			return false, ErrShutdown
 		case raft.Follower:
-			if addr, _ := g.r.LeaderWithID(); addr != "" {
+			// The state and the leader are read apart: a node that won an election between
+			// the two reads would look like a follower of itself. A follower's answer stands
+			// only when it still follows once the leader it knows was read.
+			if addr, _ := g.r.LeaderWithID(); addr != "" && !alone && g.r.State() == raft.Follower {
 				return false, g.Err()
 			}
 		}
@@ -274,6 +298,17 @@ func (g *Group) AwaitRole(timeout time.Duration) (leader bool, err error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// alone reports whether this node is the group's only voter: such a group has no leader but
+// this node, whatever else raft says between its reads.
+func (g *Group) alone() bool {
+	f := g.r.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	servers := f.Configuration().Servers
+	return len(servers) == 1 && servers[0].Suffrage == raft.Voter && servers[0].ID == g.id
 }
 
 // Barrier waits, at most timeout, until every entry before it is applied; only the leader can.
@@ -391,7 +426,13 @@ func (g *Group) Stats() (first, last uint64) {
 
 // Shutdown stops the group; its state stays in the store.
 func (g *Group) Shutdown() error {
+	if g.unpace != nil {
+		g.unpace()
+	}
 	err := g.r.Shutdown().Error()
+	if g.cache != nil {
+		g.cache.reset()
+	}
 	if c, ok := g.trans.(io.Closer); ok {
 		_ = c.Close()
 	}

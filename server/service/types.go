@@ -50,6 +50,9 @@ type EnqueueResult struct {
 	// Refusal says why a CodeChannelFull message was refused, when the queue knows (its
 	// max_depth): the Error of a whole refused Enqueue. The edges answer with Code alone.
 	Refusal *Error
+	// Leader, with CodeNotLeader, is where the queue's leader is, when this node knows (the
+	// EnqueueResult's route hint).
+	Leader *Route
 }
 
 // AckItem names one leased message to acknowledge.

@@ -126,15 +126,22 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 	}),
 	fibp.OpGetClusterStatus: adminOp(func(svc service.Service, n Node, _ *fibp.GetClusterStatus) (fibp.Frame, *service.Error) {
 		s := svc.GetClusterStatus()
-		return &fibp.GetClusterStatusResult{
+		res := &fibp.GetClusterStatusResult{
 			ErrorCode: fibp.CodeOk, Rebalancing: wireRebalancing(s.Rebalancing), RebalancingPauseEndsAt: s.PauseEndsAt,
 			Nodes: []fibp.NodeStatus{{NodeID: n.ID, Addr: n.Addr, State: fibp.NodeStateUp, QueueLeaderships: s.QueueLeaderships}},
-		}, nil
+		}
+		if nodes, metaLeader, ok := clusterNodes(svc); ok {
+			res.MetaLeaderNodeID, res.Nodes = metaLeader, nodes
+		}
+		return res, nil
 	}),
 	fibp.OpGetRoutes: adminOp(func(svc service.Service, n Node, r *fibp.GetRoutes) (fibp.Frame, *service.Error) {
 		queues := make([]string, 0, len(r.Queues))
 		for _, q := range r.Queues {
 			queues = append(queues, q.Queue)
+		}
+		if res, e, ok := clusterRoutes(svc, queues); ok {
+			return res, e
 		}
 		names, e := svc.Routes(queues)
 		if e != nil {

@@ -33,6 +33,9 @@ func EnqueueResult(rs []service.EnqueueResult) *fibp.EnqueueResult {
 	res := &fibp.EnqueueResult{Results: make([]fibp.EnqueueResultItem, len(rs))}
 	for i, r := range rs {
 		res.Results[i] = fibp.EnqueueResultItem{ErrorCode: ErrorCode(r.Code), MessageID: wire.UUID(r.ID), Duplicate: r.Duplicate}
+		if r.Leader != nil {
+			res.RouteHints = routeHint(res.RouteHints, r.Leader)
+		}
 	}
 	return res
 }

@@ -32,6 +32,10 @@ func (c *conn) authenticate(key wire.Optional[string]) bool {
 		return false
 	}
 	p, ok := st.Authenticate(secret)
+	if !p.Bootstrap() && !st.Fresh() { // a key unknown here may have been created since
+		c.sendError(0, fibp.CodeAuthStateStale, staleMessage, nil)
+		return false
+	}
 	if !ok {
 		c.sendError(0, fibp.CodeUnauthorized, "unknown or revoked API key", nil)
 		return false
@@ -81,6 +85,40 @@ func (c *conn) keyProblem() string {
 	return ""
 }
 
+// staleMessage is AuthStateStale's reason.
+const staleMessage = "this node cannot confirm its API keys and ACLs are current (it has not heard from the cluster's meta leader within auth.max_staleness_ms); try another node"
+
+// stale refuses a request with AuthStateStale while this node of a cluster cannot confirm its
+// copy of the keys and ACLs is current (the bootstrap key, from the node's own configuration,
+// excepted); true means it was answered. The connection's subscriptions end with AuthStateStale
+// too (a consumer moves to another node). Ping, Pong, Disconnect and CancelConsume serve no
+// data and pass; a Credit is not answered (its subscription's end is the answer).
+func (c *conn) stale(h fibp.Header) bool {
+	if c.who == nil || c.who.Bootstrap() {
+		return false
+	}
+	switch h.Opcode {
+	case fibp.OpPing, fibp.OpPong, fibp.OpDisconnect, fibp.OpCancelConsume:
+		return false
+	}
+	if c.auth.Fresh() {
+		return false
+	}
+	c.endStale()
+	if h.Opcode != fibp.OpCredit {
+		c.sendError(h.RequestID, fibp.CodeAuthStateStale, staleMessage, nil)
+	}
+	return true
+}
+
+// endStale ends every subscription with AuthStateStale.
+func (c *conn) endStale() {
+	for id, ref := range c.subs {
+		c.endSubscription(id, ref)
+		c.sendError(id, fibp.CodeAuthStateStale, staleMessage, nil)
+	}
+}
+
 func (c *conn) endSubscription(id uint32, ref *subRef) {
 	delete(c.subs, id)
 	ref.sub.Unsubscribe()
@@ -92,12 +130,13 @@ func (c *conn) endSubscription(id uint32, ref *subRef) {
 // then checks the key as before a request.
 
 // keyWatch returns what keepalive waits on: the store's next change (nil without
-// authentication) and whether the key expires (then every tick checks it).
+// authentication) and whether every tick checks the key: it expires, or this node of a cluster
+// may find its copy of the keys stale (its subscriptions then end with AuthStateStale).
 func (c *conn) keyWatch() (<-chan struct{}, bool) {
 	if c.who == nil {
 		return nil, false
 	}
-	return c.auth.Changed(), c.who.Expires()
+	return c.auth.Changed(), c.who.Expires() || (c.auth.MayGoStale() && !c.who.Bootstrap())
 }
 
 // wakeReader makes the reader check the key, and forget ended subscriptions, now.
@@ -150,6 +189,10 @@ func (c *conn) recheckKey() {
 			c.endSubscription(id, ref)
 			c.sendError(id, fibp.CodeUnauthorized, msg, nil)
 		}
+		return
+	}
+	if len(c.subs) > 0 && !c.who.Bootstrap() && !c.auth.Fresh() {
+		c.endStale()
 	}
 }
 

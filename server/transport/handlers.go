@@ -19,6 +19,9 @@ func (c *conn) handle(h fibp.Header, body []byte) bool {
 	if h.Opcode != fibp.OpPong && h.Opcode != fibp.OpDisconnect && !c.authorized(h) {
 		return false
 	}
+	if c.stale(h) {
+		return true
+	}
 	switch h.Opcode {
 	case fibp.OpPing:
 		c.send(h.RequestID, &fibp.Pong{})

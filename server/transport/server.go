@@ -154,6 +154,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	}
 	s.ln = ln
 	s.mu.Unlock()
+	if c, ok := s.svc.(service.Cluster); ok { // a node of a cluster records where clients reach it
+		c.SetAdvertise(s.advertised())
+	}
 	var backoff time.Duration
 	for {
 		nc, err := ln.Accept()

@@ -99,6 +99,9 @@ func bearer(r *http.Request) (string, bool) {
 func authenticate(st *auth.Store, secret string) (*auth.Principal, *httpError) {
 	p, ok := st.Authenticate(secret)
 	switch {
+	case !p.Bootstrap() && !st.Fresh(): // a node of a cluster cut off from the meta leader (docs/cluster.md)
+		return nil, refuse(http.StatusServiceUnavailable, "this node cannot confirm its API keys and ACLs are current "+
+			"(it has not heard from the cluster's meta leader within auth.max_staleness_ms); try another node")
 	case !ok:
 		return nil, refuse(http.StatusUnauthorized, "unknown or revoked API key")
 	case p.Expired(time.Now().UnixMilli()):

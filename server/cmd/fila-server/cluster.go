@@ -20,26 +20,30 @@ func nodeName(id uint64) meta.NodeID { return meta.NodeID(strconv.FormatUint(id,
 // openLink starts a cluster node's link to the other nodes (server/nodelink), listening on
 // cluster_listen, and places the broker in the cluster (bo.Cluster); nil for a single node. The
 // founders come from the data directory's identity (written from initial_cluster on the first
-// start, which a restart need not give again).
+// start, which a restart need not give again); a node that is no founder joins through a member
+// first (join.go), and records the cluster in its identity.
 func openLink(cfg config.Config, id nodeIdentity, bo *broker.Options, log *slog.Logger) (*nodelink.Link, error) {
 	if !cfg.Clustered() {
 		return nil, nil
 	}
-	members, err := config.ParseInitialCluster(id.Founders)
+	founders, err := config.ParseInitialCluster(id.Founders)
 	if err != nil {
 		return nil, fmt.Errorf("%s: the founders %q: %w", identityFile, id.Founders, err)
 	}
-	if members == nil {
-		return nil, badInput("node %d of %s: joining a running cluster (join) is not built yet (issue 29); "+
-			"found a cluster with initial_cluster, or start without node_id and the cluster settings to run a single node", id.NodeID, id.cluster())
-	}
 	self := nodeName(cfg.NodeID)
 	peers := map[meta.NodeID]string{}
-	nodes := make([]meta.Node, len(members))
-	for i, m := range members {
+	nodes := make([]meta.Node, len(founders))
+	for i, m := range founders {
 		nodes[i] = meta.Node{ID: nodeName(m.ID), Address: m.Addr}
-		if nodes[i].ID != self {
-			peers[nodes[i].ID] = m.Addr
+	}
+	for _, m := range founders {
+		if nodeName(m.ID) != self {
+			peers[nodeName(m.ID)] = m.Addr
+		}
+	}
+	for _, m := range id.Members { // a node that joined: the members when it did
+		if meta.NodeID(m.NodeID) != self {
+			peers[meta.NodeID(m.NodeID)] = m.Address
 		}
 	}
 	serverTLS, clientTLS, err := linkTLS(cfg)
@@ -51,9 +55,18 @@ func openLink(cfg config.Config, id nodeIdentity, bo *broker.Options, log *slog.
 	if err != nil {
 		return nil, fmt.Errorf("cluster_listen: %w", err)
 	}
+	if needsJoin(cfg, id) {
+		if err := joinCluster(cfg, &id, link, clientTLS, log); err != nil {
+			link.Close()
+			return nil, err
+		}
+	}
+	// A founder's meta group starts from the founders; a node that joined starts its empty
+	// (no Members), and the meta leader sends it the state.
 	bo.Cluster = broker.Cluster{NodeID: string(self), Network: link, Members: nodes, Replication: cfg.Replication,
-		HeartbeatTimeout: cfg.ClusterHeartbeatTimeout}
-	log.Info("cluster node", "node_id", cfg.NodeID, "cluster", id.ClusterID, "cluster_listen", link.Addr(), "founders", id.Founders, "tls", serverTLS != nil)
+		HeartbeatTimeout: cfg.ClusterHeartbeatTimeout, AuthMaxStaleness: cfg.Auth.MaxStaleness()}
+	log.Info("cluster node", "node_id", cfg.NodeID, "cluster", id.ClusterID, "cluster_listen", link.Addr(), "founders", id.Founders,
+		"joined_through", id.JoinedThrough, "tls", serverTLS != nil)
 	return link, nil
 }
 

@@ -126,10 +126,13 @@ func TestDataDirBelongsToOneNodeOfOneCluster(t *testing.T) {
 		t.Fatalf("identity rewritten by a restart:\n%s\nwas\n%s", again, data)
 	}
 
-	// A node added later records where it joined (joining itself is not built yet).
+	// A node added later records where it joins before it is admitted (cluster_join_test.go
+	// joins for real).
 	joiner := t.TempDir()
-	refusedLine(t, bin, env, "node 4 of the cluster it joined through 127.0.0.1:17001: joining a running cluster (join) is not built yet",
-		"--data-dir", joiner, "--node-id", "4", "--cluster-listen", "127.0.0.1:0", "--join", "127.0.0.1:17001")
+	if err := writeIdentity(joiner, filepath.Join(joiner, identityFile),
+		nodeIdentity{Format: identityFormat, NodeID: 4, JoinedThrough: "127.0.0.1:17001"}); err != nil {
+		t.Fatal(err)
+	}
 	refusedLine(t, bin, env, "belongs to node 4 of the cluster it joined through 127.0.0.1:17001, not node 5",
 		"--data-dir", joiner, "--node-id", "5", "--cluster-listen", "127.0.0.1:0", "--join", "127.0.0.1:17001")
 }

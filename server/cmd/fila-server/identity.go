@@ -28,13 +28,22 @@ type nodeIdentity struct {
 	Format int    `json:"format"`
 	NodeID uint64 `json:"node_id"`
 	// ClusterID names the cluster: for a founding member, derived from initial_cluster
-	// (clusterID), so that every founder computes the same one; empty for a node that joined
-	// and has not been admitted yet.
+	// (clusterID), so that every founder computes the same one; for a node that joined, the
+	// name the cluster gave it; empty for a node not admitted yet.
 	ClusterID string `json:"cluster_id,omitempty"`
 	// Founders is initial_cluster as the founders gave it (FormatMembers), for the messages.
 	Founders string `json:"founders,omitempty"`
 	// JoinedThrough is the join address of a node that was not a founding member.
 	JoinedThrough string `json:"joined_through,omitempty"`
+	// Members are, for a node that joined, the cluster's nodes when it was admitted, the ones a
+	// restart reaches first; the meta state keeps the current list.
+	Members []identityMember `json:"members,omitempty"`
+}
+
+// identityMember is a node of the cluster in identityFile.
+type identityMember struct {
+	NodeID  string `json:"node_id"`
+	Address string `json:"address"` // its inter-node address
 }
 
 // clusterID names the cluster founded by members: "fila-" and the first 16 hex digits of the
@@ -111,8 +120,10 @@ func (id nodeIdentity) matches(cfg config.Config) error {
 // cluster describes the cluster the identity belongs to, for a message.
 func (id nodeIdentity) cluster() string {
 	switch {
-	case id.ClusterID != "":
+	case id.ClusterID != "" && id.Founders != "":
 		return fmt.Sprintf("cluster %s (founded as %s)", id.ClusterID, id.Founders)
+	case id.ClusterID != "":
+		return fmt.Sprintf("cluster %s (joined through %s)", id.ClusterID, id.JoinedThrough)
 	case id.JoinedThrough != "":
 		return fmt.Sprintf("the cluster it joined through %s", id.JoinedThrough)
 	}
