@@ -74,6 +74,11 @@ var expectations = map[string]func(t *testing.T, args []string, out string){
 			t.Errorf("want %d processed, message 4 among them", n)
 		}
 	},
+	"cluster": func(t *testing.T, args []string, out string) {
+		if want := "all " + flagValue(args, "n", "100") + " messages delivered ("; !strings.Contains(out, want) {
+			t.Errorf("want %q", want)
+		}
+	},
 	"fair-pipeline": func(t *testing.T, _ []string, out string) {
 		// DRR with quantum 1 and weights noisy 1, quiet-a 1, quiet-b 2: each round serves noisy once,
 		// quiet-a once and quiet-b twice, so the twelve quiet jobs are done within 18 deliveries,

@@ -48,6 +48,8 @@ type Client struct {
 	life     context.Context // ends when the client stops
 	lifeStop context.CancelFunc
 
+	router settleRouter // the Cluster this is a node connection of; nil for a plain Client
+
 	leases *leaseTable
 	acks   *coalescer[fibp.AckItem]
 	nacks  *coalescer[fibp.NackItem]
@@ -151,6 +153,9 @@ func (c *Client) pingLoop(l *link) {
 // NodeID is the node ID the server gave in HandshakeOk (0 for a single node), of the most
 // recent connection.
 func (c *Client) NodeID() uint64 { return c.last.Load().nodeID }
+
+// Addr is the address of the most recent connection: with DialSeeds, the one that answered.
+func (c *Client) Addr() string { return c.last.Load().addr }
 
 // MaxFrameSize is the server's maximum frame size (of the most recent connection); larger
 // requests go as continuation frames.

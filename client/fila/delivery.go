@@ -66,8 +66,15 @@ func newDelivery(c *Client, sub *Consumer, m *fibp.DeliveryMessage) *Delivery {
 // Ack acknowledges the message. Concurrent acks on one client are coalesced into Ack frames.
 // The error is the item's result (ErrMessageNotFound when the lease had already ended), or the
 // whole request's failure.
+//
+// A Delivery of a Cluster's Consumer whose node is gone or no longer leads the queue is acked
+// at the queue's current leader instead.
 func (d *Delivery) Ack(ctx context.Context) error {
-	return d.c.acks.submit(ctx, fibp.AckItem{Queue: d.Queue, MessageID: d.ID}, d)
+	err := d.c.acks.submit(ctx, fibp.AckItem{Queue: d.Queue, MessageID: d.ID}, d)
+	if r := d.c.router; r != nil && r.rerouteable(err) {
+		return firstErr(r.Ack(ctx, AckItem{Queue: d.Queue, ID: d.ID}))
+	}
+	return err
 }
 
 // Nack reports a failed attempt. errText reaches the queue's on_failure hook as msg.error;
@@ -78,13 +85,21 @@ func (d *Delivery) Nack(ctx context.Context, errText string, retryAfter *time.Du
 	if retryAfter != nil {
 		item.RetryAfterMs = wire.Some(durationMs(*retryAfter))
 	}
-	return d.c.nacks.submit(ctx, item, d)
+	err := d.c.nacks.submit(ctx, item, d)
+	if r := d.c.router; r != nil && r.rerouteable(err) {
+		return firstErr(r.Nack(ctx, NackItem{Queue: d.Queue, ID: d.ID, Error: errText, RetryAfter: retryAfter}))
+	}
+	return err
 }
 
 // Extend sets the lease to expire by from now, returning the new expiry. When keep-alive is on
 // it continues from the new expiry.
 func (d *Delivery) Extend(ctx context.Context, by time.Duration) (time.Time, error) {
-	res, err := d.c.ExtendLease(ctx, ExtendLeaseItem{Queue: d.Queue, ID: d.ID, By: by})
+	item := ExtendLeaseItem{Queue: d.Queue, ID: d.ID, By: by}
+	res, err := d.c.ExtendLease(ctx, item)
+	if r := d.c.router; r != nil && (r.rerouteable(err) || err == nil && r.rerouteable(res[0].Err)) {
+		res, err = r.ExtendLease(ctx, item)
+	}
 	if err != nil {
 		return time.Time{}, err
 	}

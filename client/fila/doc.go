@@ -27,6 +27,12 @@
 // context and then fail with a *ReconnectError (errors.Is ErrDisconnected). With
 // Options.DialRetry, Dial itself waits the same way for a broker that is not up yet.
 //
+// In a cluster, DialCluster takes several nodes as seeds and returns a Cluster, which sends each
+// Enqueue, Ack, Nack and ExtendLease to its queue's leader (learnt from route hints, NotLeader and
+// GetRoutes), subscribes on the leader and moves a subscription to the new leader after a
+// failover; NotLeader, NodeNotReady, AuthStateStale, ChannelFull and lost nodes are retried
+// within Options.FailoverTimeout. The application sees redelivery, nothing else.
+//
 // Consumers keep the leases of unsettled deliveries alive, for at most
 // ConsumeOptions.MaxLeaseExtension (one hour by default) after each delivery arrived.
 //

@@ -64,6 +64,11 @@ type Options struct {
 	// ConnectionHandler, when set, is called on every Disconnected, Reconnected and
 	// ReconnectFailed event, on the client's own goroutines: it must return quickly.
 	ConnectionHandler func(ConnectionEvent)
+	// FailoverTimeout bounds how long a Cluster call goes on retrying what a leader change or a
+	// lost node answers (NotLeader, NodeNotReady, AuthStateStale, ChannelFull, a connection
+	// lost or refused) before it reports the last failure (default DefaultFailoverTimeout, 30s).
+	// The call's context bounds it too. A plain Client does not use it.
+	FailoverTimeout time.Duration
 	// Logger receives the SDK's log records (connection lost, reconnected, resubscription
 	// failures; Debug: each failed attempt and resent frame). nil = no logging.
 	Logger *slog.Logger

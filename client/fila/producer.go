@@ -64,6 +64,7 @@ type Producer struct {
 	queue          chan *prodBatch
 	slots          chan struct{}
 	dispatcherDone chan struct{}
+	hints          func([]fibp.RouteHint) // a ClusterProducer's: the route hints of each result
 }
 
 type prodBatch struct {
@@ -79,9 +80,14 @@ type Pending struct {
 	c    *Client
 	done chan struct{}
 	res  EnqueueResult
+	then func(EnqueueResult) // when set, takes the result in place of resolving (a ClusterProducer's)
 }
 
 func (p *Pending) resolve(r EnqueueResult) {
+	if p.then != nil {
+		p.then(r)
+		return
+	}
 	p.res = r
 	close(p.done)
 }
@@ -97,6 +103,9 @@ func (p *Pending) Wait(ctx context.Context) (MessageID, error) {
 	case <-p.done:
 		return p.res.ID, p.res.Err
 	case <-ctx.Done():
+		if p.c == nil { // a ClusterProducer's, for a node it could not reach
+			return MessageID{}, ctx.Err()
+		}
 		return MessageID{}, p.c.waitErr(ctx.Err())
 	}
 }
@@ -130,21 +139,27 @@ func (p *Producer) Send(ctx context.Context, m Message) (MessageID, error) {
 // already queued). m.Payload must not change until the Pending is done.
 func (p *Producer) SendAsync(m Message) *Pending {
 	pd := &Pending{c: p.c, done: make(chan struct{})}
+	p.send(m, pd)
+	return pd
+}
+
+// send adds m to the current batch; pd gets its result.
+func (p *Producer) send(m Message, pd *Pending) {
 	if err := m.check(); err != nil {
 		pd.resolve(EnqueueResult{Err: err})
-		return pd
+		return
 	}
 	em := m.wire()
 	if err := checkMessage(&em); err != nil {
 		pd.resolve(EnqueueResult{Err: err})
-		return pd
+		return
 	}
 	size := em.Size()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
 		pd.resolve(EnqueueResult{Err: ErrProducerClosed})
-		return pd
+		return
 	}
 	if b := p.cur; b != nil && b.bytes+size > p.opts.MaxBatchBytes {
 		p.sealLocked()
@@ -159,7 +174,6 @@ func (p *Producer) SendAsync(m Message) *Pending {
 	if len(b.pend) >= p.opts.MaxBatch || b.bytes >= p.opts.MaxBatchBytes || p.opts.Linger < 0 {
 		p.sealLocked()
 	}
-	return pd
 }
 
 func (p *Producer) newBatchLocked() *prodBatch {
@@ -219,6 +233,9 @@ func (p *Producer) finish(b *prodBatch, res *fibp.EnqueueResult, err error) {
 			pd.resolve(EnqueueResult{Err: err})
 		}
 	} else {
+		if p.hints != nil {
+			p.hints(res.RouteHints) // before the results: their callbacks read the routes
+		}
 		for i, r := range enqueueResults(&b.req, res) {
 			b.pend[i].resolve(r)
 		}

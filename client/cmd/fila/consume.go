@@ -43,6 +43,18 @@ func (a *app) consumeCommand() *cobra.Command {
 	return cmd
 }
 
+// consumeOnLeader subscribes on the queue's leader at addr, which a node answered NotLeader
+// naming; the connection to it replaces the first one.
+func (a *app) consumeOnLeader(ctx context.Context, addr, queue string, opts fila.ConsumeOptions) (*fila.Consumer, error) {
+	c, err := a.dial(ctx, addr)
+	if err != nil {
+		return nil, fmt.Errorf("the queue's leader at %s: %w", addr, err)
+	}
+	a.client.Close()
+	a.client = c
+	return c.Consume(ctx, queue, opts)
+}
+
 func (a *app) consume(cmd *cobra.Command, queue string, f consumeFlags) error {
 	if f.count < 0 {
 		return usagef("--count must not be negative")
@@ -69,8 +81,12 @@ func (a *app) consume(cmd *cobra.Command, queue string, f consumeFlags) error {
 	// The CLI acks at once or deliberately leaves a message alone: no lease keep-alive. With
 	// --count it asks for that many deliveries in all: the acks must not earn credit for
 	// messages it will not print (their leases would expire as failed attempts).
-	cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: credit, DisableLeaseKeepAlive: true,
-		MaxDeliveries: uint64(f.count), Throttles: throttles})
+	opts := fila.ConsumeOptions{MaxUnacked: credit, DisableLeaseKeepAlive: true,
+		MaxDeliveries: uint64(f.count), Throttles: throttles}
+	cons, err := c.Consume(ctx, queue, opts)
+	if leader, ok := fila.LeaderAddr(err); ok { // a node of a cluster that does not lead the queue
+		cons, err = a.consumeOnLeader(ctx, leader, queue, opts)
+	}
 	cancel()
 	if err != nil {
 		return err

@@ -46,7 +46,7 @@ func (a *app) rootCommand() *cobra.Command {
 	group(root)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	pf := root.PersistentFlags()
-	pf.StringVar(&a.addr, "addr", envOr("FILA_ADDR", "127.0.0.1:5555"), "broker address host:port (env FILA_ADDR)")
+	pf.StringVar(&a.addr, "addr", envOr("FILA_ADDR", "127.0.0.1:5555"), "broker address host:port, or nodes of a cluster separated by commas, tried in turn (env FILA_ADDR)")
 	pf.StringVar(&a.apiKey, "api-key", os.Getenv("FILA_API_KEY"), "API key (env FILA_API_KEY)")
 	pf.BoolVar(&a.useTLS, "tls", false, "connect with TLS")
 	pf.StringVar(&a.caFile, "ca", "", "PEM file of the CA that signed the server certificate (implies --tls)")
@@ -116,10 +116,34 @@ func rangeArgs(lo, hi int, names string) cobra.PositionalArgs {
 	}
 }
 
-// connect dials the broker once per invocation.
+// seeds are the addresses of --addr: one broker, or several nodes of a cluster.
+func (a *app) seeds() []string {
+	var seeds []string
+	for s := range strings.SplitSeq(a.addr, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			seeds = append(seeds, s)
+		}
+	}
+	return seeds
+}
+
+// connect dials the broker once per invocation: the first address of --addr that answers.
 func (a *app) connect(ctx context.Context) (*fila.Client, error) {
 	if a.client != nil {
 		return a.client, nil
+	}
+	c, err := a.dial(ctx, a.seeds()...)
+	if err != nil {
+		return nil, err
+	}
+	a.client = c
+	return c, nil
+}
+
+// dial connects to the first of addrs that answers, with the connection flags.
+func (a *app) dial(ctx context.Context, addrs ...string) (*fila.Client, error) {
+	if len(addrs) == 0 {
+		return nil, usagef("--addr names no address")
 	}
 	opts := &fila.Options{APIKey: a.apiKey, DialTimeout: a.timeout.Duration}
 	if a.useTLS || a.caFile != "" || a.tls != (fila.TLSFiles{}) {
@@ -131,11 +155,13 @@ func (a *app) connect(ctx context.Context) (*fila.Client, error) {
 		}
 		opts.TLS = cfg
 	}
-	c, err := fila.Dial(ctx, a.addr, opts)
+	c, err := fila.DialSeeds(ctx, addrs, opts)
 	if err != nil {
-		return nil, a.explainConnect(err)
+		if explained := a.explainConnect(err); explained != err || len(addrs) == 1 {
+			return nil, explained
+		}
+		return nil, fmt.Errorf("none of the %d addresses of --addr (%s) answered; the last: %w", len(addrs), strings.Join(addrs, ", "), err)
 	}
-	a.client = c
 	return c, nil
 }
 
