@@ -57,10 +57,10 @@ type Figures struct {
 	Operations          int // client operations: enqueues, deliveries, acks (final drain included)
 	Enqueued            int // enqueues answered Ok
 	EnqueueFailed       int // enqueues answered with an error
-	EnqueueUnknown      int // enqueues not answered
+	EnqueueUnknown      int // enqueues not answered, or answered NotLeader or NodeNotReady (outcome unknown)
 	Delivered           int // deliveries (final drain included)
 	Acked               int // acks answered Ok
-	AckUnknown          int // acks not answered
+	AckUnknown          int // acks not answered, or answered NotLeader or NodeNotReady (outcome unknown)
 	StillStored         int // distinct messages delivered by the final drain
 	Duplicated          int // messages delivered more than once (at-least-once redeliveries)
 	Faults              int
@@ -80,7 +80,7 @@ func (f Figures) LongestUnavailable() time.Duration {
 }
 
 func (f Figures) String() string {
-	return fmt.Sprintf("operations %d (enqueued %d, failed %d, unanswered %d; delivered %d; acked %d, unanswered %d), "+
+	return fmt.Sprintf("operations %d (enqueued %d, failed %d, unknown %d; delivered %d; acked %d, unknown %d), "+
 		"faults %d, still stored at the end %d, lost %d, duplicated %d, redelivered after ack %d, phantom %d, "+
 		"unavailability windows %d (longest %v)",
 		f.Operations, f.Enqueued, f.EnqueueFailed, f.EnqueueUnknown, f.Delivered, f.Acked, f.AckUnknown,

@@ -7,9 +7,10 @@
 //     operation with its invocation and response times and its outcome in a [Recorder]; at
 //     the end [Drain] takes every message still stored and records that the queue is empty.
 //
-//   - A nemesis ([Nemesis]: kill -9 and restart, SIGSTOP and SIGCONT, a partition through a
-//     callback) that injects a fault for a bounded time and heals it, recorded in the same
-//     history. [Cluster] runs real fila-server processes on loopback for it.
+//   - A nemesis ([Nemesis]: kill -9 and restart, SIGSTOP and SIGCONT, a partition) that
+//     injects a fault for a bounded time and heals it, recorded in the same history. [Cluster]
+//     runs real fila-server processes on loopback for it; a [LinkProxy] stands on the links
+//     between them and cuts a node off from the others (a partition) on demand.
 //
 //   - A checker ([Check]) of a model of queue semantics over the recorded history (a committed
 //     queue, at-least-once delivery):
@@ -22,13 +23,15 @@
 //
 //     A duplicate delivery before any ack was answered Ok is at-least-once delivery, counted
 //     but not a violation. Operations answered neither Ok nor with a broker's error (a lost
-//     connection, a timeout) may or may not have taken effect and are read both ways.
+//     connection, a timeout), or answered NotLeader or NodeNotReady (a deposed leader's entry
+//     may still commit), may or may not have taken effect and are read both ways.
 //
 // [Run] ties them together. TestKillRestartLosesNothing runs it briefly against one real
 // fila-server killed -9 and restarted, TestPauseAndKillLoseNothing adds SIGSTOP/SIGCONT; both
 // must pass. TestAckBeforeCommitFails shows the checker failing on purpose against a broker
 // that acknowledges before the commit: fila-server with --fsync=false on a faultfs mount, and
-// power cuts (kill -9, then every unsynced byte dropped). TestClusterKillLosesNothing
-// (FILA_CHAOS_CLUSTER=1) runs three founders of a cluster. make chaos runs it longer
+// power cuts (kill -9, then every unsynced byte dropped). TestClusterFaultsLoseNothing
+// runs three founders of a cluster for 20 s of kill -9, pauses and partitions (60 s with
+// FILA_CHAOS_CLUSTER=1). make chaos runs it longer
 // (cmd/chaos) and prints its figures; docs/chaos.md says how to read them.
 package chaos

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/filamq/fila/client/fila"
+	"github.com/filamq/fila/generated/fibp"
 )
 
 // Workload is the clients of a run: producers enqueueing unique values and consumers acking
@@ -45,10 +46,13 @@ func (w Workload) withDefaults() Workload {
 }
 
 // clientOptions reconnect for ever with a short backoff, so that a client comes back soon
-// after a node does.
+// after a node does, and send keep-alive Pings, so that a client of a paused node (SIGSTOP)
+// learns within PongTimeout that it has no answer to wait for: its calls fail, and the
+// workload tries another node (without them it waited out the pause, its calls' timeout).
 func clientOptions() *fila.Options {
 	return &fila.Options{DialRetry: true, MaxReconnects: -1, ReconnectWait: 20 * time.Millisecond,
-		MaxReconnectWait: 250 * time.Millisecond, DialTimeout: 2 * time.Second}
+		MaxReconnectWait: 250 * time.Millisecond, DialTimeout: 2 * time.Second,
+		PingInterval: 250 * time.Millisecond, PongTimeout: time.Second}
 }
 
 // QueueNames are the workload's queues.
@@ -104,41 +108,79 @@ func (w Workload) Run(ctx context.Context, rec *Recorder) error {
 	return errors.Join(all...)
 }
 
-// outcome classifies an SDK error: an answer of the broker is a definite failure; anything else
-// (a lost connection, a timeout, a reconnection still going on) may or may not have taken effect.
+// outcome classifies an SDK error: an answer of the broker is a definite failure, but for
+// NodeNotReady and StorageError; anything else (a lost connection, a timeout, a reconnection
+// still going on) may or may not have taken effect. A leader deposed while an enqueue's or an
+// ack's entry was in its log answers it by the entry's fate (server/broker/fate.go): Ok when the
+// next leader committed it, NotLeader when it was dropped, StorageError when it could not learn
+// which; so NotLeader is a definite failure (the checker finds the message stored anyway, a
+// phantom, if a node answers it wrongly). NodeNotReady may come from a node that forwarded the
+// request and lost the link (server/broker/forward.go): the leader may have carried it out.
 func outcome(err error) (Outcome, string) {
 	if err == nil {
 		return Ok, ""
 	}
 	var fe *fila.Error
-	if errors.As(err, &fe) {
+	if errors.As(err, &fe) && fe.Code != fibp.CodeNodeNotReady && fe.Code != fibp.CodeStorageError {
 		return Fail, err.Error()
 	}
 	return Unknown, err.Error()
 }
 
+// produce runs one lane of the producer per queue, each enqueueing into its queue alone: a
+// producer that sent its batches to the queues in turn waited on a queue whose leader was
+// paused (SIGSTOP) for the whole pause, and every producer with it, so that no queue took an
+// enqueue while two of the three were served.
 func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error {
-	r := newRouter(w)
-	defer r.close()
 	queues := w.QueueNames()
-	began := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, len(queues))
+	for lane, queue := range queues {
+		wg.Go(func() { errs[lane] = w.produceTo(ctx, client, lane, queue, rec) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// produceTo enqueues batches into queue, values "p<client>.<lane>-<n>".
+func (w Workload) produceTo(ctx context.Context, client, lane int, queue string, rec *Recorder) error {
+	r := newRouter(w, rec, client)
+	defer r.close()
+	// A batch is due every interval; one that failed is not made up for later: without that, the
+	// attempts refused quickly during a failover ran ahead of the schedule, and the producers
+	// then paused, enqueueing nothing, until it caught up (seconds the workload counted as the
+	// cluster's unavailability). A producer held up for longer than a second does not burst to
+	// catch up either.
+	interval := time.Duration(0)
+	if w.Rate > 0 {
+		lanes := w.Producers * w.Queues
+		interval = time.Duration(float64(w.Batch) * float64(lanes) / float64(w.Rate) * float64(time.Second))
+	}
+	due := time.Now()
 	for n := 0; ctx.Err() == nil; {
-		queue := queues[(n/w.Batch+client)%len(queues)]
-		if w.Rate > 0 { // the n messages sent so far are due by n/(Rate/Producers) seconds
-			pause(ctx, time.Until(began.Add(time.Duration(float64(n)*float64(w.Producers)/float64(w.Rate)*float64(time.Second)))))
+		if interval > 0 {
+			pause(ctx, time.Until(due))
+			due = due.Add(interval)
+			if now := time.Now(); now.Sub(due) > time.Second {
+				due = now
+			}
 		}
 		c, err := r.client(ctx, queue)
 		if err != nil {
-			return nilIfDone(ctx, err)
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.learn(ctx, nil, queue, err) // the node is down or does not answer: try another
+			continue
 		}
 		msgs := make([]fila.Message, w.Batch)
 		ops := make([]Op, w.Batch)
-		start := rec.Now()
+		start, node := rec.Now(), c.NodeID()
 		for i := range msgs {
 			n++
-			v := fmt.Sprintf("p%d-%d", client, n)
+			v := fmt.Sprintf("p%d.%d-%d", client, lane, n)
 			msgs[i] = fila.Message{Queue: queue, Payload: []byte(v)}
-			ops[i] = Op{Client: client, Kind: Enqueue, Value: v, Invoke: start}
+			ops[i] = Op{Client: client, Kind: Enqueue, Value: v, Invoke: start, Queue: queue, Node: node}
 		}
 		octx, cancel := context.WithTimeout(context.Background(), w.OpTimeout)
 		res, err := c.Enqueue(octx, msgs...)
@@ -146,14 +188,15 @@ func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error 
 		end := rec.Now()
 		for i := range ops {
 			ops[i].Complete = end
+			ierr := err
 			if err == nil {
-				ops[i].Outcome, ops[i].Err = outcome(res[i].Err)
+				ierr = res[i].Err
 				if res[i].Err == nil {
 					ops[i].ID = res[i].ID.String()
 				}
-			} else {
-				ops[i].Outcome, ops[i].Err = outcome(err)
 			}
+			ops[i].Outcome, ops[i].Err = outcome(ierr)
+			ops[i].Leader, _ = fila.LeaderAddr(ierr)
 			rec.Add(ops[i])
 		}
 		switch {
@@ -169,7 +212,7 @@ func (w Workload) produce(ctx context.Context, client int, rec *Recorder) error 
 }
 
 func (w Workload) consume(ctx context.Context, client int, rec *Recorder) error {
-	r := newRouter(w)
+	r := newRouter(w, rec, client)
 	defer r.close()
 	var acks sync.WaitGroup
 	defer acks.Wait() // before the clients close
@@ -178,27 +221,63 @@ func (w Workload) consume(ctx context.Context, client int, rec *Recorder) error 
 	for ctx.Err() == nil {
 		c, err := r.client(ctx, queue)
 		if err != nil {
-			return nilIfDone(ctx, err)
+			if ctx.Err() != nil {
+				return nil
+			}
+			r.learn(ctx, nil, queue, err) // the node is down or does not answer: try another
+			continue
 		}
-		cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: 64})
+		sub := Op{Client: client, Kind: Subscribe, Queue: queue, Node: c.NodeID(), Invoke: rec.Now()}
+		octx, cancel := context.WithTimeout(ctx, w.OpTimeout)
+		cons, err := c.Consume(octx, queue, fila.ConsumeOptions{MaxUnacked: 64})
+		cancel()
 		if err != nil {
+			rec.Add(subscribeEnded(rec, sub, err))
 			r.learn(ctx, c, queue, err)
 			continue
 		}
 		for {
-			d, err := cons.Next(ctx)
+			d, err := next(ctx, c, cons)
 			if err != nil {
 				if ctx.Err() == nil { // the subscription ended: the queue may be led elsewhere now
+					rec.Add(subscribeEnded(rec, sub, err))
 					r.learn(ctx, c, queue, err)
 				}
 				break // ctx ended, or the subscription did: subscribe again
 			}
-			rec.Add(delivery(rec, d, client, false))
+			op := delivery(rec, d, client, false)
+			op.Queue, op.Node = queue, sub.Node
+			rec.Add(op)
 			acks.Go(func() { ack(d, client, rec, w.OpTimeout, false) })
 		}
 		cons.Close()
 	}
 	return nil
+}
+
+// next is cons's next delivery. A subscription waits for its client's next connection when the
+// connection drops; next ends it when the client is not connected (its node is down or paused),
+// so that the consumer tries another node.
+func next(ctx context.Context, c *fila.Client, cons *fila.Consumer) (*fila.Delivery, error) {
+	for {
+		wait, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+		d, err := cons.Next(wait)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return d, err
+		}
+		if !c.Connected() {
+			return nil, errNotConnected
+		}
+	}
+}
+
+// subscribeEnded completes sub, a subscription that failed or ended with err.
+func subscribeEnded(rec *Recorder, sub Op, err error) Op {
+	sub.Complete = rec.Now()
+	sub.Outcome, sub.Err = outcome(err)
+	sub.Leader, _ = fila.LeaderAddr(err)
+	return sub
 }
 
 // delivery records d as taken now and leased when the broker says it leased it (a delivery
@@ -256,7 +335,7 @@ func (w Workload) Drain(ctx context.Context, rec *Recorder, quiet time.Duration)
 
 func (w Workload) drain(ctx context.Context, queue string, client int, rec *Recorder, quiet time.Duration) (uint64, error) {
 	w = w.withDefaults()
-	r := newRouter(w)
+	r := newRouter(w, nil, client)
 	defer r.close()
 	var acks sync.WaitGroup
 	defer acks.Wait() // before the clients close
@@ -264,7 +343,11 @@ func (w Workload) drain(ctx context.Context, queue string, client int, rec *Reco
 	for {
 		c, err := r.client(ctx, queue)
 		if err != nil {
-			return 0, err
+			if ctx.Err() != nil {
+				return 0, err
+			}
+			r.learn(ctx, nil, queue, err)
+			continue
 		}
 		cons, err := c.Consume(ctx, queue, fila.ConsumeOptions{MaxUnacked: 256})
 		if err != nil {
@@ -313,13 +396,6 @@ func (w Workload) drainFrom(ctx context.Context, c *fila.Client, cons *fila.Cons
 			return left, true, nil
 		}
 	}
-}
-
-func nilIfDone(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
 }
 
 func pause(ctx context.Context, d time.Duration) {

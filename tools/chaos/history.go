@@ -26,6 +26,13 @@ const (
 	Drained
 	// Fault is the nemesis at work from Invoke (injected) to Complete (healed); Value describes it.
 	Fault
+	// Subscribe is a consumer's subscription that failed or ended, from the Consume call to its
+	// end (Err why). The checker ignores it; Explain shows it.
+	Subscribe
+	// Dial is a node the workload's router could not use for Queue: its dial (Value the
+	// address) failed, or its client was reconnecting (Node its ID). The checker ignores it;
+	// Explain shows it.
+	Dial
 )
 
 func (k Kind) String() string {
@@ -40,6 +47,10 @@ func (k Kind) String() string {
 		return "drained"
 	case Fault:
 		return "fault"
+	case Subscribe:
+		return "subscribe"
+	case Dial:
+		return "dial"
 	}
 	return fmt.Sprintf("Kind(%d)", k)
 }
@@ -81,6 +92,9 @@ type Op struct {
 	Complete time.Duration
 	Final    bool   // a Deliver or Ack of the final drain
 	Err      string // the error of a Fail or Unknown
+	Queue    string // the queue of an Enqueue, Deliver or Subscribe
+	Node     uint64 // the node the client's connection led to when the call was made (0: unknown)
+	Leader   string // the leader_addr a NotLeader answer named, if any
 }
 
 func (o Op) String() string {

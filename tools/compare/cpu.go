@@ -11,7 +11,7 @@ import (
 // cpuUnit is the unit of CPU time per message: µs.
 const cpuUnit = "us/msg"
 
-// cpuUse is the CPU time the broker under measurement and this tool (the load generator and the
+// cpuUse is the CPU time the broker under measurement (a cluster's three nodes together) and this tool (the load generator and the
 // client libraries) spent while a figure was measured, per message or exchange counted: what the
 // throughput of a 2-core machine shared by both is bound by.
 type cpuUse struct {
@@ -20,21 +20,30 @@ type cpuUse struct {
 
 // cpuMeter reads both CPU times at the start of a measurement.
 type cpuMeter struct {
-	pid          int
+	pids         []int // the broker's processes: one, or a cluster's nodes
 	broker, tool time.Duration
 }
 
 func (e *env) startCPU() cpuMeter {
-	return cpuMeter{pid: e.brokerPid, broker: procCPU(e.brokerPid), tool: selfCPU()}
+	return cpuMeter{pids: e.brokerPids, broker: pidsCPU(e.brokerPids), tool: selfCPU()}
+}
+
+// pidsCPU is the CPU time the processes have used together.
+func pidsCPU(pids []int) time.Duration {
+	var d time.Duration
+	for _, pid := range pids {
+		d += procCPU(pid)
+	}
+	return d
 }
 
 // stopCPU records the CPU spent since m per one of n units as the figure's.
 func (e *env) stopCPU(m cpuMeter, n int64) {
-	if n <= 0 || m.pid == 0 {
+	if n <= 0 || len(m.pids) == 0 {
 		return
 	}
 	e.cpu = &cpuUse{
-		broker: float64(procCPU(m.pid)-m.broker) / 1e3 / float64(n),
+		broker: float64(pidsCPU(m.pids)-m.broker) / 1e3 / float64(n),
 		tool:   float64(selfCPU()-m.tool) / 1e3 / float64(n),
 	}
 }

@@ -86,6 +86,11 @@ func (l *filaLoad) produce(n int) error {
 }
 
 func (l *filaLoad) produceLoop(c *fibpconn.Conn, req *fibp.Enqueue) {
+	l.produceLoopWith(c, func() *fibp.Enqueue { return req })
+}
+
+// produceLoopWith is produceLoop sending the frame next returns each time (called on one goroutine).
+func (l *filaLoad) produceLoopWith(c *fibpconn.Conn, next func() *fibp.Enqueue) {
 	sem := make(chan struct{}, batchWindow)
 	var lastFailed int64
 	for {
@@ -101,7 +106,7 @@ func (l *filaLoad) produceLoop(c *fibpconn.Conn, req *fibp.Enqueue) {
 			lastFailed = f
 			time.Sleep(5 * time.Millisecond)
 		}
-		c.Go(req, func(f fibp.Frame, err error) {
+		c.Go(next(), func(f fibp.Frame, err error) {
 			<-sem
 			res, ok := f.(*fibp.EnqueueResult)
 			if err != nil || !ok {
@@ -162,7 +167,7 @@ func (l *filaLoad) countAcks(f fibp.Frame, err error) {
 	}
 }
 
-// createQueue creates a queue with the server's defaults.
+// createQueue creates a queue with the server's defaults; one that exists already will do.
 func createQueue(addr, name string) error {
 	c, err := fibpconn.Dial(addr)
 	if err != nil {
@@ -173,7 +178,7 @@ func createQueue(addr, name string) error {
 	if err != nil {
 		return err
 	}
-	if code := res.(*fibp.CreateQueueResult).ErrorCode; code != fibp.CodeOk {
+	if code := res.(*fibp.CreateQueueResult).ErrorCode; code != fibp.CodeOk && code != fibp.CodeQueueAlreadyExists {
 		return fmt.Errorf("create queue %s: %v", name, code)
 	}
 	return nil
@@ -182,10 +187,11 @@ func createQueue(addr, name string) error {
 // filaPublish measures accepted messages per second from publishProducers batching producers.
 func filaPublish(size int) side {
 	return func(ctx context.Context, e *env, p *peer) ([]float64, error) {
-		if err := createQueue(p.addr, "bench"); err != nil {
+		addr, err := e.queueAddr(ctx, p, "bench")
+		if err != nil {
 			return nil, err
 		}
-		l := newFilaLoad(p.addr, "bench", size)
+		l := newFilaLoad(addr, "bench", size)
 		defer l.stop()
 		if err := l.produce(publishProducers); err != nil {
 			return nil, err
@@ -202,12 +208,13 @@ func filaPublish(size int) side {
 // lifecycleProducers keep enqueueing and n consumers consume and ack.
 func filaLifecycle(n int) side {
 	return func(ctx context.Context, e *env, p *peer) ([]float64, error) {
-		if err := createQueue(p.addr, "work"); err != nil {
+		addr, err := e.queueAddr(ctx, p, "work")
+		if err != nil {
 			return nil, err
 		}
-		fill := newFilaLoad(p.addr, "work", 1024)
+		fill := newFilaLoad(addr, "work", 1024)
 		fill.limit = e.o.prefill
-		err := fill.produce(lifecycleProducers)
+		err = fill.produce(lifecycleProducers)
 		if err == nil {
 			done := make(chan struct{})
 			go func() { fill.wg.Wait(); close(done) }()
@@ -217,7 +224,7 @@ func filaLifecycle(n int) side {
 		if err != nil {
 			return nil, err
 		}
-		l := newFilaLoad(p.addr, "work", 1024)
+		l := newFilaLoad(addr, "work", 1024)
 		defer l.stop()
 		if err := l.consume(n); err != nil {
 			return nil, err

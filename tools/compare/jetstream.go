@@ -98,14 +98,28 @@ func (l *jsLoad) produceLoop(js jetstream.JetStream) {
 	}
 }
 
-// createStream makes a file-storage stream on one subject with the given retention.
+// createStream makes a file-storage stream on one subject with the given retention: R3 on a
+// cluster, whose leader the load's later connections then go to (as fila's go to the queue's
+// leader).
 func (l *jsLoad) createStream(ctx context.Context, name string, retention jetstream.RetentionPolicy) (jetstream.Stream, error) {
 	js, err := l.connect()
 	if err != nil {
 		return nil, err
 	}
-	return js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{l.subject},
-		Storage: jetstream.FileStorage, Retention: retention})
+	conf := jetstream.StreamConfig{Name: name, Subjects: []string{l.subject}, Storage: jetstream.FileStorage, Retention: retention}
+	if l.p.cluster != nil {
+		conf.Replicas = clusterSize
+	}
+	st, err := js.CreateStream(ctx, conf)
+	if err != nil || l.p.cluster == nil {
+		return st, err
+	}
+	n, err := natsStreamLeader(ctx, js, l.p.cluster, name)
+	if err != nil {
+		return nil, err
+	}
+	l.p = &peer{addr: n.addr, cluster: l.p.cluster}
+	return st, nil
 }
 
 // jsPublish measures acknowledged async publishes per second from publishProducers producers.

@@ -41,7 +41,10 @@ type options struct {
 	cache          string
 	filaServer     string
 	profile        bool
-	repeat         int // runs of each workload; figures are their medians
+	repeat         int    // runs of each workload; figures are their medians
+	failoverTrials int    // leader kills per broker in cluster_failover
+	side           string // "fila" or "nats" measures that broker alone (the other's figures n/a)
+	filaArgs       string // further flags for every fila-server, space-separated
 }
 
 // env is what the workloads share during one run.
@@ -56,7 +59,7 @@ type env struct {
 
 	peers              int      // broker runs so far, to name their directories
 	profName, pprofURL string   // the workload and broker being measured, for profiles
-	brokerPid          int      // the broker process being measured
+	brokerPids         []int    // the broker processes being measured (a cluster's three)
 	cpu                *cpuUse  // CPU per message of the last figure measured, when known
 	cpuLines           []string // every side's CPU line (cpuUse.line), in the order measured
 }
@@ -74,6 +77,9 @@ func parseFlags() options {
 	flag.StringVar(&o.cache, "cache", "", "where nats-server is installed (default <user cache dir>/fila-bench)")
 	flag.StringVar(&o.filaServer, "fila-server", "", "use this fila-server binary instead of building one")
 	flag.BoolVar(&o.profile, "profile", false, "save each broker's CPU and allocation profiles under <out>/pprof")
+	flag.StringVar(&o.filaArgs, "fila-args", "", "further flags for every fila-server, space-separated (e.g. --cluster-heartbeat-timeout=500ms)")
+	flag.StringVar(&o.side, "side", "", "measure one broker only, fila or nats (the other's figures are n/a); default both")
+	flag.IntVar(&o.failoverTrials, "failover-trials", 20, "leader kills per broker in cluster_failover")
 	flag.IntVar(&o.repeat, "repeat", 1, "run each workload this many times (alternating brokers) and report medians with their range")
 	flag.Usage = func() {
 		fmt.Fprintln(os.Stderr, "usage: compare [flags]\n\nworkloads:")
@@ -90,13 +96,17 @@ func parseFlags() options {
 		quick := map[string]func(){
 			"duration": func() { o.duration = 1500 * time.Millisecond }, "warmup": func() { o.warmup = 300 * time.Millisecond },
 			"latency-samples": func() { o.latencySamples = 200 }, "latency-warmup": func() { o.latencyWarmup = 20 },
-			"prefill": func() { o.prefill = 10_000 },
+			"prefill": func() { o.prefill = 10_000 }, "failover-trials": func() { o.failoverTrials = 3 },
 		}
 		for name, apply := range quick {
 			if !set[name] {
 				apply()
 			}
 		}
+	}
+	if o.side != "" && o.side != "fila" && o.side != "nats" {
+		fmt.Fprintf(os.Stderr, "compare: -side %q: fila or nats (empty: both)\n", o.side)
+		os.Exit(2)
 	}
 	if o.out == "" {
 		o.out = filepath.Join("results", "compare-"+time.Now().Format("20060102-150405"))
@@ -191,6 +201,18 @@ func run(ctx context.Context, o options) error {
 		fmt.Println(f.line())
 	}
 	for _, l := range gapLines(figs, floors) {
+		fmt.Println(l)
+	}
+	for _, l := range scaleLines(figs) {
+		fmt.Println(l)
+	}
+	for _, l := range forwardLines(figs) {
+		fmt.Println(l)
+	}
+	for _, l := range hintsLines(figs) {
+		fmt.Println(l)
+	}
+	for _, l := range queuesLines(figs) {
 		fmt.Println(l)
 	}
 	if err := writeResults(e, root, figs, floors, time.Since(start)); err != nil {

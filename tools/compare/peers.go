@@ -36,12 +36,17 @@ type peer struct {
 	riftAddr string // fila with Rift: the QUIC listener's host:port
 	pprofURL string // http://host:port, or empty
 	dir      string
+	cluster  *cluster // the cluster workloads' three nodes (proc and addr are the first's); nil for one
 }
 
 // stop ends the broker, removes its data and flushes the page cache's dirty pages, so that the
 // next broker's fsyncs do not pay for this one's writes.
 func (p *peer) stop() {
-	p.proc.stop()
+	if p.cluster != nil {
+		p.cluster.stop()
+	} else {
+		p.proc.stop()
+	}
 	os.RemoveAll(p.dir)
 	syscall.Sync()
 }

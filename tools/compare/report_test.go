@@ -141,7 +141,7 @@ func TestWorkloadSelection(t *testing.T) {
 			}
 			seen[f.name] = true
 		}
-		if !w.selected("") || !w.selected("nope, "+w.name[:4]) || w.selected("nope") {
+		if w.selected("") == w.optIn || !w.selected("nope, "+w.name[:4]) || w.selected("nope") {
 			t.Errorf("%s: -only matching is wrong", w.name)
 		}
 	}

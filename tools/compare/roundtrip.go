@@ -24,7 +24,11 @@ const deliveryWait = 10 * time.Second
 // filaRoundTrip measures Fila's round trip: Enqueue → Delivery → Ack → AckResult, with the
 // producer and the consumer on connections of their own.
 func filaRoundTrip(ctx context.Context, e *env, p *peer) ([]float64, error) {
-	l := newFilaLoad(p.addr, "roundtrip", 1024)
+	addr, err := e.queueAddr(ctx, p, "roundtrip")
+	if err != nil {
+		return nil, err
+	}
+	l := newFilaLoad(addr, "roundtrip", 1024)
 	defer l.stop()
 	delivered := make(chan [16]byte, latencyCredit)
 	prod, cons, err := l.pair(func(_ *fibpconn.Conn, d *fibp.Delivery) {

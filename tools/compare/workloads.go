@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -17,7 +18,9 @@ type workload struct {
 	name, doc string
 	mode      natsMode // the nats-server configuration
 	rift      bool     // Fila's side speaks Rift over QUIC rather than FIBP
+	cluster   bool     // three nodes of each broker on loopback (cluster.go) rather than one
 	filaFlags []string // fila-server flags beyond its defaults
+	optIn     bool     // left out of the default run (no -only): runs only when -only selects it
 	figures   []figure // names, units and directions; values filled in by run
 	fila      side
 	nats      side
@@ -54,6 +57,26 @@ var workloads = []workload{
 		figures: latency("roundtrip_p50_1kb_nofsync", "roundtrip_p99_1kb_nofsync"), fila: filaRoundTrip, nats: jsRoundTrip},
 	{name: "publish_64b", doc: "durable batched publish of 64 B messages, each broker's default durability",
 		mode: jsDefault, figures: throughput("publish_64b", 1), fila: filaPublish(64), nats: jsPublish(64)},
+	{name: "cluster_failover", doc: "3 nodes, R3: a queue's (stream's) leader killed with SIGKILL -> first enqueue and consume answered on the new leader",
+		mode: jsSyncAlways, cluster: true, figures: failoverFigures(), fila: filaFailover, nats: jsFailover},
+	{name: "cluster_publish_1kb_fsync", doc: "3 nodes, R3: durable batched publish to the leader, fsync before the ack on both",
+		mode: jsSyncAlways, cluster: true, figures: throughput("cluster_publish_1kb_fsync", 1.5), fila: filaPublish(1024), nats: jsPublish(1024)},
+	{name: "cluster_forward_publish_1kb_fsync", doc: "3 nodes, R3: cluster_publish_1kb_fsync with the producers on a node that does not lead the queue (stream), which forwards to the leader",
+		mode: jsSyncAlways, cluster: true, figures: throughput("cluster_forward_publish_1kb_fsync", 1.5),
+		fila: filaPublishForwarded(1024), nats: jsPublishForwarded(1024)},
+	{name: "cluster_sdk_publish_1kb_fsync", doc: "3 nodes, R3: cluster_publish_1kb_fsync through the Go SDK's fila.DialCluster seeded with a node that does not lead the queue (its route hint sends the rest to the leader); NATS publishes through a server that does not lead the stream",
+		mode: jsSyncAlways, cluster: true, figures: throughput("cluster_sdk_publish_1kb_fsync", 1.5),
+		fila: filaPublishSDKHints(1024), nats: jsPublishForwarded(1024)},
+	{name: "cluster_lifecycle_1kb_4c", doc: "3 nodes, R3: pre-filled work queue on the leader, enqueue -> consume -> ack, 4 consumers, fsync on both",
+		mode: jsSyncAlways, cluster: true, figures: throughput("cluster_lifecycle_1kb_4c", 1.5), fila: filaLifecycle(4), nats: jsLifecycle(4)},
+	{name: queuesName(10), doc: "3 nodes, R3: the lifecycle (1 KB, fsync) over 10 queues, each node's queues served by 2 producers and 2 consumer connections on that node (no NATS counterpart)",
+		mode: jsSyncAlways, cluster: true, figures: throughput(queuesName(10), 1), fila: filaQueuesLifecycle(10), nats: notMeasured(1)},
+	{name: queuesName(1000), doc: "3 nodes, R3: the same lifecycle over 1,000 queues, the same connections and credit (no NATS counterpart)",
+		mode: jsSyncAlways, cluster: true, figures: throughput(queuesName(1000), 1), fila: filaQueuesLifecycle(1000), nats: notMeasured(1),
+		optIn: true}, // creating 1,000 queues takes minutes here, and the run stalls (issue 29)
+	{name: "cluster_roundtrip_1kb_fsync", doc: "3 nodes, R3: durable round trip on the leader, one message at a time, fsync on both",
+		mode: jsSyncAlways, cluster: true, figures: latency("cluster_roundtrip_p50_1kb_fsync", "cluster_roundtrip_p99_1kb_fsync"),
+		fila: filaRoundTrip, nats: jsRoundTrip},
 	{name: "rift_pubsub_64b", doc: "pub/sub 1 -> 1, 64 B: Rift over QUIC vs NATS core over TLS",
 		mode: coreTLS, rift: true, figures: throughput("rift_pubsub_64b", 1), fila: riftPubSub(64), nats: natsPubSub(64)},
 	{name: "rift_pubsub_1kb", doc: "pub/sub 1 -> 1, 1 KB: Rift over QUIC vs NATS core over TLS",
@@ -65,7 +88,7 @@ var workloads = []workload{
 // selected reports whether -only lets the workload run.
 func (w workload) selected(only string) bool {
 	if only == "" {
-		return true
+		return !w.optIn
 	}
 	for _, s := range strings.Split(only, ",") {
 		if s = strings.TrimSpace(s); s != "" && strings.HasPrefix(w.name, s) {
@@ -83,10 +106,20 @@ func (w workload) run(ctx context.Context, e *env) ([]figure, error) {
 	for i := range figs {
 		figs[i].peer, figs[i].fila, figs[i].nats = w.mode.String(), math.NaN(), math.NaN()
 	}
-	if err := e.runFila(ctx, w, figs); err != nil {
-		return nil, err
+	if e.o.side != "nats" {
+		if err := e.runFila(ctx, w, figs); err != nil {
+			return nil, err
+		}
 	}
-	vals, err := e.runSide(ctx, "nats", w, w.nats, func(ctx context.Context) (*peer, error) { return e.startNATS(ctx, w.mode) })
+	if e.o.side == "fila" {
+		return figs, nil
+	}
+	vals, err := e.runSide(ctx, "nats", w, w.nats, func(ctx context.Context) (*peer, error) {
+		if w.cluster {
+			return e.startNATSCluster(ctx, w.mode)
+		}
+		return e.startNATS(ctx, w.mode)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("%s on nats: %w", w.name, err)
 	}
@@ -103,7 +136,13 @@ func (e *env) runFila(ctx context.Context, w workload, figs []figure) error {
 		fmt.Fprintf(os.Stderr, "   fila: n/a: %s\n", e.riftReason)
 		return nil
 	}
-	vals, err := e.runSide(ctx, "fila", w, w.fila, func(ctx context.Context) (*peer, error) { return e.startFila(ctx, w.rift, w.filaFlags...) })
+	flags := append(slices.Clone(w.filaFlags), strings.Fields(e.o.filaArgs)...)
+	vals, err := e.runSide(ctx, "fila", w, w.fila, func(ctx context.Context) (*peer, error) {
+		if w.cluster {
+			return e.startFilaCluster(ctx, flags...)
+		}
+		return e.startFila(ctx, w.rift, flags...)
+	})
 	switch {
 	case err != nil && w.rift && ctx.Err() == nil:
 		fmt.Fprintf(os.Stderr, "   fila: n/a: Rift failed: %v\n", err)
@@ -125,8 +164,11 @@ func (e *env) runSide(ctx context.Context, name string, w workload, s side, star
 	}
 	defer p.stop()
 	e.profName, e.pprofURL = w.name+"-"+name, p.pprofURL
-	e.brokerPid, e.cpu = p.proc.cmd.Process.Pid, nil
-	defer func() { e.pprofURL, e.brokerPid = "", 0 }()
+	e.brokerPids, e.cpu = []int{p.proc.cmd.Process.Pid}, nil
+	if p.cluster != nil {
+		e.brokerPids = p.cluster.pids()
+	}
+	defer func() { e.pprofURL, e.brokerPids = "", nil }()
 	vals, err := s(ctx, e, p)
 	if err != nil {
 		if p.proc.exited() {

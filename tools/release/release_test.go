@@ -97,7 +97,8 @@ func TestSnapshotForTheHost(t *testing.T) {
 
 // A release in a clone of the repository: the release commit (go.mod files in their published
 // form) is tagged for every module as Go names nested modules' versions, the branch moves on to
-// a commit with the replace lines back, the binaries carry the version and the tagged commit,
+// a commit with the replace lines back, the binaries carry the version and the tagged commit, a
+// user outside the repository fetches the SDK from the tags with go get (checkGoGetFromTags),
 // and the same version is not released twice.
 func TestReleaseTagsEveryModule(t *testing.T) {
 	if testing.Short() {
@@ -175,6 +176,9 @@ func TestReleaseTagsEveryModule(t *testing.T) {
 	if want := "fila " + version + " (commit " + release + ","; err != nil || !strings.HasPrefix(string(out), want) {
 		t.Errorf("fila version: %v: %q, want %q… (the tagged commit, unmodified)", err, out, want)
 	}
+
+	// The tags are what a user's go get reads (through the public proxy, which reads them).
+	checkGoGetFromTags(t, clone, version)
 
 	log.Reset()
 	if err := run(o); err == nil || !strings.Contains(err.Error(), "tag v0.9.0 exists already") {

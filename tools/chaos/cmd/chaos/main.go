@@ -1,16 +1,18 @@
 // Command chaos is the long run of the history checker (make chaos): it builds fila-server,
 // starts nodes on loopback, drives the workload through the Go SDK while a nemesis kills -9 and
-// restarts, or pauses, nodes, drains the queue, checks the history and prints its figures:
-// operations, faults, lost, duplicated, unavailability windows. It exits 1 when the history
-// breaks a promise, 2 when the run could not be carried out.
+// restarts, pauses, or cuts off from the others (a partition), nodes, drains the queue, checks
+// the history and prints its figures: operations, faults, lost, duplicated, unavailability
+// windows. It exits 1 when the history breaks a promise, 2 when the run could not be carried out.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -21,11 +23,18 @@ import (
 	"github.com/filamq/fila/tools/internal/repo"
 )
 
+var (
+	errorKinds = flag.Int("errors", 8, "kinds of errors printed at most (the commonest first)")
+	logDir     = flag.String("logs", "", "a directory to write each node's log into (node<ID>.log) at the end")
+	explain    = flag.Duration("explain", 2*time.Second, "for each unavailability window at least this long, print what each client was doing (0: none)")
+)
+
 func main() {
 	duration := flag.Duration("duration", 2*time.Minute, "how long the workload runs")
 	nodes := flag.Int("nodes", 1, "fila-server processes: 1 a single node; 3 or 5 the founding members of a cluster on loopback")
 	queues := flag.Int("queues", 1, "queues (each consumer takes one; producers send to each in turn)")
-	faults := flag.String("faults", "kill", "the nemesis: a comma-separated mix of kill (kill -9, then restart) and pause (SIGSTOP, then SIGCONT); none for no faults")
+	faults := flag.String("faults", "kill", "the nemesis: a comma-separated mix of kill (kill -9, then restart), pause (SIGSTOP, then SIGCONT) "+
+		"and, with -nodes 3 or 5, partition (a node cut off from the others, through a proxy on the inter-node links); none for no faults")
 	every := flag.Duration("every", 3*time.Second, "a fault starts within this after the last one healed")
 	hold := flag.Duration("hold", time.Second, "how long a fault lasts at most")
 	producers := flag.Int("producers", 4, "producing clients")
@@ -57,10 +66,18 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 	}
 	args := strings.Fields(serverArgs)
 	nodeArgs := func(int) []string { return args }
+	var proxy *chaos.LinkProxy
 	if nodes > 1 {
 		founding, err := chaos.FoundingFlags(nodes)
 		if err != nil {
 			return fail(err)
+		}
+		if strings.Contains(faults, "partition") {
+			if proxy, err = chaos.NewLinkProxy(nodes); err != nil {
+				return fail(err)
+			}
+			defer proxy.Close()
+			founding = proxy.FoundingFlags()
 		}
 		nodeArgs = func(id int) []string { return append(founding(id), args...) }
 	}
@@ -69,21 +86,9 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 		return fail(err)
 	}
 	defer c.Stop()
-	var mix chaos.Mix
-	for _, f := range strings.Split(faults, ",") {
-		switch strings.TrimSpace(f) {
-		case "kill":
-			mix = append(mix, chaos.KillRestart{Cluster: c})
-		case "pause":
-			mix = append(mix, chaos.Pause{Cluster: c})
-		case "none", "":
-		default:
-			return fail(fmt.Errorf("unknown fault %q (kill, pause, none)", f))
-		}
-	}
-	var nemesis chaos.Nemesis
-	if len(mix) > 0 {
-		nemesis = mix
+	nemesis, err := nemesisOf(faults, c, proxy)
+	if err != nil {
+		return fail(err)
 	}
 	fmt.Printf("chaos: %d node(s) %v, %d queue(s), %v of load (%d producers at %d messages/s in all, %d consumers, batch %d), faults %s every ≤%v for ≤%v, seed %d\n",
 		nodes, c.Addrs(), queues, duration, producers, rate, consumers, batch, faults, every, hold, seed)
@@ -96,10 +101,9 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 			fmt.Printf("fault: %s from %v to %v%s\n", op.Value, op.Invoke.Round(time.Millisecond), op.Complete.Round(time.Millisecond), errSuffix(op.Err))
 		}
 	}
-	for _, w := range r.Unavailable {
-		fmt.Printf("unavailable: no %s from %v to %v (%v)\n", w.What, w.Start.Round(time.Millisecond), w.End.Round(time.Millisecond), (w.End - w.Start).Round(time.Millisecond))
-	}
-	printErrors(res.History)
+	printWindows(res, c)
+	printQueueWindows(res.History)
+	printErrors(res.History, *errorKinds)
 	for i, v := range r.Violations {
 		if i == show {
 			fmt.Printf("... and %d more violations\n", len(r.Violations)-show)
@@ -107,7 +111,11 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 		}
 		fmt.Println("violation:", v)
 	}
+	if proxy != nil {
+		fmt.Printf("chaos: the link proxy forwarded %d bytes between nodes and refused %d connections of cut pairs\n", proxy.Forwarded.Load(), proxy.Refused.Load())
+	}
 	fmt.Printf("chaos: %v in %v\n", r.Figures, time.Since(start).Round(time.Second))
+	writeLogs(c)
 	if err != nil {
 		for _, n := range c.Nodes {
 			fmt.Fprintf(os.Stderr, "node %d's log:\n%s\n", n.ID, n.Log.String())
@@ -122,10 +130,102 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 	return 0
 }
 
+// writeLogs writes each node's log into -logs, when given.
+func writeLogs(c *chaos.Cluster) {
+	if *logDir == "" {
+		return
+	}
+	for _, n := range c.Nodes {
+		if err := os.WriteFile(filepath.Join(*logDir, fmt.Sprintf("node%d.log", n.ID)), []byte(n.Log.String()), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "chaos:", err)
+		}
+	}
+}
+
+// nemesisOf is the nemesis of the comma-separated faults (nil for none).
+func nemesisOf(faults string, c *chaos.Cluster, proxy *chaos.LinkProxy) (chaos.Nemesis, error) {
+	var mix chaos.Mix
+	for _, f := range strings.Split(faults, ",") {
+		switch strings.TrimSpace(f) {
+		case "kill":
+			mix = append(mix, chaos.KillRestart{Cluster: c})
+		case "pause":
+			mix = append(mix, chaos.Pause{Cluster: c})
+		case "partition":
+			if proxy == nil {
+				return nil, errors.New("partition needs several nodes (-nodes 3 or 5)")
+			}
+			mix = append(mix, proxy.Partition())
+		case "none", "":
+		default:
+			return nil, fmt.Errorf("unknown fault %q (kill, pause, partition, none)", f)
+		}
+	}
+	if len(mix) == 0 {
+		return nil, nil
+	}
+	return mix, nil
+}
+
+// printWindows prints each unavailability window; windows that overlap (no enqueue and no
+// delivery at once) are explained together, once, when they last -explain or longer.
+func printWindows(res chaos.Result, c *chaos.Cluster) {
+	nodeOf := map[string]string{}
+	for _, n := range c.Nodes {
+		nodeOf[n.Addr] = fmt.Sprintf("node %d", n.ID)
+	}
+	name := func(addr string) string {
+		if n, ok := nodeOf[addr]; ok {
+			return n
+		}
+		return addr
+	}
+	ws := res.Report.Unavailable
+	for i := 0; i < len(ws); {
+		span := ws[i]
+		j := i
+		for ; j < len(ws) && ws[j].Start <= span.End; j++ {
+			w := ws[j]
+			fmt.Printf("unavailable: no %s from %v to %v (%v)\n", w.What, w.Start.Round(time.Millisecond), w.End.Round(time.Millisecond), (w.End - w.Start).Round(time.Millisecond))
+			span.Start, span.End = min(span.Start, w.Start), max(span.End, w.End)
+		}
+		if *explain > 0 && span.End-span.Start >= *explain {
+			for _, l := range chaos.Explain(res.History, span, name, 4) {
+				fmt.Println(l)
+			}
+		}
+		i = j
+	}
+}
+
+// printQueueWindows prints, for each queue, how many windows it had with no enqueue and the
+// longest.
+func printQueueWindows(history []chaos.Op) {
+	qw := chaos.QueueWindows(history)
+	queueNames := make([]string, 0, len(qw))
+	for q := range qw {
+		queueNames = append(queueNames, q)
+	}
+	sort.Strings(queueNames)
+	for _, q := range queueNames {
+		var longest chaos.Window
+		for _, w := range qw[q] {
+			if w.End-w.Start > longest.End-longest.Start {
+				longest = w
+			}
+		}
+		fmt.Printf("queue %s: %d windows with no enqueue", q, len(qw[q]))
+		if len(qw[q]) > 0 {
+			fmt.Printf(", longest %v from %v", (longest.End - longest.Start).Round(time.Millisecond), longest.Start.Round(time.Millisecond))
+		}
+		fmt.Println()
+	}
+}
+
 var addrRE = regexp.MustCompile(`(\d+\.\d+\.\d+\.\d+):\d+`)
 
 // printErrors prints the commonest errors of the operations that failed or went unanswered.
-func printErrors(h []chaos.Op) {
+func printErrors(h []chaos.Op, kinds int) {
 	counts := map[string]int{}
 	for _, op := range h {
 		if op.Err != "" && op.Kind != chaos.Fault {
@@ -140,7 +240,7 @@ func printErrors(h []chaos.Op) {
 		return counts[keys[i]] > counts[keys[j]] || counts[keys[i]] == counts[keys[j]] && keys[i] < keys[j]
 	})
 	for i, k := range keys {
-		if i == 8 {
+		if i == kinds {
 			fmt.Printf("errors: ... and %d more kinds\n", len(keys)-i)
 			break
 		}
