@@ -40,6 +40,8 @@ var (
 	_ Frame = (*ForwardEnqueueResult)(nil)
 	_ Frame = (*ForwardSettle)(nil)
 	_ Frame = (*ForwardSettleResult)(nil)
+	_ Frame = (*MoveLeader)(nil)
+	_ Frame = (*MoveLeaderResult)(nil)
 	_ Frame = (*Join)(nil)
 	_ Frame = (*JoinOk)(nil)
 )
@@ -89,6 +91,10 @@ func New(op Opcode) Frame {
 		return new(ForwardSettle)
 	case OpForwardSettleResult:
 		return new(ForwardSettleResult)
+	case OpMoveLeader:
+		return new(MoveLeader)
+	case OpMoveLeaderResult:
+		return new(MoveLeaderResult)
 	case OpJoin:
 		return new(Join)
 	case OpJoinOk:

@@ -520,3 +520,142 @@ func (x *ForwardSettleResult) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// MoveLeader is opcode 0x26, sent either direction.
+// A client's MoveQueueLeader handed to the node that leads the queue's group (as the sender
+// knows): the receiver transfers the group's leadership to the target node, a voter of the
+// group, and answers once the target has taken over or the transfer failed. A receiver that
+// does not lead the group answers NotLeader.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field   encoding
+//	0       queue   u16 length, then UTF-8
+//	+       target  u16 length, then UTF-8
+type MoveLeader struct {
+	// The group's queue (not its dead-letter queue).
+	Queue string
+
+	// The ID of the node that is to lead the group.
+	Target string
+}
+
+// Opcode returns OpMoveLeader.
+func (*MoveLeader) Opcode() Opcode {
+	return OpMoveLeader
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *MoveLeader) Size() int {
+	n := 4
+	n += len(x.Queue)
+	n += len(x.Target)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *MoveLeader) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	b = wire.AppendString16(b, x.Target)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *MoveLeader) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), true)
+	x.Target = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *MoveLeader) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, true); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckString(x.Target, 65535, true); err != nil {
+		return wire.AtField("target", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *MoveLeader) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpMoveLeader,
+		}
+	}
+	return nil
+}
+
+// MoveLeaderResult is opcode 0x27, sent either direction.
+// The target leads the group now (error_code 0), or why the transfer failed.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field          encoding
+//	0       error_code     u8 ErrorCode
+//	1       error_message  u32 length, then UTF-8
+type MoveLeaderResult struct {
+	// Ok, UnknownGroup (no member of the group here), or Failed (error_message says why).
+	ErrorCode ErrorCode
+
+	// Why, for people.
+	ErrorMessage string
+}
+
+// Opcode returns OpMoveLeaderResult.
+func (*MoveLeaderResult) Opcode() Opcode {
+	return OpMoveLeaderResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *MoveLeaderResult) Size() int {
+	n := 5
+	n += len(x.ErrorMessage)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *MoveLeaderResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	b = wire.AppendString32(b, x.ErrorMessage)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *MoveLeaderResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+	x.ErrorMessage = r.String(r.Len32(2147483647), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *MoveLeaderResult) Check() error {
+	if err := wire.CheckString(x.ErrorMessage, 2147483647, true); err != nil {
+		return wire.AtField("error_message", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *MoveLeaderResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpMoveLeaderResult,
+		}
+	}
+	return nil
+}

@@ -147,6 +147,16 @@ func FuzzForwardSettleResult(f *testing.F) {
 		return new(ForwardSettleResult)
 	}, sampleForwardSettleResult(1), sampleForwardSettleResult(2), new(ForwardSettleResult))
 }
+func FuzzMoveLeader(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(MoveLeader)
+	}, sampleMoveLeader(1), sampleMoveLeader(2), new(MoveLeader))
+}
+func FuzzMoveLeaderResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(MoveLeaderResult)
+	}, sampleMoveLeaderResult(1), sampleMoveLeaderResult(2), new(MoveLeaderResult))
+}
 func FuzzJoin(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(Join)

@@ -137,6 +137,10 @@ const (
 	OpForwardSettle Opcode = 0x24
 	// OpForwardSettleResult is ForwardSettleResult (either direction).
 	OpForwardSettleResult Opcode = 0x25
+	// OpMoveLeader is MoveLeader (either direction).
+	OpMoveLeader Opcode = 0x26
+	// OpMoveLeaderResult is MoveLeaderResult (either direction).
+	OpMoveLeaderResult Opcode = 0x27
 	// OpJoin is Join (either direction).
 	OpJoin Opcode = 0x30
 	// OpJoinOk is JoinOk (either direction).
@@ -181,6 +185,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpForwardEnqueueResult:  {"ForwardEnqueueResult", EitherDirection},
 	OpForwardSettle:         {"ForwardSettle", EitherDirection},
 	OpForwardSettleResult:   {"ForwardSettleResult", EitherDirection},
+	OpMoveLeader:            {"MoveLeader", EitherDirection},
+	OpMoveLeaderResult:      {"MoveLeaderResult", EitherDirection},
 	OpJoin:                  {"Join", EitherDirection},
 	OpJoinOk:                {"JoinOk", EitherDirection},
 }

@@ -63,6 +63,18 @@ func sampleForwardSettleResult(seed int) *ForwardSettleResult {
 		RetryAfterMs: uint32(seed*37 + 14),
 	}
 }
+func sampleMoveLeader(seed int) *MoveLeader {
+	return &MoveLeader{
+		Queue:  fmt.Sprintf("queue-%d-é", seed),
+		Target: fmt.Sprintf("target-%d-é", seed),
+	}
+}
+func sampleMoveLeaderResult(seed int) *MoveLeaderResult {
+	return &MoveLeaderResult{
+		ErrorCode:    []ErrorCode{CodeOk, CodeUnknownGroup, CodeFailed, CodeNotLeader, CodeRefused, CodeProtocol, CodeUnavailable}[seed%7],
+		ErrorMessage: fmt.Sprintf("error_message-%d-é", seed),
+	}
+}
 func roundTripCasesForward() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -99,6 +111,18 @@ func roundTripCasesForward() []roundTripCase {
 			return new(ForwardSettleResult)
 		},
 		full: sampleForwardSettleResult(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(MoveLeader)
+		},
+		full: sampleMoveLeader(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(MoveLeaderResult)
+		},
+		full: sampleMoveLeaderResult(1),
 		tail: 0,
 	}}
 }

@@ -40,6 +40,7 @@ var (
 	_ Frame = (*UpdateQueue)(nil)
 	_ Frame = (*PutNode)(nil)
 	_ Frame = (*PutMember)(nil)
+	_ Frame = (*SetDraining)(nil)
 	_ Frame = (*PutAPIKey)(nil)
 	_ Frame = (*RevokeAPIKey)(nil)
 	_ Frame = (*SetACL)(nil)
@@ -60,6 +61,7 @@ var (
 	_ Frame = (*SnapshotNode)(nil)
 	_ Frame = (*SnapshotPlacement)(nil)
 	_ Frame = (*SnapshotMember)(nil)
+	_ Frame = (*SnapshotDraining)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -107,6 +109,8 @@ func New(op Opcode) Frame {
 		return new(PutNode)
 	case OpPutMember:
 		return new(PutMember)
+	case OpSetDraining:
+		return new(SetDraining)
 	case OpPutAPIKey:
 		return new(PutAPIKey)
 	case OpRevokeAPIKey:
@@ -147,6 +151,8 @@ func New(op Opcode) Frame {
 		return new(SnapshotPlacement)
 	case OpSnapshotMember:
 		return new(SnapshotMember)
+	case OpSnapshotDraining:
+		return new(SnapshotDraining)
 	}
 	return nil
 }

@@ -88,3 +88,72 @@ func (x *PutMember) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// SetDraining is opcode 0x28, a stored record.
+// Starts or cancels the drain of a member (DrainNode): a draining node hands every leadership
+// it holds (its queue groups' and the meta group's) to another voter of each group, and hands
+// on at once any it wins, until the drain is cancelled. Refused, changing nothing, when no
+// member has the ID. A member added again (PutMember) keeps its draining state.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       id        u16 length, then UTF-8
+//	+       draining  u8 (0 or 1)
+type SetDraining struct {
+	// The node's ID (its Raft server ID).
+	ID string
+
+	// true starts the drain, false cancels it.
+	Draining bool
+}
+
+// Opcode returns OpSetDraining.
+func (*SetDraining) Opcode() Opcode {
+	return OpSetDraining
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SetDraining) Size() int {
+	n := 3
+	n += len(x.ID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SetDraining) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	b = wire.AppendBool(b, x.Draining)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SetDraining) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+	x.Draining = r.Bool()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SetDraining) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SetDraining) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSetDraining,
+		}
+	}
+	return nil
+}

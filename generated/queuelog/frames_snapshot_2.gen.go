@@ -633,6 +633,66 @@ func (x *SnapshotMember) Decode(body []byte) error {
 	return nil
 }
 
+// SnapshotDraining is opcode 0x5c, a stored record.
+// A member that is draining (see SetDraining), in a meta group snapshot, after the members.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       id     u16 length, then UTF-8
+type SnapshotDraining struct {
+	// The node's ID.
+	ID string
+}
+
+// Opcode returns OpSnapshotDraining.
+func (*SnapshotDraining) Opcode() Opcode {
+	return OpSnapshotDraining
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotDraining) Size() int {
+	n := 2
+	n += len(x.ID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotDraining) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotDraining) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotDraining) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotDraining) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotDraining,
+		}
+	}
+	return nil
+}
+
 // SnapshotPlacement is opcode 0x5a, a stored record.
 // Where a queue group lives, in a meta group snapshot, after the queue definitions. A group
 // without one was created while no node was known and lives on the node that applies it.

@@ -141,6 +141,11 @@ func FuzzPutMember(f *testing.F) {
 		return new(PutMember)
 	}, samplePutMember(1), samplePutMember(2), new(PutMember))
 }
+func FuzzSetDraining(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SetDraining)
+	}, sampleSetDraining(1), sampleSetDraining(2), new(SetDraining))
+}
 func FuzzPutAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(PutAPIKey)
@@ -240,6 +245,11 @@ func FuzzSnapshotMember(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(SnapshotMember)
 	}, sampleSnapshotMember(1), sampleSnapshotMember(2), new(SnapshotMember))
+}
+func FuzzSnapshotDraining(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotDraining)
+	}, sampleSnapshotDraining(1), sampleSnapshotDraining(2), new(SnapshotDraining))
 }
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.

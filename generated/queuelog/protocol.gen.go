@@ -89,6 +89,8 @@ const (
 	OpPutNode Opcode = 0x26
 	// OpPutMember is PutMember (a stored record).
 	OpPutMember Opcode = 0x27
+	// OpSetDraining is SetDraining (a stored record).
+	OpSetDraining Opcode = 0x28
 	// OpPutAPIKey is PutAPIKey (a stored record).
 	OpPutAPIKey Opcode = 0x30
 	// OpRevokeAPIKey is RevokeAPIKey (a stored record).
@@ -129,6 +131,8 @@ const (
 	OpSnapshotPlacement Opcode = 0x5a
 	// OpSnapshotMember is SnapshotMember (a stored record).
 	OpSnapshotMember Opcode = 0x5b
+	// OpSnapshotDraining is SnapshotDraining (a stored record).
+	OpSnapshotDraining Opcode = 0x5c
 )
 
 // opcodeInfo is what the spec says about one opcode.
@@ -159,6 +163,7 @@ var opcodeTable = [256]opcodeInfo{
 	OpUpdateQueue:        {"UpdateQueue"},
 	OpPutNode:            {"PutNode"},
 	OpPutMember:          {"PutMember"},
+	OpSetDraining:        {"SetDraining"},
 	OpPutAPIKey:          {"PutAPIKey"},
 	OpRevokeAPIKey:       {"RevokeAPIKey"},
 	OpSetACL:             {"SetACL"},
@@ -179,6 +184,7 @@ var opcodeTable = [256]opcodeInfo{
 	OpSnapshotNode:       {"SnapshotNode"},
 	OpSnapshotPlacement:  {"SnapshotPlacement"},
 	OpSnapshotMember:     {"SnapshotMember"},
+	OpSnapshotDraining:   {"SnapshotDraining"},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

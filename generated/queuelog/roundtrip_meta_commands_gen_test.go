@@ -73,6 +73,12 @@ func samplePutMember(seed int) *PutMember {
 		ID:        fmt.Sprintf("id-%d-é", seed),
 	}
 }
+func sampleSetDraining(seed int) *SetDraining {
+	return &SetDraining{
+		Draining: seed%2 == 1,
+		ID:       fmt.Sprintf("id-%d-é", seed),
+	}
+}
 func roundTripCasesMetaCommands() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -139,6 +145,12 @@ func roundTripCasesMetaCommands() []roundTripCase {
 			return new(PutMember)
 		},
 		full: samplePutMember(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SetDraining)
+		},
+		full: sampleSetDraining(1),
 		tail: 0,
 	}}
 }

@@ -157,6 +157,9 @@ func sampleSnapshotMember(seed int) *SnapshotMember {
 		ID:        fmt.Sprintf("id-%d-é", seed),
 	}
 }
+func sampleSnapshotDraining(seed int) *SnapshotDraining {
+	return &SnapshotDraining{ID: fmt.Sprintf("id-%d-é", seed)}
+}
 func sampleSnapshotPlacement(seed int) *SnapshotPlacement {
 	return &SnapshotPlacement{
 		Queue: fmt.Sprintf("queue-%d-é", seed),
@@ -266,6 +269,12 @@ func roundTripCasesSnapshot() []roundTripCase {
 			return new(SnapshotMember)
 		},
 		full: sampleSnapshotMember(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotDraining)
+		},
+		full: sampleSnapshotDraining(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
