@@ -110,7 +110,10 @@ func (c *Client) ExtendLease(ctx context.Context, items ...ExtendLeaseItem) ([]E
 			continue
 		}
 		r := res.Results[i]
-		out[i] = ExtendLeaseResult{ExpiresAt: msTime(r.LeaseExpiresAt), Err: resultError(r.ErrorCode, messageSubject(it.ID))}
+		out[i] = ExtendLeaseResult{ExpiresAt: msTime(r.LeaseExpiresAt)}
+		if r.ErrorCode != fibp.CodeOk { // the subject is formatted for failures only: this is a hot path
+			out[i].Err = resultError(r.ErrorCode, messageSubject(it.ID))
+		}
 		c.leases.extended(it.ID, r.ErrorCode, sentAt, it.By)
 	}
 	return out, nil
@@ -142,7 +145,9 @@ func itemErrors(codes []fibp.ErrorCode, n int, id func(int) MessageID) []error {
 			errs[i] = invalidFrame("result has %d items for %d requested", len(codes), n)
 			continue
 		}
-		errs[i] = resultError(codes[i], messageSubject(id(i)))
+		if codes[i] != fibp.CodeOk { // the subject is formatted for failures only: this is a hot path
+			errs[i] = resultError(codes[i], messageSubject(id(i)))
+		}
 	}
 	return errs
 }

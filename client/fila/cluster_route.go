@@ -3,6 +3,7 @@ package fila
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,30 +57,40 @@ type roundOutcome struct {
 }
 
 // sendRound sends the items of todo to their queues' leaders as last heard, one request per node,
-// to every node at once.
+// to every node at once. The common case, every item for one node, is sent on the caller's
+// goroutine.
 func (c *Cluster) sendRound(ctx context.Context, todo []int, queue func(int) string, send sendItems) []roundOutcome {
-	groups := map[string][]int{}
-	var order []string
-	for _, i := range todo {
-		a := c.target(queue(i))
-		if groups[a] == nil {
-			order = append(order, a)
+	var outs []roundOutcome // one per node, idx filled in todo's order
+	lastQueue, lastAddr := "", ""
+	for k, i := range todo {
+		if q := queue(i); k == 0 || q != lastQueue {
+			lastQueue, lastAddr = q, c.target(q)
 		}
-		groups[a] = append(groups[a], i)
+		at := len(outs) - 1
+		for at >= 0 && outs[at].addr != lastAddr {
+			at--
+		}
+		if at < 0 {
+			at = len(outs)
+			outs = append(outs, roundOutcome{addr: lastAddr})
+		}
+		outs[at].idx = append(outs[at].idx, i)
 	}
-	outs := make([]roundOutcome, len(order))
+	sendTo := func(o *roundOutcome) {
+		cl, err := c.node(ctx, o.addr)
+		if err == nil {
+			o.errs, o.err = send(ctx, o.addr, cl, o.idx)
+		} else {
+			o.err = nodeError(o.addr, err)
+		}
+	}
+	if len(outs) == 1 {
+		sendTo(&outs[0])
+		return outs
+	}
 	var wg sync.WaitGroup
-	for k, a := range order {
-		wg.Go(func() {
-			o := roundOutcome{addr: a, idx: groups[a]}
-			cl, err := c.node(ctx, a)
-			if err == nil {
-				o.errs, o.err = send(ctx, a, cl, o.idx)
-			} else {
-				o.err = nodeError(a, err)
-			}
-			outs[k] = o
-		})
+	for k := range outs {
+		wg.Go(func() { sendTo(&outs[k]) })
 	}
 	wg.Wait()
 	return outs
@@ -181,28 +192,31 @@ func (c *Cluster) Enqueue(ctx context.Context, msgs ...Message) ([]EnqueueResult
 	out := make([]EnqueueResult, len(msgs))
 	errs, err := c.routeItems(ctx, len(msgs), func(i int) string { return msgs[i].Queue },
 		func(ctx context.Context, addr string, cl *Client, idx []int) ([]error, error) {
-			req := &fibp.Enqueue{Messages: make([]fibp.EnqueueMessage, len(idx))}
-			for k, i := range idx {
-				req.Messages[k] = wired[i]
+			req := &fibp.Enqueue{Messages: wired}
+			if len(idx) < len(wired) { // the items are in order: all of them is the whole batch
+				req.Messages = make([]fibp.EnqueueMessage, len(idx))
+				for k, i := range idx {
+					req.Messages[k] = wired[i]
+				}
 			}
 			res, err := cl.enqueueFrame(ctx, req, nil, false)
 			if err != nil {
 				return nil, nodeError(addr, err)
 			}
-			hinted := map[string]bool{}
+			var hinted []string // the queues whose leader this answer told, usually one
 			for _, h := range res.RouteHints {
 				if h.LeaderAddr != "" { // empty: the node does not know its address yet
 					c.learn(h.Queue, h.LeaderAddr)
 				}
-				hinted[h.Queue] = true
+				hinted = append(hinted, h.Queue)
 			}
 			rs := enqueueResults(req, res)
 			errs := make([]error, len(idx))
 			for k, i := range idx {
 				out[i] = rs[k]
 				errs[k] = rs[k].Err
-				if q := msgs[i].Queue; rs[k].Err == nil && !hinted[q] {
-					hinted[q] = true
+				if q := msgs[i].Queue; rs[k].Err == nil && !slices.Contains(hinted, q) {
+					hinted = append(hinted, q)
 					c.learn(q, addr) // taken without a hint: this node leads the queue
 				}
 			}

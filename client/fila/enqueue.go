@@ -153,7 +153,10 @@ func enqueueResults(req *fibp.Enqueue, res *fibp.EnqueueResult) []EnqueueResult 
 // wire, but its cause is known: the key lacks produce on the queue (a request whose every message
 // is refused is answered with an Error frame that also names the key).
 func enqueueError(code fibp.ErrorCode, queue string) error {
-	if code == fibp.CodeForbidden {
+	switch code {
+	case fibp.CodeOk: // before the subject is formatted: every accepted message comes here
+		return nil
+	case fibp.CodeForbidden:
 		return &Error{Code: code, Message: "the API key has no produce permission on " + queueSubject(queue)}
 	}
 	return resultError(code, queueSubject(queue))
