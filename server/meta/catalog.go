@@ -21,6 +21,9 @@ type Node struct {
 	// Advertise is the FIBP address clients are given for it (NotLeader's leader_addr,
 	// GetRoutes, GetClusterStatus); empty until the node has told it.
 	Advertise string
+	// Draining: the node hands every leadership it holds to other nodes (DrainNode), until the
+	// drain is cancelled.
+	Draining bool
 }
 
 // Assignment is one queue group as the catalog holds it: its two definitions and the nodes that
@@ -44,8 +47,11 @@ func (a *Assignment) Has(id NodeID) bool { return slices.Contains(a.Replicas, id
 // PreferredLeader is the replica that should lead the group.
 func (a *Assignment) PreferredLeader() NodeID { return a.Replicas[0] }
 
-// addrs are a member's addresses (Node's).
-type addrs struct{ address, advertise string }
+// addrs are a member's addresses and its drain (Node's).
+type addrs struct {
+	address, advertise string
+	draining           bool
+}
 
 // placement is where a group lives; replicas is nil while no member is known.
 type placement struct {
@@ -141,7 +147,7 @@ func (c *Catalog) Nodes() []Node {
 func (c *Catalog) nodeList() []Node {
 	out := make([]Node, 0, len(c.nodes))
 	for id, a := range c.nodes {
-		out = append(out, Node{ID: id, Address: a.address, Advertise: a.advertise})
+		out = append(out, Node{ID: id, Address: a.address, Advertise: a.advertise, Draining: a.draining})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
@@ -152,7 +158,14 @@ func (c *Catalog) Node(id NodeID) (Node, bool) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	a, ok := c.nodes[id]
-	return Node{ID: id, Address: a.address, Advertise: a.advertise}, ok
+	return Node{ID: id, Address: a.address, Advertise: a.advertise, Draining: a.draining}, ok
+}
+
+// Draining reports whether member id is draining.
+func (c *Catalog) Draining(id NodeID) bool {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.nodes[id].draining
 }
 
 // Assignment returns the group of queue, which names the group's queue or its dead-letter queue.

@@ -34,6 +34,11 @@ func PutNode(n Node) *queuelog.PutMember {
 	return &queuelog.PutMember{ID: string(n.ID), Address: n.Address, Advertise: n.Advertise}
 }
 
+// SetDraining is the command that starts (drain) or cancels the drain of member id.
+func SetDraining(id NodeID, drain bool) *queuelog.SetDraining {
+	return &queuelog.SetDraining{ID: string(id), Draining: drain}
+}
+
 // PutQueue is the command that stores a definition without any check (what CreateQueue and
 // UpdateQueue replace; logs written before them hold it).
 func PutQueue(def *store.QueueRecord) *queuelog.PutQueue {
@@ -60,6 +65,8 @@ func (c *Catalog) apply(f queuelog.Frame, ch *changes) error {
 		return c.updateQueue(cmd, ch)
 	case *queuelog.PutMember:
 		return c.putNode(cmd, ch)
+	case *queuelog.SetDraining:
+		return c.setDraining(cmd, ch)
 	case *queuelog.PutNode: // a log written before PutMember
 		return c.putNode(&queuelog.PutMember{ID: cmd.ID, Address: cmd.Address}, ch)
 	case *queuelog.PutQueue:
@@ -171,6 +178,18 @@ func (c *Catalog) putNode(cmd *queuelog.PutMember, ch *changes) error {
 	for _, name := range c.placeUnplaced() {
 		ch.touch(c, name)
 	}
+	return nil
+}
+
+// setDraining starts or cancels a member's drain.
+func (c *Catalog) setDraining(cmd *queuelog.SetDraining, ch *changes) error {
+	a, ok := c.nodes[NodeID(cmd.ID)]
+	if !ok {
+		return refuse(CodeNodeNotFound, "no node of the cluster has the ID %q", cmd.ID)
+	}
+	a.draining = cmd.Draining
+	c.nodes[NodeID(cmd.ID)] = a
+	ch.drains = append(ch.drains, Node{ID: NodeID(cmd.ID), Draining: cmd.Draining})
 	return nil
 }
 

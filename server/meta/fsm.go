@@ -29,6 +29,13 @@ type ConfigWatcher interface {
 	ConfigSet(key, value string)
 }
 
+// DrainWatcher is an optional ability of a Reconciler, found by type assertion: it hears each
+// drain that is started or cancelled (SetDraining), on the apply goroutine, after the change. A
+// Restore replaces the members without calling it; read Catalog.Nodes then.
+type DrainWatcher interface {
+	DrainSet(id NodeID, draining bool)
+}
+
 // Config configures an FSM.
 type Config struct {
 	// Self is this node's ID ("local", raftgroup's default, when empty). It hosts the groups
@@ -85,6 +92,7 @@ type changes struct {
 	groups  []string        // the groups touched, in the order of their first change
 	existed map[string]bool // whether each existed before
 	config  [][2]string     // config entries set, in order
+	drains  []Node          // drains started or cancelled, in order (ID and Draining)
 }
 
 // touch notes that group is about to change; c.mu is held.
@@ -115,6 +123,11 @@ func (f *FSM) tell(ch *changes) {
 	if w, ok := f.rec.(ConfigWatcher); ok {
 		for _, kv := range ch.config {
 			w.ConfigSet(kv[0], kv[1])
+		}
+	}
+	if w, ok := f.rec.(DrainWatcher); ok {
+		for _, n := range ch.drains {
+			w.DrainSet(n.ID, n.Draining)
 		}
 	}
 }

@@ -22,6 +22,8 @@ const (
 	CodeInvalidDefinition
 	// CodeInvalidNode: a node without an ID.
 	CodeInvalidNode
+	// CodeNodeNotFound: no member has the ID.
+	CodeNodeNotFound
 )
 
 var codeNames = [...]string{
@@ -33,6 +35,7 @@ var codeNames = [...]string{
 	CodeTooManyQueues:     "too_many_queues",
 	CodeInvalidDefinition: "invalid_definition",
 	CodeInvalidNode:       "invalid_node",
+	CodeNodeNotFound:      "node_not_found",
 }
 
 func (c Code) String() string {

@@ -24,6 +24,7 @@ import (
 //	SnapshotConfig*     every runtime config entry
 //	SnapshotAPIKey*     every API key with its ACL
 //	SnapshotMember*     every member (SnapshotNode in snapshots written before it, read still)
+//	SnapshotDraining*   every member that is draining
 //	SnapshotPlacement*  every placed group (and every group created with a replication while no
 //	                    member was known)
 //	SnapshotEnd         the count of the frames before it
@@ -76,6 +77,11 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	}
 	for _, nd := range s.nodes {
 		put(&queuelog.SnapshotMember{ID: string(nd.ID), Address: nd.Address, Advertise: nd.Advertise})
+	}
+	for _, nd := range s.nodes {
+		if nd.Draining {
+			put(&queuelog.SnapshotDraining{ID: string(nd.ID)})
+		}
 	}
 	for _, p := range s.placements {
 		put(p)
@@ -156,6 +162,13 @@ func readSnapshot(r io.Reader) (*Catalog, []auth.Record, error) {
 			next.nodes[NodeID(c.ID)] = addrs{address: c.Address, advertise: c.Advertise}
 		case *queuelog.SnapshotNode:
 			next.nodes[NodeID(c.ID)] = addrs{address: c.Address}
+		case *queuelog.SnapshotDraining:
+			a, ok := next.nodes[NodeID(c.ID)]
+			if !ok {
+				return nil, nil, fmt.Errorf("draining node %q is no member", c.ID)
+			}
+			a.draining = true
+			next.nodes[NodeID(c.ID)] = a
 		case *queuelog.SnapshotPlacement:
 			next.placements[c.Queue] = placement{replication: c.Replication, replicas: nodeIDs(c.Replicas)}
 		case *queuelog.SnapshotEnd:
