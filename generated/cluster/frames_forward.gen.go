@@ -603,7 +603,8 @@ func (x *MoveLeader) Decode(body []byte) error {
 //	0       error_code     u8 ErrorCode
 //	1       error_message  u32 length, then UTF-8
 type MoveLeaderResult struct {
-	// Ok, UnknownGroup (no member of the group here), or Failed (error_message says why).
+	// Ok, NotLeader (the receiver does not lead the group, or has no member of it), or Failed
+	// (error_message says why).
 	ErrorCode ErrorCode
 
 	// Why, for people.
