@@ -140,6 +140,7 @@ type Broker struct {
 	metaIndex *atomic.Uint64   // the last entry the meta state machine applied (restart.go)
 	reg       *registry.Registry[*actor]
 	fwd       *forwarder // hands requests for queues other nodes lead to them (forward.go); nil on a single node
+	drain     *drainer   // hands this node's leaderships away while it drains (drain.go); nil on a single node
 
 	stopWatch, watchDone chan struct{} // watchStorage
 	storageStuck         chan struct{} // closed by watchStorage once the store is stuck
@@ -236,6 +237,7 @@ func Open(o Options) (*Broker, error) {
 	b.layout, _ = db.(storage.Layout)
 	if b.clustered() {
 		b.fwd = newForwarder(b)
+		b.drain = newDrainer(b)
 	}
 	b.dedup.open(o.MemoryBudget)
 	b.openThrottles()
@@ -260,6 +262,10 @@ func Open(o Options) (*Broker, error) {
 		o.Registry.MustRegister(b.dedupGauge())
 	}
 	go b.watchStorage()
+	if b.drain != nil {
+		go b.drain.run()
+		b.drain.poke() // a node restarted while draining hands away what it was elected to lead
+	}
 	return b, nil
 }
 

@@ -92,6 +92,8 @@ func (b *Broker) refusal(err error) *Error {
 		code = CodeQueueNotFound
 	case meta.CodeTooManyQueues:
 		code = CodeChannelFull
+	case meta.CodeNodeNotFound:
+		code = CodeNodeNotFound
 	}
 	return errorf(code, "%s", r.Message)
 }

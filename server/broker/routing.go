@@ -134,6 +134,7 @@ func knownLeaders(acts []*actor) []knownLeader {
 // none): its replica's Raft group's leader, else (no replica here, or it sleeps) the placement's
 // preferred leader.
 func (b *Broker) leaders(groups []meta.Assignment) []meta.NodeID {
+	cat := b.catalog()
 	acts := make([]*actor, len(groups))
 	for i := range groups {
 		acts[i] = b.lookup(groups[i].Name()).a
@@ -142,12 +143,23 @@ func (b *Broker) leaders(groups []meta.Assignment) []meta.NodeID {
 	out := make([]meta.NodeID, len(groups))
 	for i := range groups {
 		if acts[i] == nil || known[i].asleep {
-			out[i] = groups[i].PreferredLeader()
+			out[i] = preferredLeader(cat, &groups[i])
 		} else {
 			out[i] = known[i].id
 		}
 	}
 	return out
+}
+
+// preferredLeader is the replica of a that should lead it: its placement's preferred leader,
+// unless that node drains, then the first replica that does not.
+func preferredLeader(cat *meta.Catalog, a *meta.Assignment) meta.NodeID {
+	for _, id := range a.Replicas {
+		if !cat.Draining(id) {
+			return id
+		}
+	}
+	return a.PreferredLeader()
 }
 
 // route is queue's Route when node id leads it ("": unknown).
@@ -200,8 +212,9 @@ func (b *Broker) QueueRoutes(queues []string) ([]service.Route, bool, *Error) {
 }
 
 // ClusterNodes answers GetClusterStatus on a node of a cluster (service.Cluster): every member
-// with its advertised address, up (this node, or one the link is connected to) or unreachable,
-// and the queue groups it leads as this node knows (QueueRoutes' leaders); the meta leader.
+// with its advertised address, up (this node, or one the link is connected to), unreachable or
+// draining (DrainNode), and the queue groups it leads as this node knows (QueueRoutes' leaders);
+// the meta leader.
 func (b *Broker) ClusterNodes() ([]service.NodeStatus, uint64, bool) {
 	if !b.clustered() {
 		return nil, 0, false
@@ -218,8 +231,11 @@ func (b *Broker) ClusterNodes() ([]service.NodeStatus, uint64, bool) {
 	out := make([]service.NodeStatus, len(members))
 	for i, n := range members {
 		s := service.NodeStatus{ID: nodeNumber(n.ID), Addr: n.Advertise, State: service.NodeUp, QueueLeaderships: leads[n.ID]}
-		if n.ID != self && conn != nil && !conn.Connected(n.ID) {
+		switch {
+		case n.ID != self && conn != nil && !conn.Connected(n.ID):
 			s.State = service.NodeUnreachable
+		case n.Draining:
+			s.State = service.NodeDraining
 		}
 		out[i] = s
 	}

@@ -39,6 +39,7 @@ const (
 	CodeThrottleNotFound    = service.CodeThrottleNotFound
 	CodeNotLeader           = service.CodeNotLeader
 	CodeNodeNotReady        = service.CodeNodeNotReady
+	CodeNodeNotFound        = service.CodeNodeNotFound
 )
 
 // The hot path's requests and results.

@@ -222,7 +222,7 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 	switch h.Opcode {
 	case cluster.OpAppendEntriesResult, cluster.OpRequestVoteResult, cluster.OpRequestPreVoteResult,
 		cluster.OpTimeoutNowResult, cluster.OpInstallSnapshotResult, cluster.OpProposeMetaResult, cluster.OpJoinOk, cluster.OpError,
-		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult:
+		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult, cluster.OpMoveLeaderResult:
 		c.mu.Lock()
 		f := c.pending[h.RequestID]
 		delete(c.pending, h.RequestID)
@@ -259,6 +259,8 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 		return c.forwardedEnqueue(h.RequestID, body) // forward.go
 	case cluster.OpForwardSettle:
 		return c.forwardedSettle(h.RequestID, body)
+	case cluster.OpMoveLeader:
+		return c.moveLeader(h.RequestID, body) // move.go
 	case cluster.OpAppendEntries, cluster.OpRequestVote, cluster.OpRequestPreVote, cluster.OpTimeoutNow, cluster.OpInstallSnapshot:
 		return c.raftRequest(h, body)
 	}

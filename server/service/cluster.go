@@ -15,6 +15,15 @@ type Cluster interface {
 	// queue's is its queue's), or CodeQueueNotFound for the first that does not exist; ok is
 	// false on a single node.
 	QueueRoutes(queues []string) (routes []Route, ok bool, e *Error)
+	// DrainNode starts (drain) or cancels the drain of node: it hands every leadership it holds
+	// to other nodes, and keeps none, until the drain is cancelled. CodeNodeNotFound when no node
+	// has the ID; ok is false on a single node.
+	DrainNode(node uint64, drain bool) (ok bool, e *Error)
+	// MoveQueueLeader moves the leadership of queue's group to node target and returns once
+	// target leads it, or the move failed. CodeQueueNotFound for an unknown queue,
+	// CodeNodeNotFound for an unknown node or one that does not replicate the queue; ok is false
+	// on a single node.
+	MoveQueueLeader(queue string, target uint64) (ok bool, e *Error)
 	// SetAdvertise tells the node the FIBP address clients are given for it (the FIBP
 	// listener's --advertise, or its bound address), which it records in the meta state.
 	SetAdvertise(addr string)

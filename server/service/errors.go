@@ -39,6 +39,8 @@ const (
 	// Routing failures (clustering.md), answered by a router, never by the local broker.
 	CodeNotLeader    // another node leads the queue: Error.LeaderAddr names it when known
 	CodeNodeNotReady // no leader is known yet (an election, a node still starting)
+	// Cluster operations.
+	CodeNodeNotFound // no node of the cluster has the ID (or it is no member of the queue's group)
 )
 
 var codeNames = [...]string{"Ok", "QueueNotFound", "MessageNotFound", "StorageError", "ChannelFull", "InternalError",
@@ -46,7 +48,7 @@ var codeNames = [...]string{"Ok", "QueueNotFound", "MessageNotFound", "StorageEr
 	"OrderingKeyMissing", "ImmutableSetting", "ScriptError", "ScriptTimeout",
 	"Unauthorized", "Forbidden", "APIKeyNotFound",
 	"ThrottleConflict", "ThrottleNotFound",
-	"NotLeader", "NodeNotReady"}
+	"NotLeader", "NodeNotReady", "NodeNotFound"}
 
 func (c Code) String() string {
 	if int(c) < len(codeNames) {

@@ -153,13 +153,23 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 		}
 		return res, nil
 	}),
-	fibp.OpDrainNode: adminOp(func(_ service.Service, n Node, r *fibp.DrainNode) (fibp.Frame, *service.Error) {
+	fibp.OpDrainNode: adminOp(func(svc service.Service, n Node, r *fibp.DrainNode) (fibp.Frame, *service.Error) {
+		if c, ok := svc.(service.Cluster); ok {
+			if ok, e := c.DrainNode(r.NodeID, r.Drain); ok {
+				return &fibp.DrainNodeResult{ErrorCode: code(e)}, e
+			}
+		}
 		if r.NodeID != n.ID {
 			return &fibp.DrainNodeResult{ErrorCode: fibp.CodeNodeNotFound}, nil
 		}
 		return &fibp.DrainNodeResult{ErrorCode: fibp.CodeOk}, nil // a single node has no other node to move leaders to
 	}),
 	fibp.OpMoveQueueLeader: adminOp(func(svc service.Service, n Node, r *fibp.MoveQueueLeader) (fibp.Frame, *service.Error) {
+		if c, ok := svc.(service.Cluster); ok {
+			if ok, e := c.MoveQueueLeader(r.Queue, r.TargetNodeID); ok {
+				return &fibp.MoveQueueLeaderResult{ErrorCode: code(e)}, e
+			}
+		}
 		if _, e := svc.GetStats(r.Queue); e != nil {
 			return &fibp.MoveQueueLeaderResult{ErrorCode: code(e)}, nil
 		}

@@ -62,6 +62,8 @@ func ErrorCode(c service.Code) fibp.ErrorCode {
 		return fibp.CodeNotLeader
 	case service.CodeNodeNotReady:
 		return fibp.CodeNodeNotReady
+	case service.CodeNodeNotFound:
+		return fibp.CodeNodeNotFound
 	default:
 		return fibp.CodeInternalError
 	}

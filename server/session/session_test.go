@@ -67,7 +67,7 @@ func TestAppendDelivery(t *testing.T) {
 }
 
 func TestErrorCode(t *testing.T) {
-	for c := service.CodeOk; c <= service.CodeNodeNotReady; c++ {
+	for c := service.CodeOk; c <= service.CodeNodeNotFound; c++ {
 		if c == service.CodeAPIKeyNotFound {
 			continue // the spec spells it ApiKeyNotFound
 		}
