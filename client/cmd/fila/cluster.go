@@ -9,7 +9,7 @@ import (
 )
 
 func (a *app) clusterCommand() *cobra.Command {
-	cmd := group(&cobra.Command{Use: "cluster", Short: "Inspect the cluster"})
+	cmd := group(&cobra.Command{Use: "cluster", Short: "Inspect and operate the cluster"})
 	cmd.AddCommand(&cobra.Command{
 		Use:   "status",
 		Short: "Show the nodes, the meta leader and the rebalancing state",
@@ -40,6 +40,7 @@ func (a *app) clusterCommand() *cobra.Command {
 			}, a.printRoutes)
 		},
 	})
+	cmd.AddCommand(a.clusterOpCommands()...) // cluster_ops.go
 	return cmd
 }
 
