@@ -83,6 +83,7 @@ func (b *Broker) enqueue(msgs []Message, done func([]EnqueueResult, *Error), fwd
 	groups := map[queueRef][]enqueueItem{}
 	var order []queueRef
 	var last queueRef
+	var absent absentMemo
 	for i := range msgs {
 		if parts.skip != nil && parts.skip[i] {
 			continue
@@ -93,7 +94,7 @@ func (b *Broker) enqueue(msgs []Message, done func([]EnqueueResult, *Error), fwd
 			a = b.lookup(m.Queue)
 		}
 		if a.a == nil {
-			res[i].Code = b.absentCode(m.Queue)
+			res[i].Code = absent.code(b, m.Queue)
 			if fwd != nil && res[i].Code == CodeNotLeader { // routeEnqueue may forward it after Enqueue returned
 				start := len(arena)
 				arena = append(arena, m.Payload...)
@@ -205,6 +206,7 @@ func (b *Broker) settleWith(kind settleKind, queues []string, items []settleItem
 	}
 	groups := map[queueRef][]settleItem{}
 	var order []queueRef
+	var absent absentMemo
 	for i, q := range queues {
 		if parts.skip != nil && parts.skip[i] {
 			continue
@@ -212,9 +214,9 @@ func (b *Broker) settleWith(kind settleKind, queues []string, items []settleItem
 		a := b.lookup(q)
 		if a.a == nil {
 			if ext != nil {
-				ext[i].Code = b.absentCode(q)
+				ext[i].Code = absent.code(b, q)
 			} else {
-				codes[i] = b.absentCode(q)
+				codes[i] = absent.code(b, q)
 			}
 			continue
 		}

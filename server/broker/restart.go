@@ -90,6 +90,13 @@ func lastCommandApplied(g *raftgroup.Group) uint64 {
 	for i > first && g.AwaitApplied(i, 0) != nil {
 		i-- // (Current: raft applied what the leader said committed; the log may hold more)
 	}
+	return lastCommandUpTo(g, i)
+}
+
+// lastCommandUpTo is the index of the last command entry at or before index i of g's log (raft's
+// own entries never reach the state machine), 0 when there is none or the log cannot be read.
+func lastCommandUpTo(g *raftgroup.Group, i uint64) uint64 {
+	first, _ := g.Stats()
 	logs := g.Store()
 	for ; i >= first && i > 0; i-- {
 		var l raft.Log

@@ -253,16 +253,22 @@ func (b *Broker) ClusterNodes() ([]service.NodeStatus, uint64, bool) {
 // The answers to requests for a queue this node does not lead.
 
 // absentCode answers a request for queue, which has no replica here: NotLeader when the queue
-// exists (another node hosts it: GetRoutes or the route hint names it), else QueueNotFound.
+// exists (another node hosts it: GetRoutes or the route hint names it), else QueueNotFound — on a
+// node that follows the meta group, once it confirmed its state is current (metafresh.go), and
+// NodeNotReady while it cannot.
 func (b *Broker) absentCode(queue string) Code {
 	if b.clustered() {
 		if _, ok := b.catalog().Assignment(queue); ok {
 			return CodeNotLeader
 		}
-		if g := b.metaGroupNow(); g == nil || !g.Current() {
+		g := b.metaGroupNow()
+		if g == nil || !g.Current() {
 			// A node that restarted learns the queues created before from the meta leader:
 			// until then a queue it does not know may well exist.
 			return CodeNodeNotReady
+		}
+		if !g.Leader() {
+			return b.confirmAbsent(g, queue) // created through another node a moment ago? (metafresh.go)
 		}
 	}
 	return CodeQueueNotFound

@@ -34,7 +34,8 @@ type Transport struct {
 	waker     Waker
 	known     map[raft.ServerID]uint64 // the commit index each follower accepted (wake.go)
 
-	progress progress // the followers' lag while this node leads the group (lag.go)
+	progress progress   // the followers' lag while this node leads the group (lag.go)
+	heard    heardState // the leader's commit indexes received while this node follows (heard.go)
 }
 
 // inbound is a request from a peer waiting for the group.
@@ -199,6 +200,7 @@ func (c *conn) raftRequest(h cluster.Header, body []byte) error {
 	var rpc raft.RPC
 	var group string
 	heartbeat := false
+	var commit uint64 // an AppendEntries' leader commit index
 	switch h.Opcode {
 	case cluster.OpAppendEntries:
 		var x cluster.AppendEntries
@@ -206,7 +208,7 @@ func (c *conn) raftRequest(h cluster.Header, body []byte) error {
 			return err
 		}
 		a := appendEntriesRequest(&x)
-		group, rpc.Command, heartbeat = x.Group, a, isHeartbeat(a)
+		group, rpc.Command, heartbeat, commit = x.Group, a, isHeartbeat(a), a.LeaderCommitIndex
 	case cluster.OpRequestVote:
 		var x cluster.RequestVote
 		if err := x.Decode(body); err != nil {
@@ -239,6 +241,9 @@ func (c *conn) raftRequest(h cluster.Header, body []byte) error {
 			c.dropSnapshot(h.RequestID, r)
 		}
 		return c.send(0, h.RequestID, &cluster.Error{Code: cluster.CodeUnknownGroup, Message: "no member of group " + group + " on node " + string(c.l.cfg.NodeID)})
+	}
+	if commit > 0 {
+		t.noteHeard(commit)
 	}
 	in := inbound{c: c, id: h.RequestID, rpc: rpc}
 	if heartbeat && !t.isUnclaimed() {

@@ -1,0 +1,68 @@
+package broker
+
+import (
+	"time"
+
+	"github.com/filamq/fila/server/raftgroup"
+)
+
+// A queue that this node's meta state does not hold may still exist: a CreateQueue answered by
+// another node reaches this one when the meta leader tells it the entry committed, a few
+// milliseconds later. A client that creates a queue through one node and uses it through another
+// at once must not be told QueueNotFound meanwhile. So a node that follows the meta group answers
+// QueueNotFound only once its state holds every entry committed before the question: it waits
+// until it has heard the meta leader's commit index twice since then (raft's leader sends it to
+// each follower at least every CommitTimeout, 50 ms; twice, so that an AppendEntries already on
+// its way when the question came does not count) and has applied up to it. When it cannot within
+// absentConfirmBound — no leader reaches it — it cannot tell, and answers NodeNotReady.
+
+// absentConfirmBound bounds that wait.
+const absentConfirmBound = time.Second
+
+// commitHearer is the part of the node link that tells what a follower heard of its leader's
+// commits (nodelink.Link).
+type commitHearer interface {
+	AwaitCommitHeard(group string, n int, timeout time.Duration) (uint64, bool)
+}
+
+// confirmAbsent answers a request for queue, which this node's meta state (g, followed, current
+// as far as it knows) does not hold, once the state is confirmed current: NotLeader when the
+// queue turned out to exist, QueueNotFound when it does not, NodeNotReady when the state could
+// not be confirmed.
+func (b *Broker) confirmAbsent(g *raftgroup.Group, queue string) Code {
+	h, ok := b.opts.Cluster.Network.(commitHearer)
+	if !ok || b.metaIndex == nil {
+		return CodeQueueNotFound // a network that cannot tell (tests' fakes): as before
+	}
+	deadline := time.Now().Add(absentConfirmBound)
+	commit, ok := h.AwaitCommitHeard(MetaGroup, 2, absentConfirmBound)
+	if !ok || g.AwaitApplied(commit, time.Until(deadline)) != nil {
+		return CodeNodeNotReady
+	}
+	for target := lastCommandUpTo(g, commit); b.metaIndex.Load() < target; {
+		if time.Now().After(deadline) {
+			return CodeNodeNotReady
+		}
+		time.Sleep(time.Millisecond) // raft hands applied entries to the state machine on its own goroutine
+	}
+	if _, ok := b.catalog().Assignment(queue); ok {
+		return CodeNotLeader
+	}
+	return CodeQueueNotFound
+}
+
+// absentMemo is absentCode remembered for the length of one request: a request that names a
+// missing queue many times waits for the meta state once. The zero value is ready.
+type absentMemo map[string]Code
+
+func (m *absentMemo) code(b *Broker, queue string) Code {
+	if c, ok := (*m)[queue]; ok {
+		return c
+	}
+	if *m == nil {
+		*m = absentMemo{}
+	}
+	c := b.absentCode(queue)
+	(*m)[queue] = c
+	return c
+}
