@@ -166,13 +166,33 @@ func (b *Broker) DrainNode(node uint64, drain bool) (bool, *Error) {
 	if !b.clustered() {
 		return false, nil
 	}
-	b.adminMu.Lock()
-	err := b.proposeMeta(meta.SetDraining(nodeName(node), drain))
-	b.adminMu.Unlock()
-	if err != nil {
-		return true, b.refusal(err)
+	// SetDraining says what the state is to be, so proposing it again is harmless: a proposal
+	// that failed on the way (the meta leader changed, or is not reachable yet) is tried again,
+	// within drainProposeWait.
+	deadline := time.Now().Add(drainProposeWait)
+	for {
+		b.adminMu.Lock()
+		err := b.proposeMeta(meta.SetDraining(nodeName(node), drain))
+		b.adminMu.Unlock()
+		var refused *meta.Refused
+		if err == nil || errors.As(err, &refused) || time.Now().After(deadline) || b.isClosed() {
+			if err != nil {
+				return true, b.refusal(err)
+			}
+			return true, nil
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return true, nil
+}
+
+// drainProposeWait bounds DrainNode's tries.
+const drainProposeWait = 5 * time.Second
+
+// isClosed reports whether the broker is closing.
+func (b *Broker) isClosed() bool {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	return b.closed
 }
 
 // errMoveFailed is a leadership transfer that did not end with the target leading.
