@@ -17,7 +17,8 @@ import (
 // nothing: an election, or a drain, may move the leadership again later.
 
 // leaderMover is the optional side of a Network that hands a MoveQueueLeader to the node that
-// leads the queue's group (nodelink.Link).
+// leads the queue's group (nodelink.Link): raft.ErrNotLeader when that node does not lead it, an
+// error whose Temporary method reports true when the link failed (asked again).
 type leaderMover interface {
 	MoveLeader(node meta.NodeID, queue string, target meta.NodeID, timeout time.Duration) error
 }
@@ -46,13 +47,20 @@ func (b *Broker) MoveQueueLeader(queue string, target uint64) (bool, *Error) {
 		switch {
 		case err == nil:
 			return true, nil
-		case !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, errNoLeaderKnown):
+		case !errors.Is(err, raft.ErrNotLeader) && !errors.Is(err, errNoLeaderKnown) && !temporary(err):
 			return true, errorf(CodeInternalError, "moving the leadership of queue %q to node %d failed: %v", queue, target, err)
 		case time.Now().After(deadline):
 			return true, errorf(CodeNodeNotReady, "no leader of queue %q took the move to node %d within %v (an election?); retry", queue, target, moveTimeout)
 		}
 		time.Sleep(50 * time.Millisecond) // the leader changed meanwhile, or is being elected
 	}
+}
+
+// temporary reports whether err is a failure of the node link (the leader unreachable, no answer
+// in time) after which the move may be asked again.
+func temporary(err error) bool {
+	var t interface{ Temporary() bool }
+	return errors.As(err, &t) && t.Temporary()
 }
 
 // errNoLeaderKnown: no leader of the group is known here now.

@@ -24,14 +24,18 @@ type LeaderMover interface {
 
 // MoveLeader asks node to move the leadership of queue's group to target and waits, at most
 // timeout, for its answer: nil once target leads, raft.ErrNotLeader when node does not lead the
-// group, else why the move failed.
+// group, a *RemoteError when the move failed there, else a failure of the link (node
+// unreachable, no answer in time), whose Temporary method reports true: the move may be asked of
+// the group's leader again.
 func (l *Link) MoveLeader(node meta.NodeID, queue string, target meta.NodeID, timeout time.Duration) error {
 	c, err := l.connTo(node)
 	if err != nil {
-		return err
+		return linkFailure{err}
 	}
-	return c.roundTrip(&cluster.MoveLeader{Queue: queue, Target: string(target)}, max(timeout, time.Millisecond),
+	var remote bool
+	err = c.roundTrip(&cluster.MoveLeader{Queue: queue, Target: string(target)}, max(timeout, time.Millisecond),
 		func(op cluster.Opcode, body []byte) error {
+			remote = true
 			var x cluster.MoveLeaderResult
 			if err := expect(op, cluster.OpMoveLeaderResult, &x, body); err != nil {
 				return err
@@ -44,7 +48,18 @@ func (l *Link) MoveLeader(node meta.NodeID, queue string, target meta.NodeID, ti
 			}
 			return &RemoteError{Code: x.ErrorCode, Message: x.ErrorMessage}
 		})
+	if err != nil && !remote {
+		return linkFailure{err}
+	}
+	return err
 }
+
+// linkFailure is a request that failed on the link, not at the node it was for.
+type linkFailure struct{ err error }
+
+func (e linkFailure) Error() string   { return e.err.Error() }
+func (e linkFailure) Unwrap() error   { return e.err }
+func (e linkFailure) Temporary() bool { return true }
 
 // moveLeader carries out a peer's MoveLeader and answers it (on a goroutine of its own: the move
 // waits for the transfer).
