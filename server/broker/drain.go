@@ -91,37 +91,45 @@ func (d *drainer) pass() {
 		held = append(held, drainGroup{name: MetaGroup, g: g})
 	}
 	d.mu.Unlock()
+	moved := 0
 	eachAtOnce(len(held), drainParallel, func(i int) error {
-		err := d.handAway(held[i])
+		ok, err := d.handAway(held[i])
 		d.mu.Lock()
 		if err != nil {
 			d.failed[held[i].name] = time.Now()
 		} else {
 			delete(d.failed, held[i].name)
 		}
+		if ok {
+			moved++
+		}
 		d.mu.Unlock()
 		return err
 	})
+	if moved > 0 {
+		d.b.log.Info("draining: handed leaderships to other nodes", "moved", moved, "tried", len(held))
+	}
 }
 
-// handAway transfers one group's leadership to another voter that does not drain.
-func (d *drainer) handAway(h drainGroup) error {
+// handAway transfers one group's leadership to another voter that does not drain, and reports
+// whether it did.
+func (d *drainer) handAway(h drainGroup) (bool, error) {
 	if h.g == nil {
 		a := d.b.lookup(h.name).a
 		if a == nil || !a.call(func(a *actor) { h.g = a.g }) || h.g == nil {
-			return nil // no longer here, or no longer leading
+			return false, nil // no longer here, or no longer leading
 		}
 	}
 	to, ok := d.b.transferTarget(h.g)
 	if !ok {
-		return nil // no other voter to take it
+		return false, nil // no other voter to take it
 	}
 	if err := h.g.TransferLeadership(to.ID, to.Address); err != nil {
 		d.b.log.Warn("draining: handing a leadership away failed; retrying", "group", h.name, "to", to.ID, "err", err)
-		return err
+		return false, err
 	}
-	d.b.log.Info("draining: handed a leadership away", "group", h.name, "to", to.ID)
-	return nil
+	d.b.log.Debug("draining: handed a leadership away", "group", h.name, "to", to.ID)
+	return true, nil
 }
 
 // transferTarget picks the voter of g that is to take over its leadership from this node: one
