@@ -473,7 +473,7 @@ func (b *Broker) proposeMeta(cmds ...queuelog.Frame) error {
 		if err != nil {
 			return err
 		}
-		return g.AwaitApplied(index, awaitTimeout)
+		return b.awaitMetaApplied(g, index)
 	}
 	f := g.Propose(entry)
 	if err := f.Error(); err != nil {

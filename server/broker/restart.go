@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"fmt"
+	"io"
 	"sync/atomic"
 	"time"
 
@@ -33,12 +35,44 @@ var metaCatchUpTimeout = 10 * time.Second
 type metaApplied struct {
 	raft.FSM
 	index *atomic.Uint64
+	snaps raft.SnapshotStore
 }
 
 func (m metaApplied) Apply(l *raft.Log) any {
 	r := m.FSM.Apply(l)
 	m.index.Store(l.Index)
 	return r
+}
+
+// Restore restores a snapshot a leader installed (or the latest one at the start): the state
+// machine then holds every entry up to that snapshot's index, the latest in the store.
+func (m metaApplied) Restore(rc io.ReadCloser) error {
+	if err := m.FSM.Restore(rc); err != nil {
+		return err
+	}
+	if metas, err := m.snaps.List(); err == nil && len(metas) > 0 && metas[0].Index > m.index.Load() {
+		m.index.Store(metas[0].Index)
+	}
+	return nil
+}
+
+// awaitMetaApplied waits, at most awaitTimeout, until the meta state machine itself has applied
+// the entry at index: raft's applied index (Group.AwaitApplied) counts an entry once it is
+// handed to the state machine's goroutine, before the catalog holds it and before the registry
+// has queued the change it makes. An admin request answered then, such as a CreateQueue, would
+// be followed by an UpdateQueue on the same node answering QueueNotFound.
+func (b *Broker) awaitMetaApplied(g *raftgroup.Group, index uint64) error {
+	deadline := time.Now().Add(awaitTimeout)
+	if err := g.AwaitApplied(index, awaitTimeout); err != nil {
+		return err
+	}
+	for b.metaIndex != nil && b.metaIndex.Load() < index {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("broker: meta entry %d not applied here after %v", index, awaitTimeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return nil
 }
 
 // watchMetaApplied has fsm count the entries it applies in b.metaIndex, starting from the
@@ -48,7 +82,7 @@ func (b *Broker) watchMetaApplied(fsm raft.FSM, snaps raft.SnapshotStore) raft.F
 	if metas, err := snaps.List(); err == nil && len(metas) > 0 {
 		b.metaIndex.Store(metas[0].Index)
 	}
-	return metaApplied{FSM: fsm, index: b.metaIndex}
+	return metaApplied{FSM: fsm, index: b.metaIndex, snaps: snaps}
 }
 
 // awaitMetaCurrent waits until the meta state machine has applied every command entry this node
