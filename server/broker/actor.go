@@ -75,6 +75,9 @@ type actor struct {
 	term       uint64
 	promotions int
 	unwatch    func()
+	// othersLed is whether this replica saw another node lead the group since it opened
+	// (reclaim.go).
+	othersLed bool
 	// roleChanged is signalled when the group's role may have changed (watchRole).
 	roleChanged chan struct{}
 	// replicas are the group's members, as the meta group placed it (its Raft configuration
@@ -239,7 +242,7 @@ func (a *actor) open() error {
 		return err
 	}
 	a.g, a.fsm = g, fsm
-	a.promotions = 0
+	a.promotions, a.othersLed = 0, false
 	a.watchRole() // before the role is read: a change after the read is heard (followRole)
 	if err := a.settleRole(); err != nil {
 		a.unwatch()

@@ -71,6 +71,8 @@ func (a *actor) settleRole() error {
 	if leader {
 		return a.promote()
 	}
+	// A follower: AwaitRole knows another leader.
+	a.noteLeader(false)
 	if a.leading { // a group reopened (a reload) where another node now leads
 		a.leading = false
 		a.leadingNow.Store(false)
@@ -133,6 +135,7 @@ func (a *actor) followRole() {
 		return
 	}
 	leader, term := a.g.Leader(), a.g.Term()
+	a.noteLeader(leader)
 	if a.leading && (!leader || term != a.term) {
 		a.demote() // deposed (perhaps elected again since, in a later term: promoted below)
 	}
@@ -173,11 +176,7 @@ func (a *actor) promote() error {
 	if a.st.Lane(queuegroup.LaneQueue).Unclassified() > 0 {
 		a.parked(now)
 	}
-	from := a.b.started
-	if a.promotions > 0 {
-		from = now // a takeover after another leader: its leases are unknown from now on
-	}
-	if until := addMs(from, a.reclaimGrace()); !a.committed(queuegroup.LaneQueue) && until > now {
+	if until := addMs(a.reclaimFrom(now), a.reclaimGrace()); !a.committed(queuegroup.LaneQueue) && until > now {
 		// Fast delivery durability: leases were not logged, so any message ready now may have
 		// been delivered by the previous leader (or before the restart). Hold them for the
 		// reclaim grace (clustering.md); a group first opened later, or woken from hibernation
