@@ -42,8 +42,8 @@ type sleepNetwork interface {
 
 // sleepHearTimeout bounds how long a leader whose Hibernate entry committed waits for its
 // followers to hear of the commit before it sleeps anyway (a follower that is down never does;
-// raft tells them within a CommitTimeout).
-const sleepHearTimeout = time.Second
+// raft tells them within one to two CommitTimeouts, queueCommitTimeout).
+const sleepHearTimeout = 2 * time.Second
 
 // sleepNet is the Network as a sleepNetwork, nil when it wakes no group (a single node, or a
 // network that does not).
