@@ -30,6 +30,11 @@ const (
 	queuesPrefix    = "mq" // the queues are mq0, mq1, ...
 )
 
+// queuesFlags keep the queues awake while they are created and filled, which takes minutes for a
+// thousand on this machine: the figure is about busy queues, and a queue that fell asleep before
+// the load reached it would be measured waking (a wake per queue, each about an election).
+var queuesFlags = []string{"--queue-idle-timeout", "1h"}
+
 // queuesName is the figure of the lifecycle over n queues.
 func queuesName(n int) string { return fmt.Sprintf("cluster_queues%d_lifecycle_1kb", n) }
 

@@ -70,10 +70,12 @@ var workloads = []workload{
 	{name: "cluster_lifecycle_1kb_4c", doc: "3 nodes, R3: pre-filled work queue on the leader, enqueue -> consume -> ack, 4 consumers, fsync on both",
 		mode: jsSyncAlways, cluster: true, figures: throughput("cluster_lifecycle_1kb_4c", 1.5), fila: filaLifecycle(4), nats: jsLifecycle(4)},
 	{name: queuesName(10), doc: "3 nodes, R3: the lifecycle (1 KB, fsync) over 10 queues, each node's queues served by 2 producers and 2 consumer connections on that node (no NATS counterpart)",
-		mode: jsSyncAlways, cluster: true, figures: throughput(queuesName(10), 1), fila: filaQueuesLifecycle(10), nats: notMeasured(1)},
+		mode: jsSyncAlways, cluster: true, figures: throughput(queuesName(10), 1), fila: filaQueuesLifecycle(10), nats: notMeasured(1),
+		filaFlags: queuesFlags},
 	{name: queuesName(1000), doc: "3 nodes, R3: the same lifecycle over 1,000 queues, the same connections and credit (no NATS counterpart)",
 		mode: jsSyncAlways, cluster: true, figures: throughput(queuesName(1000), 1), fila: filaQueuesLifecycle(1000), nats: notMeasured(1),
-		optIn: true}, // creating 1,000 queues takes minutes here, and the run stalls (issue 29)
+		filaFlags: queuesFlags,
+		optIn: true}, // creating 1,000 queues takes about two minutes here
 	{name: "cluster_roundtrip_1kb_fsync", doc: "3 nodes, R3: durable round trip on the leader, one message at a time, fsync on both",
 		mode: jsSyncAlways, cluster: true, figures: latency("cluster_roundtrip_p50_1kb_fsync", "cluster_roundtrip_p99_1kb_fsync"),
 		fila: filaRoundTrip, nats: jsRoundTrip},
