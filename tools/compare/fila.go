@@ -212,29 +212,35 @@ func filaLifecycle(n int) side {
 		if err != nil {
 			return nil, err
 		}
-		fill := newFilaLoad(addr, "work", 1024)
-		fill.limit = e.o.prefill
-		err = fill.produce(lifecycleProducers)
-		if err == nil {
-			done := make(chan struct{})
-			go func() { fill.wg.Wait(); close(done) }()
-			err = e.waitFill(ctx, "fila prefill", fill.enqueued.Load, done)
-		}
-		fill.stop()
-		if err != nil {
-			return nil, err
-		}
-		l := newFilaLoad(addr, "work", 1024)
-		defer l.stop()
-		if err := l.consume(n); err != nil {
-			return nil, err
-		}
-		if err := l.produce(lifecycleProducers); err != nil {
-			return nil, err
-		}
-		rate, err := e.measureRate(ctx, fmt.Sprintf("fila lifecycle %dc", n), l.acked.Load)
+		rate, err := e.filaLifecycleOn(ctx, addr, "work", n)
 		return []float64{rate}, err
 	}
+}
+
+// filaLifecycleOn pre-fills queue at addr (its leader), then measures acknowledged messages per
+// second while lifecycleProducers keep enqueueing and n consumers consume and ack.
+func (e *env) filaLifecycleOn(ctx context.Context, addr, queue string, n int) (float64, error) {
+	fill := newFilaLoad(addr, queue, 1024)
+	fill.limit = e.o.prefill
+	err := fill.produce(lifecycleProducers)
+	if err == nil {
+		done := make(chan struct{})
+		go func() { fill.wg.Wait(); close(done) }()
+		err = e.waitFill(ctx, "fila prefill", fill.enqueued.Load, done)
+	}
+	fill.stop()
+	if err != nil {
+		return 0, err
+	}
+	l := newFilaLoad(addr, queue, 1024)
+	defer l.stop()
+	if err := l.consume(n); err != nil {
+		return 0, err
+	}
+	if err := l.produce(lifecycleProducers); err != nil {
+		return 0, err
+	}
+	return e.measureRate(ctx, fmt.Sprintf("fila lifecycle %dc on %s", n, queue), l.acked.Load)
 }
 
 // waitFill shows the progress of a pre-fill until done closes, then checks that count reached

@@ -209,6 +209,9 @@ func run(ctx context.Context, o options) error {
 	for _, l := range forwardLines(figs) {
 		fmt.Println(l)
 	}
+	for _, l := range durabilityLines(figs) {
+		fmt.Println(l)
+	}
 	for _, l := range hintsLines(figs) {
 		fmt.Println(l)
 	}

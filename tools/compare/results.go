@@ -33,6 +33,9 @@ func writeResults(e *env, root string, figs []figure, floors []floor, took time.
 	for _, l := range forwardLines(figs) {
 		lines.WriteString(l + "\n")
 	}
+	for _, l := range durabilityLines(figs) {
+		lines.WriteString(l + "\n")
+	}
 	for _, l := range hintsLines(figs) {
 		lines.WriteString(l + "\n")
 	}
