@@ -72,7 +72,7 @@ func (c *Cluster) sendRound(ctx context.Context, todo []int, queue func(int) str
 		}
 		if at < 0 {
 			at = len(outs)
-			outs = append(outs, roundOutcome{addr: lastAddr})
+			outs = append(outs, roundOutcome{addr: lastAddr, idx: make([]int, 0, len(todo)-k)})
 		}
 		outs[at].idx = append(outs[at].idx, i)
 	}
@@ -210,7 +210,11 @@ func (c *Cluster) Enqueue(ctx context.Context, msgs ...Message) ([]EnqueueResult
 				}
 				hinted = append(hinted, h.Queue)
 			}
-			rs := enqueueResults(req, res)
+			rs := out // the whole batch went here: its results are the call's
+			if len(idx) < len(wired) {
+				rs = make([]EnqueueResult, len(idx))
+			}
+			enqueueResultsInto(rs, req, res)
 			errs := make([]error, len(idx))
 			for k, i := range idx {
 				out[i] = rs[k]

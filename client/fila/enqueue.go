@@ -137,6 +137,12 @@ func (c *Client) enqueueFrame(ctx context.Context, req *fibp.Enqueue, cl *call, 
 
 func enqueueResults(req *fibp.Enqueue, res *fibp.EnqueueResult) []EnqueueResult {
 	out := make([]EnqueueResult, len(req.Messages))
+	enqueueResultsInto(out, req, res)
+	return out
+}
+
+// enqueueResultsInto is enqueueResults into out, which has one element per message of req.
+func enqueueResultsInto(out []EnqueueResult, req *fibp.Enqueue, res *fibp.EnqueueResult) {
 	for i := range out {
 		if i >= len(res.Results) {
 			out[i].Err = invalidFrame("EnqueueResult has %d results for %d messages",
@@ -146,7 +152,6 @@ func enqueueResults(req *fibp.Enqueue, res *fibp.EnqueueResult) []EnqueueResult 
 		r := &res.Results[i]
 		out[i] = EnqueueResult{ID: r.MessageID, Duplicate: r.Duplicate, Err: enqueueError(r.ErrorCode, req.Messages[i].Queue)}
 	}
-	return out
 }
 
 // enqueueError is the error of one message's result. A Forbidden item carries no message on the
