@@ -2,8 +2,11 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/internal/fibptest"
@@ -188,4 +191,52 @@ func TestDrainAndMoveOnProcesses(t *testing.T) {
 		expectDelivered(t, drained, q, "before", "while drained", "after the restart")
 		break
 	}
+}
+
+// TestMeasureDrain (FILA_MEASURE_DRAIN=N only) creates N queues on three processes, kept awake
+// (queue_idle_timeout 1h), and measures how long a drain of the node leading the most of them
+// takes, from DrainNode until every node's GetClusterStatus shows it leading none and every
+// node's GetRoutes names another leader of each queue.
+func TestMeasureDrain(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("FILA_MEASURE_DRAIN"))
+	if n <= 0 {
+		t.Skip("FILA_MEASURE_DRAIN=N measures a drain of N queues' leaderships on three nodes")
+	}
+	bin := buildServer(t)
+	nodes, _ := formCluster(t, bin, "--queue-idle-timeout", "1h")
+	c := fibptest.Dial(t, nodes[0].addrs.FIBP)
+	defer c.NC.Close()
+	c.Handshake()
+	var queues []string
+	for i := range n {
+		q := fmt.Sprintf("m%04d", i)
+		if r := c.Call(uint32(i+2), &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+		queues = append(queues, q)
+	}
+	waitFor(t, "every queue has a leader", func() bool { return leadsNone(t, nodes[0], queues, 0) })
+	st := clusterStatus(t, nodes[0])
+	drained, most := nodes[0], uint32(0)
+	for _, s := range st.Nodes {
+		if s.QueueLeaderships > most {
+			drained, most = nodes[s.NodeID-1], s.QueueLeaderships
+		}
+	}
+	other := nodes[drained.id%3]
+	start := time.Now()
+	if r := admin(t, other, &fibp.DrainNode{NodeID: uint64(drained.id), Drain: true}).(*fibp.DrainNodeResult); r.ErrorCode != fibp.CodeOk {
+		t.Fatalf("DrainNode: %v", r.ErrorCode)
+	}
+	waitFor(t, "the drained node leads nothing", func() bool {
+		for _, n := range nodes {
+			if s := nodeStatus(t, n, drained.id); s.State != fibp.NodeStateDraining || s.QueueLeaderships != 0 || !leadsNone(t, n, queues, drained.id) {
+				return false
+			}
+		}
+		return true
+	})
+	took := time.Since(start)
+	t.Logf("%d queues: node %d's %d leaderships drained in %v (%.0f a second)", n, drained.id, most, took.Round(time.Millisecond),
+		float64(most)/took.Seconds())
 }
