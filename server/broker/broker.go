@@ -139,8 +139,9 @@ type Broker struct {
 	metaGroup *raftgroup.Group // nil after a failed write stopped it (storagehealth.go); changed under adminMu and mu
 	metaIndex *atomic.Uint64   // the last entry the meta state machine applied (restart.go)
 	reg       *registry.Registry[*actor]
-	fwd       *forwarder // hands requests for queues other nodes lead to them (forward.go); nil on a single node
-	drain     *drainer   // hands this node's leaderships away while it drains (drain.go); nil on a single node
+	fwd       *forwarder  // hands requests for queues other nodes lead to them (forward.go); nil on a single node
+	drain     *drainer    // hands this node's leaderships away while it drains (drain.go); nil on a single node
+	rebal     *rebalancer // evens out the queue groups' leaderships while this node leads the meta group (rebalance.go); nil on a single node
 
 	stopWatch, watchDone chan struct{} // watchStorage
 	storageStuck         chan struct{} // closed by watchStorage once the store is stuck
@@ -238,6 +239,7 @@ func Open(o Options) (*Broker, error) {
 	if b.clustered() {
 		b.fwd = newForwarder(b)
 		b.drain = newDrainer(b)
+		b.rebal = newRebalancer(b)
 	}
 	b.dedup.open(o.MemoryBudget)
 	b.openThrottles()
@@ -260,11 +262,17 @@ func Open(o Options) (*Broker, error) {
 	if o.Registry != nil {
 		o.Registry.MustRegister(b.storageMetrics()...)
 		o.Registry.MustRegister(b.dedupGauge())
+		if b.rebal != nil {
+			o.Registry.MustRegister(b.rebal.moves)
+		}
 	}
 	go b.watchStorage()
 	if b.drain != nil {
 		go b.drain.run()
 		b.drain.poke() // a node restarted while draining hands away what it was elected to lead
+	}
+	if b.rebal != nil {
+		go b.rebal.run()
 	}
 	return b, nil
 }

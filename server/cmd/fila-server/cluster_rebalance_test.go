@@ -1,0 +1,197 @@
+package main
+
+import (
+	"fmt"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/filamq/fila/generated/fibp"
+)
+
+// Three real processes, every queue group on all three, twelve queues kept awake: with
+// rebalancing enabled (the default) the leaderships settle at four per node. Disabled, leaderships
+// moved by hand onto one node stay there for several of the rebalancer's rounds; paused, they stay
+// while the pause lasts, and once it runs out they are spread again, four per node, by no more
+// moves than the surplus. A node killed (kill -9) and started again gets its four back, again by
+// no more moves than needed. Moves are counted by fila_cluster_rebalance_moves_total.
+
+// rebalanceRounds is a few of the rebalancer's rounds (server/broker's rebalanceTick is 2 s): how
+// long the test watches for moves that must not come.
+const rebalanceRounds = 7 * time.Second
+
+// leaderships is each node's count of queue leaderships as node n's GetClusterStatus shows it.
+func leaderships(t *testing.T, n *clusterProc) map[int]int {
+	t.Helper()
+	out := map[int]int{}
+	for _, s := range clusterStatus(t, n).Nodes {
+		out[int(s.NodeID)] = int(s.QueueLeaderships)
+	}
+	return out
+}
+
+// evenly reports whether every one of nodes shows each of ids leading per queues.
+func evenly(t *testing.T, nodes []*clusterProc, ids []int, per int) bool {
+	for _, n := range nodes {
+		c := leaderships(t, n)
+		for _, id := range ids {
+			if c[id] != per {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// rebalanceMoves is the sum of the nodes' fila_cluster_rebalance_moves_total.
+func rebalanceMoves(t *testing.T, nodes []*clusterProc) int {
+	t.Helper()
+	sum := 0
+	for _, n := range nodes {
+		if v := scrape(t, n, "fila_cluster_rebalance_moves_total", ""); v > 0 {
+			sum += int(v)
+		}
+	}
+	return sum
+}
+
+// surplus is how many leaderships counts hold above per on any node: the fewest moves that even
+// them out to per.
+func surplus(counts map[int]int, per int) int {
+	s := 0
+	for _, c := range counts {
+		s += max(0, c-per)
+	}
+	return s
+}
+
+// setRebalancing sends SetRebalancing to node n and fails the test unless it answers Ok.
+func setRebalancing(t *testing.T, n *clusterProc, mode fibp.RebalancingMode, pauseMs uint64) {
+	t.Helper()
+	r, ok := admin(t, n, &fibp.SetRebalancing{Mode: mode, PauseMs: pauseMs}).(*fibp.SetRebalancingResult)
+	if !ok || r.ErrorCode != fibp.CodeOk {
+		t.Fatalf("SetRebalancing %v through node %d: %+v", mode, n.id, r)
+	}
+}
+
+// steady watches for d that node n's counts stay want and no rebalancing move is made, while
+// still() holds.
+func steady(t *testing.T, nodes []*clusterProc, n *clusterProc, want map[int]int, moves int, d time.Duration, still func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end) && still(); time.Sleep(250 * time.Millisecond) {
+		if got := leaderships(t, n); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("leaderships changed to %v from %v", got, want)
+		}
+		if m := rebalanceMoves(t, nodes); m != moves {
+			t.Fatalf("%d rebalancing moves, want none (%d before)", m-moves, moves)
+		}
+	}
+}
+
+func TestRebalancingOnProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	nodes, addrs := formCluster(t, bin, "--queue-idle-timeout", "1h", "--http-listen", "127.0.0.1:0", "--log-level", "info")
+	queues := []string{"orders"}
+	for i := range 11 {
+		q := fmt.Sprintf("q%d", i)
+		if r := admin(t, nodes[0], &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+		queues = append(queues, q)
+	}
+	for _, q := range queues { // every group has elected its leader
+		enqueueOnLeader(t, nodes, q, "before")
+	}
+	ids := []int{1, 2, 3}
+	waitFor(t, "rebalancing (enabled by default) spreads the leaderships 4/4/4", func() bool { return evenly(t, nodes, ids, 4) })
+
+	// Disabled: moved onto one node by hand, the leaderships stay there.
+	meta := nodes[clusterStatus(t, nodes[0]).MetaLeaderNodeID-1]
+	var from, to *clusterProc // the two nodes that do not lead the meta group
+	for _, n := range nodes {
+		switch {
+		case n == meta:
+		case from == nil:
+			from = n
+		default:
+			to = n
+		}
+	}
+	setRebalancing(t, from, fibp.RebalancingDisabled, 0)
+	waitFor(t, "every node shows rebalancing disabled", func() bool {
+		for _, n := range nodes {
+			if clusterStatus(t, n).Rebalancing != fibp.RebalancingDisabled {
+				return false
+			}
+		}
+		return true
+	})
+	for q, l := range routes(t, meta) {
+		if l == uint64(from.id) {
+			if code := move(t, meta, q, to.id); code != fibp.CodeOk {
+				t.Fatalf("MoveQueueLeader %s to node %d: %v", q, to.id, code)
+			}
+		}
+	}
+	uneven := map[int]int{meta.id: 4, from.id: 0, to.id: 8}
+	waitFor(t, "every node shows the moves", func() bool {
+		for _, n := range nodes {
+			if fmt.Sprint(leaderships(t, n)) != fmt.Sprint(uneven) {
+				return false
+			}
+		}
+		return true
+	})
+	moves := rebalanceMoves(t, nodes)
+	steady(t, nodes, meta, uneven, moves, rebalanceRounds, func() bool { return true })
+
+	// Paused: nothing moves until the pause runs out; then the leaderships spread again, by no
+	// more moves than the surplus.
+	setRebalancing(t, to, fibp.RebalancingPaused, 4000)
+	st := clusterStatus(t, meta)
+	if st.Rebalancing != fibp.RebalancingPaused || st.RebalancingPauseEndsAt == 0 {
+		t.Fatalf("after a pause the meta leader shows %v until %d", st.Rebalancing, st.RebalancingPauseEndsAt)
+	}
+	ends := time.UnixMilli(int64(st.RebalancingPauseEndsAt))
+	t.Logf("paused until %v (%v from now)", ends.Format(time.StampMilli), time.Until(ends).Round(time.Millisecond))
+	steady(t, nodes, meta, uneven, moves, time.Minute, func() bool { return time.Until(ends) > 200*time.Millisecond })
+	waitFor(t, "the pause ran out: rebalancing shows enabled", func() bool {
+		return clusterStatus(t, meta).Rebalancing == fibp.RebalancingEnabled
+	})
+	start := time.Now()
+	waitFor(t, "rebalancing resumed after the pause spreads the leaderships 4/4/4", func() bool { return evenly(t, nodes, ids, 4) })
+	moved := rebalanceMoves(t, nodes) - moves
+	t.Logf("after the pause: 4/4/4 in %v, %d moves", time.Since(start).Round(time.Millisecond), moved)
+	if moved > surplus(uneven, 4) || moved == 0 {
+		t.Errorf("%d rebalancing moves evened out %v, want 1 to %d", moved, uneven, surplus(uneven, 4))
+	}
+	moves += moved
+	steady(t, nodes, meta, map[int]int{1: 4, 2: 4, 3: 4}, moves, rebalanceRounds, func() bool { return true })
+
+	// A node killed: the others take over its leaderships; started again, it gets four back.
+	from.p.cmd.Process.Signal(syscall.SIGKILL)
+	from.p.wait()
+	live := []*clusterProc{meta, to}
+	var before map[int]int
+	waitFor(t, "the other two lead every queue, spread evenly", func() bool {
+		before = leaderships(t, meta)
+		return before[meta.id]+before[to.id] == len(queues) && before[meta.id] == before[to.id]
+	})
+	moves = rebalanceMoves(t, live)
+	from.launch(t, bin, addrs[from.id-1], "--queue-idle-timeout", "1h", "--http-listen", "127.0.0.1:0", "--log-level", "info")
+	from.addrs = waitAddrFile(t, from.addrFile, from.p)
+	start = time.Now()
+	waitFor(t, "the restarted node gets its share: 4/4/4", func() bool { return evenly(t, nodes, ids, 4) })
+	moved = rebalanceMoves(t, live) - moves
+	before[from.id] = 0
+	t.Logf("after the restart: 4/4/4 in %v, %d moves (from %v)", time.Since(start).Round(time.Millisecond), moved, before)
+	if moved > surplus(before, 4) {
+		t.Errorf("%d rebalancing moves evened out %v, want at most %d", moved, before, surplus(before, 4))
+	}
+	for _, q := range queues {
+		enqueueOnLeader(t, nodes, q, "after")
+	}
+}
