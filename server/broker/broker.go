@@ -295,7 +295,8 @@ func (b *Broker) startGroup(name string, logs raftstore.LogStableStore, snaps ra
 	replicas []meta.NodeID, join bool) (*raftgroup.Group, error) {
 	c := raftgroup.Config{Store: logs, Snapshots: snaps, Logger: b.raftLogger(), LocalID: raft.ServerID(b.nodeID()),
 		Peers: b.groupPeers(name, replicas), HeartbeatTimeout: b.opts.Cluster.HeartbeatTimeout,
-		SnapshotCheck: followerSnapshotCheck, Join: join, CommitTimeout: commitTimeoutOf(name)}
+		SnapshotCheck: followerSnapshotCheck, Join: join, CommitTimeout: commitTimeoutOf(name),
+		DeferElection: !b.leadsFirst(name, replicas)}
 	if net := b.opts.Cluster.Network; net != nil {
 		t, err := net.Transport(name)
 		if err != nil {

@@ -150,3 +150,20 @@ func commitTimeoutOf(group string) time.Duration {
 	}
 	return queueCommitTimeout
 }
+
+// leadsFirst reports whether this node is to stand for the first election of a new group at once
+// (raftgroup.Config.DeferElection): when it is the group's preferred leader (the placement's,
+// passed over while it drains), so that new groups' leaders spread as the placement spreads them
+// rather than landing on the nodes that applied the CreateQueue first. The meta group, a group
+// of one node and a group the catalog does not place elect at once everywhere.
+func (b *Broker) leadsFirst(group string, replicas []meta.NodeID) bool {
+	if group == MetaGroup || len(replicas) <= 1 {
+		return true
+	}
+	cat := b.catalog()
+	a, ok := cat.Assignment(group)
+	if !ok || len(a.Replicas) == 0 {
+		return true
+	}
+	return preferredLeader(cat, &a) == b.nodeID()
+}

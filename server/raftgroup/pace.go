@@ -22,8 +22,10 @@ const leaderPace = 2
 
 // paceByRole keeps the group's heartbeat timeout at hb while this node follows or stands for
 // election and at leaderPace×hb while it leads, until stop is called. It costs one goroutine,
-// which waits for raft's state changes.
-func (g *Group) paceByRole(hb time.Duration) (stop func()) {
+// which waits for raft's state changes. A follower's first setting waits until hold has passed
+// (a deferred election, deferTimeouts): lowering the timeout has raft's follower look for its
+// leader at once, and stand for election when it has heard from none.
+func (g *Group) paceByRole(hb time.Duration, hold time.Duration) (stop func()) {
 	obs := make(chan raft.Observation, 4)
 	o := raft.NewObserver(obs, false, func(o *raft.Observation) bool {
 		_, ok := o.Data.(raft.RaftState)
@@ -33,6 +35,12 @@ func (g *Group) paceByRole(hb time.Duration) (stop func()) {
 	quit := make(chan struct{})
 	go func() {
 		var paced time.Duration
+		var held <-chan time.Time
+		if hold > 0 {
+			t := time.NewTimer(hold)
+			defer t.Stop()
+			held = t.C
+		}
 		for {
 			want := hb
 			switch g.r.State() {
@@ -41,15 +49,21 @@ func (g *Group) paceByRole(hb time.Duration) (stop func()) {
 			case raft.Shutdown:
 				return
 			}
-			if want != paced {
+			if held != nil && want == hb {
+				want = paced // still deferred: leave raft's timeout as Open set it
+			}
+			if want != paced && want != 0 {
 				rc := g.r.ReloadableConfig()
 				rc.HeartbeatTimeout = want
+				rc.ElectionTimeout = electionTimeouts * hb // as config sets it (a deferred Open raised it)
 				if g.r.ReloadConfig(rc) == nil {
 					paced = want
 				}
 			}
 			select {
 			case <-obs: // the state is read again above: observations may be dropped, never stale
+			case <-held:
+				held = nil
 			case <-quit:
 				return
 			}

@@ -57,6 +57,12 @@ type Config struct {
 	// 0). It is how soon a follower applies the last entries of a burst, and the steady traffic
 	// of an awake group: one such request per follower every one to two of it.
 	CommitTimeout time.Duration
+	// DeferElection: a group that this Open bootstraps (no state yet) stands for election only
+	// after deferTimeouts heartbeat timeouts instead of at once, leaving its first election to
+	// the replica meant to lead it, which does not defer (and may need a second attempt when it
+	// stood before the others had opened the group). A group with state elects at once whatever
+	// this says: a restart or a wake wants a leader soon, wherever it lands.
+	DeferElection bool
 	// Join starts a group with no state yet empty, outside any configuration, instead of
 	// bootstrapping it: this node's member was added by the group's leader (AddNonvoter), which
 	// sends it the log or a snapshot.
@@ -68,6 +74,8 @@ type Config struct {
 const (
 	defaultHeartbeatTimeout = 5 * time.Second
 	defaultSnapshotCheck    = 30 * time.Second
+	deferTimeouts           = 4 // a deferred first election waits this many heartbeat timeouts
+	electionTimeouts        = 2 // a candidate's election timeout, in heartbeat timeouts
 	defaultCommitTimeout    = 50 * time.Millisecond
 	never                   = 1 << 62 // a snapshot threshold no log reaches
 	applyTimeout            = 0       // proposals wait for the log, not for a clock
@@ -116,6 +124,11 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftgroup: %w", err)
 	}
+	var hold time.Duration // a deferred election's wait
+	if c.DeferElection && !existing && !c.Join {
+		hold = deferTimeouts * conf.LeaderLeaseTimeout
+		conf.HeartbeatTimeout, conf.ElectionTimeout = hold, hold // raft wants election ≥ heartbeat
+	}
 	if !existing && !c.Join {
 		boot := raft.Configuration{Servers: c.Peers}
 		if len(boot.Servers) == 0 {
@@ -151,9 +164,11 @@ func Open(c Config, fsm raft.FSM) (*Group, error) {
 		return nil, err
 	}
 	g := &Group{r: r, store: store, cache: cache, trans: trans, hb: conf.LeaderLeaseTimeout, brk: brk, id: c.LocalID}
-	g.elect()
+	if hold == 0 {
+		g.elect()
+	}
 	if c.Transport != nil {
-		g.unpace = g.paceByRole(g.hb)
+		g.unpace = g.paceByRole(g.hb, hold)
 	}
 	return g, nil
 }
@@ -215,7 +230,7 @@ func config(c Config) *raft.Config {
 	conf.LocalID = c.LocalID
 	conf.Logger = c.Logger
 	conf.HeartbeatTimeout = 2 * hb // lowered to hb at once by elect
-	conf.ElectionTimeout = 2 * hb
+	conf.ElectionTimeout = electionTimeouts * hb
 	conf.LeaderLeaseTimeout = hb
 	conf.CommitTimeout = c.CommitTimeout
 	if conf.CommitTimeout == 0 {
