@@ -41,6 +41,7 @@ func (a *app) clusterCommand() *cobra.Command {
 		},
 	})
 	cmd.AddCommand(a.clusterOpCommands()...) // cluster_ops.go
+	cmd.AddCommand(a.rebalanceCommand())     // cluster_rebalance.go
 	return cmd
 }
 
