@@ -16,9 +16,10 @@ const DefaultReplication = 3
 //   - its other replicas are the members with the fewest replicas, then the lowest ID.
 //
 // Groups created one after another therefore spread their preferred leaders round-robin: the
-// members' leader counts differ by at most one (deletions can leave them further apart until
-// rebalancing, which is not here yet, moves them). A group created while no member is known has
-// no replicas; it is placed as soon as the first member is added.
+// members' leader counts differ by at most one (deletions can leave them further apart: the
+// placement is never changed afterwards; rebalancing evens out who actually leads, and prefers
+// these leaders when it moves one, server/broker/rebalance.go). A group created while no member is
+// known has no replicas; it is placed as soon as the first member is added.
 
 // place decides the placement of group name; c.mu is held.
 func (c *Catalog) place(name string, replication uint32) {
