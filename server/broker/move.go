@@ -13,8 +13,9 @@ import (
 // target against its copy of the meta state, finds the group's leader as it knows it, and has
 // that node transfer the leadership to the target — itself when it leads, else over the node
 // link (MoveLeader) — and answers once the target leads the group, or the transfer failed, within
-// moveTimeout. A leader that moved meanwhile (a stale route) is looked up again. A move pins
-// nothing: an election, or a drain, may move the leadership again later.
+// moveTimeout. A leader that moved meanwhile (a stale route) is looked up again. A draining target
+// is refused (it would hand the leadership on at once). A move pins nothing: an election, or a
+// drain, may move the leadership again later.
 
 // leaderMover is the optional side of a Network that hands a MoveQueueLeader to the node that
 // leads the queue's group (nodelink.Link): raft.ErrNotLeader when that node does not lead it, an
@@ -40,6 +41,9 @@ func (b *Broker) MoveQueueLeader(queue string, target uint64) (bool, *Error) {
 	}
 	if !a.Has(id) {
 		return true, errorf(CodeNodeNotFound, "node %d is not a member of queue %q's group (it replicates on nodes %v)", target, queue, a.Replicas)
+	}
+	if cat.Draining(id) {
+		return true, errorf(CodeInvalidConfigValue, "node %d is draining: it would hand the leadership of queue %q on at once; undrain it first", target, queue)
 	}
 	deadline := time.Now().Add(moveTimeout)
 	for attempt := 0; ; attempt++ {

@@ -60,9 +60,12 @@ func TestDrainAndMoveOverTheLink(t *testing.T) {
 		t.Errorf("drain of node 7: %v", e)
 	}
 
-	// Drain node 3 (it leads q0) through node 1.
+	// Drain node 3 (it leads q0) through node 1; a move to it is refused meanwhile.
 	if _, e := nodes["1"].b.DrainNode(3, true); e != nil {
 		t.Fatal(e)
+	}
+	if _, e := nodes["1"].b.MoveQueueLeader("q1", 3); e == nil || e.Code != service.CodeInvalidConfigValue {
+		t.Errorf("move to the draining node: %v, want InvalidConfigValue", e)
 	}
 	eventually(t, "node 3 leads nothing and every node shows it draining", func() bool {
 		for _, q := range queues {

@@ -92,7 +92,7 @@ func (a *app) clusterOpCommands() []*cobra.Command {
 				return err
 			}
 			if a.json {
-				return a.printJSON(routeRow{Queue: queue, LeaderNodeID: id})
+				return a.printJSON(moveRow{Queue: queue, LeaderNodeID: id})
 			}
 			return a.printf("node %d leads queue %s now\n", id, queue)
 		},
@@ -105,6 +105,12 @@ func plural(n int, one, many string) string {
 		return one
 	}
 	return many
+}
+
+// moveRow is what move prints with --json.
+type moveRow struct {
+	Queue        string `json:"queue"`
+	LeaderNodeID uint64 `json:"leader_node_id"`
 }
 
 // drainRow is what drain --no-wait and undrain print with --json.
