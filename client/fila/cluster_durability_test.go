@@ -202,10 +202,15 @@ func leaseAll(t *testing.T, c *fila.Cluster, queue string, n int) (*fila.Cluster
 	return sub, got
 }
 
-// killLeader kills (SIGKILL) the node at addr and returns when it was killed.
-func killLeader(t *testing.T, tc *testCluster, addr string) time.Time {
+// killLeader kills (SIGKILL) the node that delivered sub's messages and returns when it was
+// killed. That is the node of sub's first subscription: one that moved already (the queue's
+// leadership changed right after it was created) may have been sent them by another.
+func killLeader(t *testing.T, tc *testCluster, sub *fila.ClusterConsumer) time.Time {
 	t.Helper()
-	n := tc.byAddr(addr)
+	if m := sub.Moves(); m > 0 {
+		t.Fatalf("the subscription moved %d times before the kill: its deliveries may come from a node still up", m)
+	}
+	n := tc.byAddr(sub.Node())
 	n.p.Kill()
 	t.Logf("node %d, leading the queue, killed", n.id)
 	return time.Now()
@@ -237,7 +242,7 @@ func TestClusterCommittedLeasesSurviveALeaderKill(t *testing.T) {
 	defer subA.Close()
 	rec := newRecorder(t)
 	rec.follow("A", subA) // after the failover A subscribes on the new leader, and may be sent them again
-	killLeader(t, tc, subA.Node())
+	killLeader(t, tc, subA)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*serverWait)
 	defer cancel()
@@ -306,7 +311,7 @@ func TestClusterFastLeasesAreHeldForTheReclaimGrace(t *testing.T) {
 	defer subA.Close()
 	rec := newRecorder(t)
 	rec.follow("A", subA)
-	killed := killLeader(t, tc, subA.Node())
+	killed := killLeader(t, tc, subA)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*serverWait)
 	defer cancel()
@@ -423,5 +428,56 @@ func TestClusterUpdateRightAfterCreate(t *testing.T) {
 				t.Fatalf("UpdateQueue %s on node %d right after its CreateQueue: %v", name, n.id, err)
 			}
 		}
+	}
+}
+
+// The SDK's lease keep-alive outlives a kill -9 of the queue's leader: once the node that
+// delivered the message is gone, the extensions go to the new leader through the Cluster, so the
+// lease of a committed queue never runs out while the consumer works — nobody else is sent the
+// message long after its first lease_expires_at, its LeaseLost stays open, and its Ack works.
+func TestClusterLeaseKeepAliveFollowsTheNewLeader(t *testing.T) {
+	// Longer than a failover takes here (about 1-2.5 s): a lease that runs out before a new
+	// leader is elected is over on the new leader too.
+	const vis = 6 * time.Second
+	tc := startTestCluster(t)
+	createQueueWith(t, tc, fila.QueueConfig{Name: "kept-alive", VisibilityTimeout: vis}, nil)
+	prod := dialTestCluster(t, tc.seeds(), nil)
+	enqueueAll(t, prod, "kept-alive", "working")
+	a := dialTestCluster(t, tc.seeds(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*serverWait)
+	defer cancel()
+	subA, err := a.Consume(ctx, "kept-alive", fila.ConsumeOptions{MaxUnacked: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subA.Close()
+	d, err := subA.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killLeader(t, tc, subA)
+	b := dialTestCluster(t, tc.seeds(), nil)
+	subB, err := b.Consume(ctx, "kept-alive", fila.ConsumeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subB.Close()
+	rec := newRecorder(t)
+	rec.follow("B", subB)
+	// Two lease durations past the first expiry: without keep-alive the lease would have run
+	// out, and B been sent the message, well before.
+	until := d.LeaseExpiresAt.Add(2 * vis)
+	for time.Now().Before(until) {
+		select {
+		case <-d.LeaseLost():
+			t.Fatalf("the lease was lost after the failover; deliveries: %q", rec.all())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if s := rec.of("working"); len(s) > 0 {
+			t.Fatalf("the message kept alive was delivered again after the failover: %q", rec.all())
+		}
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatalf("Ack after the failover: %v", err)
 	}
 }

@@ -152,6 +152,7 @@ func (t *leaseTable) retryLater(d *Delivery, now time.Time) {
 }
 
 func (t *leaseTable) run() {
+	var stop <-chan struct{} = t.c.done
 	for {
 		now := t.clock.Now()
 		batch, expired, next := t.scan(now)
@@ -169,12 +170,25 @@ func (t *leaseTable) run() {
 		select {
 		case <-at:
 		case <-t.wake:
-		case <-t.c.done:
-			release()
-			return
+		case <-stop:
+			if stop = t.outlive(stop); stop == nil {
+				release()
+				return
+			}
 		}
 		release()
 	}
+}
+
+// outlive is what run stops with once stop, the client's end, has come: a node connection of a
+// Cluster that lost its node keeps its deliveries' leases alive through the Cluster, which
+// reaches their queues' new leaders (extend), until the Cluster closes; any other client stops
+// (nil).
+func (t *leaseTable) outlive(stop <-chan struct{}) <-chan struct{} {
+	if l, ok := t.c.router.(interface{ lifeDone() <-chan struct{} }); ok && stop == t.c.done {
+		return l.lifeDone()
+	}
+	return nil
 }
 
 // scan returns the deliveries whose extension is due (or nearly: within an eighth of their
@@ -232,11 +246,50 @@ func (t *leaseTable) extend(batch []*Delivery, now time.Time) {
 	}
 	ctx, cancel := t.clock.WithDeadline(context.Background(), deadline)
 	defer cancel()
-	if _, err := t.c.ExtendLease(ctx, items...); err != nil {
+	res, err := t.c.ExtendLease(ctx, items...)
+	// A node connection whose node is gone (it failed with the loss, or the Cluster closed it)
+	// sends them through its Cluster, as one whose node answered that it no longer leads.
+	if r := t.c.router; r != nil && (err != nil && (r.rerouteable(err) || t.c.Err() != nil) || err == nil && anyRerouteable(r, res)) {
+		err = t.reroute(ctx, r, items)
+	}
+	if err != nil {
 		for _, d := range batch {
 			t.retryLater(d, t.clock.Now())
 		}
 	}
+}
+
+// reroute extends items at their queues' current leaders through the Cluster the client is a
+// node of, when the node that delivered them is gone or no longer leads (a failover): the new
+// leader of a committed queue knows the leases, and a fast queue's takes them back during its
+// reclaim grace. The answers are recorded here, where the deliveries are tracked.
+func (t *leaseTable) reroute(ctx context.Context, r settleRouter, items []ExtendLeaseItem) error {
+	sentAt := t.clock.Now()
+	res, err := r.ExtendLease(ctx, items...)
+	if err != nil {
+		return err
+	}
+	for i, it := range items {
+		code := fibp.CodeOk
+		if res[i].Err != nil {
+			if code, _ = ErrorCode(res[i].Err); code == fibp.CodeOk {
+				code = fibp.CodeNodeNotReady // no broker code (a connection failed): tried again later
+			}
+		}
+		t.extended(it.ID, code, sentAt, it.By)
+	}
+	return nil
+}
+
+// anyRerouteable reports whether an item of an ExtendLease answer failed in a way another node
+// may not.
+func anyRerouteable(r settleRouter, res []ExtendLeaseResult) bool {
+	for _, x := range res {
+		if x.Err != nil && r.rerouteable(x.Err) {
+			return true
+		}
+	}
+	return false
 }
 
 // extensionLocked is how far keep-alive extends d's lease at now: by its duration, shortened to
