@@ -15,7 +15,7 @@ FUZZ_PKGS := ./generated/fibp ./generated/riftproto ./generated/store ./generate
              ./fuzz ./server/queuegroup ./server/meta ./server/throttle ./server/auth ./server/rift/subject \
              ./server/config ./client/cmd/fila ./lua/hooks ./lua/sandbox
 
-.PHONY: all generate check-generated fmt vet test test-race race-if-cgo fuzz fuzz-short bench run build clean cluster
+.PHONY: all generate check-generated fmt vet test test-race race-if-cgo fuzz fuzz-short bench run build clean cluster rolling-restart
 
 all: check-generated vet test
 
@@ -122,6 +122,14 @@ cluster:
 	mkdir -p bin
 	$(GO) build -o bin/fila-server ./server/cmd/fila-server
 	exec bash deploy/cluster.sh
+
+## rolling-restart: with make cluster running (another terminal), drain, restart and undrain its
+## nodes one at a time (deploy/rolling-restart.sh; docs/cluster.md, "Rolling restart")
+rolling-restart:
+	mkdir -p bin
+	$(GO) build -o bin/fila-server ./server/cmd/fila-server
+	$(GO) build -o bin/fila ./client/cmd/fila
+	bash deploy/rolling-restart.sh
 
 clean:
 	rm -rf bin data

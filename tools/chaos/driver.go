@@ -78,10 +78,19 @@ func (w Workload) CreateQueues(ctx context.Context, visibility time.Duration) er
 	}
 	defer c.Close()
 	for _, q := range w.QueueNames() {
-		_, err = c.CreateQueue(ctx, fila.QueueConfig{Name: q, VisibilityTimeout: visibility,
-			MaxAttempts: 1 << 20, DeliveryDurability: fila.DeliveryDurabilityCommitted})
-		if err != nil {
-			return fmt.Errorf("queue %s: %w", q, err)
+		for {
+			_, err = c.CreateQueue(ctx, fila.QueueConfig{Name: q, VisibilityTimeout: visibility,
+				MaxAttempts: 1 << 20, DeliveryDurability: fila.DeliveryDurabilityCommitted})
+			if err == nil || errors.Is(err, fila.ErrQueueAlreadyExists) {
+				break
+			}
+			// A cluster that has just formed may take longer than PongTimeout to answer the
+			// first admin request (its meta group's first proposal), and the server answers no
+			// Ping while an admin request waits: the client drops the connection, reconnects and
+			// asks again (an earlier attempt may have created the queue).
+			if !errors.Is(err, fila.ErrConnectionLost) && !errors.Is(err, fila.ErrDisconnected) || ctx.Err() != nil {
+				return fmt.Errorf("queue %s: %w", q, err)
+			}
 		}
 	}
 	return nil
