@@ -41,6 +41,8 @@ var (
 	_ Frame = (*PutNode)(nil)
 	_ Frame = (*PutMember)(nil)
 	_ Frame = (*SetDraining)(nil)
+	_ Frame = (*RemoveMember)(nil)
+	_ Frame = (*ReplicaCaughtUp)(nil)
 	_ Frame = (*PutAPIKey)(nil)
 	_ Frame = (*RevokeAPIKey)(nil)
 	_ Frame = (*SetACL)(nil)
@@ -62,6 +64,8 @@ var (
 	_ Frame = (*SnapshotPlacement)(nil)
 	_ Frame = (*SnapshotMember)(nil)
 	_ Frame = (*SnapshotDraining)(nil)
+	_ Frame = (*SnapshotRemoved)(nil)
+	_ Frame = (*SnapshotJoining)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -111,6 +115,10 @@ func New(op Opcode) Frame {
 		return new(PutMember)
 	case OpSetDraining:
 		return new(SetDraining)
+	case OpRemoveMember:
+		return new(RemoveMember)
+	case OpReplicaCaughtUp:
+		return new(ReplicaCaughtUp)
 	case OpPutAPIKey:
 		return new(PutAPIKey)
 	case OpRevokeAPIKey:
@@ -153,6 +161,10 @@ func New(op Opcode) Frame {
 		return new(SnapshotMember)
 	case OpSnapshotDraining:
 		return new(SnapshotDraining)
+	case OpSnapshotRemoved:
+		return new(SnapshotRemoved)
+	case OpSnapshotJoining:
+		return new(SnapshotJoining)
 	}
 	return nil
 }

@@ -157,3 +157,149 @@ func (x *SetDraining) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// RemoveMember is opcode 0x29, a stored record.
+// Removes a member from the cluster. Every queue group it replicated is placed again: the
+// member's place among its replicas goes to another member (the one with the fewest
+// replicas, then the lowest ID; a draining member only when no other is left), which joins
+// the group's Raft configuration, is caught up from its leader (a snapshot, bodies included)
+// and is recorded as joining until it is (ReplicaCaughtUp); a group no other member can take
+// keeps one replica fewer. The removed ID is remembered, and no node joins under it again.
+// Refused, changing nothing: when no member has the ID; when it is the last member; unless
+// force, when the member is not draining.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       id     u16 length, then UTF-8
+//	+       force  u8 (0 or 1)
+type RemoveMember struct {
+	// The node's ID (its Raft server ID).
+	ID string
+
+	// Remove it even when it is not draining (a node lost for good).
+	Force bool
+}
+
+// Opcode returns OpRemoveMember.
+func (*RemoveMember) Opcode() Opcode {
+	return OpRemoveMember
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *RemoveMember) Size() int {
+	n := 3
+	n += len(x.ID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *RemoveMember) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	b = wire.AppendBool(b, x.Force)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *RemoveMember) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+	x.Force = r.Bool()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *RemoveMember) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *RemoveMember) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpRemoveMember,
+		}
+	}
+	return nil
+}
+
+// ReplicaCaughtUp is opcode 0x2a, a stored record.
+// Records that a replica placed by a RemoveMember has caught up with its group's leader: it
+// is no longer joining, and the group's leader makes it a voter and takes the removed node's
+// replica out of the group's Raft configuration. Ignored when the group or the replica is not
+// joining (a repeat, or a group deleted or placed again meanwhile).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       queue  u16 length, then UTF-8
+//	+       id     u16 length, then UTF-8
+type ReplicaCaughtUp struct {
+	// The group's queue (not its dead-letter queue).
+	Queue string
+
+	// The ID of the node whose replica caught up.
+	ID string
+}
+
+// Opcode returns OpReplicaCaughtUp.
+func (*ReplicaCaughtUp) Opcode() Opcode {
+	return OpReplicaCaughtUp
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ReplicaCaughtUp) Size() int {
+	n := 4
+	n += len(x.Queue)
+	n += len(x.ID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ReplicaCaughtUp) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	b = wire.AppendString16(b, x.ID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ReplicaCaughtUp) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), false)
+	x.ID = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ReplicaCaughtUp) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, false); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ReplicaCaughtUp) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpReplicaCaughtUp,
+		}
+	}
+	return nil
+}

@@ -693,102 +693,133 @@ func (x *SnapshotDraining) Decode(body []byte) error {
 	return nil
 }
 
-// SnapshotPlacement is opcode 0x5a, a stored record.
-// Where a queue group lives, in a meta group snapshot, after the queue definitions. A group
-// without one was created while no node was known and lives on the node that applies it.
+// SnapshotRemoved is opcode 0x5d, a stored record.
+// The ID of a node removed from the cluster (see RemoveMember), in a meta group snapshot, after
+// the members.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
-//	offset  field        encoding
-//	0       queue        u16 length, then UTF-8
-//	+       replication  u32
-//	+       replicas     u32 count, then each string
-type SnapshotPlacement struct {
-	// The group's queue (not its dead-letter queue).
-	Queue string
-
-	// The replication asked for (0 = the default).
-	Replication uint32
-
-	// The IDs of the nodes that replicate it; the first is its preferred leader.
-	Replicas []string
+//	offset  field  encoding
+//	0       id     u16 length, then UTF-8
+type SnapshotRemoved struct {
+	// The node's ID.
+	ID string
 }
 
-// Opcode returns OpSnapshotPlacement.
-func (*SnapshotPlacement) Opcode() Opcode {
-	return OpSnapshotPlacement
+// Opcode returns OpSnapshotRemoved.
+func (*SnapshotRemoved) Opcode() Opcode {
+	return OpSnapshotRemoved
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *SnapshotPlacement) Size() int {
-	n := 10
-	n += len(x.Queue)
-	n += 2 * len(x.Replicas)
-	for i0 := range x.Replicas {
-		n += len(x.Replicas[i0])
-	}
+func (x *SnapshotRemoved) Size() int {
+	n := 2
+	n += len(x.ID)
 	return n
 }
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *SnapshotPlacement) AppendTo(b []byte) []byte {
-	b = wire.AppendString16(b, x.Queue)
-	b = wire.AppendU32(b, x.Replication)
-	b = wire.AppendCount(b, wire.Count32, len(x.Replicas))
-	for i0 := range x.Replicas {
-		b = wire.AppendString16(b, x.Replicas[i0])
-	}
+func (x *SnapshotRemoved) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
 	return b
 }
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *SnapshotPlacement) DecodeFrom(r *wire.Reader) {
-	x.Queue = r.String(r.Len16(65535), false)
-	x.Replication = r.U32()
-	{
-		n0 := r.Count(wire.Count32, 2)
-		if cap(x.Replicas) >= n0 {
-			x.Replicas = x.Replicas[:n0]
-		} else {
-			x.Replicas = make([]string, n0)
-		}
-		for i0 := range x.Replicas {
-			x.Replicas[i0] = r.String(r.Len16(65535), false)
-			if r.Err() != nil {
-				break
-			}
-		}
-	}
+func (x *SnapshotRemoved) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *SnapshotPlacement) Check() error {
-	if err := wire.CheckString(x.Queue, 65535, false); err != nil {
-		return wire.AtField("queue", -1, err)
-	}
-	if err := wire.CheckCount(len(x.Replicas), math.MaxUint32); err != nil {
-		return wire.AtField("replicas", -1, err)
-	}
-	for i0 := range x.Replicas {
-		if err := wire.CheckString(x.Replicas[i0], 65535, false); err != nil {
-			return wire.AtField("replicas", i0, err)
-		}
+func (x *SnapshotRemoved) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
 	}
 	return nil
 }
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *SnapshotPlacement) Decode(body []byte) error {
+func (x *SnapshotRemoved) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpSnapshotPlacement,
+			Opcode: OpSnapshotRemoved,
+		}
+	}
+	return nil
+}
+
+// SnapshotJoining is opcode 0x5e, a stored record.
+// A replica that is joining its queue group (see RemoveMember), in a meta group snapshot, after
+// the placements.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       queue  u16 length, then UTF-8
+//	+       id     u16 length, then UTF-8
+type SnapshotJoining struct {
+	// The group's queue (not its dead-letter queue).
+	Queue string
+
+	// The ID of the node whose replica joins.
+	ID string
+}
+
+// Opcode returns OpSnapshotJoining.
+func (*SnapshotJoining) Opcode() Opcode {
+	return OpSnapshotJoining
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotJoining) Size() int {
+	n := 4
+	n += len(x.Queue)
+	n += len(x.ID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotJoining) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	b = wire.AppendString16(b, x.ID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotJoining) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), false)
+	x.ID = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotJoining) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, false); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotJoining) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotJoining,
 		}
 	}
 	return nil

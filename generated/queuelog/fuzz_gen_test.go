@@ -146,6 +146,16 @@ func FuzzSetDraining(f *testing.F) {
 		return new(SetDraining)
 	}, sampleSetDraining(1), sampleSetDraining(2), new(SetDraining))
 }
+func FuzzRemoveMember(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(RemoveMember)
+	}, sampleRemoveMember(1), sampleRemoveMember(2), new(RemoveMember))
+}
+func FuzzReplicaCaughtUp(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ReplicaCaughtUp)
+	}, sampleReplicaCaughtUp(1), sampleReplicaCaughtUp(2), new(ReplicaCaughtUp))
+}
 func FuzzPutAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(PutAPIKey)
@@ -250,6 +260,16 @@ func FuzzSnapshotDraining(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(SnapshotDraining)
 	}, sampleSnapshotDraining(1), sampleSnapshotDraining(2), new(SnapshotDraining))
+}
+func FuzzSnapshotRemoved(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotRemoved)
+	}, sampleSnapshotRemoved(1), sampleSnapshotRemoved(2), new(SnapshotRemoved))
+}
+func FuzzSnapshotJoining(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotJoining)
+	}, sampleSnapshotJoining(1), sampleSnapshotJoining(2), new(SnapshotJoining))
 }
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.

@@ -91,6 +91,10 @@ const (
 	OpPutMember Opcode = 0x27
 	// OpSetDraining is SetDraining (a stored record).
 	OpSetDraining Opcode = 0x28
+	// OpRemoveMember is RemoveMember (a stored record).
+	OpRemoveMember Opcode = 0x29
+	// OpReplicaCaughtUp is ReplicaCaughtUp (a stored record).
+	OpReplicaCaughtUp Opcode = 0x2a
 	// OpPutAPIKey is PutAPIKey (a stored record).
 	OpPutAPIKey Opcode = 0x30
 	// OpRevokeAPIKey is RevokeAPIKey (a stored record).
@@ -133,6 +137,10 @@ const (
 	OpSnapshotMember Opcode = 0x5b
 	// OpSnapshotDraining is SnapshotDraining (a stored record).
 	OpSnapshotDraining Opcode = 0x5c
+	// OpSnapshotRemoved is SnapshotRemoved (a stored record).
+	OpSnapshotRemoved Opcode = 0x5d
+	// OpSnapshotJoining is SnapshotJoining (a stored record).
+	OpSnapshotJoining Opcode = 0x5e
 )
 
 // opcodeInfo is what the spec says about one opcode.
@@ -164,6 +172,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpPutNode:            {"PutNode"},
 	OpPutMember:          {"PutMember"},
 	OpSetDraining:        {"SetDraining"},
+	OpRemoveMember:       {"RemoveMember"},
+	OpReplicaCaughtUp:    {"ReplicaCaughtUp"},
 	OpPutAPIKey:          {"PutAPIKey"},
 	OpRevokeAPIKey:       {"RevokeAPIKey"},
 	OpSetACL:             {"SetACL"},
@@ -185,6 +195,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpSnapshotPlacement:  {"SnapshotPlacement"},
 	OpSnapshotMember:     {"SnapshotMember"},
 	OpSnapshotDraining:   {"SnapshotDraining"},
+	OpSnapshotRemoved:    {"SnapshotRemoved"},
+	OpSnapshotJoining:    {"SnapshotJoining"},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

@@ -79,6 +79,18 @@ func sampleSetDraining(seed int) *SetDraining {
 		ID:       fmt.Sprintf("id-%d-é", seed),
 	}
 }
+func sampleRemoveMember(seed int) *RemoveMember {
+	return &RemoveMember{
+		Force: seed%2 == 1,
+		ID:    fmt.Sprintf("id-%d-é", seed),
+	}
+}
+func sampleReplicaCaughtUp(seed int) *ReplicaCaughtUp {
+	return &ReplicaCaughtUp{
+		ID:    fmt.Sprintf("id-%d-é", seed),
+		Queue: fmt.Sprintf("queue-%d-é", seed),
+	}
+}
 func roundTripCasesMetaCommands() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -151,6 +163,18 @@ func roundTripCasesMetaCommands() []roundTripCase {
 			return new(SetDraining)
 		},
 		full: sampleSetDraining(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(RemoveMember)
+		},
+		full: sampleRemoveMember(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ReplicaCaughtUp)
+		},
+		full: sampleReplicaCaughtUp(1),
 		tail: 0,
 	}}
 }

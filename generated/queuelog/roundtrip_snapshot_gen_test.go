@@ -160,6 +160,15 @@ func sampleSnapshotMember(seed int) *SnapshotMember {
 func sampleSnapshotDraining(seed int) *SnapshotDraining {
 	return &SnapshotDraining{ID: fmt.Sprintf("id-%d-é", seed)}
 }
+func sampleSnapshotRemoved(seed int) *SnapshotRemoved {
+	return &SnapshotRemoved{ID: fmt.Sprintf("id-%d-é", seed)}
+}
+func sampleSnapshotJoining(seed int) *SnapshotJoining {
+	return &SnapshotJoining{
+		ID:    fmt.Sprintf("id-%d-é", seed),
+		Queue: fmt.Sprintf("queue-%d-é", seed),
+	}
+}
 func sampleSnapshotPlacement(seed int) *SnapshotPlacement {
 	return &SnapshotPlacement{
 		Queue: fmt.Sprintf("queue-%d-é", seed),
@@ -275,6 +284,18 @@ func roundTripCasesSnapshot() []roundTripCase {
 			return new(SnapshotDraining)
 		},
 		full: sampleSnapshotDraining(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotRemoved)
+		},
+		full: sampleSnapshotRemoved(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotJoining)
+		},
+		full: sampleSnapshotJoining(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
