@@ -36,6 +36,9 @@ type Assignment struct {
 	// Replicas are the nodes that host the group, its preferred leader first; never empty (a
 	// group placed while no member was known lives on Catalog.Self).
 	Replicas []NodeID
+	// Joining are the replicas placed by a RemoveMember that have not caught up yet (membership.go):
+	// such a replica starts empty and is sent its state by the group's leader.
+	Joining []NodeID
 }
 
 // Name is the group's name: its queue's.
@@ -57,6 +60,7 @@ type addrs struct {
 type placement struct {
 	replication uint32
 	replicas    []NodeID
+	joining     []NodeID // of replicas: placed by a RemoveMember, not caught up yet
 }
 
 // load counts what a node hosts.
@@ -74,6 +78,7 @@ type Catalog struct {
 	groups     int                          // queues that are no dead-letter queue
 	config     map[string]string
 	nodes      map[NodeID]addrs // members: their addresses
+	removed    map[NodeID]bool  // nodes removed from the cluster (RemoveMember)
 	placements map[string]placement
 	loads      map[NodeID]load // from placements
 }
@@ -88,6 +93,7 @@ func newCatalog(self NodeID) *Catalog {
 func (c *Catalog) reset() {
 	c.queues, c.groups, c.config = map[string]store.QueueRecord{}, 0, map[string]string{}
 	c.nodes, c.placements, c.loads = map[NodeID]addrs{}, map[string]placement{}, map[NodeID]load{}
+	c.removed = map[NodeID]bool{}
 }
 
 // Self is the node this catalog belongs to, which hosts every group placed while no member was
@@ -226,7 +232,8 @@ func (c *Catalog) assignment(name string) (Assignment, bool) {
 	if len(replicas) == 0 {
 		replicas = []NodeID{c.self}
 	}
-	return Assignment{Queue: q, DeadLetter: dlq, Replication: p.replication, Replicas: replicas}, true
+	return Assignment{Queue: q, DeadLetter: dlq, Replication: p.replication, Replicas: replicas,
+		Joining: slices.Clone(p.joining)}, true
 }
 
 // putQueue stores a definition; c.mu is held.

@@ -67,6 +67,10 @@ func (c *Catalog) apply(f queuelog.Frame, ch *changes) error {
 		return c.putNode(cmd, ch)
 	case *queuelog.SetDraining:
 		return c.setDraining(cmd, ch)
+	case *queuelog.RemoveMember:
+		return c.removeMember(cmd, ch)
+	case *queuelog.ReplicaCaughtUp:
+		c.caughtUp(cmd, ch)
 	case *queuelog.PutNode: // a log written before PutMember
 		return c.putNode(&queuelog.PutMember{ID: cmd.ID, Address: cmd.Address}, ch)
 	case *queuelog.PutQueue:
@@ -166,6 +170,9 @@ func (c *Catalog) updateQueue(cmd *queuelog.UpdateQueue, ch *changes) error {
 func (c *Catalog) putNode(cmd *queuelog.PutMember, ch *changes) error {
 	if cmd.ID == "" {
 		return refuse(CodeInvalidNode, "a node needs an ID")
+	}
+	if c.removed[NodeID(cmd.ID)] {
+		return refuse(CodeInvalidNode, "node ID %s was removed from this cluster and is not used again: give the node another ID", cmd.ID)
 	}
 	a := c.nodes[NodeID(cmd.ID)]
 	if cmd.Address != "" {

@@ -93,6 +93,7 @@ type changes struct {
 	existed map[string]bool // whether each existed before
 	config  [][2]string     // config entries set, in order
 	drains  []Node          // drains started or cancelled, in order (ID and Draining)
+	removed []NodeID        // members removed, in order
 }
 
 // touch notes that group is about to change; c.mu is held.
@@ -128,6 +129,11 @@ func (f *FSM) tell(ch *changes) {
 	if w, ok := f.rec.(DrainWatcher); ok {
 		for _, n := range ch.drains {
 			w.DrainSet(n.ID, n.Draining)
+		}
+	}
+	if w, ok := f.rec.(MemberWatcher); ok {
+		for _, id := range ch.removed {
+			w.MemberRemoved(id)
 		}
 	}
 }

@@ -24,6 +24,10 @@ const (
 	CodeInvalidNode
 	// CodeNodeNotFound: no member has the ID.
 	CodeNodeNotFound
+	// CodeNodeNotDrained: a member removed without force is not draining.
+	CodeNodeNotDrained
+	// CodeLastMember: the member is the cluster's last.
+	CodeLastMember
 )
 
 var codeNames = [...]string{
@@ -36,6 +40,8 @@ var codeNames = [...]string{
 	CodeInvalidDefinition: "invalid_definition",
 	CodeInvalidNode:       "invalid_node",
 	CodeNodeNotFound:      "node_not_found",
+	CodeNodeNotDrained:    "node_not_drained",
+	CodeLastMember:        "last_member",
 }
 
 func (c Code) String() string {

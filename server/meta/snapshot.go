@@ -25,8 +25,10 @@ import (
 //	SnapshotAPIKey*     every API key with its ACL
 //	SnapshotMember*     every member (SnapshotNode in snapshots written before it, read still)
 //	SnapshotDraining*   every member that is draining
+//	SnapshotRemoved*    every node removed from the cluster
 //	SnapshotPlacement*  every placed group (and every group created with a replication while no
 //	                    member was known)
+//	SnapshotJoining*    every replica placed by a RemoveMember that has not caught up yet
 //	SnapshotEnd         the count of the frames before it
 //
 // A snapshot of a state with no member and no placement is exactly what releases before
@@ -45,7 +47,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	for _, name := range slices.Sorted(maps.Keys(c.placements)) {
 		p := c.placements[name]
 		s.placements = append(s.placements, &queuelog.SnapshotPlacement{Queue: name, Replication: p.replication, Replicas: idStrings(p.replicas)})
+		for _, id := range p.joining {
+			s.joining = append(s.joining, &queuelog.SnapshotJoining{Queue: name, ID: string(id)})
+		}
 	}
+	s.removed = idStrings(slices.Sorted(maps.Keys(c.removed)))
 	return s, nil
 }
 
@@ -55,6 +61,8 @@ type snapshot struct {
 	keys       []auth.Record
 	nodes      []Node
 	placements []*queuelog.SnapshotPlacement
+	joining    []*queuelog.SnapshotJoining
+	removed    []string
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
@@ -83,8 +91,14 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 			put(&queuelog.SnapshotDraining{ID: string(nd.ID)})
 		}
 	}
+	for _, id := range s.removed {
+		put(&queuelog.SnapshotRemoved{ID: id})
+	}
 	for _, p := range s.placements {
 		put(p)
+	}
+	for _, j := range s.joining {
+		put(j)
 	}
 	put(&queuelog.SnapshotEnd{Frames: n})
 	if err := w.Flush(); err != nil {
@@ -108,7 +122,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	c.mu.Lock()
 	before := c.groupNames()
 	c.queues, c.groups, c.config = next.queues, next.groups, next.config
-	c.nodes, c.placements = next.nodes, next.placements
+	c.nodes, c.placements, c.removed = next.nodes, next.placements, next.removed
 	c.recount()
 	after := c.groupNames()
 	c.mu.Unlock()
@@ -171,6 +185,15 @@ func readSnapshot(r io.Reader) (*Catalog, []auth.Record, error) {
 			next.nodes[NodeID(c.ID)] = a
 		case *queuelog.SnapshotPlacement:
 			next.placements[c.Queue] = placement{replication: c.Replication, replicas: nodeIDs(c.Replicas)}
+		case *queuelog.SnapshotRemoved:
+			next.removed[NodeID(c.ID)] = true
+		case *queuelog.SnapshotJoining:
+			p, ok := next.placements[c.Queue]
+			if !ok || !slices.Contains(p.replicas, NodeID(c.ID)) {
+				return nil, nil, fmt.Errorf("joining replica %q of %q is no replica", c.ID, c.Queue)
+			}
+			p.joining = append(p.joining, NodeID(c.ID))
+			next.placements[c.Queue] = p
 		case *queuelog.SnapshotEnd:
 			if c.Frames != frames {
 				return nil, nil, errors.New("incomplete")
