@@ -481,3 +481,51 @@ func TestClusterLeaseKeepAliveFollowsTheNewLeader(t *testing.T) {
 		t.Fatalf("Ack after the failover: %v", err)
 	}
 }
+
+// On a fast queue the SDK's keep-alive takes a lease back during the new leader's reclaim grace:
+// once the node that delivered it is gone, the SDK extends it through the Cluster at once, so the
+// message is not delivered again when the grace ends (a message nobody held is, and shows that
+// the grace has ended), and its Ack works.
+func TestClusterLeaseKeepAliveReclaimsAFastLease(t *testing.T) {
+	const grace = 3 * time.Second
+	tc := startTestCluster(t)
+	createQueueWith(t, tc, fila.QueueConfig{Name: "reclaimed", VisibilityTimeout: time.Minute,
+		DeliveryDurability: fila.DeliveryDurabilityFast, ReclaimGrace: grace}, nil)
+	prod := dialTestCluster(t, tc.seeds(), nil)
+	enqueueAll(t, prod, "reclaimed", "working", "waiting")
+	waitDurability(t, prod, "reclaimed", "fast")
+	a := dialTestCluster(t, tc.seeds(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*serverWait)
+	defer cancel()
+	subA, err := a.Consume(ctx, "reclaimed", fila.ConsumeOptions{MaxUnacked: 1, MaxDeliveries: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subA.Close()
+	d, err := subA.Next(ctx)
+	if err != nil || string(d.Payload) != "working" {
+		t.Fatalf("first delivery: %v %v", d, err)
+	}
+	rec := newRecorder(t)
+	rec.follow("A", subA) // after the failover A subscribes on the new leader too
+	killed := killLeader(t, tc, subA)
+	b := dialTestCluster(t, tc.seeds(), nil)
+	subB, err := b.Consume(ctx, "reclaimed", fila.ConsumeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subB.Close()
+	rec.follow("B", subB)
+	rec.waitFor(killed.Add(grace), "waiting") // held until the grace ended, then released in enqueue order
+	if s := rec.of("working"); len(s) > 0 {
+		t.Fatalf("the message kept alive was delivered again when the grace ended: %q", rec.all())
+	}
+	select {
+	case <-d.LeaseLost():
+		t.Fatal("the lease was lost after the failover")
+	default:
+	}
+	if err := d.Ack(ctx); err != nil {
+		t.Fatalf("Ack after the grace: %v", err)
+	}
+}

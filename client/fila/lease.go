@@ -184,11 +184,24 @@ func (t *leaseTable) run() {
 // Cluster that lost its node keeps its deliveries' leases alive through the Cluster, which
 // reaches their queues' new leaders (extend), until the Cluster closes; any other client stops
 // (nil).
+//
+// Every kept-alive delivery is extended at once then, without waiting for its turn: the queue's
+// new leader honours a committed queue's leases anyway, but a fast queue's takes them back only
+// during its reclaim grace, which may end before half of a lease.
 func (t *leaseTable) outlive(stop <-chan struct{}) <-chan struct{} {
-	if l, ok := t.c.router.(interface{ lifeDone() <-chan struct{} }); ok && stop == t.c.done {
-		return l.lifeDone()
+	l, ok := t.c.router.(interface{ lifeDone() <-chan struct{} })
+	if !ok || stop != t.c.done {
+		return nil
 	}
-	return nil
+	now := t.clock.Now()
+	t.mu.Lock()
+	for _, d := range t.byID {
+		if d.keepAlive {
+			d.due = now
+		}
+	}
+	t.mu.Unlock()
+	return l.lifeDone()
 }
 
 // scan returns the deliveries whose extension is due (or nearly: within an eighth of their
