@@ -27,7 +27,10 @@ import (
 //     again once their lease ends (or, on a queue with fast delivery durability, after the new
 //     leader's reclaim grace): that redelivery is the only thing the application sees.
 //   - Ack, Nack and ExtendLease of a Delivery go to the node that delivered it; when that node is
-//     gone or no longer leads the queue, they are sent to the queue's current leader.
+//     gone or no longer leads the queue, they are sent to the queue's current leader. So does the
+//     lease keep-alive: when the node is gone it extends that node's deliveries there at once (a
+//     fast queue's new leader takes them back during its reclaim grace), so a delivery kept alive
+//     is not delivered again.
 //   - NotLeader, NodeNotReady (an election), AuthStateStale (a node unsure of its keys: another
 //     node is tried), ChannelFull (retry_after_ms honoured) and lost connections are retried,
 //     with backoff, for at most Options.FailoverTimeout per call (and within its context).
