@@ -17,11 +17,11 @@ import (
 // Rebalancing (clustering.md, "Operations"): while the meta state's rebalancing mode is enabled
 // (SetRebalancing; a pause that has run out counts as enabled), the node that leads the meta
 // group spreads the queue groups' leaderships evenly over the nodes that are up and do not drain.
-// Every rebalanceTick it counts who leads each group, as GetClusterStatus does, and when some
-// node leads at least two more groups than another, it moves a few of them (at most
-// rebalanceMoves a round) from the nodes that lead the most to the nodes that lead the fewest,
-// each to a replica of the group, preferring the group's preferred leader (the placement's
-// choice). A move is the one MoveQueueLeader makes (the group's leader transfers its leadership
+// Every rebalanceTick (rebalanceSoon after a round that moved as many as it may) it counts who
+// leads each group, as GetClusterStatus does, and when some node leads at least two more groups
+// than another, it moves a few of them (at most rebalanceMoves a round) from the nodes that lead
+// the most to the nodes that lead the fewest, each to a replica of the group, preferring the
+// group's preferred leader (the placement's choice). A move is the one MoveQueueLeader makes (the group's leader transfers its leadership
 // and answers once the target leads), and counts once the target leads.
 //
 // Against flapping: a move only goes from a node above the even share to a node below it whose
@@ -37,8 +37,9 @@ import (
 // Timing of rebalancing.
 const (
 	rebalanceTick     = 2 * time.Second
-	rebalanceMoves    = 8 // moves a round, at most
-	rebalanceParallel = 4 // moves under way at once, at most
+	rebalanceSoon     = 500 * time.Millisecond // the next round after a full one
+	rebalanceMoves    = 8                      // moves a round, at most
+	rebalanceParallel = 4                      // moves under way at once, at most
 	rebalanceCooldown = 30 * time.Second
 )
 
@@ -62,9 +63,10 @@ func newRebalancer(b *Broker) *rebalancer {
 	}
 }
 
-// run plays a round every rebalanceTick until the broker closes.
+// run plays a round every rebalanceTick until the broker closes, or rebalanceSoon after a round
+// that moved as many as a round may (more are likely to wait).
 func (r *rebalancer) run() {
-	t := time.NewTicker(rebalanceTick)
+	t := time.NewTimer(rebalanceTick)
 	defer t.Stop()
 	for {
 		select {
@@ -72,7 +74,11 @@ func (r *rebalancer) run() {
 			return
 		case <-t.C:
 		}
-		r.round()
+		next := rebalanceTick
+		if r.round() >= rebalanceMoves {
+			next = rebalanceSoon
+		}
+		t.Reset(next)
 	}
 }
 
@@ -87,16 +93,16 @@ func (r *rebalancer) active() bool {
 	return mode == RebalancingEnabled
 }
 
-// round counts the leaderships and moves the groups planned.
-func (r *rebalancer) round() {
+// round counts the leaderships and moves the groups planned; it returns how many moved.
+func (r *rebalancer) round() int {
 	if !r.active() {
 		r.seen, r.up = nil, nil // start afresh: a new observation first
-		return
+		return 0
 	}
 	v := r.observe()
 	plan := planMoves(v.counts, v.movable, rebalanceMoves)
 	if len(plan) == 0 {
-		return
+		return 0
 	}
 	until := time.Now().Add(rebalanceCooldown)
 	for _, m := range plan {
@@ -129,6 +135,7 @@ func (r *rebalancer) round() {
 		attrs = append(attrs, "failed", failed)
 	}
 	r.b.log.Info("rebalancing: moved queue group leaderships", attrs...)
+	return int(moved.Load())
 }
 
 // leadView is a round's count: the groups each node that may lead leads, and those of them that

@@ -2,11 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/internal/fibptest"
 )
 
 // Three real processes, every queue group on all three, twelve queues kept awake: with
@@ -194,4 +197,57 @@ func TestRebalancingOnProcesses(t *testing.T) {
 	for _, q := range queues {
 		enqueueOnLeader(t, nodes, q, "after")
 	}
+}
+
+// TestMeasureRebalance (FILA_MEASURE_REBALANCE=N only) creates N queues on three processes, kept
+// awake, drains the node leading the most of them with rebalancing disabled, undrains it, and
+// measures how long rebalancing, enabled then, takes to give it its share (every node's count
+// within one of the others on the meta leader's GetClusterStatus), and how many moves it made
+// against the surplus.
+func TestMeasureRebalance(t *testing.T) {
+	n, _ := strconv.Atoi(os.Getenv("FILA_MEASURE_REBALANCE"))
+	if n <= 0 {
+		t.Skip("FILA_MEASURE_REBALANCE=N measures the rebalancing of N queues' leaderships after an undrain on three nodes")
+	}
+	bin := buildServer(t)
+	nodes, _ := formCluster(t, bin, "--queue-idle-timeout", "1h", "--http-listen", "127.0.0.1:0", "--log-level", "info")
+	setRebalancing(t, nodes[0], fibp.RebalancingDisabled, 0)
+	c := fibptest.Dial(t, nodes[0].addrs.FIBP)
+	defer c.NC.Close()
+	c.Handshake()
+	queues := []string{"orders"}
+	for i := range n - 1 {
+		q := fmt.Sprintf("m%04d", i)
+		if r := c.Call(uint32(i+2), &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+		queues = append(queues, q)
+	}
+	waitFor(t, "every queue has a leader", func() bool { return leadsNone(t, nodes[0], queues, 0) })
+	t.Logf("%d queues created: leaderships %v", n, leaderships(t, nodes[0]))
+	drained := nodes[2]
+	for _, drain := range []bool{true, false} {
+		if r := admin(t, nodes[0], &fibp.DrainNode{NodeID: uint64(drained.id), Drain: drain}).(*fibp.DrainNodeResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("DrainNode(%v): %v", drain, r.ErrorCode)
+		}
+		waitUntil(t, 5*time.Minute, "the drain is done or cancelled", func() bool {
+			s := nodeStatus(t, nodes[0], drained.id)
+			return drain && s.QueueLeaderships == 0 || !drain && s.State == fibp.NodeStateUp
+		})
+	}
+	meta := nodes[clusterStatus(t, nodes[0]).MetaLeaderNodeID-1]
+	before, moves := leaderships(t, meta), rebalanceMoves(t, nodes)
+	start := time.Now()
+	setRebalancing(t, nodes[0], fibp.RebalancingEnabled, 0)
+	waitUntil(t, 10*time.Minute, "the leaderships are spread evenly", func() bool {
+		c := leaderships(t, meta)
+		lo, hi := n, 0
+		for _, v := range c {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		return hi-lo <= 1
+	})
+	took, moved := time.Since(start), rebalanceMoves(t, nodes)-moves
+	t.Logf("%d queues: from %v to %v in %v, %d moves (surplus over the even share %d)", n, before, leaderships(t, meta),
+		took.Round(time.Millisecond), moved, surplus(before, n/3))
 }
