@@ -428,7 +428,13 @@ func (b *Broker) SetRebalancing(m RebalancingMode, pauseMs uint64) *Error {
 	default:
 		return errorf(CodeInvalidConfigValue, "rebalancing mode %d is not 0, 1 or 2", m)
 	}
-	for _, kv := range [][2]string{{rebalancingKey, mode}, {rebalancingEndsKey, ends}} {
+	// Two entries, ordered so that no moment in between reads as enabled: a pause's end before
+	// its mode, a cleared end after the mode that needs none.
+	order := [][2]string{{rebalancingKey, mode}, {rebalancingEndsKey, ends}}
+	if m == RebalancingPaused {
+		order[0], order[1] = order[1], order[0]
+	}
+	for _, kv := range order {
 		if e := b.SetConfig(kv[0], kv[1]); e != nil {
 			return e
 		}
