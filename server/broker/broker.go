@@ -139,9 +139,10 @@ type Broker struct {
 	metaGroup *raftgroup.Group // nil after a failed write stopped it (storagehealth.go); changed under adminMu and mu
 	metaIndex *atomic.Uint64   // the last entry the meta state machine applied (restart.go)
 	reg       *registry.Registry[*actor]
-	fwd       *forwarder  // hands requests for queues other nodes lead to them (forward.go); nil on a single node
-	drain     *drainer    // hands this node's leaderships away while it drains (drain.go); nil on a single node
-	rebal     *rebalancer // evens out the queue groups' leaderships while this node leads the meta group (rebalance.go); nil on a single node
+	fwd       *forwarder    // hands requests for queues other nodes lead to them (forward.go); nil on a single node
+	drain     *drainer      // hands this node's leaderships away while it drains (drain.go); nil on a single node
+	rebal     *rebalancer   // evens out the queue groups' leaderships while this node leads the meta group (rebalance.go); nil on a single node
+	members   *memberWorker // carries out this node's share of removals (membership.go); nil on a single node
 
 	stopWatch, watchDone chan struct{} // watchStorage
 	storageStuck         chan struct{} // closed by watchStorage once the store is stuck
@@ -240,6 +241,7 @@ func Open(o Options) (*Broker, error) {
 		b.fwd = newForwarder(b)
 		b.drain = newDrainer(b)
 		b.rebal = newRebalancer(b)
+		b.members = newMemberWorker(b)
 	}
 	b.dedup.open(o.MemoryBudget)
 	b.openThrottles()
@@ -274,6 +276,9 @@ func Open(o Options) (*Broker, error) {
 	if b.rebal != nil {
 		go b.rebal.run()
 	}
+	if b.members != nil {
+		go b.members.run()
+	}
 	return b, nil
 }
 
@@ -287,7 +292,8 @@ func (b *Broker) openGroup(name string, fsm raft.FSM, replicas []meta.NodeID) (*
 	if q, ok := fsm.(*queueFSM); ok {
 		snaps = q.attach(logs, snaps)
 	}
-	return b.startGroup(name, logs, snaps, fsm, replicas, false)
+	// A replica placed by a removal starts empty and is sent its state (membership.go).
+	return b.startGroup(name, logs, snaps, fsm, replicas, b.joiningHere(name))
 }
 
 // startGroup starts a Raft group on this node's stores for it.

@@ -120,8 +120,9 @@ func (b *Broker) recordMembers() error {
 		known[n.ID] = true
 	}
 	var cmds []queuelog.Frame
+	cat := b.catalog()
 	for _, n := range b.opts.Cluster.Members {
-		if !known[n.ID] {
+		if !known[n.ID] && !cat.Removed(n.ID) { // a founder removed since is no member again
 			cmds = append(cmds, meta.PutNode(n))
 		}
 	}

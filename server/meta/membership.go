@@ -50,6 +50,18 @@ func (c *Catalog) Removed(id NodeID) bool {
 	return c.removed[id]
 }
 
+// RemovedNodes returns the IDs of the nodes removed from the cluster, sorted.
+func (c *Catalog) RemovedNodes() []NodeID {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]NodeID, 0, len(c.removed))
+	for id := range c.removed {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Joining counts the replicas placed by a RemoveMember that have not caught up yet, and the
 // groups they belong to.
 func (c *Catalog) Joining() (replicas, groups int) {

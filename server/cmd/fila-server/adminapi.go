@@ -39,6 +39,7 @@ func newAdminAPI() *adminAPI {
 	api.throttleRoutes()
 	api.keyRoutes()
 	api.clusterRoutes()
+	api.memberRoutes() // adminapi_cluster.go
 	return api
 }
 

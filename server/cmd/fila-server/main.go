@@ -193,6 +193,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	ready.set(phaseServing)
 	logReady(log, cfg, ln, tlsCerts != nil, b)
 
+	go stopWhenRemoved(b.Removed(), sig, log) // membership.go
 	if err := awaitStop(sig, hup, served, b.StorageStuck(), tlsCerts, rn, log); err != nil {
 		return err // no shutdown: closing would wait for the requests blocked in the store
 	}

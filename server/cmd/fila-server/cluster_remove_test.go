@@ -1,0 +1,182 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/filamq/fila/generated/fibp"
+)
+
+// Four real processes — three founders and node 10, joined — and six queues of three replicas
+// holding messages. Removing node 3, a founder and a voter of the meta group, through the admin
+// API: refused for an unknown node (404), while it is not drained (409 node_not_drained), and,
+// drained, while node 2 is down (409 quorum: the meta group would keep one of two voters). With
+// node 2 back, the removal places each of node 3's groups on the node that did not replicate it;
+// the new replicas catch up, the leaders take node 3 out of the groups' Raft configurations (no
+// node leads a group whose configuration differs from its placement), node 3 stops by itself,
+// every queue has a replica on each of nodes 1, 2 and 10 and commits with one of them stopped, and
+// every message stored before is delivered. A node started under the removed ID is refused.
+func TestRemoveADrainedNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	web := []string{"--http-listen", "127.0.0.1:0"}
+	nodes, addrs := formCluster(t, bin, web...)
+	n10 := &clusterProc{id: 10, dir: t.TempDir()}
+	n10.launch(t, bin, freeAddr(t), append([]string{"--join", nodes[0].addrs.Cluster}, web...)...)
+	n10.addrs = waitAddrFile(t, n10.addrFile, n10.p)
+	all := []*clusterProc{nodes[0], nodes[1], nodes[2], n10}
+	for _, n := range all {
+		awaitStatusLists(t, n, n10)
+	}
+	var queues []string
+	stored := map[string][]string{}
+	for i := range 6 {
+		q := fmt.Sprintf("r%d", i)
+		if r := admin(t, n10, &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+		queues = append(queues, q)
+		for j := range 3 {
+			p := fmt.Sprintf("%s-%d", q, j)
+			enqueueOnLeader(t, all, q, p)
+			stored[q] = append(stored[q], p)
+		}
+	}
+
+	// Bad input, and a node that is not drained.
+	node1 := nodes[0]
+	expectRemoveRefused(t, node1, "9", false, http.StatusNotFound, "node_not_found")
+	expectRemoveRefused(t, node1, "3", false, http.StatusConflict, "node_not_drained")
+
+	// Drained, node 3 still may not go while node 2 is down: the meta group would be left with
+	// node 1 alone of its two other voters.
+	if r := admin(t, node1, &fibp.DrainNode{NodeID: 3, Drain: true}).(*fibp.DrainNodeResult); r.ErrorCode != fibp.CodeOk {
+		t.Fatalf("DrainNode 3: %v", r.ErrorCode)
+	}
+	waitFor(t, "node 3 leads nothing", func() bool {
+		s := nodeStatus(t, node1, 3)
+		return s.State == fibp.NodeStateDraining && s.QueueLeaderships == 0 && leadsNone(t, node1, queues, 3) &&
+			clusterStatus(t, node1).MetaLeaderNodeID != 3
+	})
+	node2 := nodes[1]
+	node2.p.cmd.Process.Signal(syscall.SIGKILL)
+	node2.p.wait()
+	waitFor(t, "node 1 sees node 2 unreachable", func() bool {
+		return nodeStatus(t, node1, 2).State == fibp.NodeStateUnreachable
+	})
+	expectRemoveRefused(t, node1, "3", false, http.StatusConflict, "quorum")
+	node2.launch(t, bin, addrs[1], web...)
+	node2.addrs = waitAddrFile(t, node2.addrFile, node2.p)
+	waitFor(t, "node 1 sees node 2 up", func() bool { return nodeStatus(t, node1, 2).State == fibp.NodeStateUp })
+
+	var res struct {
+		NodeID string `json:"node_id"`
+		Groups int    `json:"groups"`
+	}
+	if code := callAdminAPI(t, node2, http.MethodPost, "/api/v1/cluster/members/3/remove", `{}`, &res); code != http.StatusOK {
+		t.Fatalf("removing node 3: HTTP %d", code)
+	}
+	if res.Groups != 7 { // orders and r0-r5, each on all of nodes 1-3 or on three of four
+		t.Logf("node 3 replicated %d groups", res.Groups)
+	}
+	waitFor(t, "the removed node 3 stops by itself", func() bool {
+		select {
+		case <-nodes[2].p.done:
+			return true
+		default:
+			return false
+		}
+	})
+	live := []*clusterProc{node1, node2, n10}
+	for _, n := range live {
+		waitFor(t, fmt.Sprintf("node %d: every new replica caught up, every group it leads settled", n.id), func() bool {
+			var m struct {
+				Members         []struct{ ID string } `json:"members"`
+				Removed         []string              `json:"removed"`
+				JoiningReplicas int                   `json:"joining_replicas"`
+				UnsettledHere   int                   `json:"unsettled_here"`
+			}
+			callAdminAPI(t, n, http.MethodGet, "/api/v1/cluster/members", "", &m)
+			return len(m.Members) == 3 && len(m.Removed) == 1 && m.Removed[0] == "3" && m.JoiningReplicas == 0 && m.UnsettledHere == 0
+		})
+	}
+	for _, q := range append([]string{"orders"}, queues...) {
+		for _, n := range live {
+			if _, err := os.Stat(filepath.Join(n.dir, "snapshots", fmt.Sprintf("q%x", q))); err != nil {
+				t.Fatalf("node %d has no replica of %s after the removal: %v", n.id, q, err)
+			}
+		}
+		for _, n := range live {
+			if r := routes(t, n)[q]; r == 3 {
+				t.Fatalf("node %d names the removed node 3 leader of %s", n.id, q)
+			}
+		}
+	}
+	// Each queue commits with one of its three replicas stopped (so its new replica votes), and
+	// delivers what it held before.
+	for _, q := range queues {
+		leader := enqueueOnLeader(t, live, q, q+"-after")
+		var other *clusterProc
+		for _, n := range live {
+			if n != leader && other == nil {
+				other = n
+			}
+		}
+		expectReplicatedOn(t, live, other, leader, q, q+"-stopped")
+		expectDeliveredByLeader(t, live, q, append(stored[q], q+"-after", q+"-stopped")...)
+	}
+
+	// The removed ID is not used again, even by a node with an empty data directory.
+	refusedLine(t, bin, serverEnv(), "node ID 3 was removed from this cluster",
+		"--log-level", "error", "--data-dir", t.TempDir(), "--node-id", "3", "--cluster-listen", "127.0.0.1:0", "--join", node1.addrs.Cluster)
+	expectRemoveRefused(t, node1, "3", true, http.StatusNotFound, "node_not_found")
+}
+
+// callAdminAPI sends one request to node n's admin API and decodes its JSON answer into v; it returns
+// the HTTP status.
+func callAdminAPI(t *testing.T, n *clusterProc, method, path, body string, v any) int {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, "http://"+n.addrs.HTTP+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("node %d's admin API: %v", n.id, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("node %d answered %s %s with %q: %v", n.id, method, path, b, err)
+	}
+	return res.StatusCode
+}
+
+// expectRemoveRefused asks node n to remove node id and expects a refusal with status and code.
+func expectRemoveRefused(t *testing.T, n *clusterProc, id string, force bool, status int, code string) {
+	t.Helper()
+	var e struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	got := callAdminAPI(t, n, http.MethodPost, "/api/v1/cluster/members/"+id+"/remove", fmt.Sprintf(`{"force":%v}`, force), &e)
+	if got != status || e.Code != code {
+		t.Fatalf("removing node %s (force %v): HTTP %d %s (%s), want %d %s", id, force, got, e.Code, e.Error, status, code)
+	}
+	t.Logf("removing node %s refused: %s", id, e.Error)
+}
