@@ -373,20 +373,7 @@ func TestClusterCommittedLeaseSurvivesAWholeRestart(t *testing.T) {
 	subA.Close()
 	a.Close()
 	prod.Close()
-	for _, n := range tc.nodes { // as a power cut
-		n.p.Kill()
-	}
-	errs := make([]error, len(tc.nodes))
-	var wg sync.WaitGroup
-	for i, n := range tc.nodes {
-		wg.Go(func() { errs[i] = n.start() })
-	}
-	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	restartAll(t, tc)
 	b := dialTestCluster(t, tc.seeds(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*serverWait)
 	defer cancel()
@@ -427,6 +414,65 @@ func TestClusterUpdateRightAfterCreate(t *testing.T) {
 			if err := cl.UpdateQueue(ctx, name, fila.QueueUpdate{DeliveryDurability: &fast}); err != nil {
 				t.Fatalf("UpdateQueue %s on node %d right after its CreateQueue: %v", name, n.id, err)
 			}
+		}
+	}
+}
+
+// restartAll kills every node at once (kill -9, as a power cut) and starts them again, and returns
+// when it started them.
+func restartAll(t *testing.T, tc *testCluster) time.Time {
+	t.Helper()
+	for _, n := range tc.nodes {
+		n.p.Kill()
+	}
+	start := time.Now()
+	errs := make([]error, len(tc.nodes))
+	var wg sync.WaitGroup
+	for i, n := range tc.nodes {
+		wg.Go(func() { errs[i] = n.start() })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return start
+}
+
+// Killed all at once and started again, the nodes of a fast queue hold its pending messages, the
+// one that was leased among them, for the reclaim grace from their start: nobody is sent them
+// before it ends, and then they are delivered with no attempt counted.
+func TestClusterFastLeasesAreHeldAfterAWholeRestart(t *testing.T) {
+	const grace = 3 * time.Second
+	tc := startTestCluster(t)
+	createQueueWith(t, tc, fila.QueueConfig{Name: "held", VisibilityTimeout: time.Minute,
+		DeliveryDurability: fila.DeliveryDurabilityFast, ReclaimGrace: grace}, nil)
+	prod := dialTestCluster(t, tc.seeds(), nil)
+	enqueueAll(t, prod, "held", "leased", "pending")
+	waitDurability(t, prod, "held", "fast")
+	a := dialTestCluster(t, tc.seeds(), nil)
+	subA, _ := leaseAll(t, a, "held", 1)
+	subA.Close()
+	a.Close()
+	prod.Close()
+	started := restartAll(t, tc)
+	b := dialTestCluster(t, tc.seeds(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*serverWait)
+	defer cancel()
+	subB, err := b.Consume(ctx, "held", fila.ConsumeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer subB.Close()
+	t.Logf("subscribed %v after the restart began", time.Since(started).Round(time.Millisecond))
+	rec := newRecorder(t)
+	rec.follow("B", subB)
+	graceEnd := started.Add(grace) // a lower bound: each node started after this
+	rec.waitFor(graceEnd, "leased", "pending")
+	for _, p := range []string{"leased", "pending"} {
+		if s := rec.of(p)[0]; s.at.Before(graceEnd) || s.attempt != 1 {
+			t.Fatalf("after the restart %s was delivered at %v (attempt %d), before the grace ended (after %v)", p, s.at, s.attempt, graceEnd)
 		}
 	}
 }
