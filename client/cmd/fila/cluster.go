@@ -42,6 +42,7 @@ func (a *app) clusterCommand() *cobra.Command {
 	})
 	cmd.AddCommand(a.clusterOpCommands()...) // cluster_ops.go
 	cmd.AddCommand(a.rebalanceCommand())     // cluster_rebalance.go
+	cmd.AddCommand(a.memberCommands()...)    // cluster_members.go
 	return cmd
 }
 

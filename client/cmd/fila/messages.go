@@ -302,12 +302,17 @@ func queuePath(queue string, parts ...string) string {
 // v; a refusal is an error with the broker's reason. A purge may take long: its time limit is
 // the context's, --timeout bounding connecting.
 func (a *app) adminHTTP(ctx context.Context, addr, method, path string, v any) error {
+	return a.adminHTTPWith(ctx, addr, method, path, "{}", v)
+}
+
+// adminHTTPWith is adminHTTP with reqBody, a JSON value, as the request's body.
+func (a *app) adminHTTPWith(ctx context.Context, addr, method, path, reqBody string, v any) error {
 	if method != http.MethodPost {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, a.timeout.Duration)
 		defer cancel()
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, strings.NewReader("{}"))
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+path, strings.NewReader(reqBody))
 	if err != nil {
 		return usagef("--http-addr %q: %v", addr, err)
 	}
