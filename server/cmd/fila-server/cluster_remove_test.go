@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/internal/fibptest"
 )
 
 // Four real processes — three founders and node 10, joined — and six queues of three replicas
@@ -179,4 +180,102 @@ func expectRemoveRefused(t *testing.T, n *clusterProc, id string, force bool, st
 		t.Fatalf("removing node %s (force %v): HTTP %d %s (%s), want %d %s", id, force, got, e.Code, e.Error, status, code)
 	}
 	t.Logf("removing node %s refused: %s", id, e.Error)
+}
+
+// A node lost for good (its disk, say): killed, it is removed with force (without, it is refused
+// as not drained), and a replacement joins under a new ID with an empty data directory. The
+// queues of three replicas it held are placed again and deliver every message; queue solo, whose
+// only replica it held, cannot be served — a new replica is placed but has nobody to catch up
+// from, and the members show it catching up — until it is deleted and created again.
+func TestReplaceALostNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	web := []string{"--http-listen", "127.0.0.1:0"}
+	nodes, _ := formCluster(t, bin, web...)
+	n10 := &clusterProc{id: 10, dir: t.TempDir()}
+	n10.launch(t, bin, freeAddr(t), append([]string{"--join", nodes[0].addrs.Cluster, "--replication", "1"}, web...)...)
+	n10.addrs = waitAddrFile(t, n10.addrFile, n10.p)
+	all := []*clusterProc{nodes[0], nodes[1], nodes[2], n10}
+	for _, n := range all {
+		awaitStatusLists(t, n, n10)
+	}
+	if r := admin(t, n10, &fibp.CreateQueue{Name: "solo"}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+		t.Fatalf("CreateQueue solo: %v", r.ErrorCode)
+	}
+	enqueueOnLeader(t, all, "solo", "only-here")
+	queues := []string{"orders", "s0", "s1", "s2"}
+	for _, q := range queues[1:] {
+		if r := admin(t, nodes[0], &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+	}
+	for _, q := range queues {
+		enqueueOnLeader(t, all, q, q+"-kept")
+	}
+	var lost *clusterProc
+	for _, n := range all {
+		if _, err := os.Stat(filepath.Join(n.dir, "snapshots", fmt.Sprintf("q%x", "solo"))); err == nil {
+			lost = n
+		}
+	}
+	var live []*clusterProc
+	for _, n := range all {
+		if n != lost {
+			live = append(live, n)
+		}
+	}
+	t.Logf("node %d, solo's only replica, is lost", lost.id)
+	lost.p.cmd.Process.Signal(syscall.SIGKILL)
+	lost.p.wait()
+	waitFor(t, "the lost node shows unreachable", func() bool {
+		return nodeStatus(t, live[0], lost.id).State == fibp.NodeStateUnreachable
+	})
+	id := fmt.Sprint(lost.id)
+	expectRemoveRefused(t, live[0], id, false, http.StatusConflict, "node_not_drained")
+	var res struct{ Groups int }
+	if code := callAdminAPI(t, live[1], http.MethodPost, "/api/v1/cluster/members/"+id+"/remove", `{"force":true}`, &res); code != http.StatusOK {
+		t.Fatalf("removing node %s with force: HTTP %d", id, code)
+	}
+	for _, n := range live {
+		waitFor(t, fmt.Sprintf("node %d: only solo's new replica still catching up", n.id), func() bool {
+			var m struct {
+				JoiningGroups int `json:"joining_groups"`
+				UnsettledHere int `json:"unsettled_here"`
+			}
+			callAdminAPI(t, n, http.MethodGet, "/api/v1/cluster/members", "", &m)
+			return m.JoiningGroups == 1 && m.UnsettledHere == 0
+		})
+	}
+	for _, n := range live {
+		c := fibptest.Dial(t, n.addrs.FIBP)
+		c.Handshake()
+		r := c.Call(1, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "solo", Payload: []byte("x")}}}).(*fibp.EnqueueResult)
+		c.NC.Close()
+		if code := r.Results[0].ErrorCode; code == fibp.CodeOk {
+			t.Fatalf("node %d took an enqueue to solo, whose every replica is lost", n.id)
+		} else {
+			t.Logf("an enqueue to solo through node %d: %v", n.id, code)
+		}
+	}
+	for _, q := range queues {
+		expectDeliveredByLeader(t, live, q, q+"-kept")
+	}
+	// solo is deleted and created again, empty; it serves.
+	if r := admin(t, live[0], &fibp.DeleteQueue{Queue: "solo"}).(*fibp.DeleteQueueResult); r.ErrorCode != fibp.CodeOk {
+		t.Fatalf("DeleteQueue solo: %v", r.ErrorCode)
+	}
+	if r := admin(t, live[0], &fibp.CreateQueue{Name: "solo"}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+		t.Fatalf("CreateQueue solo again: %v", r.ErrorCode)
+	}
+	enqueueOnLeader(t, live, "solo", "again")
+
+	// The replacement: a new ID, an empty data directory, --join.
+	n11 := &clusterProc{id: 11, dir: t.TempDir()}
+	n11.launch(t, bin, freeAddr(t), append([]string{"--join", live[0].addrs.Cluster}, web...)...)
+	n11.addrs = waitAddrFile(t, n11.addrFile, n11.p)
+	for _, n := range append(live, n11) {
+		awaitStatusLists(t, n, n11)
+	}
 }
