@@ -28,8 +28,11 @@ import (
 // count is at least two lower, so every move narrows the spread and nothing moves once counts
 // differ by at most one; a group is moved only when the same node led it at the previous round
 // too (no election or move under way), and never again within rebalanceCooldown of its last
-// move; a node counts only once it was up at the previous round too (a node that just came back
-// first opens its replicas). Groups that sleep (hibernation) count for their preferred leader, as
+// move (rebalanceRetry when the move failed); a node is given leaderships once it has been up for
+// rebalanceWarmup (a node that just came back first opens its replicas and catches up); and no
+// round moves anything while some group has no leader, or one that is down or has just come up
+// (an election under way: the counts are not what they will be), for rebalanceSettle at most (a
+// group that cannot elect a leader holds nothing up for good). Groups that sleep (hibernation) count for their preferred leader, as
 // GetClusterStatus shows them, and are not woken to be moved; groups the meta leader does not
 // replicate count for their preferred leader too, and are not moved (it does not know who leads
 // them).
@@ -40,7 +43,10 @@ const (
 	rebalanceSoon     = 500 * time.Millisecond // the next round after a full one
 	rebalanceMoves    = 8                      // moves a round, at most
 	rebalanceParallel = 4                      // moves under way at once, at most
-	rebalanceCooldown = 30 * time.Second
+	rebalanceCooldown = 30 * time.Second       // a group that moved is left alone this long
+	rebalanceRetry    = 5 * time.Second        // a group whose move failed, this long
+	rebalanceWarmup   = 5 * time.Second        // a node is given leaderships once up this long
+	rebalanceSettle   = 10 * time.Second       // groups without a leader that may lead hold moves up this long at most
 )
 
 // rebalancer moves leaderships while this node leads the meta group and rebalancing is enabled;
@@ -49,9 +55,10 @@ type rebalancer struct {
 	b     *Broker
 	moves prometheus.Counter
 
-	seen     map[string]meta.NodeID // group → its leader at the previous round (groups led here or seen from a replica here)
-	up       map[meta.NodeID]bool   // the nodes that were up and did not drain at the previous round
-	cooldown map[string]time.Time   // group → when it may be moved again
+	seen      map[string]meta.NodeID    // group → its leader at the previous round (groups led here or seen from a replica here)
+	upSince   map[meta.NodeID]time.Time // the nodes up and not draining, since when (kept at every round, active or not)
+	unsettled time.Time                 // since when some group has had no leader that may lead (zero: none has)
+	cooldown  map[string]time.Time      // group → when it may be moved again
 }
 
 func newRebalancer(b *Broker) *rebalancer {
@@ -59,6 +66,7 @@ func newRebalancer(b *Broker) *rebalancer {
 		b: b,
 		moves: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "fila", Name: "cluster_rebalance_moves_total",
 			Help: "Queue group leaderships this node moved to another node by rebalancing (counted once the target leads), while it led the meta group."}),
+		upSince:  map[meta.NodeID]time.Time{},
 		cooldown: map[string]time.Time{},
 	}
 }
@@ -95,16 +103,27 @@ func (r *rebalancer) active() bool {
 
 // round counts the leaderships and moves the groups planned; it returns how many moved.
 func (r *rebalancer) round() int {
+	now := time.Now()
+	r.trackUp(now)
 	if !r.active() {
-		r.seen, r.up = nil, nil // start afresh: a new observation first
+		r.seen, r.unsettled = nil, time.Time{} // start afresh: a new observation first
 		return 0
 	}
-	v := r.observe()
+	v := r.observe(now)
+	switch {
+	case !v.unsettled:
+		r.unsettled = time.Time{}
+	case r.unsettled.IsZero():
+		r.unsettled = now
+		return 0
+	case now.Sub(r.unsettled) < rebalanceSettle:
+		return 0 // elections under way, or a node that came back leads a group: wait for them
+	}
 	plan := planMoves(v.counts, v.movable, rebalanceMoves)
 	if len(plan) == 0 {
 		return 0
 	}
-	until := time.Now().Add(rebalanceCooldown)
+	until := now.Add(rebalanceCooldown)
 	for _, m := range plan {
 		r.cooldown[m.group.Name()] = until
 	}
@@ -125,6 +144,7 @@ func (r *rebalancer) round() int {
 	failed := 0
 	for i, err := range errs {
 		if err != nil {
+			r.cooldown[plan[i].group.Name()] = time.Now().Add(rebalanceRetry)
 			if failed == 0 { // the first failure says why; its group is left alone for a while
 				attrs = append(attrs, "group", plan[i].group.Name(), "to", plan[i].to, "err", err)
 			}
@@ -139,10 +159,12 @@ func (r *rebalancer) round() int {
 }
 
 // leadView is a round's count: the groups each node that may lead leads, and those of them that
-// may move now.
+// may move now; unsettled when some group known here has no leader, or one that is down or has
+// only just come up.
 type leadView struct {
-	counts  map[meta.NodeID]int
-	movable map[meta.NodeID][]movable
+	counts    map[meta.NodeID]int
+	movable   map[meta.NodeID][]movable
+	unsettled bool
 }
 
 // movable is a group that may be moved, with the replica that should lead it.
@@ -151,20 +173,36 @@ type movable struct {
 	preferred meta.NodeID
 }
 
-// observe counts who leads each group, and remembers it (and the nodes up) for the next round.
-func (r *rebalancer) observe() leadView {
-	b := r.b
-	cat, self, now := b.catalog(), b.nodeID(), time.Now()
-	conn, _ := b.opts.Cluster.Network.(peerStates)
+// trackUp notes which nodes are up (this one, and those the link is connected to) and do not
+// drain, since when.
+func (r *rebalancer) trackUp(now time.Time) {
+	cat, self := r.b.catalog(), r.b.nodeID()
+	conn, _ := r.b.opts.Cluster.Network.(peerStates)
 	up := map[meta.NodeID]bool{}
-	v := leadView{counts: map[meta.NodeID]int{}, movable: map[meta.NodeID][]movable{}}
 	for _, n := range cat.Nodes() {
 		if n.Draining || n.ID != self && conn != nil && !conn.Connected(n.ID) {
 			continue
 		}
 		up[n.ID] = true
-		if r.up[n.ID] {
-			v.counts[n.ID] = 0
+		if _, ok := r.upSince[n.ID]; !ok {
+			r.upSince[n.ID] = now
+		}
+	}
+	for id := range r.upSince {
+		if !up[id] {
+			delete(r.upSince, id)
+		}
+	}
+}
+
+// observe counts who leads each group, and remembers it for the next round.
+func (r *rebalancer) observe(now time.Time) leadView {
+	b := r.b
+	cat := b.catalog()
+	v := leadView{counts: map[meta.NodeID]int{}, movable: map[meta.NodeID][]movable{}}
+	for id, since := range r.upSince {
+		if now.Sub(since) >= rebalanceWarmup {
+			v.counts[id] = 0
 		}
 	}
 	groups := cat.Assignments()
@@ -184,7 +222,10 @@ func (r *rebalancer) observe() leadView {
 			seen[name] = id
 		}
 		if _, ok := v.counts[id]; !ok {
-			continue // no leader known, or it is down, draining or just came up
+			if local && (id == "" || !cat.Draining(id)) {
+				v.unsettled = true // no leader known, or it is down or just came up (a draining one's drain moves it)
+			}
+			continue
 		}
 		v.counts[id]++
 		if local && r.seen[name] == id && now.After(r.cooldown[name]) {
@@ -196,7 +237,7 @@ func (r *rebalancer) observe() leadView {
 			delete(r.cooldown, name)
 		}
 	}
-	r.seen, r.up = seen, up
+	r.seen = seen
 	return v
 }
 
