@@ -103,7 +103,9 @@ func (w *memberWorker) pass() {
 		b.settleMeta(g, cat)
 	}
 	var settle []func() error
-	for name, a := range b.actors() {
+	open := b.actors()
+	w.retryJoining(cat, open)
+	for name, a := range open {
 		asg, ok := cat.Assignment(name)
 		if !ok || asg.Name() != name || !asg.Has(self) || !w.due(name) {
 			continue
@@ -294,6 +296,32 @@ func (b *Broker) joiningHere(group string) bool {
 	}
 	a, ok := b.catalog().Assignment(group)
 	return ok && a.Name() == group && slices.Contains(a.Joining, b.nodeID())
+}
+
+// joiningRoleTimeout bounds how long a joining replica's open waits for its group's leader to add
+// it: a group whose every other replica is lost never gets one, and the open holds the group's
+// next change (a DeleteQueue) until it gives up. The worker opens it again (retryJoining).
+const joiningRoleTimeout = 5 * time.Second
+
+// roleTimeout is how long the replica of group waits, as it opens, for its role to settle.
+func (b *Broker) roleTimeout(group string) time.Duration {
+	if b.joiningHere(group) {
+		return joiningRoleTimeout
+	}
+	return leadTimeout
+}
+
+// retryJoining has the registry open again, every memberRetry, this node's joining replicas
+// whose open gave up (no leader added them in time).
+func (w *memberWorker) retryJoining(cat *meta.Catalog, open map[string]*actor) {
+	for _, a := range cat.AssignmentsFor(w.b.nodeID()) {
+		key := "open " + a.Name() // no queue name has a space
+		if _, ok := open[a.Name()]; ok || !slices.Contains(a.Joining, w.b.nodeID()) || !w.due(key) {
+			continue
+		}
+		w.hold(key)
+		w.b.reg.Assign(a)
+	}
 }
 
 // RemovalRefused is a removal the node refused: Reason is "not_a_cluster", "node_not_found",

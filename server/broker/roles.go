@@ -64,7 +64,7 @@ func (b *Broker) failure(err error) *Error {
 // settleRole waits until the group's role is known after it opened, then promotes the actor
 // when this node leads; a follower's state stays with the state machine.
 func (a *actor) settleRole() error {
-	leader, err := a.g.AwaitRole(leadTimeout)
+	leader, err := a.g.AwaitRole(a.b.roleTimeout(a.name)) // shorter for a joining replica (membership.go)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/internal/fibptest"
@@ -278,4 +279,70 @@ func TestReplaceALostNode(t *testing.T) {
 	for _, n := range append(live, n11) {
 		awaitStatusLists(t, n, n11)
 	}
+}
+
+// The new replica a removal places catches up by snapshot, bodies included, when its group's
+// leader has truncated its log: queue orders (on founders 1-3) is loaded until its leader has
+// snapshotted; a drained follower of it is removed, and node 10, which joined after orders was
+// placed, takes its place — the leader's node counts a snapshot sent — and then holds every
+// message: with the other follower killed, an entry commits on the leader and node 10 alone, the
+// leader is killed, and node 10 (or a node that learned from it) delivers everything
+// acknowledged, with its body.
+func TestRemovalCatchesUpBySnapshot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	web := []string{"--http-listen", "127.0.0.1:0"}
+	nodes, _ := formCluster(t, bin, web...)
+	leader, removed, other := roles(t, nodes, "orders")
+	n10 := &clusterProc{id: 10, dir: t.TempDir()}
+	n10.launch(t, bin, freeAddr(t), append([]string{"--join", nodes[0].addrs.Cluster}, web...)...)
+	n10.addrs = waitAddrFile(t, n10.addrFile, n10.p)
+
+	const size = 64 << 10
+	l := startLoad(leader.addrs.FIBP, "orders", 1, 2, size)
+	snapshots := func() float64 { return scrape(t, leader, "fila_snapshot_seconds_count", `queue="orders"`) }
+	waitUntil(t, 2*time.Minute, "the leader snapshots the queue", func() bool { return l.count(t) >= 0 && snapshots() >= 1 })
+	at := l.count(t)
+	waitUntil(t, time.Minute, "200 entries more", func() bool { return l.count(t) >= at+400 })
+	keys := l.end(t)
+
+	if r := admin(t, leader, &fibp.DrainNode{NodeID: uint64(removed.id), Drain: true}).(*fibp.DrainNodeResult); r.ErrorCode != fibp.CodeOk {
+		t.Fatalf("DrainNode %d: %v", removed.id, r.ErrorCode)
+	}
+	waitFor(t, "the drained node leads nothing", func() bool {
+		return nodeStatus(t, leader, removed.id).QueueLeaderships == 0 && clusterStatus(t, leader).MetaLeaderNodeID != uint64(removed.id)
+	})
+	leader = enqueueOnLeader(t, []*clusterProc{leader, other}, "orders", "first") // the leader now (it may have moved)
+	if leader == other {
+		other = nodes[0]
+		for _, n := range nodes {
+			if n != leader && n != removed {
+				other = n
+			}
+		}
+	}
+	sent := scrape(t, leader, "fila_cluster_snapshots_sent_total", "")
+	var res struct{ Groups int }
+	if code := callAdminAPI(t, leader, http.MethodPost, fmt.Sprintf("/api/v1/cluster/members/%d/remove", removed.id), `{}`, &res); code != http.StatusOK {
+		t.Fatalf("removing node %d: HTTP %d", removed.id, code)
+	}
+	live := []*clusterProc{leader, other, n10}
+	for _, n := range live {
+		waitFor(t, fmt.Sprintf("node %d: every new replica caught up, every group it leads settled", n.id), func() bool {
+			var m struct {
+				JoiningReplicas int `json:"joining_replicas"`
+				UnsettledHere   int `json:"unsettled_here"`
+			}
+			callAdminAPI(t, n, http.MethodGet, "/api/v1/cluster/members", "", &m)
+			return m.JoiningReplicas == 0 && m.UnsettledHere == 0
+		})
+	}
+	after := scrape(t, leader, "fila_cluster_snapshots_sent_total", "")
+	t.Logf("%d messages of %d KiB; snapshots sent by the leader's node: %v before the removal, %v after", len(keys), size>>10, sent, after)
+	if after <= sent {
+		t.Fatal("node 10 caught up without a snapshot: the leader's log still held everything")
+	}
+	holdsEverything(t, bin, live, leader, n10, other, "orders", size, keys, web...)
 }
