@@ -203,19 +203,7 @@ func run(ctx context.Context, o options) error {
 	for _, l := range gapLines(figs, floors) {
 		fmt.Println(l)
 	}
-	for _, l := range scaleLines(figs) {
-		fmt.Println(l)
-	}
-	for _, l := range forwardLines(figs) {
-		fmt.Println(l)
-	}
-	for _, l := range durabilityLines(figs) {
-		fmt.Println(l)
-	}
-	for _, l := range hintsLines(figs) {
-		fmt.Println(l)
-	}
-	for _, l := range queuesLines(figs) {
+	for _, l := range summaryLines(figs) {
 		fmt.Println(l)
 	}
 	if err := writeResults(e, root, figs, floors, time.Since(start)); err != nil {

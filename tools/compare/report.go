@@ -200,3 +200,14 @@ func percentile(samples []time.Duration, p float64) time.Duration {
 
 // micros converts a duration to microseconds as a float.
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// summaryLines are the machine-readable lines that set figures of the run against each other
+// (SCALE, FORWARD, DURABILITY, HINTS, QUEUES, ROLLING), each present when its figures were
+// measured: printed after the floors and written to compare.txt.
+func summaryLines(figs []figure) []string {
+	var out []string
+	for _, lines := range [](func([]figure) []string){scaleLines, forwardLines, durabilityLines, hintsLines, queuesLines, rollingLines} {
+		out = append(out, lines(figs)...)
+	}
+	return out
+}

@@ -27,16 +27,7 @@ func writeResults(e *env, root string, figs []figure, floors []floor, took time.
 	for _, l := range gapLines(figs, floors) {
 		lines.WriteString(l + "\n")
 	}
-	for _, l := range scaleLines(figs) {
-		lines.WriteString(l + "\n")
-	}
-	for _, l := range forwardLines(figs) {
-		lines.WriteString(l + "\n")
-	}
-	for _, l := range durabilityLines(figs) {
-		lines.WriteString(l + "\n")
-	}
-	for _, l := range hintsLines(figs) {
+	for _, l := range summaryLines(figs) {
 		lines.WriteString(l + "\n")
 	}
 	if err := os.WriteFile(filepath.Join(e.o.out, "compare.txt"), []byte(lines.String()), 0o644); err != nil {

@@ -75,9 +75,11 @@ var workloads = []workload{
 	{name: queuesName(1000), doc: "3 nodes, R3: the same lifecycle over 1,000 queues, the same connections and credit (no NATS counterpart)",
 		mode: jsSyncAlways, cluster: true, figures: throughput(queuesName(1000), 1), fila: filaQueuesLifecycle(1000), nats: notMeasured(1),
 		filaFlags: queuesFlags,
-		optIn: true}, // creating 1,000 queues takes about two minutes here
+		optIn:     true}, // creating 1,000 queues takes about two minutes here
 	{name: durabilityName, doc: "3 nodes, R3: the lifecycle (1 KB, 4 consumers, fsync) on a queue with committed delivery durability, then on one with fast (leases in the leader's memory only) (no NATS counterpart)",
 		mode: jsSyncAlways, cluster: true, figures: durabilityFigures(), fila: filaDurabilityLifecycle(4), nats: notMeasured(2)},
+	{name: rollingName, doc: "3 nodes, R3: the lifecycle (1 KB, fsync) through the SDK, quiet and then through a rolling restart of the three nodes (drain, SIGTERM, start, undrain each in turn) (no NATS counterpart)",
+		mode: jsSyncAlways, cluster: true, figures: rollingFigures(), fila: filaRolling, nats: notMeasured(5)},
 	{name: "cluster_roundtrip_1kb_fsync", doc: "3 nodes, R3: durable round trip on the leader, one message at a time, fsync on both",
 		mode: jsSyncAlways, cluster: true, figures: latency("cluster_roundtrip_p50_1kb_fsync", "cluster_roundtrip_p99_1kb_fsync"),
 		fila: filaRoundTrip, nats: jsRoundTrip},
