@@ -52,10 +52,15 @@ type memberWorker struct {
 
 	mu     sync.Mutex
 	failed map[string]time.Time // group → when its last change, or ReplicaCaughtUp, failed or was sent
+	// settled: group → the placement (placementKey) its Raft configuration was last found to
+	// match. Only the group's leader changes it, and only to follow a placement that changed, so
+	// a group whose placement is the one it was found settled with needs no look.
+	settled map[string]string
 }
 
 func newMemberWorker(b *Broker) *memberWorker {
-	return &memberWorker{b: b, nudge: make(chan struct{}, 1), removed: make(chan struct{}), failed: map[string]time.Time{}}
+	return &memberWorker{b: b, nudge: make(chan struct{}, 1), removed: make(chan struct{}), failed: map[string]time.Time{},
+		settled: map[string]string{}}
 }
 
 // Removed is closed once this node was removed from its cluster (nil on a single node, never
@@ -102,6 +107,9 @@ func (w *memberWorker) pass() {
 	if g := b.metaGroupNow(); g != nil && g.Leader() {
 		b.settleMeta(g, cat)
 	}
+	if len(cat.RemovedNodes()) == 0 {
+		return // no removal ever: every group's configuration is its placement
+	}
 	var settle []func() error
 	open := b.actors()
 	w.retryJoining(cat, open)
@@ -113,8 +121,14 @@ func (w *memberWorker) pass() {
 		switch {
 		case slices.Contains(asg.Joining, self):
 			settle = append(settle, func() error { return w.reportCaughtUp(name, a) })
-		case a.leadingNow.Load():
-			settle = append(settle, func() error { return b.settleGroup(name, a, &asg) })
+		case a.leadingNow.Load() && !w.settledAs(name, &asg):
+			settle = append(settle, func() error {
+				done, err := b.settleGroup(name, a, &asg)
+				if done {
+					w.markSettled(name, &asg)
+				}
+				return err
+			})
 		case len(asg.Joining) > 0:
 			a.poke() // a sleeping group: woken, it elects a leader, which adds the joining replica
 		}
@@ -129,6 +143,26 @@ func (w *memberWorker) due(group string) bool {
 	defer w.mu.Unlock()
 	at, ok := w.failed[group]
 	return !ok || time.Since(at) >= memberRetry
+}
+
+// placementKey identifies a group's placement: its replicas and the joining ones.
+func placementKey(asg *meta.Assignment) string {
+	return fmt.Sprint(asg.Replicas, asg.Joining)
+}
+
+// settledAs reports whether group's configuration was found settled with asg's placement.
+func (w *memberWorker) settledAs(group string, asg *meta.Assignment) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k, ok := w.settled[group]
+	return ok && k == placementKey(asg)
+}
+
+// markSettled records that group's configuration matches asg's placement.
+func (w *memberWorker) markSettled(group string, asg *meta.Assignment) {
+	w.mu.Lock()
+	w.settled[group] = placementKey(asg)
+	w.mu.Unlock()
 }
 
 // hold leaves group alone for memberRetry.
@@ -176,15 +210,18 @@ func groupNow(a *actor) *raftgroup.Group {
 // settleGroup brings the Raft configuration of group, which this node leads, in line with its
 // placement: a replica missing from it is added as a non-voter, a caught-up non-voter is made a
 // voter, and once every replica is a voter the servers the placement no longer names are taken
-// out.
-func (b *Broker) settleGroup(group string, a *actor, asg *meta.Assignment) error {
+// out. It reports whether the configuration is the placement's (then or now).
+func (b *Broker) settleGroup(group string, a *actor, asg *meta.Assignment) (bool, error) {
 	var g *raftgroup.Group
 	if !a.call(func(a *actor) { g = a.g }) || g == nil {
-		return nil // no longer leading
+		return false, nil // no longer leading
 	}
 	servers, err := g.Members()
 	if err != nil {
-		return err
+		return false, err
+	}
+	if settled(servers, asg) {
+		return true, nil
 	}
 	net := b.opts.Cluster.Network
 	voters := true
@@ -194,7 +231,7 @@ func (b *Broker) settleGroup(group string, a *actor, asg *meta.Assignment) error
 		switch {
 		case !in:
 			if err := g.AddNonvoter(raft.ServerID(id), net.Address(id, group), memberTimeout); err != nil {
-				return b.memberFailed(group, err)
+				return false, b.memberFailed(group, err)
 			}
 			b.log.Info("added a new replica to a queue's group; it catches up", "queue", group, "node_id", string(id))
 			voters = false
@@ -203,24 +240,24 @@ func (b *Broker) settleGroup(group string, a *actor, asg *meta.Assignment) error
 			voters = false
 		default:
 			if err := g.AddVoter(s.ID, s.Address, memberTimeout); err != nil {
-				return b.memberFailed(group, err)
+				return false, b.memberFailed(group, err)
 			}
 			b.log.Info("a caught-up replica votes in its queue's group", "queue", group, "node_id", string(id))
 		}
 	}
 	if !voters {
-		return nil
+		return false, nil
 	}
 	for _, s := range servers {
 		if asg.Has(meta.NodeID(s.ID)) {
 			continue
 		}
 		if err := g.RemoveServer(s.ID, memberTimeout); err != nil {
-			return b.memberFailed(group, err)
+			return false, b.memberFailed(group, err)
 		}
 		b.log.Info("took a removed node's replica out of a queue's group", "queue", group, "node_id", string(s.ID))
 	}
-	return nil
+	return true, nil
 }
 
 // memberFailed logs a configuration change of group that failed and has the worker leave the
