@@ -362,7 +362,7 @@ func (w *memberWorker) retryJoining(cat *meta.Catalog, open map[string]*actor) {
 }
 
 // RemovalRefused is a removal the node refused: Reason is "not_a_cluster", "node_not_found",
-// "node_not_drained", "quorum" or "last_member".
+// "self" (the node asked is the one to remove), "node_not_drained", "quorum" or "last_member".
 type RemovalRefused struct {
 	Reason  string
 	Message string
@@ -392,6 +392,9 @@ func (b *Broker) RemoveNode(id string, force bool) (Removal, error) {
 		return Removal{}, &RemovalRefused{"node_not_found", fmt.Sprintf("node %s was removed from the cluster already", id)}
 	case !ok:
 		return Removal{}, &RemovalRefused{"node_not_found", fmt.Sprintf("no node of the cluster has the ID %q", id)}
+	case nid == b.nodeID():
+		return Removal{}, &RemovalRefused{"self", fmt.Sprintf(
+			"node %s is the node asked: ask another node of the cluster to remove it (a removed node stops, and could not show the removal's progress)", id)}
 	case !force && !n.Draining:
 		return Removal{}, &RemovalRefused{"node_not_drained", fmt.Sprintf(
 			"node %s is not drained: drain it first (fila cluster drain %s), or remove it with --force if it is lost for good", id, id)}

@@ -81,7 +81,8 @@ func (a *app) removeCommand() *cobra.Command {
 			"--no-wait. The node must be drained first ('fila cluster drain NODE_ID'), and the removal\n" +
 			"is refused when a queue, or the cluster's meta group, would be left without a majority of\n" +
 			"its replicas reachable; --force removes it anyway (a node lost for good). The removed node,\n" +
-			"if it runs, stops; its ID is never used again: a replacement joins under a new ID.",
+			"if it runs, stops; its ID is never used again: a replacement joins under a new ID. Ask\n" +
+			"another node than the one removed (--http-addr).",
 		Args: exactArgs("NODE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := nodeArg(args[0])

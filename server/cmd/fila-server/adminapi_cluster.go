@@ -15,9 +15,10 @@ import (
 //	POST /api/v1/cluster/members/{id}/remove  {"force": bool} removes member id
 //	                                          → {"node_id", "groups"}
 //
-// A removal is refused with 404 node_not_found (no such member, or removed already), 409
-// node_not_drained (not draining, without force), 409 quorum (a group would lose the majority of
-// its voters, without force), 409 last_member, 400 not_a_cluster.
+// A removal is refused with 404 node_not_found (no such member, or removed already), 409 self
+// (the node asked is the one to remove: ask another), 409 node_not_drained (not draining, without
+// force), 409 quorum (a group would lose the majority of its voters, without force), 409
+// last_member, 400 not_a_cluster.
 
 const membersPath = apiPath + "cluster/members"
 

@@ -18,7 +18,8 @@ import (
 
 // Four real processes — three founders and node 10, joined — and six queues of three replicas
 // holding messages. Removing node 3, a founder and a voter of the meta group, through the admin
-// API: refused for an unknown node (404), while it is not drained (409 node_not_drained), and,
+// API: refused for an unknown node (404), while it is not drained (409 node_not_drained), through
+// itself (409 self, even forced), and,
 // drained, while node 2 is down (409 quorum: the meta group would keep one of two voters). With
 // node 2 back, the removal places each of node 3's groups on the node that did not replicate it;
 // the new replicas catch up, the leaders take node 3 out of the groups' Raft configurations (no
@@ -58,6 +59,7 @@ func TestRemoveADrainedNode(t *testing.T) {
 	node1 := nodes[0]
 	expectRemoveRefused(t, node1, "9", false, http.StatusNotFound, "node_not_found")
 	expectRemoveRefused(t, node1, "3", false, http.StatusConflict, "node_not_drained")
+	expectRemoveRefused(t, node1, "1", true, http.StatusConflict, "self")
 
 	// Drained, node 3 still may not go while node 2 is down: the meta group would be left with
 	// node 1 alone of its two other voters.
