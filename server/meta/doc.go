@@ -19,6 +19,10 @@
 // leaderships spread evenly. A node that knows no members (a single node, or a data directory
 // written before membership existed) hosts every group itself.
 //
+// Removing a member (membership.go) places each group it replicated again: another member takes
+// its place, recorded as joining until it has caught up (ReplicaCaughtUp); the removed ID is
+// never recorded again.
+//
 // The package imports no broker: the broker proposes the commands built here and reads the
 // Catalog. imports_test.go checks that neither meta nor queuegroup ever imports it.
 package meta
