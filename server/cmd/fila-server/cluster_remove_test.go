@@ -101,19 +101,41 @@ func TestRemoveADrainedNode(t *testing.T) {
 		}
 	})
 	live := []*clusterProc{node1, node2, n10}
-	for _, n := range live {
+	awaitSettled(t, live, "3", 0)
+	expectServedByAll(t, live, append([]string{"orders"}, queues...), stored)
+
+	// The removed ID is not used again, even by a node with an empty data directory.
+	refusedLine(t, bin, serverEnv(), "node ID 3 was removed from this cluster",
+		"--log-level", "error", "--data-dir", t.TempDir(), "--node-id", "3", "--cluster-listen", "127.0.0.1:0", "--join", node1.addrs.Cluster)
+	expectRemoveRefused(t, node1, "3", true, http.StatusNotFound, "node_not_found")
+}
+
+// awaitSettled waits until each of nodes lists removed among the removed IDs and one member per
+// node, sees joining replicas still catching up in only stuck groups, and leads no group whose Raft
+// configuration differs from its placement.
+func awaitSettled(t *testing.T, nodes []*clusterProc, removed string, stuck int) {
+	t.Helper()
+	for _, n := range nodes {
 		waitFor(t, fmt.Sprintf("node %d: every new replica caught up, every group it leads settled", n.id), func() bool {
 			var m struct {
-				Members         []struct{ ID string } `json:"members"`
-				Removed         []string              `json:"removed"`
-				JoiningReplicas int                   `json:"joining_replicas"`
-				UnsettledHere   int                   `json:"unsettled_here"`
+				Members       []struct{ ID string } `json:"members"`
+				Removed       []string              `json:"removed"`
+				JoiningGroups int                   `json:"joining_groups"`
+				UnsettledHere int                   `json:"unsettled_here"`
 			}
 			callAdminAPI(t, n, http.MethodGet, "/api/v1/cluster/members", "", &m)
-			return len(m.Members) == 3 && len(m.Removed) == 1 && m.Removed[0] == "3" && m.JoiningReplicas == 0 && m.UnsettledHere == 0
+			return len(m.Members) == len(nodes) && len(m.Removed) == 1 && m.Removed[0] == removed && m.JoiningGroups == stuck &&
+				m.UnsettledHere == 0
 		})
 	}
-	for _, q := range append([]string{"orders"}, queues...) {
+}
+
+// expectServedByAll checks that each queue has a replica on every one of live (three nodes), none
+// of which names node 3 its leader, commits with one of them stopped (so a new replica votes), and
+// delivers what it stored before.
+func expectServedByAll(t *testing.T, live []*clusterProc, queues []string, stored map[string][]string) {
+	t.Helper()
+	for _, q := range queues {
 		for _, n := range live {
 			if _, err := os.Stat(filepath.Join(n.dir, "snapshots", fmt.Sprintf("q%x", q))); err != nil {
 				t.Fatalf("node %d has no replica of %s after the removal: %v", n.id, q, err)
@@ -125,8 +147,6 @@ func TestRemoveADrainedNode(t *testing.T) {
 			}
 		}
 	}
-	// Each queue commits with one of its three replicas stopped (so its new replica votes), and
-	// delivers what it held before.
 	for _, q := range queues {
 		leader := enqueueOnLeader(t, live, q, q+"-after")
 		var other *clusterProc
@@ -138,11 +158,6 @@ func TestRemoveADrainedNode(t *testing.T) {
 		expectReplicatedOn(t, live, other, leader, q, q+"-stopped")
 		expectDeliveredByLeader(t, live, q, append(stored[q], q+"-after", q+"-stopped")...)
 	}
-
-	// The removed ID is not used again, even by a node with an empty data directory.
-	refusedLine(t, bin, serverEnv(), "node ID 3 was removed from this cluster",
-		"--log-level", "error", "--data-dir", t.TempDir(), "--node-id", "3", "--cluster-listen", "127.0.0.1:0", "--join", node1.addrs.Cluster)
-	expectRemoveRefused(t, node1, "3", true, http.StatusNotFound, "node_not_found")
 }
 
 // callAdminAPI sends one request to node n's admin API and decodes its JSON answer into v; it returns
@@ -241,16 +256,7 @@ func TestReplaceALostNode(t *testing.T) {
 	if code := callAdminAPI(t, live[1], http.MethodPost, "/api/v1/cluster/members/"+id+"/remove", `{"force":true}`, &res); code != http.StatusOK {
 		t.Fatalf("removing node %s with force: HTTP %d", id, code)
 	}
-	for _, n := range live {
-		waitFor(t, fmt.Sprintf("node %d: only solo's new replica still catching up", n.id), func() bool {
-			var m struct {
-				JoiningGroups int `json:"joining_groups"`
-				UnsettledHere int `json:"unsettled_here"`
-			}
-			callAdminAPI(t, n, http.MethodGet, "/api/v1/cluster/members", "", &m)
-			return m.JoiningGroups == 1 && m.UnsettledHere == 0
-		})
-	}
+	awaitSettled(t, live, id, 1) // solo's new replica has nobody to catch up from
 	for _, n := range live {
 		c := fibptest.Dial(t, n.addrs.FIBP)
 		c.Handshake()
@@ -331,16 +337,7 @@ func TestRemovalCatchesUpBySnapshot(t *testing.T) {
 		t.Fatalf("removing node %d: HTTP %d", removed.id, code)
 	}
 	live := []*clusterProc{leader, other, n10}
-	for _, n := range live {
-		waitFor(t, fmt.Sprintf("node %d: every new replica caught up, every group it leads settled", n.id), func() bool {
-			var m struct {
-				JoiningReplicas int `json:"joining_replicas"`
-				UnsettledHere   int `json:"unsettled_here"`
-			}
-			callAdminAPI(t, n, http.MethodGet, "/api/v1/cluster/members", "", &m)
-			return m.JoiningReplicas == 0 && m.UnsettledHere == 0
-		})
-	}
+	awaitSettled(t, live, fmt.Sprint(removed.id), 0)
 	after := scrape(t, leader, "fila_cluster_snapshots_sent_total", "")
 	t.Logf("%d messages of %d KiB; snapshots sent by the leader's node: %v before the removal, %v after", len(keys), size>>10, sent, after)
 	if after <= sent {
