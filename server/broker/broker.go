@@ -403,6 +403,15 @@ func (b *Broker) openMeta(fsm *meta.FSM) (*raftgroup.Group, error) {
 		_ = g.Shutdown()
 		return nil, err
 	}
+	if b.clustered() {
+		// A follower of the meta group snapshots by itself, as a queue group's does: nobody
+		// else would truncate its log, which every admin change lengthens (and every start
+		// replays). Its leader snapshots where proposeMeta chooses too.
+		if err := g.AutoSnapshot(followerSnapshotEntries); err != nil {
+			_ = g.Shutdown()
+			return nil, err
+		}
+	}
 	return g, nil
 }
 

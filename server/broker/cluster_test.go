@@ -630,3 +630,26 @@ func TestQueuesCreatedOnAnyNodeAppearOnTheirReplicas(t *testing.T) {
 		return true
 	})
 }
+
+// A follower of the meta group snapshots by itself and truncates its meta log too.
+func TestMetaFollowersSnapshotTheirOwnLog(t *testing.T) {
+	entries, check := followerSnapshotEntries, followerSnapshotCheck
+	followerSnapshotEntries, followerSnapshotCheck = 40, 20*time.Millisecond
+	t.Cleanup(func() { followerSnapshotEntries, followerSnapshotCheck = entries, check })
+	c := startCluster(t)
+	for i := range 150 { // past raft's trailing logs (64), which a snapshot leaves in the log
+		if e := c.createQueue(QueueSpec{Name: fmt.Sprint("m", i)}); e != nil {
+			t.Fatal(e)
+		}
+	}
+	leader := c.metaLeader()
+	for id, b := range c.brokers {
+		if b == leader {
+			continue
+		}
+		c.eventually(fmt.Sprintf("meta follower %s truncated its meta log behind a snapshot", id), func() bool {
+			first, _ := b.metaGroupNow().Stats()
+			return first > 1
+		})
+	}
+}
