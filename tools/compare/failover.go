@@ -112,7 +112,7 @@ func (e *env) filaSettled(ctx context.Context, c *cluster, queue string, trial i
 		for {
 			// A follower answers NotLeader, a node whose replica is not open yet QueueNotFound
 			// or NodeNotReady. The leader stores the probe, which the exchange below consumes.
-			code, err := enqueueOn(n.addr, probe)
+			code, _, err := enqueueOn(n.addr, probe)
 			if err == nil && (code == fibp.CodeOk || code == fibp.CodeNotLeader) {
 				break
 			}
@@ -137,7 +137,8 @@ func (e *env) filaSettled(ctx context.Context, c *cluster, queue string, trial i
 	return n.addr, nil
 }
 
-// filaExchange offers an enqueue of payload to each live node in turn until one takes it, then
+// filaExchange offers an enqueue of payload to each live node in turn until one takes it (a
+// follower forwards it, and its route hint names the leader, which is the node returned), then
 // consumes on that node until the message is delivered (acknowledging it and anything older);
 // it returns the node and when each happened.
 func filaExchange(ctx context.Context, c *cluster, queue, payload string) (n *node, enqueued, consumed time.Time, err error) {
@@ -150,9 +151,12 @@ func filaExchange(ctx context.Context, c *cluster, queue, payload string) (n *no
 			if n.proc == nil || n.proc.exited() {
 				continue
 			}
-			code, err := enqueueOn(n.addr, req)
+			code, leader, err := enqueueOn(n.addr, req)
 			if err == nil && code == fibp.CodeOk {
 				enqueued = time.Now()
+				if i := c.index(leader); i >= 0 {
+					n = c.nodes[i] // a follower forwarded the enqueue: its route hint names the leader
+				}
 				consumed, err = consumeUntil(ctx, c, n, queue, payload)
 				return n, enqueued, consumed, err
 			}
@@ -166,22 +170,29 @@ func filaExchange(ctx context.Context, c *cluster, queue, payload string) (n *no
 	}
 }
 
-// enqueueOn enqueues on one node and returns the item's answer.
-func enqueueOn(addr string, req *fibp.Enqueue) (fibp.ErrorCode, error) {
+// enqueueOn enqueues on one node and returns the item's answer, and the leader's address when
+// the answer carries a route hint (the node forwarded the enqueue to it).
+func enqueueOn(addr string, req *fibp.Enqueue) (fibp.ErrorCode, string, error) {
 	conn, err := fibpconn.Dial(addr)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	defer conn.Close()
 	res, err := conn.Call(req)
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	r, ok := res.(*fibp.EnqueueResult)
 	if !ok || len(r.Results) != 1 {
-		return 0, fmt.Errorf("enqueue answered %#v", res)
+		return 0, "", fmt.Errorf("enqueue answered %#v", res)
 	}
-	return r.Results[0].ErrorCode, nil
+	var leader string
+	for _, h := range r.RouteHints {
+		if h.Queue == req.Messages[0].Queue {
+			leader = h.LeaderAddr
+		}
+	}
+	return r.Results[0].ErrorCode, leader, nil
 }
 
 // consumeUntil subscribes to queue (on n first, then on each live node in turn: a node that does
