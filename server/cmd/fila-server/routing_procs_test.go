@@ -80,10 +80,27 @@ func TestClientsAreToldWhereTheLeaderIs(t *testing.T) {
 		return false
 	})
 	t.Logf("node %d sends consumers of orders to node %d", follower.id, leader.id)
-	c := fibptest.Dial(t, leader.addrs.FIBP)
-	c.Handshake()
-	c.Subscribe(1, "orders", 10)
-	c.NC.Close()
+	// The node named may still be finishing the queue's first election (the follower names the
+	// placement's preferred leader until its own replica knows the leader): NodeNotReady, retried
+	// as a client does.
+	waitFor(t, "the node named takes the Consume", func() bool {
+		c := fibptest.Dial(t, leader.addrs.FIBP)
+		defer c.NC.Close()
+		c.Handshake()
+		c.Send(1, &fibp.Consume{Queue: "orders", Credit: 10})
+		switch _, f := c.Next(); f := f.(type) {
+		case *fibp.ConsumeOk:
+			return true
+		case *fibp.Error:
+			if f.ErrorCode == fibp.CodeNodeNotReady {
+				return false
+			}
+			t.Fatalf("Consume on node %d answered %#v", leader.id, f)
+		default:
+			t.Fatalf("Consume on node %d answered %#v", leader.id, f)
+		}
+		return false
+	})
 
 	// An Enqueue there: forwarded to the leader, Ok with a route hint; GetRoutes names the same
 	// leader.
