@@ -43,6 +43,7 @@ func (a *app) clusterCommand() *cobra.Command {
 	cmd.AddCommand(a.clusterOpCommands()...) // cluster_ops.go
 	cmd.AddCommand(a.rebalanceCommand())     // cluster_rebalance.go
 	cmd.AddCommand(a.memberCommands()...)    // cluster_members.go
+	cmd.AddCommand(a.joinCommand())          // cluster_join.go
 	return cmd
 }
 

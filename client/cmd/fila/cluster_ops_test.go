@@ -121,3 +121,45 @@ func TestClusterDrainAndMoveBadInput(t *testing.T) {
 		t.Errorf("move --json: exit %d:\n%s", code, out)
 	}
 }
+
+// joinBroker lists node 4 only from its third status on, first unreachable, then up.
+type joinBroker struct {
+	mu    sync.Mutex
+	asked int
+}
+
+func (b *joinBroker) handle(c *fibptest.Conn, f fibptest.Frame) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := f.Frame.(*fibp.GetClusterStatus); !ok {
+		(&fakeBroker{}).handle(c, f)
+		return
+	}
+	b.asked++
+	nodes := []fibp.NodeStatus{{NodeID: 1, Addr: "10.0.0.1:5555", State: fibp.NodeStateUp, QueueLeaderships: 2}}
+	switch {
+	case b.asked == 3:
+		nodes = append(nodes, fibp.NodeStatus{NodeID: 4, Addr: "10.0.0.4:5555", State: fibp.NodeStateUnreachable})
+	case b.asked > 3:
+		nodes = append(nodes, fibp.NodeStatus{NodeID: 4, Addr: "10.0.0.4:5555", State: fibp.NodeStateUp})
+	}
+	c.Reply(f, &fibp.GetClusterStatusResult{MetaLeaderNodeID: 1, Nodes: nodes})
+}
+
+func TestClusterJoinWaitsForTheNode(t *testing.T) {
+	defer func(p time.Duration) { joinPoll = p }(joinPoll)
+	joinPoll = time.Millisecond
+	b := &joinBroker{}
+	p := fibptest.Start(t, fibptest.Options{Handler: b.handle})
+	out, errOut, code := runCLI(t, "--addr", p.Addr(), "cluster", "join", "4")
+	if want := "node 4 is a member of the cluster: up, at 10.0.0.4:5555, leading 0 queues\n"; code != 0 || out != want || b.asked < 4 {
+		t.Errorf("exit %d, stderr %q, asked %d times, got %q, want %q", code, errOut, b.asked, out, want)
+	}
+	out, errOut, code = runCLI(t, "--addr", p.Addr(), "cluster", "join", "--wait", "20ms", "7")
+	if code == 0 || !strings.Contains(errOut, "node 7 has not joined within 20ms") || !strings.Contains(errOut, "--join") {
+		t.Errorf("a node that never joins: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, errOut, code = runCLI(t, "--addr", p.Addr(), "cluster", "join", "x"); code == 0 || !strings.Contains(errOut, "NODE_ID") {
+		t.Errorf("a bad node ID: exit %d, stderr %q", code, errOut)
+	}
+}
