@@ -154,6 +154,42 @@ func (c *Cluster) settleRound(ctx context.Context, r *retrier, outs []roundOutco
 	return res
 }
 
+// findLeaders asks for the leaders of the items' queues whose leader the Cluster does not know
+// (after a failover: the old leader's routes are forgotten) before a settlement is sent. A
+// settlement sent to a node that does not lead its queue is forwarded, and the leader takes a
+// forwarded one as another connection's: an ExtendLease that takes a fast queue's lease back
+// during its reclaim grace would bind the lease to that other connection, and the consumer's own
+// ack on its new subscription's connection would then be refused MessageNotFound. Sent straight
+// to the leader, the settlements go over the connection the consumer's subscription uses there.
+func (c *Cluster) findLeaders(ctx context.Context, n int, queue func(int) string) {
+	var missing []string
+	for i := range n {
+		if q := queue(i); !slices.Contains(missing, q) {
+			if _, ok := c.Route(q); !ok {
+				missing = append(missing, q)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return
+	}
+	cl, err := c.node(ctx, c.homeAddr())
+	if err != nil {
+		return // routeItems finds another node
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.opts.DialTimeout)
+	defer cancel()
+	routes, err := cl.GetRoutes(ctx, missing...)
+	if err != nil {
+		return
+	}
+	for _, r := range routes {
+		if r.LeaderAddr != "" {
+			c.learn(r.Queue, r.LeaderAddr)
+		}
+	}
+}
+
 // lookUp asks the node at addr (or any) where queue's leader is, and records it.
 func (c *Cluster) lookUp(ctx context.Context, queue, addr string) {
 	cl, err := c.node(ctx, addr)
@@ -241,6 +277,7 @@ func (c *Cluster) Enqueue(ctx context.Context, msgs ...Message) ([]EnqueueResult
 // for the retries). An item whose request was lost with its connection and sent again may
 // answer MessageNotFound: the first Ack may have been applied.
 func (c *Cluster) Ack(ctx context.Context, items ...AckItem) ([]error, error) {
+	c.findLeaders(ctx, len(items), func(i int) string { return items[i].Queue })
 	return c.routeItems(ctx, len(items), func(i int) string { return items[i].Queue },
 		func(ctx context.Context, addr string, cl *Client, idx []int) ([]error, error) {
 			sub := make([]AckItem, len(idx))
@@ -257,6 +294,7 @@ func (c *Cluster) Ack(ctx context.Context, items ...AckItem) ([]error, error) {
 
 // Nack reports failed attempts at their queues' leaders; results as for Ack.
 func (c *Cluster) Nack(ctx context.Context, items ...NackItem) ([]error, error) {
+	c.findLeaders(ctx, len(items), func(i int) string { return items[i].Queue })
 	return c.routeItems(ctx, len(items), func(i int) string { return items[i].Queue },
 		func(ctx context.Context, addr string, cl *Client, idx []int) ([]error, error) {
 			sub := make([]NackItem, len(idx))
@@ -273,6 +311,7 @@ func (c *Cluster) Nack(ctx context.Context, items ...NackItem) ([]error, error) 
 
 // ExtendLease extends leases at their queues' leaders; results as for Client.ExtendLease.
 func (c *Cluster) ExtendLease(ctx context.Context, items ...ExtendLeaseItem) ([]ExtendLeaseResult, error) {
+	c.findLeaders(ctx, len(items), func(i int) string { return items[i].Queue })
 	out := make([]ExtendLeaseResult, len(items))
 	errs, err := c.routeItems(ctx, len(items), func(i int) string { return items[i].Queue },
 		func(ctx context.Context, addr string, cl *Client, idx []int) ([]error, error) {
