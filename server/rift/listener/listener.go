@@ -248,7 +248,6 @@ func (s *Server) serveConn(conn *quic.Conn) {
 		conn.CloseWithError(CloseAuthFailed, s.authCloseReason(err))
 		return
 	}
-	s.authenticated(conn)
 	s.svc.ConnectionOpened()
 	s.opts.Events.Opened(remote, id.Name)
 	defer func() {
@@ -321,6 +320,9 @@ func (s *Server) authenticate(conn *quic.Conn) (*auth.Identity, error) {
 	if !ok {
 		return nil, errAuth
 	}
+	// Out of the evictable connections before the client hears OK: a client that has it may open
+	// another connection at once, which must not take this one's slot (evictAuthing).
+	s.authenticated(conn)
 	if _, err := str.Write(riftproto.AppendFrame(nil, &riftproto.Ok{})); err != nil {
 		return nil, err
 	}
