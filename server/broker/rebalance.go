@@ -59,6 +59,10 @@ type rebalancer struct {
 	upSince   map[meta.NodeID]time.Time // the nodes up and not draining, since when (kept at every round, active or not)
 	unsettled time.Time                 // since when some group has had no leader that may lead (zero: none has)
 	cooldown  map[string]time.Time      // group → when it may be moved again
+	// counts is the previous round's count of leaderships by node: a round plans moves only when
+	// it counts the same, so that a view still catching up with the last moves (this node's
+	// replica of a moved group not told of its new leader yet) plans none.
+	counts map[meta.NodeID]int
 }
 
 func newRebalancer(b *Broker) *rebalancer {
@@ -72,7 +76,8 @@ func newRebalancer(b *Broker) *rebalancer {
 }
 
 // run plays a round every rebalanceTick until the broker closes, or rebalanceSoon after a round
-// that moved as many as a round may (more are likely to wait).
+// that moved as many as a round may (more are likely to wait) or that found the counts changed
+// (it plans once the next one counts the same).
 func (r *rebalancer) run() {
 	t := time.NewTimer(rebalanceTick)
 	defer t.Stop()
@@ -83,7 +88,7 @@ func (r *rebalancer) run() {
 		case <-t.C:
 		}
 		next := rebalanceTick
-		if r.round() >= rebalanceMoves {
+		if moved, recount := r.round(); moved >= rebalanceMoves || recount {
 			next = rebalanceSoon
 		}
 		t.Reset(next)
@@ -101,33 +106,39 @@ func (r *rebalancer) active() bool {
 	return mode == RebalancingEnabled
 }
 
-// round counts the leaderships and moves the groups planned; it returns how many moved.
-func (r *rebalancer) round() int {
+// round counts the leaderships and moves the groups planned; it returns how many moved, and
+// recount when it planned nothing because the counts changed since the previous round.
+func (r *rebalancer) round() (moved int, recount bool) {
 	now := time.Now()
 	r.trackUp(now)
 	if !r.active() {
-		r.seen, r.unsettled = nil, time.Time{} // start afresh: a new observation first
-		return 0
+		r.seen, r.unsettled, r.counts = nil, time.Time{}, nil // start afresh: a new observation first
+		return 0, false
 	}
 	v := r.observe(now)
+	if stable := maps.Equal(v.counts, r.counts); !stable {
+		r.counts = v.counts
+		return 0, true
+	}
 	switch {
 	case !v.unsettled:
 		r.unsettled = time.Time{}
 	case r.unsettled.IsZero():
 		r.unsettled = now
-		return 0
+		return 0, false
 	case now.Sub(r.unsettled) < rebalanceSettle:
-		return 0 // elections under way, or a node that came back leads a group: wait for them
+		return 0, false // elections under way, or a node that came back leads a group: wait for them
 	}
 	plan := planMoves(v.counts, v.movable, rebalanceMoves)
 	if len(plan) == 0 {
-		return 0
+		return 0, false
 	}
+	r.counts = nil // the next round observes the moves first
 	until := now.Add(rebalanceCooldown)
 	for _, m := range plan {
 		r.cooldown[m.group.Name()] = until
 	}
-	var moved atomic.Int32
+	var done atomic.Int32
 	errs := eachAtOnce(len(plan), rebalanceParallel, func(i int) error {
 		if !r.active() { // paused, disabled or deposed meanwhile
 			return nil
@@ -136,11 +147,11 @@ func (r *rebalancer) round() int {
 		if err := r.b.moveOnce(m.group, m.to, 0, time.Now().Add(moveTimeout)); err != nil {
 			return err
 		}
-		moved.Add(1)
+		done.Add(1)
 		r.moves.Inc()
 		return nil
 	})
-	attrs := []any{"moved", moved.Load(), "planned", len(plan), "leaderships", countsText(v.counts)}
+	attrs := []any{"moved", done.Load(), "planned", len(plan), "leaderships", countsText(v.counts)}
 	failed := 0
 	for i, err := range errs {
 		if err != nil {
@@ -155,7 +166,7 @@ func (r *rebalancer) round() int {
 		attrs = append(attrs, "failed", failed)
 	}
 	r.b.log.Info("rebalancing: moved queue group leaderships", attrs...)
-	return int(moved.Load())
+	return int(done.Load()), false
 }
 
 // leadView is a round's count: the groups each node that may lead leads, and those of them that
