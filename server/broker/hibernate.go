@@ -301,23 +301,10 @@ func (a *actor) hibernate() bool {
 	if !ok {
 		return false
 	}
-	d := &a.dorm
-	d.mu.Lock()
-	d.sleeping.Store(true) // before looking: a request queued after this pokes
-	if a.ops.waiting() || a.internal.waiting() || closed(a.stop) {
-		d.sleeping.Store(false)
-		d.mu.Unlock()
+	settled, ok := a.fallAsleep(sum, true)
+	if !ok {
 		return false
 	}
-	d.life, d.sum = lifeAsleep, sum
-	settled := make(chan struct{})
-	d.settled = settled
-	if sum.Wakes {
-		a.b.sleepers.schedule(a, sum.WakeAt)
-	}
-	d.mu.Unlock()
-	a.b.awake.Add(-1)
-
 	a.stopAndStoreSummary(sum)
 	a.st.Release()
 	a.st, a.fsm = nil, nil
@@ -325,6 +312,28 @@ func (a *actor) hibernate() bool {
 	a.attrs, a.classBuf = hooks.AttributeSets{}, nil
 	close(settled)
 	return true
+}
+
+// fallAsleep marks the actor asleep with summary sum unless a request arrived meanwhile (false),
+// and returns the channel to close once its group has stopped; a leader (wakeTimers) also has the
+// sleepers wake it at sum's due time — a follower's replica keeps no timers.
+func (a *actor) fallAsleep(sum summary, wakeTimers bool) (chan struct{}, bool) {
+	d := &a.dorm
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sleeping.Store(true) // before looking: a request queued after this pokes
+	if a.ops.waiting() || a.internal.waiting() || closed(a.stop) {
+		d.sleeping.Store(false)
+		return nil, false
+	}
+	d.life, d.sum = lifeAsleep, sum
+	settled := make(chan struct{})
+	d.settled = settled
+	if wakeTimers && sum.Wakes {
+		a.b.sleepers.schedule(a, sum.WakeAt)
+	}
+	a.b.awake.Add(-1)
+	return settled, true
 }
 
 // summarize describes the group's state for its sleep; false when it is too large to (too many

@@ -51,18 +51,34 @@ func (b *Broker) confirmAbsent(g *raftgroup.Group, queue string) Code {
 	return CodeQueueNotFound
 }
 
-// absentMemo is absentCode remembered for the length of one request: a request that names a
-// missing queue many times waits for the meta state once. The zero value is ready.
-type absentMemo map[string]Code
+// absentMemo is absentCode for the length of one request: once the meta state was confirmed
+// current for one queue it stays so for every other the request names (the wait is for entries
+// committed before the request), and a queue named again keeps its answer, so a request naming
+// many missing queues waits for the meta state once. The zero value is ready.
+type absentMemo struct {
+	codes     map[string]Code
+	confirmed bool // the meta state was confirmed current during this request
+}
 
 func (m *absentMemo) code(b *Broker, queue string) Code {
-	if c, ok := (*m)[queue]; ok {
+	if c, ok := m.codes[queue]; ok {
 		return c
 	}
-	if *m == nil {
-		*m = absentMemo{}
+	if m.codes == nil {
+		m.codes = map[string]Code{}
 	}
-	c := b.absentCode(queue)
-	(*m)[queue] = c
+	var c Code
+	if m.confirmed {
+		c = CodeQueueNotFound
+		if _, ok := b.catalog().Assignment(queue); ok {
+			c = CodeNotLeader
+		}
+	} else {
+		c = b.absentCode(queue)
+		// absentCode answers QueueNotFound only once the state is current (or on a node that
+		// needs no wait): later queues of the request need no wait either.
+		m.confirmed = c == CodeQueueNotFound && b.clustered()
+	}
+	m.codes[queue] = c
 	return c
 }

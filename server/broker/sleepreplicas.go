@@ -130,19 +130,10 @@ func (a *actor) hibernateFollower(at uint64) bool {
 	if !ok {
 		return false
 	}
-	d := &a.dorm
-	d.mu.Lock()
-	d.sleeping.Store(true) // before looking: a request queued after this pokes
-	if a.ops.waiting() || a.internal.waiting() || closed(a.stop) {
-		d.sleeping.Store(false)
-		d.mu.Unlock()
+	settled, ok := a.fallAsleep(sum, false)
+	if !ok {
 		return false
 	}
-	d.life, d.sum = lifeAsleep, sum
-	settled := make(chan struct{})
-	d.settled = settled
-	d.mu.Unlock()
-	a.b.awake.Add(-1)
 
 	g := a.g
 	a.stopGroup()

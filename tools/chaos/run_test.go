@@ -48,7 +48,13 @@ func serverBinary(t *testing.T) string {
 // it fails.
 func startCluster(t *testing.T, n int, args ...string) *Cluster {
 	t.Helper()
-	c, err := StartCluster(serverBinary(t), t.TempDir(), n, func(int) []string { return args })
+	return startClusterWith(t, n, func(int) []string { return args })
+}
+
+// startClusterWith is startCluster with each node's own flags.
+func startClusterWith(t *testing.T, n int, args func(id int) []string) *Cluster {
+	t.Helper()
+	c, err := StartCluster(serverBinary(t), t.TempDir(), n, args)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,18 +197,7 @@ func TestClusterFaultsLoseNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	c, err := StartCluster(serverBinary(t), t.TempDir(), 3, proxy.FoundingFlags())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Stop()
-		if t.Failed() {
-			for _, n := range c.Nodes {
-				t.Logf("node %d's log:\n%s", n.ID, n.Log.tail(40))
-			}
-		}
-	})
+	c := startClusterWith(t, 3, proxy.FoundingFlags())
 	res, err := Run(context.Background(), Config{
 		Cluster: c, Nemesis: Mix{KillRestart{Cluster: c}, Pause{Cluster: c}, proxy.Partition()}, Seed: seed,
 		Duration: load, FaultEvery: 2 * time.Second, FaultHold: 3 * time.Second,
@@ -252,18 +247,7 @@ func TestRollingRestartLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := StartCluster(serverBinary(t), t.TempDir(), 3, flags)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Stop()
-		if t.Failed() {
-			for _, n := range c.Nodes {
-				t.Logf("node %d's log:\n%s", n.ID, n.Log.tail(40))
-			}
-		}
-	})
+	c := startClusterWith(t, 3, flags)
 	res, err := Run(context.Background(), Config{
 		Cluster: c, Nemesis: &RollingRestart{Cluster: c},
 		Duration: 20 * time.Second, FaultEvery: time.Second, FaultHold: time.Second,
