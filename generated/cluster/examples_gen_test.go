@@ -56,6 +56,7 @@ var examples = []example{
 		"0001 34  # node_id \"4\"",
 		"000d 31302e302e302e343a37303030  # address \"10.0.0.4:7000\"",
 		"000d 31302e302e302e343a35353535  # advertise \"10.0.0.4:5555\"",
+		"01  # fresh: an empty data directory",
 	}},
 }
 

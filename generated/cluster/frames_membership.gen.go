@@ -20,6 +20,7 @@ import (
 //	+       node_id    u16 length, then UTF-8
 //	+       address    u16 length, then UTF-8
 //	+       advertise  u16 length, then UTF-8
+//	+       fresh      u8 (0 or 1)
 type Join struct {
 	// The cluster the joining node's data directory belongs to (empty on its first join): a member of
 	// another cluster refuses it.
@@ -33,6 +34,12 @@ type Join struct {
 
 	// The FIBP address the joining node gives clients (empty: not known yet).
 	Advertise string
+
+	// The joining node's data directory held no cluster state when it started (no meta or Raft state
+	// of any group): refused when its ID is a current member, whose replicas would answer Raft without
+	// the log and votes they had; a removed ID whose removal is complete is taken by a fresh node
+	// only.
+	Fresh bool
 }
 
 // Opcode returns OpJoin.
@@ -42,7 +49,7 @@ func (*Join) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *Join) Size() int {
-	n := 8
+	n := 9
 	n += len(x.Cluster)
 	n += len(x.NodeID)
 	n += len(x.Address)
@@ -57,6 +64,7 @@ func (x *Join) AppendTo(b []byte) []byte {
 	b = wire.AppendString16(b, x.NodeID)
 	b = wire.AppendString16(b, x.Address)
 	b = wire.AppendString16(b, x.Advertise)
+	b = wire.AppendBool(b, x.Fresh)
 	return b
 }
 
@@ -67,6 +75,7 @@ func (x *Join) DecodeFrom(r *wire.Reader) {
 	x.NodeID = r.String(r.Len16(65535), true)
 	x.Address = r.String(r.Len16(65535), true)
 	x.Advertise = r.String(r.Len16(65535), true)
+	x.Fresh = r.Bool()
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
@@ -107,15 +116,21 @@ func (x *Join) Decode(body []byte) error {
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
-//	offset  field    encoding
-//	0       cluster  u16 length, then UTF-8
-//	+       members  u32 count, then each Member
+//	offset  field        encoding
+//	0       cluster      u16 length, then UTF-8
+//	+       members      u32 count, then each Member
+//	+       admitted_at  u64
 type JoinOk struct {
 	// The cluster's name (the Hello of every connection carries it).
 	Cluster string
 
 	// The cluster's nodes, by ID.
 	Members []Member
+
+	// The meta log index at or after which the node's admission (its PutMember) is applied; 0 for a
+	// member answered from the state (a restart). A node that takes a removed node's ID ignores that
+	// removal, which its meta state applies before its own admission.
+	AdmittedAt uint64
 }
 
 // Opcode returns OpJoinOk.
@@ -125,7 +140,7 @@ func (*JoinOk) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *JoinOk) Size() int {
-	n := 6
+	n := 14
 	n += len(x.Cluster)
 	for i0 := range x.Members {
 		n += x.Members[i0].Size()
@@ -141,6 +156,7 @@ func (x *JoinOk) AppendTo(b []byte) []byte {
 	for i0 := range x.Members {
 		b = x.Members[i0].AppendTo(b)
 	}
+	b = wire.AppendU64(b, x.AdmittedAt)
 	return b
 }
 
@@ -162,6 +178,7 @@ func (x *JoinOk) DecodeFrom(r *wire.Reader) {
 			}
 		}
 	}
+	x.AdmittedAt = r.U64()
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.

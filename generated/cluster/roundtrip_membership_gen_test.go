@@ -9,12 +9,14 @@ func sampleJoin(seed int) *Join {
 		Address:   fmt.Sprintf("address-%d-é", seed),
 		Advertise: fmt.Sprintf("advertise-%d-é", seed),
 		Cluster:   fmt.Sprintf("cluster-%d-é", seed),
+		Fresh:     seed%2 == 1,
 		NodeID:    fmt.Sprintf("node_id-%d-é", seed),
 	}
 }
 func sampleJoinOk(seed int) *JoinOk {
 	return &JoinOk{
-		Cluster: fmt.Sprintf("cluster-%d-é", seed),
+		AdmittedAt: uint64(seed*37 + 11),
+		Cluster:    fmt.Sprintf("cluster-%d-é", seed),
 		Members: func() []Member {
 			var out []Member
 			for _, seed := range [2]int{seed, seed + 1} {

@@ -43,6 +43,7 @@ var (
 	_ Frame = (*SetDraining)(nil)
 	_ Frame = (*RemoveMember)(nil)
 	_ Frame = (*ReplicaCaughtUp)(nil)
+	_ Frame = (*ReplicaLeft)(nil)
 	_ Frame = (*PutAPIKey)(nil)
 	_ Frame = (*RevokeAPIKey)(nil)
 	_ Frame = (*SetACL)(nil)
@@ -66,6 +67,8 @@ var (
 	_ Frame = (*SnapshotDraining)(nil)
 	_ Frame = (*SnapshotRemoved)(nil)
 	_ Frame = (*SnapshotJoining)(nil)
+	_ Frame = (*SnapshotLeaving)(nil)
+	_ Frame = (*SnapshotReleased)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -119,6 +122,8 @@ func New(op Opcode) Frame {
 		return new(RemoveMember)
 	case OpReplicaCaughtUp:
 		return new(ReplicaCaughtUp)
+	case OpReplicaLeft:
+		return new(ReplicaLeft)
 	case OpPutAPIKey:
 		return new(PutAPIKey)
 	case OpRevokeAPIKey:
@@ -165,6 +170,10 @@ func New(op Opcode) Frame {
 		return new(SnapshotRemoved)
 	case OpSnapshotJoining:
 		return new(SnapshotJoining)
+	case OpSnapshotLeaving:
+		return new(SnapshotLeaving)
+	case OpSnapshotReleased:
+		return new(SnapshotReleased)
 	}
 	return nil
 }

@@ -303,3 +303,78 @@ func (x *ReplicaCaughtUp) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// ReplicaLeft is opcode 0x2b, a stored record.
+// Records that a removed node is out of a group's Raft configuration: the group's leader
+// took it out (or found it out) and the change is committed. A RemoveMember records the
+// groups whose configuration may still hold the removed node (every group it replicated and
+// the meta group); once none is left the ID is released, and a fresh node may be added under
+// it (PutMember). Ignored when the group is not recorded for that node (a repeat, a deleted
+// group).
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       queue  u16 length, then UTF-8
+//	+       id     u16 length, then UTF-8
+type ReplicaLeft struct {
+	// The group's queue (not its dead-letter queue); empty for the meta group.
+	Queue string
+
+	// The removed node's ID.
+	ID string
+}
+
+// Opcode returns OpReplicaLeft.
+func (*ReplicaLeft) Opcode() Opcode {
+	return OpReplicaLeft
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ReplicaLeft) Size() int {
+	n := 4
+	n += len(x.Queue)
+	n += len(x.ID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ReplicaLeft) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Queue)
+	b = wire.AppendString16(b, x.ID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ReplicaLeft) DecodeFrom(r *wire.Reader) {
+	x.Queue = r.String(r.Len16(65535), false)
+	x.ID = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ReplicaLeft) Check() error {
+	if err := wire.CheckString(x.Queue, 65535, false); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ReplicaLeft) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpReplicaLeft,
+		}
+	}
+	return nil
+}

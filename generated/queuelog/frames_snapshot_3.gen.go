@@ -7,6 +7,140 @@ import (
 	"math"
 )
 
+// SnapshotLeaving is opcode 0x5f, a stored record.
+// A group whose Raft configuration may still hold a removed node (see RemoveMember and
+// ReplicaLeft), in a meta group snapshot, after the removed nodes. A removed node with none
+// is released: its ID may be given to a fresh node. Snapshots written before this frame hold
+// none; their removed nodes are restored as leaving the meta group and every group there is.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       id     u16 length, then UTF-8
+//	+       queue  u16 length, then UTF-8
+type SnapshotLeaving struct {
+	// The removed node's ID.
+	ID string
+
+	// The group's queue; empty for the meta group.
+	Queue string
+}
+
+// Opcode returns OpSnapshotLeaving.
+func (*SnapshotLeaving) Opcode() Opcode {
+	return OpSnapshotLeaving
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotLeaving) Size() int {
+	n := 4
+	n += len(x.ID)
+	n += len(x.Queue)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotLeaving) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	b = wire.AppendString16(b, x.Queue)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotLeaving) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+	x.Queue = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotLeaving) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	if err := wire.CheckString(x.Queue, 65535, false); err != nil {
+		return wire.AtField("queue", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotLeaving) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotLeaving,
+		}
+	}
+	return nil
+}
+
+// SnapshotReleased is opcode 0x60, a stored record.
+// The ID of a node removed from the cluster whose every group has left it (its ID is free again),
+// in a meta group snapshot, after the members.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       id     u16 length, then UTF-8
+type SnapshotReleased struct {
+	// The node's ID.
+	ID string
+}
+
+// Opcode returns OpSnapshotReleased.
+func (*SnapshotReleased) Opcode() Opcode {
+	return OpSnapshotReleased
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotReleased) Size() int {
+	n := 2
+	n += len(x.ID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotReleased) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.ID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotReleased) DecodeFrom(r *wire.Reader) {
+	x.ID = r.String(r.Len16(65535), false)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotReleased) Check() error {
+	if err := wire.CheckString(x.ID, 65535, false); err != nil {
+		return wire.AtField("id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotReleased) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotReleased,
+		}
+	}
+	return nil
+}
+
 // SnapshotPlacement is opcode 0x5a, a stored record.
 // Where a queue group lives, in a meta group snapshot, after the queue definitions. A group
 // without one was created while no node was known and lives on the node that applies it.

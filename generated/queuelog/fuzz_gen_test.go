@@ -156,6 +156,11 @@ func FuzzReplicaCaughtUp(f *testing.F) {
 		return new(ReplicaCaughtUp)
 	}, sampleReplicaCaughtUp(1), sampleReplicaCaughtUp(2), new(ReplicaCaughtUp))
 }
+func FuzzReplicaLeft(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ReplicaLeft)
+	}, sampleReplicaLeft(1), sampleReplicaLeft(2), new(ReplicaLeft))
+}
 func FuzzPutAPIKey(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(PutAPIKey)
@@ -270,6 +275,16 @@ func FuzzSnapshotJoining(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(SnapshotJoining)
 	}, sampleSnapshotJoining(1), sampleSnapshotJoining(2), new(SnapshotJoining))
+}
+func FuzzSnapshotLeaving(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotLeaving)
+	}, sampleSnapshotLeaving(1), sampleSnapshotLeaving(2), new(SnapshotLeaving))
+}
+func FuzzSnapshotReleased(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotReleased)
+	}, sampleSnapshotReleased(1), sampleSnapshotReleased(2), new(SnapshotReleased))
 }
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.

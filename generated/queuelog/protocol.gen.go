@@ -95,6 +95,8 @@ const (
 	OpRemoveMember Opcode = 0x29
 	// OpReplicaCaughtUp is ReplicaCaughtUp (a stored record).
 	OpReplicaCaughtUp Opcode = 0x2a
+	// OpReplicaLeft is ReplicaLeft (a stored record).
+	OpReplicaLeft Opcode = 0x2b
 	// OpPutAPIKey is PutAPIKey (a stored record).
 	OpPutAPIKey Opcode = 0x30
 	// OpRevokeAPIKey is RevokeAPIKey (a stored record).
@@ -141,6 +143,10 @@ const (
 	OpSnapshotRemoved Opcode = 0x5d
 	// OpSnapshotJoining is SnapshotJoining (a stored record).
 	OpSnapshotJoining Opcode = 0x5e
+	// OpSnapshotLeaving is SnapshotLeaving (a stored record).
+	OpSnapshotLeaving Opcode = 0x5f
+	// OpSnapshotReleased is SnapshotReleased (a stored record).
+	OpSnapshotReleased Opcode = 0x60
 )
 
 // opcodeInfo is what the spec says about one opcode.
@@ -174,6 +180,7 @@ var opcodeTable = [256]opcodeInfo{
 	OpSetDraining:        {"SetDraining"},
 	OpRemoveMember:       {"RemoveMember"},
 	OpReplicaCaughtUp:    {"ReplicaCaughtUp"},
+	OpReplicaLeft:        {"ReplicaLeft"},
 	OpPutAPIKey:          {"PutAPIKey"},
 	OpRevokeAPIKey:       {"RevokeAPIKey"},
 	OpSetACL:             {"SetACL"},
@@ -197,6 +204,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpSnapshotDraining:   {"SnapshotDraining"},
 	OpSnapshotRemoved:    {"SnapshotRemoved"},
 	OpSnapshotJoining:    {"SnapshotJoining"},
+	OpSnapshotLeaving:    {"SnapshotLeaving"},
+	OpSnapshotReleased:   {"SnapshotReleased"},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

@@ -91,6 +91,12 @@ func sampleReplicaCaughtUp(seed int) *ReplicaCaughtUp {
 		Queue: fmt.Sprintf("queue-%d-é", seed),
 	}
 }
+func sampleReplicaLeft(seed int) *ReplicaLeft {
+	return &ReplicaLeft{
+		ID:    fmt.Sprintf("id-%d-é", seed),
+		Queue: fmt.Sprintf("queue-%d-é", seed),
+	}
+}
 func roundTripCasesMetaCommands() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -175,6 +181,12 @@ func roundTripCasesMetaCommands() []roundTripCase {
 			return new(ReplicaCaughtUp)
 		},
 		full: sampleReplicaCaughtUp(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ReplicaLeft)
+		},
+		full: sampleReplicaLeft(1),
 		tail: 0,
 	}}
 }

@@ -169,6 +169,15 @@ func sampleSnapshotJoining(seed int) *SnapshotJoining {
 		Queue: fmt.Sprintf("queue-%d-é", seed),
 	}
 }
+func sampleSnapshotLeaving(seed int) *SnapshotLeaving {
+	return &SnapshotLeaving{
+		ID:    fmt.Sprintf("id-%d-é", seed),
+		Queue: fmt.Sprintf("queue-%d-é", seed),
+	}
+}
+func sampleSnapshotReleased(seed int) *SnapshotReleased {
+	return &SnapshotReleased{ID: fmt.Sprintf("id-%d-é", seed)}
+}
 func sampleSnapshotPlacement(seed int) *SnapshotPlacement {
 	return &SnapshotPlacement{
 		Queue: fmt.Sprintf("queue-%d-é", seed),
@@ -296,6 +305,18 @@ func roundTripCasesSnapshot() []roundTripCase {
 			return new(SnapshotJoining)
 		},
 		full: sampleSnapshotJoining(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotLeaving)
+		},
+		full: sampleSnapshotLeaving(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotReleased)
+		},
+		full: sampleSnapshotReleased(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
