@@ -164,7 +164,9 @@ func (x *SetDraining) Decode(body []byte) error {
 // replicas, then the lowest ID; a draining member only when no other is left), which joins
 // the group's Raft configuration, is caught up from its leader (a snapshot, bodies included)
 // and is recorded as joining until it is (ReplicaCaughtUp); a group no other member can take
-// keeps one replica fewer. The removed ID is remembered, and no node joins under it again.
+// keeps one replica fewer. The removed ID is remembered with the groups whose Raft
+// configuration may still hold it (those, and the meta group); no node is recorded under it
+// until each has left it (ReplicaLeft), when a fresh node may be (PutMember).
 // Refused, changing nothing: when no member has the ID; when it is the last member; unless
 // force, when the member is not draining.
 //

@@ -39,6 +39,9 @@ type Assignment struct {
 	// Joining are the replicas placed by a RemoveMember that have not caught up yet (membership.go):
 	// such a replica starts empty and is sent its state by the group's leader.
 	Joining []NodeID
+	// Leaving are removed nodes that the group's Raft configuration may still hold: its leader
+	// takes each out and records it (ReplicaLeft).
+	Leaving []NodeID
 }
 
 // Name is the group's name: its queue's.
@@ -73,12 +76,14 @@ type Catalog struct {
 	self NodeID
 	keys *auth.Store // API keys and ACLs; it has its own lock
 
-	mu         sync.RWMutex
-	queues     map[string]store.QueueRecord // queues and dead-letter queues, by name
-	groups     int                          // queues that are no dead-letter queue
-	config     map[string]string
-	nodes      map[NodeID]addrs // members: their addresses
-	removed    map[NodeID]bool  // nodes removed from the cluster (RemoveMember)
+	mu     sync.RWMutex
+	queues map[string]store.QueueRecord // queues and dead-letter queues, by name
+	groups int                          // queues that are no dead-letter queue
+	config map[string]string
+	nodes  map[NodeID]addrs // members: their addresses
+	// removed: the nodes removed from the cluster (RemoveMember), each with the groups whose Raft
+	// configuration may still hold it (MetaGroupName for the meta group); empty once released.
+	removed    map[NodeID]map[string]bool
 	placements map[string]placement
 	loads      map[NodeID]load // from placements
 }
@@ -93,7 +98,7 @@ func newCatalog(self NodeID) *Catalog {
 func (c *Catalog) reset() {
 	c.queues, c.groups, c.config = map[string]store.QueueRecord{}, 0, map[string]string{}
 	c.nodes, c.placements, c.loads = map[NodeID]addrs{}, map[string]placement{}, map[NodeID]load{}
-	c.removed = map[NodeID]bool{}
+	c.removed = map[NodeID]map[string]bool{}
 }
 
 // Self is the node this catalog belongs to, which hosts every group placed while no member was
@@ -233,7 +238,7 @@ func (c *Catalog) assignment(name string) (Assignment, bool) {
 		replicas = []NodeID{c.self}
 	}
 	return Assignment{Queue: q, DeadLetter: dlq, Replication: p.replication, Replicas: replicas,
-		Joining: slices.Clone(p.joining)}, true
+		Joining: slices.Clone(p.joining), Leaving: c.leavingOf(name)}, true
 }
 
 // putQueue stores a definition; c.mu is held.
@@ -260,5 +265,8 @@ func (c *Catalog) dropQueue(name string) {
 	if q.DLQOf == "" {
 		c.groups--
 		c.unplace(name)
+		for _, left := range c.removed {
+			delete(left, name) // a deleted group's configuration holds nobody
+		}
 	}
 }

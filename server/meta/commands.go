@@ -71,6 +71,8 @@ func (c *Catalog) apply(f queuelog.Frame, ch *changes) error {
 		return c.removeMember(cmd, ch)
 	case *queuelog.ReplicaCaughtUp:
 		c.caughtUp(cmd, ch)
+	case *queuelog.ReplicaLeft:
+		c.replicaLeft(cmd)
 	case *queuelog.PutNode: // a log written before PutMember
 		return c.putNode(&queuelog.PutMember{ID: cmd.ID, Address: cmd.Address}, ch)
 	case *queuelog.PutQueue:
@@ -166,15 +168,16 @@ func (c *Catalog) updateQueue(cmd *queuelog.UpdateQueue, ch *changes) error {
 }
 
 // putNode adds a member or changes its addresses (an empty one stays as it was); the first member
-// gets every group placed while none was known.
+// gets every group placed while none was known, and a new member tops up the groups short of
+// replicas (membership.go). A removed ID is refused until released (readmit).
 func (c *Catalog) putNode(cmd *queuelog.PutMember, ch *changes) error {
 	if cmd.ID == "" {
 		return refuse(CodeInvalidNode, "a node needs an ID")
 	}
-	if c.removed[NodeID(cmd.ID)] {
-		return refuse(CodeInvalidNode, "node ID %s was removed from this cluster and is not used again: give the node another ID", cmd.ID)
+	if err := c.readmit(NodeID(cmd.ID), cmd.Address); err != nil {
+		return err
 	}
-	a := c.nodes[NodeID(cmd.ID)]
+	a, member := c.nodes[NodeID(cmd.ID)]
 	if cmd.Address != "" {
 		a.address = cmd.Address
 	}
@@ -184,6 +187,9 @@ func (c *Catalog) putNode(cmd *queuelog.PutMember, ch *changes) error {
 	c.nodes[NodeID(cmd.ID)] = a
 	for _, name := range c.placeUnplaced() {
 		ch.touch(c, name)
+	}
+	if !member {
+		c.topUp(NodeID(cmd.ID), ch)
 	}
 	return nil
 }

@@ -21,7 +21,8 @@
 //
 // Removing a member (membership.go) places each group it replicated again: another member takes
 // its place, recorded as joining until it has caught up (ReplicaCaughtUp); the removed ID is
-// never recorded again.
+// held until every group (and the meta group) has it out of its Raft configuration (ReplicaLeft),
+// then released for a fresh node. A member added tops up the groups short of replicas.
 //
 // The package imports no broker: the broker proposes the commands built here and reads the
 // Catalog. imports_test.go checks that neither meta nor queuegroup ever imports it.

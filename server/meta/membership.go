@@ -9,9 +9,11 @@ import (
 
 // Removing a member (RemoveMember) is decided here, in apply, from the meta state alone:
 //
-//   - the member leaves the members, and its ID is remembered as removed: no node is recorded
-//     under it again (PutMember refuses it), so a node that still runs with the removed node's
-//     data — or a new one given its ID — can never be taken for it;
+//   - the member leaves the members, and its ID is remembered as removed, with the groups whose
+//     Raft configuration may still hold it: every group it replicated, and the meta group. While
+//     one is left no node is recorded under the ID (PutMember refuses it): a node given the ID
+//     would be taken, in that group, for the removed one, and its empty log and forgotten votes
+//     could help elect a leader lacking entries the removed node had helped commit;
 //   - every group it replicated gets another member in its place, chosen as placement chooses a
 //     replica (the fewest replicas, then the lowest ID), a draining member only when no other is
 //     left; the new replica is recorded as joining: it starts empty, outside the group's Raft
@@ -22,6 +24,21 @@ import (
 //
 // The member's position among a group's replicas is given up: when it was the preferred leader,
 // the next replica is.
+//
+// A group's leader that has the removed node out of its committed configuration records it
+// (ReplicaLeft), and so does the meta group's leader for the meta group; deleting a group drops
+// it too. Once no group is left the ID is released: a PutMember under it (a fresh node, with its
+// inter-node address) is a new member that hosts nothing yet. A group with no leader (every
+// replica lost) stays left until it is deleted, and holds the ID so.
+//
+// A member added (PutMember of an ID that is no member) tops up every group with fewer replicas
+// than its replication: the new member joins it as a joining replica, as a re-placed one does.
+// So a 3-node cluster that removed a node and runs its groups on 2 replicas gets them back to 3
+// when a node (the replacement) is added.
+
+// MetaGroupName names the meta group among the groups a removed node is leaving (ReplicaLeft's
+// queue): no queue has an empty name.
+const MetaGroupName = ""
 
 // RemoveMember is the command that removes member id from the cluster; force removes it even when
 // it is not draining.
@@ -35,6 +52,12 @@ func ReplicaCaughtUp(queue string, id NodeID) *queuelog.ReplicaCaughtUp {
 	return &queuelog.ReplicaCaughtUp{Queue: queue, ID: string(id)}
 }
 
+// ReplicaLeft is the command that records that group's Raft configuration no longer holds
+// removed node id (MetaGroupName for the meta group).
+func ReplicaLeft(group string, id NodeID) *queuelog.ReplicaLeft {
+	return &queuelog.ReplicaLeft{Queue: group, ID: string(id)}
+}
+
 // MemberWatcher is an optional ability of a Reconciler, found by type assertion: it hears each
 // member that is removed (RemoveMember), on the apply goroutine, after the change (and after the
 // Assign of each group placed again). A Restore replaces the members without calling it; read
@@ -43,14 +66,42 @@ type MemberWatcher interface {
 	MemberRemoved(id NodeID)
 }
 
-// Removed reports whether node id was removed from the cluster.
+// Removed reports whether node id was removed from the cluster (and not added again since).
 func (c *Catalog) Removed(id NodeID) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	return c.removed[id]
+	_, ok := c.removed[id]
+	return ok
 }
 
-// RemovedNodes returns the IDs of the nodes removed from the cluster, sorted.
+// Leaving counts the groups (the meta group among them) whose Raft configuration may still hold
+// removed node id; 0 once its ID is released, or when it was not removed.
+func (c *Catalog) Leaving(id NodeID) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return len(c.removed[id])
+}
+
+// MetaLeaving returns the removed nodes the meta group's configuration may still hold, sorted.
+func (c *Catalog) MetaLeaving() []NodeID {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.leavingOf(MetaGroupName)
+}
+
+// leavingOf returns the removed nodes group's configuration may still hold, sorted; c.mu is held.
+func (c *Catalog) leavingOf(group string) []NodeID {
+	var out []NodeID
+	for id, left := range c.removed {
+		if left[group] {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// RemovedNodes returns the IDs of the nodes removed from the cluster (and not added again), sorted.
 func (c *Catalog) RemovedNodes() []NodeID {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -96,10 +147,12 @@ func (c *Catalog) removeMember(cmd *queuelog.RemoveMember, ch *changes) error {
 		}
 	}
 	delete(c.nodes, id)
-	c.removed[id] = true
+	left := map[string]bool{MetaGroupName: true}
 	for _, name := range moved {
 		c.replace(name, id)
+		left[name] = true
 	}
+	c.removed[id] = left
 	ch.removed = append(ch.removed, id)
 	return nil
 }
@@ -174,4 +227,51 @@ func (c *Catalog) caughtUp(cmd *queuelog.ReplicaCaughtUp, ch *changes) {
 		p.joining = nil
 	}
 	c.placements[cmd.Queue] = p
+}
+
+// replicaLeft carries out a ReplicaLeft: group no longer holds removed node cmd.ID.
+func (c *Catalog) replicaLeft(cmd *queuelog.ReplicaLeft) {
+	if left, ok := c.removed[NodeID(cmd.ID)]; ok {
+		delete(left, cmd.Queue)
+	}
+}
+
+// readmit validates that removed node id may be recorded again (PutMember with address) and
+// forgets its removal; c.mu is held.
+func (c *Catalog) readmit(id NodeID, address string) error {
+	left, ok := c.removed[id]
+	switch {
+	case !ok:
+		return nil
+	case len(left) > 0:
+		return refuse(CodeInvalidNode, "node ID %s was removed from this cluster and its removal is not complete: %d groups "+
+			"(the meta group counts) may still hold it in their Raft configuration; the ID is free once `fila cluster members` "+
+			"shows it removed (ID free)", id, len(left))
+	case address == "":
+		return refuse(CodeInvalidNode, "node ID %s was removed from this cluster: a node recorded under it again gives its inter-node address", id)
+	}
+	delete(c.removed, id)
+	return nil
+}
+
+// topUp gives new member id a joining replica in every group with fewer replicas than its
+// replication, by name; c.mu is held.
+func (c *Catalog) topUp(id NodeID, ch *changes) {
+	for _, name := range c.groupNames() {
+		p := c.placements[name]
+		want := int(p.replication)
+		if want == 0 {
+			want = DefaultReplication
+		}
+		if len(p.replicas) == 0 || len(p.replicas) >= want || slices.Contains(p.replicas, id) {
+			continue
+		}
+		ch.touch(c, name)
+		p.replicas = append(slices.Clone(p.replicas), id)
+		p.joining = append(slices.Clone(p.joining), id)
+		c.placements[name] = p
+		l := c.loads[id]
+		l.replicas++
+		c.loads[id] = l
+	}
 }

@@ -25,14 +25,19 @@ import (
 //	SnapshotAPIKey*     every API key with its ACL
 //	SnapshotMember*     every member (SnapshotNode in snapshots written before it, read still)
 //	SnapshotDraining*   every member that is draining
-//	SnapshotRemoved*    every node removed from the cluster
+//	SnapshotRemoved*    every node removed from the cluster whose removal is not complete
+//	SnapshotReleased*   every node removed from the cluster whose ID is released
 //	SnapshotPlacement*  every placed group (and every group created with a replication while no
 //	                    member was known)
 //	SnapshotJoining*    every replica placed by a RemoveMember that has not caught up yet
+//	SnapshotLeaving*    every group whose Raft configuration may still hold a removed node
 //	SnapshotEnd         the count of the frames before it
 //
 // A snapshot of a state with no member and no placement is exactly what releases before
-// membership wrote, and those releases' snapshots restore here.
+// membership wrote, and those releases' snapshots restore here. A SnapshotRemoved without any
+// SnapshotLeaving (a snapshot written before ReplicaLeft existed) is restored as leaving the
+// meta group and every group there is: its groups' leaders record each one left (ReplicaLeft),
+// so the removal completes as if it had been recorded from the start.
 
 // Snapshot copies the state; Persist writes it.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
@@ -51,7 +56,17 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 			s.joining = append(s.joining, &queuelog.SnapshotJoining{Queue: name, ID: string(id)})
 		}
 	}
-	s.removed = idStrings(slices.Sorted(maps.Keys(c.removed)))
+	for _, id := range slices.Sorted(maps.Keys(c.removed)) {
+		left := c.removed[id]
+		if len(left) == 0 {
+			s.released = append(s.released, string(id))
+			continue
+		}
+		s.removed = append(s.removed, string(id))
+		for _, g := range slices.Sorted(maps.Keys(left)) {
+			s.leaving = append(s.leaving, &queuelog.SnapshotLeaving{ID: string(id), Queue: g})
+		}
+	}
 	return s, nil
 }
 
@@ -63,6 +78,8 @@ type snapshot struct {
 	placements []*queuelog.SnapshotPlacement
 	joining    []*queuelog.SnapshotJoining
 	removed    []string
+	released   []string
+	leaving    []*queuelog.SnapshotLeaving
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
@@ -94,11 +111,17 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	for _, id := range s.removed {
 		put(&queuelog.SnapshotRemoved{ID: id})
 	}
+	for _, id := range s.released {
+		put(&queuelog.SnapshotReleased{ID: id})
+	}
 	for _, p := range s.placements {
 		put(p)
 	}
 	for _, j := range s.joining {
 		put(j)
+	}
+	for _, l := range s.leaving {
+		put(l)
 	}
 	put(&queuelog.SnapshotEnd{Frames: n})
 	if err := w.Flush(); err != nil {
@@ -186,7 +209,19 @@ func readSnapshot(r io.Reader) (*Catalog, []auth.Record, error) {
 		case *queuelog.SnapshotPlacement:
 			next.placements[c.Queue] = placement{replication: c.Replication, replicas: nodeIDs(c.Replicas)}
 		case *queuelog.SnapshotRemoved:
-			next.removed[NodeID(c.ID)] = true
+			next.removed[NodeID(c.ID)] = nil // its groups follow (SnapshotLeaving); none: an old snapshot
+		case *queuelog.SnapshotReleased:
+			next.removed[NodeID(c.ID)] = map[string]bool{}
+		case *queuelog.SnapshotLeaving:
+			left, ok := next.removed[NodeID(c.ID)]
+			if !ok {
+				return nil, nil, fmt.Errorf("leaving node %q is not removed", c.ID)
+			}
+			if left == nil {
+				left = map[string]bool{}
+				next.removed[NodeID(c.ID)] = left
+			}
+			left[c.Queue] = true
 		case *queuelog.SnapshotJoining:
 			p, ok := next.placements[c.Queue]
 			if !ok || !slices.Contains(p.replicas, NodeID(c.ID)) {
@@ -203,6 +238,7 @@ func readSnapshot(r io.Reader) (*Catalog, []auth.Record, error) {
 					delete(next.placements, name) // of no group: nothing to place
 				}
 			}
+			next.leavingEverywhere()
 			return next, keys, nil
 		default:
 			return nil, nil, fmt.Errorf("unexpected %v", f.Opcode())
@@ -227,4 +263,19 @@ func nodeIDs(ss []string) []NodeID {
 		out[i] = NodeID(s)
 	}
 	return out
+}
+
+// leavingEverywhere gives each removed node restored without its groups (a snapshot written before
+// SnapshotLeaving) the meta group and every group: any of them may still hold it.
+func (c *Catalog) leavingEverywhere() {
+	for id, left := range c.removed {
+		if left != nil {
+			continue
+		}
+		left = map[string]bool{MetaGroupName: true}
+		for _, name := range c.groupNames() {
+			left[name] = true
+		}
+		c.removed[id] = left
+	}
 }
