@@ -36,6 +36,11 @@ type Cluster struct {
 	// AuthMaxStaleness bounds how long after the meta group's leader was last heard from the node
 	// still answers authenticated requests (authfresh.go; DefaultAuthMaxStaleness when 0).
 	AuthMaxStaleness time.Duration
+	// AdmittedAt is the meta index at which this node, started on an empty data directory, was
+	// admitted under the ID of a removed node (0: it was not): the meta state it is sent applies
+	// that node's removal before its own admission, which this node does not take for its own
+	// (selfRemoved).
+	AdmittedAt uint64
 }
 
 // Network gives this node's Raft groups their transports.

@@ -30,7 +30,7 @@ type peerAdder interface {
 // joinForwarder is an optional ability of a Network: it hands a node's join to the meta leader
 // (the leader's Admit) and returns the members it answers with.
 type joinForwarder interface {
-	ForwardJoin(leader meta.NodeID, n meta.Node) ([]meta.Node, error)
+	ForwardJoin(leader meta.NodeID, n meta.Node, fresh bool) ([]meta.Node, uint64, error)
 }
 
 // joinTimeout bounds the meta group's configuration change that adds a node.
@@ -43,50 +43,91 @@ func (b *Broker) joined() bool {
 }
 
 // Admit makes n a member of the cluster (see nodelink.Admitter) and returns the members, n
-// among them. A node the meta state records already, at the same address, and the meta group
-// counts, is answered from this node's state (a joined node that restarts); another node with
-// n's ID is refused. Otherwise the meta leader records n and adds it to the meta group as a
-// non-voter; another node hands the request to the leader, unless it was handed on already
-// (forwarded), when it answers raft.ErrNotLeader.
-func (b *Broker) Admit(n meta.Node, forwarded bool) ([]meta.Node, error) {
+// among them, and the meta index its admission is applied at (0: a member already). A node the
+// meta state records already, at the same address, and the meta group counts, is answered from
+// this node's state (a joined node that restarts); another node with n's ID is refused. Otherwise
+// the meta leader records n and adds it to the meta group as a non-voter; another node hands the
+// request to the leader, unless it was handed on already (forwarded), when it answers
+// raft.ErrNotLeader. A fresh node (an empty data directory) is judged by the leader alone
+// (mayJoin): refused under a member's ID, taken under a removed one once its removal is complete.
+func (b *Broker) Admit(n meta.Node, fresh, forwarded bool) ([]meta.Node, uint64, error) {
 	g := b.metaGroupNow()
 	if g == nil {
-		return nil, errNoMetaLeader
+		return nil, 0, errNoMetaLeader
 	}
-	member, err := b.admitted(g, n)
-	if err != nil || member {
-		return b.catalog().Nodes(), err
+	if !fresh {
+		member, err := b.admitted(g, n)
+		if err != nil || member {
+			return b.catalog().Nodes(), 0, err
+		}
 	}
 	if !g.Leader() {
 		leader := g.LeaderID()
 		fw, ok := b.opts.Cluster.Network.(joinForwarder)
 		switch {
 		case forwarded:
-			return nil, raft.ErrNotLeader
+			return nil, 0, raft.ErrNotLeader
 		case leader == "":
-			return nil, errNoMetaLeader
+			return nil, 0, errNoMetaLeader
 		case !ok:
-			return nil, errors.New("broker: this node's network hands no join on to the meta leader")
+			return nil, 0, errors.New("broker: this node's network hands no join on to the meta leader")
 		}
-		return fw.ForwardJoin(meta.NodeID(leader), n)
+		return fw.ForwardJoin(meta.NodeID(leader), n, fresh)
 	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
-	if _, err := b.admitted(g, n); err != nil { // looked at again, now that no change runs
-		return nil, err
+	if err := b.mayJoin(g, n, fresh); err != nil { // looked at again, now that no change runs
+		return nil, 0, err
 	}
 	if cur, ok := b.member(n.ID); !ok || cur.Address != n.Address || (n.Advertise != "" && cur.Advertise != n.Advertise) {
 		if err := b.proposeMeta(meta.PutNode(n)); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if !inConfiguration(g, n.ID) {
 		if err := g.AddNonvoter(raft.ServerID(n.ID), b.opts.Cluster.Network.Address(n.ID, MetaGroup), joinTimeout); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
-	b.log.Info("a node joined the cluster", "node_id", string(n.ID), "address", n.Address, "advertise", n.Advertise)
-	return b.catalog().Nodes(), nil
+	var at uint64
+	if fresh && b.metaIndex != nil {
+		at = b.metaIndex.Load() // its PutMember is applied here: at or before this index
+	}
+	b.log.Info("a node joined the cluster", "node_id", string(n.ID), "address", n.Address, "advertise", n.Advertise, "fresh", fresh)
+	return b.catalog().Nodes(), at, nil
+}
+
+// mayJoin refuses a node that may not join under n's ID: a node started on an empty data
+// directory (fresh) under the ID of a member, whose replicas would answer Raft without the log
+// and votes the member had (the member's data directory was lost: it is removed first); a node
+// with data under the ID of a removed node (a removed node does not come back); a fresh node
+// under a removed ID whose removal is not complete; and what admitted refuses.
+func (b *Broker) mayJoin(g *raftgroup.Group, n meta.Node, fresh bool) error {
+	cat, id := b.catalog(), n.ID
+	cur, member := b.member(id)
+	refused := func(format string, args ...any) error {
+		return &meta.Refused{Code: meta.CodeInvalidNode, Message: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case fresh && member && cur.Address != n.Address:
+		return refused("node ID %s is taken: node %s of this cluster is at %s, not %s; give the node that joins another ID. %s",
+			id, id, cur.Address, n.Address, lostAdvice(id))
+	case fresh && member:
+		return refused("node %s is a member of this cluster with its data, and the node that joins as %s starts on an empty data "+
+			"directory: its replicas would answer for node %s without the log and votes it had. %s", id, id, id, lostAdvice(id))
+	case !fresh && cat.Removed(id):
+		return refused("node %s was removed from this cluster, and its data directory is the removed node's: a removed node does "+
+			"not come back with its data; give the ID to a node with an empty data directory once the removal is complete "+
+			"(fila cluster members shows it \"removed (ID free)\")", id)
+	case fresh && cat.Leaving(id) > 0:
+		return refused("node %s was removed from this cluster and its removal is not complete: %d groups (the meta group counts) "+
+			"may still hold it in their Raft configuration; wait until fila cluster members shows it \"removed (ID free)\", "+
+			"then start it again", id, cat.Leaving(id))
+	case fresh:
+		return nil
+	}
+	_, err := b.admitted(g, n)
+	return err
 }
 
 // admitted reports whether n is a member already, as this node's state says: recorded at its
@@ -103,6 +144,13 @@ func (b *Broker) admitted(g *raftgroup.Group, n meta.Node) (bool, error) {
 				"(a node that moved keeps its data directory and its address)", n.ID, n.ID, cur.Address, n.Address)}
 	}
 	return (n.Advertise == "" || cur.Advertise == n.Advertise) && inConfiguration(g, n.ID), nil
+}
+
+// lostAdvice is what to do when node id's data directory was lost.
+func lostAdvice(id meta.NodeID) string {
+	return fmt.Sprintf("If node %s's data directory was lost, remove it first (fila cluster remove %s --force, through another node), "+
+		"wait until the removal is complete (fila cluster members shows it \"removed (ID free)\"), then start the replacement "+
+		"with an empty data directory and --join", id, id)
 }
 
 // member is the node id as this node's meta state records it.

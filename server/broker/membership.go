@@ -50,6 +50,8 @@ type memberWorker struct {
 	removedOnce sync.Once
 	removed     chan struct{} // closed once the meta state says this node was removed
 
+	active bool // a removal or a top-up was seen: groups' configurations are looked at (pass's goroutine)
+
 	mu     sync.Mutex
 	failed map[string]time.Time // group → when its last change, or ReplicaCaughtUp, failed or was sent
 	// settled: group → the placement (placementKey) its Raft configuration was last found to
@@ -75,7 +77,7 @@ func (b *Broker) Removed() <-chan struct{} {
 // MemberRemoved hears a removal (meta.MemberWatcher): the worker looks at once.
 func (h *metaHooks) MemberRemoved(id meta.NodeID) {
 	if h.live.Load() && h.b.members != nil {
-		if id == h.b.nodeID() {
+		if id == h.b.nodeID() && h.b.selfRemoved(h.b.catalog()) {
 			h.b.log.Error("this node was removed from the cluster (RemoveMember): it hosts no queue and stops serving", "node_id", string(id))
 		}
 		signal(h.b.members.nudge)
@@ -100,15 +102,19 @@ func (w *memberWorker) run() {
 // pass carries out what this node can of the removals now.
 func (w *memberWorker) pass() {
 	b, cat, self := w.b, w.b.catalog(), w.b.nodeID()
-	if cat.Removed(self) {
+	if b.selfRemoved(cat) {
 		w.removedOnce.Do(func() { close(w.removed) })
 		return
 	}
 	if g := b.metaGroupNow(); g != nil && g.Leader() {
 		b.settleMeta(g, cat)
 	}
-	if len(cat.RemovedNodes()) == 0 {
-		return // no removal ever: every group's configuration is its placement
+	if !w.active {
+		joining, _ := cat.Joining()
+		if len(cat.RemovedNodes()) == 0 && joining == 0 {
+			return // no removal ever, no top-up: every group's configuration is its placement
+		}
+		w.active = true // from now on, a configuration may differ from its placement (a non-voter to promote)
 	}
 	var settle []func() error
 	open := b.actors()
@@ -121,16 +127,21 @@ func (w *memberWorker) pass() {
 		switch {
 		case slices.Contains(asg.Joining, self):
 			settle = append(settle, func() error { return w.reportCaughtUp(name, a) })
-		case a.leadingNow.Load() && !w.settledAs(name, &asg):
+		case a.leadingNow.Load() && (!w.settledAs(name, &asg) || len(asg.Leaving) > 0):
 			settle = append(settle, func() error {
 				done, err := b.settleGroup(name, a, &asg)
 				if done {
 					w.markSettled(name, &asg)
+					if len(asg.Leaving) > 0 {
+						return w.reportLeft(name, a, asg.Leaving)
+					}
 				}
 				return err
 			})
-		case len(asg.Joining) > 0:
-			a.poke() // a sleeping group: woken, it elects a leader, which adds the joining replica
+		case len(asg.Joining) > 0 || len(asg.Leaving) > 0:
+			// A sleeping group: woken, it elects a leader, which adds the joining replica and takes
+			// the removed node out of its configuration.
+			a.poke()
 		}
 	}
 	eachAtOnce(len(settle), memberParallel, func(i int) error { return settle[i]() })
@@ -277,6 +288,7 @@ func (b *Broker) settleMeta(g *raftgroup.Group, cat *meta.Catalog) {
 	if err != nil {
 		return
 	}
+	b.reportMetaLeft(g, cat, servers)
 	voters := 0
 	for _, s := range servers {
 		if cat.Removed(meta.NodeID(s.ID)) {
@@ -476,6 +488,15 @@ func (b *Broker) removalLosesQuorum(cat *meta.Catalog, id meta.NodeID) string {
 type MemberState struct {
 	ID, Address, Advertise string
 	Draining, Up           bool
+	// MetaVoter: the meta group's configuration, as this node knows it, counts the member a voter.
+	MetaVoter bool
+}
+
+// RemovalState is a removed node: GroupsLeft counts the groups (the meta group among them) whose
+// Raft configuration may still hold it; 0 once its ID is free.
+type RemovalState struct {
+	ID         string
+	GroupsLeft int
 }
 
 // MembershipStatus is the cluster's membership as this node sees it, with the progress of
@@ -483,6 +504,9 @@ type MemberState struct {
 type MembershipStatus struct {
 	Members []MemberState
 	Removed []string
+	// Removals are the removed nodes with the groups whose Raft configuration may still hold each
+	// (meta group included); none left: the ID is free for a new node.
+	Removals []RemovalState
 	// JoiningReplicas counts the replicas placed by removals that have not caught up yet, in
 	// JoiningGroups groups.
 	JoiningReplicas, JoiningGroups int
@@ -498,12 +522,18 @@ func (b *Broker) MembershipStatus() MembershipStatus {
 		return st
 	}
 	cat := b.catalog()
+	var metaServers []raft.Server
+	if g := b.metaGroupNow(); g != nil {
+		metaServers, _ = g.Members()
+	}
 	for _, n := range cat.Nodes() {
+		s, in := findServer(metaServers, n.ID)
 		st.Members = append(st.Members, MemberState{ID: string(n.ID), Address: n.Address, Advertise: n.Advertise,
-			Draining: n.Draining, Up: b.reachable(n.ID)})
+			Draining: n.Draining, Up: b.reachable(n.ID), MetaVoter: in && s.Suffrage == raft.Voter})
 	}
 	for _, id := range cat.RemovedNodes() {
 		st.Removed = append(st.Removed, string(id))
+		st.Removals = append(st.Removals, RemovalState{ID: string(id), GroupsLeft: cat.Leaving(id)})
 	}
 	st.JoiningReplicas, st.JoiningGroups = cat.Joining()
 	for name, a := range b.actors() {

@@ -27,10 +27,12 @@ import (
 // answered Unavailable.
 type Admitter interface {
 	// Admit makes n a member of the cluster and returns the members once it is one (n among
-	// them). A node that does not lead the meta group hands the request to the one that does
-	// (ForwardJoin), unless it was handed on already (forwarded): then it answers
-	// raft.ErrNotLeader. A *meta.Refused when n may not join (another node has its ID).
-	Admit(n meta.Node, forwarded bool) ([]meta.Node, error)
+	// them), and the meta log index its admission is applied at (0 when it was a member
+	// already). fresh: n's data directory held no cluster state (Join's fresh). A node that does
+	// not lead the meta group hands the request to the one that does (ForwardJoin), unless it
+	// was handed on already (forwarded): then it answers raft.ErrNotLeader. A *meta.Refused when
+	// n may not join (another node has its ID, a fresh node under a member's ID).
+	Admit(n meta.Node, fresh, forwarded bool) (members []meta.Node, admittedAt uint64, err error)
 }
 
 // JoinRefused is a Join the cluster turned down for good (another node has the ID, the data
@@ -95,7 +97,7 @@ func (l *Link) admit(x *cluster.Join, decodeErr error, forwarded bool) cluster.F
 	case a == nil:
 		return refuse(cluster.CodeUnavailable, "node %s admits no node yet", l.cfg.NodeID)
 	}
-	members, err := a.Admit(meta.Node{ID: meta.NodeID(x.NodeID), Address: x.Address, Advertise: x.Advertise}, forwarded)
+	members, at, err := a.Admit(meta.Node{ID: meta.NodeID(x.NodeID), Address: x.Address, Advertise: x.Advertise}, x.Fresh, forwarded)
 	var refused *meta.Refused
 	switch {
 	case err == nil:
@@ -106,7 +108,7 @@ func (l *Link) admit(x *cluster.Join, decodeErr error, forwarded bool) cluster.F
 	default:
 		return refuse(cluster.CodeUnavailable, "%v", err)
 	}
-	ok := &cluster.JoinOk{Cluster: name, Members: make([]cluster.Member, len(members))}
+	ok := &cluster.JoinOk{Cluster: name, Members: make([]cluster.Member, len(members)), AdmittedAt: at}
 	for i, m := range members {
 		ok.Members[i] = cluster.Member{NodeID: string(m.ID), Address: m.Address, Advertise: m.Advertise}
 	}
@@ -114,27 +116,28 @@ func (l *Link) admit(x *cluster.Join, decodeErr error, forwarded bool) cluster.F
 }
 
 // ForwardJoin hands a node's Join to leader, which leads the meta group, and returns the members
-// it answers with: raft.ErrNotLeader when it does not lead, a *meta.Refused when the node may not
-// join.
-func (l *Link) ForwardJoin(leader meta.NodeID, n meta.Node) ([]meta.Node, error) {
+// and admission index it answers with: raft.ErrNotLeader when it does not lead, a *meta.Refused
+// when the node may not join.
+func (l *Link) ForwardJoin(leader meta.NodeID, n meta.Node, fresh bool) ([]meta.Node, uint64, error) {
 	c, err := l.connTo(leader)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var members []meta.Node
-	req := &cluster.Join{Cluster: l.clusterName(), NodeID: string(n.ID), Address: n.Address, Advertise: n.Advertise}
+	var at uint64
+	req := &cluster.Join{Cluster: l.clusterName(), NodeID: string(n.ID), Address: n.Address, Advertise: n.Advertise, Fresh: fresh}
 	err = c.roundTrip(req, l.cfg.CallTimeout, func(op cluster.Opcode, body []byte) error {
 		ok, err := joinAnswer(op, body)
 		if err == nil {
-			members = membersOf(ok)
+			members, at = membersOf(ok), ok.AdmittedAt
 		}
 		return err
 	})
 	var refused *JoinRefused
 	if errors.As(err, &refused) {
-		return nil, &meta.Refused{Code: meta.CodeInvalidNode, Message: refused.Message}
+		return nil, 0, &meta.Refused{Code: meta.CodeInvalidNode, Message: refused.Message}
 	}
-	return members, err
+	return members, at, err
 }
 
 // joinAnswer decodes the answer to a Join: JoinOk, or the Error it is (a *JoinRefused when the
@@ -168,6 +171,8 @@ type JoinConfig struct {
 	Node meta.Node
 	// Cluster is the cluster the node's data directory belongs to (empty on its first join).
 	Cluster string
+	// Fresh: the node's data directory held no cluster state when it started (Join's fresh).
+	Fresh bool
 	// TLS, when set, has the node dial TLS (the link's ClientTLS).
 	TLS *tls.Config
 	// Timeout bounds one attempt (10 s when 0).
@@ -182,6 +187,8 @@ type JoinResult struct {
 	Cluster string
 	// Members are the cluster's nodes, the joining one among them.
 	Members []meta.Node
+	// AdmittedAt is the meta log index the node's admission is applied at (0: it was a member).
+	AdmittedAt uint64
 }
 
 // Join asks the member at cfg.Through to make cfg.Node a member, again with backoff (each
@@ -229,7 +236,7 @@ func joinOnce(ctx context.Context, cfg JoinConfig) (JoinResult, error) {
 		nc = tc
 	}
 	req := &cluster.Join{Cluster: cfg.Cluster, NodeID: string(cfg.Node.ID), Address: dialable(cfg.Node.Address, nc.LocalAddr()),
-		Advertise: cfg.Node.Advertise}
+		Advertise: cfg.Node.Advertise, Fresh: cfg.Fresh}
 	if _, err := nc.Write(cluster.AppendFrame(nil, 0, 1, req)); err != nil {
 		return JoinResult{}, err
 	}
@@ -245,7 +252,7 @@ func joinOnce(ctx context.Context, cfg JoinConfig) (JoinResult, error) {
 	if err != nil {
 		return JoinResult{}, err
 	}
-	return JoinResult{Cluster: ok.Cluster, Members: membersOf(ok)}, nil
+	return JoinResult{Cluster: ok.Cluster, Members: membersOf(ok), AdmittedAt: ok.AdmittedAt}, nil
 }
 
 // dialable is addr with an unspecified host (a link listening on every interface) replaced by

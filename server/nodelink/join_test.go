@@ -28,22 +28,22 @@ type admitter struct {
 
 func (a *admitter) ProposeMeta([]byte) (uint64, error) { return 0, raft.ErrNotLeader }
 
-func (a *admitter) Admit(n meta.Node, forwarded bool) ([]meta.Node, error) {
+func (a *admitter) Admit(n meta.Node, fresh, forwarded bool) ([]meta.Node, uint64, error) {
 	if a.leader != "" {
 		if forwarded {
-			return nil, raft.ErrNotLeader
+			return nil, 0, raft.ErrNotLeader
 		}
-		return a.link.ForwardJoin(a.leader, n)
+		return a.link.ForwardJoin(a.leader, n, fresh)
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, m := range a.members {
 		if m.ID == n.ID && m.Address != n.Address {
-			return nil, &meta.Refused{Code: meta.CodeInvalidNode, Message: "node ID " + string(n.ID) + " is taken"}
+			return nil, 0, &meta.Refused{Code: meta.CodeInvalidNode, Message: "node ID " + string(n.ID) + " is taken"}
 		}
 	}
 	a.members = append(a.members, n)
-	return append([]meta.Node(nil), a.members...), nil
+	return append([]meta.Node(nil), a.members...), uint64(len(a.members)), nil
 }
 
 // A node joins through a member that does not lead: the member hands the Join on to the leader

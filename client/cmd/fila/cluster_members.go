@@ -30,10 +30,15 @@ type membersAnswer struct {
 		Draining  bool   `json:"draining"`
 		Up        bool   `json:"up"`
 	} `json:"members"`
-	Removed         []string `json:"removed"`
-	JoiningReplicas int      `json:"joining_replicas"`
-	JoiningGroups   int      `json:"joining_groups"`
-	UnsettledHere   int      `json:"unsettled_here"`
+	Removed  []string `json:"removed"`
+	Removals []struct {
+		ID         string `json:"id"`
+		GroupsLeft int    `json:"groups_left"`
+		IDFree     bool   `json:"id_free"`
+	} `json:"removals"`
+	JoiningReplicas int `json:"joining_replicas"`
+	JoiningGroups   int `json:"joining_groups"`
+	UnsettledHere   int `json:"unsettled_here"`
 }
 
 // removeRow is what remove prints with --json.
@@ -173,14 +178,34 @@ func (a *app) printMembers(m *membersAnswer) error {
 			return err
 		}
 	}
-	if len(m.Removed) > 0 {
-		if err := a.printf("removed: %v\n", m.Removed); err != nil {
-			return err
-		}
+	if err := a.printRemovals(m); err != nil {
+		return err
 	}
 	if m.JoiningGroups > 0 {
 		return a.printf("catching up: %d new %s in %d queue %s\n", m.JoiningReplicas, plural(m.JoiningReplicas, "replica", "replicas"),
 			m.JoiningGroups, plural(m.JoiningGroups, "group", "groups"))
+	}
+	return nil
+}
+
+// printRemovals prints each removed node: "removing (N groups left)" while a group's Raft
+// configuration may still hold it, "removed (ID free)" once a new node may take its ID. A server
+// that does not tell the groups left (an older one) gets the list of removed IDs.
+func (a *app) printRemovals(m *membersAnswer) error {
+	if len(m.Removals) == 0 {
+		if len(m.Removed) > 0 {
+			return a.printf("removed: %v\n", m.Removed)
+		}
+		return nil
+	}
+	for _, r := range m.Removals {
+		state := "removed (ID free)"
+		if !r.IDFree {
+			state = fmt.Sprintf("removing (%d %s left)", r.GroupsLeft, plural(r.GroupsLeft, "group", "groups"))
+		}
+		if err := a.printf("%-8s  %s\n", r.ID, state); err != nil {
+			return err
+		}
 	}
 	return nil
 }

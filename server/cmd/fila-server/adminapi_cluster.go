@@ -32,6 +32,9 @@ type membersJSON struct {
 	NodeID  string       `json:"node_id"` // the node that answers
 	Members []memberJSON `json:"members"`
 	Removed []string     `json:"removed"`
+	// Removals are the removed nodes with the groups whose Raft configuration may still hold
+	// each (the meta group counts); a node with none left has its ID free for a new node.
+	Removals []removalJSON `json:"removals"`
 	// JoiningReplicas counts the replicas placed by removals that have not caught up yet, in
 	// JoiningGroups queue groups; UnsettledHere the groups the answering node leads whose Raft
 	// configuration does not yet match their placement.
@@ -40,12 +43,19 @@ type membersJSON struct {
 	UnsettledHere   int `json:"unsettled_here"`
 }
 
+type removalJSON struct {
+	ID         string `json:"id"`
+	GroupsLeft int    `json:"groups_left"`
+	IDFree     bool   `json:"id_free"`
+}
+
 type memberJSON struct {
 	ID        string `json:"id"`
 	Address   string `json:"address"`
 	Advertise string `json:"advertise,omitempty"`
 	Draining  bool   `json:"draining"`
 	Up        bool   `json:"up"`
+	MetaVoter bool   `json:"meta_voter"` // a voter of the meta group, as the answering node knows its configuration
 }
 
 func members(b *broker.Broker, p *auth.Principal, _ *http.Request) (any, *httpError) {
@@ -58,8 +68,13 @@ func members(b *broker.Broker, p *auth.Principal, _ *http.Request) (any, *httpEr
 	if out.Removed == nil {
 		out.Removed = []string{}
 	}
+	out.Removals = []removalJSON{}
+	for _, r := range st.Removals {
+		out.Removals = append(out.Removals, removalJSON{ID: r.ID, GroupsLeft: r.GroupsLeft, IDFree: r.GroupsLeft == 0})
+	}
 	for _, m := range st.Members {
-		out.Members = append(out.Members, memberJSON{ID: m.ID, Address: m.Address, Advertise: m.Advertise, Draining: m.Draining, Up: m.Up})
+		out.Members = append(out.Members, memberJSON{ID: m.ID, Address: m.Address, Advertise: m.Advertise, Draining: m.Draining, Up: m.Up,
+			MetaVoter: m.MetaVoter})
 	}
 	return out, nil
 }

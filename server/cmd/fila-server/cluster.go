@@ -64,7 +64,7 @@ func openLink(cfg config.Config, id nodeIdentity, bo *broker.Options, log *slog.
 	// A founder's meta group starts from the founders; a node that joined starts its empty
 	// (no Members), and the meta leader sends it the state.
 	bo.Cluster = broker.Cluster{NodeID: string(self), Network: link, Members: nodes, Replication: cfg.Replication,
-		HeartbeatTimeout: cfg.ClusterHeartbeatTimeout, AuthMaxStaleness: cfg.Auth.MaxStaleness()}
+		HeartbeatTimeout: cfg.ClusterHeartbeatTimeout, AuthMaxStaleness: cfg.Auth.MaxStaleness(), AdmittedAt: id.AdmittedAt}
 	log.Info("cluster node", "node_id", cfg.NodeID, "cluster", id.ClusterID, "cluster_listen", link.Addr(), "founders", id.Founders,
 		"joined_through", id.JoinedThrough, "tls", serverTLS != nil)
 	return link, nil

@@ -25,7 +25,8 @@ import (
 // the new replicas catch up, the leaders take node 3 out of the groups' Raft configurations (no
 // node leads a group whose configuration differs from its placement), node 3 stops by itself,
 // every queue has a replica on each of nodes 1, 2 and 10 and commits with one of them stopped, and
-// every message stored before is delivered. A node started under the removed ID is refused.
+// every message stored before is delivered. The removed node started again with its data
+// directory and --join is refused.
 func TestRemoveADrainedNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
@@ -104,9 +105,10 @@ func TestRemoveADrainedNode(t *testing.T) {
 	awaitSettled(t, live, "3", 0)
 	expectServedByAll(t, live, append([]string{"orders"}, queues...), stored)
 
-	// The removed ID is not used again, even by a node with an empty data directory.
-	refusedLine(t, bin, serverEnv(), "node ID 3 was removed from this cluster",
-		"--log-level", "error", "--data-dir", t.TempDir(), "--node-id", "3", "--cluster-listen", "127.0.0.1:0", "--join", node1.addrs.Cluster)
+	// The removed node does not come back with its data directory (its ID, once free, is for a
+	// node with an empty one: TestALostNodeComesBackUnderItsID).
+	refusedLine(t, bin, serverEnv(), "node 3 was removed from this cluster, and its data directory is the removed node's",
+		"--log-level", "error", "--data-dir", nodes[2].dir, "--node-id", "3", "--cluster-listen", "127.0.0.1:0", "--join", node1.addrs.Cluster)
 	expectRemoveRefused(t, node1, "3", true, http.StatusNotFound, "node_not_found")
 }
 

@@ -38,6 +38,10 @@ type nodeIdentity struct {
 	// Members are, for a node that joined, the cluster's nodes when it was admitted, the ones a
 	// restart reaches first; the meta state keeps the current list.
 	Members []identityMember `json:"members,omitempty"`
+	// AdmittedAt is, for a node that joined on an empty data directory, the meta index its
+	// admission is applied at (JoinOk's admitted_at): a removal of its ID applied before it is
+	// the removed node's whose ID it took, not its own.
+	AdmittedAt uint64 `json:"admitted_at,omitempty"`
 }
 
 // identityMember is a node of the cluster in identityFile.

@@ -39,8 +39,11 @@ func joinCluster(cfg config.Config, id *nodeIdentity, link *nodelink.Link, clien
 	}
 	self := meta.Node{ID: nodeName(cfg.NodeID), Address: link.Addr(), Advertise: advertised(cfg)}
 	log.Info("joining the cluster", "through", through, "node_id", cfg.NodeID, "cluster_listen", self.Address)
+	// A node never admitted has no cluster state: its data directory was empty (or it stopped
+	// before its first admission was answered). It says so; under a member's ID it is refused.
+	fresh := id.ClusterID == ""
 	res, err := nodelink.Join(context.Background(), nodelink.JoinConfig{Through: through, Node: self, Cluster: id.ClusterID,
-		TLS: clientTLS, Logger: log})
+		Fresh: fresh, TLS: clientTLS, Logger: log})
 	var refused *nodelink.JoinRefused
 	if errors.As(err, &refused) {
 		return badInput("node %d cannot join through %s: %s", cfg.NodeID, through, refused.Message)
@@ -49,7 +52,7 @@ func joinCluster(cfg config.Config, id *nodeIdentity, link *nodelink.Link, clien
 		return err
 	}
 	if id.ClusterID == "" {
-		id.ClusterID, id.Members = res.Cluster, identityMembers(res.Members)
+		id.ClusterID, id.Members, id.AdmittedAt = res.Cluster, identityMembers(res.Members), res.AdmittedAt
 		if id.JoinedThrough == "" {
 			id.JoinedThrough = through
 		}

@@ -1,0 +1,173 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/filamq/fila/generated/fibp"
+	"github.com/filamq/fila/server/internal/fibptest"
+)
+
+// membersView is what GET /api/v1/cluster/members tells of the members and the removals.
+type membersView struct {
+	Members []struct {
+		ID        string `json:"id"`
+		Up        bool   `json:"up"`
+		MetaVoter bool   `json:"meta_voter"`
+	} `json:"members"`
+	Removals []struct {
+		ID         string `json:"id"`
+		GroupsLeft int    `json:"groups_left"`
+		IDFree     bool   `json:"id_free"`
+	} `json:"removals"`
+	JoiningGroups int `json:"joining_groups"`
+	UnsettledHere int `json:"unsettled_here"`
+}
+
+func membersOf(t *testing.T, n *clusterProc) membersView {
+	t.Helper()
+	var m membersView
+	if code := callAdminAPI(t, n, http.MethodGet, "/api/v1/cluster/members", "", &m); code != http.StatusOK {
+		t.Fatalf("members on node %d: HTTP %d", n.id, code)
+	}
+	return m
+}
+
+// A node whose disk is lost comes back under its own ID. Three nodes, replication 3, four queues
+// holding messages, two of each acknowledged. Node 3 is killed and its data directory deleted; a
+// fresh node 3 that joins now is refused (it would answer Raft for node 3 without its log and
+// votes). Node 3 is removed with force; once every group (and the meta group) has it out of its
+// Raft configuration the members show its ID free, and a fresh node 3 joins under it: every group
+// gets it back as a replica (topped up), caught up, and the meta group as a voter. Every queue's
+// leadership is moved to the new node 3 and node 1 is killed: every message not acknowledged is
+// delivered, and no acknowledged one.
+func TestALostNodeComesBackUnderItsID(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	web := []string{"--http-listen", "127.0.0.1:0"}
+	nodes, addrs := formCluster(t, bin, web...)
+	node1, node2 := nodes[0], nodes[1]
+	setRebalancing(t, node1, fibp.RebalancingDisabled, 0) // the moves below stay as made
+	queues := []string{"orders", "p0", "p1", "p2"}
+	for _, q := range queues[1:] {
+		if r := admin(t, node1, &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+	}
+	pending := map[string][]string{}
+	for _, q := range queues {
+		for j := range 5 {
+			enqueueOnLeader(t, nodes, q, fmt.Sprintf("%s-%d", q, j))
+		}
+		ackFirst(t, nodes, q, 2)
+		pending[q] = []string{q + "-2", q + "-3", q + "-4"}
+	}
+
+	// Node 3's disk is lost.
+	lost := nodes[2]
+	lost.p.cmd.Process.Signal(syscall.SIGKILL)
+	lost.p.wait()
+	if err := os.RemoveAll(lost.dir); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "node 1 sees node 3 unreachable", func() bool { return nodeStatus(t, node1, 3).State == fibp.NodeStateUnreachable })
+	refusedLine(t, bin, serverEnv(), "node 3 is a member of this cluster with its data",
+		"--log-level", "error", "--data-dir", t.TempDir(), "--node-id", "3", "--cluster-listen", addrs[2], "--join", node2.addrs.Cluster)
+
+	var res struct{ Groups int }
+	if code := callAdminAPI(t, node2, http.MethodPost, "/api/v1/cluster/members/3/remove", `{"force":true}`, &res); code != http.StatusOK {
+		t.Fatalf("removing node 3 with force: HTTP %d", code)
+	}
+	live := []*clusterProc{node1, node2}
+	for _, n := range live {
+		waitFor(t, fmt.Sprintf("node %d shows node 3's ID free", n.id), func() bool {
+			m := membersOf(t, n)
+			return len(m.Removals) == 1 && m.Removals[0].ID == "3" && m.Removals[0].IDFree
+		})
+	}
+
+	// The replacement: node 3 again, at its address, on an empty data directory.
+	back := &clusterProc{id: 3, dir: t.TempDir()}
+	back.launch(t, bin, addrs[2], append([]string{"--join", node1.addrs.Cluster}, web...)...)
+	back.addrs = waitAddrFile(t, back.addrFile, back.p)
+	all := []*clusterProc{node1, node2, back}
+	var last membersView
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the members as last seen: %+v", last)
+		}
+	})
+	for _, n := range all {
+		waitFor(t, fmt.Sprintf("node %d: node 3 a member and meta voter, every group settled", n.id), func() bool {
+			m := membersOf(t, n)
+			last = m
+			voters := 0
+			for _, x := range m.Members {
+				if x.Up && x.MetaVoter {
+					voters++
+				}
+			}
+			return len(m.Members) == 3 && voters == 3 && len(m.Removals) == 0 && m.JoiningGroups == 0 && m.UnsettledHere == 0
+		})
+	}
+	for _, q := range queues {
+		if _, err := os.Stat(filepath.Join(back.dir, "snapshots", fmt.Sprintf("q%x", q))); err != nil {
+			t.Fatalf("the new node 3 has no replica of %s: %v", q, err)
+		}
+		waitFor(t, fmt.Sprintf("node 3 leads %s", q), func() bool { return move(t, node2, q, 3) == fibp.CodeOk })
+	}
+
+	// Node 1 is lost too: node 3 leads every queue, with node 2.
+	node1.p.cmd.Process.Signal(syscall.SIGKILL)
+	node1.p.wait()
+	survivors := []*clusterProc{node2, back}
+	for _, q := range queues {
+		expectDeliveredByLeader(t, survivors, q, pending[q]...)
+	}
+}
+
+// ackFirst takes the first n messages of queue on its leader and acknowledges them.
+func ackFirst(t *testing.T, nodes []*clusterProc, queue string, n int) {
+	t.Helper()
+	_, c := subscribeOnLeaderWithCredit(t, nodes, queue, uint32(n))
+	defer c.NC.Close()
+	ack := &fibp.Ack{}
+	for _, d := range c.Deliveries(n) {
+		ack.Items = append(ack.Items, fibp.AckItem{Queue: queue, MessageID: d.MessageID})
+	}
+	r := c.Call(2, ack).(*fibp.AckResult)
+	for _, it := range r.Results {
+		if it.ErrorCode != fibp.CodeOk {
+			t.Fatalf("Ack on %s: %v", queue, it.ErrorCode)
+		}
+	}
+}
+
+// subscribeOnLeaderWithCredit is subscribeOnLeader with a credit of n: the subscription is sent
+// no more than n messages.
+func subscribeOnLeaderWithCredit(t *testing.T, nodes []*clusterProc, queue string, n uint32) (*clusterProc, *fibptest.Client) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute) // a safety net against a hang
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("no node took a subscription to %s within a minute", queue)
+		}
+		for _, p := range nodes {
+			c := fibptest.Dial(t, p.addrs.FIBP)
+			c.Handshake()
+			c.Send(1, &fibp.Consume{Queue: queue, Credit: n})
+			if _, f := c.Next(); f.Opcode() == fibp.OpConsumeOk {
+				return p, c
+			}
+			c.NC.Close()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
