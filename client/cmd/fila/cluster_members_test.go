@@ -98,3 +98,25 @@ func TestClusterRemoveCommand(t *testing.T) {
 		t.Fatalf("members: exit %d\n%s\nwant\n%s", code, out, want)
 	}
 }
+
+// fila cluster members shows each removed node's removal: removing, with the groups whose Raft
+// configuration may still hold it, or removed with its ID free for a new node.
+func TestClusterMembersShowsRemovals(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"node_id": "1", "members": []map[string]any{
+			{"id": "1", "address": "127.0.0.1:1", "advertise": "127.0.0.1:5555", "up": true, "meta_voter": true}},
+			"removed":  []string{"2", "3", "4"},
+			"removals": []map[string]any{{"id": "2", "groups_left": 3}, {"id": "3", "groups_left": 1}, {"id": "4", "groups_left": 0, "id_free": true}}})
+	}))
+	defer srv.Close()
+	out, errOut, code := runCLI(t, "cluster", "members", "--http-addr", strings.TrimPrefix(srv.URL, "http://"))
+	want := "NODE      STATE        DRAINING  ADDRESS\n" +
+		"1         up           false     127.0.0.1:5555\n" +
+		"2         removing (3 groups left)\n" +
+		"3         removing (1 group left)\n" +
+		"4         removed (ID free)\n"
+	if code != 0 || out != want {
+		t.Fatalf("members: exit %d\n%s%s\nwant\n%s", code, out, errOut, want)
+	}
+}
