@@ -86,8 +86,10 @@ func (a *app) removeCommand() *cobra.Command {
 			"--no-wait. The node must be drained first ('fila cluster drain NODE_ID'), and the removal\n" +
 			"is refused when a queue, or the cluster's meta group, would be left without a majority of\n" +
 			"its replicas reachable; --force removes it anyway (a node lost for good). The removed node,\n" +
-			"if it runs, stops; its ID is never used again: a replacement joins under a new ID. Ask\n" +
-			"another node than the one removed (--http-addr).",
+			"if it runs, stops. Its ID is free again once every group has it out of its Raft\n" +
+			"configuration ('fila cluster members' shows it \"removed (ID free)\"): a replacement with an\n" +
+			"empty data directory may then join under it (--join). Ask another node than the one\n" +
+			"removed (--http-addr).",
 		Args: exactArgs("NODE_ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := nodeArg(args[0])
@@ -164,7 +166,7 @@ func (a *app) waitReplaced(cmd *cobra.Command, addr, node string, groups int) er
 	}
 }
 
-// printMembers prints the members as a table, then the removed IDs and removals in progress.
+// printMembers prints the members as a table, then the removed nodes and removals in progress.
 func (a *app) printMembers(m *membersAnswer) error {
 	if err := a.printf("%-8s  %-11s  %-8s  %s\n", "NODE", "STATE", "DRAINING", "ADDRESS"); err != nil {
 		return err
