@@ -26,10 +26,13 @@ import (
 //     as its log's last — it proposes ReplicaCaughtUp;
 //   - the leader of a group makes a caught-up replica a voter, and only once every replica the
 //     placement names is a voter takes the servers it does not name (the removed node) out of the
-//     configuration. A sleeping group with a joining replica is woken so that it has a leader;
-//   - the meta group's leader takes removed nodes out of the meta group's configuration, and, when
-//     that leaves an even number of voters, makes a non-voting member a voter (3 or 5 voters stay
-//     3 or 5 while a non-voter is there to take the place);
+//     configuration, then records it out (ReplicaLeft, replace.go). A sleeping group with a
+//     joining replica, or one still holding a removed node, is woken so that it has a leader;
+//   - a member added tops up the groups short of replicas (meta's PutMember): its replicas join as
+//     a re-placed one does;
+//   - the meta group's leader takes removed nodes out of the meta group's configuration (and
+//     records it, ReplicaLeft), and, when that leaves an even number of voters, makes a non-voting
+//     member a voter (3 or 5 voters stay 3 or 5 while a non-voter is there to take the place);
 //   - the removed node, if it still runs, closes the replicas it no longer hosts as it applies the
 //     removal (the registry), and stops: Removed is closed, and fila-server exits with a log line.
 

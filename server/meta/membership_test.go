@@ -16,7 +16,8 @@ func (r *removals) MemberRemoved(id NodeID) { r.got = append(r.got, id) }
 
 // RemoveMember: refused for an unknown node, a node not draining (unless forced) and the last
 // member; a removed member's groups get another member, recorded as joining until
-// ReplicaCaughtUp; the removed ID is never recorded again; snapshots carry it all.
+// ReplicaCaughtUp; the removed ID is not recorded again while groups may hold it (replace_test.go:
+// until released); snapshots carry it all.
 func TestRemoveMemberPlacesItsGroupsAgain(t *testing.T) {
 	w := &removals{}
 	f := New(Config{Self: "1", Reconciler: w})

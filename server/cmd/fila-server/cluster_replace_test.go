@@ -46,28 +46,28 @@ func membersOf(t *testing.T, n *clusterProc) membersView {
 // gets it back as a replica (topped up), caught up, and the meta group as a voter. Every queue's
 // leadership is moved to the new node 3 and node 1 is killed: every message not acknowledged is
 // delivered, and no acknowledged one.
-func TestALostNodeComesBackUnderItsID(t *testing.T) {
+func TestALostNodeComesBackUnderItsID(t *testing.T) { comeBackUnderItsID(t, false) }
+
+// The same with every queue group asleep on every node when node 3 is lost: the removal wakes
+// them to take node 3 out of their configurations, and the top-up to add it back.
+func TestALostNodeComesBackWhileItsQueuesSleep(t *testing.T) { comeBackUnderItsID(t, true) }
+
+func comeBackUnderItsID(t *testing.T, sleeping bool) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
 	}
 	bin := buildServer(t)
-	web := []string{"--http-listen", "127.0.0.1:0"}
-	nodes, addrs := formCluster(t, bin, web...)
+	flags := []string{"--http-listen", "127.0.0.1:0"}
+	if sleeping {
+		flags = append(flags, "--queue-idle-timeout", "300ms")
+	}
+	nodes, addrs := formCluster(t, bin, flags...)
 	node1, node2 := nodes[0], nodes[1]
 	setRebalancing(t, node1, fibp.RebalancingDisabled, 0) // the moves below stay as made
 	queues := []string{"orders", "p0", "p1", "p2"}
-	for _, q := range queues[1:] {
-		if r := admin(t, node1, &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
-			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
-		}
-	}
-	pending := map[string][]string{}
-	for _, q := range queues {
-		for j := range 5 {
-			enqueueOnLeader(t, nodes, q, fmt.Sprintf("%s-%d", q, j))
-		}
-		ackFirst(t, nodes, q, 2)
-		pending[q] = []string{q + "-2", q + "-3", q + "-4"}
+	pending := storeAndAckSome(t, nodes, queues)
+	if sleeping {
+		awaitAllAsleep(t, nodes, "before node 3 is lost")
 	}
 
 	// Node 3's disk is lost.
@@ -85,8 +85,7 @@ func TestALostNodeComesBackUnderItsID(t *testing.T) {
 	if code := callAdminAPI(t, node2, http.MethodPost, "/api/v1/cluster/members/3/remove", `{"force":true}`, &res); code != http.StatusOK {
 		t.Fatalf("removing node 3 with force: HTTP %d", code)
 	}
-	live := []*clusterProc{node1, node2}
-	for _, n := range live {
+	for _, n := range []*clusterProc{node1, node2} {
 		waitFor(t, fmt.Sprintf("node %d shows node 3's ID free", n.id), func() bool {
 			m := membersOf(t, n)
 			return len(m.Removals) == 1 && m.Removals[0].ID == "3" && m.Removals[0].IDFree
@@ -95,9 +94,50 @@ func TestALostNodeComesBackUnderItsID(t *testing.T) {
 
 	// The replacement: node 3 again, at its address, on an empty data directory.
 	back := &clusterProc{id: 3, dir: t.TempDir()}
-	back.launch(t, bin, addrs[2], append([]string{"--join", node1.addrs.Cluster}, web...)...)
+	back.launch(t, bin, addrs[2], append([]string{"--join", node1.addrs.Cluster}, flags...)...)
 	back.addrs = waitAddrFile(t, back.addrFile, back.p)
-	all := []*clusterProc{node1, node2, back}
+	awaitTakenBack(t, []*clusterProc{node1, node2, back})
+	for _, q := range queues {
+		if _, err := os.Stat(filepath.Join(back.dir, "snapshots", fmt.Sprintf("q%x", q))); err != nil {
+			t.Fatalf("the new node 3 has no replica of %s: %v", q, err)
+		}
+		waitFor(t, fmt.Sprintf("node 3 leads %s", q), func() bool { return move(t, node2, q, 3) == fibp.CodeOk })
+	}
+
+	// Node 1 is lost too: node 3 leads every queue, with node 2.
+	node1.p.cmd.Process.Signal(syscall.SIGKILL)
+	node1.p.wait()
+	survivors := []*clusterProc{node2, back}
+	for _, q := range queues {
+		expectDeliveredByLeader(t, survivors, q, pending[q]...)
+	}
+}
+
+// storeAndAckSome creates the queues but orders (formCluster's), enqueues five messages to each
+// and acknowledges the first two; it returns the three left, by queue.
+func storeAndAckSome(t *testing.T, nodes []*clusterProc, queues []string) map[string][]string {
+	t.Helper()
+	for _, q := range queues[1:] {
+		if r := admin(t, nodes[0], &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+	}
+	pending := map[string][]string{}
+	for _, q := range queues {
+		for j := range 5 {
+			enqueueOnLeader(t, nodes, q, fmt.Sprintf("%s-%d", q, j))
+		}
+		ackFirst(t, nodes, q, 2)
+		pending[q] = []string{q + "-2", q + "-3", q + "-4"}
+	}
+	return pending
+}
+
+// awaitTakenBack waits until every node lists the three members up and voting in the meta group,
+// no removal, no replica catching up, and leads no group whose configuration differs from its
+// placement.
+func awaitTakenBack(t *testing.T, all []*clusterProc) {
+	t.Helper()
 	var last membersView
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -116,20 +156,6 @@ func TestALostNodeComesBackUnderItsID(t *testing.T) {
 			}
 			return len(m.Members) == 3 && voters == 3 && len(m.Removals) == 0 && m.JoiningGroups == 0 && m.UnsettledHere == 0
 		})
-	}
-	for _, q := range queues {
-		if _, err := os.Stat(filepath.Join(back.dir, "snapshots", fmt.Sprintf("q%x", q))); err != nil {
-			t.Fatalf("the new node 3 has no replica of %s: %v", q, err)
-		}
-		waitFor(t, fmt.Sprintf("node 3 leads %s", q), func() bool { return move(t, node2, q, 3) == fibp.CodeOk })
-	}
-
-	// Node 1 is lost too: node 3 leads every queue, with node 2.
-	node1.p.cmd.Process.Signal(syscall.SIGKILL)
-	node1.p.wait()
-	survivors := []*clusterProc{node2, back}
-	for _, q := range queues {
-		expectDeliveredByLeader(t, survivors, q, pending[q]...)
 	}
 }
 
