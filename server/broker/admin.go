@@ -70,8 +70,11 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 	// Applying the command decides whether the name is free, alike on every node; the registry
 	// then opens the group wherever the meta group placed it, here included.
 	b.adminMu.Lock() // proposals one at a time; what they may do is decided in apply alone
-	err := b.proposeMeta(meta.CreateQueue(&def, uint32(b.opts.Cluster.Replication), uint32(b.opts.MaxQueues)))
+	applied, err := b.proposeMetaThen(meta.CreateQueue(&def, uint32(b.opts.Cluster.Replication), uint32(b.opts.MaxQueues)))
 	b.adminMu.Unlock()
+	if err == nil {
+		err = applied()
+	}
 	if err != nil {
 		return b.refusal(err)
 	}
@@ -89,8 +92,11 @@ func (b *Broker) DeleteQueue(queue string) *Error {
 		return b.purgeDeadLetters(r)
 	}
 	b.adminMu.Lock()
-	err := b.proposeMeta(meta.DeleteQueue(queue))
+	applied, err := b.proposeMetaThen(meta.DeleteQueue(queue))
 	b.adminMu.Unlock()
+	if err == nil {
+		err = applied()
+	}
 	if err != nil {
 		return b.refusal(err)
 	}

@@ -480,9 +480,23 @@ func (b *Broker) dropData(name string) error { return b.db.DropQueue(name) }
 // caller holds adminMu. A node that does not lead the meta group hands the entry to the one that
 // does (Network.ProposeMeta) and waits until it has applied the entry itself.
 func (b *Broker) proposeMeta(cmds ...queuelog.Frame) error {
-	g, err := b.metaGroupForWrite()
+	applied, err := b.proposeMetaThen(cmds...)
 	if err != nil {
 		return err
+	}
+	return applied()
+}
+
+// proposeMetaThen is proposeMeta in two steps: it commits the commands, under adminMu, and
+// returns the wait until this node has applied them, which the caller may run after releasing
+// adminMu. On the meta leader the commit is the wait (it applied the entry when its proposal
+// returns); a follower waits for its copy of the meta log, a commit-index round later, and
+// creations through a follower, one at a time, waited that long each (12 queues a second).
+func (b *Broker) proposeMetaThen(cmds ...queuelog.Frame) (applied func() error, err error) {
+	none := func() error { return nil }
+	g, err := b.metaGroupForWrite()
+	if err != nil {
+		return nil, err
 	}
 	var entry []byte
 	for _, c := range cmds {
@@ -491,14 +505,20 @@ func (b *Broker) proposeMeta(cmds ...queuelog.Frame) error {
 	if net := b.opts.Cluster.Network; net != nil && !g.Leader() {
 		leader := g.LeaderID()
 		if leader == "" {
-			return errNoMetaLeader
+			return nil, errNoMetaLeader
 		}
 		index, err := net.ProposeMeta(meta.NodeID(leader), entry)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		return b.awaitMetaApplied(g, index)
+		return func() error { return b.awaitMetaApplied(g, index) }, nil
 	}
+	return none, b.proposeHere(g, entry)
+}
+
+// proposeHere commits entry through g, which this node leads, and snapshots the meta log when it
+// has grown long.
+func (b *Broker) proposeHere(g *raftgroup.Group, entry []byte) error {
 	f := g.Propose(entry)
 	if err := f.Error(); err != nil {
 		if !leadershipLost(err) {

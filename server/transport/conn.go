@@ -47,6 +47,7 @@ type conn struct {
 	caps     fibp.Capabilities
 	inflight chan struct{} // one token per request awaiting an answer
 	pending  sync.WaitGroup
+	creates  sync.WaitGroup // CreateQueue requests running beside the reader (adminasync.go)
 
 	subs map[uint32]*subRef // by Consume request ID; reader goroutine only
 	// The subscriptions the broker ended (their queue was deleted), for the reader to forget

@@ -22,6 +22,13 @@ func (c *conn) handle(h fibp.Header, body []byte) bool {
 	if c.stale(h) {
 		return true
 	}
+	if h.Opcode == fibp.OpCreateQueue {
+		c.createQueue(h, body)
+		return true
+	}
+	if h.Opcode != fibp.OpPing && h.Opcode != fibp.OpPong {
+		c.creates.Wait() // every other request after the CreateQueues before it (adminasync.go)
+	}
 	switch h.Opcode {
 	case fibp.OpPing:
 		c.send(h.RequestID, &fibp.Pong{})
@@ -289,6 +296,11 @@ func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
 		return
 	}
 	res, e, err := handler(c.s.svc, session.Node{ID: c.s.opts.NodeID, Addr: c.s.advertised()}, body)
+	c.answerAdmin(h, c.who, res, e, err)
+}
+
+// answerAdmin answers an admin request with what its handler returned, filtered for who.
+func (c *conn) answerAdmin(h fibp.Header, who *auth.Principal, res fibp.Frame, e *service.Error, err error) {
 	if err != nil {
 		c.log.Info("admin request malformed", "op", h.Opcode.String(), "err", err)
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, err.Error(), nil)
@@ -302,7 +314,7 @@ func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
 		if e != nil {
 			c.s.countCode(e.Code)
 		}
-		session.Filter(c.who, res)
+		session.Filter(who, res)
 		c.send(h.RequestID, res)
 	}
 }
