@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -101,15 +102,24 @@ func (b *Broker) nodeID() meta.NodeID {
 }
 
 // groupPeers is a group's first configuration: its replicas, at their addresses (none for a
-// single node, which bootstraps alone).
+// single node, which bootstraps alone), but the joining ones, which its leader adds (a group
+// placed while no member was known, topped up by the members recorded after: meta's PutMember).
 func (b *Broker) groupPeers(group string, replicas []meta.NodeID) []raft.Server {
 	net := b.opts.Cluster.Network
 	if net == nil {
 		return nil
 	}
-	out := make([]raft.Server, len(replicas))
-	for i, id := range replicas {
-		out[i] = raft.Server{ID: raft.ServerID(id), Address: net.Address(id, group)}
+	var joining []meta.NodeID
+	if group != MetaGroup {
+		if a, ok := b.catalog().Assignment(group); ok && a.Name() == group {
+			joining = a.Joining
+		}
+	}
+	out := make([]raft.Server, 0, len(replicas))
+	for _, id := range replicas {
+		if !slices.Contains(joining, id) {
+			out = append(out, raft.Server{ID: raft.ServerID(id), Address: net.Address(id, group)})
+		}
 	}
 	return out
 }
