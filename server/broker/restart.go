@@ -87,7 +87,8 @@ func (b *Broker) watchMetaApplied(fsm raft.FSM, snaps raft.SnapshotStore) raft.F
 
 // awaitMetaCurrent waits until the meta state machine has applied every command entry this node
 // knows committed (raftgroup.Group.Current, then the last command entry up to what raft applied),
-// at most metaCatchUpTimeout; a node alone needs no wait.
+// and its admission under a removed node's ID if it was (replace.go), at most metaCatchUpTimeout;
+// a node alone needs no wait.
 func (b *Broker) awaitMetaCurrent(g *raftgroup.Group) {
 	if b.opts.Cluster.Network == nil || b.metaIndex == nil {
 		return
@@ -100,7 +101,10 @@ func (b *Broker) awaitMetaCurrent(g *raftgroup.Group) {
 		if !known && g.Current() {
 			target, known = lastCommandApplied(g), true
 		}
-		if known && b.metaIndex.Load() >= target {
+		// A node admitted under a removed node's ID (Cluster.AdmittedAt) also waits past its
+		// admission: before it, its meta state holds the old node's removal, which the registry
+		// must not carry out on this node's replicas.
+		if known && b.metaIndex.Load() >= max(target, b.opts.Cluster.AdmittedAt) {
 			break
 		}
 		if time.Now().After(deadline) {

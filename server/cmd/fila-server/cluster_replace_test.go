@@ -80,20 +80,17 @@ func comeBackUnderItsID(t *testing.T, sleeping bool) {
 	waitFor(t, "node 1 sees node 3 unreachable", func() bool { return nodeStatus(t, node1, 3).State == fibp.NodeStateUnreachable })
 	refusedLine(t, bin, serverEnv(), "node 3 is a member of this cluster with its data",
 		"--log-level", "error", "--data-dir", t.TempDir(), "--node-id", "3", "--cluster-listen", addrs[2], "--join", node2.addrs.Cluster)
-
-	var res struct{ Groups int }
-	if code := callAdminAPI(t, node2, http.MethodPost, "/api/v1/cluster/members/3/remove", `{"force":true}`, &res); code != http.StatusOK {
-		t.Fatalf("removing node 3 with force: HTTP %d", code)
-	}
-	for _, n := range []*clusterProc{node1, node2} {
-		waitFor(t, fmt.Sprintf("node %d shows node 3's ID free", n.id), func() bool {
-			m := membersOf(t, n)
-			return len(m.Removals) == 1 && m.Removals[0].ID == "3" && m.Removals[0].IDFree
-		})
-	}
+	removeUntilFree(t, node2, []*clusterProc{node1, node2})
 
 	// The replacement: node 3 again, at its address, on an empty data directory.
 	back := &clusterProc{id: 3, dir: t.TempDir()}
+	back.launch(t, bin, addrs[2], append([]string{"--join", node1.addrs.Cluster}, flags...)...)
+	back.addrs = waitAddrFile(t, back.addrFile, back.p)
+	awaitTakenBack(t, []*clusterProc{node1, node2, back})
+	// Restarted with its data (its meta state applies the old node 3's removal again, before its
+	// own admission), it stays.
+	back.p.cmd.Process.Signal(syscall.SIGKILL)
+	back.p.wait()
 	back.launch(t, bin, addrs[2], append([]string{"--join", node1.addrs.Cluster}, flags...)...)
 	back.addrs = waitAddrFile(t, back.addrFile, back.p)
 	awaitTakenBack(t, []*clusterProc{node1, node2, back})
@@ -101,7 +98,7 @@ func comeBackUnderItsID(t *testing.T, sleeping bool) {
 		if _, err := os.Stat(filepath.Join(back.dir, "snapshots", fmt.Sprintf("q%x", q))); err != nil {
 			t.Fatalf("the new node 3 has no replica of %s: %v", q, err)
 		}
-		waitFor(t, fmt.Sprintf("node 3 leads %s", q), func() bool { return move(t, node2, q, 3) == fibp.CodeOk })
+		waitFor(t, fmt.Sprintf("node 3 leads %s", q), func() bool { return moveOrRetry(t, node2, q, 3) })
 	}
 
 	// Node 1 is lost too: node 3 leads every queue, with node 2.
@@ -110,6 +107,38 @@ func comeBackUnderItsID(t *testing.T, sleeping bool) {
 	survivors := []*clusterProc{node2, back}
 	for _, q := range queues {
 		expectDeliveredByLeader(t, survivors, q, pending[q]...)
+	}
+}
+
+// moveOrRetry asks node n to move queue's leadership to node target and reports whether it did; a
+// transfer that failed (the target's replica not caught up yet after its restart) is logged.
+func moveOrRetry(t *testing.T, n *clusterProc, queue string, target int) bool {
+	t.Helper()
+	switch r := admin(t, n, &fibp.MoveQueueLeader{Queue: queue, TargetNodeID: uint64(target)}).(type) {
+	case *fibp.MoveQueueLeaderResult:
+		return r.ErrorCode == fibp.CodeOk
+	case *fibp.Error:
+		t.Logf("MoveQueueLeader %s to node %d: %v: %s", queue, target, r.ErrorCode, r.Message)
+		return false
+	default:
+		t.Fatalf("MoveQueueLeader answered %T", r)
+	}
+	return false
+}
+
+// removeUntilFree removes node 3 with force through n and waits until each of live shows its ID
+// free.
+func removeUntilFree(t *testing.T, n *clusterProc, live []*clusterProc) {
+	t.Helper()
+	var res struct{ Groups int }
+	if code := callAdminAPI(t, n, http.MethodPost, "/api/v1/cluster/members/3/remove", `{"force":true}`, &res); code != http.StatusOK {
+		t.Fatalf("removing node 3 with force: HTTP %d", code)
+	}
+	for _, n := range live {
+		waitFor(t, fmt.Sprintf("node %d shows node 3's ID free", n.id), func() bool {
+			m := membersOf(t, n)
+			return len(m.Removals) == 1 && m.Removals[0].ID == "3" && m.Removals[0].IDFree
+		})
 	}
 }
 
