@@ -22,7 +22,12 @@ import (
 //
 // A node started on an empty data directory says so when it joins (Join's fresh, mayJoin): the
 // meta leader refuses it under a member's ID, and takes it under a removed one once released. Its
-// admission index (Cluster.AdmittedAt) tells it which removal of its ID is the old node's.
+// admission index (Cluster.AdmittedAt) tells it which removal of its ID is the old node's: it does
+// not stop for it (selfRemoved), and its start waits until its meta state is past it before the
+// registry acts on the state (awaitMetaCurrent), so that the old node's removal closes none of
+// its replicas. That wait is bounded (metaCatchUpTimeout): a start whose meta state takes longer
+// to get past its admission goes on, and the registry may then carry out the old removal on it
+// (closing and deleting its replicas, opened again as the state moves on).
 
 // reportLeft records, for group, which this node leads and whose configuration matches its
 // placement, that the removed nodes in leaving are out of its configuration.
