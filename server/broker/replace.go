@@ -23,11 +23,11 @@ import (
 // A node started on an empty data directory says so when it joins (Join's fresh, mayJoin): the
 // meta leader refuses it under a member's ID, and takes it under a removed one once released. Its
 // admission index (Cluster.AdmittedAt) tells it which removal of its ID is the old node's: it does
-// not stop for it (selfRemoved), and its start waits until its meta state is past it before the
-// registry acts on the state (awaitMetaCurrent), so that the old node's removal closes none of
-// its replicas. That wait is bounded (metaCatchUpTimeout): a start whose meta state takes longer
-// to get past its admission goes on, and the registry may then carry out the old removal on it
-// (closing and deleting its replicas, opened again as the state moves on).
+// not stop for it (selfRemoved), its start waits until its meta state is past it before the
+// registry acts on the state (awaitMetaCurrent, bounded by metaCatchUpTimeout), and, should the
+// registry carry out the old removal all the same (a start past that bound), a replica closed for
+// it keeps its data (beforeAdmission): opened again as the state moves on, it is the replica it
+// was, never an empty voter.
 
 // reportLeft records, for group, which this node leads and whose configuration matches its
 // placement, that the removed nodes in leaving are out of its configuration.
@@ -82,6 +82,13 @@ func (b *Broker) proposeLeft(g *raftgroup.Group, group string, servers []raft.Se
 		b.log.Info("a removed node is out of a group's Raft configuration", "queue", group, "node_id", string(id))
 	}
 	return nil
+}
+
+// beforeAdmission reports whether this node, admitted under a removed node's ID, holds a meta
+// state from before its admission that says this ID is removed: the old node's removal.
+func (b *Broker) beforeAdmission() bool {
+	at := b.opts.Cluster.AdmittedAt
+	return at != 0 && b.metaIndex != nil && b.metaIndex.Load() < at && b.catalog().Removed(b.nodeID())
 }
 
 // selfRemoved reports whether the meta state says this node was removed: a removal applied

@@ -103,6 +103,13 @@ func (a *actor) Close(drop bool) {
 		<-a.done
 		return
 	}
+	if _, exists := a.b.catalog().Assignment(a.name); exists && a.b.beforeAdmission() {
+		// Not deleted: closed for the old node's removal of this ID, replayed before this node's
+		// own admission (replace.go). It keeps its data, opened again as the state moves on.
+		a.halt()
+		<-a.done
+		return
+	}
 	a.post(func(a *actor) { a.deleted = true })
 	<-a.done
 	if err := a.b.dropData(a.name); err != nil { // dropped on the next start, or by a CreateQueue of the name
