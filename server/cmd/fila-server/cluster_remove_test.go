@@ -206,7 +206,9 @@ func expectRemoveRefused(t *testing.T, n *clusterProc, id string, force bool, st
 // as not drained), and a replacement joins under a new ID with an empty data directory. The
 // queues of three replicas it held are placed again and deliver every message; queue solo, whose
 // only replica it held, cannot be served — a new replica is placed but has nobody to catch up
-// from, and the members show it catching up — until it is deleted and created again.
+// from, and the members show it catching up — until it is deleted and created again. Until then
+// the lost node's removal is not complete (solo's configuration, without a leader, still holds
+// it) and a fresh node under its ID is refused; deleting solo frees the ID.
 func TestReplaceALostNode(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the server binary")
@@ -259,6 +261,10 @@ func TestReplaceALostNode(t *testing.T) {
 		t.Fatalf("removing node %s with force: HTTP %d", id, code)
 	}
 	awaitSettled(t, live, id, 1) // solo's new replica has nobody to catch up from
+	// solo has no leader to take the lost node out of its configuration: the removal is not
+	// complete, and a fresh node under the lost ID is refused.
+	refusedLine(t, bin, serverEnv(), "node "+id+" was removed from this cluster and its removal is not complete",
+		"--log-level", "error", "--data-dir", t.TempDir(), "--node-id", id, "--cluster-listen", "127.0.0.1:0", "--join", live[0].addrs.Cluster)
 	for _, n := range live {
 		c := fibptest.Dial(t, n.addrs.FIBP)
 		c.Handshake()
@@ -281,6 +287,10 @@ func TestReplaceALostNode(t *testing.T) {
 		t.Fatalf("CreateQueue solo again: %v", r.ErrorCode)
 	}
 	enqueueOnLeader(t, live, "solo", "again")
+	waitFor(t, "the lost node's ID is free once solo is deleted", func() bool {
+		m := membersOf(t, live[0])
+		return len(m.Removals) == 1 && m.Removals[0].ID == id && m.Removals[0].IDFree
+	})
 
 	// The replacement: a new ID, an empty data directory, --join.
 	n11 := &clusterProc{id: 11, dir: t.TempDir()}
