@@ -73,8 +73,7 @@ func (c *conn) keyProblem() string {
 		}
 		c.who, c.whoGen = p, g
 		for id, ref := range c.subs {
-			if !p.Allowed(auth.Consume, ref.queue) {
-				c.endSubscription(id, ref)
+			if !p.Allowed(auth.Consume, ref.queue) && c.endSubscription(id, ref) {
 				c.forbidden(id, auth.Consume, ref.queue)
 			}
 		}
@@ -114,15 +113,23 @@ func (c *conn) stale(h fibp.Header) bool {
 // endStale ends every subscription with AuthStateStale.
 func (c *conn) endStale() {
 	for id, ref := range c.subs {
-		c.endSubscription(id, ref)
-		c.sendError(id, fibp.CodeAuthStateStale, staleMessage, nil)
+		if c.endSubscription(id, ref) {
+			c.sendError(id, fibp.CodeAuthStateStale, staleMessage, nil)
+		}
 	}
 }
 
-func (c *conn) endSubscription(id uint32, ref *subRef) {
+// endSubscription ends a subscription and forgets it; it reports false when its Consume had
+// failed (answered already, its memory given back: consumeaside.go). It waits for a Subscribe
+// still running beside the reader.
+func (c *conn) endSubscription(id uint32, ref *subRef) bool {
 	delete(c.subs, id)
+	if !ref.subscribed() {
+		return false
+	}
 	ref.sub.Unsubscribe()
 	c.acct.Release(subscriptionMemory)
+	return true
 }
 
 // A connection's key changes (revocation, ACL, expiry) must reach it even when it sends no
@@ -186,8 +193,9 @@ func (c *conn) recheckKey() {
 	}
 	if msg := c.keyProblem(); msg != "" {
 		for id, ref := range c.subs {
-			c.endSubscription(id, ref)
-			c.sendError(id, fibp.CodeUnauthorized, msg, nil)
+			if c.endSubscription(id, ref) {
+				c.sendError(id, fibp.CodeUnauthorized, msg, nil)
+			}
 		}
 		return
 	}

@@ -48,6 +48,7 @@ type conn struct {
 	inflight chan struct{} // one token per request awaiting an answer
 	pending  sync.WaitGroup
 	creates  sync.WaitGroup // CreateQueue requests running beside the reader (adminasync.go)
+	consumes sync.WaitGroup // Subscribes running beside the reader (consumeaside.go)
 
 	subs map[uint32]*subRef // by Consume request ID; reader goroutine only
 	// The subscriptions the broker ended (their queue was deleted), for the reader to forget
@@ -88,7 +89,16 @@ type conn struct {
 type subRef struct {
 	id    uint32 // the Consume's request ID, its key in conn.subs
 	queue string
-	sub   service.Subscription
+	sub   service.Subscription // nil when the Subscribe failed
+	// ready is closed once the Subscribe, which runs beside the reader, returned (consumeaside.go);
+	// sub is read only after it.
+	ready chan struct{}
+}
+
+// subscribed waits until the ref's Subscribe returned and reports whether it succeeded.
+func (r *subRef) subscribed() bool {
+	<-r.ready
+	return r.sub != nil
 }
 
 // connMemory is what an open connection costs before it holds anything: its read buffer, its

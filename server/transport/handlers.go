@@ -30,6 +30,10 @@ func (c *conn) handle(h fibp.Header, body []byte) bool {
 		c.creates.Wait() // every other request after the CreateQueues before it (adminasync.go)
 	}
 	switch h.Opcode {
+	case fibp.OpAck, fibp.OpNack, fibp.OpExtendLease:
+		c.consumes.Wait() // the subscriptions their leases belong to (consumeaside.go)
+	}
+	switch h.Opcode {
 	case fibp.OpPing:
 		c.send(h.RequestID, &fibp.Pong{})
 	case fibp.OpPong:
@@ -51,7 +55,7 @@ func (c *conn) handle(h fibp.Header, body []byte) bool {
 	case fibp.OpCredit:
 		var cr fibp.Credit
 		if c.decode(h, &cr, body) {
-			if ref, ok := c.subs[h.RequestID]; ok {
+			if ref := c.sub(h.RequestID); ref != nil {
 				ref.sub.Credit(cr.AdditionalCredit)
 			}
 		}
@@ -235,11 +239,11 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, fmt.Sprintf("request ID %#x is not client-initiated (1 to 0x7FFFFFFF): Delivery frames carry the Consume's request ID", h.RequestID), nil)
 		return
 	}
-	if _, dup := c.subs[h.RequestID]; dup {
+	if c.sub(h.RequestID) != nil {
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, fmt.Sprintf("request ID %d already names a subscription on this connection", h.RequestID), nil)
 		return
 	}
-	if len(c.subs) >= c.s.opts.MaxSubscriptions {
+	if len(c.subs) >= c.s.opts.MaxSubscriptions && c.forgetFailed() >= c.s.opts.MaxSubscriptions {
 		c.sendError(h.RequestID, fibp.CodeChannelFull, fmt.Sprintf("at most %d subscriptions per connection", c.s.opts.MaxSubscriptions),
 			map[string]string{fibp.MetaRetryAfterMs: "1000"})
 		return
@@ -248,19 +252,11 @@ func (c *conn) consume(h fibp.Header, body []byte) {
 		return
 	}
 	consumer := c.session + "-" + strconv.FormatUint(uint64(h.RequestID), 10)
-	ref := &subRef{id: h.RequestID, queue: req.Queue}
 	sr := session.SubscribeRequest(&req, c.session, consumer, c.caps.Has(fibp.CapCreditFlowControl))
 	if c.who != nil {
 		sr.Holder = c.who.ID() // the throttles' fair share of bucket memory
 	}
-	sub, e := c.s.svc.Subscribe(sr, session.Sink{Out: c, RequestID: h.RequestID, OnEnd: func() { c.subscriptionEnded(ref) }})
-	if e != nil {
-		c.acct.Release(subscriptionMemory)
-		c.sendServiceError(h.RequestID, e)
-		return
-	}
-	ref.sub = sub
-	c.subs[h.RequestID] = ref
+	c.subscribeAside(h.RequestID, req.Queue, sr) // consumeaside.go
 }
 
 // subscriptionEnded hands a subscription the broker ended to the reader, and wakes it.
