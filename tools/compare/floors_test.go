@@ -77,4 +77,9 @@ func TestCPULineNamesTheSide(t *testing.T) {
 	if got != want {
 		t.Fatalf("got %q, want %q", got, want)
 	}
+	got = (&cpuUse{broker: 10.9, tool: 2.1, nodes: []float64{5.1, 2.9, 2.9}}).line("cluster_publish_1kb_fsync", "fila")
+	want = "CPU workload=cluster_publish_1kb_fsync broker=fila broker_us=10.90 tool_us=2.10 unit=us/msg nodes_us=5.10/2.90/2.90"
+	if got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
 }
