@@ -135,7 +135,10 @@ type Stats struct {
 	// without entries (raft's leader sends one every CommitTimeout per follower, to carry the
 	// commit index), and with entries.
 	HeartbeatsSent, EmptyAppendsSent, AppendsSent atomic.Uint64
-	SnapshotsSent, SnapshotBytes                  atomic.Uint64
+	// HeartbeatsSpared: heartbeats answered without being sent, the follower having accepted
+	// entries since the last one (spare.go).
+	HeartbeatsSpared             atomic.Uint64
+	SnapshotsSent, SnapshotBytes atomic.Uint64
 }
 
 // peer is another node: its address, its connection when up, and whether it is cut off.

@@ -32,7 +32,8 @@ type Transport struct {
 	// until the group opens (wake.go); waker is asked about each of them meanwhile.
 	unclaimed bool
 	waker     Waker
-	known     map[raft.ServerID]uint64 // the commit index each follower accepted (wake.go)
+	known     map[raft.ServerID]uint64   // the commit index each follower accepted (wake.go)
+	contacts  map[raft.ServerID]*contact // each follower's last success, for heartbeats (spare.go)
 
 	progress progress   // the followers' lag while this node leads the group (lag.go)
 	heard    heardState // the leader's commit indexes received while this node follows (heard.go)
@@ -127,12 +128,18 @@ func (t *Transport) AppendEntries(id raft.ServerID, _ raft.ServerAddress, args *
 	if err := t.fit(args); err != nil {
 		return err
 	}
+	if isHeartbeat(args) && t.spareHeartbeat(id, args, resp) { // spare.go
+		t.l.stats.HeartbeatsSpared.Add(1)
+		return nil
+	}
 	t.countAppend(args)
 	t.progress.noteSend(args)
+	sent := time.Now()
 	if err := t.rpc(id, appendEntriesFrame(t.group, args), resp); err != nil {
 		return err
 	}
 	t.noteAccepted(id, args, resp)
+	t.noteContact(id, args, resp, sent)
 	t.progress.noteAnswer(id, args, resp)
 	return nil
 }
@@ -378,6 +385,7 @@ func (p *pipeline) AppendEntries(args *raft.AppendEntriesRequest, resp *raft.App
 		}
 		if err == nil {
 			p.t.noteAccepted(p.peer, args, resp)
+			p.t.noteContact(p.peer, args, resp, f.start)
 			p.t.progress.noteAnswer(p.peer, args, resp)
 		}
 		f.complete(err)
