@@ -63,3 +63,43 @@ func TestPipelinedCreateQueuesAreAllSeenByWhatFollows(t *testing.T) {
 		t.Fatalf("%d CreateQueue results, want %d", len(created), n+1)
 	}
 }
+
+// Admin requests other than CreateQueue keep their place among the others: a queue created,
+// deleted and created again in three pipelined requests is answered Ok three times, in order,
+// and the Enqueue behind them finds the queue.
+func TestPipelinedAdminRequestsKeepTheirOrder(t *testing.T) {
+	_, addr := startServer(t, Options{})
+	c := dialRaw(t, addr)
+	c.Handshake()
+	c.Send(1, &fibp.CreateQueue{Name: "q"})
+	c.Send(2, &fibp.DeleteQueue{Queue: "q"})
+	c.Send(3, &fibp.CreateQueue{Name: "q"})
+	c.Send(4, &fibp.Enqueue{Messages: []fibp.EnqueueMessage{{Queue: "q", Payload: []byte("x")}}})
+	c.Send(5, &fibp.Ping{})
+	pong := false
+	for want := uint32(1); want <= 4 || !pong; {
+		h, f := c.Next()
+		if h.RequestID == 5 { // a Ping waits for nothing: it may come first
+			pong = true
+			continue
+		}
+		if h.RequestID != want {
+			t.Fatalf("answer to request %d (%T) before %d's", h.RequestID, f, want)
+		}
+		var code fibp.ErrorCode
+		switch r := f.(type) {
+		case *fibp.CreateQueueResult:
+			code = r.ErrorCode
+		case *fibp.DeleteQueueResult:
+			code = r.ErrorCode
+		case *fibp.EnqueueResult:
+			code = r.Results[0].ErrorCode
+		default:
+			t.Fatalf("request %d answered %#v", h.RequestID, f)
+		}
+		if code != fibp.CodeOk {
+			t.Fatalf("request %d answered %v", h.RequestID, code)
+		}
+		want++
+	}
+}

@@ -48,6 +48,7 @@ type conn struct {
 	inflight chan struct{} // one token per request awaiting an answer
 	pending  sync.WaitGroup
 	creates  sync.WaitGroup // CreateQueue requests running beside the reader (adminasync.go)
+	admins   sync.WaitGroup // other admin requests running beside the reader
 	consumes sync.WaitGroup // Subscribes running beside the reader (consumeaside.go)
 
 	subs map[uint32]*subRef // by Consume request ID; reader goroutine only

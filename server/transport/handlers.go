@@ -22,12 +22,9 @@ func (c *conn) handle(h fibp.Header, body []byte) bool {
 	if c.stale(h) {
 		return true
 	}
-	if h.Opcode == fibp.OpCreateQueue {
-		c.createQueue(h, body)
-		return true
-	}
-	if h.Opcode != fibp.OpPing && h.Opcode != fibp.OpPong {
-		c.creates.Wait() // every other request after the CreateQueues before it (adminasync.go)
+	if h.Opcode != fibp.OpPing && h.Opcode != fibp.OpPong && h.Opcode != fibp.OpCreateQueue {
+		c.creates.Wait() // after the admin requests before it (adminasync.go)
+		c.admins.Wait()
 	}
 	switch h.Opcode {
 	case fibp.OpAck, fibp.OpNack, fibp.OpExtendLease:
@@ -67,7 +64,7 @@ func (c *conn) handle(h fibp.Header, body []byte) bool {
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, "the handshake is already done", nil)
 	default:
 		if handler, ok := session.Admin(h.Opcode); ok {
-			c.admin(h, body, handler)
+			c.adminAside(h, body, handler) // adminasync.go
 			return true
 		}
 		c.sendError(h.RequestID, fibp.CodeInvalidFrame, fmt.Sprintf("%v is not a request this server accepts", h.Opcode), nil)
@@ -285,14 +282,6 @@ func (c *conn) dropEnded() {
 			c.acct.Release(subscriptionMemory)
 		}
 	}
-}
-
-func (c *conn) admin(h fibp.Header, body []byte, handler session.AdminHandler) {
-	if !c.permitAdmin(h, body) {
-		return
-	}
-	res, e, err := handler(c.s.svc, session.Node{ID: c.s.opts.NodeID, Addr: c.s.advertised()}, body)
-	c.answerAdmin(h, c.who, res, e, err)
 }
 
 // answerAdmin answers an admin request with what its handler returned, filtered for who.
