@@ -42,6 +42,8 @@ var (
 	_ Frame = (*ForwardSettleResult)(nil)
 	_ Frame = (*MoveLeader)(nil)
 	_ Frame = (*MoveLeaderResult)(nil)
+	_ Frame = (*ForwardRead)(nil)
+	_ Frame = (*ForwardReadResult)(nil)
 	_ Frame = (*Join)(nil)
 	_ Frame = (*JoinOk)(nil)
 )
@@ -95,6 +97,10 @@ func New(op Opcode) Frame {
 		return new(MoveLeader)
 	case OpMoveLeaderResult:
 		return new(MoveLeaderResult)
+	case OpForwardRead:
+		return new(ForwardRead)
+	case OpForwardReadResult:
+		return new(ForwardReadResult)
 	case OpJoin:
 		return new(Join)
 	case OpJoinOk:

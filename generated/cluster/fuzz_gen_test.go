@@ -157,6 +157,16 @@ func FuzzMoveLeaderResult(f *testing.F) {
 		return new(MoveLeaderResult)
 	}, sampleMoveLeaderResult(1), sampleMoveLeaderResult(2), new(MoveLeaderResult))
 }
+func FuzzForwardRead(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ForwardRead)
+	}, sampleForwardRead(1), sampleForwardRead(2), new(ForwardRead))
+}
+func FuzzForwardReadResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ForwardReadResult)
+	}, sampleForwardReadResult(1), sampleForwardReadResult(2), new(ForwardReadResult))
+}
 func FuzzJoin(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(Join)

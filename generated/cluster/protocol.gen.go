@@ -141,6 +141,10 @@ const (
 	OpMoveLeader Opcode = 0x26
 	// OpMoveLeaderResult is MoveLeaderResult (either direction).
 	OpMoveLeaderResult Opcode = 0x27
+	// OpForwardRead is ForwardRead (either direction).
+	OpForwardRead Opcode = 0x28
+	// OpForwardReadResult is ForwardReadResult (either direction).
+	OpForwardReadResult Opcode = 0x29
 	// OpJoin is Join (either direction).
 	OpJoin Opcode = 0x30
 	// OpJoinOk is JoinOk (either direction).
@@ -187,6 +191,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpForwardSettleResult:   {"ForwardSettleResult", EitherDirection},
 	OpMoveLeader:            {"MoveLeader", EitherDirection},
 	OpMoveLeaderResult:      {"MoveLeaderResult", EitherDirection},
+	OpForwardRead:           {"ForwardRead", EitherDirection},
+	OpForwardReadResult:     {"ForwardReadResult", EitherDirection},
 	OpJoin:                  {"Join", EitherDirection},
 	OpJoinOk:                {"JoinOk", EitherDirection},
 }

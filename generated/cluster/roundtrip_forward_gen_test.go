@@ -75,6 +75,20 @@ func sampleMoveLeaderResult(seed int) *MoveLeaderResult {
 		ErrorMessage: fmt.Sprintf("error_message-%d-é", seed),
 	}
 }
+func sampleForwardRead(seed int) *ForwardRead {
+	return &ForwardRead{
+		Body:       []byte(fmt.Sprintf("body-%d\x00\xff", seed)),
+		FibpOpcode: uint8(seed*37 + 11),
+	}
+}
+func sampleForwardReadResult(seed int) *ForwardReadResult {
+	return &ForwardReadResult{
+		Body:         []byte(fmt.Sprintf("body-%d\x00\xff", seed)),
+		ErrorCode:    []ErrorCode{CodeOk, CodeUnknownGroup, CodeFailed, CodeNotLeader, CodeRefused, CodeProtocol, CodeUnavailable}[seed%7],
+		ErrorMessage: fmt.Sprintf("error_message-%d-é", seed),
+		FibpOpcode:   uint8(seed*37 + 11),
+	}
+}
 func roundTripCasesForward() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -123,6 +137,18 @@ func roundTripCasesForward() []roundTripCase {
 			return new(MoveLeaderResult)
 		},
 		full: sampleMoveLeaderResult(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ForwardRead)
+		},
+		full: sampleForwardRead(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ForwardReadResult)
+		},
+		full: sampleForwardReadResult(1),
 		tail: 0,
 	}}
 }
