@@ -55,6 +55,9 @@ func (c *conn) adminAside(h fibp.Header, body []byte, handler session.AdminHandl
 
 // runAdmin runs an admin request and answers it.
 func (c *conn) runAdmin(h fibp.Header, body []byte, handler session.AdminHandler, who *auth.Principal, node session.Node) {
+	if c.readElsewhere(h, body, handler, who, node) { // reads.go
+		return
+	}
 	res, e, err := handler(c.s.svc, node, body)
 	c.answerAdmin(h, who, res, e, err)
 }

@@ -7,7 +7,9 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"time"
 
+	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/config"
 	"github.com/filamq/fila/server/meta"
@@ -93,4 +95,16 @@ func linkTLS(cfg config.Config) (server, client *tls.Config, err error) {
 		MinVersion: tls.VersionTLS13}
 	client = &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS13}
 	return server, client, nil
+}
+
+// linkReads forwards a cluster node's reads of queues other nodes lead over the node link
+// (transport.ReadForwarder).
+type linkReads struct{ l *nodelink.Link }
+
+// forwardReadTimeout bounds a read forwarded to another node.
+const forwardReadTimeout = 5 * time.Second
+
+func (r linkReads) ForwardRead(node uint64, op fibp.Opcode, body []byte) (fibp.Opcode, []byte, error) {
+	aop, abody, err := r.l.ForwardRead(nodeName(node), uint8(op), body, forwardReadTimeout)
+	return fibp.Opcode(aop), abody, err
 }

@@ -158,7 +158,14 @@ func serve(cfg config.Config, log *slog.Logger) error {
 		b.Close()
 		return err
 	}
-	srv := transport.New(b, transportOptions(cfg, tlsCerts, log, reg, budget))
+	topts := transportOptions(cfg, tlsCerts, log, reg, budget)
+	if link != nil {
+		topts.Reads = linkReads{link} // cluster.go
+	}
+	srv := transport.New(b, topts)
+	if link != nil {
+		link.SetReadServer(srv.ServeRead)
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

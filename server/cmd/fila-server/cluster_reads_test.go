@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/filamq/fila/generated/fibp"
+)
+
+// Every node answers GetStats and ListQueues for every queue with the figures of the node that
+// leads it: six awake queues (kept awake, so that no follower holds a sleeping summary) led across
+// three processes, each holding i+1 messages; asked of each node, ListQueues lists all twelve
+// (each with its dead-letter queue, and the queue the cluster was formed with) with their depths, and GetStats of each queue says its depth.
+// Before, a node listed only the queues it led, and answered GetStats of another's
+// QueueNotFound.
+func TestEveryNodeReadsEveryQueue(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	nodes, _ := formCluster(t, bin, "--queue-idle-timeout", "1h")
+	depth := map[string]uint64{}
+	for i := range 6 {
+		q := fmt.Sprintf("r%d", i)
+		if r := admin(t, nodes[0], &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+		for m := range i + 1 {
+			enqueueOnLeader(t, nodes, q, fmt.Sprint("m", m))
+		}
+		depth[q], depth[q+".dlq"] = uint64(i+1), 0
+	}
+	leaders := map[uint64]bool{}
+	for q, id := range routes(t, nodes[0]) {
+		if depth[q] > 0 {
+			leaders[id] = true
+		}
+	}
+	if len(leaders) < 2 {
+		t.Fatalf("the queues' leaders are %v: the test needs queues led by more than one node", leaders)
+	}
+	for _, n := range nodes {
+		r := admin(t, n, &fibp.ListQueues{}).(*fibp.ListQueuesResult)
+		got := map[string]uint64{}
+		for _, q := range r.Queues {
+			got[q.Name] = q.Depth
+		}
+		if r.ErrorCode != fibp.CodeOk || len(got) != len(depth)+2 { // and formCluster's orders
+			t.Fatalf("node %d lists %d queues (%v), want %d", n.id, len(got), got, len(depth)+2)
+		}
+		for q, d := range depth {
+			if g, ok := got[q]; !ok || g != d {
+				t.Fatalf("node %d lists %s at depth %d, want %d", n.id, q, got[q], d)
+			}
+			st, ok := admin(t, n, &fibp.GetStats{Queue: q}).(*fibp.GetStatsResult)
+			if !ok || st.ErrorCode != fibp.CodeOk || st.Depth != d {
+				t.Fatalf("node %d: GetStats %s = %+v, want depth %d", n.id, q, st, d)
+			}
+		}
+	}
+}
