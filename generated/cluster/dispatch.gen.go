@@ -42,8 +42,8 @@ var (
 	_ Frame = (*ForwardSettleResult)(nil)
 	_ Frame = (*MoveLeader)(nil)
 	_ Frame = (*MoveLeaderResult)(nil)
-	_ Frame = (*ForwardRead)(nil)
-	_ Frame = (*ForwardReadResult)(nil)
+	_ Frame = (*ForwardAdmin)(nil)
+	_ Frame = (*ForwardAdminResult)(nil)
 	_ Frame = (*Join)(nil)
 	_ Frame = (*JoinOk)(nil)
 )
@@ -97,10 +97,10 @@ func New(op Opcode) Frame {
 		return new(MoveLeader)
 	case OpMoveLeaderResult:
 		return new(MoveLeaderResult)
-	case OpForwardRead:
-		return new(ForwardRead)
-	case OpForwardReadResult:
-		return new(ForwardReadResult)
+	case OpForwardAdmin:
+		return new(ForwardAdmin)
+	case OpForwardAdminResult:
+		return new(ForwardAdminResult)
 	case OpJoin:
 		return new(Join)
 	case OpJoinOk:

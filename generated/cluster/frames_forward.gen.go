@@ -661,18 +661,20 @@ func (x *MoveLeaderResult) Decode(body []byte) error {
 	return nil
 }
 
-// ForwardRead is opcode 0x28, sent either direction.
-// A client's read-only admin request (GetStats, ListQueues) handed to the node that leads the
-// queues it asks about, whose state holds their figures (a follower's replica holds none): the
-// receiver answers it as it would answer the client, from its own state, and returns the
-// answer's FIBP frame. The sender checked the client's permission and filters the answer.
+// ForwardAdmin is opcode 0x28, sent either direction.
+// A client's admin request about one queue (GetStats, UpdateQueue, DeleteQueue, Redrive)
+// handed to the node that leads the queue's group, whose state holds the queue's figures and
+// messages (a follower's replica holds its log only), or a client's ListQueues handed to each
+// other leader for the queues it leads: the receiver carries the request out as it would for
+// the client and returns the answer's FIBP frame. The sender checked the client's permission
+// and filters the answer.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
 //	offset  field        encoding
 //	0       fibp_opcode  u8
 //	1       body         u32 length, then bytes
-type ForwardRead struct {
+type ForwardAdmin struct {
 	// The FIBP request's opcode.
 	FibpOpcode uint8
 
@@ -680,13 +682,13 @@ type ForwardRead struct {
 	Body []byte
 }
 
-// Opcode returns OpForwardRead.
-func (*ForwardRead) Opcode() Opcode {
-	return OpForwardRead
+// Opcode returns OpForwardAdmin.
+func (*ForwardAdmin) Opcode() Opcode {
+	return OpForwardAdmin
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *ForwardRead) Size() int {
+func (x *ForwardAdmin) Size() int {
 	n := 5
 	n += len(x.Body)
 	return n
@@ -694,7 +696,7 @@ func (x *ForwardRead) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ForwardRead) AppendTo(b []byte) []byte {
+func (x *ForwardAdmin) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, x.FibpOpcode)
 	b = wire.AppendBytes32(b, x.Body)
 	return b
@@ -702,13 +704,13 @@ func (x *ForwardRead) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ForwardRead) DecodeFrom(r *wire.Reader) {
+func (x *ForwardAdmin) DecodeFrom(r *wire.Reader) {
 	x.FibpOpcode = r.U8()
 	x.Body = r.Bytes(r.Len32(2147483647))
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ForwardRead) Check() error {
+func (x *ForwardAdmin) Check() error {
 	if err := wire.CheckBytes(x.Body, 2147483647); err != nil {
 		return wire.AtField("body", -1, err)
 	}
@@ -717,21 +719,21 @@ func (x *ForwardRead) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *ForwardRead) Decode(body []byte) error {
+func (x *ForwardAdmin) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpForwardRead,
+			Opcode: OpForwardAdmin,
 		}
 	}
 	return nil
 }
 
-// ForwardReadResult is opcode 0x29, sent either direction.
-// Answers a ForwardRead with the FIBP answer's frame, or why there is none.
+// ForwardAdminResult is opcode 0x29, sent either direction.
+// Answers a ForwardAdmin with the FIBP answer's frame, or why there is none.
 //
 // Body, after the header (big-endian; + where an offset depends on earlier fields):
 //
@@ -740,8 +742,8 @@ func (x *ForwardRead) Decode(body []byte) error {
 //	1       error_message  u32 length, then UTF-8
 //	+       fibp_opcode    u8
 //	+       body           u32 length, then bytes
-type ForwardReadResult struct {
-	// Ok (fibp_opcode and body are the answer), or Unavailable (error_message says why).
+type ForwardAdminResult struct {
+	// Ok (fibp_opcode and body are the answer), Unavailable or Failed (error_message says why).
 	ErrorCode ErrorCode
 
 	// Why, for people.
@@ -754,13 +756,13 @@ type ForwardReadResult struct {
 	Body []byte
 }
 
-// Opcode returns OpForwardReadResult.
-func (*ForwardReadResult) Opcode() Opcode {
-	return OpForwardReadResult
+// Opcode returns OpForwardAdminResult.
+func (*ForwardAdminResult) Opcode() Opcode {
+	return OpForwardAdminResult
 }
 
 // Size returns the number of bytes AppendTo appends.
-func (x *ForwardReadResult) Size() int {
+func (x *ForwardAdminResult) Size() int {
 	n := 10
 	n += len(x.ErrorMessage)
 	n += len(x.Body)
@@ -769,7 +771,7 @@ func (x *ForwardReadResult) Size() int {
 
 // AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
 // when b lacks capacity. Call Check first when x may break a protocol limit.
-func (x *ForwardReadResult) AppendTo(b []byte) []byte {
+func (x *ForwardAdminResult) AppendTo(b []byte) []byte {
 	b = wire.AppendU8(b, uint8(x.ErrorCode))
 	b = wire.AppendString32(b, x.ErrorMessage)
 	b = wire.AppendU8(b, x.FibpOpcode)
@@ -779,7 +781,7 @@ func (x *ForwardReadResult) AppendTo(b []byte) []byte {
 
 // DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
 // buffer; r's first error sticks and is left for the caller to inspect.
-func (x *ForwardReadResult) DecodeFrom(r *wire.Reader) {
+func (x *ForwardAdminResult) DecodeFrom(r *wire.Reader) {
 	x.ErrorCode = ErrorCode(r.U8())
 	x.ErrorMessage = r.String(r.Len32(2147483647), true)
 	x.FibpOpcode = r.U8()
@@ -787,7 +789,7 @@ func (x *ForwardReadResult) DecodeFrom(r *wire.Reader) {
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
-func (x *ForwardReadResult) Check() error {
+func (x *ForwardAdminResult) Check() error {
 	if err := wire.CheckString(x.ErrorMessage, 2147483647, true); err != nil {
 		return wire.AtField("error_message", -1, err)
 	}
@@ -799,14 +801,14 @@ func (x *ForwardReadResult) Check() error {
 
 // Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
 // Byte fields alias body: they stay valid while body is unchanged.
-func (x *ForwardReadResult) Decode(body []byte) error {
+func (x *ForwardAdminResult) Decode(body []byte) error {
 	var r wire.Reader
 	r.Reset(body)
 	x.DecodeFrom(&r)
 	if err := r.Err(); err != nil {
 		return &FrameError{
 			Err:    err,
-			Opcode: OpForwardReadResult,
+			Opcode: OpForwardAdminResult,
 		}
 	}
 	return nil

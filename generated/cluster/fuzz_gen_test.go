@@ -157,15 +157,15 @@ func FuzzMoveLeaderResult(f *testing.F) {
 		return new(MoveLeaderResult)
 	}, sampleMoveLeaderResult(1), sampleMoveLeaderResult(2), new(MoveLeaderResult))
 }
-func FuzzForwardRead(f *testing.F) {
+func FuzzForwardAdmin(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(ForwardRead)
-	}, sampleForwardRead(1), sampleForwardRead(2), new(ForwardRead))
+		return new(ForwardAdmin)
+	}, sampleForwardAdmin(1), sampleForwardAdmin(2), new(ForwardAdmin))
 }
-func FuzzForwardReadResult(f *testing.F) {
+func FuzzForwardAdminResult(f *testing.F) {
 	fuzzFrame(f, func() Frame {
-		return new(ForwardReadResult)
-	}, sampleForwardReadResult(1), sampleForwardReadResult(2), new(ForwardReadResult))
+		return new(ForwardAdminResult)
+	}, sampleForwardAdminResult(1), sampleForwardAdminResult(2), new(ForwardAdminResult))
 }
 func FuzzJoin(f *testing.F) {
 	fuzzFrame(f, func() Frame {

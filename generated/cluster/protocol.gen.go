@@ -141,10 +141,10 @@ const (
 	OpMoveLeader Opcode = 0x26
 	// OpMoveLeaderResult is MoveLeaderResult (either direction).
 	OpMoveLeaderResult Opcode = 0x27
-	// OpForwardRead is ForwardRead (either direction).
-	OpForwardRead Opcode = 0x28
-	// OpForwardReadResult is ForwardReadResult (either direction).
-	OpForwardReadResult Opcode = 0x29
+	// OpForwardAdmin is ForwardAdmin (either direction).
+	OpForwardAdmin Opcode = 0x28
+	// OpForwardAdminResult is ForwardAdminResult (either direction).
+	OpForwardAdminResult Opcode = 0x29
 	// OpJoin is Join (either direction).
 	OpJoin Opcode = 0x30
 	// OpJoinOk is JoinOk (either direction).
@@ -191,8 +191,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpForwardSettleResult:   {"ForwardSettleResult", EitherDirection},
 	OpMoveLeader:            {"MoveLeader", EitherDirection},
 	OpMoveLeaderResult:      {"MoveLeaderResult", EitherDirection},
-	OpForwardRead:           {"ForwardRead", EitherDirection},
-	OpForwardReadResult:     {"ForwardReadResult", EitherDirection},
+	OpForwardAdmin:          {"ForwardAdmin", EitherDirection},
+	OpForwardAdminResult:    {"ForwardAdminResult", EitherDirection},
 	OpJoin:                  {"Join", EitherDirection},
 	OpJoinOk:                {"JoinOk", EitherDirection},
 }

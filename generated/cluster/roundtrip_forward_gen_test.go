@@ -75,14 +75,14 @@ func sampleMoveLeaderResult(seed int) *MoveLeaderResult {
 		ErrorMessage: fmt.Sprintf("error_message-%d-é", seed),
 	}
 }
-func sampleForwardRead(seed int) *ForwardRead {
-	return &ForwardRead{
+func sampleForwardAdmin(seed int) *ForwardAdmin {
+	return &ForwardAdmin{
 		Body:       []byte(fmt.Sprintf("body-%d\x00\xff", seed)),
 		FibpOpcode: uint8(seed*37 + 11),
 	}
 }
-func sampleForwardReadResult(seed int) *ForwardReadResult {
-	return &ForwardReadResult{
+func sampleForwardAdminResult(seed int) *ForwardAdminResult {
+	return &ForwardAdminResult{
 		Body:         []byte(fmt.Sprintf("body-%d\x00\xff", seed)),
 		ErrorCode:    []ErrorCode{CodeOk, CodeUnknownGroup, CodeFailed, CodeNotLeader, CodeRefused, CodeProtocol, CodeUnavailable}[seed%7],
 		ErrorMessage: fmt.Sprintf("error_message-%d-é", seed),
@@ -140,15 +140,15 @@ func roundTripCasesForward() []roundTripCase {
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(ForwardRead)
+			return new(ForwardAdmin)
 		},
-		full: sampleForwardRead(1),
+		full: sampleForwardAdmin(1),
 		tail: 0,
 	}, {
 		fresh: func() Frame {
-			return new(ForwardReadResult)
+			return new(ForwardAdminResult)
 		},
-		full: sampleForwardReadResult(1),
+		full: sampleForwardAdminResult(1),
 		tail: 0,
 	}}
 }
