@@ -121,7 +121,7 @@ type Link struct {
 	peers   map[meta.NodeID]*peer
 	groups  map[string]*Transport
 	handler Handler
-	reads   ReadServer // read.go
+	admin   AdminServer // forwardadmin.go
 	closed  bool
 	cluster string // cfg.Cluster, or what SetCluster set (a node that joined learns it then)
 

@@ -55,7 +55,7 @@ func (c *conn) adminAside(h fibp.Header, body []byte, handler session.AdminHandl
 
 // runAdmin runs an admin request and answers it.
 func (c *conn) runAdmin(h fibp.Header, body []byte, handler session.AdminHandler, who *auth.Principal, node session.Node) {
-	if c.readElsewhere(h, body, handler, who, node) { // reads.go
+	if c.adminElsewhere(h, body, handler, who, node) { // forwardadmin.go
 		return
 	}
 	res, e, err := handler(c.s.svc, node, body)

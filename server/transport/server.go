@@ -47,7 +47,7 @@ type Options struct {
 	WriteTimeout        time.Duration     // time one socket write may block (30 s)
 	NodeID              uint64            // 0 in single-node mode
 	Advertise           string            // the address clients are given for this node (empty: the listener's)
-	Reads               ReadForwarder     // a cluster node's reads of queues other nodes lead (reads.go); nil: none
+	Admin               AdminForwarder    // a cluster node's admin requests about queues other nodes lead (forwardadmin.go); nil: none
 	Clock               func() time.Time  // time.Now: API key expiry
 	Logger              *slog.Logger
 	Registry            prometheus.Registerer

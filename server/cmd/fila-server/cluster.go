@@ -97,14 +97,15 @@ func linkTLS(cfg config.Config) (server, client *tls.Config, err error) {
 	return server, client, nil
 }
 
-// linkReads forwards a cluster node's reads of queues other nodes lead over the node link
-// (transport.ReadForwarder).
-type linkReads struct{ l *nodelink.Link }
+// linkAdmin hands a cluster node's admin requests about queues other nodes lead to those nodes
+// over the node link (transport.AdminForwarder).
+type linkAdmin struct{ l *nodelink.Link }
 
-// forwardReadTimeout bounds a read forwarded to another node.
-const forwardReadTimeout = 5 * time.Second
+// forwardAdminTimeout bounds an admin request handed to another node (an UpdateQueue there waits
+// for the meta group and its own group, at most about as long).
+const forwardAdminTimeout = 15 * time.Second
 
-func (r linkReads) ForwardRead(node uint64, op fibp.Opcode, body []byte) (fibp.Opcode, []byte, error) {
-	aop, abody, err := r.l.ForwardRead(nodeName(node), uint8(op), body, forwardReadTimeout)
+func (a linkAdmin) ForwardAdmin(node uint64, op fibp.Opcode, body []byte) (fibp.Opcode, []byte, error) {
+	aop, abody, err := a.l.ForwardAdmin(nodeName(node), uint8(op), body, forwardAdminTimeout)
 	return fibp.Opcode(aop), abody, err
 }

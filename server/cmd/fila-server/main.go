@@ -160,11 +160,11 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	}
 	topts := transportOptions(cfg, tlsCerts, log, reg, budget)
 	if link != nil {
-		topts.Reads = linkReads{link} // cluster.go
+		topts.Admin = linkAdmin{link} // cluster.go
 	}
 	srv := transport.New(b, topts)
 	if link != nil {
-		link.SetReadServer(srv.ServeRead)
+		link.SetAdminServer(srv.ServeAdmin)
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
