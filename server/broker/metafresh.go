@@ -30,20 +30,11 @@ type commitHearer interface {
 // queue turned out to exist, QueueNotFound when it does not, NodeNotReady when the state could
 // not be confirmed.
 func (b *Broker) confirmAbsent(g *raftgroup.Group, queue string) Code {
-	h, ok := b.opts.Cluster.Network.(commitHearer)
-	if !ok || b.metaIndex == nil {
+	if _, ok := b.opts.Cluster.Network.(commitHearer); !ok || b.metaIndex == nil {
 		return CodeQueueNotFound // a network that cannot tell (tests' fakes): as before
 	}
-	deadline := time.Now().Add(absentConfirmBound)
-	commit, ok := h.AwaitCommitHeard(MetaGroup, 2, absentConfirmBound)
-	if !ok || g.AwaitApplied(commit, time.Until(deadline)) != nil {
+	if !b.confirmMeta(g, absentConfirmBound) {
 		return CodeNodeNotReady
-	}
-	for target := lastCommandUpTo(g, commit); b.metaIndex.Load() < target; {
-		if time.Now().After(deadline) {
-			return CodeNodeNotReady
-		}
-		time.Sleep(time.Millisecond) // raft hands applied entries to the state machine on its own goroutine
 	}
 	if _, ok := b.catalog().Assignment(queue); ok {
 		return CodeNotLeader
@@ -81,4 +72,40 @@ func (m *absentMemo) code(b *Broker, queue string) Code {
 	}
 	m.codes[queue] = c
 	return c
+}
+
+// metaConfirmed reports, waiting at most timeout, whether this node's meta state holds every
+// entry the meta group had committed when it was asked: on the meta leader once a barrier is
+// applied, at once on a network that cannot tell (tests' fakes), else as confirmAbsent confirms
+// it.
+func (b *Broker) metaConfirmed(timeout time.Duration) bool {
+	g := b.metaGroupNow()
+	if g == nil {
+		return false
+	}
+	if _, ok := b.opts.Cluster.Network.(commitHearer); !ok || b.metaIndex == nil {
+		return true
+	}
+	if g.Leader() { // a leader just elected applies what it inherited after its first entry
+		return g.Barrier(timeout) == nil
+	}
+	return b.confirmMeta(g, timeout)
+}
+
+// confirmMeta waits, at most timeout, until this node, following the meta group g, has heard
+// its leader's commit index twice and applied up to it.
+func (b *Broker) confirmMeta(g *raftgroup.Group, timeout time.Duration) bool {
+	h := b.opts.Cluster.Network.(commitHearer)
+	deadline := time.Now().Add(timeout)
+	commit, ok := h.AwaitCommitHeard(MetaGroup, 2, timeout)
+	if !ok || g.AwaitApplied(commit, time.Until(deadline)) != nil {
+		return false
+	}
+	for target := lastCommandUpTo(g, commit); b.metaIndex.Load() < target; {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(time.Millisecond) // raft hands applied entries to the state machine on its own goroutine
+	}
+	return true
 }

@@ -168,6 +168,7 @@ func (a *actor) promote() error {
 	a.synced = make(chan struct{})
 	go a.waitLoop()
 	now := a.now()
+	known := a.confirmDefinitions() // reclaim.go
 	for l := range a.lanes {
 		a.syncConfig(queuegroup.Lane(l))
 	}
@@ -176,7 +177,7 @@ func (a *actor) promote() error {
 	if a.st.Lane(queuegroup.LaneQueue).Unclassified() > 0 {
 		a.parked(now)
 	}
-	if until := addMs(a.reclaimFrom(now), a.reclaimGrace()); !a.committed(queuegroup.LaneQueue) && until > now {
+	if until := addMs(a.reclaimFrom(now), a.reclaimGrace()); (!a.committed(queuegroup.LaneQueue) || !known) && until > now {
 		// Fast delivery durability: leases were not logged, so any message ready now may have
 		// been delivered by the previous leader (or before the restart). Hold them for the
 		// reclaim grace (clustering.md); a group first opened later, or woken from hibernation

@@ -1,6 +1,10 @@
 package nodelink
 
-import "time"
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+)
 
 // What a follower heard of its leader's commits. raft's leader tells each follower its commit
 // index in every AppendEntries but heartbeats (at least one every CommitTimeout); a follower that
@@ -8,19 +12,52 @@ import "time"
 // moment. The broker asks this before it answers that a queue does not exist: a queue created
 // through another node may not have reached this node's meta state yet.
 
-// heardState is a Transport's record of the AppendEntries with a commit index it received.
+//
+// Only a commit index that covers an entry of its sender's own term counts: a leader just elected
+// sends, until its first entry commits, the commit index it knew as a follower, which may lack
+// entries its predecessor committed (a follower that confirmed its meta state against it took
+// over a queue made fast a moment before as committed, and redelivered what its predecessor had
+// leased in memory). Once its commit index covers an entry of its term, every entry committed
+// before is covered too.
+
+// heardState is a Transport's record of the AppendEntries with a settled commit index it received.
 type heardState struct {
 	count  uint64        // such requests received
 	commit uint64        // the highest commit index they carried
 	next   chan struct{} // closed when the next one arrives; nil while nobody waits
+
+	term      uint64 // the term of the last AppendEntries received
+	termStart uint64 // the lowest index of an entry of that term seen (0: none yet)
 }
 
-// noteHeard records an AppendEntries carrying the leader's commit index.
-func (t *Transport) noteHeard(commit uint64) {
+// noteHeard records an AppendEntries from the group's leader; it counts when its commit index
+// covers an entry of the leader's term.
+func (t *Transport) noteHeard(a *raft.AppendEntriesRequest) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.heard.count++
-	t.heard.commit = max(t.heard.commit, commit)
+	h := &t.heard
+	if a.Term != h.term {
+		h.term, h.termStart = a.Term, 0
+	}
+	seen := func(i uint64) {
+		if i > 0 && (h.termStart == 0 || i < h.termStart) {
+			h.termStart = i
+		}
+	}
+	if a.PrevLogTerm == a.Term {
+		seen(a.PrevLogEntry)
+	}
+	for _, e := range a.Entries {
+		if e.Term == a.Term {
+			seen(e.Index)
+			break // in index order: the first is the lowest
+		}
+	}
+	if h.termStart == 0 || a.LeaderCommitIndex < h.termStart {
+		return
+	}
+	h.count++
+	h.commit = max(h.commit, a.LeaderCommitIndex)
 	if t.heard.next != nil {
 		close(t.heard.next)
 		t.heard.next = nil

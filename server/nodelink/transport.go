@@ -207,7 +207,7 @@ func (c *conn) raftRequest(h cluster.Header, body []byte) error {
 	var rpc raft.RPC
 	var group string
 	heartbeat := false
-	var commit uint64 // an AppendEntries' leader commit index
+	var ae *raft.AppendEntriesRequest // an AppendEntries with a leader commit index
 	switch h.Opcode {
 	case cluster.OpAppendEntries:
 		var x cluster.AppendEntries
@@ -215,7 +215,10 @@ func (c *conn) raftRequest(h cluster.Header, body []byte) error {
 			return err
 		}
 		a := appendEntriesRequest(&x)
-		group, rpc.Command, heartbeat, commit = x.Group, a, isHeartbeat(a), a.LeaderCommitIndex
+		group, rpc.Command, heartbeat = x.Group, a, isHeartbeat(a)
+		if a.LeaderCommitIndex > 0 {
+			ae = a
+		}
 	case cluster.OpRequestVote:
 		var x cluster.RequestVote
 		if err := x.Decode(body); err != nil {
@@ -249,8 +252,8 @@ func (c *conn) raftRequest(h cluster.Header, body []byte) error {
 		}
 		return c.send(0, h.RequestID, &cluster.Error{Code: cluster.CodeUnknownGroup, Message: "no member of group " + group + " on node " + string(c.l.cfg.NodeID)})
 	}
-	if commit > 0 {
-		t.noteHeard(commit)
+	if ae != nil {
+		t.noteHeard(ae) // heard.go
 	}
 	in := inbound{c: c, id: h.RequestID, rpc: rpc}
 	if heartbeat && !t.isUnclaimed() {
