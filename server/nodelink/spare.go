@@ -37,14 +37,7 @@ func (t *Transport) noteContact(id raft.ServerID, args *raft.AppendEntriesReques
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.contacts == nil {
-		t.contacts = map[raft.ServerID]*contact{}
-	}
-	c := t.contacts[id]
-	if c == nil {
-		c = &contact{}
-		t.contacts[id] = c
-	}
+	c := t.contactOf(id)
 	if !c.valid || args.Term != c.term || sent.After(c.sent) {
 		c.term, c.sent, c.valid = args.Term, sent, true
 	}
@@ -56,18 +49,24 @@ func (t *Transport) spareHeartbeat(id raft.ServerID, args *raft.AppendEntriesReq
 	now := time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	c := t.contacts[id]
-	if c == nil {
-		if t.contacts == nil {
-			t.contacts = map[raft.ServerID]*contact{}
-		}
-		t.contacts[id] = &contact{beat: now}
-		return false
-	}
+	c := t.contactOf(id)
 	spare := c.valid && c.term == args.Term && c.sent.After(c.beat)
 	c.beat = now
 	if spare {
 		*resp = raft.AppendEntriesResponse{Term: args.Term, Success: true}
 	}
 	return spare
+}
+
+// contactOf is follower id's record, made on first use; the caller holds t.mu.
+func (t *Transport) contactOf(id raft.ServerID) *contact {
+	if t.contacts == nil {
+		t.contacts = map[raft.ServerID]*contact{}
+	}
+	c := t.contacts[id]
+	if c == nil {
+		c = &contact{}
+		t.contacts[id] = c
+	}
+	return c
 }
