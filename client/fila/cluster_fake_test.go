@@ -307,3 +307,39 @@ func TestClusterProducerFollowsHints(t *testing.T) {
 		t.Errorf("the follower got %d Enqueue frames, the leader %d: want 1 and 3", a, b)
 	}
 }
+
+// A call whose context ends while a node's handshake is under way fails as a whole: the caller
+// is not handed a nil error with the context's failure hidden in each item.
+func TestClusterCallEndingInAHandshakeFails(t *testing.T) {
+	release := make(chan struct{})
+	slow := fibptest.Start(t, fibptest.Options{NodeID: 2, Handshake: func(*fibp.Handshake) fibp.Frame {
+		<-release // answers nothing until the test ends
+		return nil
+	}})
+	t.Cleanup(func() { close(release) })
+	status := &fibp.GetClusterStatusResult{MetaLeaderNodeID: 1}
+	first := fibptest.Start(t, fibptest.Options{NodeID: 1, Handler: func(c *fibptest.Conn, f fibptest.Frame) {
+		if _, ok := f.Frame.(*fibp.GetClusterStatus); ok {
+			c.Reply(f, status)
+			return
+		}
+		enqueueOk(c, f)
+	}})
+	status.Nodes = []fibp.NodeStatus{{NodeID: 1, Addr: first.Addr()}, {NodeID: 2, Addr: slow.Addr()}}
+	ctx := context.Background()
+	c, err := fila.DialCluster(ctx, []string{first.Addr()}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	first.Close()
+	short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	res, err := c.Enqueue(short, fila.Message{Queue: "q", Payload: []byte("x")})
+	if err == nil {
+		t.Fatalf("the enqueue failed per item only: %+v", res)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v, want the context's deadline", err)
+	}
+}

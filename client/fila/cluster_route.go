@@ -28,7 +28,9 @@ func (c *Cluster) routeItems(ctx context.Context, n int, queue func(int) string,
 	}
 	r := c.retrier()
 	var round roundResult
+	sent := 0 // the items the last round sent
 	for len(todo) > 0 {
+		sent = len(todo)
 		round = c.settleRound(ctx, r, c.sendRound(ctx, todo, queue, send), queue, errs, todo[:0])
 		todo = round.todo
 		if len(todo) == 0 {
@@ -42,7 +44,9 @@ func (c *Cluster) routeItems(ctx context.Context, n int, queue func(int) string,
 			break
 		}
 	}
-	if round.frameErr != nil && round.same && len(todo) == n {
+	// The last round sent every item and each failed as a whole request, the same way: whether
+	// the failure is final (ctx ended while sending) or could have been retried.
+	if round.frameErr != nil && round.same && sent == n {
 		return nil, round.frameErr
 	}
 	return errs, nil
