@@ -44,6 +44,8 @@ var (
 	_ Frame = (*MoveLeaderResult)(nil)
 	_ Frame = (*ForwardAdmin)(nil)
 	_ Frame = (*ForwardAdminResult)(nil)
+	_ Frame = (*ForwardHTTP)(nil)
+	_ Frame = (*ForwardHTTPResult)(nil)
 	_ Frame = (*Join)(nil)
 	_ Frame = (*JoinOk)(nil)
 )
@@ -101,6 +103,10 @@ func New(op Opcode) Frame {
 		return new(ForwardAdmin)
 	case OpForwardAdminResult:
 		return new(ForwardAdminResult)
+	case OpForwardHTTP:
+		return new(ForwardHTTP)
+	case OpForwardHTTPResult:
+		return new(ForwardHTTPResult)
 	case OpJoin:
 		return new(Join)
 	case OpJoinOk:

@@ -167,6 +167,16 @@ func FuzzForwardAdminResult(f *testing.F) {
 		return new(ForwardAdminResult)
 	}, sampleForwardAdminResult(1), sampleForwardAdminResult(2), new(ForwardAdminResult))
 }
+func FuzzForwardHTTP(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ForwardHTTP)
+	}, sampleForwardHTTP(1), sampleForwardHTTP(2), new(ForwardHTTP))
+}
+func FuzzForwardHTTPResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ForwardHTTPResult)
+	}, sampleForwardHTTPResult(1), sampleForwardHTTPResult(2), new(ForwardHTTPResult))
+}
 func FuzzJoin(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(Join)

@@ -145,6 +145,10 @@ const (
 	OpForwardAdmin Opcode = 0x28
 	// OpForwardAdminResult is ForwardAdminResult (either direction).
 	OpForwardAdminResult Opcode = 0x29
+	// OpForwardHTTP is ForwardHTTP (either direction).
+	OpForwardHTTP Opcode = 0x2a
+	// OpForwardHTTPResult is ForwardHTTPResult (either direction).
+	OpForwardHTTPResult Opcode = 0x2b
 	// OpJoin is Join (either direction).
 	OpJoin Opcode = 0x30
 	// OpJoinOk is JoinOk (either direction).
@@ -193,6 +197,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpMoveLeaderResult:      {"MoveLeaderResult", EitherDirection},
 	OpForwardAdmin:          {"ForwardAdmin", EitherDirection},
 	OpForwardAdminResult:    {"ForwardAdminResult", EitherDirection},
+	OpForwardHTTP:           {"ForwardHTTP", EitherDirection},
+	OpForwardHTTPResult:     {"ForwardHTTPResult", EitherDirection},
 	OpJoin:                  {"Join", EitherDirection},
 	OpJoinOk:                {"JoinOk", EitherDirection},
 }

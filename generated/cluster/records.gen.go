@@ -135,6 +135,55 @@ func (x *LogEntry) Check() error {
 	return nil
 }
 
+// HTTPHeader is one header of a forwarded admin API request.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       name   u16 length, then UTF-8
+//	+       value  u32 length, then UTF-8
+type HTTPHeader struct {
+	// The header's canonical name.
+	Name string
+
+	// Its value.
+	Value string
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *HTTPHeader) Size() int {
+	n := 6
+	n += len(x.Name)
+	n += len(x.Value)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *HTTPHeader) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Name)
+	b = wire.AppendString32(b, x.Value)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *HTTPHeader) DecodeFrom(r *wire.Reader) {
+	x.Name = r.String(r.Len16(65535), true)
+	x.Value = r.String(r.Len32(2147483647), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *HTTPHeader) Check() error {
+	if err := wire.CheckString(x.Name, 65535, true); err != nil {
+		return wire.AtField("name", -1, err)
+	}
+	if err := wire.CheckString(x.Value, 2147483647, true); err != nil {
+		return wire.AtField("value", -1, err)
+	}
+	return nil
+}
+
 // Member is a node of the cluster as the meta state records it.
 //
 // Encoding (big-endian; + where an offset depends on earlier fields):

@@ -89,6 +89,30 @@ func sampleForwardAdminResult(seed int) *ForwardAdminResult {
 		FibpOpcode:   uint8(seed*37 + 11),
 	}
 }
+func sampleForwardHTTP(seed int) *ForwardHTTP {
+	return &ForwardHTTP{
+		Body: []byte(fmt.Sprintf("body-%d\x00\xff", seed)),
+		Headers: func() []HTTPHeader {
+			var out []HTTPHeader
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleHTTPHeader(seed))
+			}
+			return out
+		}(),
+		Method:     fmt.Sprintf("method-%d-é", seed),
+		RemoteAddr: fmt.Sprintf("remote_addr-%d-é", seed),
+		Target:     fmt.Sprintf("target-%d-é", seed),
+	}
+}
+func sampleForwardHTTPResult(seed int) *ForwardHTTPResult {
+	return &ForwardHTTPResult{
+		Body:         []byte(fmt.Sprintf("body-%d\x00\xff", seed)),
+		ContentType:  fmt.Sprintf("content_type-%d-é", seed),
+		ErrorCode:    []ErrorCode{CodeOk, CodeUnknownGroup, CodeFailed, CodeNotLeader, CodeRefused, CodeProtocol, CodeUnavailable}[seed%7],
+		ErrorMessage: fmt.Sprintf("error_message-%d-é", seed),
+		Status:       uint16(seed*37 + 6),
+	}
+}
 func roundTripCasesForward() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -149,6 +173,18 @@ func roundTripCasesForward() []roundTripCase {
 			return new(ForwardAdminResult)
 		},
 		full: sampleForwardAdminResult(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ForwardHTTP)
+		},
+		full: sampleForwardHTTP(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ForwardHTTPResult)
+		},
+		full: sampleForwardHTTPResult(1),
 		tail: 0,
 	}}
 }

@@ -28,6 +28,12 @@ func sampleLogEntry(seed int) LogEntry {
 		Type:       uint8(seed*37 + 4),
 	}
 }
+func sampleHTTPHeader(seed int) HTTPHeader {
+	return HTTPHeader{
+		Name:  fmt.Sprintf("name-%d-é", seed),
+		Value: fmt.Sprintf("value-%d-é", seed),
+	}
+}
 func sampleMember(seed int) Member {
 	return Member{
 		Address:   fmt.Sprintf("address-%d-é", seed),
