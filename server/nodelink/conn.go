@@ -222,7 +222,7 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 	switch h.Opcode {
 	case cluster.OpAppendEntriesResult, cluster.OpRequestVoteResult, cluster.OpRequestPreVoteResult,
 		cluster.OpTimeoutNowResult, cluster.OpInstallSnapshotResult, cluster.OpProposeMetaResult, cluster.OpJoinOk, cluster.OpError,
-		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult, cluster.OpMoveLeaderResult, cluster.OpForwardAdminResult:
+		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult, cluster.OpMoveLeaderResult, cluster.OpForwardAdminResult, cluster.OpForwardHTTPResult:
 		c.mu.Lock()
 		f := c.pending[h.RequestID]
 		delete(c.pending, h.RequestID)
@@ -263,6 +263,8 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 		return c.moveLeader(h.RequestID, body) // move.go
 	case cluster.OpForwardAdmin:
 		return c.forwardedAdmin(h.RequestID, body) // forwardadmin.go
+	case cluster.OpForwardHTTP:
+		return c.forwardedHTTP(h.RequestID, body) // forwardhttp.go
 	case cluster.OpAppendEntries, cluster.OpRequestVote, cluster.OpRequestPreVote, cluster.OpTimeoutNow, cluster.OpInstallSnapshot:
 		return c.raftRequest(h, body)
 	}

@@ -29,6 +29,7 @@ type adminAPI struct {
 	b      atomic.Pointer[broker.Broker]
 	mux    *http.ServeMux
 	counts queueCounts // the overview's (adminapi_overview.go)
+	link   *apiLink    // a cluster node's (adminapi_forward.go); nil for a single node
 }
 
 func newAdminAPI() *adminAPI {
@@ -66,6 +67,9 @@ func (api *adminAPI) handle(h handler) http.HandlerFunc {
 		}
 		p, herr := apiCaller(b, r)
 		if herr == nil {
+			if api.elsewhere(b, w, r) {
+				return
+			}
 			var res any
 			if res, herr = h(b, p, r); herr == nil {
 				writeAPIJSON(w, res)

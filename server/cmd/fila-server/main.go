@@ -165,6 +165,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	srv := transport.New(b, topts)
 	if link != nil {
 		link.SetAdminServer(srv.ServeAdmin)
+		api.setLink(link, cfg.NodeID, log) // adminapi_forward.go
 	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	linkproto "github.com/filamq/fila/generated/cluster"
+	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/nodelink"
+)
+
+// Admin API requests about a queue another node leads. A queue's messages, fairness keys and
+// explanations live in the state of the node that leads its group: a follower's replica holds
+// the group's log only. A request under /api/v1/queues/{queue}/ that this node cannot answer from
+// its own state is therefore handed to the queue's leader over the node link (ForwardHTTP) with
+// the headers the API reads, served there as if the client had sent it there — authenticated
+// again, with the same key — and its answer is this node's. A forwarded request is never
+// forwarded again (the leadership may have moved meanwhile: the receiver then answers from its own
+// state). A forward that fails is answered from this node's state for a read, and 503 for a
+// change (it may have been carried out there).
+
+// forwardHTTPTimeout bounds a request handed to another node: a purge of a long queue there takes
+// as long as its removal.
+const forwardHTTPTimeout = time.Minute
+
+// forwardedHeaders are the request headers the API reads, passed on with a forwarded request.
+var forwardedHeaders = []string{"Authorization", "Cookie", "Content-Type", "Origin", "Sec-Fetch-Site", csrfHeader}
+
+// forwardedKey marks, in a request's context, a request another node forwarded here.
+type forwardedKey struct{}
+
+// apiLink is what the admin API needs of a cluster node: the node link and this node's ID.
+type apiLink struct {
+	l    *nodelink.Link
+	self uint64
+	log  *slog.Logger
+}
+
+// setLink has the API hand requests about queues other nodes lead to those nodes, and serve the
+// requests they hand to this one. Called before the broker is stored.
+func (api *adminAPI) setLink(l *nodelink.Link, self uint64, log *slog.Logger) {
+	api.link = &apiLink{l: l, self: self, log: log}
+	l.SetHTTPServer(api.serveForwarded)
+}
+
+// elsewhere hands r to the leader of the queue it names, when another node leads it, and reports
+// whether it answered r.
+func (api *adminAPI) elsewhere(b *broker.Broker, w http.ResponseWriter, r *http.Request) bool {
+	queue := r.PathValue("queue")
+	if queue == "" || api.link == nil || r.Context().Value(forwardedKey{}) != nil {
+		return false
+	}
+	routes, ok, e := b.QueueRoutes([]string{queue})
+	if !ok || e != nil || len(routes) != 1 || routes[0].LeaderNodeID == 0 || routes[0].LeaderNodeID == api.link.self {
+		return false
+	}
+	leader := routes[0].LeaderNodeID
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+	if err != nil {
+		writeAPIError(w, refuse(http.StatusRequestEntityTooLarge, "the request's body is over %d bytes", maxBodyBytes))
+		return true
+	}
+	req := &linkproto.ForwardHTTP{Method: r.Method, Target: r.URL.RequestURI(), RemoteAddr: r.RemoteAddr, Body: body,
+		Headers: []linkproto.HTTPHeader{{Name: "Host", Value: r.Host}}}
+	for _, name := range forwardedHeaders {
+		for _, v := range r.Header.Values(name) {
+			req.Headers = append(req.Headers, linkproto.HTTPHeader{Name: name, Value: v})
+		}
+	}
+	res, err := api.link.l.ForwardHTTP(nodeName(leader), req, forwardHTTPTimeout)
+	if err != nil {
+		if !changes(r.Method) {
+			api.link.log.Info("admin API request handed to the queue's leader failed; answering from this node",
+				"queue", queue, "leader", leader, "err", err)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			return false
+		}
+		writeAPIError(w, refuse(http.StatusServiceUnavailable,
+			"queue %q is led by node %d, which this node could not reach (%v); retry", queue, leader, err))
+		return true
+	}
+	if res.ContentType != "" {
+		w.Header().Set("Content-Type", res.ContentType)
+	}
+	w.WriteHeader(int(res.Status))
+	_, _ = w.Write(res.Body)
+	return true
+}
+
+// serveForwarded serves a request another node handed to this one (the node link's HTTPServer).
+func (api *adminAPI) serveForwarded(req *linkproto.ForwardHTTP) (*linkproto.ForwardHTTPResult, error) {
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), forwardedKey{}, true), forwardHTTPTimeout)
+	defer cancel()
+	r, err := http.NewRequestWithContext(ctx, req.Method, req.Target, bytes.NewReader(req.Body))
+	if err != nil {
+		return nil, fmt.Errorf("a forwarded request %s %q: %w", req.Method, req.Target, err)
+	}
+	r.RequestURI, r.RemoteAddr = req.Target, req.RemoteAddr
+	for _, h := range req.Headers {
+		if h.Name == "Host" {
+			r.Host = h.Value
+			continue
+		}
+		r.Header.Add(h.Name, h.Value)
+	}
+	rec := &recorder{h: http.Header{}}
+	api.ServeHTTP(rec, r)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return &linkproto.ForwardHTTPResult{Status: uint16(rec.status), ContentType: rec.h.Get("Content-Type"), Body: rec.buf.Bytes()}, nil
+}
+
+// recorder is the http.ResponseWriter of a forwarded request: what the handler answered.
+type recorder struct {
+	h      http.Header
+	status int
+	buf    bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.h }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.buf.Write(b)
+}
