@@ -46,6 +46,10 @@ var (
 	_ Frame = (*ForwardAdminResult)(nil)
 	_ Frame = (*Join)(nil)
 	_ Frame = (*JoinOk)(nil)
+	_ Frame = (*TokenRequest)(nil)
+	_ Frame = (*TokenGrant)(nil)
+	_ Frame = (*TokenReturn)(nil)
+	_ Frame = (*TokenReturnResult)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -105,6 +109,14 @@ func New(op Opcode) Frame {
 		return new(Join)
 	case OpJoinOk:
 		return new(JoinOk)
+	case OpTokenRequest:
+		return new(TokenRequest)
+	case OpTokenGrant:
+		return new(TokenGrant)
+	case OpTokenReturn:
+		return new(TokenReturn)
+	case OpTokenReturnResult:
+		return new(TokenReturnResult)
 	}
 	return nil
 }

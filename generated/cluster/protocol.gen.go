@@ -149,6 +149,14 @@ const (
 	OpJoin Opcode = 0x30
 	// OpJoinOk is JoinOk (either direction).
 	OpJoinOk Opcode = 0x31
+	// OpTokenRequest is TokenRequest (either direction).
+	OpTokenRequest Opcode = 0x40
+	// OpTokenGrant is TokenGrant (either direction).
+	OpTokenGrant Opcode = 0x41
+	// OpTokenReturn is TokenReturn (either direction).
+	OpTokenReturn Opcode = 0x42
+	// OpTokenReturnResult is TokenReturnResult (either direction).
+	OpTokenReturnResult Opcode = 0x43
 )
 
 // Direction says which peer sends a frame.
@@ -195,6 +203,10 @@ var opcodeTable = [256]opcodeInfo{
 	OpForwardAdminResult:    {"ForwardAdminResult", EitherDirection},
 	OpJoin:                  {"Join", EitherDirection},
 	OpJoinOk:                {"JoinOk", EitherDirection},
+	OpTokenRequest:          {"TokenRequest", EitherDirection},
+	OpTokenGrant:            {"TokenGrant", EitherDirection},
+	OpTokenReturn:           {"TokenReturn", EitherDirection},
+	OpTokenReturnResult:     {"TokenReturnResult", EitherDirection},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

@@ -512,3 +512,91 @@ func (x *ForwardSettleOutcome) DecodeFrom(r *wire.Reader) {
 func (*ForwardSettleOutcome) Check() error {
 	return nil
 }
+
+// ThrottleLimit is one effective limit of a throttle: at most max deliveries in any sliding window
+// of window_ms.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field      encoding
+//	0       max        u64
+//	8       window_ms  u64
+type ThrottleLimit struct {
+	// N.
+	Max uint64
+
+	// W, in milliseconds.
+	WindowMs uint64
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*ThrottleLimit) Size() int {
+	return 16
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ThrottleLimit) AppendTo(b []byte) []byte {
+	b = wire.AppendU64(b, x.Max)
+	b = wire.AppendU64(b, x.WindowMs)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ThrottleLimit) DecodeFrom(r *wire.Reader) {
+	x.Max = r.U64()
+	x.WindowMs = r.U64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*ThrottleLimit) Check() error {
+	return nil
+}
+
+// GrantSettlement is the settlement of one grant: how many of its tokens were not spent (and never
+// will be).
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field      encoding
+//	0       epoch      u64
+//	8       grant_seq  u64
+//	16      unspent    u32
+type GrantSettlement struct {
+	// The epoch of the owner that granted it.
+	Epoch uint64
+
+	// The grant's number among that owner's.
+	GrantSeq uint64
+
+	// Tokens not spent: the owner forgets them; the others count from the settlement's arrival.
+	Unspent uint32
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*GrantSettlement) Size() int {
+	return 20
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *GrantSettlement) AppendTo(b []byte) []byte {
+	b = wire.AppendU64(b, x.Epoch)
+	b = wire.AppendU64(b, x.GrantSeq)
+	b = wire.AppendU32(b, x.Unspent)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *GrantSettlement) DecodeFrom(r *wire.Reader) {
+	x.Epoch = r.U64()
+	x.GrantSeq = r.U64()
+	x.Unspent = r.U32()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*GrantSettlement) Check() error {
+	return nil
+}

@@ -76,8 +76,21 @@ func sampleForwardSettleOutcome(seed int) ForwardSettleOutcome {
 		ExpiresAt: int64(seed*37 + 10),
 	}
 }
+func sampleThrottleLimit(seed int) ThrottleLimit {
+	return ThrottleLimit{
+		Max:      uint64(seed*37 + 3),
+		WindowMs: uint64(seed*37 + 9),
+	}
+}
+func sampleGrantSettlement(seed int) GrantSettlement {
+	return GrantSettlement{
+		Epoch:    uint64(seed*37 + 5),
+		GrantSeq: uint64(seed*37 + 9),
+		Unspent:  uint32(seed*37 + 7),
+	}
+}
 func roundTripCases() []roundTripCase {
-	return slices.Concat(roundTripCasesControl(), roundTripCasesRaft(), roundTripCasesForward(), roundTripCasesMembership())
+	return slices.Concat(roundTripCasesControl(), roundTripCasesRaft(), roundTripCasesForward(), roundTripCasesMembership(), roundTripCasesThrottle())
 }
 
 var equal = cmpopts.EquateEmpty()
