@@ -222,7 +222,8 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 	switch h.Opcode {
 	case cluster.OpAppendEntriesResult, cluster.OpRequestVoteResult, cluster.OpRequestPreVoteResult,
 		cluster.OpTimeoutNowResult, cluster.OpInstallSnapshotResult, cluster.OpProposeMetaResult, cluster.OpJoinOk, cluster.OpError,
-		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult, cluster.OpMoveLeaderResult, cluster.OpForwardAdminResult:
+		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult, cluster.OpMoveLeaderResult, cluster.OpForwardAdminResult,
+		cluster.OpTokenGrant, cluster.OpTokenReturnResult:
 		c.mu.Lock()
 		f := c.pending[h.RequestID]
 		delete(c.pending, h.RequestID)
@@ -263,6 +264,10 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 		return c.moveLeader(h.RequestID, body) // move.go
 	case cluster.OpForwardAdmin:
 		return c.forwardedAdmin(h.RequestID, body) // forwardadmin.go
+	case cluster.OpTokenRequest:
+		return c.tokenRequest(h.RequestID, body) // tokens.go
+	case cluster.OpTokenReturn:
+		return c.tokenReturn(h.RequestID, body)
 	case cluster.OpAppendEntries, cluster.OpRequestVote, cluster.OpRequestPreVote, cluster.OpTimeoutNow, cluster.OpInstallSnapshot:
 		return c.raftRequest(h, body)
 	}

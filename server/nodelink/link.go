@@ -122,6 +122,7 @@ type Link struct {
 	groups  map[string]*Transport
 	handler Handler
 	admin   AdminServer // forwardadmin.go
+	tokens  TokenServer // tokens.go
 	closed  bool
 	cluster string // cfg.Cluster, or what SetCluster set (a node that joined learns it then)
 
