@@ -135,6 +135,10 @@ func Validate(ds []Declaration) error {
 
 // effective returns the limits of ls that can apply (those no other limit implies), each once, in
 // compareLimits order.
+// Effective is the limits of ls that apply: without duplicates and those another implies, in
+// compareLimits order (a cluster throttle's owner joins every node's limits with it).
+func Effective(ls []Limit) []Limit { return effective(ls) }
+
 func effective(ls []Limit) []Limit {
 	var out []Limit
 	for i, l := range ls {

@@ -51,6 +51,12 @@ func (b *Borrower) cache(k string) *cache {
 // spend. Otherwise ok is false, and req is the Request to send now (nil when one is already out
 // or the owner said to wait: retryAt then, or 0 until a Grant arrives).
 func (b *Borrower) Spend(now int64, bucket string) (ok bool, req *Request, retryAt int64) {
+	ok, _, req, retryAt = b.spend(now, bucket)
+	return ok, req, retryAt
+}
+
+// spend is Spend, and the grant the token was of.
+func (b *Borrower) spend(now int64, bucket string) (ok bool, id GrantID, req *Request, retryAt int64) {
 	c := b.cache(bucket)
 	c.expire(now)
 	for i := range c.held {
@@ -59,22 +65,23 @@ func (b *Borrower) Spend(now int64, bucket string) (ok bool, req *Request, retry
 			continue
 		}
 		h.left--
+		id = h.id
 		if h.left == 0 {
 			c.finish(i, now)
 		}
-		return true, nil, 0
+		return true, id, nil, 0
 	}
 	if c.pendingSeq != 0 {
-		return false, nil, 0
+		return false, id, nil, 0
 	}
 	if now < c.retryAt {
-		return false, nil, c.retryAt
+		return false, id, nil, c.retryAt
 	}
 	b.seq++
 	c.pendingSeq, c.pendingAt = b.seq, now
 	r := &Request{Bucket: bucket, Seq: b.seq, SentAt: now, Want: c.batch, Returns: c.returns}
 	c.returns = nil
-	return false, r, 0
+	return false, id, r, 0
 }
 
 // finish settles held grant i, used up at now: a grant used within half its lease asks for

@@ -53,6 +53,14 @@
 // that the nodes' clocks run at the same rate (the leases are durations; no clock is compared
 // across nodes).
 //
+// Limits change as subscriptions declare them and end (Owner.SetLimits: the owner enforces the
+// effective limits of every node's declarations, which each Request carries). A limit binds the
+// tokens issued while it is effective: a window holds at most N under a limit that was effective
+// when the last of its tokens was issued (the proof above, with g* that issue). Tokens granted
+// before a stricter limit was declared were admitted under the limits before it and may still be
+// spent, for at most a lease. A limit whose window is longer than those the owner kept tokens for
+// counts as full until its window holds only tokens the owner knows of.
+//
 // # Rate
 //
 // A token counts against the limit from its grant to its record time plus W. A saturated
@@ -65,5 +73,7 @@
 //
 // The owner's state per bucket is its tokens still inside a window: at most N record entries
 // per limit plus the outstanding grants, each look-up a walk over them (a bucket's N is small
-// where exactness across nodes matters; the node's single-node Registry is unchanged).
+// where exactness across nodes matters; the node's single-node Registry is unchanged). Buckets
+// that hold nothing are swept as new ones come, and an owner holds at most MaxBuckets: a request
+// for one more waits.
 package grant

@@ -40,11 +40,22 @@ func TestNoWindowExceedsTheLimitAcrossNodes(t *testing.T) {
 
 func runSchedule(seed uint64) (made, failovers int, err error) {
 	rnd := rand.New(rand.NewPCG(seed, 32))
-	limits := []throttle.Limit{{Max: 1 + rnd.Uint64N(20), WindowMs: 1 + rnd.Uint64N(200)}}
-	if rnd.IntN(2) == 0 {
-		l := limits[0]
-		limits = append(limits, throttle.Limit{Max: l.Max + 1 + rnd.Uint64N(30), WindowMs: l.WindowMs * (2 + rnd.Uint64N(4))})
+	// A pool of limits; the effective ones are a subset, changing now and then.
+	pool := []throttle.Limit{{Max: 1 + rnd.Uint64N(20), WindowMs: 1 + rnd.Uint64N(200)}}
+	pool = append(pool, throttle.Limit{Max: pool[0].Max + 1 + rnd.Uint64N(30), WindowMs: pool[0].WindowMs * (2 + rnd.Uint64N(4))})
+	pool = append(pool, throttle.Limit{Max: 1 + rnd.Uint64N(10), WindowMs: 1 + rnd.Uint64N(400)})
+	pick := func() []throttle.Limit {
+		var ls []throttle.Limit
+		for len(ls) == 0 {
+			for _, l := range pool {
+				if rnd.IntN(2) == 0 {
+					ls = append(ls, l)
+				}
+			}
+		}
+		return throttle.Effective(ls)
 	}
+	limits := pick()
 	cfg := Config{LeaseMs: 1 + rnd.Int64N(100), MaxGrantShare: 1 + rnd.Uint64N(8)}
 	s := newSim(rnd, cfg, limits, 1+rnd.IntN(4))
 	s.maxDelay = rnd.Int64N(30)
@@ -68,18 +79,20 @@ func runSchedule(seed uint64) (made, failovers int, err error) {
 		case x < 59 && s.owner != nil:
 			s.crash(rnd.Int64N(300))
 			failovers++
+		case x < 61:
+			s.setLimits(pick())
 		default:
 			s.now += rnd.Int64N(8)
 		}
 	}
 	for _, k := range buckets {
-		times := s.delivered[k]
-		made += len(times)
-		if err := twinCheck(limits, times); err != nil {
-			return made, failovers, fmt.Errorf("bucket %s (%v, lease %d): %w", k, limits, cfg.LeaseMs, err)
+		ds := s.delivered[k]
+		made += len(ds)
+		if err := twinCheck(ds); err != nil {
+			return made, failovers, fmt.Errorf("bucket %s (limits from %v, lease %d): %w", k, pool, cfg.LeaseMs, err)
 		}
-		if err := windowCheck(limits, times); err != nil {
-			return made, failovers, fmt.Errorf("bucket %s (%v, lease %d): %w", k, limits, cfg.LeaseMs, err)
+		if err := windowCheck(ds); err != nil {
+			return made, failovers, fmt.Errorf("bucket %s (limits from %v, lease %d): %w", k, pool, cfg.LeaseMs, err)
 		}
 	}
 	return made, failovers, nil
@@ -145,11 +158,11 @@ func saturatedRate(t *testing.T, limits []throttle.Limit, borrowers int, ownerDe
 			}
 		}
 	}
-	times := s.delivered[""]
-	if err := windowCheck(limits, times); err != nil {
+	ds := s.delivered[""]
+	if err := windowCheck(ds); err != nil {
 		t.Fatal(err)
 	}
-	return float64(len(times)) / (float64(span) * float64(limits[0].Max) / float64(limits[0].WindowMs))
+	return float64(len(ds)) / (float64(span) * float64(limits[0].Max) / float64(limits[0].WindowMs))
 }
 
 func TestConfigIsChecked(t *testing.T) {

@@ -11,6 +11,10 @@ import (
 type ledger struct {
 	entries []entry
 	grants  map[uint64]outstanding // by GrantID.Seq
+	// pruned: tokens recorded at or before it may have been forgotten, so a window that starts
+	// at or before it has no known count (a limit whose window is longer than those kept).
+	pruned    int64
+	hasPruned bool
 }
 
 type entry struct {
@@ -35,6 +39,9 @@ func (b *ledger) record(at int64, n uint64) {
 // prune forgets what no window after `before` can hold: entries at or before it, and grants whose
 // lease ended by then (their tokens are as counted at their end, which is before every window).
 func (b *ledger) prune(before int64) {
+	if !b.hasPruned || before > b.pruned {
+		b.pruned, b.hasPruned = before, true
+	}
 	b.entries = slices.DeleteFunc(b.entries, func(e entry) bool { return e.at <= before })
 	for s, g := range b.grants {
 		if g.end <= before {
@@ -42,6 +49,9 @@ func (b *ledger) prune(before int64) {
 		}
 	}
 }
+
+// known reports whether count(after) is exact: nothing after `after` was pruned.
+func (b *ledger) known(after int64) bool { return !b.hasPruned || after >= b.pruned }
 
 // count is the number of tokens recorded after `after`.
 func (b *ledger) count(after int64) uint64 {

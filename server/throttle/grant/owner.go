@@ -71,16 +71,27 @@ type Return struct {
 // Owner is the owner node's side for one throttle: its effective limits and its buckets. It is
 // not safe for concurrent use.
 type Owner struct {
-	cfg        Config
-	limits     []throttle.Limit
-	maxWindow  int64
-	minMax     uint64
-	epoch      uint64
-	seq        uint64
-	blindUntil int64
-	last       int64
-	buckets    map[string]*ledger
+	cfg       Config
+	limits    []throttle.Limit
+	maxWindow int64
+	minMax    uint64
+	epoch     uint64
+	seq       uint64
+	last      int64
+	buckets   map[string]*ledger
+	// forgotten: tokens recorded at or before it may be unknown here (a predecessor's, or those
+	// of buckets dropped once empty), so a window starting at or before it counts as full.
+	forgotten    int64
+	hasForgotten bool
+	sweepAt      int // bucket count at which the next new bucket sweeps the empty ones
 }
+
+// MaxBuckets bounds the buckets an owner holds at once (each holds tokens inside its windows): a
+// request for a new bucket beyond it waits (RetryAt) until some empty out.
+const MaxBuckets = 1 << 17
+
+// bucketRetryMs is when a request refused for want of bucket room is worth sending again.
+const bucketRetryMs = 100
 
 // NewOwner is the first owner of a throttle with these effective limits: nothing was delivered
 // before it. epoch must be larger than every earlier owner's.
@@ -88,13 +99,32 @@ func NewOwner(cfg Config, limits []throttle.Limit, epoch uint64) (*Owner, error)
 	if err := cfg.check(limits); err != nil {
 		return nil, err
 	}
-	o := &Owner{cfg: cfg, limits: slices.Clone(limits), epoch: epoch, buckets: map[string]*ledger{}, minMax: limits[0].Max}
+	o := &Owner{cfg: cfg, epoch: epoch, buckets: map[string]*ledger{}}
+	o.setLimits(limits)
+	return o, nil
+}
+
+// SetLimits replaces the effective limits (the declarations changed). A limit whose window is
+// longer than those the owner kept tokens for counts as full until the window holds only tokens
+// it knows of.
+func (o *Owner) SetLimits(limits []throttle.Limit) error {
+	if err := o.cfg.check(limits); err != nil {
+		return err
+	}
+	o.setLimits(limits)
+	return nil
+}
+
+func (o *Owner) setLimits(limits []throttle.Limit) {
+	o.limits, o.maxWindow, o.minMax = slices.Clone(limits), 0, limits[0].Max
 	for _, l := range limits {
 		o.maxWindow = max(o.maxWindow, l.Span())
 		o.minMax = min(o.minMax, l.Max)
 	}
-	return o, nil
 }
+
+// Limits are the effective limits.
+func (o *Owner) Limits() []throttle.Limit { return slices.Clone(o.limits) }
 
 // TakeOver is an owner replacing one that issues nothing after since: it issues no token before
 // since + LeaseMs + the largest window (the previous owners' tokens are all spent and out of
@@ -104,7 +134,7 @@ func TakeOver(cfg Config, limits []throttle.Limit, epoch uint64, since int64) (*
 	if err != nil {
 		return nil, err
 	}
-	o.blindUntil = since + cfg.LeaseMs + o.maxWindow
+	o.forgotten, o.hasForgotten = since+cfg.LeaseMs, true // the predecessors' tokens: spent by then
 	o.last = since
 	return o, nil
 }
@@ -118,24 +148,46 @@ func (o *Owner) clamp(now int64) int64 {
 	return o.last
 }
 
+// bucket is bucket k's ledger, pruned at now (nil when there is none and no room for one).
 func (o *Owner) bucket(k string, now int64) *ledger {
 	b := o.buckets[k]
 	if b == nil {
-		b = &ledger{grants: map[uint64]outstanding{}}
+		if len(o.buckets) >= o.sweepAt {
+			o.sweep(now) // amortized: the buckets at most double between sweeps
+			o.sweepAt = max(64, 2*len(o.buckets))
+		}
+		if len(o.buckets) >= MaxBuckets {
+			return nil
+		}
+		b = &ledger{grants: map[uint64]outstanding{}, pruned: o.forgotten, hasPruned: o.hasForgotten}
 		o.buckets[k] = b
 	}
 	b.prune(now - o.maxWindow)
 	return b
 }
 
+// sweep drops the buckets that hold no token any window can count; what they forgot stays
+// forgotten (o.forgotten).
+func (o *Owner) sweep(now int64) {
+	before := now - o.maxWindow
+	for k, b := range o.buckets {
+		if b.prune(before); len(b.entries) == 0 && len(b.grants) == 0 {
+			if !o.hasForgotten || b.pruned > o.forgotten {
+				o.forgotten, o.hasForgotten = b.pruned, true
+			}
+			delete(o.buckets, k)
+		}
+	}
+}
+
 // room is how many tokens bucket b may issue at now under every limit, and when it will have
 // room for one when it has none.
 func (o *Owner) room(b *ledger, now int64) (n uint64, retryAt int64) {
-	if now < o.blindUntil {
-		return 0, o.blindUntil
-	}
 	n = ^uint64(0)
 	for _, l := range o.limits {
+		if after := now - l.Span(); !b.known(after) {
+			return 0, b.pruned + l.Span() // tokens it does not know of may be inside: full
+		}
 		c := b.count(now - l.Span())
 		if c >= l.Max {
 			return 0, b.nextRoom(now, l)
@@ -149,11 +201,13 @@ func (o *Owner) room(b *ledger, now int64) (n uint64, retryAt int64) {
 // what the bucket has room for, up to Want and the grant bound.
 func (o *Owner) Serve(now int64, r Request) Grant {
 	now = o.clamp(now)
-	b := o.bucket(r.Bucket, now)
-	for _, ret := range r.Returns {
-		o.settle(b, now, ret)
-	}
+	o.Settle(now, r.Bucket, r.Returns)
 	g := Grant{Bucket: r.Bucket, ReqSeq: r.Seq, LeaseMs: o.cfg.LeaseMs}
+	b := o.bucket(r.Bucket, now)
+	if b == nil {
+		g.RetryAt = now + bucketRetryMs
+		return g
+	}
 	room, retryAt := o.room(b, now)
 	n := min(r.Want, room, max(1, o.minMax/o.cfg.MaxGrantShare))
 	if n == 0 {
@@ -169,7 +223,10 @@ func (o *Owner) Serve(now int64, r Request) Grant {
 // Settle applies Returns arriving at now without a Request.
 func (o *Owner) Settle(now int64, bucket string, rets []Return) {
 	now = o.clamp(now)
-	b := o.bucket(bucket, now)
+	b := o.buckets[bucket]
+	if b == nil {
+		return // no grant of it is outstanding
+	}
 	for _, ret := range rets {
 		o.settle(b, now, ret)
 	}
@@ -192,30 +249,44 @@ func (o *Owner) settle(b *ledger, now int64, ret Return) {
 // Take is a delivery by the owner's own node at now: it counts one token at now if every limit
 // has room, and otherwise reports when to try again.
 func (o *Owner) Take(now int64, bucket string) (ok bool, retryAt int64) {
+	if ok, retryAt = o.Room(now, bucket); ok {
+		o.buckets[bucket].record(now, 1)
+	}
+	return ok, retryAt
+}
+
+// Room reports whether Take would count a delivery at now (and, when not, when to try again),
+// counting nothing: a delivery through several throttles asks each first.
+func (o *Owner) Room(now int64, bucket string) (ok bool, retryAt int64) {
 	if now < o.last {
 		return false, o.last // a delivery is counted at its own time, never a later one
 	}
 	now = o.clamp(now)
 	b := o.bucket(bucket, now)
+	if b == nil {
+		return false, now + bucketRetryMs
+	}
 	if room, at := o.room(b, now); room == 0 {
 		return false, max(at, now+1)
 	}
-	b.record(now, 1)
 	return true, 0
 }
 
 // Counted is what each limit of the bucket counts at now (GetThrottleBucket's counted: deliveries
-// and outstanding grants inside the window); a blind owner counts every window full.
+// and outstanding grants inside the window); a window that may hold tokens the owner does not
+// know of (a predecessor's) counts as full.
 func (o *Owner) Counted(now int64, bucket string) []uint64 {
 	now = o.clamp(now)
 	out := make([]uint64, len(o.limits))
 	b := o.buckets[bucket]
+	if b == nil {
+		b = &ledger{pruned: o.forgotten, hasPruned: o.hasForgotten}
+	}
 	for i, l := range o.limits {
-		switch {
-		case now < o.blindUntil:
+		if after := now - l.Span(); !b.known(after) {
 			out[i] = l.Max
-		case b != nil:
-			out[i] = b.count(now - l.Span())
+		} else {
+			out[i] = b.count(after)
 		}
 	}
 	return out

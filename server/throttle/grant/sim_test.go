@@ -25,8 +25,33 @@ type sim struct {
 	// network: delay in [0, maxDelay] ms, loss probability
 	maxDelay int64
 	loss     float64
-	// delivered holds each bucket's delivery times, in the order made (non-decreasing).
-	delivered map[string][]int64
+	// delivered holds each bucket's deliveries, in the order made (times non-decreasing).
+	delivered map[string][]delivery
+	issued    map[GrantID]issue
+	issues    int // issues so far
+}
+
+// delivery is one delivery: its time, and when its token was issued with the limits effective
+// then (the owner admits a token under the limits it knows when it issues it).
+type delivery struct {
+	at     int64
+	issued int // the issue's place in the owners' order of issues
+	lims   []throttle.Limit
+}
+
+// issue is the place of a grant in the order of issues, and the limits it was issued under.
+type issue struct {
+	seq  int
+	lims []throttle.Limit
+}
+
+// times are the deliveries' times.
+func times(ds []delivery) []int64 {
+	out := make([]int64, len(ds))
+	for i, d := range ds {
+		out[i] = d.at
+	}
+	return out
 }
 
 // msg is a message in flight: to the owner (req or rets) or to borrower `to` (grant).
@@ -41,7 +66,7 @@ type msg struct {
 }
 
 func newSim(rnd *rand.Rand, cfg Config, limits []throttle.Limit, borrowers int) *sim {
-	s := &sim{rnd: rnd, cfg: cfg, limits: limits, epoch: 1, delivered: map[string][]int64{}}
+	s := &sim{rnd: rnd, cfg: cfg, limits: limits, epoch: 1, delivered: map[string][]delivery{}, issued: map[GrantID]issue{}}
 	o, err := NewOwner(cfg, limits, 1)
 	if err != nil {
 		panic(err)
@@ -83,7 +108,12 @@ func (s *sim) deliverDue() {
 		case s.owner == nil:
 			// the owner is down: lost
 		case m.req != nil:
-			s.send(msg{to: m.from, grant: s.owner.Serve(s.now, *m.req)})
+			g := s.owner.Serve(s.now, *m.req)
+			if g.N > 0 {
+				s.issues++
+				s.issued[g.ID] = issue{s.issues, s.limits}
+			}
+			s.send(msg{to: m.from, grant: g})
 		default:
 			s.owner.Settle(s.now, m.rb, m.rets)
 		}
@@ -92,12 +122,13 @@ func (s *sim) deliverDue() {
 
 // tryBorrower is a delivery attempt by borrower i on bucket k at now.
 func (s *sim) tryBorrower(i int, k string) bool {
-	ok, req, _ := s.borrows[i].Spend(s.now, k)
+	ok, id, req, _ := s.borrows[i].spend(s.now, k)
 	if req != nil {
 		s.send(msg{to: -1, req: req, from: i})
 	}
 	if ok {
-		s.delivered[k] = append(s.delivered[k], s.now)
+		is := s.issued[id]
+		s.delivered[k] = append(s.delivered[k], delivery{s.now, is.seq, is.lims})
 	}
 	return ok
 }
@@ -109,9 +140,20 @@ func (s *sim) tryOwner(k string) bool {
 	}
 	ok, _ := s.owner.Take(s.now, k)
 	if ok {
-		s.delivered[k] = append(s.delivered[k], s.now)
+		s.issues++
+		s.delivered[k] = append(s.delivered[k], delivery{s.now, s.issues, s.limits})
 	}
 	return ok
+}
+
+// setLimits changes the effective limits (declarations came and went) at now.
+func (s *sim) setLimits(ls []throttle.Limit) {
+	s.limits = ls
+	if s.owner != nil {
+		if err := s.owner.SetLimits(ls); err != nil {
+			panic(err)
+		}
+	}
 }
 
 // crash ends the owner at now; its replacement takes over after down ms, from the crash on.
@@ -134,41 +176,61 @@ func (s *sim) tick() {
 	s.deliverDue()
 }
 
-// twinCheck replays bucket k's deliveries on a naive single-node twin: a list of every delivery
-// time, a delivery allowed when fewer than Max earlier ones lie in (t−W, t] for every limit. It
-// reports the first delivery the twin would not have allowed.
-func twinCheck(limits []throttle.Limit, times []int64) error {
-	var twin []int64
-	for idx, t := range times {
-		for _, l := range limits {
+// twinCheck replays bucket's deliveries on a naive single-node twin: a list of every delivery
+// time. A delivery at t is allowed when fewer than Max earlier deliveries lie in (t−W, t] for
+// every limit the window is held to: a limit binds a window when it was effective at the last
+// issue of the window's tokens (a limit declared later binds the tokens issued after it; those
+// already granted were admitted under the limits before). It reports the first delivery the
+// twin would not have allowed.
+func twinCheck(ds []delivery) error {
+	seen := map[throttle.Limit]bool{}
+	for idx, d := range ds {
+		for _, l := range d.lims {
+			seen[l] = true
+		}
+		for l := range seen {
 			var in uint64
-			for _, u := range twin {
-				if u > t-l.Span() {
+			latest := d
+			for _, u := range ds[:idx] {
+				if u.at > d.at-l.Span() {
 					in++
+					if u.issued > latest.issued {
+						latest = u
+					}
 				}
 			}
-			if in >= l.Max {
-				return fmt.Errorf("delivery %d at %d: the twin counts %d in (%d, %d] under %v", idx, t, in, t-l.Span(), t, l)
+			if in >= l.Max && slices.Contains(latest.lims, l) {
+				return fmt.Errorf("delivery %d at %d (issued %d): the twin counts %d in (%d, %d] under %v", idx, d.at, d.issued, in, d.at-l.Span(), d.at, l)
 			}
 		}
-		twin = append(twin, t)
 	}
 	return nil
 }
 
-// windowCheck is an independent check over all delivery times: for every limit, the largest
-// number of deliveries in any window of W (two pointers over the sorted times) is at most Max.
-func windowCheck(limits []throttle.Limit, times []int64) error {
-	ts := slices.Clone(times)
-	slices.Sort(ts)
-	for _, l := range limits {
+// windowCheck is an independent check over every window: for each limit, a window of W ending
+// at a delivery holds at most Max deliveries when the limit was effective at the latest issue
+// of the window's tokens (two pointers per limit over the deliveries, in time order).
+func windowCheck(ds []delivery) error {
+	seen := map[throttle.Limit]bool{}
+	for _, d := range ds {
+		for _, l := range d.lims {
+			seen[l] = true
+		}
+	}
+	for l := range seen {
 		lo := 0
-		for hi := range ts {
-			for ts[lo] <= ts[hi]-l.Span() {
+		for hi := range ds {
+			for ds[lo].at <= ds[hi].at-l.Span() {
 				lo++
 			}
-			if n := uint64(hi - lo + 1); n > l.Max {
-				return fmt.Errorf("%d deliveries in the window (%d, %d] under %v", n, ts[hi]-l.Span(), ts[hi], l)
+			latest := ds[lo]
+			for _, u := range ds[lo : hi+1] {
+				if u.issued > latest.issued {
+					latest = u
+				}
+			}
+			if n := uint64(hi - lo + 1); n > l.Max && slices.Contains(latest.lims, l) {
+				return fmt.Errorf("%d deliveries in the window (%d, %d] under %v: %+v", n, ds[hi].at-l.Span(), ds[hi].at, l, ds[lo:hi+1])
 			}
 		}
 	}
