@@ -50,6 +50,8 @@ var (
 	_ Frame = (*TokenGrant)(nil)
 	_ Frame = (*TokenReturn)(nil)
 	_ Frame = (*TokenReturnResult)(nil)
+	_ Frame = (*ThrottleCounts)(nil)
+	_ Frame = (*ThrottleCountsResult)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -117,6 +119,10 @@ func New(op Opcode) Frame {
 		return new(TokenReturn)
 	case OpTokenReturnResult:
 		return new(TokenReturnResult)
+	case OpThrottleCounts:
+		return new(ThrottleCounts)
+	case OpThrottleCountsResult:
+		return new(ThrottleCountsResult)
 	}
 	return nil
 }

@@ -77,6 +77,11 @@ var examples = []example{
 		"000000c8  # lease_ms 200",
 		"00000000  # retry_after_ms: none",
 	}},
+	{OpThrottleCounts, "one-bucket", []string{
+		"0001 74  # throttle \"t\"",
+		"0000000000000002  # epoch 2",
+		"00000001 01 00000000  # buckets: the missing-key bucket",
+	}},
 }
 
 // TestExamples decodes every example, checks that it encodes back to the same bytes and

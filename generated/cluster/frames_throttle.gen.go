@@ -432,3 +432,242 @@ func (x *TokenReturnResult) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// ThrottleCounts is opcode 0x44, sent either direction.
+// A node answering GetThrottleStats or GetThrottleBucket asks the throttle's owner for what
+// it counts: the cluster-wide effective limits, the buckets with tokens inside a window, and
+// each named bucket's counts (deliveries and tokens granted, not yet settled) and next room.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       throttle  u16 length, then UTF-8
+//	+       epoch     u64
+//	+       buckets   u32 count, then each BucketRef
+type ThrottleCounts struct {
+	// The throttle's name.
+	Throttle string
+
+	// The owner's epoch as the sender's meta state records it.
+	Epoch uint64
+
+	// The buckets whose counts the sender wants.
+	Buckets []BucketRef
+}
+
+// Opcode returns OpThrottleCounts.
+func (*ThrottleCounts) Opcode() Opcode {
+	return OpThrottleCounts
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ThrottleCounts) Size() int {
+	n := 14
+	n += len(x.Throttle)
+	for i0 := range x.Buckets {
+		n += x.Buckets[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ThrottleCounts) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Throttle)
+	b = wire.AppendU64(b, x.Epoch)
+	b = wire.AppendCount(b, wire.Count32, len(x.Buckets))
+	for i0 := range x.Buckets {
+		b = x.Buckets[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ThrottleCounts) DecodeFrom(r *wire.Reader) {
+	x.Throttle = r.String(r.Len16(65535), true)
+	x.Epoch = r.U64()
+	{
+		n0 := r.Count(wire.Count32, 5)
+		if cap(x.Buckets) >= n0 {
+			x.Buckets = x.Buckets[:n0]
+		} else {
+			x.Buckets = make([]BucketRef, n0)
+		}
+		for i0 := range x.Buckets {
+			x.Buckets[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ThrottleCounts) Check() error {
+	if err := wire.CheckString(x.Throttle, 65535, true); err != nil {
+		return wire.AtField("throttle", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Buckets), math.MaxUint32); err != nil {
+		return wire.AtField("buckets", -1, err)
+	}
+	for i0 := range x.Buckets {
+		if err := x.Buckets[i0].Check(); err != nil {
+			return wire.AtField("buckets", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ThrottleCounts) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpThrottleCounts,
+		}
+	}
+	return nil
+}
+
+// ThrottleCountsResult is opcode 0x45, sent either direction.
+// Answers a ThrottleCounts: the owner's figures, or why there are none.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field             encoding
+//	0       error_code        u8 ErrorCode
+//	1       error_message     u32 length, then UTF-8
+//	+       limits            u32 count, then each ThrottleLimit
+//	+       active_buckets    u64
+//	+       buckets_at_limit  u64
+//	+       buckets           u32 count, then each BucketCounts
+type ThrottleCountsResult struct {
+	// Ok; NotLeader: the receiver does not own the throttle at that epoch; Unavailable: it cannot
+	// confirm its meta state current, or counts nothing yet.
+	ErrorCode ErrorCode
+
+	// Why, for people.
+	ErrorMessage string
+
+	// The effective limits the owner enforces (every node's), in the order counted follows.
+	Limits []ThrottleLimit
+
+	// Buckets with tokens inside a window.
+	ActiveBuckets uint64
+
+	// Buckets without room now.
+	BucketsAtLimit uint64
+
+	// One per bucket asked for, in order.
+	Buckets []BucketCounts
+}
+
+// Opcode returns OpThrottleCountsResult.
+func (*ThrottleCountsResult) Opcode() Opcode {
+	return OpThrottleCountsResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ThrottleCountsResult) Size() int {
+	n := 29
+	n += len(x.ErrorMessage)
+	n += 16 * len(x.Limits)
+	for i0 := range x.Buckets {
+		n += x.Buckets[i0].Size()
+	}
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ThrottleCountsResult) AppendTo(b []byte) []byte {
+	b = wire.AppendU8(b, uint8(x.ErrorCode))
+	b = wire.AppendString32(b, x.ErrorMessage)
+	b = wire.AppendCount(b, wire.Count32, len(x.Limits))
+	for i0 := range x.Limits {
+		b = x.Limits[i0].AppendTo(b)
+	}
+	b = wire.AppendU64(b, x.ActiveBuckets)
+	b = wire.AppendU64(b, x.BucketsAtLimit)
+	b = wire.AppendCount(b, wire.Count32, len(x.Buckets))
+	for i0 := range x.Buckets {
+		b = x.Buckets[i0].AppendTo(b)
+	}
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ThrottleCountsResult) DecodeFrom(r *wire.Reader) {
+	x.ErrorCode = ErrorCode(r.U8())
+	x.ErrorMessage = r.String(r.Len32(2147483647), true)
+	{
+		n0 := r.Count(wire.Count32, 16)
+		if cap(x.Limits) >= n0 {
+			x.Limits = x.Limits[:n0]
+		} else {
+			x.Limits = make([]ThrottleLimit, n0)
+		}
+		for i0 := range x.Limits {
+			x.Limits[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+	x.ActiveBuckets = r.U64()
+	x.BucketsAtLimit = r.U64()
+	{
+		n0 := r.Count(wire.Count32, 12)
+		if cap(x.Buckets) >= n0 {
+			x.Buckets = x.Buckets[:n0]
+		} else {
+			x.Buckets = make([]BucketCounts, n0)
+		}
+		for i0 := range x.Buckets {
+			x.Buckets[i0].DecodeFrom(r)
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ThrottleCountsResult) Check() error {
+	if err := wire.CheckString(x.ErrorMessage, 2147483647, true); err != nil {
+		return wire.AtField("error_message", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Limits), math.MaxUint32); err != nil {
+		return wire.AtField("limits", -1, err)
+	}
+	if err := wire.CheckCount(len(x.Buckets), math.MaxUint32); err != nil {
+		return wire.AtField("buckets", -1, err)
+	}
+	for i0 := range x.Buckets {
+		if err := x.Buckets[i0].Check(); err != nil {
+			return wire.AtField("buckets", i0, err)
+		}
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ThrottleCountsResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpThrottleCountsResult,
+		}
+	}
+	return nil
+}

@@ -197,6 +197,16 @@ func FuzzTokenReturnResult(f *testing.F) {
 		return new(TokenReturnResult)
 	}, sampleTokenReturnResult(1), sampleTokenReturnResult(2), new(TokenReturnResult))
 }
+func FuzzThrottleCounts(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ThrottleCounts)
+	}, sampleThrottleCounts(1), sampleThrottleCounts(2), new(ThrottleCounts))
+}
+func FuzzThrottleCountsResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ThrottleCountsResult)
+	}, sampleThrottleCountsResult(1), sampleThrottleCountsResult(2), new(ThrottleCountsResult))
+}
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.
 func FuzzDecode(f *testing.F) {

@@ -157,6 +157,10 @@ const (
 	OpTokenReturn Opcode = 0x42
 	// OpTokenReturnResult is TokenReturnResult (either direction).
 	OpTokenReturnResult Opcode = 0x43
+	// OpThrottleCounts is ThrottleCounts (either direction).
+	OpThrottleCounts Opcode = 0x44
+	// OpThrottleCountsResult is ThrottleCountsResult (either direction).
+	OpThrottleCountsResult Opcode = 0x45
 )
 
 // Direction says which peer sends a frame.
@@ -207,6 +211,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpTokenGrant:            {"TokenGrant", EitherDirection},
 	OpTokenReturn:           {"TokenReturn", EitherDirection},
 	OpTokenReturnResult:     {"TokenReturnResult", EitherDirection},
+	OpThrottleCounts:        {"ThrottleCounts", EitherDirection},
+	OpThrottleCountsResult:  {"ThrottleCountsResult", EitherDirection},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

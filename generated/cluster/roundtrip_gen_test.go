@@ -89,6 +89,24 @@ func sampleGrantSettlement(seed int) GrantSettlement {
 		Unspent:  uint32(seed*37 + 7),
 	}
 }
+func sampleBucketRef(seed int) BucketRef {
+	return BucketRef{
+		Group:   []byte(fmt.Sprintf("group-%d\x00\xff", seed)),
+		Missing: seed%2 == 1,
+	}
+}
+func sampleBucketCounts(seed int) BucketCounts {
+	return BucketCounts{
+		Counted: func() []uint64 {
+			var out []uint64
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, uint64(seed*37+7))
+			}
+			return out
+		}(),
+		NextRoomAt: int64(seed*37 + 12),
+	}
+}
 func roundTripCases() []roundTripCase {
 	return slices.Concat(roundTripCasesControl(), roundTripCasesRaft(), roundTripCasesForward(), roundTripCasesMembership(), roundTripCasesThrottle())
 }

@@ -60,6 +60,41 @@ func sampleTokenReturnResult(seed int) *TokenReturnResult {
 		ErrorMessage: fmt.Sprintf("error_message-%d-é", seed),
 	}
 }
+func sampleThrottleCounts(seed int) *ThrottleCounts {
+	return &ThrottleCounts{
+		Buckets: func() []BucketRef {
+			var out []BucketRef
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleBucketRef(seed))
+			}
+			return out
+		}(),
+		Epoch:    uint64(seed*37 + 5),
+		Throttle: fmt.Sprintf("throttle-%d-é", seed),
+	}
+}
+func sampleThrottleCountsResult(seed int) *ThrottleCountsResult {
+	return &ThrottleCountsResult{
+		ActiveBuckets: uint64(seed*37 + 14),
+		Buckets: func() []BucketCounts {
+			var out []BucketCounts
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleBucketCounts(seed))
+			}
+			return out
+		}(),
+		BucketsAtLimit: uint64(seed*37 + 16),
+		ErrorCode:      []ErrorCode{CodeOk, CodeUnknownGroup, CodeFailed, CodeNotLeader, CodeRefused, CodeProtocol, CodeUnavailable}[seed%7],
+		ErrorMessage:   fmt.Sprintf("error_message-%d-é", seed),
+		Limits: func() []ThrottleLimit {
+			var out []ThrottleLimit
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleThrottleLimit(seed))
+			}
+			return out
+		}(),
+	}
+}
 func roundTripCasesThrottle() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -84,6 +119,18 @@ func roundTripCasesThrottle() []roundTripCase {
 			return new(TokenReturnResult)
 		},
 		full: sampleTokenReturnResult(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ThrottleCounts)
+		},
+		full: sampleThrottleCounts(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ThrottleCountsResult)
+		},
+		full: sampleThrottleCountsResult(1),
 		tail: 0,
 	}}
 }
