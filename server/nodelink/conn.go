@@ -223,7 +223,7 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 	case cluster.OpAppendEntriesResult, cluster.OpRequestVoteResult, cluster.OpRequestPreVoteResult,
 		cluster.OpTimeoutNowResult, cluster.OpInstallSnapshotResult, cluster.OpProposeMetaResult, cluster.OpJoinOk, cluster.OpError,
 		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult, cluster.OpMoveLeaderResult, cluster.OpForwardAdminResult,
-		cluster.OpTokenGrant, cluster.OpTokenReturnResult:
+		cluster.OpTokenGrant, cluster.OpTokenReturnResult, cluster.OpThrottleCountsResult:
 		c.mu.Lock()
 		f := c.pending[h.RequestID]
 		delete(c.pending, h.RequestID)
@@ -268,6 +268,8 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 		return c.tokenRequest(h.RequestID, body) // tokens.go
 	case cluster.OpTokenReturn:
 		return c.tokenReturn(h.RequestID, body)
+	case cluster.OpThrottleCounts:
+		return c.throttleCounts(h.RequestID, body)
 	case cluster.OpAppendEntries, cluster.OpRequestVote, cluster.OpRequestPreVote, cluster.OpTimeoutNow, cluster.OpInstallSnapshot:
 		return c.raftRequest(h, body)
 	}

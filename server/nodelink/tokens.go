@@ -12,11 +12,13 @@ import (
 // TokenGrant) and gives back what it will not spend (TokenReturn). The owner's broker answers
 // them (SetTokenServer); the link carries the frames.
 
-// TokenServer answers the token requests other nodes send this one. Its methods are called on a
-// goroutine of their own per request; the frames they are given are theirs to keep.
+// TokenServer answers the token requests other nodes send this one (from names the sender).
+// Its methods are called on a goroutine of their own per request; the frames they are given are
+// theirs to keep.
 type TokenServer interface {
-	ServeTokens(req *cluster.TokenRequest) *cluster.TokenGrant
-	SettleTokens(ret *cluster.TokenReturn) *cluster.TokenReturnResult
+	ServeTokens(from meta.NodeID, req *cluster.TokenRequest) *cluster.TokenGrant
+	SettleTokens(from meta.NodeID, ret *cluster.TokenReturn) *cluster.TokenReturnResult
+	ThrottleCounts(from meta.NodeID, req *cluster.ThrottleCounts) *cluster.ThrottleCountsResult
 }
 
 // SetTokenServer has s answer the token requests of other nodes (nil: none, answered
@@ -74,7 +76,7 @@ func (c *conn) tokenRequest(id uint32, body []byte) error {
 	go func() {
 		g := &cluster.TokenGrant{ErrorCode: cluster.CodeUnavailable, ErrorMessage: "node " + string(c.l.cfg.NodeID) + " serves no throttle tokens"}
 		if serve != nil {
-			g = serve.ServeTokens(&req)
+			g = serve.ServeTokens(c.peer, &req)
 		}
 		_ = c.send(0, id, g)
 	}()
@@ -92,7 +94,7 @@ func (c *conn) tokenReturn(id uint32, body []byte) error {
 	go func() {
 		x := &cluster.TokenReturnResult{ErrorCode: cluster.CodeUnavailable, ErrorMessage: "node " + string(c.l.cfg.NodeID) + " serves no throttle tokens"}
 		if serve != nil {
-			x = serve.SettleTokens(&ret)
+			x = serve.SettleTokens(c.peer, &ret)
 		}
 		_ = c.send(0, id, x)
 	}()
@@ -103,4 +105,40 @@ func (c *conn) tokenServer() TokenServer {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
 	return c.l.tokens
+}
+
+// ThrottleCounts asks node, the throttle's owner, for what it counts, waiting at most timeout.
+func (l *Link) ThrottleCounts(node meta.NodeID, req *cluster.ThrottleCounts, timeout time.Duration) (*cluster.ThrottleCountsResult, error) {
+	c, err := l.connTo(node)
+	if err != nil {
+		return nil, linkFailure{err}
+	}
+	var x cluster.ThrottleCountsResult
+	err = c.roundTrip(req, max(timeout, time.Millisecond), func(op cluster.Opcode, body []byte) error {
+		return expect(op, cluster.OpThrottleCountsResult, &x, body)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &x, nil
+}
+
+// throttleCounts answers a peer's ThrottleCounts on a goroutine of its own.
+func (c *conn) throttleCounts(id uint32, body []byte) error {
+	var req cluster.ThrottleCounts
+	if err := req.Decode(body); err != nil {
+		return err
+	}
+	for i := range req.Buckets {
+		req.Buckets[i].Group = clone(req.Buckets[i].Group)
+	}
+	serve := c.tokenServer()
+	go func() {
+		x := &cluster.ThrottleCountsResult{ErrorCode: cluster.CodeUnavailable, ErrorMessage: "node " + string(c.l.cfg.NodeID) + " counts no throttle"}
+		if serve != nil {
+			x = serve.ThrottleCounts(c.peer, &req)
+		}
+		_ = c.send(0, id, x)
+	}()
+	return nil
 }

@@ -7,26 +7,37 @@ import (
 	"time"
 
 	"github.com/filamq/fila/generated/cluster"
+	"github.com/filamq/fila/server/meta"
 )
 
 // tokenOwner answers token requests: n tokens each, and records what it was sent.
 type tokenOwner struct {
 	mu      sync.Mutex
 	reqs    []*cluster.TokenRequest
+	from    []meta.NodeID
 	returns []*cluster.TokenReturn
 }
 
-func (o *tokenOwner) ServeTokens(req *cluster.TokenRequest) *cluster.TokenGrant {
+func (o *tokenOwner) ServeTokens(from meta.NodeID, req *cluster.TokenRequest) *cluster.TokenGrant {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.reqs = append(o.reqs, req)
+	o.from = append(o.from, from)
 	if req.Epoch != 2 {
 		return &cluster.TokenGrant{ErrorCode: cluster.CodeNotLeader, ErrorMessage: "not the owner at that epoch", Epoch: 2}
 	}
 	return &cluster.TokenGrant{Epoch: 2, GrantSeq: uint64(len(o.reqs)), N: req.Want, LeaseMs: 200}
 }
 
-func (o *tokenOwner) SettleTokens(ret *cluster.TokenReturn) *cluster.TokenReturnResult {
+func (o *tokenOwner) ThrottleCounts(_ meta.NodeID, req *cluster.ThrottleCounts) *cluster.ThrottleCountsResult {
+	x := &cluster.ThrottleCountsResult{Limits: []cluster.ThrottleLimit{{Max: 100, WindowMs: 1000}}, ActiveBuckets: 1}
+	for _, b := range req.Buckets {
+		x.Buckets = append(x.Buckets, cluster.BucketCounts{Counted: []uint64{uint64(len(b.Group))}, NextRoomAt: 7})
+	}
+	return x
+}
+
+func (o *tokenOwner) SettleTokens(_ meta.NodeID, ret *cluster.TokenReturn) *cluster.TokenReturnResult {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.returns = append(o.returns, ret)
@@ -54,8 +65,11 @@ func TestTokenRequestsReachTheOwner(t *testing.T) {
 		t.Fatalf("grant %+v, %v", g, err)
 	}
 	o.mu.Lock()
-	got := o.reqs[0]
+	got, from := o.reqs[0], o.from[0]
 	o.mu.Unlock()
+	if from != "n1" {
+		t.Fatalf("the owner heard the request from %q", from)
+	}
 	if got.Throttle != "t" || string(got.Group) != "k1" || got.Seq != 7 || len(got.Limits) != 1 || got.Limits[0].WindowMs != 1000 ||
 		len(got.Returns) != 1 || got.Returns[0].Unspent != 1 {
 		t.Fatalf("the owner was sent %+v", got)
@@ -76,6 +90,15 @@ func TestTokenRequestsReachTheOwner(t *testing.T) {
 	o.mu.Unlock()
 	if len(rets) != 1 || !rets[0].Missing || rets[0].Returns[0].Unspent != 4 {
 		t.Fatalf("the owner was returned %+v", rets)
+	}
+
+	x, err := tr.links["n3"].ThrottleCounts("n2", &cluster.ThrottleCounts{Throttle: "t", Epoch: 2,
+		Buckets: []cluster.BucketRef{{Group: []byte("abc")}, {Missing: true}}}, time.Minute)
+	if err != nil || len(x.Buckets) != 2 || x.Buckets[0].Counted[0] != 3 || x.Buckets[1].NextRoomAt != 7 || x.ActiveBuckets != 1 {
+		t.Fatalf("ThrottleCounts: %+v, %v", x, err)
+	}
+	if x, err := tr.links["n2"].ThrottleCounts("n1", &cluster.ThrottleCounts{Throttle: "t"}, time.Minute); err != nil || x.ErrorCode != cluster.CodeUnavailable {
+		t.Fatalf("ThrottleCounts of a node serving none: %+v, %v", x, err)
 	}
 
 	if err := tr.links["n3"].ReturnTokens("n1", ret, time.Minute); err == nil {

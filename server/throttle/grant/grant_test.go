@@ -180,3 +180,54 @@ func TestConfigIsChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestTheOwnerReportsWhatItCounts: Counted includes outstanding grants, NextRoom is when the
+// oldest token leaves the window, Stats counts active and full buckets; a new owner counts every
+// window full until its predecessors' tokens are out of them.
+func TestTheOwnerReportsWhatItCounts(t *testing.T) {
+	limits := []throttle.Limit{{Max: 4, WindowMs: 100}}
+	o, err := NewOwner(Config{LeaseMs: 10, MaxGrantShare: 1}, limits, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _ := o.Take(1000, "a"); !ok {
+		t.Fatal("an empty bucket refused a delivery")
+	}
+	g := o.Serve(1001, Request{Bucket: "a", Seq: 1, Want: 3})
+	if g.N != 3 {
+		t.Fatalf("granted %d of 3", g.N)
+	}
+	if c := o.Counted(1002, "a"); c[0] != 4 {
+		t.Fatalf("counted %v with a delivery and 3 tokens granted", c)
+	}
+	if at := o.NextRoom(1002, "a"); at != 1100 {
+		t.Fatalf("next room at %d, want 1100 (the delivery at 1000 leaves the window)", at)
+	}
+	if active, full := o.Stats(1002); active != 1 || full != 1 {
+		t.Fatalf("stats: %d active, %d at limit", active, full)
+	}
+	o.Settle(1005, "a", []Return{{ID: g.ID, Unspent: 2}})
+	if c := o.Counted(1005, "a"); c[0] != 2 {
+		t.Fatalf("counted %v after 2 of 3 tokens came back", c)
+	}
+	if at := o.NextRoom(1005, "a"); at != 0 {
+		t.Fatalf("next room at %d with room", at)
+	}
+
+	n, err := TakeOver(Config{LeaseMs: 10, MaxGrantShare: 1}, limits, 2, 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := n.Counted(2000, "a"); c[0] != 4 {
+		t.Fatalf("a new owner counts %v", c)
+	}
+	if at := n.NextRoom(2000, "a"); at != 2110 {
+		t.Fatalf("a new owner's next room at %d, want 2110 (since + lease + W)", at)
+	}
+	if ok, _ := n.Take(2109, "a"); ok {
+		t.Fatal("a new owner delivered before its predecessor's tokens left the window")
+	}
+	if ok, _ := n.Take(2110, "a"); !ok {
+		t.Fatal("a new owner refused a delivery once the window held only its own")
+	}
+}

@@ -291,3 +291,32 @@ func (o *Owner) Counted(now int64, bucket string) []uint64 {
 	}
 	return out
 }
+
+// Stats counts the buckets with tokens inside a window (active) and those without room now
+// (atLimit), at now.
+func (o *Owner) Stats(now int64) (active, atLimit uint64) {
+	now = o.clamp(now)
+	o.sweep(now)
+	for _, b := range o.buckets {
+		active++ // sweep left only buckets with tokens inside the largest window
+		if room, _ := o.room(b, now); room == 0 {
+			atLimit++
+		}
+	}
+	return active, atLimit
+}
+
+// NextRoom is when one more delivery fits every limit of bucket at now; 0 when it fits now.
+func (o *Owner) NextRoom(now int64, bucket string) int64 {
+	now = o.clamp(now)
+	b := o.buckets[bucket]
+	if b == nil {
+		b = &ledger{pruned: o.forgotten, hasPruned: o.hasForgotten}
+	} else {
+		b.prune(now - o.maxWindow)
+	}
+	if room, at := o.room(b, now); room == 0 {
+		return max(at, now+1)
+	}
+	return 0
+}
