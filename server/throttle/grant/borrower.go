@@ -10,6 +10,7 @@ type Borrower struct {
 	cfg     Config
 	buckets map[string]*cache
 	seq     uint64
+	sweepAt int // bucket count at which the next new bucket sweeps the idle ones
 }
 
 // NewBorrower is a borrower holding no token, under the owners' Config.
@@ -41,10 +42,24 @@ const MaxBatch = 1 << 16
 func (b *Borrower) cache(k string) *cache {
 	c := b.buckets[k]
 	if c == nil {
+		if len(b.buckets) >= b.sweepAt {
+			b.sweep() // amortized: the buckets at most double between sweeps
+			b.sweepAt = max(64, 2*len(b.buckets))
+		}
 		c = &cache{batch: 1, lease: b.cfg.LeaseMs}
 		b.buckets[k] = c
 	}
 	return c
+}
+
+// sweep forgets the buckets that hold nothing: no token, no settlement to send, no request out
+// and no word from the owner to wait for (their batch size starts over).
+func (b *Borrower) sweep() {
+	for k, c := range b.buckets {
+		if len(c.held) == 0 && len(c.returns) == 0 && c.pendingSeq == 0 && c.retryAt == 0 {
+			delete(b.buckets, k)
+		}
+	}
 }
 
 // Spend spends one token of bucket on a delivery at now if the borrower holds one it may still
@@ -77,6 +92,7 @@ func (b *Borrower) spend(now int64, bucket string) (ok bool, id GrantID, req *Re
 	if now < c.retryAt {
 		return false, id, nil, c.retryAt
 	}
+	c.retryAt = 0
 	b.seq++
 	c.pendingSeq, c.pendingAt = b.seq, now
 	r := &Request{Bucket: bucket, Seq: b.seq, SentAt: now, Want: c.batch, Returns: c.returns}
@@ -131,6 +147,7 @@ func (b *Borrower) Granted(now int64, g Grant) {
 		c.retryAt = g.RetryAt
 		return
 	}
+	c.retryAt = 0
 	c.held = append(c.held, held{id: g.ID, left: g.N, n: g.N, sentAt: c.pendingAt, deadline: c.pendingAt + g.LeaseMs})
 	c.expire(now)
 }

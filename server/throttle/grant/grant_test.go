@@ -231,3 +231,21 @@ func TestTheOwnerReportsWhatItCounts(t *testing.T) {
 		t.Fatal("a new owner refused a delivery once the window held only its own")
 	}
 }
+
+// TestABorrowerForgetsIdleBuckets: a borrower asked about ever new buckets (a keyed throttle)
+// keeps only those holding something.
+func TestABorrowerForgetsIdleBuckets(t *testing.T) {
+	b := NewBorrower(DefaultConfig)
+	for i := range 10_000 {
+		k := fmt.Sprint(i)
+		_, req, _ := b.Spend(int64(i), k)
+		b.Granted(int64(i), Grant{Bucket: k, ReqSeq: req.Seq, ID: GrantID{1, uint64(i + 1)}, N: 1, LeaseMs: 1})
+		if ok, _, _ := b.Spend(int64(i), k); !ok {
+			t.Fatalf("bucket %s: the granted token was not spent", k)
+		}
+		b.Flush(int64(i), k, false) // its settlement sent
+	}
+	if n := len(b.buckets); n > 200 {
+		t.Fatalf("the borrower holds %d buckets of 10,000 used once", n)
+	}
+}
