@@ -52,6 +52,8 @@ var (
 	_ Frame = (*TokenReturnResult)(nil)
 	_ Frame = (*ThrottleCounts)(nil)
 	_ Frame = (*ThrottleCountsResult)(nil)
+	_ Frame = (*ThrottleWaiting)(nil)
+	_ Frame = (*ThrottleWaitingResult)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -123,6 +125,10 @@ func New(op Opcode) Frame {
 		return new(ThrottleCounts)
 	case OpThrottleCountsResult:
 		return new(ThrottleCountsResult)
+	case OpThrottleWaiting:
+		return new(ThrottleWaiting)
+	case OpThrottleWaitingResult:
+		return new(ThrottleWaitingResult)
 	}
 	return nil
 }

@@ -82,6 +82,9 @@ var examples = []example{
 		"0000000000000002  # epoch 2",
 		"00000001 01 00000000  # buckets: the missing-key bucket",
 	}},
+	{OpThrottleWaiting, "ask", []string{
+		"0001 74  # throttle \"t\"",
+	}},
 }
 
 // TestExamples decodes every example, checks that it encodes back to the same bytes and

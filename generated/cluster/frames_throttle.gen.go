@@ -671,3 +671,65 @@ func (x *ThrottleCountsResult) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// ThrottleWaiting is opcode 0x46, sent either direction.
+// A node answering GetThrottleStats or GetThrottleBucket asks each other node for its part of
+// a throttle: the live subscriptions there that declare it, the queues they consume, and the
+// messages waiting in each bucket on the queues that node leads.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       throttle  u16 length, then UTF-8
+type ThrottleWaiting struct {
+	// The throttle's name.
+	Throttle string
+}
+
+// Opcode returns OpThrottleWaiting.
+func (*ThrottleWaiting) Opcode() Opcode {
+	return OpThrottleWaiting
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ThrottleWaiting) Size() int {
+	n := 2
+	n += len(x.Throttle)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ThrottleWaiting) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Throttle)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ThrottleWaiting) DecodeFrom(r *wire.Reader) {
+	x.Throttle = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ThrottleWaiting) Check() error {
+	if err := wire.CheckString(x.Throttle, 65535, true); err != nil {
+		return wire.AtField("throttle", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ThrottleWaiting) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpThrottleWaiting,
+		}
+	}
+	return nil
+}

@@ -207,6 +207,16 @@ func FuzzThrottleCountsResult(f *testing.F) {
 		return new(ThrottleCountsResult)
 	}, sampleThrottleCountsResult(1), sampleThrottleCountsResult(2), new(ThrottleCountsResult))
 }
+func FuzzThrottleWaiting(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ThrottleWaiting)
+	}, sampleThrottleWaiting(1), sampleThrottleWaiting(2), new(ThrottleWaiting))
+}
+func FuzzThrottleWaitingResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ThrottleWaitingResult)
+	}, sampleThrottleWaitingResult(1), sampleThrottleWaitingResult(2), new(ThrottleWaitingResult))
+}
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.
 func FuzzDecode(f *testing.F) {

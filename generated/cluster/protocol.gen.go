@@ -161,6 +161,10 @@ const (
 	OpThrottleCounts Opcode = 0x44
 	// OpThrottleCountsResult is ThrottleCountsResult (either direction).
 	OpThrottleCountsResult Opcode = 0x45
+	// OpThrottleWaiting is ThrottleWaiting (either direction).
+	OpThrottleWaiting Opcode = 0x46
+	// OpThrottleWaitingResult is ThrottleWaitingResult (either direction).
+	OpThrottleWaitingResult Opcode = 0x47
 )
 
 // Direction says which peer sends a frame.
@@ -213,6 +217,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpTokenReturnResult:     {"TokenReturnResult", EitherDirection},
 	OpThrottleCounts:        {"ThrottleCounts", EitherDirection},
 	OpThrottleCountsResult:  {"ThrottleCountsResult", EitherDirection},
+	OpThrottleWaiting:       {"ThrottleWaiting", EitherDirection},
+	OpThrottleWaitingResult: {"ThrottleWaitingResult", EitherDirection},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

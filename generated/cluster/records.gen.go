@@ -708,3 +708,54 @@ func (x *BucketCounts) Check() error {
 	}
 	return nil
 }
+
+// BucketWaiting: Messages waiting in one bucket of a throttle, on one node's queues.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       missing  u8 (0 or 1)
+//	1       group    u32 length, then bytes
+//	+       waiting  u64
+type BucketWaiting struct {
+	// The bucket of messages missing the throttle's key.
+	Missing bool
+
+	// Otherwise the key values, as keys.Key.Group encodes them.
+	Group []byte
+
+	// Messages parked in it.
+	Waiting uint64
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *BucketWaiting) Size() int {
+	n := 13
+	n += len(x.Group)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *BucketWaiting) AppendTo(b []byte) []byte {
+	b = wire.AppendBool(b, x.Missing)
+	b = wire.AppendBytes32(b, x.Group)
+	b = wire.AppendU64(b, x.Waiting)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *BucketWaiting) DecodeFrom(r *wire.Reader) {
+	x.Missing = r.Bool()
+	x.Group = r.Bytes(r.Len32(2147483647))
+	x.Waiting = r.U64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *BucketWaiting) Check() error {
+	if err := wire.CheckBytes(x.Group, 2147483647); err != nil {
+		return wire.AtField("group", -1, err)
+	}
+	return nil
+}

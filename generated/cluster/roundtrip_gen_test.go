@@ -107,6 +107,13 @@ func sampleBucketCounts(seed int) BucketCounts {
 		NextRoomAt: int64(seed*37 + 12),
 	}
 }
+func sampleBucketWaiting(seed int) BucketWaiting {
+	return BucketWaiting{
+		Group:   []byte(fmt.Sprintf("group-%d\x00\xff", seed)),
+		Missing: seed%2 == 1,
+		Waiting: uint64(seed*37 + 7),
+	}
+}
 func roundTripCases() []roundTripCase {
 	return slices.Concat(roundTripCasesControl(), roundTripCasesRaft(), roundTripCasesForward(), roundTripCasesMembership(), roundTripCasesThrottle())
 }

@@ -95,6 +95,28 @@ func sampleThrottleCountsResult(seed int) *ThrottleCountsResult {
 		}(),
 	}
 }
+func sampleThrottleWaiting(seed int) *ThrottleWaiting {
+	return &ThrottleWaiting{Throttle: fmt.Sprintf("throttle-%d-é", seed)}
+}
+func sampleThrottleWaitingResult(seed int) *ThrottleWaitingResult {
+	return &ThrottleWaitingResult{
+		Buckets: func() []BucketWaiting {
+			var out []BucketWaiting
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, sampleBucketWaiting(seed))
+			}
+			return out
+		}(),
+		Queues: func() []string {
+			var out []string
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, fmt.Sprintf("queues-%d-é", seed))
+			}
+			return out
+		}(),
+		Subscribers: uint32(seed*37 + 11),
+	}
+}
 func roundTripCasesThrottle() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -131,6 +153,18 @@ func roundTripCasesThrottle() []roundTripCase {
 			return new(ThrottleCountsResult)
 		},
 		full: sampleThrottleCountsResult(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ThrottleWaiting)
+		},
+		full: sampleThrottleWaiting(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ThrottleWaitingResult)
+		},
+		full: sampleThrottleWaitingResult(1),
 		tail: 0,
 	}}
 }
