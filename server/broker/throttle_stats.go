@@ -49,8 +49,11 @@ func (b *Broker) GetThrottleStats(name string, top uint32) (ThrottleStats, *Erro
 	if err != nil {
 		return ThrottleStats{}, throttleNotFound(err)
 	}
-	st := ThrottleStats{Summary: sum}
 	waiting := b.waitingIn(name, sum.Queues)
+	if b.ct != nil { // the other nodes' subscriptions, queues and waiting messages
+		b.ct.othersPart(name, &sum, waiting)
+	}
+	st := ThrottleStats{Summary: sum}
 	keysByWaiting := make([]throttle.BucketKey, 0, len(waiting))
 	for k, n := range waiting {
 		st.Waiting += n
@@ -123,7 +126,11 @@ func (b *Broker) GetThrottleBucket(name string, missing bool, values []string) (
 	} else if f != nil {
 		bs = f.buckets[0] // a cluster's throttle: what its owner counts
 	}
-	tb := bucketReport(bs, b.waitingIn(name, sum.Queues)[key])
+	waiting := b.waitingIn(name, sum.Queues)
+	if b.ct != nil {
+		b.ct.othersPart(name, &sum, waiting)
+	}
+	tb := bucketReport(bs, waiting[key])
 	if !missing {
 		tb.Values = slices.Clone(values)
 	}
@@ -138,8 +145,8 @@ func (b *Broker) queueThrottles(queue string) []ThrottleSummary {
 // clusterFigures is what the owner of a cluster's throttle counts (nil on a single node, and for
 // a throttle under which nothing was delivered yet: the registry's zeros are exact then). On a
 // node of a cluster the registry counts nothing; counted, next room, the effective limits and
-// the active and full buckets are the owner's, cluster-wide, while waiting, the subscribers and
-// the queues are this node's.
+// the active and full buckets are the owner's, cluster-wide, and waiting, the subscribers and
+// the queues every node's (othersPart).
 func (b *Broker) clusterFigures(name string, keys []throttle.BucketKey) (*ownerFigures, *Error) {
 	if b.ct == nil {
 		return nil, nil

@@ -38,6 +38,7 @@ import (
 type tokenNetwork interface {
 	RequestTokens(node meta.NodeID, req *cluster.TokenRequest, timeout time.Duration) (*cluster.TokenGrant, error)
 	ThrottleCounts(node meta.NodeID, req *cluster.ThrottleCounts, timeout time.Duration) (*cluster.ThrottleCountsResult, error)
+	ThrottleWaiting(node meta.NodeID, req *cluster.ThrottleWaiting, timeout time.Duration) (*cluster.ThrottleWaitingResult, error)
 }
 
 const (

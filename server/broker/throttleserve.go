@@ -2,6 +2,8 @@ package broker
 
 import (
 	"math"
+	"slices"
+	"sync"
 
 	"github.com/filamq/fila/generated/cluster"
 	"github.com/filamq/fila/server/meta"
@@ -186,4 +188,55 @@ func (c *clusterThrottles) figures(name string, keys []throttle.BucketKey) (*own
 		f.buckets = append(f.buckets, throttle.BucketStats{Key: keys[i], Counted: bc.Counted, NextRoomAt: bc.NextRoomAt})
 	}
 	return f, nil
+}
+
+// ThrottleWaiting answers another node's ThrottleWaiting (nodelink.TokenServer): this node's part
+// of the throttle, empty when no live subscription here declares it.
+func (b *Broker) ThrottleWaiting(_ meta.NodeID, req *cluster.ThrottleWaiting) *cluster.ThrottleWaitingResult {
+	x := &cluster.ThrottleWaitingResult{}
+	sum, err := b.throttles.Stats(req.Throttle, b.clock().UnixMilli())
+	if err != nil {
+		return x
+	}
+	x.Subscribers, x.Queues = uint32(min(sum.Subscribers, math.MaxUint32)), sum.Queues
+	for k, n := range b.waitingIn(req.Throttle, sum.Queues) {
+		x.Buckets = append(x.Buckets, cluster.BucketWaiting{Missing: k.Missing, Group: []byte(k.Group), Waiting: n})
+	}
+	return x
+}
+
+// othersPart adds every other member's part of throttle name (ThrottleWaiting, asked of all at
+// once) to sum's subscribers and queues and to waiting. A node that does not answer within
+// tokenTimeout is left out.
+func (c *clusterThrottles) othersPart(name string, sum *throttle.Summary, waiting map[throttle.BucketKey]uint64) {
+	var others []meta.NodeID
+	for _, n := range c.b.catalog().Nodes() {
+		if n.ID != c.b.nodeID() {
+			others = append(others, n.ID)
+		}
+	}
+	parts := make([]*cluster.ThrottleWaitingResult, len(others))
+	var wg sync.WaitGroup
+	for i, id := range others {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if x, err := c.net.ThrottleWaiting(id, &cluster.ThrottleWaiting{Throttle: name}, tokenTimeout); err == nil {
+				parts[i] = x
+			}
+		}()
+	}
+	wg.Wait()
+	for _, x := range parts {
+		if x == nil {
+			continue
+		}
+		sum.Subscribers += int(x.Subscribers)
+		sum.Queues = append(sum.Queues, x.Queues...)
+		for _, bw := range x.Buckets {
+			waiting[throttle.BucketKey{Missing: bw.Missing, Group: string(bw.Group)}] += bw.Waiting
+		}
+	}
+	slices.Sort(sum.Queues)
+	sum.Queues = slices.Compact(sum.Queues)
 }

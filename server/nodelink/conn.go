@@ -223,7 +223,7 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 	case cluster.OpAppendEntriesResult, cluster.OpRequestVoteResult, cluster.OpRequestPreVoteResult,
 		cluster.OpTimeoutNowResult, cluster.OpInstallSnapshotResult, cluster.OpProposeMetaResult, cluster.OpJoinOk, cluster.OpError,
 		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult, cluster.OpMoveLeaderResult, cluster.OpForwardAdminResult,
-		cluster.OpTokenGrant, cluster.OpTokenReturnResult, cluster.OpThrottleCountsResult:
+		cluster.OpTokenGrant, cluster.OpTokenReturnResult, cluster.OpThrottleCountsResult, cluster.OpThrottleWaitingResult:
 		c.mu.Lock()
 		f := c.pending[h.RequestID]
 		delete(c.pending, h.RequestID)
@@ -270,6 +270,8 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 		return c.tokenReturn(h.RequestID, body)
 	case cluster.OpThrottleCounts:
 		return c.throttleCounts(h.RequestID, body)
+	case cluster.OpThrottleWaiting:
+		return c.throttleWaiting(h.RequestID, body)
 	case cluster.OpAppendEntries, cluster.OpRequestVote, cluster.OpRequestPreVote, cluster.OpTimeoutNow, cluster.OpInstallSnapshot:
 		return c.raftRequest(h, body)
 	}

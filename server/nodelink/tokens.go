@@ -19,6 +19,7 @@ type TokenServer interface {
 	ServeTokens(from meta.NodeID, req *cluster.TokenRequest) *cluster.TokenGrant
 	SettleTokens(from meta.NodeID, ret *cluster.TokenReturn) *cluster.TokenReturnResult
 	ThrottleCounts(from meta.NodeID, req *cluster.ThrottleCounts) *cluster.ThrottleCountsResult
+	ThrottleWaiting(from meta.NodeID, req *cluster.ThrottleWaiting) *cluster.ThrottleWaitingResult
 }
 
 // SetTokenServer has s answer the token requests of other nodes (nil: none, answered
@@ -137,6 +138,45 @@ func (c *conn) throttleCounts(id uint32, body []byte) error {
 		x := &cluster.ThrottleCountsResult{ErrorCode: cluster.CodeUnavailable, ErrorMessage: "node " + string(c.l.cfg.NodeID) + " counts no throttle"}
 		if serve != nil {
 			x = serve.ThrottleCounts(c.peer, &req)
+		}
+		_ = c.send(0, id, x)
+	}()
+	return nil
+}
+
+// ThrottleWaiting asks node for its part of a throttle, waiting at most timeout.
+func (l *Link) ThrottleWaiting(node meta.NodeID, req *cluster.ThrottleWaiting, timeout time.Duration) (*cluster.ThrottleWaitingResult, error) {
+	c, err := l.connTo(node)
+	if err != nil {
+		return nil, linkFailure{err}
+	}
+	var x cluster.ThrottleWaitingResult
+	err = c.roundTrip(req, max(timeout, time.Millisecond), func(op cluster.Opcode, body []byte) error {
+		if err := expect(op, cluster.OpThrottleWaitingResult, &x, body); err != nil {
+			return err
+		}
+		for i := range x.Buckets {
+			x.Buckets[i].Group = clone(x.Buckets[i].Group)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &x, nil
+}
+
+// throttleWaiting answers a peer's ThrottleWaiting on a goroutine of its own (it asks the queues).
+func (c *conn) throttleWaiting(id uint32, body []byte) error {
+	var req cluster.ThrottleWaiting
+	if err := req.Decode(body); err != nil {
+		return err
+	}
+	serve := c.tokenServer()
+	go func() {
+		x := &cluster.ThrottleWaitingResult{}
+		if serve != nil {
+			x = serve.ThrottleWaiting(c.peer, &req)
 		}
 		_ = c.send(0, id, x)
 	}()

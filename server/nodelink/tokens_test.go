@@ -37,6 +37,11 @@ func (o *tokenOwner) ThrottleCounts(_ meta.NodeID, req *cluster.ThrottleCounts) 
 	return x
 }
 
+func (o *tokenOwner) ThrottleWaiting(_ meta.NodeID, req *cluster.ThrottleWaiting) *cluster.ThrottleWaitingResult {
+	return &cluster.ThrottleWaitingResult{Subscribers: 2, Queues: []string{req.Throttle + "-q"},
+		Buckets: []cluster.BucketWaiting{{Group: []byte("k"), Waiting: 5}}}
+}
+
 func (o *tokenOwner) SettleTokens(_ meta.NodeID, ret *cluster.TokenReturn) *cluster.TokenReturnResult {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -99,6 +104,11 @@ func TestTokenRequestsReachTheOwner(t *testing.T) {
 	}
 	if x, err := tr.links["n2"].ThrottleCounts("n1", &cluster.ThrottleCounts{Throttle: "t"}, time.Minute); err != nil || x.ErrorCode != cluster.CodeUnavailable {
 		t.Fatalf("ThrottleCounts of a node serving none: %+v, %v", x, err)
+	}
+
+	w, err := tr.links["n1"].ThrottleWaiting("n2", &cluster.ThrottleWaiting{Throttle: "t"}, time.Minute)
+	if err != nil || w.Subscribers != 2 || len(w.Queues) != 1 || w.Queues[0] != "t-q" || len(w.Buckets) != 1 || string(w.Buckets[0].Group) != "k" {
+		t.Fatalf("ThrottleWaiting: %+v, %v", w, err)
 	}
 
 	if err := tr.links["n3"].ReturnTokens("n1", ret, time.Minute); err == nil {

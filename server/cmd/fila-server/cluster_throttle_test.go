@@ -54,10 +54,21 @@ func TestAThrottleHoldsAcrossNodesAndAnOwnerKill(t *testing.T) {
 		return rec.count(1) > 0 && rec.count(2) > 0 && rec.span() >= 10*windowMs
 	})
 
-	// Every node reports what the owner counts: the whole cluster's deliveries, within N.
+	// Every node reports what the owner counts (the whole cluster's deliveries, within N), and
+	// every node's subscription, queue and waiting messages.
 	for _, node := range nodes {
 		if c := counted(t, node, "shared"); c == 0 || c > n {
 			t.Fatalf("node %d reports %d counted in the saturated bucket, want 1 to %d", node.id, c, n)
+		}
+		st := admin(t, node, &fibp.GetThrottleStats{Name: "shared", TopBuckets: 1}).(*fibp.GetThrottleStatsResult)
+		var qs []string
+		for _, q := range st.Queues {
+			qs = append(qs, q.Queue)
+		}
+		if st.ErrorCode != fibp.CodeOk || st.Summary.DeclaringSubscribers != 3 || !slices.Equal(qs, queues) || st.Waiting == 0 ||
+			len(st.Buckets) != 1 || st.Buckets[0].Counted[0] > n || st.Summary.Limits[0].MaxDeliveries != n {
+			t.Fatalf("GetThrottleStats on node %d: %v, %d subscribers, queues %v, %d waiting, buckets %+v", node.id, st.ErrorCode,
+				st.Summary.DeclaringSubscribers, qs, st.Waiting, st.Buckets)
 		}
 	}
 
