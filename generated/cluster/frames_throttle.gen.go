@@ -41,7 +41,8 @@ type TokenRequest struct {
 	// Numbers the request among the sender's; the TokenGrant's answer is matched to it.
 	Seq uint64
 
-	// How many tokens the sender asks for.
+	// How many tokens the sender asks for; 0: none, the request only tells the owner the sender's
+	// limits (a node whose declaring subscriptions deliver nothing tells them every 2 s).
 	Want uint32
 
 	// The throttle's effective limits on the sender (its subscriptions' declarations): the owner
