@@ -278,6 +278,9 @@ func Open(o Options) (*Broker, error) {
 	if b.rebal != nil {
 		go b.rebal.run()
 	}
+	if b.ct != nil {
+		go b.ct.run() // throttleannounce.go
+	}
 	if b.members != nil {
 		go b.members.run()
 	}

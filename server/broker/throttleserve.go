@@ -48,7 +48,7 @@ func (b *Broker) ServeTokens(from meta.NodeID, req *cluster.TokenRequest) *clust
 		keep = max(keep, l.Span())
 	}
 	ot.remote[from] = remoteLimits{limits: limits, until: now + keep + c.cfg.LeaseMs + remoteKeepMs}
-	if !c.ready(ot, now) {
+	if !c.ready(ot, now) || req.Want == 0 { // no owner state yet, or only the node's limits
 		return &cluster.TokenGrant{ErrorCode: cluster.CodeOk, Epoch: ow.Epoch, RetryAfterMs: claimRetryMs}
 	}
 	g := ot.o.Serve(now, grant.Request{Bucket: requestBucket(req.Missing, req.Group), Seq: req.Seq, Want: uint64(req.Want),

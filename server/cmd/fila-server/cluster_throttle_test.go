@@ -255,3 +255,68 @@ func firstAfter(times []int64, at int64) int64 {
 	}
 	return at
 }
+
+// A throttle's limits are those of every live declaration: a node whose subscription declares a
+// stricter limit but has nothing to deliver (its queue is empty) still binds the deliveries of the
+// other nodes. Node 1 delivers under "strict" 10 per second; node 2's subscription to an empty
+// queue declares 3 per second. Once the owner (node 1) reports 3 per second as the throttle's
+// limit, every window that starts a lease (200 ms) later holds at most 3 deliveries: tokens
+// admitted before the owner knew the limit are spent by then.
+func TestAThrottleHoldsTheLimitsOfANodeThatDeliversNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	const strict, loose, windowMs = 3, 10, 1000
+	bin := buildServer(t)
+	nodes, _ := formCluster(t, bin)
+	for i, q := range []string{"busy", "empty"} {
+		if r := admin(t, nodes[0], &fibp.CreateQueue{Name: q, VisibilityTimeoutMs: 600_000}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+		enqueueOnLeader(t, nodes, q, "first")
+		leadOn(t, nodes, q, nodes[i])
+	}
+	req := &fibp.Enqueue{}
+	for range 200 {
+		req.Messages = append(req.Messages, fibp.EnqueueMessage{Queue: "busy", Payload: []byte("m")})
+	}
+	if r := admin(t, nodes[0], req).(*fibp.EnqueueResult); r.Results[0].ErrorCode != fibp.CodeOk {
+		t.Fatalf("Enqueue: %v", r.Results[0].ErrorCode)
+	}
+	declare := func(max uint64) fibp.ThrottleDeclaration {
+		return fibp.ThrottleDeclaration{Name: "strict", Limits: []fibp.ThrottleLimit{{MaxDeliveries: max, WindowMs: windowMs}}}
+	}
+	// "empty" was delivered its first message by enqueueOnLeader's check: drain it first.
+	empty := fibptest.Dial(t, nodes[1].addrs.FIBP)
+	empty.Handshake()
+	empty.Subscribe(1, "empty", 10)
+	empty.Deliveries(1)
+	empty.Send(2, &fibp.Consume{Queue: "empty", Credit: 10, Throttles: []fibp.ThrottleDeclaration{declare(strict)}})
+	if _, f := empty.Next(); f.Opcode() != fibp.OpConsumeOk {
+		t.Fatalf("Consume on node 2 answered %#v", f)
+	}
+
+	rec := &deliveryLog{}
+	rec.consume(t, nodes[0], "busy", declare(loose))
+	var known int64
+	waitFor(t, "the owner enforces node 2's limit", func() bool {
+		st, ok := admin(t, nodes[0], &fibp.GetThrottleStats{Name: "strict"}).(*fibp.GetThrottleStatsResult)
+		if ok && st.ErrorCode == fibp.CodeOk && len(st.Summary.Limits) == 1 && st.Summary.Limits[0].MaxDeliveries == strict {
+			known = time.Now().UnixMilli()
+			return true
+		}
+		return false
+	})
+	waitFor(t, "five windows of deliveries after that", func() bool { return rec.after(known) >= 5*strict })
+	rec.stop()
+	var after []int64
+	for _, ts := range rec.all() {
+		if ts > known+200 {
+			after = append(after, ts)
+		}
+	}
+	if err := checkWindows(after, strict, windowMs); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d deliveries after the owner knew the limit, no window of %d ms with more than %d", len(after), windowMs, strict)
+}
