@@ -48,6 +48,14 @@ var (
 	_ Frame = (*ForwardHTTPResult)(nil)
 	_ Frame = (*Join)(nil)
 	_ Frame = (*JoinOk)(nil)
+	_ Frame = (*TokenRequest)(nil)
+	_ Frame = (*TokenGrant)(nil)
+	_ Frame = (*TokenReturn)(nil)
+	_ Frame = (*TokenReturnResult)(nil)
+	_ Frame = (*ThrottleCounts)(nil)
+	_ Frame = (*ThrottleCountsResult)(nil)
+	_ Frame = (*ThrottleWaiting)(nil)
+	_ Frame = (*ThrottleWaitingResult)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -111,6 +119,22 @@ func New(op Opcode) Frame {
 		return new(Join)
 	case OpJoinOk:
 		return new(JoinOk)
+	case OpTokenRequest:
+		return new(TokenRequest)
+	case OpTokenGrant:
+		return new(TokenGrant)
+	case OpTokenReturn:
+		return new(TokenReturn)
+	case OpTokenReturnResult:
+		return new(TokenReturnResult)
+	case OpThrottleCounts:
+		return new(ThrottleCounts)
+	case OpThrottleCountsResult:
+		return new(ThrottleCountsResult)
+	case OpThrottleWaiting:
+		return new(ThrottleWaiting)
+	case OpThrottleWaitingResult:
+		return new(ThrottleWaitingResult)
 	}
 	return nil
 }

@@ -58,6 +58,33 @@ var examples = []example{
 		"000d 31302e302e302e343a35353535  # advertise \"10.0.0.4:5555\"",
 		"01  # fresh: an empty data directory",
 	}},
+	{OpTokenRequest, "first-ask", []string{
+		"0001 74  # throttle \"t\"",
+		"0000000000000002  # epoch 2",
+		"00  # missing: no",
+		"00000000  # group: the one bucket",
+		"0000000000000007  # seq 7",
+		"00000004  # want 4",
+		"00000001 0000000000000064 00000000000003e8  # limits: 100 per 1000 ms",
+		"00000001 0000000000000002 0000000000000005 00000000  # returns: grant 2/5, none unspent",
+	}},
+	{OpTokenGrant, "four", []string{
+		"00  # error_code Ok",
+		"00000000  # error_message: none",
+		"0000000000000002  # epoch 2",
+		"0000000000000006  # grant_seq 6",
+		"00000004  # n 4",
+		"000000c8  # lease_ms 200",
+		"00000000  # retry_after_ms: none",
+	}},
+	{OpThrottleCounts, "one-bucket", []string{
+		"0001 74  # throttle \"t\"",
+		"0000000000000002  # epoch 2",
+		"00000001 01 00000000  # buckets: the missing-key bucket",
+	}},
+	{OpThrottleWaiting, "ask", []string{
+		"0001 74  # throttle \"t\"",
+	}},
 }
 
 // TestExamples decodes every example, checks that it encodes back to the same bytes and

@@ -187,6 +187,46 @@ func FuzzJoinOk(f *testing.F) {
 		return new(JoinOk)
 	}, sampleJoinOk(1), sampleJoinOk(2), new(JoinOk))
 }
+func FuzzTokenRequest(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(TokenRequest)
+	}, sampleTokenRequest(1), sampleTokenRequest(2), new(TokenRequest))
+}
+func FuzzTokenGrant(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(TokenGrant)
+	}, sampleTokenGrant(1), sampleTokenGrant(2), new(TokenGrant))
+}
+func FuzzTokenReturn(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(TokenReturn)
+	}, sampleTokenReturn(1), sampleTokenReturn(2), new(TokenReturn))
+}
+func FuzzTokenReturnResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(TokenReturnResult)
+	}, sampleTokenReturnResult(1), sampleTokenReturnResult(2), new(TokenReturnResult))
+}
+func FuzzThrottleCounts(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ThrottleCounts)
+	}, sampleThrottleCounts(1), sampleThrottleCounts(2), new(ThrottleCounts))
+}
+func FuzzThrottleCountsResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ThrottleCountsResult)
+	}, sampleThrottleCountsResult(1), sampleThrottleCountsResult(2), new(ThrottleCountsResult))
+}
+func FuzzThrottleWaiting(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ThrottleWaiting)
+	}, sampleThrottleWaiting(1), sampleThrottleWaiting(2), new(ThrottleWaiting))
+}
+func FuzzThrottleWaitingResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ThrottleWaitingResult)
+	}, sampleThrottleWaitingResult(1), sampleThrottleWaitingResult(2), new(ThrottleWaitingResult))
+}
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.
 func FuzzDecode(f *testing.F) {

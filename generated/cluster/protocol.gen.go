@@ -153,6 +153,22 @@ const (
 	OpJoin Opcode = 0x30
 	// OpJoinOk is JoinOk (either direction).
 	OpJoinOk Opcode = 0x31
+	// OpTokenRequest is TokenRequest (either direction).
+	OpTokenRequest Opcode = 0x40
+	// OpTokenGrant is TokenGrant (either direction).
+	OpTokenGrant Opcode = 0x41
+	// OpTokenReturn is TokenReturn (either direction).
+	OpTokenReturn Opcode = 0x42
+	// OpTokenReturnResult is TokenReturnResult (either direction).
+	OpTokenReturnResult Opcode = 0x43
+	// OpThrottleCounts is ThrottleCounts (either direction).
+	OpThrottleCounts Opcode = 0x44
+	// OpThrottleCountsResult is ThrottleCountsResult (either direction).
+	OpThrottleCountsResult Opcode = 0x45
+	// OpThrottleWaiting is ThrottleWaiting (either direction).
+	OpThrottleWaiting Opcode = 0x46
+	// OpThrottleWaitingResult is ThrottleWaitingResult (either direction).
+	OpThrottleWaitingResult Opcode = 0x47
 )
 
 // Direction says which peer sends a frame.
@@ -201,6 +217,14 @@ var opcodeTable = [256]opcodeInfo{
 	OpForwardHTTPResult:     {"ForwardHTTPResult", EitherDirection},
 	OpJoin:                  {"Join", EitherDirection},
 	OpJoinOk:                {"JoinOk", EitherDirection},
+	OpTokenRequest:          {"TokenRequest", EitherDirection},
+	OpTokenGrant:            {"TokenGrant", EitherDirection},
+	OpTokenReturn:           {"TokenReturn", EitherDirection},
+	OpTokenReturnResult:     {"TokenReturnResult", EitherDirection},
+	OpThrottleCounts:        {"ThrottleCounts", EitherDirection},
+	OpThrottleCountsResult:  {"ThrottleCountsResult", EitherDirection},
+	OpThrottleWaiting:       {"ThrottleWaiting", EitherDirection},
+	OpThrottleWaitingResult: {"ThrottleWaitingResult", EitherDirection},
 }
 
 // String returns the spec's name of op, or Opcode(0xNN) when op is unknown.

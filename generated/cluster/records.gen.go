@@ -561,3 +561,250 @@ func (x *ForwardSettleOutcome) DecodeFrom(r *wire.Reader) {
 func (*ForwardSettleOutcome) Check() error {
 	return nil
 }
+
+// ThrottleLimit is one effective limit of a throttle: at most max deliveries in any sliding window
+// of window_ms.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field      encoding
+//	0       max        u64
+//	8       window_ms  u64
+type ThrottleLimit struct {
+	// N.
+	Max uint64
+
+	// W, in milliseconds.
+	WindowMs uint64
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*ThrottleLimit) Size() int {
+	return 16
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ThrottleLimit) AppendTo(b []byte) []byte {
+	b = wire.AppendU64(b, x.Max)
+	b = wire.AppendU64(b, x.WindowMs)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ThrottleLimit) DecodeFrom(r *wire.Reader) {
+	x.Max = r.U64()
+	x.WindowMs = r.U64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*ThrottleLimit) Check() error {
+	return nil
+}
+
+// GrantSettlement is the settlement of one grant: how many of its tokens were not spent (and never
+// will be).
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field      encoding
+//	0       epoch      u64
+//	8       grant_seq  u64
+//	16      unspent    u32
+type GrantSettlement struct {
+	// The epoch of the owner that granted it.
+	Epoch uint64
+
+	// The grant's number among that owner's.
+	GrantSeq uint64
+
+	// Tokens not spent: the owner forgets them; the others count from the settlement's arrival.
+	Unspent uint32
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (*GrantSettlement) Size() int {
+	return 20
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *GrantSettlement) AppendTo(b []byte) []byte {
+	b = wire.AppendU64(b, x.Epoch)
+	b = wire.AppendU64(b, x.GrantSeq)
+	b = wire.AppendU32(b, x.Unspent)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *GrantSettlement) DecodeFrom(r *wire.Reader) {
+	x.Epoch = r.U64()
+	x.GrantSeq = r.U64()
+	x.Unspent = r.U32()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (*GrantSettlement) Check() error {
+	return nil
+}
+
+// BucketRef is one bucket of a throttle: the bucket of messages missing its key, or the bucket of
+// key values.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       missing  u8 (0 or 1)
+//	1       group    u32 length, then bytes
+type BucketRef struct {
+	// The bucket of messages missing the throttle's key.
+	Missing bool
+
+	// Otherwise the key values, as keys.Key.Group encodes them.
+	Group []byte
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *BucketRef) Size() int {
+	n := 5
+	n += len(x.Group)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *BucketRef) AppendTo(b []byte) []byte {
+	b = wire.AppendBool(b, x.Missing)
+	b = wire.AppendBytes32(b, x.Group)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *BucketRef) DecodeFrom(r *wire.Reader) {
+	x.Missing = r.Bool()
+	x.Group = r.Bytes(r.Len32(2147483647))
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *BucketRef) Check() error {
+	if err := wire.CheckBytes(x.Group, 2147483647); err != nil {
+		return wire.AtField("group", -1, err)
+	}
+	return nil
+}
+
+// BucketCounts says what a throttle's owner counts in one bucket.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field         encoding
+//	0       counted       u32 count, then each u64
+//	+       next_room_at  i64
+type BucketCounts struct {
+	// One count per limit: deliveries and granted tokens not yet settled inside its window (a window
+	// the owner cannot know yet counts as full).
+	Counted []uint64
+
+	// Unix ms when one more delivery fits every limit (owner's clock); 0 when it fits now.
+	NextRoomAt int64
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *BucketCounts) Size() int {
+	n := 12
+	n += 8 * len(x.Counted)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *BucketCounts) AppendTo(b []byte) []byte {
+	b = wire.AppendCount(b, wire.Count32, len(x.Counted))
+	for i0 := range x.Counted {
+		b = wire.AppendU64(b, x.Counted[i0])
+	}
+	b = wire.AppendI64(b, x.NextRoomAt)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *BucketCounts) DecodeFrom(r *wire.Reader) {
+	{
+		n0 := r.Count(wire.Count32, 8)
+		if cap(x.Counted) >= n0 {
+			x.Counted = x.Counted[:n0]
+		} else {
+			x.Counted = make([]uint64, n0)
+		}
+		for i0 := range x.Counted {
+			x.Counted[i0] = r.U64()
+			if r.Err() != nil {
+				break
+			}
+		}
+	}
+	x.NextRoomAt = r.I64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *BucketCounts) Check() error {
+	if err := wire.CheckCount(len(x.Counted), math.MaxUint32); err != nil {
+		return wire.AtField("counted", -1, err)
+	}
+	return nil
+}
+
+// BucketWaiting: Messages waiting in one bucket of a throttle, on one node's queues.
+//
+// Encoding (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       missing  u8 (0 or 1)
+//	1       group    u32 length, then bytes
+//	+       waiting  u64
+type BucketWaiting struct {
+	// The bucket of messages missing the throttle's key.
+	Missing bool
+
+	// Otherwise the key values, as keys.Key.Group encodes them.
+	Group []byte
+
+	// Messages parked in it.
+	Waiting uint64
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *BucketWaiting) Size() int {
+	n := 13
+	n += len(x.Group)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *BucketWaiting) AppendTo(b []byte) []byte {
+	b = wire.AppendBool(b, x.Missing)
+	b = wire.AppendBytes32(b, x.Group)
+	b = wire.AppendU64(b, x.Waiting)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *BucketWaiting) DecodeFrom(r *wire.Reader) {
+	x.Missing = r.Bool()
+	x.Group = r.Bytes(r.Len32(2147483647))
+	x.Waiting = r.U64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *BucketWaiting) Check() error {
+	if err := wire.CheckBytes(x.Group, 2147483647); err != nil {
+		return wire.AtField("group", -1, err)
+	}
+	return nil
+}

@@ -82,8 +82,46 @@ func sampleForwardSettleOutcome(seed int) ForwardSettleOutcome {
 		ExpiresAt: int64(seed*37 + 10),
 	}
 }
+func sampleThrottleLimit(seed int) ThrottleLimit {
+	return ThrottleLimit{
+		Max:      uint64(seed*37 + 3),
+		WindowMs: uint64(seed*37 + 9),
+	}
+}
+func sampleGrantSettlement(seed int) GrantSettlement {
+	return GrantSettlement{
+		Epoch:    uint64(seed*37 + 5),
+		GrantSeq: uint64(seed*37 + 9),
+		Unspent:  uint32(seed*37 + 7),
+	}
+}
+func sampleBucketRef(seed int) BucketRef {
+	return BucketRef{
+		Group:   []byte(fmt.Sprintf("group-%d\x00\xff", seed)),
+		Missing: seed%2 == 1,
+	}
+}
+func sampleBucketCounts(seed int) BucketCounts {
+	return BucketCounts{
+		Counted: func() []uint64 {
+			var out []uint64
+			for _, seed := range [2]int{seed, seed + 1} {
+				out = append(out, uint64(seed*37+7))
+			}
+			return out
+		}(),
+		NextRoomAt: int64(seed*37 + 12),
+	}
+}
+func sampleBucketWaiting(seed int) BucketWaiting {
+	return BucketWaiting{
+		Group:   []byte(fmt.Sprintf("group-%d\x00\xff", seed)),
+		Missing: seed%2 == 1,
+		Waiting: uint64(seed*37 + 7),
+	}
+}
 func roundTripCases() []roundTripCase {
-	return slices.Concat(roundTripCasesControl(), roundTripCasesRaft(), roundTripCasesForward(), roundTripCasesMembership())
+	return slices.Concat(roundTripCasesControl(), roundTripCasesRaft(), roundTripCasesForward(), roundTripCasesMembership(), roundTripCasesThrottle())
 }
 
 var equal = cmpopts.EquateEmpty()

@@ -69,6 +69,8 @@ var (
 	_ Frame = (*SnapshotJoining)(nil)
 	_ Frame = (*SnapshotLeaving)(nil)
 	_ Frame = (*SnapshotReleased)(nil)
+	_ Frame = (*ClaimThrottle)(nil)
+	_ Frame = (*SnapshotThrottleOwner)(nil)
 )
 
 // New returns a new zero frame for op, or nil when op is unknown.
@@ -174,6 +176,10 @@ func New(op Opcode) Frame {
 		return new(SnapshotLeaving)
 	case OpSnapshotReleased:
 		return new(SnapshotReleased)
+	case OpClaimThrottle:
+		return new(ClaimThrottle)
+	case OpSnapshotThrottleOwner:
+		return new(SnapshotThrottleOwner)
 	}
 	return nil
 }

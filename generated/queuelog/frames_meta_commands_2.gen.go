@@ -380,3 +380,93 @@ func (x *ReplicaLeft) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// ClaimThrottle is opcode 0x68, a stored record.
+// Makes a node the owner of a throttle's buckets (throttling.md, "Cluster"): the node that
+// counts the throttle's deliveries and grants its tokens to the queue leaders on other nodes.
+// Applied, it makes node the owner when the throttle has none, or when replaces is the
+// current owner's epoch (the proposer found that owner unreachable); otherwise it is ignored
+// (another claim came first: the proposer reads the owner recorded). Each owner recorded gets
+// the next epoch of the throttle, and since = at: the new owner grants nothing before since
+// plus the grant lease plus the throttle's largest window. A RemoveMember leaves the throttles
+// the removed node owned without an owner. Refused, changing nothing: when name is empty;
+// when members are known and node is none of them.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field     encoding
+//	0       name      u16 length, then UTF-8
+//	+       node      u16 length, then UTF-8
+//	+       replaces  u64
+//	+       at        i64
+type ClaimThrottle struct {
+	// The throttle's name.
+	Name string
+
+	// The ID of the node that claims it.
+	Node string
+
+	// The epoch of the owner it replaces; 0: only when the throttle has no owner.
+	Replaces uint64
+
+	// Unix ms on the proposer when it proposed: the new owner's since.
+	At int64
+}
+
+// Opcode returns OpClaimThrottle.
+func (*ClaimThrottle) Opcode() Opcode {
+	return OpClaimThrottle
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *ClaimThrottle) Size() int {
+	n := 20
+	n += len(x.Name)
+	n += len(x.Node)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *ClaimThrottle) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Name)
+	b = wire.AppendString16(b, x.Node)
+	b = wire.AppendU64(b, x.Replaces)
+	b = wire.AppendI64(b, x.At)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *ClaimThrottle) DecodeFrom(r *wire.Reader) {
+	x.Name = r.String(r.Len16(65535), false)
+	x.Node = r.String(r.Len16(65535), false)
+	x.Replaces = r.U64()
+	x.At = r.I64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *ClaimThrottle) Check() error {
+	if err := wire.CheckString(x.Name, 65535, false); err != nil {
+		return wire.AtField("name", -1, err)
+	}
+	if err := wire.CheckString(x.Node, 65535, false); err != nil {
+		return wire.AtField("node", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *ClaimThrottle) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpClaimThrottle,
+		}
+	}
+	return nil
+}

@@ -241,3 +241,86 @@ func (x *SnapshotPlacement) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// SnapshotThrottleOwner is opcode 0x69, a stored record.
+// A throttle's owner (see ClaimThrottle), in a meta group snapshot, after the groups left,
+// sorted by name. A throttle whose owner was removed has an empty owner and keeps its epoch.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field  encoding
+//	0       name   u16 length, then UTF-8
+//	+       owner  u16 length, then UTF-8
+//	+       epoch  u64
+//	+       since  i64
+type SnapshotThrottleOwner struct {
+	// The throttle's name.
+	Name string
+
+	// The owner's node ID; empty: none.
+	Owner string
+
+	// The owner's epoch: 1 for the first, one more for each owner after.
+	Epoch uint64
+
+	// Unix ms from which the owner counts (its claim's at).
+	Since int64
+}
+
+// Opcode returns OpSnapshotThrottleOwner.
+func (*SnapshotThrottleOwner) Opcode() Opcode {
+	return OpSnapshotThrottleOwner
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *SnapshotThrottleOwner) Size() int {
+	n := 20
+	n += len(x.Name)
+	n += len(x.Owner)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *SnapshotThrottleOwner) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Name)
+	b = wire.AppendString16(b, x.Owner)
+	b = wire.AppendU64(b, x.Epoch)
+	b = wire.AppendI64(b, x.Since)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *SnapshotThrottleOwner) DecodeFrom(r *wire.Reader) {
+	x.Name = r.String(r.Len16(65535), false)
+	x.Owner = r.String(r.Len16(65535), false)
+	x.Epoch = r.U64()
+	x.Since = r.I64()
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *SnapshotThrottleOwner) Check() error {
+	if err := wire.CheckString(x.Name, 65535, false); err != nil {
+		return wire.AtField("name", -1, err)
+	}
+	if err := wire.CheckString(x.Owner, 65535, false); err != nil {
+		return wire.AtField("owner", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *SnapshotThrottleOwner) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpSnapshotThrottleOwner,
+		}
+	}
+	return nil
+}

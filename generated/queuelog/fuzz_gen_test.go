@@ -286,6 +286,16 @@ func FuzzSnapshotReleased(f *testing.F) {
 		return new(SnapshotReleased)
 	}, sampleSnapshotReleased(1), sampleSnapshotReleased(2), new(SnapshotReleased))
 }
+func FuzzClaimThrottle(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(ClaimThrottle)
+	}, sampleClaimThrottle(1), sampleClaimThrottle(2), new(ClaimThrottle))
+}
+func FuzzSnapshotThrottleOwner(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(SnapshotThrottleOwner)
+	}, sampleSnapshotThrottleOwner(1), sampleSnapshotThrottleOwner(2), new(SnapshotThrottleOwner))
+}
 
 // FuzzDecode feeds any opcode and body to the dispatcher: it must never panic.
 func FuzzDecode(f *testing.F) {

@@ -97,6 +97,14 @@ func sampleReplicaLeft(seed int) *ReplicaLeft {
 		Queue: fmt.Sprintf("queue-%d-é", seed),
 	}
 }
+func sampleClaimThrottle(seed int) *ClaimThrottle {
+	return &ClaimThrottle{
+		At:       int64(seed*37 + 2),
+		Name:     fmt.Sprintf("name-%d-é", seed),
+		Node:     fmt.Sprintf("node-%d-é", seed),
+		Replaces: uint64(seed*37 + 8),
+	}
+}
 func roundTripCasesMetaCommands() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -187,6 +195,12 @@ func roundTripCasesMetaCommands() []roundTripCase {
 			return new(ReplicaLeft)
 		},
 		full: sampleReplicaLeft(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(ClaimThrottle)
+		},
+		full: sampleClaimThrottle(1),
 		tail: 0,
 	}}
 }

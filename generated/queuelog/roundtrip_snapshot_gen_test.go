@@ -191,6 +191,14 @@ func sampleSnapshotPlacement(seed int) *SnapshotPlacement {
 		Replication: uint32(seed*37 + 11),
 	}
 }
+func sampleSnapshotThrottleOwner(seed int) *SnapshotThrottleOwner {
+	return &SnapshotThrottleOwner{
+		Epoch: uint64(seed*37 + 5),
+		Name:  fmt.Sprintf("name-%d-é", seed),
+		Owner: fmt.Sprintf("owner-%d-é", seed),
+		Since: int64(seed*37 + 5),
+	}
+}
 func roundTripCasesSnapshot() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -323,6 +331,12 @@ func roundTripCasesSnapshot() []roundTripCase {
 			return new(SnapshotPlacement)
 		},
 		full: sampleSnapshotPlacement(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(SnapshotThrottleOwner)
+		},
+		full: sampleSnapshotThrottleOwner(1),
 		tail: 0,
 	}}
 }

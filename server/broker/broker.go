@@ -157,6 +157,7 @@ type Broker struct {
 
 	throttles    *throttle.Registry // every throttle declared by a live subscription, shared by the actors
 	throttleFile throttleState      // what the data directory's throttles file says (throttle_restart.go)
+	ct           *clusterThrottles  // throttles counted by their owner node (throttlecluster.go); nil on a single node
 
 	adminMu sync.Mutex // serializes config and key writes, and the meta group's reopening
 	// undropped names the deleted queue groups whose data could not be removed (under mu).
@@ -242,6 +243,7 @@ func Open(o Options) (*Broker, error) {
 		b.drain = newDrainer(b)
 		b.rebal = newRebalancer(b)
 		b.members = newMemberWorker(b)
+		b.ct = newClusterThrottles(b)
 	}
 	b.dedup.open(o.MemoryBudget)
 	b.openThrottles()
@@ -275,6 +277,9 @@ func Open(o Options) (*Broker, error) {
 	}
 	if b.rebal != nil {
 		go b.rebal.run()
+	}
+	if b.ct != nil {
+		go b.ct.run() // throttleannounce.go
 	}
 	if b.members != nil {
 		go b.members.run()

@@ -29,6 +29,7 @@ type (
 // It runs on the actor's goroutine.
 type laneThrottles struct {
 	a       *actor
+	lane    queuegroup.Lane
 	ths     []*throttle.Throttle
 	refs    []int            // declaring subscriptions of each of ths
 	subs    map[string][]int // consumer → its throttles, as indices into ths
@@ -210,6 +211,9 @@ func (lt *laneThrottles) Admit(consumer, class string, now int64) (bool, int64) 
 	if len(refs) == 0 {
 		return true, 0
 	}
+	if ct := lt.a.b.ct; ct != nil {
+		return ct.take(waiter{lt.a, lt.lane}, refs, now) // a cluster's: counted by each throttle's owner
+	}
 	return lt.a.b.throttles.Take(now, refs)
 }
 
@@ -263,7 +267,7 @@ func (a *actor) addThrottles(sub *subscription) {
 	}
 	lt := a.lanes[sub.lane].throttles
 	if lt == nil {
-		lt = &laneThrottles{a: a, subs: map[string][]int{}}
+		lt = &laneThrottles{a: a, lane: sub.lane, subs: map[string][]int{}}
 		a.lanes[sub.lane].throttles = lt
 	}
 	if lt.add(sub.id, sub.throttles.Throttles()) {

@@ -49,8 +49,11 @@ func (b *Broker) GetThrottleStats(name string, top uint32) (ThrottleStats, *Erro
 	if err != nil {
 		return ThrottleStats{}, throttleNotFound(err)
 	}
-	st := ThrottleStats{Summary: sum}
 	waiting := b.waitingIn(name, sum.Queues)
+	if b.ct != nil { // the other nodes' subscriptions, queues and waiting messages
+		b.ct.othersPart(name, &sum, waiting)
+	}
+	st := ThrottleStats{Summary: sum}
 	keysByWaiting := make([]throttle.BucketKey, 0, len(waiting))
 	for k, n := range waiting {
 		st.Waiting += n
@@ -65,7 +68,17 @@ func (b *Broker) GetThrottleStats(name string, top uint32) (ThrottleStats, *Erro
 		}
 		return cmp.Compare(x.Group, y.Group)
 	})
-	for _, k := range keysByWaiting[:min(len(keysByWaiting), int(top))] {
+	topKeys := keysByWaiting[:min(len(keysByWaiting), int(top))]
+	if f, e := b.clusterFigures(name, topKeys); e != nil {
+		return ThrottleStats{}, e
+	} else if f != nil { // a cluster's throttle: what its owner counts
+		st.Summary.Limits, st.Summary.ActiveBuckets, st.Summary.BucketsAtLimit = f.limits, f.active, f.atLimit
+		for i, k := range topKeys {
+			st.Buckets = append(st.Buckets, bucketReport(f.buckets[i], waiting[k]))
+		}
+		return st, nil
+	}
+	for _, k := range topKeys {
 		bs, err := b.throttles.Bucket(name, k, now)
 		if err != nil {
 			return ThrottleStats{}, throttleNotFound(err) // the throttle ended meanwhile
@@ -108,7 +121,16 @@ func (b *Broker) GetThrottleBucket(name string, missing bool, values []string) (
 	if err != nil {
 		return ThrottleBucket{}, throttleNotFound(err)
 	}
-	tb := bucketReport(bs, b.waitingIn(name, sum.Queues)[key])
+	if f, e := b.clusterFigures(name, []throttle.BucketKey{key}); e != nil {
+		return ThrottleBucket{}, e
+	} else if f != nil {
+		bs = f.buckets[0] // a cluster's throttle: what its owner counts
+	}
+	waiting := b.waitingIn(name, sum.Queues)
+	if b.ct != nil {
+		b.ct.othersPart(name, &sum, waiting)
+	}
+	tb := bucketReport(bs, waiting[key])
 	if !missing {
 		tb.Values = slices.Clone(values)
 	}
@@ -118,4 +140,16 @@ func (b *Broker) GetThrottleBucket(name string, missing bool, values []string) (
 // queueThrottles are the throttles active on a queue, for GetStats.
 func (b *Broker) queueThrottles(queue string) []ThrottleSummary {
 	return b.throttles.QueueThrottles(queue)
+}
+
+// clusterFigures is what the owner of a cluster's throttle counts (nil on a single node, and for
+// a throttle under which nothing was delivered yet: the registry's zeros are exact then). On a
+// node of a cluster the registry counts nothing; counted, next room, the effective limits and
+// the active and full buckets are the owner's, cluster-wide, and waiting, the subscribers and
+// the queues every node's (othersPart).
+func (b *Broker) clusterFigures(name string, keys []throttle.BucketKey) (*ownerFigures, *Error) {
+	if b.ct == nil {
+		return nil, nil
+	}
+	return b.ct.figures(name, keys)
 }

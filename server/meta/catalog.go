@@ -85,7 +85,8 @@ type Catalog struct {
 	// configuration may still hold it (MetaGroupName for the meta group); empty once released.
 	removed    map[NodeID]map[string]bool
 	placements map[string]placement
-	loads      map[NodeID]load // from placements
+	loads      map[NodeID]load          // from placements
+	throttles  map[string]ThrottleOwner // throttles.go
 }
 
 func newCatalog(self NodeID) *Catalog {
@@ -99,6 +100,7 @@ func (c *Catalog) reset() {
 	c.queues, c.groups, c.config = map[string]store.QueueRecord{}, 0, map[string]string{}
 	c.nodes, c.placements, c.loads = map[NodeID]addrs{}, map[string]placement{}, map[NodeID]load{}
 	c.removed = map[NodeID]map[string]bool{}
+	c.throttles = map[string]ThrottleOwner{}
 }
 
 // Self is the node this catalog belongs to, which hosts every group placed while no member was

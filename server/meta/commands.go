@@ -73,6 +73,8 @@ func (c *Catalog) apply(f queuelog.Frame, ch *changes) error {
 		c.caughtUp(cmd, ch)
 	case *queuelog.ReplicaLeft:
 		c.replicaLeft(cmd)
+	case *queuelog.ClaimThrottle:
+		return c.claimThrottle(cmd, ch)
 	case *queuelog.PutNode: // a log written before PutMember
 		return c.putNode(&queuelog.PutMember{ID: cmd.ID, Address: cmd.Address}, ch)
 	case *queuelog.PutQueue:

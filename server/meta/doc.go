@@ -24,6 +24,10 @@
 // held until every group (and the meta group) has it out of its Raft configuration (ReplicaLeft),
 // then released for a fresh node. A member added tops up the groups short of replicas.
 //
+// Each throttle used across nodes has one owner node (throttles.go, ClaimThrottle): the first
+// claim of an unowned throttle wins, a claim naming the current owner's epoch replaces it, and a
+// removed member's throttles are left without an owner; every owner has the next epoch.
+//
 // The package imports no broker: the broker proposes the commands built here and reads the
 // Catalog. imports_test.go checks that neither meta nor queuegroup ever imports it.
 package meta

@@ -94,6 +94,8 @@ type changes struct {
 	config  [][2]string     // config entries set, in order
 	drains  []Node          // drains started or cancelled, in order (ID and Draining)
 	removed []NodeID        // members removed, in order
+	// throttles: owners set, in order
+	throttles []throttleChange
 }
 
 // touch notes that group is about to change; c.mu is held.
@@ -134,6 +136,11 @@ func (f *FSM) tell(ch *changes) {
 	if w, ok := f.rec.(MemberWatcher); ok {
 		for _, id := range ch.removed {
 			w.MemberRemoved(id)
+		}
+	}
+	if w, ok := f.rec.(ThrottleWatcher); ok {
+		for _, t := range ch.throttles {
+			w.ThrottleOwnerSet(t.name, t.owner)
 		}
 	}
 }

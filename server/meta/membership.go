@@ -154,6 +154,7 @@ func (c *Catalog) removeMember(cmd *queuelog.RemoveMember, ch *changes) error {
 	}
 	c.removed[id] = left
 	ch.removed = append(ch.removed, id)
+	c.disown(id, ch)
 	return nil
 }
 

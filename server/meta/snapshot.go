@@ -31,6 +31,7 @@ import (
 //	                    member was known)
 //	SnapshotJoining*    every replica placed by a RemoveMember that has not caught up yet
 //	SnapshotLeaving*    every group whose Raft configuration may still hold a removed node
+//	SnapshotThrottleOwner*  every throttle's owner (throttles.go)
 //	SnapshotEnd         the count of the frames before it
 //
 // A snapshot of a state with no member and no placement is exactly what releases before
@@ -67,6 +68,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 			s.leaving = append(s.leaving, &queuelog.SnapshotLeaving{ID: string(id), Queue: g})
 		}
 	}
+	s.throttles = c.throttleSnapshot()
 	return s, nil
 }
 
@@ -80,6 +82,7 @@ type snapshot struct {
 	removed    []string
 	released   []string
 	leaving    []*queuelog.SnapshotLeaving
+	throttles  []*queuelog.SnapshotThrottleOwner
 }
 
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
@@ -123,6 +126,9 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 	for _, l := range s.leaving {
 		put(l)
 	}
+	for _, o := range s.throttles {
+		put(o)
+	}
 	put(&queuelog.SnapshotEnd{Frames: n})
 	if err := w.Flush(); err != nil {
 		_ = sink.Cancel()
@@ -146,6 +152,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	before := c.groupNames()
 	c.queues, c.groups, c.config = next.queues, next.groups, next.config
 	c.nodes, c.placements, c.removed = next.nodes, next.placements, next.removed
+	c.throttles = next.throttles
 	c.recount()
 	after := c.groupNames()
 	c.mu.Unlock()
@@ -229,6 +236,8 @@ func readSnapshot(r io.Reader) (*Catalog, []auth.Record, error) {
 			}
 			p.joining = append(p.joining, NodeID(c.ID))
 			next.placements[c.Queue] = p
+		case *queuelog.SnapshotThrottleOwner:
+			next.throttles[c.Name] = ThrottleOwner{Node: NodeID(c.Owner), Epoch: c.Epoch, Since: c.Since}
 		case *queuelog.SnapshotEnd:
 			if c.Frames != frames {
 				return nil, nil, errors.New("incomplete")

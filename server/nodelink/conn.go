@@ -222,7 +222,8 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 	switch h.Opcode {
 	case cluster.OpAppendEntriesResult, cluster.OpRequestVoteResult, cluster.OpRequestPreVoteResult,
 		cluster.OpTimeoutNowResult, cluster.OpInstallSnapshotResult, cluster.OpProposeMetaResult, cluster.OpJoinOk, cluster.OpError,
-		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult, cluster.OpMoveLeaderResult, cluster.OpForwardAdminResult, cluster.OpForwardHTTPResult:
+		cluster.OpForwardEnqueueResult, cluster.OpForwardSettleResult, cluster.OpMoveLeaderResult, cluster.OpForwardAdminResult, cluster.OpForwardHTTPResult,
+		cluster.OpTokenGrant, cluster.OpTokenReturnResult, cluster.OpThrottleCountsResult, cluster.OpThrottleWaitingResult:
 		c.mu.Lock()
 		f := c.pending[h.RequestID]
 		delete(c.pending, h.RequestID)
@@ -265,6 +266,14 @@ func (c *conn) dispatch(h cluster.Header, body []byte) error {
 		return c.forwardedAdmin(h.RequestID, body) // forwardadmin.go
 	case cluster.OpForwardHTTP:
 		return c.forwardedHTTP(h.RequestID, body) // forwardhttp.go
+	case cluster.OpTokenRequest:
+		return c.tokenRequest(h.RequestID, body) // tokens.go
+	case cluster.OpTokenReturn:
+		return c.tokenReturn(h.RequestID, body)
+	case cluster.OpThrottleCounts:
+		return c.throttleCounts(h.RequestID, body)
+	case cluster.OpThrottleWaiting:
+		return c.throttleWaiting(h.RequestID, body)
 	case cluster.OpAppendEntries, cluster.OpRequestVote, cluster.OpRequestPreVote, cluster.OpTimeoutNow, cluster.OpInstallSnapshot:
 		return c.raftRequest(h, body)
 	}

@@ -123,6 +123,7 @@ type Link struct {
 	handler Handler
 	admin   AdminServer // forwardadmin.go
 	http    HTTPServer  // forwardhttp.go
+	tokens  TokenServer // tokens.go
 	closed  bool
 	cluster string // cfg.Cluster, or what SetCluster set (a node that joined learns it then)
 

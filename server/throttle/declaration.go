@@ -92,6 +92,9 @@ const maxSpanMs = 1 << 52
 // span is l's window in milliseconds for arithmetic on times.
 func (l Limit) span() int64 { return int64(min(l.WindowMs, maxSpanMs)) }
 
+// Span is l's window in milliseconds for arithmetic on times (at most 2^52).
+func (l Limit) Span() int64 { return l.span() }
+
 // Validate checks the declarations of one subscription (throttling.md): at most MaxThrottles;
 // every one has a name, used once; one to MaxLimits limits, none with a zero maximum or window,
 // none implied by another of the same declaration (it could never apply); a key valid for
@@ -132,6 +135,10 @@ func Validate(ds []Declaration) error {
 
 // effective returns the limits of ls that can apply (those no other limit implies), each once, in
 // compareLimits order.
+// Effective is the limits of ls that apply: without duplicates and those another implies, in
+// compareLimits order (a cluster throttle's owner joins every node's limits with it).
+func Effective(ls []Limit) []Limit { return effective(ls) }
+
 func effective(ls []Limit) []Limit {
 	var out []Limit
 	for i, l := range ls {

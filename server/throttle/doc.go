@@ -26,12 +26,12 @@
 // and a window counts (conservatively) every delivery that may still be inside it, so no bucket
 // ever holds more than N deliveries in any window of W (see window).
 //
-// # Ownership, and the cluster later
+// # Ownership, and the cluster
 //
-// A Registry is the owner of its throttles' buckets. In a cluster one node will own each
-// throttle; queue leaders elsewhere will take small batches of tokens per bucket from the owner
-// and spend them locally. The owner's bucket then counts a grant like deliveries (Take for n at
-// once) — counted includes granted tokens — and a returned grant is simply forgotten when its
-// lease ends; the leader's side is a second, local Registry-like cache of granted tokens. Nothing
-// here assumes that buckets and queues live in the same process, beyond Take being synchronous.
+// A Registry is the owner of its throttles' buckets on one node. In a cluster one node owns each
+// throttle, and package grant (server/throttle/grant) is the protocol by which queue leaders
+// elsewhere borrow tokens from it. A grant is not counted like deliveries at the time it is made:
+// its tokens may be spent until the lease ends, so the owner counts them at the lease's end (or
+// when they are settled), which a Registry (whose times only move forward) cannot; the owner's
+// side of a cluster throttle is grant.Owner.
 package throttle

@@ -150,3 +150,14 @@ func (r *Registry) Lookup(name string) (*Throttle, bool) {
 	t, ok := r.throttles[name]
 	return t, ok
 }
+
+// Limits are t's effective limits now (nil once it is gone): a cluster throttle's borrower sends
+// them to the owner, which enforces every node's.
+func (r *Registry) Limits(t *Throttle) []Limit {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.throttles[t.name] != t {
+		return nil
+	}
+	return slices.Clone(t.limits)
+}

@@ -202,11 +202,11 @@ func percentile(samples []time.Duration, p float64) time.Duration {
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // summaryLines are the machine-readable lines that set figures of the run against each other
-// (SCALE, FORWARD, DURABILITY, HINTS, QUEUES, ROLLING), each present when its figures were
+// (SCALE, FORWARD, DURABILITY, HINTS, QUEUES, ROLLING, THROTTLE), each present when its figures were
 // measured: printed after the floors and written to compare.txt.
 func summaryLines(figs []figure) []string {
 	var out []string
-	for _, lines := range [](func([]figure) []string){scaleLines, forwardLines, durabilityLines, hintsLines, queuesLines, rollingLines} {
+	for _, lines := range [](func([]figure) []string){scaleLines, forwardLines, durabilityLines, hintsLines, queuesLines, rollingLines, throttleLines} {
 		out = append(out, lines(figs)...)
 	}
 	return out

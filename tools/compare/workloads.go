@@ -80,6 +80,8 @@ var workloads = []workload{
 		mode: jsSyncAlways, cluster: true, figures: durabilityFigures(), fila: filaDurabilityLifecycle(4), nats: notMeasured(2)},
 	{name: rollingName, doc: "3 nodes, R3: the lifecycle (1 KB, fsync) through the SDK, quiet and then through a rolling restart of the three nodes (drain, SIGTERM, start, undrain each in turn) (no NATS counterpart)",
 		mode: jsSyncAlways, cluster: true, figures: rollingFigures(), fila: filaRolling, nats: notMeasured(5)},
+	{name: "cluster_throttle", doc: "3 nodes, R3: a saturated throttle of 200 per 1000 ms shared by subscribers of three queues, their leaders on one node, then on three (the throttle's owner lends tokens to the other two); delivered msg/s, against N/W in the THROTTLE line (no NATS counterpart)",
+		mode: jsSyncAlways, cluster: true, figures: throttleFigures(), fila: filaThrottled, nats: notMeasured(2)},
 	{name: "cluster_roundtrip_1kb_fsync", doc: "3 nodes, R3: durable round trip on the leader, one message at a time, fsync on both",
 		mode: jsSyncAlways, cluster: true, figures: latency("cluster_roundtrip_p50_1kb_fsync", "cluster_roundtrip_p99_1kb_fsync"),
 		fila: filaRoundTrip, nats: jsRoundTrip},

@@ -143,6 +143,7 @@ func serve(cfg config.Config, log *slog.Logger) error {
 	health.b.Store(b)
 	if link != nil {
 		link.SetHandler(b)
+		link.SetTokenServer(b)
 		reg.MustRegister(link.Collector())        // the lag of the replicas of the groups this node leads, snapshots sent
 		reg.MustRegister(link.TrafficCollector()) // bytes and frames over the inter-node link
 	}
