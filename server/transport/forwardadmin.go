@@ -134,6 +134,7 @@ func (c *conn) listElsewhere(cl service.Cluster, fw AdminForwarder, list *fibp.L
 		}
 	}
 	slices.SortFunc(list.Queues, func(a, b fibp.QueueInfo) int { return strings.Compare(a.Name, b.Name) })
+	list.Queues = mergeShardRows(list.Queues) // shardadmin.go
 }
 
 // forward hands the admin request op/body to node and decodes its answer.
