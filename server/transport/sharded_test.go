@@ -104,4 +104,37 @@ func TestShardedQueueOnOneNode(t *testing.T) {
 	if d := c.Deliveries(1)[0]; string(d.Payload) != "dead" || d.RedriveCount != 1 {
 		t.Fatalf("redriven delivery %+v", d)
 	}
+
+	// An update changes every shard; a delete drops them all.
+	ur := c.Call(108, &fibp.UpdateQueue{Queue: "orders", MaxAttempts: wire.Some[uint32](5)}).(*fibp.UpdateQueueResult)
+	if ur.ErrorCode != fibp.CodeOk {
+		t.Fatalf("UpdateQueue: %v", ur.ErrorCode)
+	}
+	for i := range uint32(shards) {
+		if d, e := b.Definition(shard.Name("orders", i)); e != nil || d.MaxAttempts != 5 {
+			t.Fatalf("shard %d after the update: %+v %v", i, d, e)
+		}
+	}
+	c.Send(109, &fibp.DeleteQueue{Queue: "orders"})
+	for ended := false; ; { // the subscription hears the queue was deleted (an Error frame on its request)
+		h, f := c.Next()
+		if h.RequestID == 7 {
+			ended = true
+			continue
+		}
+		if dr, ok := f.(*fibp.DeleteQueueResult); !ok || h.RequestID != 109 || dr.ErrorCode != fibp.CodeOk {
+			t.Fatalf("DeleteQueue answered %v: %#v", h.RequestID, f)
+		}
+		if !ended {
+			h, f = c.Next()
+			if h.RequestID != 7 {
+				t.Fatalf("the subscription did not end: %v %#v", h.RequestID, f)
+			}
+		}
+		break
+	}
+	waitFor(t, func() bool {
+		_, e := b.Definition("orders*3")
+		return len(c.Call(110, &fibp.ListQueues{}).(*fibp.ListQueuesResult).Queues) == 0 && e != nil
+	})
 }
