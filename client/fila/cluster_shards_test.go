@@ -24,7 +24,13 @@ import (
 // consumers are plain Clients, one per node: each subscribes where GetRoutes says shards are led
 // (a node's Consume of a sharded queue subscribes to the shards it leads) and subscribes again
 // when that changes.
-func TestShardedQueueSurvivesAShardLeaderKill(t *testing.T) {
+func TestShardedQueueSurvivesAShardLeaderKill(t *testing.T) { shardLeaderKill(t, false) }
+
+// The same through the SDK: one ClusterConsumer, which subscribes on every node that leads a
+// shard and follows the shards' moves.
+func TestClusterConsumesAShardedQueue(t *testing.T) { shardLeaderKill(t, true) }
+
+func shardLeaderKill(t *testing.T, sdk bool) {
 	const shards, groups = 4, 16
 	tc := startTestCluster(t)
 	for _, bad := range []string{`{"name": "b", "shards": 0}`, `{"name": "b", "shards": 65}`, `{"name": "b", "shards": 2, "ordering": "queue"}`} {
@@ -42,8 +48,17 @@ func TestShardedQueueSurvivesAShardLeaderKill(t *testing.T) {
 
 	stop := make(chan struct{})
 	var consumers sync.WaitGroup
-	for _, n := range tc.nodes {
-		consumers.Go(func() { consumeShardsOn(ctx, stop, n.addr, h) })
+	if sdk {
+		sub, err := dialTestCluster(t, tc.seeds(), nil).Consume(ctx, "orders", fila.ConsumeOptions{MaxUnacked: 64})
+		if err != nil {
+			t.Fatal(err)
+		}
+		consumers.Go(func() { consumeAll(ctx, stop, sub, h) })
+		defer func() { t.Logf("the SDK's subscription is on %s, made again %d times", sub.Node(), sub.Moves()) }()
+	} else {
+		for _, n := range tc.nodes {
+			consumers.Go(func() { consumeShardsOn(ctx, stop, n.addr, h) })
+		}
 	}
 	var produced sync.WaitGroup
 	stopProducing := make(chan struct{})
@@ -227,16 +242,38 @@ func consumeWhileLeading(ctx context.Context, stop chan struct{}, c *fila.Client
 			if !ok {
 				return
 			}
-			h.delivery(d)
-			switch err := d.Ack(ctx); {
-			case errors.Is(err, fila.ErrMessageNotFound):
-				h.mu.Lock()
-				h.ackLost++
-				h.mu.Unlock()
-			case err != nil && !errors.Is(err, fila.ErrDisconnected) && !errors.Is(err, fila.ErrConnectionLost):
-				h.fail("ack", err) // a killed node's connection ends: its leases expire, the message comes again
-			}
+			h.settle(ctx, d)
 		}
+	}
+}
+
+// consumeAll consumes sub until stop.
+func consumeAll(ctx context.Context, stop chan struct{}, sub *fila.ClusterConsumer, h *shardHistory) {
+	defer sub.Close()
+	for {
+		select {
+		case <-stop:
+			return
+		case d, ok := <-sub.C():
+			if !ok {
+				h.fail("the subscription stopped", sub.Err())
+				return
+			}
+			h.settle(ctx, d)
+		}
+	}
+}
+
+// settle records d and acks it.
+func (h *shardHistory) settle(ctx context.Context, d *fila.Delivery) {
+	h.delivery(d)
+	switch err := d.Ack(ctx); {
+	case errors.Is(err, fila.ErrMessageNotFound):
+		h.mu.Lock()
+		h.ackLost++
+		h.mu.Unlock()
+	case err != nil && !errors.Is(err, fila.ErrDisconnected) && !errors.Is(err, fila.ErrConnectionLost):
+		h.fail("ack", err) // a killed node's connection ends: its leases expire, the message comes again
 	}
 }
 
