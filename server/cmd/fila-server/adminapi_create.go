@@ -21,7 +21,8 @@ import (
 // or exponential; delivery_durability committed or fast; script_failure reject or park) and the
 // keys as `fila` writes them (header:NAME, attr:NAME, fairness_key, idempotency_key,
 // payload_hash, headers_hash, comma-separated). shards is 1 (not sharded; the default) to 64.
-// Refusals: 400 invalid (a bad value), 409 queue_exists, 403 without admin on the queue.
+// Refusals: 400 (a bad value: the broker's code, such as InvalidConfigValue, or invalid), 409
+// QueueAlreadyExists, 403 without admin on the queue.
 
 type createQueueRequest struct {
 	Name                   string  `json:"name"`
