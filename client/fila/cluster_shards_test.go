@@ -45,6 +45,7 @@ func shardLeaderKill(t *testing.T, sdk bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*serverWait) // a safety net
 	defer cancel()
 	routes := waitShardLeaders(ctx, t, prod, "orders", shards)
+	checkWholeQueue(ctx, t, tc, prod, groups)
 
 	stop := make(chan struct{})
 	var consumers sync.WaitGroup
@@ -328,5 +329,43 @@ func waitShardLeaders(ctx context.Context, t *testing.T, c *fila.Cluster, queue 
 			t.Fatalf("the shards of %s have no known leaders", queue)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkWholeQueue enqueues a message of each of groups ordering groups (spread over the shards)
+// and checks that every node answers the queue as a whole: GetStats and ListQueues count them
+// all, in one row.
+func checkWholeQueue(ctx context.Context, t *testing.T, tc *testCluster, prod *fila.Cluster, groups int) {
+	t.Helper()
+	for g := range groups {
+		res, err := prod.Enqueue(ctx, fila.Message{Queue: "orders", Headers: map[string]string{"g": strconv.Itoa(g)}, Payload: []byte("-1")})
+		if err != nil || res[0].Err != nil {
+			t.Fatalf("enqueue: %v %+v", err, res)
+		}
+	}
+	for _, n := range tc.nodes {
+		c, err := fila.Dial(ctx, n.addr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := c.GetStats(ctx, "orders")
+		if err != nil || st.Depth != uint64(groups) {
+			t.Fatalf("GetStats through node %d: depth %v, %v; want %d", n.id, st, err, groups)
+		}
+		l, err := c.ListQueues(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, q := range l.Queues {
+			names = append(names, q.Name)
+			if q.Name == "orders" && q.Depth != uint64(groups) {
+				t.Fatalf("ListQueues through node %d: orders has depth %d, want %d", n.id, q.Depth, groups)
+			}
+		}
+		if !slices.Equal(names, []string{"orders", "orders.dlq"}) {
+			t.Fatalf("ListQueues through node %d: %v", n.id, names)
+		}
+		c.Close()
 	}
 }

@@ -221,3 +221,18 @@ func clientName(name string) string {
 	}
 	return name
 }
+
+// groupRoutes are the routes of every group of routes: a sharded queue's are its shards'.
+func groupRoutes(routes []service.Route) []service.Route {
+	var out []service.Route
+	for _, r := range routes {
+		if len(r.Shards) == 0 {
+			out = append(out, r)
+			continue
+		}
+		for _, s := range r.Shards {
+			out = append(out, service.Route{Queue: shardGroup(r.Queue, s.Index), LeaderNodeID: s.LeaderNodeID, LeaderAddr: s.LeaderAddr})
+		}
+	}
+	return out
+}
