@@ -54,8 +54,8 @@ func TestShardedQueueOnOneNode(t *testing.T) {
 	if len(used) < 3 {
 		t.Fatalf("12 groups landed in shards %v only", used)
 	}
-	if s := stats(t, c, "orders"); s.ErrorCode != fibp.CodeOk || s.Depth != groups*per {
-		t.Fatalf("GetStats: %v depth %d, want %d", s.ErrorCode, s.Depth, groups*per)
+	if s := stats(t, c, "orders"); s.ErrorCode != fibp.CodeOk || s.Depth != groups*per || s.Settings["shards"] != "4" {
+		t.Fatalf("GetStats: %v depth %d (want %d), settings %v", s.ErrorCode, s.Depth, groups*per, s.Settings)
 	}
 	lr := c.Call(103, &fibp.ListQueues{}).(*fibp.ListQueuesResult)
 	if len(lr.Queues) != 2 || lr.Queues[0].Name != "orders" || lr.Queues[0].Depth != groups*per || lr.Queues[1].Name != "orders.dlq" {
