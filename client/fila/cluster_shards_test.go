@@ -46,6 +46,9 @@ func shardLeaderKill(t *testing.T, sdk bool) {
 	defer cancel()
 	routes := waitShardLeaders(ctx, t, prod, "orders", shards)
 	checkWholeQueue(ctx, t, tc, prod, groups)
+	if sdk { // a shard's leader moves as a queue's does, named by its group
+		routes = moveShardLeader(ctx, t, tc, prod, routes, 1)
+	}
 
 	stop := make(chan struct{})
 	var consumers sync.WaitGroup
@@ -367,5 +370,32 @@ func checkWholeQueue(ctx context.Context, t *testing.T, tc *testCluster, prod *f
 			t.Fatalf("ListQueues through node %d: %v", n.id, names)
 		}
 		c.Close()
+	}
+}
+
+// moveShardLeader moves shard i's leadership to another node (MoveQueueLeader of its group,
+// orders*i) and returns the shards' leaders once GetRoutes names the new one.
+func moveShardLeader(ctx context.Context, t *testing.T, tc *testCluster, prod *fila.Cluster, routes []string, i uint32) []string {
+	t.Helper()
+	var target *clusterNode
+	for _, n := range tc.nodes {
+		if n.addr != routes[i] {
+			target = n
+			break
+		}
+	}
+	any, err := prod.Any(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := any.MoveQueueLeader(ctx, shard.Name("orders", i), uint64(target.id)); err != nil {
+		t.Fatalf("moving shard %d to node %d: %v", i, target.id, err)
+	}
+	for {
+		now := waitShardLeaders(ctx, t, prod, "orders", len(routes))
+		if now[i] == target.addr {
+			return now
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
