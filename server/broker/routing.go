@@ -365,8 +365,7 @@ func (b *Broker) routeEnqueue(msgs []Message, done func([]EnqueueResult, *Error)
 				case fwd != nil:
 					parts.add(id, i)
 				default:
-					r := route(cat, msgs[i].Queue, id)
-					r.Queue = clientQueue(r.Queue) // a shard's route is its queue's, for this message
+					r := route(cat, msgs[i].Queue, id) // a sharded queue's message's names its shard's group (sharding.go)
 					rs[i].Leader = &r
 				}
 			}

@@ -5,7 +5,6 @@ import (
 
 	"github.com/filamq/fila/generated/shard"
 	"github.com/filamq/fila/generated/store"
-	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/keys"
 	"github.com/filamq/fila/server/meta"
 	"github.com/filamq/fila/server/service"
@@ -17,37 +16,33 @@ import (
 // to a shard's group before anything else, so that routing, forwarding and the actors see only
 // groups:
 //
-//   - an Enqueue's message goes to shard shard.Index(key, N), where key is its ordering group
-//     when the queue is grouped and the message has one, else its deduplication identity when it
-//     has one, else its fairness key — all as the producer sent the message (an on_enqueue hook
-//     runs in the shard and cannot move a message to another shard);
+//   - an Enqueue's message goes to shard shard.Plan.Of: the FNV-1a hash of its ordering group
+//     when the queue is grouped and the message has one, else of its deduplication identity when
+//     it has one, else of its fairness key — all as the producer sent the message (an on_enqueue
+//     hook runs in the shard and cannot move a message to another shard);
 //   - a shard's leader writes the shard's index into the IDs it makes (shard.SetIndex), so that
 //     an Ack, Nack or ExtendLease, which carries the queue's name and the message's ID, goes to
 //     the shard the ID names, on whichever node it arrives;
 //   - a Consume subscribes to every shard this node leads (shardsub.go).
 //
-// Deliveries and dead-letter headers name the queue, never a shard's group (lane.public).
+// Deliveries and dead-letter headers name the queue, never a shard's group (lane.public). An
+// Enqueue's route hints name the shard's group (orders*2) with its leader: a client that routes
+// by shard (the Go SDK) learns where each shard is led from them.
 
-// shardPlan is what the hot path needs of a sharded queue.
-type shardPlan struct {
-	n    uint32 // shards; ≤ 1: not sharded
-	keys laneKeys
-}
-
-// shardMemo remembers the plan of the last queue a request named (requests name one queue,
-// mostly).
+// shardMemo remembers the shard plan of the last queue a request named (requests name one
+// queue, mostly).
 type shardMemo struct {
 	name string
-	plan shardPlan
+	plan shard.Plan
 	ok   bool
 }
 
-// plan returns queue's shard plan (n ≤ 1 when it is not sharded, or no queue has the name).
-func (m *shardMemo) of(cat *meta.Catalog, queue string) *shardPlan {
+// of returns queue's shard plan (Shards ≤ 1 when it is not sharded, or no queue has the name).
+func (m *shardMemo) of(cat *meta.Catalog, queue string) *shard.Plan {
 	if m.ok && m.name == queue {
 		return &m.plan
 	}
-	m.name, m.ok, m.plan = queue, true, shardPlan{}
+	m.name, m.ok, m.plan = queue, true, shard.Plan{}
 	def, ok := cat.Queue(queue)
 	if !ok || def.Shards <= 1 {
 		return &m.plan
@@ -56,27 +51,27 @@ func (m *shardMemo) of(cat *meta.Catalog, queue string) *shardPlan {
 	if err != nil { // a definition CreateQueue checked: never
 		return &m.plan
 	}
-	m.plan = shardPlan{n: def.Shards, keys: lk}
+	m.plan = shardPlan(def.Shards, &lk)
 	return &m.plan
 }
 
-// shardKey is the bytes a message's shard is the hash of (shard.Index).
-func (p *shardPlan) shardKey(m *Message) []byte {
-	fk := m.FairnessKey
-	if fk == "" {
-		fk = engine.DefaultFairnessKey
-	}
-	subj := keys.Subject{Headers: m.Headers, FairnessKey: fk, IdempotencyKey: m.IdempotencyKey, HasIdempotencyKey: m.HasKey,
-		Payload: m.Payload}
-	if p.keys.ordering == store.OrderingGrouped {
-		if g, ok := p.keys.orderingKey.Group(&subj); ok {
-			return []byte(g)
+// shardPlan is the shard.Plan of a queue of n shards with keys lk.
+func shardPlan(n uint32, lk *laneKeys) shard.Plan {
+	parts := func(k keys.Key) []shard.Part {
+		out := make([]shard.Part, len(k))
+		for i, p := range k {
+			out[i] = shard.Part{Kind: uint8(p.Kind), Name: p.Name}
 		}
+		return out
 	}
-	if id, ok := p.keys.identity(&subj); ok {
-		return id[:]
-	}
-	return []byte(fk)
+	return shard.Plan{Shards: n, Grouped: lk.ordering == store.OrderingGrouped, OrderingKey: parts(lk.orderingKey),
+		DedupKey: parts(lk.dedupKey)}
+}
+
+// shardMessage is what m's shard is chosen from.
+func shardMessage(m *Message) shard.Message {
+	return shard.Message{Headers: m.Headers, FairnessKey: m.FairnessKey, IdempotencyKey: m.IdempotencyKey, HasIdempotencyKey: m.HasKey,
+		Payload: m.Payload}
 }
 
 // shardMessages names each message of a sharded queue by its shard's group.
@@ -85,8 +80,9 @@ func (b *Broker) shardMessages(msgs []Message) {
 	var memo shardMemo
 	for i := range msgs {
 		m := &msgs[i]
-		if p := memo.of(cat, m.Queue); p.n > 1 {
-			m.Queue = shard.Name(m.Queue, shard.Index(p.shardKey(m), p.n))
+		if p := memo.of(cat, m.Queue); p.Shards > 1 {
+			sm := shardMessage(m)
+			m.Queue = shard.Name(m.Queue, p.Of(&sm))
 		}
 	}
 }
@@ -99,10 +95,10 @@ func settleQueue(cat *meta.Catalog, memo *shardMemo, queue string, id [16]byte) 
 		parent = strings.TrimSuffix(queue, meta.DeadLetterSuffix)
 	}
 	p := memo.of(cat, parent)
-	if p.n <= 1 {
+	if p.Shards <= 1 {
 		return queue
 	}
-	g := shard.Name(parent, shard.IndexOf(id, p.n))
+	g := shard.Name(parent, shard.IndexOf(id, p.Shards))
 	if dlq {
 		return meta.DeadLetterName(g)
 	}
