@@ -93,6 +93,9 @@ func shardLeaderKill(t *testing.T, sdk bool) {
 	close(stopProducing)
 	produced.Wait()
 	waitFor("draining", func() bool { return h.missing() == 0 })
+	if sdk { // the producer routes each message by its shard: it learns where every shard is led
+		waitFor("the producer learning the shards' leaders", func() bool { return routesLearned(ctx, t, prod, shards, groups) })
+	}
 	close(stop)
 	consumers.Wait()
 
@@ -398,4 +401,24 @@ func moveShardLeader(ctx context.Context, t *testing.T, tc *testCluster, prod *f
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// routesLearned enqueues a message of each of groups ordering groups (after every other: its
+// sequence number is the largest) and reports whether prod
+// then routes each shard's messages to the shard's leader (leaderships may still move after a
+// node came back: rebalancing).
+func routesLearned(ctx context.Context, t *testing.T, prod *fila.Cluster, shards, groups int) bool {
+	t.Helper()
+	for g := range groups {
+		if _, err := prod.Enqueue(ctx, fila.Message{Queue: "orders", Headers: map[string]string{"g": strconv.Itoa(g)}, Payload: []byte("999999999")}); err != nil {
+			return false
+		}
+	}
+	now := waitShardLeaders(ctx, t, prod, "orders", shards)
+	for i := range uint32(shards) {
+		if addr, ok := prod.Route(shard.Name("orders", i)); !ok || addr != now[i] {
+			return false
+		}
+	}
+	return true
 }
