@@ -145,19 +145,28 @@ func (b *Broker) subscribeShards(s SubscribeRequest, sink Sink, groups []string)
 }
 
 // noShardHere answers a Consume of a sharded queue on a node that leads none of its shards:
-// NotLeader naming a shard's leader, NodeNotReady while no leader is known.
+// NotLeader naming a shard's leader (by its address when known), NodeNotReady while no leader is
+// known.
 func (b *Broker) noShardHere(queue string, groups []string, refusal *Error) *Error {
 	if refusal != nil && refusal.LeaderAddr != "" {
 		return refusal
 	}
-	for _, g := range groups {
-		if e := b.notLeader(g); e.LeaderAddr != "" {
-			e.Message = "this node leads no shard of queue " + queue + "; " + e.Message
-			return e
-		}
-	}
 	if !b.clustered() {
 		return errorf(CodeQueueNotFound, "queue %q was deleted", queue)
+	}
+	var known *Error
+	for _, g := range groups {
+		e := b.notLeader(g)
+		if e.Code == CodeNotLeader && (known == nil || e.LeaderAddr != "") {
+			e.Message = "this node leads no shard of queue " + queue + "; " + e.Message
+			known = e
+		}
+		if e.LeaderAddr != "" {
+			break
+		}
+	}
+	if known != nil {
+		return known
 	}
 	return errorf(CodeNodeNotReady, "no leader of a shard of queue %q is known yet; retry", queue)
 }
