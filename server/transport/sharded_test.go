@@ -57,6 +57,10 @@ func TestShardedQueueOnOneNode(t *testing.T) {
 	if s := stats(t, c, "orders"); s.ErrorCode != fibp.CodeOk || s.Depth != groups*per || s.Settings["shards"] != "4" {
 		t.Fatalf("GetStats: %v depth %d (want %d), settings %v", s.ErrorCode, s.Depth, groups*per, s.Settings)
 	}
+	if gr := c.Call(111, &fibp.GetRoutes{Queues: []fibp.QueueRef{{Queue: "orders"}}}).(*fibp.GetRoutesResult); len(gr.Entries) != 1 ||
+		len(gr.Entries[0].Shards) != shards || gr.Entries[0].Shards[3].ShardIndex != 3 || gr.Entries[0].Shards[3].LeaderAddr == "" {
+		t.Fatalf("GetRoutes: %+v", gr.Entries)
+	}
 	lr := c.Call(103, &fibp.ListQueues{}).(*fibp.ListQueuesResult)
 	if len(lr.Queues) != 2 || lr.Queues[0].Name != "orders" || lr.Queues[0].Depth != groups*per || lr.Queues[1].Name != "orders.dlq" {
 		t.Fatalf("ListQueues: %+v", lr.Queues)
