@@ -61,6 +61,13 @@ func TestShardedQueueOnOneNode(t *testing.T) {
 		len(gr.Entries[0].Shards) != shards || gr.Entries[0].Shards[3].ShardIndex != 3 || gr.Entries[0].Shards[3].LeaderAddr == "" {
 		t.Fatalf("GetRoutes: %+v", gr.Entries)
 	}
+	if page, e := b.QueueSummaries(service.QueueListOptions{}); e != nil || len(page.Queues) != 1 || page.Queues[0].Name != "orders" ||
+		page.Queues[0].Depth != groups*per || page.Total != 1 {
+		t.Fatalf("the HTTP queue list: %+v %v", page, e) // one row, every shard summed
+	}
+	if row, e := b.QueueSummary("orders"); e != nil || row.Depth != groups*per {
+		t.Fatalf("the HTTP queue row: %+v %v", row, e)
+	}
 	lr := c.Call(103, &fibp.ListQueues{}).(*fibp.ListQueuesResult)
 	if len(lr.Queues) != 2 || lr.Queues[0].Name != "orders" || lr.Queues[0].Depth != groups*per || lr.Queues[1].Name != "orders.dlq" {
 		t.Fatalf("ListQueues: %+v", lr.Queues)
