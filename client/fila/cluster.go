@@ -54,6 +54,8 @@ type Cluster struct {
 	home   int                     // addrs[home] takes requests for queues with no route
 	routes map[string]string       // queue → its leader's address, as last heard
 	closed bool
+
+	plans sync.Map // queue → *queuePlan: what its shards are chosen by (cluster_shardroute.go)
 }
 
 // clusterNode is the connection to one node; ready is closed once its dial ended.

@@ -15,7 +15,8 @@ import (
 // subscription (QueueNotFound, Forbidden, ...) stops it with that error.
 //
 // Each subscription is a Consumer of its own, with the ConsumeOptions given: MaxDeliveries,
-// when set, bounds each subscription, not their sum.
+// when set, bounds each subscription, not their sum. A sharded queue is consumed through one
+// subscription per node that leads a shard, merged (cluster_shards.go).
 type ClusterConsumer struct {
 	c     *Cluster
 	queue string
@@ -40,6 +41,13 @@ type ClusterConsumer struct {
 func (c *Cluster) Consume(ctx context.Context, queue string, opts ConsumeOptions) (*ClusterConsumer, error) {
 	s := &ClusterConsumer{c: c, queue: queue, opts: opts, out: make(chan *Delivery), done: make(chan struct{})}
 	s.ctx, s.stop = context.WithCancel(c.life)
+	if addrs, err := c.shardLeaders(ctx, queue); err == nil && addrs != nil { // a sharded queue: cluster_shards.go
+		if err := s.consumeShards(ctx, addrs); err != nil {
+			s.stop()
+			return nil, err
+		}
+		return s, nil
+	}
 	inner, addr, err := c.subscribe(ctx, queue, opts, c.retrier())
 	if err != nil {
 		s.stop()
@@ -189,7 +197,8 @@ func (s *ClusterConsumer) Err() error {
 // Queue is the subscribed queue.
 func (s *ClusterConsumer) Queue() string { return s.queue }
 
-// Node is the address of the node the subscription is on now.
+// Node is the address of the node the subscription is on now (of a sharded queue: the nodes
+// subscribed to, comma-separated).
 func (s *ClusterConsumer) Node() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()

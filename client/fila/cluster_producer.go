@@ -40,7 +40,8 @@ func (p *ClusterProducer) Send(ctx context.Context, m Message) (MessageID, error
 // connection must be dialled first, or too many of its batches are queued). m.Payload must not
 // change until the Pending is done.
 func (p *ClusterProducer) SendAsync(m Message) *Pending {
-	addr := p.c.target(m.Queue)
+	key := p.c.routeKey(&m) // its queue, or its shard's group (cluster_shardroute.go)
+	addr := p.c.target(key)
 	cl, err := p.c.node(p.c.life, addr)
 	if err != nil {
 		if p.c.classify(err) == retryMove {
@@ -61,18 +62,18 @@ func (p *ClusterProducer) SendAsync(m Message) *Pending {
 		switch p.c.classify(r.Err) {
 		case retryFinal:
 			if r.Err == nil {
-				if _, ok := p.c.Route(m.Queue); !ok {
-					p.c.learn(m.Queue, addr) // taken without a hint: this node leads the queue
+				if _, ok := p.c.Route(key); !ok {
+					p.c.learn(key, addr) // taken without a hint: this node leads the queue
 				}
 			}
 			out.resolve(r)
 		case retryRedirect:
-			if a, ok := p.c.Route(m.Queue); !ok || a == addr {
-				p.c.forgetRoute(m.Queue, addr)
+			if a, ok := p.c.Route(key); !ok || a == addr {
+				p.c.forgetRoute(key, addr)
 			}
 			p.resend(out, m, r.Err)
 		case retryWait:
-			p.c.forgetRoute(m.Queue, addr)
+			p.c.forgetRoute(key, addr)
 			p.resend(out, m, r.Err)
 		case retryMove:
 			p.c.nodeDown(addr)

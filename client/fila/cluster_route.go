@@ -230,7 +230,11 @@ func (c *Cluster) Enqueue(ctx context.Context, msgs ...Message) ([]EnqueueResult
 		wired[i] = msgs[i].wire()
 	}
 	out := make([]EnqueueResult, len(msgs))
-	errs, err := c.routeItems(ctx, len(msgs), func(i int) string { return msgs[i].Queue },
+	keys := make([]string, len(msgs)) // what each message is routed by: its queue, or its shard's group (cluster_shardroute.go)
+	for i := range msgs {
+		keys[i] = c.routeKey(&msgs[i])
+	}
+	errs, err := c.routeItems(ctx, len(msgs), func(i int) string { return keys[i] },
 		func(ctx context.Context, addr string, cl *Client, idx []int) ([]error, error) {
 			req := &fibp.Enqueue{Messages: wired}
 			if len(idx) < len(wired) { // the items are in order: all of them is the whole batch
@@ -259,7 +263,7 @@ func (c *Cluster) Enqueue(ctx context.Context, msgs ...Message) ([]EnqueueResult
 			for k, i := range idx {
 				out[i] = rs[k]
 				errs[k] = rs[k].Err
-				if q := msgs[i].Queue; rs[k].Err == nil && !slices.Contains(hinted, q) {
+				if q := keys[i]; rs[k].Err == nil && !slices.Contains(hinted, q) {
 					hinted = append(hinted, q)
 					c.learn(q, addr) // taken without a hint: this node leads the queue
 				}

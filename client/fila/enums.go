@@ -121,4 +121,5 @@ type (
 	ThrottleStats = fibp.GetThrottleStatsResult // GetThrottleStats
 	BucketStats   = fibp.BucketStats            // GetThrottleBucket, and ThrottleStats.TopBuckets
 	RouteEntry    = fibp.RouteEntry             // GetRoutes
+	ShardRoute    = fibp.ShardRoute             // GetRoutes: a sharded queue's shard and its leader
 )

@@ -32,6 +32,9 @@ import (
 //	+       backoff_max_ms             u64
 //	+       delivery_durability        u8 DeliveryDurability
 //	+       reclaim_grace_ms           u64
+//	+       shards                     u32
+//	+       shard_of                   u16 length, then UTF-8
+//	+       shard_index                u32
 type QueueRecord struct {
 	// The queue name.
 	Name string
@@ -89,6 +92,17 @@ type QueueRecord struct {
 
 	// Fast queues' reclaim grace after a restart.
 	ReclaimGraceMs uint64
+
+	// A sharded queue's shard count, fixed at creation, on the queue itself (its shard 0); 0 (or 1)
+	// for a queue that is not sharded, and on every shard 1..N-1 and dead-letter queue.
+	Shards uint32
+
+	// For the queue of shard 1..N-1 of a sharded queue (named <queue>*<index>), the sharded queue;
+	// empty otherwise.
+	ShardOf string
+
+	// For the queue of shard 1..N-1 of a sharded queue, its index; 0 otherwise.
+	ShardIndex uint32
 }
 
 // Opcode returns OpQueueRecord.
@@ -98,13 +112,14 @@ func (*QueueRecord) Opcode() Opcode {
 
 // Size returns the number of bytes AppendTo appends.
 func (x *QueueRecord) Size() int {
-	n := 81
+	n := 91
 	n += len(x.Name)
 	n += len(x.DLQOf)
 	n += len(x.OnEnqueueScript)
 	n += len(x.OnFailureScript)
 	n += len(x.OrderingKey)
 	n += len(x.DedupKey)
+	n += len(x.ShardOf)
 	return n
 }
 
@@ -130,6 +145,9 @@ func (x *QueueRecord) AppendTo(b []byte) []byte {
 	b = wire.AppendU64(b, x.BackoffMaxMs)
 	b = wire.AppendU8(b, uint8(x.DeliveryDurability))
 	b = wire.AppendU64(b, x.ReclaimGraceMs)
+	b = wire.AppendU32(b, x.Shards)
+	b = wire.AppendString16(b, x.ShardOf)
+	b = wire.AppendU32(b, x.ShardIndex)
 	return b
 }
 
@@ -155,6 +173,9 @@ func (x *QueueRecord) DecodeFrom(r *wire.Reader) {
 	x.BackoffMaxMs = r.U64()
 	x.DeliveryDurability = DeliveryDurability(r.U8())
 	x.ReclaimGraceMs = r.U64()
+	x.Shards = r.U32()
+	x.ShardOf = r.String(r.Len16(65535), false)
+	x.ShardIndex = r.U32()
 }
 
 // Check reports the first value of x that AppendTo cannot encode faithfully.
@@ -176,6 +197,9 @@ func (x *QueueRecord) Check() error {
 	}
 	if err := wire.CheckBytes(x.DedupKey, 2147483647); err != nil {
 		return wire.AtField("dedup_key", -1, err)
+	}
+	if err := wire.CheckString(x.ShardOf, 65535, false); err != nil {
+		return wire.AtField("shard_of", -1, err)
 	}
 	return nil
 }

@@ -26,6 +26,9 @@ func sampleQueueRecord(seed int) *QueueRecord {
 		ParkDeadLetterAfter:    uint32(seed*37 + 22),
 		ReclaimGraceMs:         uint64(seed*37 + 16),
 		ScriptFailure:          []ScriptFailure{ScriptFailureReject, ScriptFailurePark}[seed%2],
+		ShardIndex:             uint32(seed*37 + 11),
+		ShardOf:                fmt.Sprintf("shard_of-%d-é", seed),
+		Shards:                 uint32(seed*37 + 6),
 		VisibilityTimeoutMs:    uint64(seed*37 + 21),
 		WhenOrderingKeyMissing: []WhenOrderingKeyMissing{WhenOrderingKeyMissingReject, WhenOrderingKeyMissingUnordered}[seed%2],
 	}

@@ -121,6 +121,7 @@ type actor struct {
 // lane is one queue of the group.
 type lane struct {
 	name      string
+	public    string // the name clients know it by: a sharded queue's shard's is the queue's (sharding.go)
 	def       store.QueueRecord
 	keys      laneKeys // ordering and deduplication, from def
 	m         queueMetrics
@@ -211,8 +212,8 @@ func newActor(b *Broker, def, dlq store.QueueRecord) *actor {
 		bodies:  newBodyCache(b.opts.BodyCacheBytes, &b.cacheBytes),
 		pending: map[*subscription]*deliveryBuf{},
 	}
-	a.lanes[queuegroup.LaneQueue] = lane{name: def.Name, def: def, m: b.metrics.forQueue(def.Name)}
-	a.lanes[queuegroup.LaneDeadLetter] = lane{name: dlq.Name, def: dlq, m: b.metrics.forQueue(dlq.Name)}
+	a.lanes[queuegroup.LaneQueue] = lane{name: def.Name, public: publicName(&def), def: def, m: b.metrics.forQueue(def.Name)}
+	a.lanes[queuegroup.LaneDeadLetter] = lane{name: dlq.Name, public: publicName(&dlq), def: dlq, m: b.metrics.forQueue(dlq.Name)}
 	for l := range a.lanes {
 		k, err := parseLaneKeys(&a.lanes[l].def)
 		if err != nil { // checked at creation: the stored definition is damaged

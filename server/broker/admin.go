@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/generated/shard"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/engine"
 	"github.com/filamq/fila/server/meta"
@@ -38,6 +39,9 @@ func checkDefinition(req *QueueSpec) *Error {
 	case req.Backoff == service.BackoffExponential && req.BackoffMaxMs != 0 && req.BackoffInitialMs > req.BackoffMaxMs:
 		return errorf(CodeInvalidConfigValue, "backoff_max_ms %d is below backoff_initial_ms %d", req.BackoffMaxMs, req.BackoffInitialMs)
 	}
+	if e := checkShards(req); e != nil {
+		return e
+	}
 	return checkKeys(req)
 }
 
@@ -61,6 +65,9 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 		Backoff: store.Backoff(req.Backoff), BackoffInitialMs: req.BackoffInitialMs, BackoffMaxMs: req.BackoffMaxMs,
 		DeliveryDurability: store.DeliveryDurability(req.DeliveryDurability), ReclaimGraceMs: req.ReclaimGraceMs,
 	}
+	if req.Shards > 1 {
+		def.Shards = req.Shards
+	}
 	b.mu.RLock()
 	closed := b.closed
 	b.mu.RUnlock()
@@ -78,8 +85,10 @@ func (b *Broker) CreateQueue(req QueueSpec) *Error {
 	if err != nil {
 		return b.refusal(err)
 	}
-	if err := b.awaitGroup(req.Name); err != nil { // defined, and opened on the next start
-		return errorf(CodeStorageError, "%v", err)
+	for i := range max(req.Shards, 1) {
+		if err := b.awaitGroup(shard.Name(req.Name, i)); err != nil { // defined, and opened on the next start
+			return errorf(CodeStorageError, "%v", err)
+		}
 	}
 	b.events.QueueCreated(req.Name)
 	return nil
@@ -458,7 +467,13 @@ func (b *Broker) GetClusterStatus() ClusterStatus {
 // QueueNotFound for the first that does not exist.
 func (b *Broker) Routes(queues []string) ([]string, *Error) {
 	if len(queues) == 0 {
-		return b.queueNames(), nil
+		var out []string
+		for _, n := range b.queueNames() {
+			if clientQueue(n) == n { // a shard's group is its queue's
+				out = append(out, n)
+			}
+		}
+		return out, nil
 	}
 	for _, n := range queues {
 		if b.lookup(n).a == nil {

@@ -56,6 +56,7 @@ func (f *fanIn) finish() {
 // whole request failed (every message was refused ChannelFull: a full inbox, a spent script
 // budget, a full deduplication memory), with the back-off to suggest.
 func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
+	b.shardMessages(msgs) // sharding.go
 	b.enqueue(msgs, done, b.fwd)
 }
 
@@ -273,6 +274,7 @@ func (b *Broker) Ack(items []AckItem, done func([]Code, *Error)) {
 		queues[i], its[i] = it.Queue, settleItem{index: i, id: engine.MsgID(it.ID), session: it.Session}
 	}
 	codes := make([]Code, len(items))
+	b.shardSettles(queues, its)
 	b.settle(kindAck, queues, its, codes, nil, func(e *Error) {
 		if e != nil {
 			codes = nil
@@ -295,6 +297,7 @@ func (b *Broker) Nack(items []NackItem, done func([]Code, *Error)) {
 		}
 	}
 	codes := make([]Code, len(items))
+	b.shardSettles(queues, its)
 	b.settle(kindNack, queues, its, codes, nil, func(e *Error) {
 		if e != nil {
 			codes = nil
@@ -313,6 +316,7 @@ func (b *Broker) ExtendLease(items []ExtendItem, done func([]ExtendResult, *Erro
 		its[i] = settleItem{index: i, id: engine.MsgID(it.ID), session: it.Session, extendBy: it.ExtendByMs}
 	}
 	res := make([]ExtendResult, len(items))
+	b.shardSettles(queues, its)
 	b.settle(kindExtend, queues, its, nil, res, func(e *Error) {
 		if e != nil {
 			res = nil
@@ -325,6 +329,9 @@ func (b *Broker) ExtendLease(items []ExtendItem, done func([]ExtendResult, *Erro
 // delivery. The subscription ends with its handle's Unsubscribe (Broker.Unsubscribe), or when a
 // Deliver returns false.
 func (b *Broker) Subscribe(s SubscribeRequest, sink Sink) (Subscription, *Error) {
+	if groups := b.shardGroups(s.Queue); groups != nil {
+		return b.subscribeShards(s, sink, groups) // shardsub.go
+	}
 	if e := b.subscribe(s, sink); e != nil {
 		return nil, e
 	}

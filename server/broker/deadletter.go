@@ -44,7 +44,7 @@ func (a *actor) deadLetterNoteOf(l queuegroup.Lane, id engine.MsgID) *deadLetter
 	if !ok {
 		return nil
 	}
-	return &deadLetterNote{DeadLetter: d, queue: a.lanes[queuegroup.LaneQueue].name}
+	return &deadLetterNote{DeadLetter: d, queue: a.lanes[queuegroup.LaneQueue].public}
 }
 
 // headers returns a copy of headers (the body cache's, never changed) with the dead-letter

@@ -50,5 +50,6 @@ func definition(def *store.QueueRecord) (QueueDefinition, *Error) {
 		BackoffMaxMs:           def.BackoffMaxMs,
 		DeliveryDurability:     service.DeliveryDurability(def.DeliveryDurability),
 		ReclaimGraceMs:         def.ReclaimGraceMs,
+		Shards:                 def.Shards,
 	}, DLQOf: def.DLQOf}, nil
 }

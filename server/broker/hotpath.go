@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/generated/shard"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/engine"
@@ -77,6 +78,9 @@ func (a *actor) enqueue(l queuegroup.Lane, items []enqueueItem, res []EnqueueRes
 			continue
 		}
 		id := a.b.ids.next(now)
+		if d := &a.lanes[l].def; d.Shards > 1 || d.ShardOf != "" { // a sharded queue's IDs name their shard (sharding.go)
+			shard.SetIndex(&id, d.ShardIndex)
+		}
 		var ident []byte
 		if keyed {
 			ident = dd.keep(hash, id, len(items))
@@ -426,7 +430,7 @@ func (a *actor) deliver(l queuegroup.Lane, le engine.Lease) {
 	}
 	buf.msgs = append(buf.msgs, Delivery{Delivery: service.Delivery{
 		ID:           MessageID(le.ID),
-		Queue:        a.lanes[l].name,
+		Queue:        a.lanes[l].public,
 		Headers:      b.headers,
 		Payload:      b.payload,
 		FairnessKey:  m.FairnessKey,

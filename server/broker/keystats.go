@@ -127,10 +127,11 @@ func (b *Broker) QueueSummaries(o QueueListOptions) (QueuePage, *Error) {
 	var names []string
 	for _, name := range b.queueNames() {
 		if r := b.lookup(name); r.a != nil && r.lane == queuegroup.LaneQueue && strings.Contains(name, o.Search) &&
-			(o.Visible == nil || o.Visible(name)) {
+			(o.Visible == nil || o.Visible(clientQueue(name))) {
 			names = append(names, name)
 		}
 	}
+	names = listedNames(names) // a sharded queue once (shardrows.go)
 	page := QueuePage{Total: len(names), Queues: []QueueRow{}}
 	if o.Sort == "" || o.Sort == "name" {
 		from, _ := slices.BinarySearch(names, o.After)
@@ -181,10 +182,10 @@ func (b *Broker) QueueSummaries(o QueueListOptions) (QueuePage, *Error) {
 // here, without dlq_depth). It fails with CodeQueueNotFound.
 func (b *Broker) QueueSummary(queue string) (QueueRow, *Error) {
 	r := b.lookup(queue)
-	if r.a == nil {
+	if r.a == nil && b.shardGroups(queue) == nil {
 		return QueueRow{}, errorf(CodeQueueNotFound, "queue %q does not exist", queue)
 	}
-	row, ok := b.queueRow(queue, r)
+	row, ok := b.wholeRow(queue) // a sharded queue's shards held here, summed (shardrows.go)
 	if !ok {
 		return QueueRow{}, errorf(CodeQueueNotFound, "queue %q was deleted", queue)
 	}
@@ -204,9 +205,7 @@ func (b *Broker) queueRows(names []string) []QueueRow {
 	for range min(queueRowReaders, len(names)) {
 		wg.Go(func() {
 			for i := range next {
-				if r := b.lookup(names[i]); r.a != nil {
-					rows[i], ok[i] = b.queueRow(names[i], r)
-				}
+				rows[i], ok[i] = b.wholeRow(names[i]) // a sharded queue's shards held here, summed
 			}
 		})
 	}

@@ -192,23 +192,51 @@ func (b *Broker) QueueRoutes(queues []string) ([]service.Route, bool, *Error) {
 	cat := b.catalog()
 	if len(queues) == 0 {
 		for _, q := range cat.Queues() {
-			queues = append(queues, q.Name)
+			if clientQueue(q.Name) == q.Name { // a shard's group is answered with its queue
+				queues = append(queues, q.Name)
+			}
 		}
 	}
-	groups := make([]meta.Assignment, len(queues))
+	var groups []meta.Assignment
+	first := make([]int, len(queues)) // each queue's first group in groups; its shards follow
 	for i, q := range queues {
-		a, ok := cat.Assignment(q)
-		if !ok {
-			return nil, true, errorf(CodeQueueNotFound, "queue %q does not exist", q)
+		shards := b.shardGroups(q)
+		if shards == nil {
+			shards = []string{q}
 		}
-		groups[i] = a
+		first[i] = len(groups)
+		for _, g := range shards {
+			a, ok := cat.Assignment(g)
+			if !ok {
+				return nil, true, errorf(CodeQueueNotFound, "queue %q does not exist", q)
+			}
+			groups = append(groups, a)
+		}
 	}
 	ids := b.leaders(groups)
 	out := make([]service.Route, len(queues))
 	for i, q := range queues {
-		out[i] = route(cat, q, ids[i])
+		end := len(groups)
+		if i+1 < len(queues) {
+			end = first[i+1]
+		}
+		out[i] = route(cat, q, ids[first[i]])
+		out[i].Shards = shardRoutes(cat, ids[first[i]:end])
 	}
 	return out, true, nil
+}
+
+// shardRoutes are the routes of a queue's shards, led by ids; nil for one group (no shards).
+func shardRoutes(cat *meta.Catalog, ids []meta.NodeID) []service.ShardRoute {
+	if len(ids) <= 1 {
+		return nil
+	}
+	out := make([]service.ShardRoute, len(ids))
+	for i, id := range ids {
+		r := route(cat, "", id)
+		out[i] = service.ShardRoute{Index: uint32(i), LeaderNodeID: r.LeaderNodeID, LeaderAddr: r.LeaderAddr}
+	}
+	return out
 }
 
 // ClusterNodes answers GetClusterStatus on a node of a cluster (service.Cluster): every member
@@ -337,7 +365,7 @@ func (b *Broker) routeEnqueue(msgs []Message, done func([]EnqueueResult, *Error)
 				case fwd != nil:
 					parts.add(id, i)
 				default:
-					r := route(cat, msgs[i].Queue, id)
+					r := route(cat, msgs[i].Queue, id) // a sharded queue's message's names its shard's group (sharding.go)
 					rs[i].Leader = &r
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/filamq/fila/generated/queuelog"
+	"github.com/filamq/fila/generated/shard"
 	"github.com/filamq/fila/generated/store"
 )
 
@@ -124,15 +125,39 @@ func (c *Catalog) createQueue(cmd *queuelog.CreateQueue, ch *changes) error {
 	if _, ok := c.queues[dlq]; ok {
 		return refuse(CodeQueueExists, "queue %q already exists", dlq)
 	}
-	if cmd.MaxQueues != 0 && c.groups >= int(cmd.MaxQueues) {
-		return refuse(CodeTooManyQueues, "this node holds its maximum of %d queues (max_queues); delete a queue or raise max_queues", cmd.MaxQueues)
+	if def.Shards > shard.Max || def.ShardOf != "" || def.ShardIndex != 0 {
+		return refuse(CodeInvalidDefinition, "queue %q: a queue has 1 to %d shards (got %d), and names no shard_of", name, shard.Max, def.Shards)
 	}
-	ch.touch(c, name)
-	c.putQueue(def)
-	c.putQueue(deadLetterRecord(&def))
-	c.place(name, cmd.Replication)
+	if cmd.MaxQueues != 0 && c.groups+int(max(def.Shards, 1)) > int(cmd.MaxQueues) {
+		return refuse(CodeTooManyQueues, "this node holds its maximum of %d queues (max_queues, a shard counting as one); delete a queue or raise max_queues", cmd.MaxQueues)
+	}
+	for i := uint32(1); i < def.Shards; i++ {
+		if _, ok := c.queues[shard.Name(name, i)]; ok { // never: no created name has a '*'
+			return refuse(CodeQueueExists, "queue %q already exists", shard.Name(name, i))
+		}
+	}
+	for i := uint32(0); i < max(def.Shards, 1); i++ {
+		q := shardRecord(&def, i)
+		ch.touch(c, q.Name)
+		c.putQueue(q)
+		c.putQueue(deadLetterRecord(&q))
+		c.place(q.Name, cmd.Replication)
+	}
 	return nil
 }
+
+// shardRecord is the definition of shard i's queue of queue def: def itself for shard 0, else
+// a copy named as the shard's group (shard.Name) that records its queue and index.
+func shardRecord(def *store.QueueRecord, i uint32) store.QueueRecord {
+	q := *def
+	if i > 0 {
+		q.Name, q.Shards, q.ShardOf, q.ShardIndex = shard.Name(def.Name, i), 0, def.Name, i
+	}
+	return q
+}
+
+// shardsOf is the shard count of queue q (1 when it is not sharded).
+func shardsOf(q *store.QueueRecord) uint32 { return max(q.Shards, 1) }
 
 // deleteQueue validates and carries out a DeleteQueue.
 func (c *Catalog) deleteQueue(name string, ch *changes) error {
@@ -142,11 +167,16 @@ func (c *Catalog) deleteQueue(name string, ch *changes) error {
 		return refuse(CodeQueueNotFound, "queue %q does not exist", name)
 	case q.DLQOf != "":
 		return refuse(CodeDeadLetterQueue, "queue %q is the dead-letter queue of %q: it is deleted with it", name, q.DLQOf)
+	case q.ShardOf != "":
+		return refuse(CodeQueueNotFound, "queue %q does not exist", name) // a shard goes with its queue
 	}
-	ch.touch(c, name)
-	c.dropQueue(name)
-	if d, ok := c.queues[DeadLetterName(name)]; ok && d.DLQOf == name {
-		c.dropQueue(d.Name)
+	for i := uint32(0); i < shardsOf(&q); i++ {
+		g := shard.Name(name, i)
+		ch.touch(c, g)
+		c.dropQueue(g)
+		if d, ok := c.queues[DeadLetterName(g)]; ok && d.DLQOf == g {
+			c.dropQueue(d.Name)
+		}
 	}
 	return nil
 }
@@ -161,11 +191,27 @@ func (c *Catalog) updateQueue(cmd *queuelog.UpdateQueue, ch *changes) error {
 	switch {
 	case !ok:
 		return refuse(CodeQueueNotFound, "queue %q does not exist", def.Name)
-	case def.DLQOf != old.DLQOf || def.CreatedAt != old.CreatedAt:
-		return refuse(CodeInvalidDefinition, "queue %q: an update keeps the queue's dlq_of and created_at", def.Name)
+	case def.DLQOf != old.DLQOf || def.CreatedAt != old.CreatedAt || def.Shards != old.Shards || def.ShardOf != old.ShardOf ||
+		def.ShardIndex != old.ShardIndex:
+		return refuse(CodeInvalidDefinition, "queue %q: an update keeps the queue's dlq_of, created_at and shards", def.Name)
 	}
-	ch.touch(c, groupOf(&def))
-	c.putQueue(def)
+	parent := def
+	if def.DLQOf != "" {
+		parent = c.queues[def.DLQOf]
+	}
+	for i := uint32(0); i < shardsOf(&parent); i++ { // a sharded queue's update is every shard's
+		q := shardRecord(&def, i)
+		if def.DLQOf != "" && i > 0 {
+			q = def
+			q.DLQOf = shard.Name(def.DLQOf, i)
+			q.Name = DeadLetterName(q.DLQOf)
+		}
+		if _, ok := c.queues[q.Name]; !ok {
+			continue
+		}
+		ch.touch(c, groupOf(&q))
+		c.putQueue(q)
+	}
 	return nil
 }
 

@@ -19,6 +19,12 @@
 // leaderships spread evenly. A node that knows no members (a single node, or a data directory
 // written before membership existed) hosts every group itself.
 //
+// A sharded queue (its definition's Shards, 2..shard.Max, fixed at creation) is one queue group
+// per shard, each placed like a queue of its own: shard 0 is the group named as the queue, shard
+// i ≥ 1 the group shard.Name(queue, i), whose definition is the queue's with ShardOf and
+// ShardIndex set. A CreateQueue creates them all, an UpdateQueue of the queue (or its dead-letter
+// queue) changes them all, a DeleteQueue drops them all; a shard alone cannot be deleted.
+//
 // Removing a member (membership.go) places each group it replicated again: another member takes
 // its place, recorded as joining until it has caught up (ReplicaCaughtUp); the removed ID is
 // held until every group (and the meta group) has it out of its Raft configuration (ReplicaLeft),

@@ -31,6 +31,10 @@ type QueueSpec struct {
 	BackoffInitialMs, BackoffMaxMs uint64
 	DeliveryDurability             DeliveryDurability
 	ReclaimGraceMs                 uint64
+	// Shards splits the queue into that many shards, each a queue group of its own (0 or 1: not
+	// sharded; at most 64); fixed at creation. FIBP's CreateQueue has no field for it: the admin
+	// HTTP API's queue creation sets it (docs/sharding.md).
+	Shards uint32
 }
 
 // QueueDefinition is a queue's definition as CreateQueue and UpdateQueue left it (for a

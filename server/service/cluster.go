@@ -36,6 +36,16 @@ type Route struct {
 	// FIBP address, empty when this node does not know it.
 	LeaderNodeID uint64
 	LeaderAddr   string
+	// Shards are the leaders of a sharded queue's shards, by index (the queue's own leader
+	// fields are shard 0's); nil for a queue that is not sharded.
+	Shards []ShardRoute
+}
+
+// ShardRoute is where one shard of a sharded queue is led.
+type ShardRoute struct {
+	Index        uint32
+	LeaderNodeID uint64 // 0 when this node does not know it
+	LeaderAddr   string // empty when this node does not know it
 }
 
 // NodeState is what a node's peers see of it.
@@ -53,4 +63,14 @@ type NodeStatus struct {
 	Addr             string // its advertised FIBP address (empty until it told it)
 	State            NodeState
 	QueueLeaderships uint32 // the queue groups it leads (dead-letter queues are their queue's)
+}
+
+// Sharding is what a Service with sharded queues answers about them; the edges find it by a type
+// assertion. A sharded queue's admin requests about the whole queue (GetStats, UpdateQueue, a
+// purge of its dead-letter queue, Redrive, ListQueues) are carried out on each shard's group,
+// named by ShardGroup, and their answers combined.
+type Sharding interface {
+	// ShardCount is how many shards queue (or the queue of dead-letter queue queue) has: 1 when
+	// it is not sharded, 0 when no queue has the name.
+	ShardCount(queue string) uint32
 }

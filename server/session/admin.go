@@ -148,8 +148,15 @@ var adminOps = map[fibp.Opcode]AdminHandler{
 			return &fibp.GetRoutesResult{ErrorCode: code(e)}, e
 		}
 		res := &fibp.GetRoutesResult{ErrorCode: fibp.CodeOk}
+		sh, _ := svc.(service.Sharding)
 		for _, q := range names {
-			res.Entries = append(res.Entries, fibp.RouteEntry{Queue: q, LeaderAddr: n.Addr})
+			e := fibp.RouteEntry{Queue: q, LeaderAddr: n.Addr}
+			if shards := shardCount(sh, q); shards > 1 { // a sharded queue's shards: all of them here
+				for i := range shards {
+					e.Shards = append(e.Shards, fibp.ShardRoute{ShardIndex: i, LeaderNodeID: n.ID, LeaderAddr: n.Addr})
+				}
+			}
+			res.Entries = append(res.Entries, e)
 		}
 		return res, nil
 	}),
@@ -255,4 +262,12 @@ func StatsResult(s *service.QueueStats) *fibp.GetStatsResult {
 		res.PerKeyStats = append(res.PerKeyStats, fibp.FairnessKeyStat{Key: k.Key, PendingCount: k.Pending, CurrentDeficit: k.Deficit, Weight: k.Weight})
 	}
 	return res
+}
+
+// shardCount is queue's shard count, 1 for a service without sharded queues.
+func shardCount(sh service.Sharding, queue string) uint32 {
+	if sh == nil {
+		return 1
+	}
+	return sh.ShardCount(queue)
 }

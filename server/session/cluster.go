@@ -52,6 +52,10 @@ func clusterRoutes(svc service.Service, queues []string) (*fibp.GetRoutesResult,
 	res := &fibp.GetRoutesResult{ErrorCode: fibp.CodeOk, Entries: make([]fibp.RouteEntry, len(routes))}
 	for i, r := range routes {
 		res.Entries[i] = fibp.RouteEntry{Queue: r.Queue, LeaderNodeID: r.LeaderNodeID, LeaderAddr: r.LeaderAddr}
+		for _, sr := range r.Shards {
+			res.Entries[i].Shards = append(res.Entries[i].Shards, fibp.ShardRoute{ShardIndex: sr.Index, LeaderNodeID: sr.LeaderNodeID,
+				LeaderAddr: sr.LeaderAddr})
+		}
 	}
 	return res, nil, true
 }

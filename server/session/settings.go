@@ -34,6 +34,9 @@ func Settings(def *service.QueueDefinition) map[string]string {
 	if def.DLQOf != "" {
 		m["dlq_of"] = def.DLQOf
 	}
+	if def.Shards > 1 {
+		m["shards"] = u(uint64(def.Shards)) // a sharded queue's (docs/sharding.md)
+	}
 	return m
 }
 

@@ -55,9 +55,15 @@ func (c *conn) adminAside(h fibp.Header, body []byte, handler session.AdminHandl
 
 // runAdmin runs an admin request and answers it.
 func (c *conn) runAdmin(h fibp.Header, body []byte, handler session.AdminHandler, who *auth.Principal, node session.Node) {
+	if c.adminShards(h, body, handler, who, node) { // shardadmin.go
+		return
+	}
 	if c.adminElsewhere(h, body, handler, who, node) { // forwardadmin.go
 		return
 	}
 	res, e, err := handler(c.s.svc, node, body)
+	if list, ok := res.(*fibp.ListQueuesResult); ok {
+		list.Queues = mergeShardRows(list.Queues)
+	}
 	c.answerAdmin(h, who, res, e, err)
 }

@@ -111,7 +111,7 @@ func (c *conn) listElsewhere(cl service.Cluster, fw AdminForwarder, list *fibp.L
 		here[q.Name] = true
 	}
 	missing := map[uint64]map[string]bool{} // by leader
-	for _, r := range routes {
+	for _, r := range groupRoutes(routes) { // a sharded queue's shards each (shardadmin.go)
 		if here[r.Queue] || r.LeaderNodeID == 0 || r.LeaderNodeID == c.s.opts.NodeID {
 			continue
 		}
@@ -134,6 +134,7 @@ func (c *conn) listElsewhere(cl service.Cluster, fw AdminForwarder, list *fibp.L
 		}
 	}
 	slices.SortFunc(list.Queues, func(a, b fibp.QueueInfo) int { return strings.Compare(a.Name, b.Name) })
+	list.Queues = mergeShardRows(list.Queues) // shardadmin.go
 }
 
 // forward hands the admin request op/body to node and decodes its answer.

@@ -91,7 +91,15 @@ func (a *app) queueCreateCommand() *cobra.Command {
 	fs.StringVar(&missing, "when-ordering-key-missing", "reject", "reject or unordered")
 	fs.StringVar(&dedupKey, "dedup-key", "", "deduplication key, e.g. idempotency_key or header:id,payload_hash")
 	fs.StringVar(&scriptFailure, "script-failure", "reject", "when on_enqueue fails: reject or park")
+	var shards uint32
+	var httpAddr string
+	fs.Uint32Var(&shards, "shards", 1, "split the queue into N shards, each led by its own node (1 to 64; fixed at creation; through the HTTP admin API, --http-addr)")
+	fs.StringVar(&httpAddr, "http-addr", envOr("FILA_HTTP_ADDR", "127.0.0.1:9555"),
+		"the broker's HTTP listener host:port, its http_listen (env FILA_HTTP_ADDR), for --shards")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if shards < 1 || shards > maxShards {
+			return usagef("--shards %d: a queue has 1 to %d shards", shards, maxShards)
+		}
 		cfg := fila.QueueConfig{
 			Name: args[0], VisibilityTimeout: q.visibility.Duration, DedupWindow: q.dedupWindow.Duration,
 			MaxAttempts: q.maxAttempts, BackoffInitial: q.backoffInitial.Duration, BackoffMax: q.backoffMax.Duration,
@@ -124,6 +132,10 @@ func (a *app) queueCreateCommand() *cobra.Command {
 		}
 		if cfg.OnFailureScript, err = readScript(q.onFailure); err != nil {
 			return err
+		}
+		if shards > 1 {
+			return a.createSharded(cmd, httpAddr, cfg, shards, queueNames{ordering: ordering, missing: missing, backoff: q.backoff,
+				durability: q.durability, scriptFailure: scriptFailure})
 		}
 		return ask(a, cmd, func(ctx context.Context, c *fila.Client) (map[string]string, error) {
 			id, err := c.CreateQueue(ctx, cfg)

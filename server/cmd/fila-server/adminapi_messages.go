@@ -204,8 +204,10 @@ func brokerRefusal(e *broker.Error) *httpError {
 	switch e.Code {
 	case broker.CodeQueueNotFound, broker.CodeMessageNotFound, broker.CodeAPIKeyNotFound, broker.CodeThrottleNotFound:
 		status = http.StatusNotFound
-	case broker.CodeInvalidConfigValue, broker.CodeNotADLQ:
+	case broker.CodeInvalidConfigValue, broker.CodeNotADLQ, broker.CodeReservedQueueName, broker.CodeLuaCompilationError:
 		status = http.StatusBadRequest
+	case broker.CodeQueueAlreadyExists:
+		status = http.StatusConflict
 	case broker.CodeStorageError, broker.CodeChannelFull, broker.CodeNotLeader, broker.CodeNodeNotReady:
 		status = http.StatusServiceUnavailable
 	}

@@ -28,6 +28,7 @@ func (api *adminAPI) queueRoutes() {
 	api.mux.HandleFunc("GET "+queuesPath+"{queue}/keys/{key}/explain", api.handle(explainKey))
 	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages/{id}/explain", api.handle(explainMessage))
 	api.redriveRoutes()
+	api.createRoutes()
 }
 
 // nextOf is a page's next: null on the last page.
