@@ -8,7 +8,7 @@
 // A message's shard is Index(key, N): FNV-1a 64 of the key's bytes, modulo N. The key is the
 // message's ordering group when its queue is grouped and the message has one, else its
 // deduplication identity when it has one, else its fairness key (the producer's, before any
-// on_enqueue hook; the default key "" when it sent none). See docs/sharding.md.
+// on_enqueue hook; "default" when it sent none). See docs/sharding.md.
 package shard
 
 import (
