@@ -1,0 +1,169 @@
+package main
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/filamq/fila/server/auth"
+	"github.com/filamq/fila/server/broker"
+	"github.com/filamq/fila/server/service"
+)
+
+// The merged views of a sharded queue (docs/sharding.md, "The whole queue"): its messages and
+// its fairness keys, each shard's page asked for and the pages merged here, and a key's
+// explanation.
+
+// peekShards is a peek of a sharded queue: the shards' messages merged by message ID, ascending (a
+// UUIDv7: the time its shard's leader stored it, to the millisecond). Each shard is asked for up
+// to count messages after `after` — in the shard the ID names, those after that message in its
+// enqueue order; in the others, those with a larger ID — and the first count of their merge are
+// the page, cut at broker.MaxPeekBytes of payload as a shard's page is. So a page reads at most
+// count messages from each shard.
+func peekShards(api *adminAPI, b *broker.Broker, p *auth.Principal, r *http.Request, n uint32) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+		return nil, herr
+	}
+	count := broker.DefaultPeekCount
+	if s := r.URL.Query().Get("count"); s != "" {
+		c, err := strconv.Atoi(s)
+		if err != nil || c < 1 || c > broker.MaxPeekCount {
+			return nil, refuse(http.StatusBadRequest, "count=%q: want a number from 1 to %d", s, broker.MaxPeekCount)
+		}
+		count = c
+	}
+	if s := r.URL.Query().Get("after"); s != "" {
+		if _, herr := messageID(s); herr != nil {
+			return nil, herr
+		}
+	}
+	pages := make([]pageJSON, n)
+	for i := range n {
+		if herr := api.onShard(r, i, nil, nil).decode(i, &pages[i]); herr != nil {
+			return nil, herr
+		}
+	}
+	return mergePages(queue, pages, count), nil
+}
+
+// mergePages merges the shards' pages by message ID into a page of up to count messages (and
+// at most broker.MaxPeekBytes of payload, its first message whole).
+func mergePages(queue string, pages []pageJSON, count int) pageJSON {
+	out := pageJSON{Queue: queue, Messages: []messageJSON{}}
+	at := make([]int, len(pages))
+	more, total := false, 0
+	for len(out.Messages) < count {
+		next := -1
+		for i := range pages {
+			if at[i] < len(pages[i].Messages) && (next < 0 || pages[i].Messages[at[i]].ID < pages[next].Messages[at[next]].ID) {
+				next = i // IDs are lower-case 8-4-4-4-12 hexadecimal: they sort as their bytes
+			}
+		}
+		if next < 0 {
+			break
+		}
+		m := pages[next].Messages[at[next]]
+		if total += m.Size; len(out.Messages) > 0 && total > broker.MaxPeekBytes {
+			more = true
+			break
+		}
+		m.Queue = queue
+		out.Messages = append(out.Messages, m)
+		at[next]++
+	}
+	for i := range pages {
+		more = more || at[i] < len(pages[i].Messages) || pages[i].Next != ""
+	}
+	if more && len(out.Messages) > 0 {
+		out.Next = out.Messages[len(out.Messages)-1].ID
+	}
+	return out
+}
+
+// keysShards is the fairness-key list of a sharded queue: the shards' pages merged in the list's
+// order, their totals and deliveries summed. A key whose messages sit in several shards (a
+// grouped or deduplicated queue's, or messages sent with an idempotency key) is listed once per
+// shard, each row with that shard's figures. after= pages by name only (sort=name): a key's row
+// differs from shard to shard, so the position of a key in the other orders is not the same in
+// every shard.
+func keysShards(api *adminAPI, b *broker.Broker, p *auth.Principal, r *http.Request, n uint32) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+		return nil, herr
+	}
+	limit, herr := pageLimit(r, "limit", service.DefaultKeyPage, service.MaxKeyPage)
+	if herr != nil {
+		return nil, herr
+	}
+	sort, herr := oneOf(r, "sort", "backlog", "deliveries", "name")
+	if herr != nil {
+		return nil, herr
+	}
+	if sort != "name" && r.URL.Query().Get("after") != "" {
+		return nil, refuse(http.StatusBadRequest, "after=: queue %q is sharded, and its key list pages by name only: ask with sort=name (or name a shard with ?shard=i)", queue)
+	}
+	out := keyPageJSON{Keys: []service.KeyRow{}}
+	pages := make([]keyPageJSON, n)
+	for i := range n {
+		if herr := api.onShard(r, i, nil, nil).decode(i, &pages[i]); herr != nil {
+			return nil, herr
+		}
+		out.Total += pages[i].Total
+		out.DeliveriesLastMinute += pages[i].DeliveriesLastMinute
+		out.Asleep = out.Asleep || pages[i].Asleep
+	}
+	at := make([]int, n)
+	for len(out.Keys) < limit {
+		next := -1
+		for i := range pages {
+			if at[i] < len(pages[i].Keys) && (next < 0 || keyBefore(sort, &pages[i].Keys[at[i]], &pages[next].Keys[at[next]])) {
+				next = i
+			}
+		}
+		if next < 0 {
+			break
+		}
+		out.Keys = append(out.Keys, pages[next].Keys[at[next]])
+		at[next]++
+	}
+	more := false
+	for i := range pages {
+		more = more || at[i] < len(pages[i].Keys) || pages[i].Next != nil
+	}
+	if more && len(out.Keys) > 0 {
+		out.Next = nextOf(out.Keys[len(out.Keys)-1].Key)
+	}
+	return out, nil
+}
+
+// keyBefore reports whether row a comes before row b in the key list sorted by sort (the
+// engine's order: the larger backlog or deliveries first, then by name).
+func keyBefore(sort string, a, b *service.KeyRow) bool {
+	switch sort {
+	case "backlog":
+		if a.Backlog != b.Backlog {
+			return a.Backlog > b.Backlog
+		}
+	case "deliveries":
+		if a.DeliveriesLastMinute != b.DeliveriesLastMinute {
+			return a.DeliveriesLastMinute > b.DeliveriesLastMinute
+		}
+	}
+	return a.Key < b.Key
+}
+
+// explainKeyShards explains a fairness key of a sharded queue: the key's shard does, when the queue
+// places messages by fairness key (broker.KeyShard); otherwise its messages may be in any shard,
+// and the request must name one (?shard=i).
+func explainKeyShards(api *adminAPI, b *broker.Broker, p *auth.Principal, r *http.Request, n uint32) (any, *httpError) {
+	queue := r.PathValue("queue")
+	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+		return nil, herr
+	}
+	key := r.PathValue("key")
+	i, ok := b.KeyShard(queue, key)
+	if !ok {
+		return nil, refuse(http.StatusBadRequest, "queue %q places its messages by ordering group or dedup identity, so fairness key %q may have messages in any of its %d shards: name one with ?shard=i (0 to %d)", queue, key, n, n-1)
+	}
+	return api.onShard(r, i, nil, nil), nil
+}
