@@ -18,7 +18,7 @@ import (
 // to count messages after `after` — in the shard the ID names, those after that message in its
 // enqueue order; in the others, those with a larger ID — and the first count of their merge are
 // the page, cut at broker.MaxPeekBytes of payload as a shard's page is. So a page reads at most
-// count messages from each shard.
+// count messages from each shard. Each message's queue is its shard's group (orders*2).
 func peekShards(api *adminAPI, b *broker.Broker, p *auth.Principal, r *http.Request, n uint32) (any, *httpError) {
 	queue := r.PathValue("queue")
 	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
@@ -67,7 +67,6 @@ func mergePages(queue string, pages []pageJSON, count int) pageJSON {
 			more = true
 			break
 		}
-		m.Queue = queue
 		out.Messages = append(out.Messages, m)
 		at[next]++
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/generated/shard"
-	"github.com/filamq/fila/server/internal/fibptest"
 	"github.com/filamq/fila/generated/wire"
+	"github.com/filamq/fila/server/internal/fibptest"
 )
 
 // The admin API's per-queue views of a sharded queue (4 shards on 3 nodes) answer for the whole
@@ -78,8 +78,8 @@ func TestTheAdminAPIActsOnAShardedQueueAsAWhole(t *testing.T) {
 	for _, n := range nodes {
 		var m messageJSON
 		nodeAPI(t, "", n, http.MethodGet, "/api/v1/queues/"+q+"/messages/"+victim, http.StatusOK, &m)
-		if m.ID != victim {
-			t.Fatalf("node %d answered message %s for %s", n.id, m.ID, victim)
+		if m.ID != victim || m.Queue != shardGroup(q, shardOf[victim]) {
+			t.Fatalf("node %d answered message %s of %s for %s, of shard %d", n.id, m.ID, m.Queue, victim, shardOf[victim])
 		}
 		nodeAPI(t, "", n, http.MethodGet, "/api/v1/queues/"+q+"/messages/"+victim+"/explain", http.StatusOK, nil)
 		var x struct {
@@ -91,6 +91,16 @@ func TestTheAdminAPIActsOnAShardedQueueAsAWhole(t *testing.T) {
 			t.Fatalf("node %d explains key k5 of %s as %+v, want a backlog of %d", n.id, q, x, per)
 		}
 	}
+	// A grouped queue's keys may sit in any shard: explaining one needs a shard named.
+	apiBody(t, nodes[0], http.MethodPost, "/api/v1/queues", `{"name": "grouped", "shards": 2, "ordering": "grouped", "ordering_key": "header:g"}`, http.StatusOK, nil)
+	nodeAPI(t, "", nodes[1], http.MethodGet, "/api/v1/queues/grouped/keys/k1/explain", http.StatusBadRequest, nil)
+	for deadline := time.Now().Add(time.Minute); apiStatus(t, nodes[1], "/api/v1/queues/grouped/keys/k1/explain?shard=1") != http.StatusOK; {
+		if time.Now().After(deadline) { // a safety net against a hang
+			t.Fatal("node 2 never explained key k1 of shard 1 of grouped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
 	nodeAPI(t, "", nodes[2], http.MethodDelete, "/api/v1/queues/"+q+"/messages/"+victim, http.StatusOK, nil)
 	nodeAPI(t, "", nodes[1], http.MethodGet, "/api/v1/queues/"+q+"/messages/"+victim, http.StatusNotFound, nil)
 	perShard[shardOf[victim]]--
@@ -254,4 +264,15 @@ func apiBody(t *testing.T, n *clusterProc, method, path, body string, status int
 			t.Fatalf("node %d: %s %s: %v in %s", n.id, method, path, err, b)
 		}
 	}
+}
+
+// apiStatus is the status node n answers a GET of path with.
+func apiStatus(t *testing.T, n *clusterProc, path string) int {
+	t.Helper()
+	res, err := http.Get("http://" + n.addrs.HTTP + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	return res.StatusCode
 }
