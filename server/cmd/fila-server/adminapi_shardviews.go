@@ -2,7 +2,9 @@ package main
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/filamq/fila/server/auth"
 	"github.com/filamq/fila/server/broker"
@@ -13,12 +15,16 @@ import (
 // its fairness keys, each shard's page asked for and the pages merged here, and a key's
 // explanation.
 
-// peekShards is a peek of a sharded queue: the shards' messages merged by message ID, ascending (a
-// UUIDv7: the time its shard's leader stored it, to the millisecond). Each shard is asked for up
-// to count messages after `after` — in the shard the ID names, those after that message in its
-// enqueue order; in the others, those with a larger ID — and the first count of their merge are
-// the page, cut at broker.MaxPeekBytes of payload as a shard's page is. So a page reads at most
-// count messages from each shard. Each message's queue is its shard's group (orders*2).
+// peekShards is a peek of a sharded queue: each shard's messages in its enqueue order, the
+// shards interleaved by message ID (a UUIDv7: the time its shard's leader stored it, to the
+// millisecond), so by ID while each shard's enqueue order is its ID order. Each shard is asked
+// for up to count messages after its cursor, and the first count of their merge are the page,
+// cut at broker.MaxPeekBytes of payload as a shard's page is: a page reads at most count messages
+// from each shard. The page's next is a cursor of one entry per shard, comma-separated (the last
+// ID shown from that shard, or the entry it had; empty: from its start), with which no message
+// is shown twice or skipped. A single ID as after= continues, in the shard it names, after that
+// message; in every other shard, from its first message with a larger ID. Each message's queue is
+// its shard's group (orders*2).
 func peekShards(api *adminAPI, b *broker.Broker, p *auth.Principal, r *http.Request, n uint32) (any, *httpError) {
 	queue := r.PathValue("queue")
 	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
@@ -32,23 +38,44 @@ func peekShards(api *adminAPI, b *broker.Broker, p *auth.Principal, r *http.Requ
 		}
 		count = c
 	}
-	if s := r.URL.Query().Get("after"); s != "" {
-		if _, herr := messageID(s); herr != nil {
-			return nil, herr
-		}
+	cursors, herr := peekCursors(r.URL.Query().Get("after"), n)
+	if herr != nil {
+		return nil, herr
 	}
 	pages := make([]pageJSON, n)
 	for i := range n {
-		if herr := api.onShard(r, i, nil, nil).decode(i, &pages[i]); herr != nil {
+		if herr := api.onShard(r, i, map[string]string{"after": cursors[i]}, nil).decode(i, &pages[i]); herr != nil {
 			return nil, herr
 		}
 	}
-	return mergePages(queue, pages, count), nil
+	return mergePages(queue, pages, cursors, count), nil
 }
 
-// mergePages merges the shards' pages by message ID into a page of up to count messages (and
-// at most broker.MaxPeekBytes of payload, its first message whole).
-func mergePages(queue string, pages []pageJSON, count int) pageJSON {
+// peekCursors are the shards' cursors of a sharded peek's after= (a single ID, or one entry per
+// shard, comma-separated).
+func peekCursors(after string, n uint32) ([]string, *httpError) {
+	cursors := make([]string, n)
+	if !strings.Contains(after, ",") {
+		for i := range cursors {
+			cursors[i] = after
+		}
+	} else if cursors = strings.Split(after, ","); len(cursors) != int(n) {
+		return nil, refuse(http.StatusBadRequest, "after=%q: a cursor of a queue of %d shards has %d comma-separated entries", after, n, n)
+	}
+	for _, c := range cursors {
+		if c == "" {
+			continue
+		}
+		if _, herr := messageID(c); herr != nil {
+			return nil, herr
+		}
+	}
+	return cursors, nil
+}
+
+// mergePages merges the shards' pages, asked after cursors, by message ID into a page of up to
+// count messages (and at most broker.MaxPeekBytes of payload, its first message whole).
+func mergePages(queue string, pages []pageJSON, cursors []string, count int) pageJSON {
 	out := pageJSON{Queue: queue, Messages: []messageJSON{}}
 	at := make([]int, len(pages))
 	more, total := false, 0
@@ -70,11 +97,15 @@ func mergePages(queue string, pages []pageJSON, count int) pageJSON {
 		out.Messages = append(out.Messages, m)
 		at[next]++
 	}
+	next := slices.Clone(cursors)
 	for i := range pages {
 		more = more || at[i] < len(pages[i].Messages) || pages[i].Next != ""
+		if at[i] > 0 {
+			next[i] = pages[i].Messages[at[i]-1].ID
+		}
 	}
 	if more && len(out.Messages) > 0 {
-		out.Next = out.Messages[len(out.Messages)-1].ID
+		out.Next = strings.Join(next, ",")
 	}
 	return out
 }

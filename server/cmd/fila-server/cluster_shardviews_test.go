@@ -115,6 +115,15 @@ func TestTheAdminAPIActsOnAShardedQueueAsAWhole(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// A dead-letter queue's shards hold their messages in the order they died, not by ID: paging
+	// through it still shows each once.
+	dead := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return id == victim })
+	for _, n := range nodes {
+		got := peekEvery(t, n, q+".dlq", 4)
+		if slices.Sort(got); !slices.Equal(got, dead) {
+			t.Fatalf("node %d: paging through %s.dlq (4 a page) gave %d messages %v, want each of %v once", n.id, q, len(got), got, dead)
+		}
+	}
 	var rr struct {
 		Redriven int `json:"redriven"`
 	}
