@@ -1,6 +1,8 @@
 package main
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"strconv"
@@ -110,12 +112,12 @@ func mergePages(queue string, pages []pageJSON, cursors []string, count int) pag
 	return out
 }
 
-// keysShards is the fairness-key list of a sharded queue: the shards' pages merged in the list's
+// keysShards is the fairness-key list of a sharded queue: the shards' lists merged in the list's
 // order, their totals and deliveries summed. A key whose messages sit in several shards (a
 // grouped or deduplicated queue's, or messages sent with an idempotency key) is listed once per
-// shard, each row with that shard's figures. after= pages by name only (sort=name): a key's row
-// differs from shard to shard, so the position of a key in the other orders is not the same in
-// every shard.
+// shard, each row with that shard's figures. The page's next is a cursor of the last key shown
+// from each shard (keyCursorPrefix, then their JSON array in unpadded base64url); after= takes it,
+// or with sort=name a key's name.
 func keysShards(api *adminAPI, b *broker.Broker, p *auth.Principal, r *http.Request, n uint32) (any, *httpError) {
 	queue := r.PathValue("queue")
 	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
@@ -129,13 +131,14 @@ func keysShards(api *adminAPI, b *broker.Broker, p *auth.Principal, r *http.Requ
 	if herr != nil {
 		return nil, herr
 	}
-	if sort != "name" && r.URL.Query().Get("after") != "" {
-		return nil, refuse(http.StatusBadRequest, "after=: queue %q is sharded, and its key list pages by name only: ask with sort=name (or name a shard with ?shard=i)", queue)
+	cursors, herr := keyCursors(queue, r.URL.Query().Get("after"), sort, n)
+	if herr != nil {
+		return nil, herr
 	}
 	out := keyPageJSON{Keys: []service.KeyRow{}}
 	pages := make([]keyPageJSON, n)
 	for i := range n {
-		if herr := api.onShard(r, i, nil, nil).decode(i, &pages[i]); herr != nil {
+		if herr := api.onShard(r, i, map[string]string{"after": cursors[i]}, nil).decode(i, &pages[i]); herr != nil {
 			return nil, herr
 		}
 		out.Total += pages[i].Total
@@ -159,11 +162,38 @@ func keysShards(api *adminAPI, b *broker.Broker, p *auth.Principal, r *http.Requ
 	more := false
 	for i := range pages {
 		more = more || at[i] < len(pages[i].Keys) || pages[i].Next != nil
+		if at[i] > 0 {
+			cursors[i] = pages[i].Keys[at[i]-1].Key
+		}
 	}
 	if more && len(out.Keys) > 0 {
-		out.Next = nextOf(out.Keys[len(out.Keys)-1].Key)
+		raw, _ := json.Marshal(cursors)
+		out.Next = nextOf(keyCursorPrefix + base64.RawURLEncoding.EncodeToString(raw))
 	}
 	return out, nil
+}
+
+// keyCursorPrefix begins the next of a sharded queue's key list.
+const keyCursorPrefix = "shards:"
+
+// keyCursors are the shards' cursors of a sharded key list's after= (a next, or with sort=name a
+// key's name).
+func keyCursors(queue, after, sort string, n uint32) ([]string, *httpError) {
+	cursors := make([]string, n)
+	if rest, ok := strings.CutPrefix(after, keyCursorPrefix); ok {
+		raw, err := base64.RawURLEncoding.DecodeString(rest)
+		if err != nil || json.Unmarshal(raw, &cursors) != nil || len(cursors) != int(n) {
+			return nil, refuse(http.StatusBadRequest, "after=%q is not the next of a page of queue %q's keys", after, queue)
+		}
+		return cursors, nil
+	}
+	if after != "" && sort != "name" {
+		return nil, refuse(http.StatusBadRequest, "after=%q: queue %q is sharded, and a key's place in its key list by %s differs from shard to shard: pass the next of the previous page, or sort=name", after, queue, sort)
+	}
+	for i := range cursors {
+		cursors[i] = after
+	}
+	return cursors, nil
 }
 
 // keyBefore reports whether row a comes before row b in the key list sorted by sort (the

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -50,8 +51,11 @@ func TestTheAdminAPIActsOnAShardedQueueAsAWhole(t *testing.T) {
 		if got := peekEvery(t, n, q, 5); !slices.Equal(got, ids) {
 			t.Fatalf("node %d: paging through %s (5 a page) gave %d messages %v, want every one by ID: %v", n.id, q, len(got), got, ids)
 		}
-		if got := keyNames(t, n, q); len(got) != nkeys {
-			t.Fatalf("node %d lists %d fairness keys of %s (%v), want %d", n.id, len(got), q, got, nkeys)
+		for _, sort := range []string{"name", "backlog"} {
+			got := keyNames(t, n, q, sort)
+			if slices.Sort(got); len(slices.Compact(got)) != nkeys {
+				t.Fatalf("node %d lists fairness keys %v of %s by %s, want %d keys once each", n.id, got, q, sort, nkeys)
+			}
 		}
 		var keys keyPageJSON
 		nodeAPI(t, "", n, http.MethodGet, "/api/v1/queues/"+q+"/keys", http.StatusOK, &keys)
@@ -171,14 +175,14 @@ func peekEvery(t *testing.T, n *clusterProc, queue string, count int) []string {
 	return nil
 }
 
-// keyNames pages through queue's fairness keys on node n by name, 5 a page.
-func keyNames(t *testing.T, n *clusterProc, queue string) []string {
+// keyNames pages through queue's fairness keys on node n in sort's order, 5 a page.
+func keyNames(t *testing.T, n *clusterProc, queue, sort string) []string {
 	t.Helper()
 	var out []string
 	after := ""
 	for range 1000 {
 		var page keyPageJSON
-		nodeAPI(t, "", n, http.MethodGet, "/api/v1/queues/"+queue+"/keys?sort=name&limit=5&after="+after, http.StatusOK, &page)
+		nodeAPI(t, "", n, http.MethodGet, "/api/v1/queues/"+queue+"/keys?limit=5&sort="+sort+"&after="+url.QueryEscape(after), http.StatusOK, &page)
 		for _, k := range page.Keys {
 			out = append(out, k.Key)
 		}
