@@ -24,7 +24,9 @@ func TestAShardedQueuesViewsOnOneNodeWithKeys(t *testing.T) {
 	p := startServerEnv(t, bin, serverEnv("FILA_BOOTSTRAP_API_KEY="+testBootstrapKey), nil, args...)
 	base, boot := "http://"+p.addrs.HTTP, testBootstrapKey
 	send := func(method, path, key, body string) (int, string) {
-		return apiCall(t, method, base+path, key, func(r *http.Request) { r.Body, r.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body)) })
+		return apiCall(t, method, base+path, key, func(r *http.Request) {
+			r.Body, r.ContentLength = io.NopCloser(strings.NewReader(body)), int64(len(body))
+		})
 	}
 	if status, body := send(http.MethodPost, "/api/v1/queues", boot, `{"name": "wide", "shards": 4}`); status != http.StatusOK {
 		t.Fatalf("creating a sharded queue: %d %s", status, body)
