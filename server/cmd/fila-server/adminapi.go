@@ -58,7 +58,11 @@ func (api *adminAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type handler func(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError)
 
 // handle authenticates the caller and answers what h does as JSON.
-func (api *adminAPI) handle(h handler) http.HandlerFunc {
+func (api *adminAPI) handle(h handler) http.HandlerFunc { return api.handleQueue(h, nil) }
+
+// handleQueue is handle for a per-queue view that all answers for a sharded queue as a whole
+// (adminapi_shards.go): a request naming a sharded queue, without ?shard=, is all's.
+func (api *adminAPI) handleQueue(h handler, all whole) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		b := api.b.Load()
 		if b == nil {
@@ -67,11 +71,20 @@ func (api *adminAPI) handle(h handler) http.HandlerFunc {
 		}
 		p, herr := apiCaller(b, r)
 		if herr == nil {
-			if api.elsewhere(b, w, r) {
-				return
-			}
 			var res any
-			if res, herr = h(b, p, r); herr == nil {
+			switch n := wholeShards(b, r); {
+			case all != nil && n > 1:
+				res, herr = all(api, b, p, r, n)
+			case api.elsewhere(b, w, r):
+				return
+			default:
+				res, herr = h(b, p, r)
+			}
+			if herr == nil {
+				if raw, ok := res.(rawAnswer); ok {
+					writeRaw(w, raw)
+					return
+				}
 				writeAPIJSON(w, res)
 				return
 			}

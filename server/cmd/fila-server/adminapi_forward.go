@@ -18,7 +18,8 @@ import (
 // explanations live in the state of the node that leads its group: a follower's replica holds
 // the group's log only. A request under /api/v1/queues/{queue}/ that this node cannot answer from
 // its own state is therefore handed to the queue's leader over the node link (ForwardHTTP) with
-// the headers the API reads, served there as if the client had sent it there — authenticated
+// the headers the API reads (a request about shard i of a sharded queue, ?shard=i, to the leader
+// of the shard's group), served there as if the client had sent it there — authenticated
 // again, with the same key — and its answer is this node's. A forwarded request is never
 // forwarded again (the leadership may have moved meanwhile: the receiver then answers from its own
 // state). A forward that fails is answered from this node's state for a read, and 503 for a
@@ -55,7 +56,11 @@ func (api *adminAPI) elsewhere(b *broker.Broker, w http.ResponseWriter, r *http.
 	if queue == "" || api.link == nil || r.Context().Value(forwardedKey{}) != nil {
 		return false
 	}
-	routes, ok, e := b.QueueRoutes([]string{queue})
+	group, herr := groupOf(b, queue, r) // a shard's group, for ?shard=i
+	if herr != nil {
+		return false // the handler refuses it
+	}
+	routes, ok, e := b.QueueRoutes([]string{group})
 	if !ok || e != nil || len(routes) != 1 || routes[0].LeaderNodeID == 0 || routes[0].LeaderNodeID == api.link.self {
 		return false
 	}

@@ -27,6 +27,8 @@ import (
 //
 // Reading needs the admin or consume permission on the queue (a dead-letter queue is named
 // <queue>.dlq, as in the ACL), deleting and purging admin; see apiCaller for who may ask at all.
+// Each takes ?shard=i to act on shard i of a sharded queue alone; without it, a sharded queue is
+// answered as a whole (adminapi_shards.go).
 
 // queuesPath is the prefix of the API's queue paths.
 const queuesPath = "/api/v1/queues/"
@@ -36,10 +38,10 @@ const previewBytes = 256
 
 // messageRoutes adds the messages' endpoints to api.
 func (api *adminAPI) messageRoutes() {
-	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages", api.handle(peek))
-	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages/{id}", api.handle(getMessage))
-	api.mux.HandleFunc("DELETE "+queuesPath+"{queue}/messages/{id}", api.handle(deleteMessage))
-	api.mux.HandleFunc("POST "+queuesPath+"{queue}/purge", untimedFunc(api.handle(purge)))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages", api.handleQueue(peek, peekShards))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages/{id}", api.handleQueue(getMessage, oneMessage))
+	api.mux.HandleFunc("DELETE "+queuesPath+"{queue}/messages/{id}", api.handleQueue(deleteMessage, oneMessage))
+	api.mux.HandleFunc("POST "+queuesPath+"{queue}/purge", untimedFunc(api.handleQueue(purge, purgeShards)))
 }
 
 // untimedFunc lifts the listener's write timeout, which is for clients that stall, from h: a
@@ -101,8 +103,8 @@ type pageJSON struct {
 }
 
 func peek(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
-	queue := r.PathValue("queue")
-	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+	queue, group, herr := target(b, p, r, auth.Admin, auth.Consume)
+	if herr != nil {
 		return nil, herr
 	}
 	count := broker.DefaultPeekCount
@@ -121,7 +123,7 @@ func peek(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError
 		}
 		after = &id
 	}
-	page, e := b.Peek(queue, after, count)
+	page, e := b.Peek(group, after, count)
 	if e != nil {
 		return nil, brokerRefusal(e)
 	}
@@ -136,11 +138,11 @@ func peek(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError
 }
 
 func getMessage(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
-	queue, id, herr := readableMessage(p, r)
+	_, group, id, herr := readableMessage(b, p, r)
 	if herr != nil {
 		return nil, herr
 	}
-	m, e := b.Message(queue, id)
+	m, e := b.Message(group, id)
 	if e != nil {
 		return nil, brokerRefusal(e)
 	}
@@ -148,48 +150,49 @@ func getMessage(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *htt
 }
 
 func deleteMessage(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
-	queue := r.PathValue("queue")
-	if herr := permitted(p, queue, auth.Admin); herr != nil {
+	queue, group, herr := target(b, p, r, auth.Admin)
+	if herr != nil {
 		return nil, herr
 	}
 	id, herr := messageID(r.PathValue("id"))
 	if herr != nil {
 		return nil, herr
 	}
-	if e := b.DeleteMessage(queue, id); e != nil {
+	if e := b.DeleteMessage(group, id); e != nil {
 		return nil, brokerRefusal(e)
 	}
 	return map[string]string{"queue": queue, "deleted": wire.UUID(id).String()}, nil
 }
 
 func purge(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
-	queue := r.PathValue("queue")
-	if herr := permitted(p, queue, auth.Admin); herr != nil {
+	queue, group, herr := target(b, p, r, auth.Admin)
+	if herr != nil {
 		return nil, herr
 	}
 	// A form a page may post cross-site without asking has another content type.
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt != "application/json" {
 		return nil, refuse(http.StatusUnsupportedMediaType, "send Content-Type: application/json")
 	}
-	n, e := b.Purge(queue)
+	n, e := b.Purge(group)
 	if e != nil {
 		return nil, brokerRefusal(e)
 	}
 	return map[string]any{"queue": queue, "purged": n}, nil
 }
 
-// messageID parses a message ID from a path or query.
-// readableMessage is the queue and message ID a request names, once the caller may read the
-// queue's messages (admin or consume on it, as FIBP would let it consume them).
-func readableMessage(p *auth.Principal, r *http.Request) (string, engine.MsgID, *httpError) {
-	queue := r.PathValue("queue")
-	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
-		return "", engine.MsgID{}, herr
+// readableMessage is the queue, the group it acts on and the message ID a request names, once
+// the caller may read the queue's messages (admin or consume on it, as FIBP would let it consume
+// them).
+func readableMessage(b *broker.Broker, p *auth.Principal, r *http.Request) (string, string, engine.MsgID, *httpError) {
+	queue, group, herr := target(b, p, r, auth.Admin, auth.Consume)
+	if herr != nil {
+		return "", "", engine.MsgID{}, herr
 	}
 	id, herr := messageID(r.PathValue("id"))
-	return queue, id, herr
+	return queue, group, id, herr
 }
 
+// messageID parses a message ID from a path or query.
 func messageID(s string) (engine.MsgID, *httpError) {
 	u, err := wire.ParseUUID(s)
 	if err != nil {

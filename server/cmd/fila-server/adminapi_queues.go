@@ -19,14 +19,16 @@ import (
 //	GET /api/v1/queues/{queue}/messages/{id}/explain                      why a message waits
 //
 // The list shows the queues the caller holds any permission on (as FIBP's ListQueues); the
-// others need admin or consume on the queue, as reading its messages does.
+// others need admin or consume on the queue, as reading its messages does. The keys, explain
+// views take ?shard=i (shard i of a sharded queue alone); without it a sharded queue is answered
+// as a whole (adminapi_shards.go, adminapi_shardviews.go).
 
 func (api *adminAPI) queueRoutes() {
 	api.mux.HandleFunc("GET "+apiPath+"queues", api.handle(listQueues))
 	api.mux.HandleFunc("GET "+queuesPath+"{queue}", api.handle(getQueue))
-	api.mux.HandleFunc("GET "+queuesPath+"{queue}/keys", api.handle(fairnessKeys))
-	api.mux.HandleFunc("GET "+queuesPath+"{queue}/keys/{key}/explain", api.handle(explainKey))
-	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages/{id}/explain", api.handle(explainMessage))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/keys", api.handleQueue(fairnessKeys, keysShards))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/keys/{key}/explain", api.handleQueue(explainKey, explainKeyShards))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages/{id}/explain", api.handleQueue(explainMessage, oneMessage))
 	api.redriveRoutes()
 	api.createRoutes()
 }
@@ -83,38 +85,40 @@ func getQueue(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpE
 }
 
 func fairnessKeys(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
-	queue := r.PathValue("queue")
-	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+	_, group, herr := target(b, p, r, auth.Admin, auth.Consume)
+	if herr != nil {
 		return nil, herr
 	}
 	q := r.URL.Query()
 	o := service.KeyListOptions{Search: q.Get("search"), After: q.Get("after")}
-	var herr *httpError
 	if o.Limit, herr = pageLimit(r, "limit", service.DefaultKeyPage, service.MaxKeyPage); herr != nil {
 		return nil, herr
 	}
 	if o.Sort, herr = oneOf(r, "sort", "backlog", "deliveries", "name"); herr != nil {
 		return nil, herr
 	}
-	page, e := b.FairnessKeys(queue, o)
+	page, e := b.FairnessKeys(group, o)
 	if e != nil {
 		return nil, brokerRefusal(e)
 	}
-	return struct {
-		Keys                 []service.KeyRow `json:"keys"`
-		Next                 *string          `json:"next"`
-		Total                int              `json:"total"`
-		DeliveriesLastMinute uint64           `json:"deliveries_last_minute"`
-		Asleep               bool             `json:"asleep,omitempty"`
-	}{page.Keys, nextOf(page.Next), page.Total, page.DeliveriesLastMinute, page.Asleep}, nil
+	return keyPageJSON{page.Keys, nextOf(page.Next), page.Total, page.DeliveriesLastMinute, page.Asleep}, nil
+}
+
+// keyPageJSON is a page of a queue's fairness keys.
+type keyPageJSON struct {
+	Keys                 []service.KeyRow `json:"keys"`
+	Next                 *string          `json:"next"`
+	Total                int              `json:"total"`
+	DeliveriesLastMinute uint64           `json:"deliveries_last_minute"`
+	Asleep               bool             `json:"asleep,omitempty"`
 }
 
 func explainKey(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
-	queue := r.PathValue("queue")
-	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
+	_, group, herr := target(b, p, r, auth.Admin, auth.Consume)
+	if herr != nil {
 		return nil, herr
 	}
-	x, e := b.ExplainKey(queue, r.PathValue("key"))
+	x, e := b.ExplainKey(group, r.PathValue("key"))
 	if e != nil {
 		return nil, brokerRefusal(e)
 	}
@@ -122,11 +126,11 @@ func explainKey(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *htt
 }
 
 func explainMessage(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
-	queue, id, herr := readableMessage(p, r)
+	_, group, id, herr := readableMessage(b, p, r)
 	if herr != nil {
 		return nil, herr
 	}
-	x, e := b.Explain(queue, service.MessageID(id))
+	x, e := b.Explain(group, service.MessageID(id))
 	if e != nil {
 		return nil, brokerRefusal(e)
 	}

@@ -13,10 +13,11 @@ import (
 //
 // moves up to count (0 or absent: all) dead-lettered messages of the queue's dead-letter queue
 // back to the queue, as FIBP's Redrive does; {queue} names the queue or its dead-letter queue.
-// It needs admin on the dead-letter queue's name, as Redrive does.
+// It needs admin on the dead-letter queue's name, as Redrive does. A sharded queue's is redriven
+// shard by shard, up to count in all (redriveShards); ?shard=i redrives shard i's alone.
 
 func (api *adminAPI) redriveRoutes() {
-	api.mux.HandleFunc("POST "+queuesPath+"{queue}/redrive", untimedFunc(api.handle(redrive)))
+	api.mux.HandleFunc("POST "+queuesPath+"{queue}/redrive", untimedFunc(api.handleQueue(redrive, redriveShards)))
 }
 
 // redriveRequest is a redrive's body; Reclassify is 0 (all), 1 (unclassified only) or 2 (none),
@@ -34,6 +35,10 @@ func redrive(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpEr
 	if herr := permitted(p, dlq, auth.Admin); herr != nil {
 		return nil, herr
 	}
+	group, herr := groupOf(b, dlq, r)
+	if herr != nil {
+		return nil, herr
+	}
 	var req redriveRequest
 	if herr := readJSON(r, &req); herr != nil {
 		return nil, herr
@@ -42,7 +47,7 @@ func redrive(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpEr
 	if herr != nil {
 		return nil, herr
 	}
-	res, e := b.Redrive(dlq, req.Count, rc)
+	res, e := b.Redrive(group, req.Count, rc)
 	if e != nil {
 		return nil, brokerRefusal(e)
 	}
