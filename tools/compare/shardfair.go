@@ -1,14 +1,15 @@
 package main
 
 import (
-	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/filamq/fila/client/fila"
 	"github.com/filamq/fila/generated/fibp"
@@ -79,11 +80,14 @@ func filaShardFairness(ctx context.Context, e *env, p *peer) ([]float64, error) 
 	fmt.Fprintf(os.Stderr, "   fila: %s: %s\n", queue, describeLeaders(leaders))
 	per := min(e.o.prefill, fairBacklog) / int64(len(fairWeights))
 	per -= per % batchSize
+	var wg sync.WaitGroup
+	errs := make([]error, len(fairWeights))
 	for k, w := range fairWeights {
-		at := leaders[fairKeyShard(k)]
-		if err := fairBacklogOf(at, queue, k, w, int(per)); err != nil {
-			return nil, err
-		}
+		wg.Go(func() { errs[k] = fairBacklogOf(ctx, leaders[fairKeyShard(k)], queue, k, w, int(per)) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	take := per * int64(len(fairWeights)) / 2
 	take -= take % 15
@@ -105,44 +109,50 @@ func filaShardFairness(ctx context.Context, e *env, p *peer) ([]float64, error) 
 }
 
 // fairBacklogOf enqueues n messages of key k (weight w) to queue through addr, the leader of the
-// key's shard, in frames of batchSize, batchWindow at a time.
-func fairBacklogOf(addr, queue string, k, w, n int) error {
+// key's shard, in frames of batchSize, each answered before the next. Messages refused while the
+// shard's group settles after its creation (NodeNotReady, NotLeader) are sent again, so that the
+// key's backlog is exactly n.
+func fairBacklogOf(ctx context.Context, addr, queue string, k, w, n int) error {
 	conn, err := fibpconn.Dial(addr)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	req := &fibp.Enqueue{Messages: make([]fibp.EnqueueMessage, batchSize)}
-	for i := range req.Messages {
-		req.Messages[i] = fibp.EnqueueMessage{Queue: queue, Payload: make([]byte, 64),
-			FairnessKey: wire.Some(fmt.Sprint("k", k)), Weight: wire.Some(uint32(w))}
-	}
-	sem := make(chan struct{}, batchWindow)
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for sent := 0; sent < n; sent += batchSize {
-		sem <- struct{}{}
-		wg.Add(1)
-		conn.Go(req, func(f fibp.Frame, err error) {
-			defer func() { <-sem; wg.Done() }()
-			if err == nil {
-				for _, r := range f.(*fibp.EnqueueResult).Results {
-					if r.ErrorCode != fibp.CodeOk {
-						err = fmt.Errorf("backlog of k%d on %s: %v", k, addr, r.ErrorCode)
-						break
-					}
-				}
+	msg := fibp.EnqueueMessage{Queue: queue, Payload: make([]byte, 64),
+		FairnessKey: wire.Some(fmt.Sprint("k", k)), Weight: wire.Some(uint32(w))}
+	for tries, left := 0, n; left > 0; {
+		req := &fibp.Enqueue{Messages: make([]fibp.EnqueueMessage, min(left, batchSize))}
+		for i := range req.Messages {
+			req.Messages[i] = msg
+		}
+		f, err := conn.Call(req)
+		if err != nil {
+			return fmt.Errorf("backlog of k%d on %s: %w", k, addr, err)
+		}
+		refused := fibp.CodeOk
+		for _, r := range f.(*fibp.EnqueueResult).Results {
+			switch r.ErrorCode {
+			case fibp.CodeOk:
+				left--
+			case fibp.CodeNodeNotReady, fibp.CodeNotLeader:
+				refused = r.ErrorCode
+			default:
+				return fmt.Errorf("backlog of k%d on %s: %v", k, addr, r.ErrorCode)
 			}
-			if err != nil {
-				mu.Lock()
-				first = cmp.Or(first, err)
-				mu.Unlock()
-			}
-		})
+		}
+		if refused == fibp.CodeOk {
+			continue
+		}
+		if tries++; tries > 500 {
+			return fmt.Errorf("backlog of k%d on %s: still %v after %d tries", k, addr, refused, tries)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(probeWait):
+		}
 	}
-	wg.Wait()
-	return first
+	return nil
 }
 
 // fairConsume takes the first take deliveries of queue through a ClusterConsumer and counts them

@@ -101,23 +101,46 @@ func (e *env) shardedLifecycle(ctx context.Context, c *cluster, queue string, n 
 		return 0, err
 	}
 
+	// Leaders may move while the shards are filled on a busy machine: the routes are asked again,
+	// and the load started again, while a subscription is refused.
 	var loads []*filaLoad
 	defer func() { stopLoads(loads) }()
-	for addr, shards := range byNode {
-		l := newFilaLoad(addr, queue, 1024)
-		loads = append(loads, l)
-		if err := l.consume(lifecycleConsumers); err != nil {
-			return 0, fmt.Errorf("consume on %s (leader of shards %v): %w", addr, shards, err)
+	for try := 1; ; try++ {
+		if loads, err = startShardLoads(byNode, keys, queue); err == nil {
+			break
 		}
-	}
-	for _, l := range loads {
-		if err := l.produceKeys(lifecycleProducers, nodeKeys(keys, byNode[l.addr])); err != nil {
+		stopLoads(loads)
+		loads = nil
+		if try == 5 {
 			return 0, err
 		}
+		fmt.Fprintf(os.Stderr, "   fila: subscribing again: %v\n", err)
+		if leaders, err = shardLeaders(ctx, c, queue, n); err != nil {
+			return 0, err
+		}
+		byNode = shardsByNode(leaders)
 	}
 	return e.measureRate(ctx, fmt.Sprintf("fila lifecycle of %d shards", n), func() int64 {
 		return sumLoads(loads, func(l *filaLoad) int64 { return l.acked.Load() })
 	})
+}
+
+// startShardLoads starts, on every node that leads shards, its consumers and then its producers.
+func startShardLoads(byNode map[string][]int, keys [][]string, queue string) ([]*filaLoad, error) {
+	var loads []*filaLoad
+	for addr, shards := range byNode {
+		l := newFilaLoad(addr, queue, 1024)
+		loads = append(loads, l)
+		if err := l.consume(lifecycleConsumers); err != nil {
+			return loads, fmt.Errorf("consume on %s (leader of shards %v): %w", addr, shards, err)
+		}
+	}
+	for _, l := range loads {
+		if err := l.produceKeys(lifecycleProducers, nodeKeys(keys, byNode[l.addr])); err != nil {
+			return loads, err
+		}
+	}
+	return loads, nil
 }
 
 func sumLoads(ls []*filaLoad, v func(*filaLoad) int64) int64 {
