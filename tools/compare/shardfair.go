@@ -102,6 +102,9 @@ func filaShardFairness(ctx context.Context, e *env, p *peer) ([]float64, error) 
 		dev := 100 * math.Abs(float64(counts[k])-want) / want
 		fmt.Fprintf(os.Stderr, "   fila: key k%d (weight %d, shard %d): %d deliveries, expected %.1f (%.2f%% off)\n",
 			k, w, fairKeyShard(k), counts[k], want, dev)
+		if counts[k] >= per {
+			fmt.Fprintf(os.Stderr, "   fila: key k%d's backlog of %d ran out before the %d deliveries were taken: its share was capped\n", k, per, take)
+		}
 		worst = max(worst, dev)
 		out = append(out, float64(counts[k]))
 	}
