@@ -37,6 +37,7 @@ type node struct {
 	args []string // …
 	log  string   // its log file (each start appends a numbered one)
 	prof string   // fila with -profile: its pprof base URL
+	http string   // fila with -profile or a workload's adminHTTP: its HTTP base URL (admin API, pprof)
 	proc *proc
 	runs int // starts so far
 }
@@ -112,8 +113,8 @@ func freeAddrs(n int) ([]string, error) {
 
 // startFilaCluster founds a three-node fila cluster on loopback with fila-server's defaults
 // (fsync on, three replicas per queue) and flags, and returns it as a peer whose addr is the
-// first node's.
-func (e *env) startFilaCluster(ctx context.Context, flags ...string) (*peer, error) {
+// first node's. With adminHTTP (or -profile) every node serves HTTP (node.http).
+func (e *env) startFilaCluster(ctx context.Context, adminHTTP bool, flags ...string) (*peer, error) {
 	dir, err := e.peerDir("fila-cluster")
 	if err != nil {
 		return nil, err
@@ -140,12 +141,15 @@ func (e *env) startFilaCluster(ctx context.Context, flags ...string) (*peer, err
 	for i := range clusterSize {
 		n := &node{name: fmt.Sprint(i + 1), addr: listen[i], bin: e.filaBin, log: filepath.Join(dir, fmt.Sprintf("node%d.log", i+1))}
 		httpArgs := []string{"--http-listen", ""}
-		if e.o.profile {
+		if e.o.profile || adminHTTP {
 			httpAddr, err := loopback.FreeAddr()
 			if err != nil {
 				return nil, err
 			}
-			httpArgs, n.prof = []string{"--pprof", "--http-listen", httpAddr}, "http://"+httpAddr
+			httpArgs, n.http = []string{"--http-listen", httpAddr}, "http://"+httpAddr
+			if e.o.profile {
+				httpArgs, n.prof = append(httpArgs, "--pprof"), n.http
+			}
 		}
 		n.args = append(append([]string{"--data-dir", filepath.Join(dir, fmt.Sprintf("node%d", i+1)), "--listen", listen[i],
 			"--log-level", "warn", "--node-id", n.name, "--cluster-listen", link[i],

@@ -129,7 +129,7 @@ func plain(v float64, unit string) string {
 	switch unit {
 	case "us":
 		prec = 1
-	case cpuUnit:
+	case cpuUnit, fairDevUnit:
 		prec = 2
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64)
@@ -202,11 +202,11 @@ func percentile(samples []time.Duration, p float64) time.Duration {
 func micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // summaryLines are the machine-readable lines that set figures of the run against each other
-// (SCALE, FORWARD, DURABILITY, HINTS, QUEUES, ROLLING, THROTTLE), each present when its figures were
-// measured: printed after the floors and written to compare.txt.
+// (SCALE, FORWARD, DURABILITY, HINTS, QUEUES, ROLLING, THROTTLE, SHARDS, FAIRNESS), each present
+// when its figures were measured: printed after the floors and written to compare.txt.
 func summaryLines(figs []figure) []string {
 	var out []string
-	for _, lines := range [](func([]figure) []string){scaleLines, forwardLines, durabilityLines, hintsLines, queuesLines, rollingLines, throttleLines} {
+	for _, lines := range [](func([]figure) []string){scaleLines, forwardLines, durabilityLines, hintsLines, queuesLines, rollingLines, throttleLines, shardsLines, fairLines} {
 		out = append(out, lines(figs)...)
 	}
 	return out

@@ -19,6 +19,7 @@ type workload struct {
 	mode      natsMode // the nats-server configuration
 	rift      bool     // Fila's side speaks Rift over QUIC rather than FIBP
 	cluster   bool     // three nodes of each broker on loopback (cluster.go) rather than one
+	adminHTTP bool     // Fila's cluster nodes serve the admin HTTP API (node.http)
 	filaFlags []string // fila-server flags beyond its defaults
 	optIn     bool     // left out of the default run (no -only): runs only when -only selects it
 	figures   []figure // names, units and directions; values filled in by run
@@ -82,6 +83,10 @@ var workloads = []workload{
 		mode: jsSyncAlways, cluster: true, figures: rollingFigures(), fila: filaRolling, nats: notMeasured(5)},
 	{name: "cluster_throttle", doc: "3 nodes, R3: a saturated throttle of 200 per 1000 ms shared by subscribers of three queues, their leaders on one node, then on three (the throttle's owner lends tokens to the other two); delivered msg/s, against N/W in the THROTTLE line (no NATS counterpart)",
 		mode: jsSyncAlways, cluster: true, figures: throttleFigures(), fila: filaThrottled, nats: notMeasured(2)},
+	{name: "cluster_shards", doc: "3 nodes, R3: the lifecycle (1 KB, fsync) of one queue of 1, 2 and 4 shards, every node that leads shards getting cluster_lifecycle_1kb_4c's producers (routed by shard) and consumers; the SHARDS line sets 2 and 4 shards against 1 (no NATS counterpart)",
+		mode: jsSyncAlways, cluster: true, adminHTTP: true, figures: shardsFigures(), fila: filaShardsLifecycle, nats: notMeasured(3)},
+	{name: fairName, doc: "3 nodes, R3: a 4-shard queue, five fairness keys of weights 1:2:3:4:5, a backlog and then half of it taken by the SDK's ClusterConsumer; each key's deliveries against weight/15 in the FAIRNESS line (no NATS counterpart)",
+		mode: jsSyncAlways, cluster: true, adminHTTP: true, figures: fairFigures(), fila: filaShardFairness, nats: notMeasured(len(fairWeights) + 1)},
 	{name: "cluster_roundtrip_1kb_fsync", doc: "3 nodes, R3: durable round trip on the leader, one message at a time, fsync on both",
 		mode: jsSyncAlways, cluster: true, figures: latency("cluster_roundtrip_p50_1kb_fsync", "cluster_roundtrip_p99_1kb_fsync"),
 		fila: filaRoundTrip, nats: jsRoundTrip},
@@ -147,7 +152,7 @@ func (e *env) runFila(ctx context.Context, w workload, figs []figure) error {
 	flags := append(slices.Clone(w.filaFlags), strings.Fields(e.o.filaArgs)...)
 	vals, err := e.runSide(ctx, "fila", w, w.fila, func(ctx context.Context) (*peer, error) {
 		if w.cluster {
-			return e.startFilaCluster(ctx, flags...)
+			return e.startFilaCluster(ctx, w.adminHTTP, flags...)
 		}
 		return e.startFila(ctx, w.rift, flags...)
 	})
