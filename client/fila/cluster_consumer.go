@@ -2,6 +2,7 @@ package fila
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -42,7 +43,11 @@ func (c *Cluster) Consume(ctx context.Context, queue string, opts ConsumeOptions
 	s := &ClusterConsumer{c: c, queue: queue, opts: opts, out: make(chan *Delivery), done: make(chan struct{})}
 	s.ctx, s.stop = context.WithCancel(c.life)
 	if addrs, err := c.shardLeaders(ctx, queue); err == nil && addrs != nil { // a sharded queue: cluster_shards.go
-		if err := s.consumeShards(ctx, addrs); err != nil {
+		err := s.consumeFair(ctx) // cluster_shardfair.go
+		if errors.Is(err, errFairRefused) {
+			err = s.consumeShards(ctx, addrs)
+		}
+		if err != nil {
 			s.stop()
 			return nil, err
 		}
