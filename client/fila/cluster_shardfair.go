@@ -19,19 +19,23 @@ import (
 // shard's weight being the sum of the weights of its backlogged fairness keys (keys with
 // pending messages in its GetStats, read from its leader every fairRefresh). A shard whose turn
 // it is is waited for (it is backlogged, and its own credit does not depend on the others'), up
-// to fairWait: a shard that delivers nothing for that long counts as drained until the next
-// refresh. Shards of weight 0 (drained, or not known yet) are served when no weighted shard is.
+// to fairWait: a shard that delivers nothing for that long (throttled, delayed, or drained since
+// the last refresh) is dry, out of the turns until it delivers again. Shards of weight 0
+// (drained, or not read yet) and dry ones are served, outside the turns, whenever they have a
+// delivery at hand.
 //
-// So among any n deliveries Next returns while every shard is backlogged and none was skipped,
-// shard i has W_i/W·n of them within one, and within the shard DRR gives key k w_k/W_i of the
-// shard's within w_k: key k's count is w_k/W·n within 2·w_k.
+// So among any n deliveries Next returns while every shard is backlogged and none went dry,
+// shard i has W_i/W·n of them within one (the smooth round robin's lag), and within the shard
+// DRR gives key k w_k/W_i of the shard's within w_k: key k's count is w_k/W·n within 2·w_k.
+// Shard 0's group bears the queue's name, so it is consumed as "orders*0" (broker/shardsub.go)
+// and its weight is the queue's GetStats (every shard's keys) less the other shards'.
 //
 // A key that may not Consume or GetStats a shard's group (an ACL naming the queue only) gets
 // the unweighted subscription per node (cluster_shards.go).
 
 const (
 	fairRefresh = 300 * time.Millisecond // how often the shards' backlogged weights are read
-	fairWait    = time.Second            // how long a backlogged shard's turn is waited for
+	fairWait    = 250 * time.Millisecond // how long a backlogged shard's turn is waited for
 	fairPoll    = 20 * time.Millisecond  // how long an unweighted shard is waited for at a time
 )
 
@@ -40,6 +44,7 @@ type fairPart struct {
 	addr  string
 	inner *Consumer
 	cur   int64 // the smooth weighted round robin's current weight
+	dry   bool  // its turn was waited for in vain: out of the weighted turns until it delivers
 }
 
 // fairShards is the state of a ClusterConsumer of a sharded queue consumed shard by shard.
@@ -242,17 +247,21 @@ func (f *fairShards) nodes() string {
 	return strings.Join(out, ",")
 }
 
-// fairNext takes the next delivery: from the weighted shard whose turn it is, else from any
-// shard. It returns nil with the shard's index when that shard's subscription ended, nil and -1
-// when nothing came within its wait.
+// fairNext takes the next delivery: one a shard outside the weighted turns (of weight 0, or
+// dry) has at hand; else from the weighted shard whose turn it is, waited for up to fairWait;
+// else from any shard. It returns nil with the shard's index when that shard's subscription
+// ended, nil and -1 when nothing came.
 func (s *ClusterConsumer) fairNext(f *fairShards) (*Delivery, int) {
 	f.mu.Lock()
 	weights := append([]int64(nil), f.weights...)
 	f.mu.Unlock()
+	if d, i := s.offTurn(f, weights); d != nil || i >= 0 {
+		return d, i
+	}
 	var total int64
 	best := -1
 	for i, p := range f.parts {
-		if p == nil || weights[i] <= 0 {
+		if p == nil || p.dry || weights[i] <= 0 {
 			continue
 		}
 		p.cur += weights[i]
@@ -261,23 +270,53 @@ func (s *ClusterConsumer) fairNext(f *fairShards) (*Delivery, int) {
 			best = i
 		}
 	}
-	if best >= 0 {
-		p := f.parts[best]
-		p.cur -= total
-		d, err := s.fairTake(p, fairWait)
-		switch {
-		case d != nil:
-			return d, -1
-		case p.inner.Err() != nil:
-			return nil, best
-		case err != nil && s.ctx.Err() == nil: // drained since the last refresh
-			p.cur += total
-			f.mu.Lock()
-			f.weights[best] = 0
-			f.mu.Unlock()
-		}
+	if best < 0 {
+		return s.anyNext(f)
 	}
-	return s.anyNext(f)
+	p := f.parts[best]
+	p.cur -= total
+	d, err := s.fairTake(p, fairWait)
+	switch {
+	case d != nil:
+		return d, -1
+	case p.inner.Err() != nil:
+		return nil, best
+	case err != nil && s.ctx.Err() == nil: // backlogged by its stats, yet it delivers nothing
+		for i, q := range f.parts { // the turn is undone
+			if q != nil && !q.dry && weights[i] > 0 {
+				q.cur -= weights[i]
+			}
+		}
+		p.cur += total
+		p.dry = true
+	}
+	return nil, -1
+}
+
+// offTurn takes, without waiting, a delivery at hand from the next shard in turn of those outside
+// the weighted turns: of weight 0 (drained when last read, or not read yet) or dry (it delivered
+// nothing when its turn was waited for: throttled, delayed, or drained since). A dry shard that
+// delivers rejoins the weighted turns.
+func (s *ClusterConsumer) offTurn(f *fairShards, weights []int64) (*Delivery, int) {
+	n := len(f.parts)
+	for k := range n {
+		i := (f.next + k) % n
+		p := f.parts[i]
+		if p == nil || !p.dry && weights[i] > 0 {
+			continue
+		}
+		f.next = (i + 1) % n
+		d, _ := s.fairTake(p, 0)
+		if d != nil {
+			p.dry = false
+			return d, -1
+		}
+		if p.inner.Err() != nil {
+			return nil, i
+		}
+		return nil, -1
+	}
+	return nil, -1
 }
 
 // anyNext takes a delivery from the first shard, in turn, that has one within fairPoll.
