@@ -43,13 +43,13 @@ const (
 type fairPart struct {
 	addr  string
 	inner *Consumer
-	cur   int64 // the smooth weighted round robin's current weight
-	dry   bool  // its turn was waited for in vain: out of the weighted turns until it delivers
+	dry   bool // its turn was waited for in vain: out of the weighted turns until it delivers
 }
 
 // fairShards is the state of a ClusterConsumer of a sharded queue consumed shard by shard.
 type fairShards struct {
 	parts []*fairPart // by shard index; nil while a shard has no subscription
+	cur   []int64     // the smooth weighted round robin's current weights, by shard index
 	next  int         // where an unweighted round begins
 
 	mu      sync.Mutex
@@ -73,7 +73,7 @@ func (s *ClusterConsumer) consumeFair(ctx context.Context) error {
 		return errFairRefused // not sharded any more: consumed as before
 	}
 	n := len(rs[0].Shards)
-	f := &fairShards{parts: make([]*fairPart, n), leaders: make([]string, n), weights: make([]int64, n)}
+	f := &fairShards{parts: make([]*fairPart, n), cur: make([]int64, n), leaders: make([]string, n), weights: make([]int64, n)}
 	r := s.c.retrier()
 	for {
 		_, err := s.fairCheck(ctx, f)
@@ -258,23 +258,12 @@ func (s *ClusterConsumer) fairNext(f *fairShards) (*Delivery, int) {
 	if d, i := s.offTurn(f, weights); d != nil || i >= 0 {
 		return d, i
 	}
-	var total int64
-	best := -1
-	for i, p := range f.parts {
-		if p == nil || p.dry || weights[i] <= 0 {
-			continue
-		}
-		p.cur += weights[i]
-		total += weights[i]
-		if best < 0 || p.cur > f.parts[best].cur {
-			best = i
-		}
-	}
+	turn := func(i int) bool { return f.parts[i] != nil && !f.parts[i].dry && weights[i] > 0 }
+	best, total := weightedTurn(f.cur, weights, turn)
 	if best < 0 {
 		return s.anyNext(f)
 	}
 	p := f.parts[best]
-	p.cur -= total
 	d, err := s.fairTake(p, fairWait)
 	switch {
 	case d != nil:
@@ -282,15 +271,37 @@ func (s *ClusterConsumer) fairNext(f *fairShards) (*Delivery, int) {
 	case p.inner.Err() != nil:
 		return nil, best
 	case err != nil && s.ctx.Err() == nil: // backlogged by its stats, yet it delivers nothing
-		for i, q := range f.parts { // the turn is undone
-			if q != nil && !q.dry && weights[i] > 0 {
-				q.cur -= weights[i]
+		for i := range f.parts { // the turn is undone
+			if turn(i) {
+				f.cur[i] -= weights[i]
 			}
 		}
-		p.cur += total
+		f.cur[best] += total
 		p.dry = true
 	}
 	return nil, -1
+}
+
+// weightedTurn is a turn of the smooth weighted round robin (nginx's): every shard i that is in
+// the turns gains weights[i], and the one with the most current weight (the first of equals)
+// takes the turn and gives back the total. It returns that shard (-1 when none is in the turns)
+// and the total.
+func weightedTurn(cur, weights []int64, in func(int) bool) (best int, total int64) {
+	best = -1
+	for i := range cur {
+		if !in(i) {
+			continue
+		}
+		cur[i] += weights[i]
+		total += weights[i]
+		if best < 0 || cur[i] > cur[best] {
+			best = i
+		}
+	}
+	if best >= 0 {
+		cur[best] -= total
+	}
+	return best, total
 }
 
 // offTurn takes, without waiting, a delivery at hand from the next shard in turn of those outside
