@@ -17,7 +17,9 @@ import (
 //
 // Each subscription is a Consumer of its own, with the ConsumeOptions given: MaxDeliveries,
 // when set, bounds each subscription, not their sum. A sharded queue is consumed through one
-// subscription per node that leads a shard, merged (cluster_shards.go).
+// subscription per shard, served in turns weighted by the shards' backlogged fairness keys
+// (cluster_shardfair.go), or, when the shards cannot be consumed one by one, one per node that
+// leads a shard, merged (cluster_shards.go).
 type ClusterConsumer struct {
 	c     *Cluster
 	queue string
