@@ -3,6 +3,7 @@ package fila
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -147,7 +148,7 @@ func (s *ClusterConsumer) fairCheck(ctx context.Context, f *fairShards) (made in
 		cancel()
 		if err != nil {
 			if errors.Is(err, ErrForbidden) || i == 0 && errors.Is(err, ErrQueueNotFound) { // a server before orders*0
-				return made, errFairRefused
+				return made, fmt.Errorf("%w: %w", errFairRefused, err)
 			}
 			last = err
 			continue
