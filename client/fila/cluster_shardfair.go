@@ -62,6 +62,9 @@ type fairShards struct {
 // when a shard's group cannot be consumed with this key (the caller falls back to consuming per
 // node), or another failure when no shard could be subscribed within ctx.
 func (s *ClusterConsumer) consumeFair(ctx context.Context) error {
+	if strings.HasSuffix(s.queue, deadLetterSuffix) { // its shards' lanes have no group of their own
+		return errFairRefused
+	}
 	cl, err := s.c.Any(ctx)
 	if err != nil {
 		return err
@@ -96,6 +99,9 @@ func (s *ClusterConsumer) consumeFair(ctx context.Context) error {
 		}
 	}
 }
+
+// deadLetterSuffix ends a dead-letter queue's name (reserved: no queue's name ends so).
+const deadLetterSuffix = ".dlq"
 
 var errFairRefused = errors.New("fila: the shards' groups cannot be consumed one by one")
 
