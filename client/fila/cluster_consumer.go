@@ -2,6 +2,7 @@ package fila
 
 import (
 	"context"
+	"errors"
 	"sync"
 )
 
@@ -16,7 +17,9 @@ import (
 //
 // Each subscription is a Consumer of its own, with the ConsumeOptions given: MaxDeliveries,
 // when set, bounds each subscription, not their sum. A sharded queue is consumed through one
-// subscription per node that leads a shard, merged (cluster_shards.go).
+// subscription per shard, served in turns weighted by the shards' backlogged fairness keys
+// (cluster_shardfair.go), or, when the shards cannot be consumed one by one, one per node that
+// leads a shard, merged (cluster_shards.go).
 type ClusterConsumer struct {
 	c     *Cluster
 	queue string
@@ -42,7 +45,11 @@ func (c *Cluster) Consume(ctx context.Context, queue string, opts ConsumeOptions
 	s := &ClusterConsumer{c: c, queue: queue, opts: opts, out: make(chan *Delivery), done: make(chan struct{})}
 	s.ctx, s.stop = context.WithCancel(c.life)
 	if addrs, err := c.shardLeaders(ctx, queue); err == nil && addrs != nil { // a sharded queue: cluster_shards.go
-		if err := s.consumeShards(ctx, addrs); err != nil {
+		err := s.consumeFair(ctx) // cluster_shardfair.go
+		if errors.Is(err, errFairRefused) {
+			err = s.consumeShards(ctx, addrs)
+		}
+		if err != nil {
 			s.stop()
 			return nil, err
 		}

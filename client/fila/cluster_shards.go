@@ -11,8 +11,9 @@ import (
 
 // A sharded queue (docs/sharding.md) is several Raft groups, each led by its own node, and a
 // Consume of it on a node subscribes to the shards that node leads. A ClusterConsumer of a
-// sharded queue is therefore one subscription per node that leads a shard, its deliveries merged
-// into one stream: every shardCheck it asks each such node which shards it leads now (its own
+// sharded queue whose shards' groups it may not consume one by one (cluster_shardfair.go) is
+// therefore one subscription per node that leads a shard, its deliveries merged into one stream
+// as they come: every shardCheck it asks each such node which shards it leads now (its own
 // GetRoutes answer) and subscribes again on a node whose set changed (a failover gave it a shard,
 // or took one), on a node that now leads a shard, and drops a node that leads none. A node's
 // subscription that ends for a reason a failover explains is made again at the next check.

@@ -332,6 +332,9 @@ func (b *Broker) Subscribe(s SubscribeRequest, sink Sink) (Subscription, *Error)
 	if groups := b.shardGroups(s.Queue); groups != nil {
 		return b.subscribeShards(s, sink, groups) // shardsub.go
 	}
+	if g, ok := b.shardZero(s.Queue); ok { // shardsub.go
+		s.Queue = g
+	}
 	if e := b.subscribe(s, sink); e != nil {
 		return nil, e
 	}

@@ -87,6 +87,20 @@ func (h *shardHandle) parts() []*subscriptionHandle {
 	return h.s.parts
 }
 
+// shardZero names shard 0 of a sharded queue alone: its group bears the queue's name, which a
+// Consume takes for every shard this node leads, so a Consume of "orders*0" subscribes to
+// shard 0's group only, as "orders*2" does to shard 2's (the SDK consumes shard by shard to
+// weigh the shards, client/fila/cluster_shardfair.go). It returns the group, and whether queue
+// names shard 0 of a sharded queue.
+func (b *Broker) shardZero(queue string) (string, bool) {
+	parent, ok := strings.CutSuffix(queue, shard.Sep+"0")
+	if !ok {
+		return "", false
+	}
+	def, ok := b.catalog().Queue(parent)
+	return parent, ok && def.Shards > 1 && def.DLQOf == ""
+}
+
 // shardGroups returns the groups of the shards of queue (a sharded queue, or its dead-letter
 // queue), or nil when it is no sharded queue's.
 func (b *Broker) shardGroups(queue string) []string {

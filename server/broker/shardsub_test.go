@@ -44,6 +44,29 @@ func TestConsumeOfAShardedQueueOnANodeLeadingNone(t *testing.T) {
 			t.Fatalf("a Consume on a shard's leader: %v", e)
 		}
 	}
+	// "orders*0" names shard 0's group alone (the SDK consumes shard by shard), on its leader.
+	zero := nopSink{ended: make(chan *Error, 4)}
+	lead0 := c.awaitLeader("orders")
+	h, e := lead0.Subscribe(SubscribeRequest{Queue: "orders*0", ConsumerID: "z"}, zero)
+	if e != nil {
+		t.Fatalf("a Consume of orders*0 on shard 0's leader: %v", e)
+	}
+	if one, ok := h.(*subscriptionHandle); !ok || one.queue != "orders" {
+		t.Fatalf("a Consume of orders*0 subscribed %#v, want shard 0's group alone", h)
+	}
+	for _, b := range c.brokers {
+		if b != lead0 {
+			if _, e := b.Subscribe(SubscribeRequest{Queue: "orders*0", ConsumerID: "z"}, zero); e == nil || e.Code != CodeNotLeader {
+				t.Fatalf("a Consume of orders*0 on a node not leading it: %v, want NotLeader", e)
+			}
+		}
+	}
+	if e := c.createQueue(QueueSpec{Name: "plain"}); e != nil {
+		t.Fatal(e)
+	}
+	if _, e := c.awaitLeader("plain").Subscribe(SubscribeRequest{Queue: "plain*0", ConsumerID: "z"}, zero); e == nil || e.Code != CodeQueueNotFound {
+		t.Fatalf("a Consume of plain*0, plain not sharded: %v, want QueueNotFound", e)
+	}
 	if e := c.createQueue(QueueSpec{Name: "orders"}); e == nil || e.Code != CodeQueueAlreadyExists {
 		t.Fatalf("creating the name again: %v", e)
 	}
