@@ -26,6 +26,7 @@ type (
 	QueueListOptions = service.QueueListOptions
 	QueueRow         = service.QueueRow
 	QueuePage        = service.QueuePage
+	RowFetcher       = service.RowFetcher
 )
 
 // FairnessKeys returns a page of queue's fairness keys (those with stored messages): searched,
@@ -124,14 +125,7 @@ func (b *Broker) QueueSummaries(o QueueListOptions) (QueuePage, *Error) {
 	case o.Limit == 0:
 		o.Limit = service.DefaultQueuePage
 	}
-	var names []string
-	for _, name := range b.queueNames() {
-		if r := b.lookup(name); r.a != nil && r.lane == queuegroup.LaneQueue && strings.Contains(name, o.Search) &&
-			(o.Visible == nil || o.Visible(clientQueue(name))) {
-			names = append(names, name)
-		}
-	}
-	names = listedNames(names) // a sharded queue once (shardrows.go)
+	names := b.listedQueues(o)
 	page := QueuePage{Total: len(names), Queues: []QueueRow{}}
 	if o.Sort == "" || o.Sort == "name" {
 		from, _ := slices.BinarySearch(names, o.After)
@@ -139,13 +133,13 @@ func (b *Broker) QueueSummaries(o QueueListOptions) (QueuePage, *Error) {
 			from++
 		}
 		end := min(from+o.Limit, len(names))
-		page.Queues = append(page.Queues, b.queueRows(names[from:end])...)
+		page.Queues = append(page.Queues, b.rowsOf(names[from:end], o.Remote)...)
 		if end < len(names) && len(page.Queues) > 0 {
 			page.Next = page.Queues[len(page.Queues)-1].Name
 		}
 		return page, nil
 	}
-	rows := b.queueRows(names)
+	rows := b.rowsOf(names, o.Remote)
 	before := func(a, c *QueueRow) int {
 		var d int
 		if o.Sort == "depth" {
@@ -179,48 +173,48 @@ func (b *Broker) QueueSummaries(o QueueListOptions) (QueuePage, *Error) {
 }
 
 // QueueSummary returns the queue list's row of queue (a dead-letter queue has a row of its own
-// here, without dlq_depth). It fails with CodeQueueNotFound.
-func (b *Broker) QueueSummary(queue string) (QueueRow, *Error) {
+// here, without dlq_depth) from this node's state. It fails with CodeQueueNotFound.
+func (b *Broker) QueueSummary(queue string) (QueueRow, *Error) { return b.QueueSummaryFrom(queue, nil) }
+
+// QueueSummaryFrom is QueueSummary with the rows of groups this node cannot read taken through
+// remote (QueueListOptions.Remote).
+func (b *Broker) QueueSummaryFrom(queue string, remote RowFetcher) (QueueRow, *Error) {
 	r := b.lookup(queue)
 	if r.a == nil && b.shardGroups(queue) == nil {
-		return QueueRow{}, errorf(CodeQueueNotFound, "queue %q does not exist", queue)
-	}
-	row, ok := b.wholeRow(queue) // a sharded queue's shards held here, summed (shardrows.go)
-	if !ok {
-		return QueueRow{}, errorf(CodeQueueNotFound, "queue %q was deleted", queue)
-	}
-	return row, nil
-}
-
-// queueRowReaders bounds the queues the queue list reads at once.
-const queueRowReaders = 16
-
-// queueRows reads the rows of the queues names, a few at a time; a queue deleted meanwhile is
-// left out.
-func (b *Broker) queueRows(names []string) []QueueRow {
-	rows := make([]QueueRow, len(names))
-	ok := make([]bool, len(names))
-	var wg sync.WaitGroup
-	next := make(chan int)
-	for range min(queueRowReaders, len(names)) {
-		wg.Go(func() {
-			for i := range next {
-				rows[i], ok[i] = b.wholeRow(names[i]) // a sharded queue's shards held here, summed
-			}
-		})
-	}
-	for i := range names {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	out := rows[:0]
-	for i := range rows {
-		if ok[i] {
-			out = append(out, rows[i])
+		if _, known := b.catalog().Queue(queue); !known || remote == nil {
+			return QueueRow{}, errorf(CodeQueueNotFound, "queue %q does not exist", queue)
 		}
 	}
-	return out
+	rows := b.rowsOf([]string{queue}, remote)
+	if len(rows) == 0 {
+		return QueueRow{}, errorf(CodeQueueNotFound, "queue %q was deleted", queue)
+	}
+	return rows[0], nil
+}
+
+// queueRowReaders bounds the groups the queue list reads at once.
+const queueRowReaders = 16
+
+// listedQueues returns the names of the queues o lists, sorted: those of the queue groups this
+// node holds, and, on a node of a cluster (o.Remote), every queue its meta state records.
+func (b *Broker) listedQueues(o QueueListOptions) []string {
+	var names []string
+	for _, name := range b.queueNames() {
+		if r := b.lookup(name); r.a != nil && r.lane == queuegroup.LaneQueue {
+			names = append(names, name)
+		}
+	}
+	if o.Remote != nil {
+		for _, q := range b.catalog().Queues() {
+			if q.DLQOf == "" && q.ShardOf == "" {
+				names = append(names, q.Name)
+			}
+		}
+	}
+	names = listedNames(names) // a sharded queue once
+	return slices.DeleteFunc(names, func(name string) bool {
+		return !strings.Contains(name, o.Search) || o.Visible != nil && !o.Visible(name)
+	})
 }
 
 // queueRow reads one queue's row: from its summary when it sleeps, else on its actor.

@@ -158,7 +158,14 @@ type QueueListOptions struct {
 	// Visible, when set, keeps only the queues it reports true for (the caller's ACL): Total
 	// counts those.
 	Visible func(queue string) bool
+	// Remote, on a node of a cluster, reads the rows of the queue groups this node cannot read
+	// (it follows them, or holds no replica) from the nodes that lead them; nil: such queues are
+	// left out.
+	Remote RowFetcher
 }
+
+// RowFetcher returns the rows of groups as node holds them (those it can read), by group name.
+type RowFetcher func(node uint64, groups []string) map[string]QueueRow
 
 // Queue pages.
 const (

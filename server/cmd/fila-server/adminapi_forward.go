@@ -3,15 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"time"
 
 	linkproto "github.com/filamq/fila/generated/cluster"
 	"github.com/filamq/fila/server/broker"
 	"github.com/filamq/fila/server/nodelink"
+	"github.com/filamq/fila/server/service"
 )
 
 // Admin API requests about a queue another node leads. A queue's messages, fairness keys and
@@ -71,12 +74,7 @@ func (api *adminAPI) elsewhere(b *broker.Broker, w http.ResponseWriter, r *http.
 		return true
 	}
 	req := &linkproto.ForwardHTTP{Method: r.Method, Target: r.URL.RequestURI(), RemoteAddr: r.RemoteAddr, Body: body,
-		Headers: []linkproto.HTTPHeader{{Name: "Host", Value: r.Host}}}
-	for _, name := range forwardedHeaders {
-		for _, v := range r.Header.Values(name) {
-			req.Headers = append(req.Headers, linkproto.HTTPHeader{Name: name, Value: v})
-		}
-	}
+		Headers: passedHeaders(r)}
 	res, err := api.link.l.ForwardHTTP(nodeName(leader), req, forwardHTTPTimeout)
 	if err != nil {
 		if !changes(r.Method) {
@@ -95,6 +93,53 @@ func (api *adminAPI) elsewhere(b *broker.Broker, w http.ResponseWriter, r *http.
 	w.WriteHeader(int(res.Status))
 	_, _ = w.Write(res.Body)
 	return true
+}
+
+// remoteRowsTimeout bounds the rows a queue list asks of another node: a read, answered without
+// that node's queues when it fails.
+const remoteRowsTimeout = 5 * time.Second
+
+// remoteRows is the queue list's service.RowFetcher on a node of a cluster (nil on a single node):
+// the rows of queue groups another node leads, asked of it with the caller's headers
+// (GET /api/v1/queues?group=...), so that it shows only what the caller may see.
+func (api *adminAPI) remoteRows(r *http.Request) service.RowFetcher {
+	if api.link == nil {
+		return nil
+	}
+	return func(node uint64, groups []string) map[string]service.QueueRow {
+		req := &linkproto.ForwardHTTP{Method: http.MethodGet, Target: apiPath + "queues?" + url.Values{"group": groups}.Encode(),
+			RemoteAddr: r.RemoteAddr, Headers: passedHeaders(r)}
+		res, err := api.link.l.ForwardHTTP(nodeName(node), req, remoteRowsTimeout)
+		var page struct {
+			Queues []service.QueueRow `json:"queues"`
+		}
+		if err == nil && res.Status == http.StatusOK {
+			err = json.Unmarshal(res.Body, &page)
+		} else if err == nil {
+			err = fmt.Errorf("status %d: %s", res.Status, res.Body)
+		}
+		if err != nil {
+			api.link.log.Info("the queue list's rows of another node's queues failed; listing without them", "node", node, "err", err)
+			return nil
+		}
+		out := make(map[string]service.QueueRow, len(page.Queues))
+		for _, row := range page.Queues {
+			out[row.Name] = row
+		}
+		return out
+	}
+}
+
+// passedHeaders are the headers of r a request handed to another node carries: those the API
+// reads, and the Host.
+func passedHeaders(r *http.Request) []linkproto.HTTPHeader {
+	hs := []linkproto.HTTPHeader{{Name: "Host", Value: r.Host}}
+	for _, name := range forwardedHeaders {
+		for _, v := range r.Header.Values(name) {
+			hs = append(hs, linkproto.HTTPHeader{Name: name, Value: v})
+		}
+	}
+	return hs
 }
 
 // serveForwarded serves a request another node handed to this one (the node link's HTTPServer).

@@ -24,8 +24,8 @@ import (
 // as a whole (adminapi_shards.go, adminapi_shardviews.go).
 
 func (api *adminAPI) queueRoutes() {
-	api.mux.HandleFunc("GET "+apiPath+"queues", api.handle(listQueues))
-	api.mux.HandleFunc("GET "+queuesPath+"{queue}", api.handle(getQueue))
+	api.mux.HandleFunc("GET "+apiPath+"queues", api.handle(api.listQueues))
+	api.mux.HandleFunc("GET "+queuesPath+"{queue}", api.handle(api.getQueue))
 	api.mux.HandleFunc("GET "+queuesPath+"{queue}/keys", api.handleQueue(fairnessKeys, keysShards))
 	api.mux.HandleFunc("GET "+queuesPath+"{queue}/keys/{key}/explain", api.handleQueue(explainKey, explainKeyShards))
 	api.mux.HandleFunc("GET "+queuesPath+"{queue}/messages/{id}/explain", api.handleQueue(explainMessage, oneMessage))
@@ -41,8 +41,17 @@ func nextOf(s string) *string {
 	return &s
 }
 
-func listQueues(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+func (api *adminAPI) listQueues(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
 	q := r.URL.Query()
+	if groups := q["group"]; len(groups) > 0 { // another node's list asks for rows it cannot read
+		var visible func(string) bool
+		if !p.Superadmin() {
+			visible = p.Any
+		}
+		return struct {
+			Queues []service.QueueRow `json:"queues"`
+		}{b.GroupRows(groups, visible)}, nil
+	}
 	o := service.QueueListOptions{Search: q.Get("search"), After: q.Get("after")}
 	var herr *httpError
 	if o.Limit, herr = pageLimit(r, "limit", service.DefaultQueuePage, service.MaxQueuePage); herr != nil {
@@ -54,6 +63,7 @@ func listQueues(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *htt
 	if !p.Superadmin() {
 		o.Visible = p.Any
 	}
+	o.Remote = api.remoteRows(r)
 	page, e := b.QueueSummaries(o)
 	if e != nil {
 		return nil, brokerRefusal(e)
@@ -65,12 +75,12 @@ func listQueues(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *htt
 	}{page.Queues, nextOf(page.Next), page.Total}, nil
 }
 
-func getQueue(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
+func (api *adminAPI) getQueue(b *broker.Broker, p *auth.Principal, r *http.Request) (any, *httpError) {
 	queue := r.PathValue("queue")
 	if herr := permitted(p, queue, auth.Admin, auth.Consume); herr != nil {
 		return nil, herr
 	}
-	row, e := b.QueueSummary(queue)
+	row, e := b.QueueSummaryFrom(queue, api.remoteRows(r))
 	if e != nil {
 		return nil, brokerRefusal(e)
 	}

@@ -152,3 +152,83 @@ func TestTheAdminAPIHandsOnTheCallersKey(t *testing.T) {
 	nodeAPI(t, "", follower, http.MethodGet, "/api/v1/queues/"+q+"/messages", http.StatusUnauthorized, nil)
 	nodeAPI(t, "not-the-key-of-anyone-at-all-0123456789", follower, http.MethodGet, "/api/v1/queues/"+q+"/messages", http.StatusUnauthorized, nil)
 }
+
+// The admin API's queue list and queue row show every queue with its leader's figures on every
+// node, and a sharded queue once with all its shards summed. Before, a node listed only the
+// queues it led or held asleep (a follower's replica holds the log, not the figures), and a
+// sharded queue's row summed only the shards the answering node led.
+func TestTheAdminAPIListsEveryQueueOnEveryNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the server binary")
+	}
+	bin := buildServer(t)
+	nodes, _ := formCluster(t, bin, "--queue-idle-timeout", "1h", "--http-listen", "127.0.0.1:0")
+	depth := map[string]int{}
+	for i := range 6 {
+		q := fmt.Sprintf("l%d", i)
+		if r := admin(t, nodes[0], &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+		for m := range i + 1 {
+			enqueueOnLeader(t, nodes, q, fmt.Sprint("m", m))
+		}
+		depth[q] = i + 1
+	}
+	var created struct {
+		Shards int `json:"shards"`
+	}
+	nodeAPIBody(t, nodes[1], http.MethodPost, "/api/v1/queues", `{"name": "sh", "shards": 4}`, http.StatusOK, &created)
+	for m := range 12 {
+		enqueueKeyed(t, nodes, "sh", fmt.Sprint("k", m), "x")
+	}
+	depth["sh"] = 12
+	depth["orders"] = 0 // formCluster's
+	for _, n := range nodes {
+		var list struct {
+			Queues []struct {
+				Name  string `json:"name"`
+				Depth int    `json:"depth"`
+			} `json:"queues"`
+			Total int `json:"total"`
+		}
+		nodeAPI(t, "", n, http.MethodGet, "/api/v1/queues?limit=100", http.StatusOK, &list)
+		got := map[string]int{}
+		for _, q := range list.Queues {
+			got[q.Name] = q.Depth
+		}
+		if list.Total != len(depth) || fmt.Sprint(got) != fmt.Sprint(depth) {
+			t.Fatalf("node %d lists %v (total %d), want %v", n.id, got, list.Total, depth)
+		}
+		var row struct {
+			Depth int `json:"depth"`
+		}
+		nodeAPI(t, "", n, http.MethodGet, "/api/v1/queues/sh", http.StatusOK, &row)
+		if row.Depth != 12 {
+			t.Fatalf("node %d: the row of the 4-shard queue has depth %d, want 12", n.id, row.Depth)
+		}
+	}
+}
+
+// nodeAPIBody is nodeAPI with a JSON body.
+func nodeAPIBody(t *testing.T, n *clusterProc, method, path, body string, status int, out any) {
+	t.Helper()
+	req, err := http.NewRequest(method, "http://"+n.addrs.HTTP+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	if res.StatusCode != status {
+		t.Fatalf("node %d: %s %s answered %d %s, want %d", n.id, method, path, res.StatusCode, b, status)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("node %d: %s %s: %v in %s", n.id, method, path, err, b)
+		}
+	}
+}
