@@ -71,18 +71,30 @@ func TestTheAdminAPIAnswersAboutEveryQueueOnEveryNode(t *testing.T) {
 	nodeAPI(t, "", follower, http.MethodGet, "/api/v1/queues/nosuch/messages", http.StatusNotFound, nil)
 }
 
-// nodeAPI sends an admin API request to node n (with key, when set), expects status and decodes the answer into out.
+// nodeAPI sends an admin API request to node n (with key, when set; a POST with an empty JSON
+// object), expects status and decodes the answer into out.
 func nodeAPI(t *testing.T, key string, n *clusterProc, method, path string, status int, out any) {
 	t.Helper()
-	var body io.Reader
+	body := ""
 	if method == http.MethodPost {
-		body = strings.NewReader("{}")
+		body = "{}"
 	}
-	req, err := http.NewRequest(method, "http://"+n.addrs.HTTP+path, body)
+	nodeRequest(t, key, n, method, path, body, status, out)
+}
+
+// nodeRequest sends an admin API request with body (JSON; "": none) to node n, with key when set,
+// expects status and decodes the answer into out.
+func nodeRequest(t *testing.T, key string, n *clusterProc, method, path, body string, status int, out any) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequest(method, "http://"+n.addrs.HTTP+path, rd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if body != nil {
+	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if key != "" {
@@ -177,7 +189,7 @@ func TestTheAdminAPIListsEveryQueueOnEveryNode(t *testing.T) {
 	var created struct {
 		Shards int `json:"shards"`
 	}
-	nodeAPIBody(t, nodes[1], http.MethodPost, "/api/v1/queues", `{"name": "sh", "shards": 4}`, http.StatusOK, &created)
+	apiBody(t, nodes[1], http.MethodPost, "/api/v1/queues", `{"name": "sh", "shards": 4}`, http.StatusOK, &created)
 	for m := range 12 {
 		enqueueKeyed(t, nodes, "sh", fmt.Sprint("k", m), "x")
 	}
@@ -205,30 +217,6 @@ func TestTheAdminAPIListsEveryQueueOnEveryNode(t *testing.T) {
 		nodeAPI(t, "", n, http.MethodGet, "/api/v1/queues/sh", http.StatusOK, &row)
 		if row.Depth != 12 {
 			t.Fatalf("node %d: the row of the 4-shard queue has depth %d, want 12", n.id, row.Depth)
-		}
-	}
-}
-
-// nodeAPIBody is nodeAPI with a JSON body.
-func nodeAPIBody(t *testing.T, n *clusterProc, method, path, body string, status int, out any) {
-	t.Helper()
-	req, err := http.NewRequest(method, "http://"+n.addrs.HTTP+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != status {
-		t.Fatalf("node %d: %s %s answered %d %s, want %d", n.id, method, path, res.StatusCode, b, status)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("node %d: %s %s: %v in %s", n.id, method, path, err, b)
 		}
 	}
 }

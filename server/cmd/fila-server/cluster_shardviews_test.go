@@ -1,13 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -258,25 +255,7 @@ func deadLetterAll(t *testing.T, nodes []*clusterProc, queue string, perShard []
 // answer into out.
 func apiBody(t *testing.T, n *clusterProc, method, path, body string, status int, out any) {
 	t.Helper()
-	req, err := http.NewRequest(method, "http://"+n.addrs.HTTP+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	if res.StatusCode != status {
-		t.Fatalf("node %d: %s %s answered %d %s, want %d", n.id, method, path, res.StatusCode, b, status)
-	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			t.Fatalf("node %d: %s %s: %v in %s", n.id, method, path, err, b)
-		}
-	}
+	nodeRequest(t, "", n, method, path, body, status, out)
 }
 
 // apiStatus is the status node n answers a GET of path with.
