@@ -153,6 +153,12 @@ func (s *ClusterConsumer) fairCheck(ctx context.Context, f *fairShards) (made in
 		inner, err := s.fairSubscribe(cctx, addr, shardGroup(s.queue, uint32(i)))
 		cancel()
 		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				// The leader as last heard did not answer within the second (it may have just
+				// died): not a failure of the consumer; subscribed again at the next check.
+				last = nodeError(addr, ErrNodeNotReady)
+				continue
+			}
 			if errors.Is(err, ErrForbidden) || i == 0 && errors.Is(err, ErrQueueNotFound) { // a server before orders*0
 				return made, fmt.Errorf("%w: %w", errFairRefused, err)
 			}
@@ -202,9 +208,9 @@ func (f *fairShards) closeAll() {
 func (s *ClusterConsumer) runFair(f *fairShards) {
 	defer close(s.done)
 	defer close(s.out)
-	refreshed := make(chan struct{})
-	go func() { defer close(refreshed); s.refreshFair(f) }()
-	defer func() { <-refreshed }()
+	refreshed, stop := make(chan struct{}), make(chan struct{})
+	go func() { defer close(refreshed); s.refreshFair(f, stop) }()
+	defer func() { close(stop); <-refreshed }() // a final failure ends it too, not only Close
 	defer f.closeAll()
 	checked := time.Now()
 	for s.ctx.Err() == nil {
@@ -372,14 +378,17 @@ func (s *ClusterConsumer) fairTake(p *fairPart, wait time.Duration) (*Delivery, 
 }
 
 // refreshFair reads every shard's backlogged weight from its leader every fairRefresh: the sum
-// of the weights of its fairness keys with pending messages.
-func (s *ClusterConsumer) refreshFair(f *fairShards) {
+// of the weights of its fairness keys with pending messages, until the consumer's context ends or
+// stop is closed (runFair ended).
+func (s *ClusterConsumer) refreshFair(f *fairShards, stop <-chan struct{}) {
 	tick := time.NewTicker(fairRefresh)
 	defer tick.Stop()
 	for {
 		select {
 		case <-tick.C:
 		case <-s.ctx.Done():
+			return
+		case <-stop:
 			return
 		}
 		s.readWeights(f)
