@@ -50,6 +50,8 @@
 // that acknowledges before the commit: fila-server with --fsync=false on a faultfs mount, and
 // power cuts (kill -9, then every unsynced byte dropped). TestClusterFaultsLoseNothing
 // runs three founders of a cluster for 20 s of kill -9, pauses and partitions (60 s with
-// FILA_CHAOS_CLUSTER=1). make chaos runs it longer
+// FILA_CHAOS_CLUSTER=1). TestShardedQueueFaultsKeepOrderAndDedup runs three founders, a
+// ShardedWorkload on a 4-shard queue ordered by group and KillShardLeader (with pauses) for 15 s,
+// judged by the order and duplicate rules besides. make chaos runs it longer
 // (cmd/chaos) and prints its figures; docs/chaos.md says how to read them.
 package chaos
