@@ -89,12 +89,18 @@ func (w ShardedWorkload) CreateQueues(ctx context.Context, visibility time.Durat
 			if err == nil {
 				return nil
 			}
+			if errors.Is(err, errRefused) {
+				return fmt.Errorf("creating %s: %w", w.Queue, err)
+			}
 			errs = append(errs[len(errs)-min(len(errs), 2):], err)
 		}
 		pause(ctx, 200*time.Millisecond) // a cluster just formed: its meta group may have no leader yet
 	}
 	return fmt.Errorf("creating %s: %w", w.Queue, errors.Join(append(errs, ctx.Err())...))
 }
+
+// errRefused marks an answer 400 (a bad setting): asking again will not help.
+var errRefused = errors.New("refused")
 
 // postQueue posts a queue's creation to the admin HTTP API at addr; an existing queue is fine
 // (an earlier attempt may have created it).
@@ -112,8 +118,11 @@ func postQueue(ctx context.Context, addr string, body []byte) error {
 	}
 	defer res.Body.Close()
 	answer, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
-	if res.StatusCode == http.StatusOK || res.StatusCode == http.StatusConflict {
+	switch res.StatusCode {
+	case http.StatusOK, http.StatusConflict:
 		return nil
+	case http.StatusBadRequest:
+		return fmt.Errorf("POST %s/api/v1/queues: %w: %s", addr, errRefused, answer)
 	}
 	return fmt.Errorf("POST %s/api/v1/queues: %s: %s", addr, res.Status, answer)
 }

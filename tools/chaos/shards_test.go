@@ -2,9 +2,13 @@ package chaos
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -106,4 +110,33 @@ func namedBy(r Report, rule, value string) bool {
 		}
 	}
 	return false
+}
+
+// A queue the admin HTTP API refuses (400) is not asked for again; an existing one (409) is fine.
+func TestShardedQueueCreation(t *testing.T) {
+	var asked atomic.Int32
+	status := http.StatusBadRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		if r.Method != http.MethodPost || r.URL.Path != "/api/v1/queues" {
+			t.Errorf("%s %s", r.Method, r.URL.Path)
+		}
+		w.WriteHeader(status)
+		io.WriteString(w, `{"error": "shards: 65 is more than 64"}`)
+	}))
+	defer srv.Close()
+	w := ShardedWorkload{HTTPAddrs: []string{strings.TrimPrefix(srv.URL, "http://")}, Shards: 65}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := w.CreateQueues(ctx, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "more than 64") || asked.Load() != 1 {
+		t.Fatalf("a refused creation: %v, asked %d times", err, asked.Load())
+	}
+	status = http.StatusConflict
+	if err := w.CreateQueues(ctx, time.Second); err != nil {
+		t.Fatalf("an existing queue: %v", err)
+	}
+	if err := (ShardedWorkload{}).CreateQueues(ctx, time.Second); err == nil {
+		t.Fatal("no HTTP address: no error")
+	}
 }

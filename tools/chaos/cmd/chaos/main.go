@@ -103,14 +103,9 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 	fmt.Printf("chaos: %d node(s) %v, %d queue(s), %v of load (%d producers at %d messages/s in all, %d consumers, batch %d), faults %s every ≤%v for ≤%v, seed %d\n",
 		nodes, c.Addrs(), queues, duration, producers, rate, consumers, batch, faults, every, hold, seed)
 	start := time.Now()
-	cfg := chaos.Config{Cluster: c, Nemesis: nemesis, Duration: duration, FaultEvery: every,
-		FaultHold: hold, Seed: seed, Workload: chaos.Workload{Queues: queues, Producers: producers, Consumers: consumers, Batch: batch, Rate: rate}}
-	if *shards > 0 {
-		fmt.Printf("chaos: one queue of %d shards, ordered by group, every other batch sent twice\n", *shards)
-		cfg.Load = chaos.ShardedWorkload{Addrs: c.Addrs(), HTTPAddrs: httpAddrs, Queue: shardedQueue, Shards: *shards,
-			Producers: producers, Consumers: consumers, Rate: rate}
-	}
-	res, err := chaos.Run(ctx, cfg)
+	res, err := chaos.Run(ctx, chaos.Config{Cluster: c, Nemesis: nemesis, Duration: duration, FaultEvery: every,
+		FaultHold: hold, Seed: seed, Workload: chaos.Workload{Queues: queues, Producers: producers, Consumers: consumers, Batch: batch, Rate: rate},
+		Load: shardedLoad(c, httpAddrs, producers, consumers, rate)})
 	r := res.Report
 	for _, op := range res.History {
 		if op.Kind == chaos.Fault {
@@ -144,6 +139,16 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 	}
 	fmt.Println("chaos: ok: no acknowledged enqueue lost, no acked message delivered again, no phantom, none out of order, no duplicate")
 	return 0
+}
+
+// shardedLoad is the sharded workload when -shards asks for it (nil: the Workload).
+func shardedLoad(c *chaos.Cluster, httpAddrs []string, producers, consumers, rate int) chaos.Load {
+	if *shards == 0 {
+		return nil
+	}
+	fmt.Printf("chaos: one queue of %d shards, ordered by group, every other batch sent twice\n", *shards)
+	return chaos.ShardedWorkload{Addrs: c.Addrs(), HTTPAddrs: httpAddrs, Queue: shardedQueue, Shards: *shards,
+		Producers: producers, Consumers: consumers, Rate: rate}
 }
 
 // withHTTP gives each node an admin HTTP API on loopback when -shards asks for a sharded queue
