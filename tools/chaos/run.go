@@ -25,6 +25,7 @@ type Config struct {
 type Result struct {
 	History []Op
 	Report  Report
+	Start   time.Time // the wall-clock time of the history's offset 0 (to read the nodes' logs against it)
 }
 
 // Run creates the queue, drives the workload for Duration while the nemesis injects faults,
@@ -79,16 +80,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	loadErr := l.Run(load, rec)
 	nErr := <-nemesisErr
 	if err := errors.Join(nErr, cfg.Cluster.CheckAlive()); err != nil {
-		return Result{History: rec.History()}, err
+		return Result{History: rec.History(), Start: rec.start}, err
 	}
 	if loadErr != nil {
-		return Result{History: rec.History()}, fmt.Errorf("workload: %w", loadErr)
+		return Result{History: rec.History(), Start: rec.start}, fmt.Errorf("workload: %w", loadErr)
 	}
 	drain, cancel := context.WithTimeout(ctx, cfg.DrainFor)
 	err = l.Drain(drain, rec, 3*cfg.Visibility+time.Second)
 	cancel()
 	h := rec.History()
-	res := Result{History: h, Report: Check(h)}
+	res := Result{History: h, Report: Check(h), Start: rec.start}
 	if err != nil {
 		return res, fmt.Errorf("final drain: %w", err)
 	}

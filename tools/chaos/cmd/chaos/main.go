@@ -126,7 +126,7 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 		fmt.Printf("chaos: the link proxy forwarded %d bytes between nodes and refused %d connections of cut pairs\n", proxy.Forwarded.Load(), proxy.Refused.Load())
 	}
 	fmt.Printf("chaos: %v in %v\n", r.Figures, time.Since(start).Round(time.Second))
-	writeLogs(c)
+	writeLogs(c, res.Start)
 	if err != nil {
 		for _, n := range c.Nodes {
 			fmt.Fprintf(os.Stderr, "node %d's log:\n%s\n", n.ID, n.Log.String())
@@ -168,10 +168,11 @@ func withHTTP(nodes int, nodeArgs func(int) []string) ([]string, func(int) []str
 }
 
 // writeLogs writes each node's log into -logs, when given.
-func writeLogs(c *chaos.Cluster) {
+func writeLogs(c *chaos.Cluster, start time.Time) {
 	if *logDir == "" {
 		return
 	}
+	fmt.Printf("chaos: the history's 0s is %s in the nodes' logs (%s)\n", start.UTC().Format("15:04:05.000"), *logDir)
 	for _, n := range c.Nodes {
 		if err := os.WriteFile(filepath.Join(*logDir, fmt.Sprintf("node%d.log", n.ID)), []byte(n.Log.String()), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
