@@ -135,6 +135,17 @@ func (m *message) ok() *Op {
 	return ok
 }
 
+// oneWindow reports whether every enqueue of the message was answered within DedupWindow of
+// the first one's invocation (so a key made one message at most).
+func (m *message) oneWindow() bool {
+	for _, e := range m.enqueues {
+		if e.Complete-m.enqueues[0].Invoke >= DedupWindow {
+			return false
+		}
+	}
+	return true
+}
+
 // refused reports a message whose every enqueue was refused.
 func (m *message) refused() bool {
 	for _, e := range m.enqueues {
@@ -310,6 +321,8 @@ func (r *Report) checkDelivery(m *message, d *Op) {
 		r.violate(Violation{Rule: RulePhantom, Op: *d, Detail: "delivered before its enqueue " + e.String()})
 	case m.refused():
 		r.violate(Violation{Rule: RulePhantom, Op: *d, Detail: "its enqueue was refused: " + e.String()})
+	case !m.answered(d.ID) && e.Key != "" && !m.oneWindow():
+		// a repeat past the dedup window may have made another message: no telling which
 	case !m.answered(d.ID) && e.Key != "":
 		r.violate(Violation{Rule: RuleDuplicate, Op: *d, Cause: m.ok(),
 			Detail: "delivered as another message than the one its idempotency key's enqueue was answered with"})

@@ -362,10 +362,15 @@ func TestCheckNamesOrderAndDuplicate(t *testing.T) {
 	if len(r.Violations) != 1 || r.Duplicate != 1 || r.Violations[0].Op.Index != 1 || r.Repeats != 1 {
 		t.Fatalf("want the repeat answered m2 named:\n%s", violations(r))
 	}
-	// Beyond the dedup window the key may make a second message.
+	// Beyond the dedup window the key may make a second message, answered or not.
 	h[1].Invoke, h[1].Complete = DedupWindow+2*ms, DedupWindow+3*ms
 	if r := Check(h); !r.OK() {
 		t.Fatalf("a repeat after the dedup window:\n%s", violations(r))
+	}
+	h[1].Outcome, h[1].ID = Unknown, ""
+	h = append(h, del("a", "m2", DedupWindow+5*ms))
+	if r := Check(h); !r.OK() {
+		t.Fatalf("an unanswered repeat after the dedup window, delivered:\n%s", violations(r))
 	}
 	// The same value enqueued twice without a key is still the workload's mistake.
 	h = []Op{enq("a", 1, "m1", 1*ms), enq("a", 1, "m1", 3*ms)}
