@@ -246,7 +246,7 @@ func (w ShardedWorkload) consume(ctx context.Context, client int, rec *Recorder)
 			continue
 		}
 		for {
-			d, err := cons.Next(ctx)
+			d, err := nextOf(ctx, cons)
 			if err != nil {
 				if ctx.Err() == nil {
 					rec.Add(subscribeEnded(rec, sub, err))
@@ -261,6 +261,26 @@ func (w ShardedWorkload) consume(ctx context.Context, client int, rec *Recorder)
 		cons.Close()
 	}
 	return nil
+}
+
+// errStoppedOpen is a ClusterConsumer that stopped (its Err set) without closing its channel.
+var errStoppedOpen = errors.New("chaos: the ClusterConsumer stopped without closing its deliveries")
+
+// nextOf is cons's next delivery. It looks at cons.Err every 250 ms while it waits: a
+// ClusterConsumer that gave up may not close its channel (docs/chaos.md, "What the sharded runs
+// found"), and the consumer then subscribes again instead of waiting for ever.
+func nextOf(ctx context.Context, cons *fila.ClusterConsumer) (*fila.Delivery, error) {
+	for {
+		wait, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+		d, err := cons.Next(wait)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return d, err
+		}
+		if why := cons.Err(); why != nil {
+			return nil, fmt.Errorf("%w: %w", errStoppedOpen, why)
+		}
+	}
 }
 
 // settle acks d and records it; an ack not answered Ok is Unknown (the Cluster may have sent

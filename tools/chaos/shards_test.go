@@ -58,6 +58,7 @@ func TestShardedQueueFaultsKeepOrderAndDedup(t *testing.T) {
 	r := res.Report
 	kinds, perShard, firsts := map[string]int{}, make([]int, shards), map[string]int{}
 	var faults []string
+	stopped := 0 // ClusterConsumers that gave up without closing: subscribed again
 	for _, op := range res.History {
 		switch {
 		case op.Kind == Fault:
@@ -69,9 +70,12 @@ func TestShardedQueueFaultsKeepOrderAndDedup(t *testing.T) {
 			}
 		case op.Kind == Deliver:
 			firsts[op.Value]++
+		case op.Kind == Subscribe && strings.Contains(op.Err, errStoppedOpen.Error()):
+			stopped++
 		}
 	}
-	t.Logf("seed %d: %v; faults %q; enqueues answered Ok per shard %v", seed, r.Figures, faults, perShard)
+	t.Logf("seed %d: %v; faults %q; enqueues answered Ok per shard %v; ClusterConsumers stopped without closing %d",
+		seed, r.Figures, faults, perShard, stopped)
 	if err != nil {
 		t.Fatal(err)
 	}
