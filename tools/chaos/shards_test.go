@@ -22,6 +22,9 @@ import (
 // repeating half of their batches with the same idempotency keys: nothing acknowledged is lost,
 // each group's messages are first delivered in the order they were enqueued, and no key makes
 // two messages. FILA_CHAOS_SHARDS=1 runs it for 60 s; FILA_CHAOS_SEED=N draws other faults.
+// It fails now and then (one run in eight so far) by enqueues answered Ok and lost around a
+// SIGSTOP of a shard's leader: a broker's fault, not the test's (docs/chaos.md, "What the
+// sharded runs found").
 func TestShardedQueueFaultsKeepOrderAndDedup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three fila-server processes for 15 s")
