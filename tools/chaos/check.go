@@ -13,7 +13,14 @@ const (
 	RuleRedeliveredAfterAck = "redelivered after ack"
 	RulePhantom             = "phantom"
 	RuleNotDrained          = "not drained"
+	RuleOrder               = "order"
+	RuleDuplicate           = "duplicate"
 )
+
+// DedupWindow is how long the checker takes a queue to remember an idempotency key: two
+// enqueues of one key are one message when the later one was answered within it of the first's
+// invocation (the broker's default, 5 minutes).
+var DedupWindow = 5 * time.Minute
 
 // UnavailableGap is the shortest pause in successful enqueues, or in deliveries, that
 // Figures.Unavailable reports as a window.
@@ -23,7 +30,7 @@ var UnavailableGap = 500 * time.Millisecond
 type Violation struct {
 	Rule   string
 	Op     Op     // the enqueue that was lost, the delivery that should not have happened
-	Cause  *Op    // the ack answered Ok before a redelivery; nil otherwise
+	Cause  *Op    // what Op contradicts: the ack answered Ok before a redelivery, the earlier enqueue of the group, the first answer of the key; nil otherwise
 	Faults []Op   // the faults that fell between the promise and the evidence against it
 	Detail string // what the checker saw
 }
@@ -67,6 +74,9 @@ type Figures struct {
 	Lost                int
 	RedeliveredAfterAck int // deliveries after an ack of the message was answered Ok
 	Phantom             int
+	Repeats             int      // enqueues of an idempotency key already sent, answered Ok
+	OutOfOrder          int      // first deliveries before an earlier message of their group was delivered
+	Duplicate           int      // idempotency keys that made two messages
 	Unavailable         []Window // pauses of at least UnavailableGap, final drain excluded
 }
 
@@ -82,10 +92,10 @@ func (f Figures) LongestUnavailable() time.Duration {
 func (f Figures) String() string {
 	return fmt.Sprintf("operations %d (enqueued %d, failed %d, unknown %d; delivered %d; acked %d, unknown %d), "+
 		"faults %d, still stored at the end %d, lost %d, duplicated %d, redelivered after ack %d, phantom %d, "+
-		"unavailability windows %d (longest %v)",
+		"repeats %d, out of order %d, duplicate %d, unavailability windows %d (longest %v)",
 		f.Operations, f.Enqueued, f.EnqueueFailed, f.EnqueueUnknown, f.Delivered, f.Acked, f.AckUnknown,
 		f.Faults, f.StillStored, f.Lost, f.Duplicated, f.RedeliveredAfterAck, f.Phantom,
-		len(f.Unavailable), f.LongestUnavailable().Round(time.Millisecond))
+		f.Repeats, f.OutOfOrder, f.Duplicate, len(f.Unavailable), f.LongestUnavailable().Round(time.Millisecond))
 }
 
 // Report is the checker's verdict.
@@ -98,11 +108,66 @@ type Report struct {
 // OK reports a history without violations.
 func (r Report) OK() bool { return len(r.Violations) == 0 }
 
-// message gathers a value's operations.
+// message gathers a value's operations: its enqueues (more than one when the producer sent its
+// idempotency key again), deliveries and acks.
 type message struct {
-	enqueue    *Op
+	enqueues   []*Op // by invocation
 	deliveries []*Op
 	acks       []*Op
+}
+
+// first is the message's first enqueue (nil: none recorded).
+func (m *message) first() *Op {
+	if len(m.enqueues) == 0 {
+		return nil
+	}
+	return m.enqueues[0]
+}
+
+// ok is the enqueue of the message answered Ok first (nil: none).
+func (m *message) ok() *Op {
+	var ok *Op
+	for _, e := range m.enqueues {
+		if e.Outcome == Ok && (ok == nil || e.Complete < ok.Complete) {
+			ok = e
+		}
+	}
+	return ok
+}
+
+// oneWindow reports whether every enqueue of the message was answered within DedupWindow of
+// the first one's invocation (so a key made one message at most).
+func (m *message) oneWindow() bool {
+	for _, e := range m.enqueues {
+		if e.Complete-m.enqueues[0].Invoke >= DedupWindow {
+			return false
+		}
+	}
+	return true
+}
+
+// refused reports a message whose every enqueue was refused.
+func (m *message) refused() bool {
+	for _, e := range m.enqueues {
+		if e.Outcome != Fail {
+			return false
+		}
+	}
+	return len(m.enqueues) > 0
+}
+
+// answered reports whether id is what an enqueue answered Ok said (or none said anything).
+func (m *message) answered(id string) bool {
+	said := false
+	for _, e := range m.enqueues {
+		if e.Outcome == Ok && e.ID != "" {
+			if e.ID == id {
+				return true
+			}
+			said = true
+		}
+	}
+	return !said
 }
 
 // Check checks a history (any order; each Op's Index is set to its position by invocation).
@@ -135,12 +200,17 @@ func Check(history []Op) Report {
 				r.EnqueueUnknown++
 			}
 			m := get(op.Value)
-			if m.enqueue != nil {
-				r.Violations = append(r.Violations, Violation{Rule: RulePhantom, Op: *op,
-					Detail: "the workload enqueued this value twice (" + m.enqueue.String() + "); values must be unique"})
-				continue
+			if e := m.first(); e != nil {
+				if op.Key == "" || op.Key != e.Key {
+					r.Violations = append(r.Violations, Violation{Rule: RulePhantom, Op: *op,
+						Detail: "the workload enqueued this value twice (" + e.String() + "); values must be unique, or repeats of one idempotency key"})
+					continue
+				}
+				if op.Outcome == Ok {
+					r.Repeats++
+				}
 			}
-			m.enqueue = op
+			m.enqueues = append(m.enqueues, op)
 		case Deliver:
 			r.Operations++
 			r.Delivered++
@@ -171,7 +241,9 @@ func Check(history []Op) Report {
 	}
 	for _, m := range msgs {
 		r.checkMessage(m, faults)
+		r.checkDuplicate(m, faults)
 	}
+	r.checkOrder(msgs, faults)
 	sort.SliceStable(r.Violations, func(i, j int) bool { return r.Violations[i].Op.Index < r.Violations[j].Op.Index })
 	r.Unavailable = unavailable(h)
 	return r
@@ -185,6 +257,10 @@ func (r *Report) violate(v Violation) {
 		r.RedeliveredAfterAck++
 	case RulePhantom:
 		r.Phantom++
+	case RuleOrder:
+		r.OutOfOrder++
+	case RuleDuplicate:
+		r.Duplicate++
 	}
 	r.Violations = append(r.Violations, v)
 }
@@ -225,28 +301,33 @@ func (r *Report) checkMessage(m *message, faults []*Op) {
 			}
 		}
 	}
-	if r.Drained && m.enqueue != nil && m.enqueue.Outcome == Ok && !mayBeAcked && !final {
+	if ok := m.ok(); r.Drained && ok != nil && !mayBeAcked && !final {
 		detail := "never delivered"
 		end := time.Duration(1<<63 - 1)
 		if n := len(m.deliveries); n > 0 {
 			detail = fmt.Sprintf("delivered %d times, never acked, and not stored at the end", n)
 		}
-		r.violate(Violation{Rule: RuleLost, Op: *m.enqueue, Detail: detail,
-			Faults: between(faults, m.enqueue.Complete, end)})
+		r.violate(Violation{Rule: RuleLost, Op: *ok, Detail: detail,
+			Faults: between(faults, ok.Complete, end)})
 	}
 }
 
 func (r *Report) checkDelivery(m *message, d *Op) {
-	e := m.enqueue
+	e := m.first()
 	switch {
 	case e == nil:
 		r.violate(Violation{Rule: RulePhantom, Op: *d, Detail: "no enqueue of this value"})
 	case d.Complete < e.Invoke:
 		r.violate(Violation{Rule: RulePhantom, Op: *d, Detail: "delivered before its enqueue " + e.String()})
-	case e.Outcome == Fail:
+	case m.refused():
 		r.violate(Violation{Rule: RulePhantom, Op: *d, Detail: "its enqueue was refused: " + e.String()})
-	case e.Outcome == Ok && e.ID != "" && d.ID != e.ID:
-		r.violate(Violation{Rule: RulePhantom, Op: *d, Detail: "its enqueue was answered with another ID: " + e.String()})
+	case !m.answered(d.ID) && e.Key != "" && !m.oneWindow():
+		// a repeat past the dedup window may have made another message: no telling which
+	case !m.answered(d.ID) && e.Key != "":
+		r.violate(Violation{Rule: RuleDuplicate, Op: *d, Cause: m.ok(),
+			Detail: "delivered as another message than the one its idempotency key's enqueue was answered with"})
+	case !m.answered(d.ID):
+		r.violate(Violation{Rule: RulePhantom, Op: *d, Detail: "its enqueue was answered with another ID: " + m.ok().String()})
 	}
 }
 

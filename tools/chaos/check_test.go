@@ -218,3 +218,164 @@ func TestDeliveryCountsFromItsLease(t *testing.T) {
 		t.Fatalf("leased after the ack's answer:\n%s", violations(r))
 	}
 }
+
+// A correct broker of a grouped queue with deduplication passes: first deliveries in each
+// group's order, whatever the redeliveries, the crashes and the unanswered operations, and
+// every repeat of an idempotency key answered with the first message's ID.
+func TestCheckPassesCorrectGroupedHistories(t *testing.T) {
+	repeats, ordered := 0, 0
+	for seed := range uint64(simSeeds) {
+		h := newGroupedSim(seed).run(400)
+		r := Check(h)
+		if !r.OK() {
+			t.Fatalf("seed %d: a correct history failed:\n%s", seed, violations(r))
+		}
+		repeats += r.Repeats
+		if _, _, ok := reorder(append([]Op(nil), h...)); ok {
+			ordered++
+		}
+	}
+	if repeats == 0 || ordered == 0 {
+		t.Fatalf("repeats %d, histories with two delivered messages of a group %d: the rules are not exercised", repeats, ordered)
+	}
+}
+
+// Mutations of correct grouped histories fail the new rules, naming the operation changed.
+func TestCheckFailsMutatedGroupedHistories(t *testing.T) {
+	for seed := range uint64(simSeeds) {
+		h := newGroupedSim(seed).run(400)
+		checkMutation(t, seed, "reorder", h, reorder, RuleOrder)
+		checkMutation(t, seed, "repeat answered another ID", h, repeatOtherID, RuleDuplicate)
+		checkMutation(t, seed, "delivered under another ID", h, otherID, RuleDuplicate)
+		checkMutation(t, seed, "two messages of one key", h, twoMessages, RuleDuplicate)
+	}
+}
+
+// reorder removes the deliveries of a message leased no later than the first delivery of a
+// message of its group enqueued after it was answered Ok: that one is then first delivered
+// before it.
+func reorder(h []Op) ([]Op, string, bool) {
+	answered, invoked, first := map[string]time.Duration{}, map[string]time.Duration{}, map[string]time.Duration{}
+	group := map[string]string{}
+	for _, op := range h {
+		switch {
+		case op.Kind == Enqueue && op.Outcome == Ok:
+			if t, ok := answered[op.Value]; !ok || op.Complete < t {
+				answered[op.Value] = op.Complete
+			}
+			fallthrough
+		case op.Kind == Enqueue:
+			if t, ok := invoked[op.Value]; !ok || op.Invoke < t {
+				invoked[op.Value] = op.Invoke
+			}
+			group[op.Value] = op.Group
+		case op.Kind == Deliver:
+			if t, ok := first[op.Value]; !ok || op.Invoke < t {
+				first[op.Value] = op.Invoke
+			}
+		}
+	}
+	for a, at := range answered {
+		for b, fb := range first {
+			if a == b || group[a] != group[b] || at >= invoked[b] {
+				continue
+			}
+			out := h[:0:0]
+			for _, op := range h {
+				if op.Kind != Deliver || op.Value != a || op.Invoke > fb {
+					out = append(out, op)
+				}
+			}
+			return out, b, true
+		}
+	}
+	return nil, "", false
+}
+
+// repeatOtherID answers a repeat of an idempotency key with another message ID.
+func repeatOtherID(h []Op) ([]Op, string, bool) {
+	seen := map[string]bool{}
+	for i, op := range h {
+		if op.Kind != Enqueue || op.Key == "" {
+			continue
+		}
+		if seen[op.Value] && op.Outcome == Ok {
+			h[i].ID = "other"
+			return h, op.Value, true
+		}
+		if op.Outcome == Ok {
+			seen[op.Value] = true
+		}
+	}
+	return nil, "", false
+}
+
+// twoMessages leaves a key's enqueues unanswered and delivers its message under a second ID.
+func twoMessages(h []Op) ([]Op, string, bool) {
+	for _, op := range h {
+		if op.Kind != Deliver {
+			continue
+		}
+		for i := range h {
+			if h[i].Kind == Enqueue && h[i].Value == op.Value {
+				h[i].Outcome, h[i].ID, h[i].Err = Unknown, "", "timeout"
+			}
+		}
+		d := op
+		d.ID, d.Invoke, d.Complete = "other", op.Complete+1, op.Complete+1
+		return append(h, d), op.Value, true
+	}
+	return nil, "", false
+}
+
+// The smallest histories of each new rule.
+func TestCheckNamesOrderAndDuplicate(t *testing.T) {
+	ms := time.Millisecond
+	enq := func(v string, seq int, id string, at time.Duration) Op {
+		return Op{Client: 1, Kind: Enqueue, Value: v, ID: id, Outcome: Ok, Group: "g", Seq: seq, Key: v, Invoke: at, Complete: at + ms}
+	}
+	del := func(v, id string, at time.Duration) Op {
+		return Op{Client: 2, Kind: Deliver, Value: v, ID: id, Outcome: Ok, Invoke: at, Complete: at}
+	}
+	h := []Op{enq("a", 1, "m1", 1*ms), enq("b", 2, "m2", 3*ms), del("b", "m2", 5*ms), del("a", "m1", 6*ms)}
+	r := Check(h)
+	if len(r.Violations) != 1 || r.OutOfOrder != 1 || r.Violations[0].Rule != RuleOrder || r.Violations[0].Op.Value != "b" ||
+		r.Violations[0].Cause == nil || r.Violations[0].Cause.Value != "a" {
+		t.Fatalf("want b delivered before a:\n%s", violations(r))
+	}
+	if !strings.Contains(r.Violations[0].String(), "first delivered at 6ms") {
+		t.Fatalf("the violation does not say when a was delivered: %s", r.Violations[0])
+	}
+	// Sent before a was answered, b may go first: its enqueue's order is not known.
+	h[1].Invoke = 1 * ms
+	if r := Check(h); !r.OK() {
+		t.Fatalf("b sent while a was in flight:\n%s", violations(r))
+	}
+	// A redelivery of a after b's first delivery is at-least-once, not disorder.
+	h = []Op{enq("a", 1, "m1", 1*ms), enq("b", 2, "m2", 3*ms), del("a", "m1", 5*ms), del("b", "m2", 6*ms), del("a", "m1", 7*ms)}
+	if r := Check(h); !r.OK() {
+		t.Fatalf("a redelivered after b:\n%s", violations(r))
+	}
+	// A repeat of a's key answered with another ID.
+	h = []Op{enq("a", 1, "m1", 1*ms), enq("a", 1, "m2", 3*ms), del("a", "m1", 5*ms)}
+	r = Check(h)
+	if len(r.Violations) != 1 || r.Duplicate != 1 || r.Violations[0].Op.Index != 1 || r.Repeats != 1 {
+		t.Fatalf("want the repeat answered m2 named:\n%s", violations(r))
+	}
+	// Beyond the dedup window the key may make a second message, answered or not.
+	h[1].Invoke, h[1].Complete = DedupWindow+2*ms, DedupWindow+3*ms
+	if r := Check(h); !r.OK() {
+		t.Fatalf("a repeat after the dedup window:\n%s", violations(r))
+	}
+	h[1].Outcome, h[1].ID = Unknown, ""
+	h = append(h, del("a", "m2", DedupWindow+5*ms))
+	if r := Check(h); !r.OK() {
+		t.Fatalf("an unanswered repeat after the dedup window, delivered:\n%s", violations(r))
+	}
+	// The same value enqueued twice without a key is still the workload's mistake.
+	h = []Op{enq("a", 1, "m1", 1*ms), enq("a", 1, "m1", 3*ms)}
+	h[1].Key = ""
+	if r := Check(h); len(r.Violations) != 1 || r.Violations[0].Rule != RulePhantom {
+		t.Fatalf("a value enqueued twice without its key:\n%s", violations(r))
+	}
+}

@@ -21,6 +21,24 @@
 //     phantom: every delivery is of a message whose enqueue was invoked before it, not refused,
 //     and answered with the delivery's message ID.
 //
+//     On a queue ordered by group, and for enqueues with an idempotency key (the sharded
+//     workload, [ShardedWorkload]):
+//
+//     order: within one ordering group, a message is not delivered for the first time before
+//     every message of its group whose enqueue was answered Ok before its own was invoked has
+//     been delivered (leased no later than its first delivery). The rule is on first deliveries:
+//     with at-least-once delivery an earlier message may be delivered again after a later one
+//     (its ack unanswered, lost with a killed node), which says nothing of the order. It holds
+//     because a group's messages are delivered one at a time in commit order
+//     (shared/semantics/ordering.md): a later message is leased only once the earlier one was
+//     acked, and so delivered to a consumer, the workload's. Enqueues of different clients
+//     compare by real time: one answered Ok before another was invoked was committed first.
+//     Unanswered enqueues order nothing (their commit may come later).
+//     duplicate: enqueues of one value with one idempotency key are one message: two of them
+//     answered Ok with different message IDs, a delivery of another ID than an answered one, or
+//     (none answered) deliveries under two IDs, within DedupWindow of the first enqueue, are a
+//     key that made two messages.
+//
 //     A duplicate delivery before any ack was answered Ok is at-least-once delivery, counted
 //     but not a violation. Operations answered neither Ok nor with a broker's error (a lost
 //     connection, a timeout), or answered NotLeader or NodeNotReady (a deposed leader's entry
@@ -32,6 +50,8 @@
 // that acknowledges before the commit: fila-server with --fsync=false on a faultfs mount, and
 // power cuts (kill -9, then every unsynced byte dropped). TestClusterFaultsLoseNothing
 // runs three founders of a cluster for 20 s of kill -9, pauses and partitions (60 s with
-// FILA_CHAOS_CLUSTER=1). make chaos runs it longer
+// FILA_CHAOS_CLUSTER=1). TestShardedQueueFaultsKeepOrderAndDedup runs three founders, a
+// ShardedWorkload on a 4-shard queue ordered by group and KillShardLeader (with pauses) for 15 s,
+// judged by the order and duplicate rules besides. make chaos runs it longer
 // (cmd/chaos) and prints its figures; docs/chaos.md says how to read them.
 package chaos

@@ -85,7 +85,7 @@ type Op struct {
 	Index    int // position in the history (set by Recorder.History and Check)
 	Client   int // who did it (the nemesis is -1)
 	Kind     Kind
-	Value    string // the message's payload, unique per enqueue; a Fault's description
+	Value    string // the message's payload, unique per enqueue (but repeats: Key); a Fault's description
 	ID       string // the broker's message ID (Enqueue answered Ok, Deliver, Ack)
 	Outcome  Outcome
 	Invoke   time.Duration
@@ -95,6 +95,9 @@ type Op struct {
 	Queue    string // the queue of an Enqueue, Deliver or Subscribe
 	Node     uint64 // the node the client's connection led to when the call was made (0: unknown)
 	Leader   string // the leader_addr a NotLeader answer named, if any
+	Group    string // an Enqueue's ordering group, on a queue ordered by group ("": none)
+	Seq      int    // an Enqueue's position in its group, as its producer numbered it (shown only)
+	Key      string // an Enqueue's idempotency key: enqueues of one Value with one Key are one message
 }
 
 func (o Op) String() string {
@@ -104,6 +107,12 @@ func (o Op) String() string {
 	}
 	if o.ID != "" {
 		s += " id=" + o.ID
+	}
+	if o.Group != "" {
+		s += fmt.Sprintf(" group %s #%d", o.Group, o.Seq)
+	}
+	if o.Key != "" {
+		s += " key " + o.Key
 	}
 	if o.Kind == Deliver {
 		s += fmt.Sprintf(" leased at %v, taken at %v by client %d", o.Invoke.Round(time.Millisecond), o.Complete.Round(time.Millisecond), o.Client)

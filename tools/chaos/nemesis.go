@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"time"
+
+	"github.com/filamq/fila/client/fila"
 )
 
 // Nemesis injects faults. Inject starts one fault and returns what it did and how to heal it;
@@ -34,6 +36,55 @@ func (k KillRestart) Inject(rng *rand.Rand) (string, func() error, error) {
 		}
 		return n.Start()
 	}, nil
+}
+
+// KillShardLeader kills with SIGKILL the node that leads a random shard of Queue, as a node's
+// GetRoutes names it (a random node when no node answers one); heal restarts it.
+type KillShardLeader struct {
+	Cluster *Cluster
+	Queue   string
+}
+
+func (k KillShardLeader) Inject(rng *rand.Rand) (string, func() error, error) {
+	n, shard := k.leader(rng)
+	what := fmt.Sprintf("kill -9 node %d", n.ID)
+	if shard >= 0 {
+		what += fmt.Sprintf(" (leader of shard %d)", shard)
+	}
+	n.Kill()
+	return what, n.Start, nil
+}
+
+// leader is the node that leads a random shard, and the shard (-1: no node said; a random node).
+func (k KillShardLeader) leader(rng *rand.Rand) (*Node, int) {
+	nodes := k.Cluster.Nodes
+	for _, i := range rng.Perm(len(nodes)) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		routes, err := routesOf(ctx, nodes[i].Addr, k.Queue)
+		cancel()
+		if err != nil || len(routes) != 1 || len(routes[0].Shards) == 0 {
+			continue
+		}
+		shards := routes[0].Shards
+		for _, j := range rng.Perm(len(shards)) {
+			for _, n := range nodes {
+				if n.Addr == shards[j].LeaderAddr && n.Running() {
+					return n, int(shards[j].ShardIndex)
+				}
+			}
+		}
+	}
+	return nodes[rng.IntN(len(nodes))], -1
+}
+
+// routesOf asks the node at addr where queue's shards are led.
+func routesOf(ctx context.Context, addr, queue string) ([]fila.RouteEntry, error) {
+	c, err := fila.Dial(ctx, addr, &fila.Options{DialTimeout: time.Second})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.GetRoutes(ctx, queue)
 }
 
 // Pause stops a random node with SIGSTOP; heal continues it with SIGCONT.

@@ -16,6 +16,7 @@ type Config struct {
 	FaultHold  time.Duration // how long a fault lasts at most (default 1s)
 	Seed       uint64
 	Workload   Workload      // Addrs default to the cluster's, Queue to "chaos"
+	Load       Load          // what to drive instead of Workload (a ShardedWorkload), when set
 	Visibility time.Duration // the queue's lease (default 2s: the drain waits for leases lost with their consumers)
 	DrainFor   time.Duration // bound of the final drain (default 60s; it waits 3 leases and 1 s for a stuck message)
 }
@@ -24,6 +25,7 @@ type Config struct {
 type Result struct {
 	History []Op
 	Report  Report
+	Start   time.Time // the wall-clock time of the history's offset 0 (to read the nodes' logs against it)
 }
 
 // Run creates the queue, drives the workload for Duration while the nemesis injects faults,
@@ -50,8 +52,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if w.Queue == "" {
 		w.Queue = "chaos"
 	}
+	var l Load = w
+	if cfg.Load != nil {
+		l = cfg.Load
+	}
 	setup, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err := w.CreateQueues(setup, cfg.Visibility)
+	err := l.CreateQueues(setup, cfg.Visibility)
 	cancel()
 	if err != nil {
 		return Result{}, fmt.Errorf("creating the queues: %w", err)
@@ -71,19 +77,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	} else {
 		nemesisErr <- nil
 	}
-	loadErr := w.Run(load, rec)
+	loadErr := l.Run(load, rec)
 	nErr := <-nemesisErr
 	if err := errors.Join(nErr, cfg.Cluster.CheckAlive()); err != nil {
-		return Result{History: rec.History()}, err
+		return Result{History: rec.History(), Start: rec.start}, err
 	}
 	if loadErr != nil {
-		return Result{History: rec.History()}, fmt.Errorf("workload: %w", loadErr)
+		return Result{History: rec.History(), Start: rec.start}, fmt.Errorf("workload: %w", loadErr)
 	}
 	drain, cancel := context.WithTimeout(ctx, cfg.DrainFor)
-	err = w.Drain(drain, rec, 3*cfg.Visibility+time.Second)
+	err = l.Drain(drain, rec, 3*cfg.Visibility+time.Second)
 	cancel()
 	h := rec.History()
-	res := Result{History: h, Report: Check(h)}
+	res := Result{History: h, Report: Check(h), Start: rec.start}
 	if err != nil {
 		return res, fmt.Errorf("final drain: %w", err)
 	}

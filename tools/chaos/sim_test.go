@@ -26,11 +26,19 @@ type sim struct {
 	rolled      map[string]bool // values whose applied enqueue or ack a crash rolled back
 	enqueued    int
 	maxValues   int
+
+	// A grouped queue with deduplication (newGroupedSim): each message is in one of a few
+	// ordering groups, delivered one at a time in the order applied; producers repeat an
+	// enqueue now and then with its idempotency key, which the broker answers with the first ID.
+	grouped bool
+	order   map[string][]string // group -> its stored values in enqueue order
+	dedup   map[string]string   // idempotency key -> the ID it was first answered with
 }
 
 type simMsg struct {
 	id     string
 	leased bool
+	group  string
 }
 
 type simClient struct {
@@ -40,6 +48,7 @@ type simClient struct {
 	applied  bool
 	held     *Op // a delivery to ack next
 	n        int
+	last     *Op // the last enqueue, to repeat (grouped)
 }
 
 func newSim(seed uint64, commitLag bool) *sim {
@@ -50,6 +59,53 @@ func newSim(seed uint64, commitLag bool) *sim {
 		s.clients = append(s.clients, &simClient{id: i, producer: i%2 == 0})
 	}
 	return s
+}
+
+// newGroupedSim is a correct broker of a grouped queue with deduplication.
+func newGroupedSim(seed uint64) *sim {
+	s := newSim(seed, false)
+	s.grouped, s.order, s.dedup = true, map[string][]string{}, map[string]string{}
+	return s
+}
+
+// deliverable reports whether v may be delivered: not leased, and (grouped) the head of its
+// group, which no lease of an earlier message holds.
+func (s *sim) deliverable(v string, m *simMsg) bool {
+	if m.leased {
+		return false
+	}
+	return !s.grouped || s.order[m.group][0] == v
+}
+
+// stored takes v's message off its group when it is acked.
+func (s *sim) unorder(v string, m *simMsg) {
+	if s.grouped {
+		o := s.order[m.group]
+		for i := range o {
+			if o[i] == v {
+				s.order[m.group] = append(o[:i:i], o[i+1:]...)
+				break
+			}
+		}
+	}
+}
+
+// nextEnqueue is a producer's next enqueue: a new value, or (grouped, now and then) its last
+// enqueue again.
+func (s *sim) nextEnqueue(c *simClient) *Op {
+	if s.grouped && c.last != nil && s.chance(0.3) {
+		op := *c.last
+		op.Outcome, op.ID, op.Err, op.Complete, op.Invoke = 0, "", "", 0, s.tick()
+		return &op
+	}
+	s.enqueued++
+	c.n++
+	op := &Op{Client: c.id, Kind: Enqueue, Value: fmt.Sprintf("c%d-%d", c.id, c.n), Invoke: s.tick()}
+	if s.grouped {
+		op.Group, op.Seq, op.Key = fmt.Sprintf("g%d", s.rng.IntN(3)), c.n, op.Value
+		c.last = op
+	}
+	return op
 }
 
 func (s *sim) tick() time.Duration { s.now += time.Millisecond; return s.now }
@@ -81,9 +137,14 @@ func (s *sim) crash() {
 	}
 	clear(s.uncommitted)
 	s.pending = nil
+	old := s.live
 	s.live = map[string]*simMsg{}
 	for v, id := range s.durable {
-		s.live[v] = &simMsg{id: id}
+		m := &simMsg{id: id}
+		if o := old[v]; o != nil {
+			m.group = o.group
+		}
+		s.live[v] = m
 	}
 	for _, c := range s.clients {
 		if c.op != nil {
@@ -119,16 +180,14 @@ func (s *sim) step() {
 		if s.enqueued >= s.maxValues {
 			return
 		}
-		s.enqueued++
-		c.n++
-		c.op = &Op{Client: c.id, Kind: Enqueue, Value: fmt.Sprintf("c%d-%d", c.id, c.n), Invoke: s.tick()}
+		c.op = s.nextEnqueue(c)
 		c.applied = false
 	case c.op == nil && c.held != nil:
 		c.op = &Op{Client: c.id, Kind: Ack, Value: c.held.Value, ID: c.held.ID, Invoke: s.tick()}
 		c.held, c.applied = nil, false
 	case c.op == nil:
 		for v, m := range s.live {
-			if !m.leased {
+			if s.deliverable(v, m) {
 				m.leased = true
 				d := Op{Client: c.id, Kind: Deliver, Value: v, ID: m.id, Outcome: Ok, Invoke: s.tick()}
 				d.Complete = d.Invoke
@@ -161,9 +220,17 @@ func (s *sim) apply(c *simClient) {
 			op.Outcome, op.Err = Fail, "StorageError"
 			return
 		}
+		if id, ok := s.dedup[op.Key]; ok && op.Key != "" {
+			op.Outcome, op.ID = Ok, id // a repeat: the first message's ID, nothing stored
+			return
+		}
 		s.nextID++
 		id := fmt.Sprintf("m%d", s.nextID)
-		s.live[op.Value] = &simMsg{id: id}
+		s.live[op.Value] = &simMsg{id: id, group: op.Group}
+		if s.grouped {
+			s.order[op.Group] = append(s.order[op.Group], op.Value)
+			s.dedup[op.Key] = id
+		}
 		v := op.Value
 		s.effect(v, func() { s.durable[v] = id })
 		op.Outcome, op.ID = Ok, id
@@ -172,11 +239,19 @@ func (s *sim) apply(c *simClient) {
 			op.Outcome, op.Err = Fail, "MessageNotFound"
 			return
 		}
+		s.unorder(op.Value, s.live[op.Value])
 		delete(s.live, op.Value)
 		v := op.Value
 		s.effect(v, func() { delete(s.durable, v) })
 		op.Outcome = Ok
 	}
+}
+
+// drained records the final drain's delivery of v.
+func (s *sim) drained(v, id string) {
+	d := Op{Client: 99, Kind: Deliver, Value: v, ID: id, Outcome: Ok, Invoke: s.tick(), Final: true}
+	d.Complete = d.Invoke
+	s.rec = append(s.rec, d)
 }
 
 func (s *sim) finish(c *simClient) {
@@ -204,9 +279,14 @@ func (s *sim) run(steps int) []Op {
 	}
 	start := s.tick()
 	for v, m := range s.live {
-		d := Op{Client: 99, Kind: Deliver, Value: v, ID: m.id, Outcome: Ok, Invoke: s.tick(), Final: true}
-		d.Complete = d.Invoke
-		s.rec = append(s.rec, d)
+		if !s.grouped {
+			s.drained(v, m.id)
+		}
+	}
+	for g := range 3 { // a grouped queue's messages in their groups' order
+		for _, v := range s.order[fmt.Sprintf("g%d", g)] {
+			s.drained(v, s.live[v].id)
+		}
 	}
 	s.rec = append(s.rec, Op{Client: 99, Kind: Drained, Outcome: Ok, Invoke: start, Complete: s.tick()})
 	return s.rec

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/filamq/fila/tools/chaos"
+	"github.com/filamq/fila/tools/internal/loopback"
 	"github.com/filamq/fila/tools/internal/repo"
 )
 
@@ -27,7 +28,12 @@ var (
 	errorKinds = flag.Int("errors", 8, "kinds of errors printed at most (the commonest first)")
 	logDir     = flag.String("logs", "", "a directory to write each node's log into (node<ID>.log) at the end")
 	explain    = flag.Duration("explain", 2*time.Second, "for each unavailability window at least this long, print what each client was doing (0: none)")
+	shards     = flag.Int("shards", 0, "drive one sharded queue of this many shards (2 to 64) instead, ordered by group, every other batch sent twice "+
+		"with its idempotency keys (chaos.ShardedWorkload); -queues and -batch do not apply, and kill kills a shard's leader")
 )
+
+// shardedQueue is the sharded queue's name (-shards).
+const shardedQueue = "orders"
 
 func main() {
 	duration := flag.Duration("duration", 2*time.Minute, "how long the workload runs")
@@ -81,6 +87,10 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 		}
 		nodeArgs = func(id int) []string { return append(founding(id), args...) }
 	}
+	httpAddrs, nodeArgs, err := withHTTP(nodes, nodeArgs)
+	if err != nil {
+		return fail(err)
+	}
 	c, err := chaos.StartCluster(bin, dir, nodes, nodeArgs)
 	if err != nil {
 		return fail(err)
@@ -94,7 +104,8 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 		nodes, c.Addrs(), queues, duration, producers, rate, consumers, batch, faults, every, hold, seed)
 	start := time.Now()
 	res, err := chaos.Run(ctx, chaos.Config{Cluster: c, Nemesis: nemesis, Duration: duration, FaultEvery: every,
-		FaultHold: hold, Seed: seed, Workload: chaos.Workload{Queues: queues, Producers: producers, Consumers: consumers, Batch: batch, Rate: rate}})
+		FaultHold: hold, Seed: seed, Workload: chaos.Workload{Queues: queues, Producers: producers, Consumers: consumers, Batch: batch, Rate: rate},
+		Load: shardedLoad(c, httpAddrs, producers, consumers, rate)})
 	r := res.Report
 	for _, op := range res.History {
 		if op.Kind == chaos.Fault {
@@ -115,7 +126,7 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 		fmt.Printf("chaos: the link proxy forwarded %d bytes between nodes and refused %d connections of cut pairs\n", proxy.Forwarded.Load(), proxy.Refused.Load())
 	}
 	fmt.Printf("chaos: %v in %v\n", r.Figures, time.Since(start).Round(time.Second))
-	writeLogs(c)
+	writeLogs(c, res.Start)
 	if err != nil {
 		for _, n := range c.Nodes {
 			fmt.Fprintf(os.Stderr, "node %d's log:\n%s\n", n.ID, n.Log.String())
@@ -126,15 +137,42 @@ func run(duration time.Duration, nodes, queues int, faults string, every, hold t
 		fmt.Printf("chaos: FAILED: %d violations\n", len(r.Violations))
 		return 1
 	}
-	fmt.Println("chaos: ok: no acknowledged enqueue lost, no acked message delivered again, no phantom")
+	fmt.Println("chaos: ok: no acknowledged enqueue lost, no acked message delivered again, no phantom, none out of order, no duplicate")
 	return 0
 }
 
+// shardedLoad is the sharded workload when -shards asks for it (nil: the Workload).
+func shardedLoad(c *chaos.Cluster, httpAddrs []string, producers, consumers, rate int) chaos.Load {
+	if *shards == 0 {
+		return nil
+	}
+	fmt.Printf("chaos: one queue of %d shards, ordered by group, every other batch sent twice\n", *shards)
+	return chaos.ShardedWorkload{Addrs: c.Addrs(), HTTPAddrs: httpAddrs, Queue: shardedQueue, Shards: *shards,
+		Producers: producers, Consumers: consumers, Rate: rate}
+}
+
+// withHTTP gives each node an admin HTTP API on loopback when -shards asks for a sharded queue
+// (it is created there), and returns their addresses.
+func withHTTP(nodes int, nodeArgs func(int) []string) ([]string, func(int) []string, error) {
+	if *shards == 0 {
+		return nil, nodeArgs, nil
+	}
+	addrs := make([]string, nodes)
+	for i := range addrs {
+		var err error
+		if addrs[i], err = loopback.FreeAddr(); err != nil {
+			return nil, nil, err
+		}
+	}
+	return addrs, func(id int) []string { return append(nodeArgs(id), "--http-listen", addrs[id-1]) }, nil
+}
+
 // writeLogs writes each node's log into -logs, when given.
-func writeLogs(c *chaos.Cluster) {
+func writeLogs(c *chaos.Cluster, start time.Time) {
 	if *logDir == "" {
 		return
 	}
+	fmt.Printf("chaos: the history's 0s is %s in the nodes' logs (%s)\n", start.UTC().Format("15:04:05.000"), *logDir)
 	for _, n := range c.Nodes {
 		if err := os.WriteFile(filepath.Join(*logDir, fmt.Sprintf("node%d.log", n.ID)), []byte(n.Log.String()), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "chaos:", err)
@@ -148,6 +186,10 @@ func nemesisOf(faults string, c *chaos.Cluster, proxy *chaos.LinkProxy) (chaos.N
 	for _, f := range strings.Split(faults, ",") {
 		switch strings.TrimSpace(f) {
 		case "kill":
+			if *shards > 0 {
+				mix = append(mix, chaos.KillShardLeader{Cluster: c, Queue: shardedQueue})
+				continue
+			}
 			mix = append(mix, chaos.KillRestart{Cluster: c})
 		case "pause":
 			mix = append(mix, chaos.Pause{Cluster: c})
