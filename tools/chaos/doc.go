@@ -30,7 +30,7 @@
 //     with at-least-once delivery an earlier message may be delivered again after a later one
 //     (its ack unanswered, lost with a killed node), which says nothing of the order. It holds
 //     because a group's messages are delivered one at a time in commit order
-//     (shared/semantics/ordering.md): a later message is leased only once the earlier one was
+//     (docs/semantics/ordering.md): a later message is leased only once the earlier one was
 //     acked, and so delivered to a consumer, the workload's. Enqueues of different clients
 //     compare by real time: one answered Ok before another was invoked was committed first.
 //     Unanswered enqueues order nothing (their commit may come later).
