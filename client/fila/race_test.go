@@ -1,0 +1,5 @@
+//go:build race
+
+package fila_test
+
+const raceEnabled = true
