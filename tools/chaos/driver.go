@@ -100,13 +100,20 @@ func (w Workload) CreateQueues(ctx context.Context, visibility time.Duration) er
 // clients 0..Producers-1, consumers the next ones.
 func (w Workload) Run(ctx context.Context, rec *Recorder) error {
 	w = w.withDefaults()
+	return runClients(w.Producers, w.Consumers, func(i int) error { return w.produce(ctx, i, rec) },
+		func(i int) error { return w.consume(ctx, i, rec) })
+}
+
+// runClients runs producers clients 0..producers-1 and consumers the next ones, each on its own
+// goroutine, until all have returned, and joins their errors.
+func runClients(producers, consumers int, produce, consume func(client int) error) error {
 	var wg sync.WaitGroup
-	errs := make(chan error, w.Producers+w.Consumers)
-	for i := range w.Producers {
-		wg.Go(func() { errs <- w.produce(ctx, i, rec) })
+	errs := make(chan error, producers+consumers)
+	for i := range producers {
+		wg.Go(func() { errs <- produce(i) })
 	}
-	for i := range w.Consumers {
-		wg.Go(func() { errs <- w.consume(ctx, w.Producers+i, rec) })
+	for i := range consumers {
+		wg.Go(func() { errs <- consume(producers + i) })
 	}
 	wg.Wait()
 	close(errs)

@@ -131,21 +131,8 @@ func postQueue(ctx context.Context, addr string, body []byte) error {
 // next ones.
 func (w ShardedWorkload) Run(ctx context.Context, rec *Recorder) error {
 	w = w.withDefaults()
-	var wg sync.WaitGroup
-	errs := make(chan error, w.Producers+w.Consumers)
-	for i := range w.Producers {
-		wg.Go(func() { errs <- w.produce(ctx, i, rec) })
-	}
-	for i := range w.Consumers {
-		wg.Go(func() { errs <- w.consume(ctx, w.Producers+i, rec) })
-	}
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	return errors.Join(all...)
+	return runClients(w.Producers, w.Consumers, func(i int) error { return w.produce(ctx, i, rec) },
+		func(i int) error { return w.consume(ctx, i, rec) })
 }
 
 // dial connects a Cluster to the workload's nodes; the run's nodes may be down: it tries
