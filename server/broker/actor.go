@@ -366,15 +366,23 @@ func (a *actor) run() {
 			a.stopped()
 			return
 		}
+		a.reads = 0
+		// Internal operations run first, on their own: one may change the role (a retake
+		// demotes), and the requests are taken only as the role then is.
 		batch = a.internal.take(batch)
+		for _, o := range batch {
+			o(a)
+		}
+		internal := len(batch)
+		clear(batch)
+		batch = batch[:0]
 		if a.leading {
-			batch = a.ops.take(batch, max(maxOpsPerRound-len(batch), 1))
+			batch = a.ops.take(batch, max(maxOpsPerRound-internal, 1))
 		} else {
 			a.ops.refuseWaiting(CodeNotLeader)
 		}
-		a.reads = 0
 		a.round(batch)
-		busy := len(batch) > a.reads // reads that change nothing are no activity (quietreads.go)
+		busy := internal+len(batch) > a.reads // reads that change nothing are no activity (quietreads.go)
 		clear(batch)
 		if a.deleted {
 			a.stopped()
@@ -550,11 +558,20 @@ func (a *actor) finishUnlogged(c *commit, changed bool) {
 
 // waitLoop waits for each proposed round's entry, in order, then answers its requests and sends
 // its deliveries. A failed entry answers StorageError and has the actor reload the group.
+//
+// Once a round's entry has failed, the leader's state holds what the log may never hold: the
+// round was applied to it before it was proposed. A later round with an entry fails on its own
+// (its Fence does not follow the log's), but a round without one — a repeat answered from the
+// state as a duplicate, a delivery of a message the log lacks — would be answered as if the state
+// were the log's. Such rounds are answered as the failed one was (stale, below) until the actor
+// builds its state again from the log (a demotion, a retake or a reload ends this loop).
 func (a *actor) waitLoop() {
 	defer close(a.synced)
+	var stale error // why an earlier round's entry failed; nil while every one committed
 	for c := range a.commits {
 		var err error
-		if c.future != nil {
+		switch {
+		case c.future != nil:
 			start := time.Now()
 			err = c.future.Error()
 			if err == nil {
@@ -563,12 +580,38 @@ func (a *actor) waitLoop() {
 				}
 			}
 			a.b.metrics.commitSeconds.Observe(time.Since(start).Seconds())
+			if err != nil && stale == nil {
+				stale = err
+			}
+		case stale != nil:
+			a.abandon(c, stale)
+			a.inflight.Add(-1)
+			continue
 		}
 		if err == nil {
 			a.bodies.applied(c.bodies)
 		}
 		a.finish(c, err)
 		a.inflight.Add(-1)
+	}
+}
+
+// abandon answers a round without an entry that was decided on a state an earlier failed
+// round (failed with cause) had changed: NotLeader when the leadership was lost or is being
+// handed on (the client sends again, to whichever node leads, and a repeat with an idempotency
+// key is then answered from the log), cause itself otherwise. Its deliveries are not sent: the
+// state they were leased from is being built again from the log.
+func (a *actor) abandon(c *commit, cause error) {
+	err := cause
+	if leadershipLost(cause) {
+		err = errNotLeader
+	}
+	for _, reply := range c.replies {
+		reply(err)
+	}
+	a.awaitBodies(c)
+	for i := range c.outbox {
+		a.batches.put(c.outbox[i].deliveries)
 	}
 }
 
@@ -586,10 +629,13 @@ func (a *actor) finish(c *commit, err error) {
 		a.flushOutbox(c.outbox)
 		return
 	}
-	if errors.Is(err, errFenced) {
-		// Another leader's entries applied before this one: this node was deposed and perhaps
-		// elected again, and the state this entry was built on lacks them. Demote (the state is
-		// built again from the log) and take the leadership again if it is still here.
+	if errors.Is(err, errFenced) || errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+		// Fenced: another leader's entries applied before this one: this node was deposed and
+		// perhaps elected again, and the state this entry was built on lacks them. Refused during
+		// a transfer: the state holds this round, the log never will, and the node may go on
+		// leading if the transfer fails. Either way demote (the state is built again from the
+		// log) and take the leadership again if it is still here (while the transfer lasts the
+		// actor follows and looks again every transferRecheck: roles.go).
 		if !a.refenceQueued.Swap(true) {
 			a.post(func(a *actor) { a.refenceQueued.Store(false); a.retake() })
 		}

@@ -141,11 +141,22 @@ func (a *actor) followRole() {
 	}
 	if !a.leading && leader {
 		if err := a.promote(); err != nil {
-			a.log.Warn("taking over the queue's leadership failed; following", "err", err)
 			a.demote()
+			if errors.Is(err, raft.ErrLeadershipTransferInProgress) {
+				// A transfer of this node's leadership is under way (a retake after a round it
+				// refused, finish): look again shortly, as raft tells no change when it fails.
+				a.log.Debug("the queue's leadership is being handed on; following until the transfer ends", "err", err)
+				time.AfterFunc(transferRecheck, func() { signal(a.roleChanged) })
+				return
+			}
+			a.log.Warn("taking over the queue's leadership failed; following", "err", err)
 		}
 	}
 }
+
+// transferRecheck is how often a leader whose leadership is being handed on looks whether the
+// transfer ended (raft refuses proposals meanwhile: its state cannot be taken over).
+const transferRecheck = 20 * time.Millisecond
 
 // promote starts the leader's runtime on the applied state. The caller knows this node leads.
 func (a *actor) promote() error {
