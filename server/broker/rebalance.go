@@ -16,7 +16,8 @@ import (
 
 // Rebalancing (clustering.md, "Operations"): while the meta state's rebalancing mode is enabled
 // (SetRebalancing; a pause that has run out counts as enabled), the node that leads the meta
-// group spreads the queue groups' leaderships evenly over the nodes that are up and do not drain.
+// group spreads the queue groups' leaderships evenly over the nodes that are up (connected, and
+// heard from within rebalanceSilence: a stopped process keeps its connections) and do not drain.
 // Every rebalanceTick (rebalanceSoon after a round that moved as many as it may) it counts who
 // leads each group, as GetClusterStatus does, and when some node leads at least two more groups
 // than another, it moves a few of them (at most rebalanceMoves a round) from the nodes that lead
@@ -48,6 +49,23 @@ const (
 	rebalanceWarmup   = 5 * time.Second        // a node is given leaderships once up this long
 	rebalanceSettle   = 10 * time.Second       // groups without a leader that may lead hold moves up this long at most
 )
+
+// peerHeard is the Network of a node that knows when it last heard from each peer
+// (nodelink.Link).
+type peerHeard interface {
+	Heard(node meta.NodeID) (time.Time, bool)
+}
+
+// rebalanceSilence is how long a connected node may send nothing before rebalancing counts it
+// down: two heartbeat timeouts of the groups (this node, leading the meta group, sends it a
+// heartbeat several times in each, which it answers while it runs).
+func (b *Broker) rebalanceSilence() time.Duration {
+	hb := b.opts.Cluster.HeartbeatTimeout
+	if hb <= 0 {
+		hb = time.Second
+	}
+	return 2 * hb
+}
 
 // rebalancer moves leaderships while this node leads the meta group and rebalancing is enabled;
 // nil on a single node. Its maps belong to run's goroutine.
@@ -189,10 +207,20 @@ type movable struct {
 func (r *rebalancer) trackUp(now time.Time) {
 	cat, self := r.b.catalog(), r.b.nodeID()
 	conn, _ := r.b.opts.Cluster.Network.(peerStates)
+	heard, _ := r.b.opts.Cluster.Network.(peerHeard)
+	silence := r.b.rebalanceSilence()
 	up := map[meta.NodeID]bool{}
 	for _, n := range cat.Nodes() {
 		if n.Draining || n.ID != self && conn != nil && !conn.Connected(n.ID) {
 			continue
+		}
+		if heard != nil && n.ID != self {
+			// Connected but silent: a stopped process (SIGSTOP, a long pause) keeps its
+			// connections. It has lost its leaderships meanwhile, so it would count as a
+			// target; a transfer to it holds the group's writes up until the transfer fails.
+			if at, ok := heard.Heard(n.ID); !ok || now.Sub(at) > silence {
+				continue
+			}
 		}
 		up[n.ID] = true
 		if _, ok := r.upSince[n.ID]; !ok {

@@ -2,7 +2,11 @@ package broker
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/server/meta"
@@ -125,5 +129,62 @@ func TestPlanMovesOnlyToReplicasAndWithinTheLimit(t *testing.T) {
 	counts = map[meta.NodeID]int{"1": 5, "2": 5, "3": 0}
 	if plan := planMoves(counts, map[meta.NodeID][]movable{"1": movables["1"][:5]}, 8); len(plan) != 0 {
 		t.Errorf("planned %d moves to a node that is no replica", len(plan))
+	}
+}
+
+// heardNode is a node's network that is connected to every peer and has heard from each
+// lately, except those silent says are not.
+type heardNode struct {
+	memNode
+	silent func(meta.NodeID) bool
+}
+
+func (h heardNode) Connected(meta.NodeID) bool { return true }
+
+func (h heardNode) Heard(n meta.NodeID) (time.Time, bool) {
+	if h.silent(n) {
+		return time.Now().Add(-time.Minute), true
+	}
+	return time.Now(), true
+}
+
+// A node that is connected but silent — a stopped process keeps its connections — is not up
+// for rebalancing, which would otherwise move leaderships to it (it leads none after its
+// groups' elections) and hold each group's writes up until the transfer failed; heard from
+// again, it is up, its warm-up starting afresh.
+func TestRebalancingCountsASilentNodeDown(t *testing.T) {
+	var mu sync.Mutex
+	silent := map[meta.NodeID]bool{}
+	c := startClusterWith(t, 150*time.Millisecond, func(c *memCluster, id meta.NodeID) Network {
+		return heardNode{memNode: memNode{n: c.net, self: id}, silent: func(n meta.NodeID) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return silent[n]
+		}}
+	})
+	r := newRebalancer(c.brokers["n1"])
+	up := func() []meta.NodeID { return slices.Sorted(maps.Keys(r.upSince)) }
+	start := time.Now()
+	r.trackUp(start)
+	if got := up(); !slices.Equal(got, []meta.NodeID{"n1", "n2", "n3"}) {
+		t.Fatalf("up: %v, want every node", got)
+	}
+	mu.Lock()
+	silent["n2"] = true
+	mu.Unlock()
+	r.trackUp(time.Now())
+	if got := up(); !slices.Equal(got, []meta.NodeID{"n1", "n3"}) {
+		t.Fatalf("up with n2 silent: %v, want n1 and n3", got)
+	}
+	mu.Lock()
+	silent["n2"] = false
+	mu.Unlock()
+	again := time.Now()
+	r.trackUp(again)
+	if got := up(); !slices.Equal(got, []meta.NodeID{"n1", "n2", "n3"}) {
+		t.Fatalf("up with n2 heard again: %v, want every node", got)
+	}
+	if since := r.upSince["n2"]; !since.Equal(again) {
+		t.Fatalf("n2 up since %v, want %v (its warm-up starts again)", since, again)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/filamq/fila/generated/cluster"
@@ -27,6 +28,9 @@ type conn struct {
 	closed bool
 	err    error // why it closed
 	done   chan struct{}
+
+	// heard is when the last frame arrived (Unix nanoseconds; Link.Heard).
+	heard atomic.Int64
 
 	mu      sync.Mutex
 	nextID  uint32
@@ -206,6 +210,7 @@ func (c *conn) readLoop() error {
 		if err != nil {
 			return err
 		}
+		c.heard.Store(time.Now().UnixNano())
 		c.l.stats.FramesReceived.Add(1)
 		c.l.stats.BytesReceived.Add(uint64(cluster.LengthSize + len(body)))
 		h, rest, err := cluster.ParseHeader(body)

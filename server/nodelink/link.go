@@ -258,6 +258,25 @@ func (l *Link) Connected(node meta.NodeID) bool {
 	return p != nil && p.c != nil
 }
 
+// Heard returns when a frame last arrived from node on the connection the link holds to it
+// now; false when it holds none or nothing arrived on it yet. A node whose process is stopped
+// (SIGSTOP) keeps its connections open, and only falls silent: its peers' groups send it
+// heartbeats, which a running node answers.
+func (l *Link) Heard(node meta.NodeID) (time.Time, bool) {
+	l.mu.Lock()
+	p := l.peers[node]
+	var c *conn
+	if p != nil {
+		c = p.c
+	}
+	l.mu.Unlock()
+	if c == nil {
+		return time.Time{}, false
+	}
+	ns := c.heard.Load()
+	return time.Unix(0, ns), ns != 0
+}
+
 // peerLocked is node's peer, made when unknown (an accepted node not in the configuration).
 func (l *Link) peerLocked(node meta.NodeID) *peer {
 	p := l.peers[node]
