@@ -47,9 +47,22 @@ func appendEntriesFrame(group string, a *raft.AppendEntriesRequest) *cluster.App
 	return f
 }
 
+// appendEntriesRequest is the request raft is handed for a peer's AppendEntries. Its commit
+// index is the leader's, at most the index of the last entry the request carries (its
+// PrevLogEntry when it carries none), as the Raft paper's receiver rule has it: hashicorp/raft
+// takes min(leader's commit, its own last index), which commits entries past the request that
+// the request's checks never covered. A deposed leader that has gone on appending entries of
+// its old term (a process stopped and continued, SIGSTOP) holds such entries at indexes its
+// successor committed others at, and an AppendEntries whose entries end before them — a
+// probe, or one cut at MaxAppendEntries or at the frame size (fit) — would commit and apply
+// them: a message its successor never had, a state that no longer matches the others'.
 func appendEntriesRequest(f *cluster.AppendEntries) *raft.AppendEntriesRequest {
+	lastNew := f.PrevLogEntry
+	if n := len(f.Entries); n > 0 {
+		lastNew = f.Entries[n-1].Index
+	}
 	a := &raft.AppendEntriesRequest{RPCHeader: rpcHeader(f.Header), Term: f.Term, Leader: f.Header.Addr,
-		PrevLogEntry: f.PrevLogEntry, PrevLogTerm: f.PrevLogTerm, LeaderCommitIndex: f.LeaderCommitIndex}
+		PrevLogEntry: f.PrevLogEntry, PrevLogTerm: f.PrevLogTerm, LeaderCommitIndex: min(f.LeaderCommitIndex, lastNew)}
 	if len(f.Entries) > 0 {
 		logs := make([]raft.Log, len(f.Entries))
 		a.Entries = make([]*raft.Log, len(f.Entries))
