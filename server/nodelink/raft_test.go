@@ -145,13 +145,16 @@ func (snap) Release() {}
 
 // group is one Raft group on the three nodes.
 type group struct {
-	rafts map[meta.NodeID]*raft.Raft
-	fsms  map[meta.NodeID]*counter
+	rafts  map[meta.NodeID]*raft.Raft
+	fsms   map[meta.NodeID]*counter
+	stores map[meta.NodeID]*raft.InmemStore
+	trans  map[meta.NodeID]raft.Transport
 }
 
 func (tr *trio) startGroup(name string, tweak func(*raft.Config)) *group {
 	tr.t.Helper()
-	g := &group{rafts: map[meta.NodeID]*raft.Raft{}, fsms: map[meta.NodeID]*counter{}}
+	g := &group{rafts: map[meta.NodeID]*raft.Raft{}, fsms: map[meta.NodeID]*counter{}, stores: map[meta.NodeID]*raft.InmemStore{},
+		trans: map[meta.NodeID]raft.Transport{}}
 	var servers []raft.Server
 	for _, id := range tr.ids {
 		servers = append(servers, raft.Server{ID: raft.ServerID(id), Address: tr.links[id].Address(id, name)})
@@ -178,7 +181,7 @@ func (tr *trio) startGroup(name string, tweak func(*raft.Config)) *group {
 		if err != nil {
 			tr.t.Fatal(err)
 		}
-		g.rafts[id], g.fsms[id] = r, fsm
+		g.rafts[id], g.fsms[id], g.stores[id], g.trans[id] = r, fsm, store, trans
 		tr.t.Cleanup(func() {
 			_ = r.Shutdown().Error()
 			_ = trans.(io.Closer).Close()

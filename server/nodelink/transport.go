@@ -37,6 +37,9 @@ type Transport struct {
 
 	progress progress   // the followers' lag while this node leads the group (lag.go)
 	heard    heardState // the leader's commit indexes received while this node follows (heard.go)
+	// answered is the highest term raft has answered a request with on this transport: raft's
+	// current term is at least this (see fastHeartbeat).
+	answered uint64
 }
 
 // inbound is a request from a peer waiting for the group.
@@ -257,16 +260,51 @@ func (c *conn) raftRequest(h cluster.Header, body []byte) error {
 	}
 	in := inbound{c: c, id: h.RequestID, rpc: rpc}
 	if heartbeat && !t.isUnclaimed() {
-		t.mu.Lock()
-		fn := t.heartbeat
-		t.mu.Unlock()
-		if fn != nil {
+		if fn := t.fastHeartbeat(rpc.Command.(*raft.AppendEntriesRequest).Term); fn != nil {
 			go t.serve(in, fn)
 			return nil
 		}
 	}
 	t.enqueue(in)
 	return nil
+}
+
+// fastHeartbeat returns raft's heartbeat handler when a heartbeat of term may take raft's fast
+// path, nil when it must wait in line with the group's other requests. raft's handler runs on
+// the caller's goroutine, beside raft's own: a heartbeat of a newer term makes raft a follower
+// of that term there, while its leader loop may be appending a proposal — which raft then
+// stamps with the new term, so that the new leader's entry at that index looks the same to the
+// follower's check and the deposed leader's entry stays in its log, committed and applied where
+// the others hold the new leader's (found by tools/chaos: a leader stopped by SIGSTOP, continued
+// with requests waiting in its sockets). Only a heartbeat of a term raft has answered in already
+// takes the fast path; a newer term's is handed to raft in order, on its own goroutine.
+func (t *Transport) fastHeartbeat(term uint64) func(raft.RPC) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.heartbeat == nil || term > t.answered {
+		return nil
+	}
+	return t.heartbeat
+}
+
+// noteAnswered records the term of raft's answer to a request.
+func (t *Transport) noteAnswered(resp any) {
+	var term uint64
+	switch r := resp.(type) {
+	case *raft.AppendEntriesResponse:
+		term = r.Term
+	case *raft.RequestVoteResponse:
+		term = r.Term
+	case *raft.RequestPreVoteResponse:
+		term = r.Term
+	case *raft.InstallSnapshotResponse:
+		term = r.Term
+	default:
+		return
+	}
+	t.mu.Lock()
+	t.answered = max(t.answered, term)
+	t.mu.Unlock()
 }
 
 // enqueue queues a request for the group, starting the goroutine that hands them to raft.
@@ -331,6 +369,7 @@ func (t *Transport) serve(in inbound, fn func(raft.RPC)) {
 		_ = in.c.send(0, in.id, &cluster.Error{Code: cluster.CodeFailed, Message: resp.Error.Error()})
 		return
 	}
+	t.noteAnswered(resp.Response)
 	if fr := responseFrame(resp.Response); fr != nil {
 		_ = in.c.send(0, in.id, fr)
 	}
