@@ -23,8 +23,8 @@ import (
 // each group's messages are first delivered in the order they were enqueued, and no key makes
 // two messages. FILA_CHAOS_SEED=N draws other faults.
 //
-// FILA_CHAOS_SHARDS=long runs it for 60 s. Its longer runs found four faults (three of the broker, one of the SDK),
-// fixed since (docs/chaos.md, "What the sharded runs found").
+// FILA_CHAOS_SHARDS=long runs it for 60 s. Its longer runs found four faults (three of the
+// broker, one of the SDK), fixed since (docs/chaos.md, "What the sharded runs found").
 func TestShardedQueueFaultsKeepOrderAndDedup(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs three fila-server processes for 15 s")
