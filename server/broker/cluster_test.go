@@ -220,6 +220,19 @@ func (c *memCluster) awaitLeader(queue string) *Broker {
 	return b
 }
 
+// awaitReplicas waits until every node hosts a replica of queue's group.
+func (c *memCluster) awaitReplicas(queue string) {
+	c.t.Helper()
+	c.eventually("every node hosts a replica of "+queue, func() bool {
+		for _, b := range c.brokers {
+			if b.lookup(queue).a == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 func (c *memCluster) createQueue(spec QueueSpec) *Error {
 	c.t.Helper()
 	var b *Broker
@@ -495,14 +508,7 @@ func TestAReplicaBehindCatchesUpBySnapshotAndServesEveryBody(t *testing.T) {
 	if e := c.createQueue(QueueSpec{Name: "lag"}); e != nil {
 		t.Fatal(e)
 	}
-	c.eventually("every node hosts a replica of lag", func() bool {
-		for _, b := range c.brokers {
-			if b.lookup("lag").a == nil {
-				return false
-			}
-		}
-		return true
-	})
+	c.awaitReplicas("lag")
 	leader := c.awaitLeader("lag")
 	var behind meta.NodeID
 	for id, b := range c.brokers {

@@ -78,14 +78,7 @@ func startDeafCluster(t *testing.T, hb time.Duration) (*memCluster, map[meta.Nod
 	if e := c.createQueue(QueueSpec{Name: "q"}); e != nil {
 		t.Fatal(e)
 	}
-	c.eventually("every node hosts a replica of q", func() bool {
-		for _, b := range c.brokers {
-			if b.lookup("q").a == nil {
-				return false
-			}
-		}
-		return true
-	})
+	c.awaitReplicas("q")
 	return c, deaf
 }
 

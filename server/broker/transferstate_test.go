@@ -27,14 +27,7 @@ func TestRepeatsDuringALeadershipTransferAreAnsweredFromTheLog(t *testing.T) {
 	if e := c.createQueue(QueueSpec{Name: "q", VisibilityTimeoutMs: 1000}); e != nil {
 		t.Fatal(e)
 	}
-	c.eventually("every node hosts a replica of q", func() bool {
-		for _, b := range c.brokers {
-			if b.lookup("q").a == nil {
-				return false
-			}
-		}
-		return true
-	})
+	c.awaitReplicas("q")
 	h := newHistory()
 	ids := map[string]MessageID{} // key → the ID its Ok answers gave
 	send := func(b *Broker, key string) Code {
