@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -39,7 +40,7 @@ type Transport struct {
 	heard    heardState // the leader's commit indexes received while this node follows (heard.go)
 	// answered is the highest term raft has answered a request with on this transport: raft's
 	// current term is at least this (see fastHeartbeat).
-	answered uint64
+	answered atomic.Uint64
 }
 
 // inbound is a request from a peer waiting for the group.
@@ -279,11 +280,11 @@ func (c *conn) raftRequest(h cluster.Header, body []byte) error {
 // with requests waiting in its sockets). Only a heartbeat of a term raft has answered in already
 // takes the fast path; a newer term's is handed to raft in order, on its own goroutine.
 func (t *Transport) fastHeartbeat(term uint64) func(raft.RPC) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.heartbeat == nil || term > t.answered {
+	if term > t.answered.Load() {
 		return nil
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return t.heartbeat
 }
 
@@ -302,9 +303,12 @@ func (t *Transport) noteAnswered(resp any) {
 	default:
 		return
 	}
-	t.mu.Lock()
-	t.answered = max(t.answered, term)
-	t.mu.Unlock()
+	for {
+		old := t.answered.Load()
+		if term <= old || t.answered.CompareAndSwap(old, term) {
+			return
+		}
+	}
 }
 
 // enqueue queues a request for the group, starting the goroutine that hands them to raft.
