@@ -26,21 +26,33 @@ type Workload struct {
 	Rate      int           // messages enqueued per second by all producers together (0: as fast as answered)
 }
 
+// The clients both workloads run unless told otherwise.
+const (
+	defaultProducers = 2
+	defaultConsumers = 2
+	defaultOpTimeout = 5 * time.Second
+)
+
+// clientDefaults fills in the client counts and call bound both workloads share.
+func clientDefaults(producers, consumers *int, opTimeout *time.Duration) {
+	if *producers == 0 {
+		*producers = defaultProducers
+	}
+	if *consumers == 0 {
+		*consumers = defaultConsumers
+	}
+	if *opTimeout == 0 {
+		*opTimeout = defaultOpTimeout
+	}
+}
+
 func (w Workload) withDefaults() Workload {
-	if w.Producers == 0 {
-		w.Producers = 2
-	}
-	if w.Consumers == 0 {
-		w.Consumers = 2
-	}
+	clientDefaults(&w.Producers, &w.Consumers, &w.OpTimeout)
 	if w.Batch == 0 {
 		w.Batch = 1
 	}
 	if w.Queues == 0 {
 		w.Queues = 1
-	}
-	if w.OpTimeout == 0 {
-		w.OpTimeout = 5 * time.Second
 	}
 	return w
 }

@@ -58,17 +58,9 @@ func (w ShardedWorkload) withDefaults() ShardedWorkload {
 	if w.Groups == 0 {
 		w.Groups = 8
 	}
-	if w.Producers == 0 {
-		w.Producers = 2
-	}
-	if w.Consumers == 0 {
-		w.Consumers = 2
-	}
+	clientDefaults(&w.Producers, &w.Consumers, &w.OpTimeout)
 	if w.RepeatEvery == 0 {
 		w.RepeatEvery = 2
-	}
-	if w.OpTimeout == 0 {
-		w.OpTimeout = 5 * time.Second
 	}
 	return w
 }
