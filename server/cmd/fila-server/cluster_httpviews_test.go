@@ -175,17 +175,7 @@ func TestTheAdminAPIListsEveryQueueOnEveryNode(t *testing.T) {
 	}
 	bin := buildServer(t)
 	nodes, _ := formCluster(t, bin, "--queue-idle-timeout", "1h", "--http-listen", "127.0.0.1:0")
-	depth := map[string]int{}
-	for i := range 6 {
-		q := fmt.Sprintf("l%d", i)
-		if r := admin(t, nodes[0], &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
-			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
-		}
-		for m := range i + 1 {
-			enqueueOnLeader(t, nodes, q, fmt.Sprint("m", m))
-		}
-		depth[q] = i + 1
-	}
+	depth := queuesOfDepths(t, nodes, "l", 6)
 	var created struct {
 		Shards int `json:"shards"`
 	}

@@ -89,6 +89,24 @@ func startCluster(t *testing.T, bin string, nodes []*clusterProc, addrs []string
 	}
 }
 
+// queuesOfDepths creates n queues, prefix0 to prefix(n-1), queue i holding i+1 messages
+// enqueued on its leader, and returns each one's depth.
+func queuesOfDepths(t *testing.T, nodes []*clusterProc, prefix string, n int) map[string]int {
+	t.Helper()
+	depth := map[string]int{}
+	for i := range n {
+		q := fmt.Sprintf("%s%d", prefix, i)
+		if r := admin(t, nodes[0], &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
+			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
+		}
+		for m := range i + 1 {
+			enqueueOnLeader(t, nodes, q, fmt.Sprint("m", m))
+		}
+		depth[q] = i + 1
+	}
+	return depth
+}
+
 // enqueueOnLeader offers msg to each node until one takes it (the leader, or a follower that
 // forwards it and names the leader in a route hint; NotLeader or NodeNotReady during an
 // election), and returns the queue's leader.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
@@ -22,15 +21,8 @@ func TestEveryNodeReadsEveryQueue(t *testing.T) {
 	bin := buildServer(t)
 	nodes, _ := formCluster(t, bin, "--queue-idle-timeout", "1h")
 	depth := map[string]uint64{}
-	for i := range 6 {
-		q := fmt.Sprintf("r%d", i)
-		if r := admin(t, nodes[0], &fibp.CreateQueue{Name: q}).(*fibp.CreateQueueResult); r.ErrorCode != fibp.CodeOk {
-			t.Fatalf("CreateQueue %s: %v", q, r.ErrorCode)
-		}
-		for m := range i + 1 {
-			enqueueOnLeader(t, nodes, q, fmt.Sprint("m", m))
-		}
-		depth[q], depth[q+".dlq"] = uint64(i+1), 0
+	for q, d := range queuesOfDepths(t, nodes, "r", 6) {
+		depth[q], depth[q+".dlq"] = uint64(d), 0
 	}
 	leaders := map[uint64]bool{}
 	for q, id := range routes(t, nodes[0]) {
