@@ -48,6 +48,8 @@ var (
 	_ Frame = (*ForwardHTTPResult)(nil)
 	_ Frame = (*Join)(nil)
 	_ Frame = (*JoinOk)(nil)
+	_ Frame = (*FounderCheck)(nil)
+	_ Frame = (*FounderCheckResult)(nil)
 	_ Frame = (*TokenRequest)(nil)
 	_ Frame = (*TokenGrant)(nil)
 	_ Frame = (*TokenReturn)(nil)
@@ -119,6 +121,10 @@ func New(op Opcode) Frame {
 		return new(Join)
 	case OpJoinOk:
 		return new(JoinOk)
+	case OpFounderCheck:
+		return new(FounderCheck)
+	case OpFounderCheckResult:
+		return new(FounderCheckResult)
 	case OpTokenRequest:
 		return new(TokenRequest)
 	case OpTokenGrant:

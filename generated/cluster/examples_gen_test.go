@@ -58,6 +58,14 @@ var examples = []example{
 		"000d 31302e302e302e343a35353535  # advertise \"10.0.0.4:5555\"",
 		"01  # fresh: an empty data directory",
 	}},
+	{OpFounderCheck, "node-3", []string{
+		"0015 66696c612d30313233343536373839616263646566  # cluster \"fila-0123456789abcdef\"",
+		"0001 33  # node_id \"3\"",
+	}},
+	{OpFounderCheckResult, "served", []string{
+		"01  # served",
+		"000d 31302e302e302e333a35353535  # advertise \"10.0.0.3:5555\"",
+	}},
 	{OpTokenRequest, "first-ask", []string{
 		"0001 74  # throttle \"t\"",
 		"0000000000000002  # epoch 2",

@@ -211,3 +211,146 @@ func (x *JoinOk) Decode(body []byte) error {
 	}
 	return nil
 }
+
+// FounderCheck is opcode 0x32, sent either direction.
+// A founding member that starts on an empty data directory asks each other founder, before
+// it writes anything, whether the cluster knows it served already: the opening frame of a
+// connection it opened for this alone, in place of Hello. The founder answers
+// FounderCheckResult from its own meta state and closes the connection. A founder that lost
+// its data directory must not take its place again empty (its replicas would answer Raft
+// without the log and votes they had); it is removed and joins again.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field    encoding
+//	0       cluster  u16 length, then UTF-8
+//	+       node_id  u16 length, then UTF-8
+type FounderCheck struct {
+	// The cluster the asking node's initial_cluster founds (its name); a founder of another cluster
+	// answers served false.
+	Cluster string
+
+	// The asking node's ID.
+	NodeID string
+}
+
+// Opcode returns OpFounderCheck.
+func (*FounderCheck) Opcode() Opcode {
+	return OpFounderCheck
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *FounderCheck) Size() int {
+	n := 4
+	n += len(x.Cluster)
+	n += len(x.NodeID)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *FounderCheck) AppendTo(b []byte) []byte {
+	b = wire.AppendString16(b, x.Cluster)
+	b = wire.AppendString16(b, x.NodeID)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *FounderCheck) DecodeFrom(r *wire.Reader) {
+	x.Cluster = r.String(r.Len16(65535), true)
+	x.NodeID = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *FounderCheck) Check() error {
+	if err := wire.CheckString(x.Cluster, 65535, true); err != nil {
+		return wire.AtField("cluster", -1, err)
+	}
+	if err := wire.CheckString(x.NodeID, 65535, true); err != nil {
+		return wire.AtField("node_id", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *FounderCheck) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpFounderCheck,
+		}
+	}
+	return nil
+}
+
+// FounderCheckResult is opcode 0x33, sent either direction.
+// Answers a FounderCheck from the answering node's meta state, which may lag its leader's.
+//
+// Body, after the header (big-endian; + where an offset depends on earlier fields):
+//
+//	offset  field      encoding
+//	0       served     u8 (0 or 1)
+//	1       advertise  u16 length, then UTF-8
+type FounderCheckResult struct {
+	// The meta state records the node served in this cluster (it announced the address it gives
+	// clients), so its data directory held its state.
+	Served bool
+
+	// The address the node gave clients, when served.
+	Advertise string
+}
+
+// Opcode returns OpFounderCheckResult.
+func (*FounderCheckResult) Opcode() Opcode {
+	return OpFounderCheckResult
+}
+
+// Size returns the number of bytes AppendTo appends.
+func (x *FounderCheckResult) Size() int {
+	n := 3
+	n += len(x.Advertise)
+	return n
+}
+
+// AppendTo appends the encoding of x to b and returns the extended slice. It allocates only
+// when b lacks capacity. Call Check first when x may break a protocol limit.
+func (x *FounderCheckResult) AppendTo(b []byte) []byte {
+	b = wire.AppendBool(b, x.Served)
+	b = wire.AppendString16(b, x.Advertise)
+	return b
+}
+
+// DecodeFrom overwrites every field of x with values read from r. Byte fields alias r's
+// buffer; r's first error sticks and is left for the caller to inspect.
+func (x *FounderCheckResult) DecodeFrom(r *wire.Reader) {
+	x.Served = r.Bool()
+	x.Advertise = r.String(r.Len16(65535), true)
+}
+
+// Check reports the first value of x that AppendTo cannot encode faithfully.
+func (x *FounderCheckResult) Check() error {
+	if err := wire.CheckString(x.Advertise, 65535, true); err != nil {
+		return wire.AtField("advertise", -1, err)
+	}
+	return nil
+}
+
+// Decode decodes a whole frame body (after the header) into x. Bytes after the last known field are ignored (schema evolution by appending).
+// Byte fields alias body: they stay valid while body is unchanged.
+func (x *FounderCheckResult) Decode(body []byte) error {
+	var r wire.Reader
+	r.Reset(body)
+	x.DecodeFrom(&r)
+	if err := r.Err(); err != nil {
+		return &FrameError{
+			Err:    err,
+			Opcode: OpFounderCheckResult,
+		}
+	}
+	return nil
+}

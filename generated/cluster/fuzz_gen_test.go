@@ -187,6 +187,16 @@ func FuzzJoinOk(f *testing.F) {
 		return new(JoinOk)
 	}, sampleJoinOk(1), sampleJoinOk(2), new(JoinOk))
 }
+func FuzzFounderCheck(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(FounderCheck)
+	}, sampleFounderCheck(1), sampleFounderCheck(2), new(FounderCheck))
+}
+func FuzzFounderCheckResult(f *testing.F) {
+	fuzzFrame(f, func() Frame {
+		return new(FounderCheckResult)
+	}, sampleFounderCheckResult(1), sampleFounderCheckResult(2), new(FounderCheckResult))
+}
 func FuzzTokenRequest(f *testing.F) {
 	fuzzFrame(f, func() Frame {
 		return new(TokenRequest)

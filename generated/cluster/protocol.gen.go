@@ -153,6 +153,10 @@ const (
 	OpJoin Opcode = 0x30
 	// OpJoinOk is JoinOk (either direction).
 	OpJoinOk Opcode = 0x31
+	// OpFounderCheck is FounderCheck (either direction).
+	OpFounderCheck Opcode = 0x32
+	// OpFounderCheckResult is FounderCheckResult (either direction).
+	OpFounderCheckResult Opcode = 0x33
 	// OpTokenRequest is TokenRequest (either direction).
 	OpTokenRequest Opcode = 0x40
 	// OpTokenGrant is TokenGrant (either direction).
@@ -217,6 +221,8 @@ var opcodeTable = [256]opcodeInfo{
 	OpForwardHTTPResult:     {"ForwardHTTPResult", EitherDirection},
 	OpJoin:                  {"Join", EitherDirection},
 	OpJoinOk:                {"JoinOk", EitherDirection},
+	OpFounderCheck:          {"FounderCheck", EitherDirection},
+	OpFounderCheckResult:    {"FounderCheckResult", EitherDirection},
 	OpTokenRequest:          {"TokenRequest", EitherDirection},
 	OpTokenGrant:            {"TokenGrant", EitherDirection},
 	OpTokenReturn:           {"TokenReturn", EitherDirection},

@@ -26,6 +26,18 @@ func sampleJoinOk(seed int) *JoinOk {
 		}(),
 	}
 }
+func sampleFounderCheck(seed int) *FounderCheck {
+	return &FounderCheck{
+		Cluster: fmt.Sprintf("cluster-%d-é", seed),
+		NodeID:  fmt.Sprintf("node_id-%d-é", seed),
+	}
+}
+func sampleFounderCheckResult(seed int) *FounderCheckResult {
+	return &FounderCheckResult{
+		Advertise: fmt.Sprintf("advertise-%d-é", seed),
+		Served:    seed%2 == 1,
+	}
+}
 func roundTripCasesMembership() []roundTripCase {
 	return []roundTripCase{{
 		fresh: func() Frame {
@@ -38,6 +50,18 @@ func roundTripCasesMembership() []roundTripCase {
 			return new(JoinOk)
 		},
 		full: sampleJoinOk(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(FounderCheck)
+		},
+		full: sampleFounderCheck(1),
+		tail: 0,
+	}, {
+		fresh: func() Frame {
+			return new(FounderCheckResult)
+		},
+		full: sampleFounderCheckResult(1),
 		tail: 0,
 	}}
 }

@@ -231,3 +231,15 @@ func (b *Broker) metaFSM(fsm *meta.FSM) raft.FSM {
 	}
 	return memberWatch{FSM: fsm, b: b}
 }
+
+// FounderServed reports whether the meta state records that node id served in the cluster, and
+// the address it gave clients (nodelink.FounderRecords): it announced that address
+// (SetAdvertise), which a node does once it runs, or it was removed. A founder that finds its
+// data directory empty asks this of the others before it founds anything.
+func (b *Broker) FounderServed(id meta.NodeID) (string, bool) {
+	n, ok := b.member(id)
+	if ok && n.Advertise != "" {
+		return n.Advertise, true
+	}
+	return "", b.catalog().Removed(id)
+}

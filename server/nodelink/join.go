@@ -221,38 +221,51 @@ func Join(ctx context.Context, cfg JoinConfig) (JoinResult, error) {
 
 // joinOnce is one attempt of Join.
 func joinOnce(ctx context.Context, cfg JoinConfig) (JoinResult, error) {
-	d := net.Dialer{Timeout: cfg.Timeout}
-	nc, err := d.DialContext(ctx, "tcp", cfg.Through)
+	var res JoinResult
+	err := openingCall(ctx, cfg.Through, cfg.TLS, cfg.Timeout, func(local net.Addr) cluster.Frame {
+		return &cluster.Join{Cluster: cfg.Cluster, NodeID: string(cfg.Node.ID), Address: dialable(cfg.Node.Address, local),
+			Advertise: cfg.Node.Advertise, Fresh: cfg.Fresh}
+	}, func(op cluster.Opcode, body []byte) error {
+		ok, err := joinAnswer(op, body)
+		if err == nil {
+			res = JoinResult{Cluster: ok.Cluster, Members: membersOf(ok), AdmittedAt: ok.AdmittedAt}
+		}
+		return err
+	})
+	return res, err
+}
+
+// openingCall opens a connection to the link at addr (TLS with tlsCfg, when set) for one request
+// in place of Hello — req builds it, given the connection's local address — and hands answer the
+// frame the member answers with before it closes the connection; timeout bounds the whole call.
+func openingCall(ctx context.Context, addr string, tlsCfg *tls.Config, timeout time.Duration,
+	req func(local net.Addr) cluster.Frame, answer func(op cluster.Opcode, body []byte) error) error {
+	d := net.Dialer{Timeout: timeout}
+	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
-		return JoinResult{}, err
+		return err
 	}
 	defer nc.Close()
-	_ = nc.SetDeadline(time.Now().Add(cfg.Timeout))
-	if cfg.TLS != nil {
-		tc := tls.Client(nc, clientTLS(cfg.TLS, cfg.Through))
+	_ = nc.SetDeadline(time.Now().Add(timeout))
+	if tlsCfg != nil {
+		tc := tls.Client(nc, clientTLS(tlsCfg, addr))
 		if err := tc.Handshake(); err != nil {
-			return JoinResult{}, err
+			return err
 		}
 		nc = tc
 	}
-	req := &cluster.Join{Cluster: cfg.Cluster, NodeID: string(cfg.Node.ID), Address: dialable(cfg.Node.Address, nc.LocalAddr()),
-		Advertise: cfg.Node.Advertise, Fresh: cfg.Fresh}
-	if _, err := nc.Write(cluster.AppendFrame(nil, 0, 1, req)); err != nil {
-		return JoinResult{}, err
+	if _, err := nc.Write(cluster.AppendFrame(nil, 0, 1, req(nc.LocalAddr()))); err != nil {
+		return err
 	}
 	body, err := wire.NewFrameReader(nc, cluster.MinFrameSize, cluster.MaxFrameSize).Next()
 	if err != nil {
-		return JoinResult{}, err
+		return err
 	}
 	h, rest, err := cluster.ParseHeader(body)
 	if err != nil {
-		return JoinResult{}, err
+		return err
 	}
-	ok, err := joinAnswer(h.Opcode, rest)
-	if err != nil {
-		return JoinResult{}, err
-	}
-	return JoinResult{Cluster: ok.Cluster, Members: membersOf(ok), AdmittedAt: ok.AdmittedAt}, nil
+	return answer(h.Opcode, rest)
 }
 
 // dialable is addr with an unspecified host (a link listening on every interface) replaced by

@@ -456,6 +456,10 @@ func (l *Link) greet(nc net.Conn) {
 		l.answerJoin(nc, h.RequestID, rest) // a node that joins (join.go)
 		return
 	}
+	if err == nil && h.Opcode == cluster.OpFounderCheck {
+		l.answerFounderCheck(nc, h.RequestID, rest) // a founder on an empty data directory (founder.go)
+		return
+	}
 	var hello cluster.Hello
 	if err == nil {
 		err = expect(h.Opcode, cluster.OpHello, &hello, rest)

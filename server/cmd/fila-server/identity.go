@@ -98,6 +98,9 @@ func claimDataDir(cfg config.Config) (nodeIdentity, error) {
 	id = nodeIdentity{Format: identityFormat, NodeID: cfg.NodeID, JoinedThrough: cfg.Join}
 	if members := cfg.InitialMembers(); members != nil {
 		id.ClusterID, id.Founders, id.JoinedThrough = clusterID(members), config.FormatMembers(members), ""
+		if err := checkFounders(cfg, members, id.ClusterID); err != nil {
+			return id, err // before anything is written: the next start asks again
+		}
 	}
 	return id, writeIdentity(dir, path, id)
 }
