@@ -85,12 +85,13 @@ func (c *conn) writeLoop() {
 		}
 		c.wmu.Lock()
 		buf := c.wbuf
+		if len(buf) == 0 { // woken for frames an earlier turn wrote: both buffers stay
+			c.wmu.Unlock()
+			continue
+		}
 		c.wbuf = c.spare[:0]
 		c.spare = nil
 		c.wmu.Unlock()
-		if len(buf) == 0 {
-			continue
-		}
 		_ = c.nc.SetWriteDeadline(time.Now().Add(c.l.cfg.Timeout))
 		n, err := c.nc.Write(buf)
 		c.l.stats.BytesSent.Add(uint64(n))
