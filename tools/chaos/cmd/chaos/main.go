@@ -172,6 +172,10 @@ func writeLogs(c *chaos.Cluster, start time.Time) {
 	if *logDir == "" {
 		return
 	}
+	if err := os.MkdirAll(*logDir, 0o755); err != nil { // a run's hour of history is not lost for a missing folder
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		return
+	}
 	fmt.Printf("chaos: the history's 0s is %s in the nodes' logs (%s)\n", start.UTC().Format("15:04:05.000"), *logDir)
 	for _, n := range c.Nodes {
 		if err := os.WriteFile(filepath.Join(*logDir, fmt.Sprintf("node%d.log", n.ID)), []byte(n.Log.String()), 0o644); err != nil {
