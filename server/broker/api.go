@@ -63,8 +63,9 @@ func (b *Broker) Enqueue(msgs []Message, done func([]EnqueueResult, *Error)) {
 // enqueue is Enqueue; fwd, when not nil, forwards the messages for queues other nodes lead to
 // them (forward.go).
 func (b *Broker) enqueue(msgs []Message, done func([]EnqueueResult, *Error), fwd *forwarder) {
-	if e := b.writable(); e != nil {
-		done(nil, e)
+	refusing := b.writable()
+	if refusing != nil && fwd == nil { // nothing of it goes to another node
+		done(nil, refusing)
 		return
 	}
 	if b.clustered() { // NotLeader answers name the leader (routing.go)
@@ -103,6 +104,10 @@ func (b *Broker) enqueue(msgs []Message, done func([]EnqueueResult, *Error), fwd
 			}
 			continue
 		}
+		if refusing != nil && a.a.writesHere() {
+			res[i].Code = CodeStorageError
+			continue
+		}
 		last = a
 		start := len(arena)
 		arena = append(arena, m.Payload...)
@@ -120,6 +125,10 @@ func (b *Broker) enqueue(msgs []Message, done func([]EnqueueResult, *Error), fwd
 	// the queue's sync waiter, before it sends that round's deliveries: a client sees the answer
 	// to its request before deliveries that the same round made.
 	fin := newFanIn(len(order)+len(parts.nodes), func() {
+		if refusing != nil && allCode(res, CodeStorageError) { // none could go to another node
+			done(nil, refusing)
+			return
+		}
 		if allCode(res, CodeChannelFull) { // every message was refused for a bound: the whole request is
 			if full == nil {
 				full = refusalOf(res)
@@ -166,6 +175,24 @@ func refusalOf(rs []EnqueueResult) *Error {
 	return nil
 }
 
+// allSettled reports whether every settlement item was answered code (ext, for ExtendLease).
+func allSettled(codes []Code, ext []ExtendResult, code Code) bool {
+	if ext != nil {
+		for _, r := range ext {
+			if r.Code != code {
+				return false
+			}
+		}
+		return len(ext) > 0
+	}
+	for _, c := range codes {
+		if c != code {
+			return false
+		}
+	}
+	return len(codes) > 0
+}
+
 func allCode(rs []EnqueueResult, code Code) bool {
 	for _, r := range rs {
 		if r.Code != code {
@@ -194,8 +221,9 @@ func (b *Broker) settle(kind settleKind, queues []string, items []settleItem, co
 // them (forward.go).
 func (b *Broker) settleWith(kind settleKind, queues []string, items []settleItem, codes []Code, ext []ExtendResult, done func(*Error),
 	fwd *forwarder) {
-	if e := b.writable(); e != nil {
-		done(e)
+	refusing := b.writable()
+	if refusing != nil && fwd == nil { // nothing of it goes to another node
+		done(refusing)
 		return
 	}
 	if b.clustered() { // NodeNotReady while no leader is known (routing.go)
@@ -213,11 +241,15 @@ func (b *Broker) settleWith(kind settleKind, queues []string, items []settleItem
 			continue
 		}
 		a := b.lookup(q)
-		if a.a == nil {
+		if a.a == nil || refusing != nil && a.a.writesHere() {
+			code := CodeStorageError
+			if a.a == nil {
+				code = absent.code(b, q)
+			}
 			if ext != nil {
-				ext[i].Code = absent.code(b, q)
+				ext[i].Code = code
 			} else {
-				codes[i] = absent.code(b, q)
+				codes[i] = code
 			}
 			continue
 		}
@@ -230,6 +262,10 @@ func (b *Broker) settleWith(kind settleKind, queues []string, items []settleItem
 	// Every part is counted up front, so the answer is sent by whoever finishes last — normally
 	// the queue's sync waiter, before it sends that round's deliveries: a client sees the answer
 	// to its request before deliveries that the same round made.
+	if refusing != nil && len(order) == 0 && len(parts.nodes) == 0 && allSettled(codes, ext, CodeStorageError) {
+		done(refusing) // none could go to another node
+		return
+	}
 	fin := newFanIn(len(order)+len(parts.nodes), func() { done(full) })
 	for _, n := range parts.nodes {
 		fwd.settle(kind, n, queues, items, parts.items[n], codes, ext, fin.finish)

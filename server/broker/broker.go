@@ -146,6 +146,7 @@ type Broker struct {
 
 	stopWatch, watchDone chan struct{} // watchStorage
 	storageStuck         chan struct{} // closed by watchStorage once the store is stuck
+	metaStopped          atomic.Bool   // the meta group was stopped after a failed write (storagehealth.go)
 
 	cacheBytes atomic.Int64 // bytes in every queue's body cache
 	dedup      dedupBudget  // the identities every queue remembers (dedupbudget.go)

@@ -113,15 +113,21 @@ func (a *actor) post(o op) {
 // postAwake queues an operation for an awake, leading actor only: a sleeping or following one
 // needs none (the change it carries is read again when the group opens or this node leads).
 func (a *actor) postAwake(o op) {
+	a.postIfAwake(func(a *actor) {
+		if a.leading { // a follower has nothing the operation changes (roles.go)
+			o(a)
+		}
+	})
+}
+
+// postIfAwake queues an operation for an awake actor, whatever its role; a sleeping one needs
+// none.
+func (a *actor) postIfAwake(o op) {
 	d := &a.dorm
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.life == lifeAwake {
-		a.internal.push(func(a *actor) {
-			if a.leading { // a follower has nothing the operation changes (roles.go)
-				o(a)
-			}
-		})
+		a.internal.push(o)
 	}
 }
 

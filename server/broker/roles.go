@@ -128,6 +128,9 @@ func (a *actor) watchRole() {
 
 // followRole brings the actor in line with the group's current role.
 func (a *actor) followRole() {
+	if err := a.b.db.Health().Err; err != nil {
+		a.standDown(err) // elected while the store refuses writes: let a replica that can write lead
+	}
 	if a.g == nil || a.suspended || a.deleted || a.b.db.Health().Err != nil {
 		// Stopped, or about to be: the reload or resume that reopens the group settles the
 		// role (a failed append steps raft down; that is the store's failure, not a

@@ -107,8 +107,11 @@ func knownLeaders(acts []*actor) []knownLeader {
 			answers[i] = ch
 			a.post(func(a *actor) {
 				var id meta.NodeID
-				if a.g != nil {
+				switch {
+				case a.g != nil:
 					id = meta.NodeID(a.g.LeaderID())
+				case a.suspended && !a.leading: // stood down while the store refuses writes
+					id = a.standInLeader()
 				}
 				ch <- id
 			})
