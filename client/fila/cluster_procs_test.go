@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -35,15 +34,9 @@ type testCluster struct {
 	nodes []*clusterNode
 }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+// freeAddr is a loopback address free a moment ago, for a node's inter-node address, which
+// initial_cluster names before any node starts (so port 0 cannot do).
+func freeAddr(t *testing.T) string { return serverproc.FreeAddr(t) }
 
 // startTestCluster starts three founders (they are ready together: a founder writes its
 // addresses once the meta group has a leader).

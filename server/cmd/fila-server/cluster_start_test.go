@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/filamq/fila/generated/fibp"
 	"github.com/filamq/fila/server/config"
 	"github.com/filamq/fila/server/internal/fibptest"
+	"github.com/filamq/fila/server/internal/testaddr"
 )
 
 // The cluster's start-up settings through the real binary: each bad input is one line on stderr
@@ -149,15 +149,7 @@ func TestClusterIDIsTheFoundersList(t *testing.T) {
 
 // freeAddr is a loopback address free a moment ago: initial_cluster names each node's
 // inter-node address before any node starts, so port 0 cannot do.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func freeAddr(t *testing.T) string { return testaddr.Free(t) }
 
 // A single node's data directory (a store, no identity) is served by a single node as before and
 // refused to a cluster node; the single node writes no identity.
