@@ -227,7 +227,7 @@ func consumeOn(ctx context.Context, addr, queue, payload string) (time.Time, err
 	}
 	defer conn.Close()
 	got := make(chan time.Time, 1)
-	_, err = conn.Consume(queue, latencyCredit, func(d *fibp.Delivery) {
+	sub, err := conn.Consume(queue, latencyCredit, func(d *fibp.Delivery) {
 		at := time.Now()
 		ack := &fibp.Ack{}
 		for _, m := range d.Messages {
@@ -247,6 +247,8 @@ func consumeOn(ctx context.Context, addr, queue, payload string) (time.Time, err
 	select {
 	case at := <-got:
 		return at, nil
+	case e := <-conn.Ended(sub): // the node stopped leading the queue: look for the one that does
+		return time.Time{}, fmt.Errorf("the subscription ended: %v", e)
 	case <-time.After(deliveryWait):
 		return time.Time{}, errors.New("no delivery within 10 s")
 	case <-ctx.Done():

@@ -27,6 +27,7 @@ type Conn struct {
 	mu      sync.Mutex
 	pending map[uint32]func(fibp.Frame, error)
 	subs    map[uint32]func(*fibp.Delivery)
+	ends    map[uint32]chan *fibp.Error // a subscription's end, when the server ends it (an Error frame)
 	err     error
 	done    chan struct{}
 }
@@ -44,7 +45,7 @@ func Dial(addr string) (*Conn, error) {
 		tc.SetNoDelay(true)
 	}
 	c := &Conn{nc: nc, w: bufio.NewWriterSize(nc, 256<<10), pending: map[uint32]func(fibp.Frame, error){},
-		subs: map[uint32]func(*fibp.Delivery){}, done: make(chan struct{})}
+		subs: map[uint32]func(*fibp.Delivery){}, ends: map[uint32]chan *fibp.Error{}, done: make(chan struct{})}
 	fr := wire.NewFrameReader(nc, fibp.HeaderSize, fibp.MaxFrameSize)
 	if _, err := nc.Write(fibp.AppendFrame(nil, 0, 0, &fibp.Handshake{ProtocolVersion: 1, ClientCapabilities: fibp.CapCreditFlowControl})); err != nil {
 		nc.Close()
@@ -103,10 +104,19 @@ func (c *Conn) read(fr *wire.FrameReader) {
 			c.mu.Lock()
 			cb := c.pending[h.RequestID]
 			delete(c.pending, h.RequestID)
+			end := c.ends[h.RequestID]
+			if cb == nil && end != nil && h.Opcode == fibp.OpError { // the server ended a subscription
+				delete(c.subs, h.RequestID)
+			} else {
+				end = nil
+			}
 			c.mu.Unlock()
-			if cb != nil {
-				f, err := fibp.Decode(h.Opcode, full)
+			switch f, err := fibp.Decode(h.Opcode, full); {
+			case cb != nil:
 				cb(f, err)
+			case end != nil:
+				e, _ := f.(*fibp.Error)
+				end <- e
 			}
 		}
 	}
@@ -186,6 +196,7 @@ func (c *Conn) ConsumeWith(req *fibp.Consume, onDelivery func(*fibp.Delivery)) (
 	id := c.id()
 	c.mu.Lock()
 	c.subs[id] = onDelivery
+	c.ends[id] = make(chan *fibp.Error, 1)
 	ch := make(chan fibp.Frame, 1)
 	c.pending[id] = func(f fibp.Frame, _ error) { ch <- f }
 	c.mu.Unlock()
@@ -201,6 +212,14 @@ func (c *Conn) ConsumeWith(req *fibp.Consume, onDelivery func(*fibp.Delivery)) (
 		return 0, errors.New("consume: no answer")
 	}
 	return id, nil
+}
+
+// Ended receives the Error with which the server ended subscription sub (a NotLeader when its
+// node stopped leading the queue, say); nil for a subscription this connection never made.
+func (c *Conn) Ended(sub uint32) <-chan *fibp.Error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ends[sub]
 }
 
 // Credit grants a subscription more credit (no answer).
