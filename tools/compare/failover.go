@@ -227,7 +227,10 @@ func consumeOn(ctx context.Context, addr, queue, payload string) (time.Time, err
 	}
 	defer conn.Close()
 	got := make(chan time.Time, 1)
-	sub, err := conn.Consume(queue, latencyCredit, func(d *fibp.Delivery) {
+	var sub uint32
+	subscribed := make(chan struct{})
+	sub, err = conn.Consume(queue, latencyCredit, func(d *fibp.Delivery) {
+		<-subscribed // sub is known
 		at := time.Now()
 		ack := &fibp.Ack{}
 		for _, m := range d.Messages {
@@ -239,8 +242,12 @@ func consumeOn(ctx context.Context, addr, queue, payload string) (time.Time, err
 				}
 			}
 		}
-		conn.Go(ack, func(fibp.Frame, error) {}) // the few messages of a trial fit in the credit
+		conn.Go(ack, func(fibp.Frame, error) {})
+		// Credit back for what was delivered: older messages (an ack a killed leader never
+		// stored, then a lease run out) come first, and may be more than the credit.
+		conn.Credit(sub, uint32(len(d.Messages)))
 	})
+	close(subscribed)
 	if err != nil {
 		return time.Time{}, err
 	}
