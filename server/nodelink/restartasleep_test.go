@@ -18,6 +18,13 @@ import (
 // once each node lists the 40 queues again. Before, a follower started on a partial catalog and
 // its registry opened the rest as new groups, every one standing for election.
 func TestARestartedClusterRegistersItsSleepingGroupsAsleep(t *testing.T) {
+	if raceEnabled {
+		// It runs in make test's first step. Under the race step, beside every other package on
+		// two cores, a node twice did not list the 40 queues within the minute after the
+		// restart (clean-clone CI runs of 2026-12-06 and 2026-12-07; it passes alone under
+		// -race): the bound is about the load, and what the test checks is not a race.
+		t.Skip("restart of 40 sleeping queues on three brokers: runs in make test's first step")
+	}
 	nodes := startBrokersIdle(t, 300*time.Millisecond)
 	// A leadership the rebalancer moves wakes its group (and a move just before the stop leaves
 	// a summary its log has passed): this test is about the restart alone.

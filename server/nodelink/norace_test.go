@@ -1,0 +1,5 @@
+//go:build !race
+
+package nodelink_test
+
+const raceEnabled = false
