@@ -42,7 +42,7 @@ func TestCommitPanicInsidePebbleLeavesTheStoreStuckNotHung(t *testing.T) {
 	if err := db.Write(func(p *pebble.DB) error { return p.Set([]byte("before"), []byte("v"), pebble.Sync) }); err != nil {
 		t.Fatal(err)
 	}
-	const writers = 4
+	const writers = 8 // which one panics depends on timing (the fourth, once, in a race step)
 	gates := make([]chan struct{}, writers)
 	errs := make([]chan error, writers)
 	inside := make(chan struct{}, writers)
@@ -60,9 +60,9 @@ func TestCommitPanicInsidePebbleLeavesTheStoreStuckNotHung(t *testing.T) {
 		<-inside // every writer is past the store's refusal check
 	}
 	fail.Store(true)
-	// One at a time: each fails, until one has panicked inside the pipeline (the second or the
-	// third: the first leaves the WAL error for the one after it to pick up, or picks it up
-	// itself); every writer released after that blocks inside Pebble for good, holding the
+	// One at a time: each fails, until one has panicked inside the pipeline (usually the second
+	// or the third: the first leaves the WAL error for the one after it to pick up, or picks it
+	// up itself); every writer released after that blocks inside Pebble for good, holding the
 	// store's read lock.
 	released := 0
 	for ; released < writers && !db.Health().Stuck; released++ {
@@ -71,7 +71,7 @@ func TestCommitPanicInsidePebbleLeavesTheStoreStuckNotHung(t *testing.T) {
 			t.Fatalf("writer %d: a commit whose WAL write failed succeeded", released)
 		}
 	}
-	if released == writers {
+	if !db.Health().Stuck {
 		t.Fatalf("no commit of %d panicked inside Pebble's commit pipeline", writers)
 	}
 	for ; released < writers; released++ {
