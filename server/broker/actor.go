@@ -78,6 +78,11 @@ type actor struct {
 	// othersLed is whether this replica saw another node lead the group since it opened
 	// (reclaim.go).
 	othersLed bool
+	// unconfirmed: this leader took the group over without its definitions confirmed current
+	// yet, and runs it as the more careful of the two delivery durabilities until they are
+	// (reclaim.go, confirmLater); graceFrom is when its takeover's reclaim grace started.
+	unconfirmed bool
+	graceFrom   int64
 	// roleChanged is signalled when the group's role may have changed (watchRole).
 	roleChanged chan struct{}
 	// replicas are the group's members, as the meta group placed it (its Raft configuration

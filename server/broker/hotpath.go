@@ -327,9 +327,10 @@ func (a *actor) extend(l queuegroup.Lane, items []settleItem, res []ExtendResult
 	})
 }
 
-// committed reports whether lane l logs its leases before deliveries are sent.
+// committed reports whether lane l logs its leases before deliveries are sent: by its
+// definition, and always while a takeover has not confirmed the definition current (reclaim.go).
 func (a *actor) committed(l queuegroup.Lane) bool {
-	return a.lanes[l].def.DeliveryDurability == store.DeliveryDurabilityCommitted
+	return a.unconfirmed || a.lanes[l].def.DeliveryDurability == store.DeliveryDurabilityCommitted
 }
 
 // fail applies a failure decision; a message dead-lettered out of the queue moves to the

@@ -182,7 +182,9 @@ func (a *actor) promote() error {
 	a.synced = make(chan struct{})
 	go a.waitLoop()
 	now := a.now()
+	a.unconfirmed = false
 	known := a.confirmDefinitions() // reclaim.go
+	a.unconfirmed = !known          // its leases logged until confirmLater confirms the definitions
 	for l := range a.lanes {
 		a.syncConfig(queuegroup.Lane(l))
 	}
@@ -191,7 +193,8 @@ func (a *actor) promote() error {
 	if a.st.Lane(queuegroup.LaneQueue).Unclassified() > 0 {
 		a.parked(now)
 	}
-	if until := addMs(a.reclaimFrom(now), a.reclaimGrace()); (!a.committed(queuegroup.LaneQueue) || !known) && until > now {
+	a.graceFrom = a.reclaimFrom(now)
+	if until := addMs(a.graceFrom, a.reclaimGrace()); (!a.committed(queuegroup.LaneQueue) || !known) && until > now {
 		// Fast delivery durability: leases were not logged, so any message ready now may have
 		// been delivered by the previous leader (or before the restart). Hold them for the
 		// reclaim grace (clustering.md); a group first opened later, or woken from hibernation
@@ -201,6 +204,9 @@ func (a *actor) promote() error {
 	a.promotions++
 	a.leading = true
 	a.leadingNow.Store(true)
+	if !known {
+		a.confirmLater(a.term, false) // reclaim.go
+	}
 	return nil
 }
 
@@ -212,6 +218,7 @@ func (a *actor) demote() {
 	}
 	a.leading = false
 	a.leadingNow.Store(false)
+	a.unconfirmed = false
 	a.drain()
 	close(a.commits)
 	<-a.synced

@@ -56,6 +56,21 @@ func (q *Queue) Hold(now, until int64) {
 	q.ready = 0
 }
 
+// SetHoldEnd moves the end of the current hold to until, holding nothing more (unlike Hold,
+// which also holds what has become ready since); an until at or before now ends it at once, as
+// reaching its end does: every held message becomes ready again, in enqueue order and without
+// counting an attempt, after the delayed messages due before now. It changes nothing when no
+// message is held. A leader that took a queue over before it could confirm the queue's
+// definition current sets the hold it took over with to what the definition says once it can
+// (a committed queue's leases were logged: nothing to hold; a fast queue's grace may differ).
+func (q *Queue) SetHoldEnd(now, until int64) {
+	if q.nHeld == 0 {
+		return
+	}
+	q.holdUntil = until
+	q.advance(now)
+}
+
 // Held reports how many messages are held (see Hold).
 func (q *Queue) Held() int { return q.nHeld }
 

@@ -197,6 +197,36 @@ func TestHoldAgain(t *testing.T) {
 	}
 }
 
+// A hold's end moved later keeps the held messages held until then and holds nothing more;
+// moved to now it releases them at once, as its end would: after the delayed messages due before
+// it; with nothing held it changes nothing.
+func TestSetHoldEnd(t *testing.T) {
+	q := newTestQueue(t, DefaultConfig())
+	must(t, q.Subscribe("c", 0))
+	enqueue(t, q, 0, msg(2, "a", 1), msg(1, "b", 1), Message{ID: mid(3), FairnessKey: "a", NotBefore: 40})
+	q.Hold(10, 30)
+	checkDispatch(t, q, 20)
+	enqueue(t, q, 25, msg(4, "b", 1))
+	q.SetHoldEnd(25, 1000) // the message enqueued since is not held
+	checkDispatch(t, q, 30, mid(4))
+	if until, held := q.HoldUntil(); !held || until != 1000 {
+		t.Fatalf("HoldUntil = %d, %v after SetHoldEnd(25, 1000)", until, held)
+	}
+	q.SetHoldEnd(50, 50) // the delayed message, due before the end, joins first, as at the hold's own end
+	if q.Held() != 0 {
+		t.Fatalf("%d still held after the hold's end was moved to now", q.Held())
+	}
+	if _, held := q.HoldUntil(); held {
+		t.Fatal("HoldUntil reports a hold after its end was moved to now")
+	}
+	checkDispatch(t, q, 50, mid(3), mid(1), mid(2))
+	q.SetHoldEnd(60, 2000)
+	if _, held := q.HoldUntil(); held {
+		t.Fatal("SetHoldEnd with nothing held started a hold")
+	}
+	must(t, checkInvariants(q))
+}
+
 // holdSim drives a queue with holds: held messages are never delivered before the hold ends,
 // are claimed by Ack, Nack and Extend, keep their attempts, and a snapshot at any point
 // restores to the queue the release would give.
