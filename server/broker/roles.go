@@ -259,6 +259,9 @@ func (b *Broker) Leads(queue string) bool {
 	return r.a != nil && r.a.leadingNow.Load()
 }
 
+// Replicates reports whether this node holds a replica of queue's group, its leader included.
+func (b *Broker) Replicates(queue string) bool { return b.lookup(queue).a != nil }
+
 // TransferLeadership hands the leadership of queue's group to node to (any other voter when
 // to is empty) and waits until it has taken over. The node must lead the group.
 func (b *Broker) TransferLeadership(queue string, to raft.ServerID, addr raft.ServerAddress) error {
