@@ -79,8 +79,12 @@ func (a *actor) confirmLater(term uint64, warned bool) {
 	go func() {
 		asked := time.Now()
 		ok := a.b.metaConfirmed(takeoverMetaWait)
-		if !ok {
-			time.Sleep(confirmRetry - time.Since(asked)) // a meta group not open answers at once
+		if !ok { // a meta group not open answers at once: ask again confirmRetry after the last
+			select {
+			case <-time.After(confirmRetry - time.Since(asked)):
+			case <-a.done:
+				return // the actor stopped
+			}
 		}
 		a.postIfAwake(func(a *actor) { // a group that fell asleep confirms when it leads again
 			if !a.leading || a.term != term || !a.unconfirmed {
