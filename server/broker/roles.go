@@ -195,8 +195,9 @@ func (a *actor) promote() error {
 	}
 	a.graceFrom = a.reclaimFrom(now)
 	if until := addMs(a.graceFrom, a.reclaimGrace()); (!a.committed(queuegroup.LaneQueue) || !known) && until > now {
-		// Fast delivery durability: leases were not logged, so any message ready now may have
-		// been delivered by the previous leader (or before the restart). Hold them for the
+		// Fast delivery durability (or a committed definition not confirmed current yet: the
+		// queue may have been made fast): leases were not logged, so any message ready now may
+		// have been delivered by the previous leader (or before the restart). Hold them for the
 		// reclaim grace (clustering.md); a group first opened later, or woken from hibernation
 		// (which it never enters with fast leases out), holds them for what is left of it.
 		a.st.Lane(queuegroup.LaneQueue).Hold(now, until)
