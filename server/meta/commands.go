@@ -98,11 +98,19 @@ func (c *Catalog) apply(f queuelog.Frame, ch *changes) error {
 }
 
 // decodeDefinition decodes a logged queue definition into a record of its own (the entry's
-// buffer is not the catalog's to keep).
+// buffer is not the catalog's to keep). A definition with more than shard.Max shards does not
+// decode, whatever wrote it (a PutQueue stores what it is given, a snapshot comes from a peer): a
+// DeleteQueue or UpdateQueue of its queue would loop over every one of them (FuzzRestore's seed
+// 74223b21eb5a9b1c had about 2^32, FuzzApply's 910ab070882ff976 wrote one with a PutQueue).
 func decodeDefinition(b []byte) (store.QueueRecord, error) {
 	var def store.QueueRecord
-	err := def.Decode(bytes.Clone(b))
-	return def, err
+	if err := def.Decode(bytes.Clone(b)); err != nil {
+		return def, err
+	}
+	if def.Shards > shard.Max {
+		return def, fmt.Errorf("queue %q has %d shards, more than %d", def.Name, def.Shards, shard.Max)
+	}
+	return def, nil
 }
 
 // createQueue validates and carries out a CreateQueue.

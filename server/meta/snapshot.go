@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/filamq/fila/generated/queuelog"
-	"github.com/filamq/fila/generated/shard"
 	"github.com/filamq/fila/generated/store"
 	"github.com/filamq/fila/generated/wire"
 	"github.com/filamq/fila/server/auth"
@@ -193,9 +192,6 @@ func readSnapshot(r io.Reader) (*Catalog, []auth.Record, error) {
 			def, err := decodeDefinition(c.Definition)
 			if err != nil {
 				return nil, nil, err
-			}
-			if def.Shards > shard.Max { // a CreateQueue with more is refused; deletes loop over them
-				return nil, nil, fmt.Errorf("queue %q has %d shards, more than %d", def.Name, def.Shards, shard.Max)
 			}
 			next.putQueue(def)
 		case *queuelog.SnapshotConfig:
