@@ -111,12 +111,16 @@ func (c *Conn) read(fr *wire.FrameReader) {
 				end = nil
 			}
 			c.mu.Unlock()
-			switch f, err := fibp.Decode(h.Opcode, full); {
+			switch {
 			case cb != nil:
-				cb(f, err)
+				cb(fibp.Decode(h.Opcode, full))
 			case end != nil:
+				f, _ := fibp.Decode(h.Opcode, full)
 				e, _ := f.(*fibp.Error)
-				end <- e
+				select {
+				case end <- e:
+				default: // the end is reported once; a second Error frame for it must not stop the reader
+				}
 			}
 		}
 	}
