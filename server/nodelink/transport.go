@@ -24,6 +24,13 @@ type Transport struct {
 	consume chan raft.RPC
 	done    chan struct{}
 
+	// beating is held shared while raft's heartbeat handler runs on a goroutine of the
+	// transport's (fastHeartbeat), and taken by shut: raft's Shutdown closes the transport once
+	// its own goroutines have stopped, and so returns only after every heartbeat handler has
+	// too — the storage its caller closes next is not written by one (a term saved to a closed
+	// store is a panic in raft).
+	beating sync.RWMutex
+
 	mu        sync.Mutex
 	heartbeat func(raft.RPC)
 	queue     []inbound // requests waiting for the group, in arrival order
@@ -62,18 +69,21 @@ var (
 // gets the transport that request waits in (wake.go).
 func (l *Link) Transport(group string) (raft.Transport, error) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if old := l.groups[group]; old != nil && old.claim() {
+	old := l.groups[group]
+	if old != nil && old.claim() {
+		l.mu.Unlock()
 		return old, nil
 	}
 	t := &Transport{l: l, group: group, consume: make(chan raft.RPC), done: make(chan struct{})}
-	if old := l.groups[group]; old != nil {
-		old.shut()
-	}
 	l.groups[group] = t
+	l.mu.Unlock()
+	if old != nil {
+		old.shut() // outside l.mu: it waits for a heartbeat raft is answering (beating)
+	}
 	return t, nil
 }
 
@@ -109,6 +119,8 @@ func (t *Transport) Close() error {
 }
 
 func (t *Transport) shut() {
+	t.beating.Lock()
+	defer t.beating.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.closed {
@@ -359,7 +371,10 @@ func (t *Transport) serve(in inbound, fn func(raft.RPC)) {
 	ch := make(chan raft.RPCResponse, 1)
 	in.rpc.RespChan = ch
 	if fn != nil {
-		fn(in.rpc)
+		if !t.beat(fn, in.rpc) {
+			t.refuse(in)
+			return
+		}
 	} else {
 		select {
 		case t.consume <- in.rpc:
@@ -390,6 +405,19 @@ func (t *Transport) serve(in inbound, fn func(raft.RPC)) {
 			_ = in.c.send(0, in.id, fr)
 		}
 	}
+}
+
+// beat has raft's heartbeat handler fn answer rpc unless the transport is closed (beating).
+func (t *Transport) beat(fn func(raft.RPC), rpc raft.RPC) bool {
+	t.beating.RLock()
+	defer t.beating.RUnlock()
+	select {
+	case <-t.done:
+		return false
+	default:
+	}
+	fn(rpc)
+	return true
 }
 
 func (t *Transport) refuse(in inbound) {
