@@ -212,9 +212,9 @@ func (t *Transport) rpc(id raft.ServerID, fr cluster.Frame, resp any) error {
 }
 
 // rpcAs is rpc, the request sent lazily (conn.go's lazyDelay) when lazy is set: a heartbeat.
-// Only a heartbeat: raft also sends an AppendEntries without entries to a follower that has every
-// entry when it must hear the answer at once (a leadership transfer waits on one), and 5 ms
-// each way made a planned transfer's gap 16 ms instead of 4.
+// Only a heartbeat: the other AppendEntries without entries carry the leader's commit index,
+// which something waits on — made lazy too, they made a planned transfer's gap 16 ms instead of 4
+// (docs/benchmarks.md, Run AN; which wait it lengthened was not traced).
 func (t *Transport) rpcAs(id raft.ServerID, fr cluster.Frame, lazy bool, resp any) error {
 	c, err := t.conn(id)
 	if err != nil {
