@@ -59,9 +59,19 @@ func TestATakeoverServesBeforeItsMetaStateIsConfirmed(t *testing.T) {
 		})
 	}
 	old := leaderOf(nodes, "q")
-	if rs := enqueue(t, nodes[old].b, []broker.Message{{Queue: "q", Payload: []byte("pending")}}); rs[0].Code != broker.CodeOk {
-		t.Fatalf("enqueue before the faults: %v", rs[0].Code)
-	}
+	// Right after a transfer the new leader may answer NodeNotReady until its queue is ready
+	// (nothing enqueued): the client's answer is to try again.
+	eventually(t, "the leader takes the pending message", func() bool {
+		switch rs := enqueue(t, nodes[old].b, []broker.Message{{Queue: "q", Payload: []byte("pending")}}); rs[0].Code {
+		case broker.CodeOk:
+			return true
+		case broker.CodeNodeNotReady:
+			return false
+		default:
+			t.Fatalf("enqueue before the faults: %v", rs[0].Code)
+			return false
+		}
+	})
 	for _, cut := range others {
 		for _, id := range ids {
 			if id != cut {
